@@ -1,0 +1,241 @@
+//! The plugin boundary: the C entry symbol, the fingerprint check and the panic guards.
+//!
+//! Rust has no stable ABI. The host first reads the entry through the C ABI only (a magic
+//! tag and the fingerprint string); only if the fingerprint equals its own does it call the
+//! Rust-ABI `declare` function and exchange Rust values (tensors, trait objects) with the
+//! plugin. Every call into plugin code runs inside [`guard`], in the plugin's own copy of
+//! std, so a panic becomes a [`PluginError::Panic`] instead of unwinding into the host.
+
+use crate::error::{PluginError, Result};
+use crate::layer::{Energy, Layer, Pass};
+use crate::schema::{Config, ParamSpec};
+use crate::task::{Batch, MetricTally, Task, TaskInfo, TaskModel};
+use candle_core::{Device, Tensor};
+use candle_nn::VarBuilder;
+use std::ffi::c_char;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+/// Name of the symbol every plugin library exports (see [`export_plugin!`](crate::export_plugin)).
+pub const ENTRY_SYMBOL: &str = "workbench_plugin_entry";
+
+/// First bytes of every [`PluginEntry`], to recognise a workbench plugin.
+pub const ENTRY_MAGIC: [u8; 8] = *b"WBPLUGIN";
+
+/// Everything that must agree between host and plugin for Rust values to cross between
+/// them: plugin-api version, rustc version, candle version, target and device features.
+pub const FINGERPRINT: &str = env!("WORKBENCH_PLUGIN_FINGERPRINT");
+
+/// The same fingerprint, NUL-terminated, for the C-ABI part of the entry.
+pub const FINGERPRINT_C: &str = concat!(env!("WORKBENCH_PLUGIN_FINGERPRINT"), "\0");
+
+/// The candle version this build of the plugin API was made with.
+pub const CANDLE_VERSION: &str = env!("WORKBENCH_CANDLE_VERSION");
+
+/// What the entry symbol returns. Only `magic` and `fingerprint` may be read before the
+/// fingerprint has been checked.
+#[repr(C)]
+pub struct PluginEntry {
+    /// Always [`ENTRY_MAGIC`].
+    pub magic: [u8; 8],
+    /// NUL-terminated fingerprint of the plugin's build.
+    pub fingerprint: *const c_char,
+    /// Builds the declaration (Rust ABI: call only after the fingerprint matched).
+    pub declare: fn() -> Result<Declaration>,
+}
+
+// SAFETY: the entry is immutable static data (a pointer to a static string and a fn pointer).
+unsafe impl Sync for PluginEntry {}
+
+/// Whether a plugin is a layer family or a task.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PluginKind {
+    /// A layer family: maps tokens to tokens.
+    Layer,
+    /// A task: data, embedding, head, loss, metrics.
+    Task,
+}
+
+impl PluginKind {
+    /// `layer` or `task`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PluginKind::Layer => "layer",
+            PluginKind::Task => "task",
+        }
+    }
+}
+
+type LayerCtor = Box<dyn Fn(&Config, VarBuilder) -> Result<Box<dyn Layer>> + Send + Sync>;
+type TaskCtor = Box<dyn Fn(&Config, u64) -> Result<Box<dyn Task>> + Send + Sync>;
+
+enum Constructor {
+    Layer(LayerCtor),
+    Task(TaskCtor),
+}
+
+/// A plugin's self-description and constructor.
+pub struct Declaration {
+    /// Unique plugin name (`hyperset`, `sudoku`).
+    pub name: String,
+    /// Plugin version (usually the crate version).
+    pub version: String,
+    /// One line describing the plugin.
+    pub description: String,
+    /// Hyperparameter schema.
+    pub params: Vec<ParamSpec>,
+    constructor: Constructor,
+}
+
+impl Declaration {
+    /// Declares a layer plugin whose constructor is `build(config, vb)`.
+    pub fn layer<L, F>(name: &str, version: &str, description: &str, params: Vec<ParamSpec>, build: F) -> Self
+    where
+        L: Layer + 'static,
+        F: Fn(&Config, VarBuilder) -> Result<L> + Send + Sync + 'static,
+    {
+        let ctor: LayerCtor = Box::new(move |cfg, vb| {
+            let layer = guard(|| build(cfg, vb))?;
+            Ok(Box::new(Guarded(layer)) as Box<dyn Layer>)
+        });
+        Self::new(name, version, description, params, Constructor::Layer(ctor))
+    }
+
+    /// Declares a task plugin whose constructor is `build(config, seed)`.
+    pub fn task<T, F>(name: &str, version: &str, description: &str, params: Vec<ParamSpec>, build: F) -> Self
+    where
+        T: Task + 'static,
+        F: Fn(&Config, u64) -> Result<T> + Send + Sync + 'static,
+    {
+        let ctor: TaskCtor = Box::new(move |cfg, seed| {
+            let task = guard(|| build(cfg, seed))?;
+            Ok(Box::new(Guarded(task)) as Box<dyn Task>)
+        });
+        Self::new(name, version, description, params, Constructor::Task(ctor))
+    }
+
+    fn new(name: &str, version: &str, description: &str, params: Vec<ParamSpec>, constructor: Constructor) -> Self {
+        Declaration {
+            name: name.into(),
+            version: version.into(),
+            description: description.into(),
+            params,
+            constructor,
+        }
+    }
+
+    /// Layer or task.
+    pub fn kind(&self) -> PluginKind {
+        match self.constructor {
+            Constructor::Layer(_) => PluginKind::Layer,
+            Constructor::Task(_) => PluginKind::Task,
+        }
+    }
+
+    /// Builds the layer (its parameters come from `vb`). Errors if this is a task plugin.
+    pub fn build_layer(&self, config: &Config, vb: VarBuilder) -> Result<Box<dyn Layer>> {
+        match &self.constructor {
+            Constructor::Layer(ctor) => ctor(config, vb),
+            Constructor::Task(_) => Err(PluginError::Other(format!("`{}` is a task plugin, not a layer", self.name))),
+        }
+    }
+
+    /// Builds the task with the run's seed. Errors if this is a layer plugin.
+    pub fn build_task(&self, config: &Config, seed: u64) -> Result<Box<dyn Task>> {
+        match &self.constructor {
+            Constructor::Task(ctor) => ctor(config, seed),
+            Constructor::Layer(_) => Err(PluginError::Other(format!("`{}` is a layer plugin, not a task", self.name))),
+        }
+    }
+}
+
+/// Runs `f`, turning a panic into [`PluginError::Panic`] with the panic message.
+pub fn guard<T>(f: impl FnOnce() -> Result<T>) -> Result<T> {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(result) => result,
+        Err(payload) => {
+            let message = payload
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| payload.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "a panic without a message".to_string());
+            Err(PluginError::Panic(message))
+        }
+    }
+}
+
+/// Wraps a plugin object so that each of its methods runs inside [`guard`]. It is
+/// instantiated in the plugin's crate (by [`Declaration::layer`] / [`Declaration::task`]), so
+/// the `catch_unwind` runs in the plugin's own std.
+struct Guarded<T>(T);
+
+impl<L: Layer> Layer for Guarded<L> {
+    fn width(&self) -> usize {
+        guard(|| Ok(self.0.width())).unwrap_or(0)
+    }
+    fn train_iterations(&self) -> usize {
+        guard(|| Ok(self.0.train_iterations())).unwrap_or(0)
+    }
+    fn forward(&self, x0: &Tensor, pass: &mut Pass<'_>) -> Result<Tensor> {
+        guard(|| self.0.forward(x0, pass))
+    }
+    fn supports_causal(&self) -> bool {
+        guard(|| Ok(self.0.supports_causal())).unwrap_or(false)
+    }
+    fn energies(&self, t: usize, x: &Tensor, x0: &Tensor) -> Result<Vec<Energy>> {
+        guard(|| self.0.energies(t, x, x0))
+    }
+    fn head_projections(&self, t: usize, x: &Tensor) -> Result<Option<Tensor>> {
+        guard(|| self.0.head_projections(t, x))
+    }
+}
+
+impl<T: Task> Task for Guarded<T> {
+    fn info(&self) -> Result<TaskInfo> {
+        guard(|| self.0.info())
+    }
+    fn train_batch(&self, step: u64, batch_size: usize, device: &Device) -> Result<Batch> {
+        guard(|| self.0.train_batch(step, batch_size, device))
+    }
+    fn eval_batches(&self, batch_size: usize, max_examples: usize, device: &Device) -> Result<Vec<Batch>> {
+        guard(|| self.0.eval_batches(batch_size, max_examples, device))
+    }
+    fn build_model(&self, vb: VarBuilder, width: usize) -> Result<Box<dyn TaskModel>> {
+        let model = guard(|| self.0.build_model(vb, width))?;
+        Ok(Box::new(Guarded(model)))
+    }
+}
+
+impl<M: TaskModel> TaskModel for Guarded<M> {
+    fn embed(&self, batch: &Batch, train: bool) -> Result<Tensor> {
+        guard(|| self.0.embed(batch, train))
+    }
+    fn loss(&self, h: &Tensor, batch: &Batch) -> Result<Tensor> {
+        guard(|| self.0.loss(h, batch))
+    }
+    fn evaluate(&self, h: &Tensor, batch: &Batch) -> Result<MetricTally> {
+        guard(|| self.0.evaluate(h, batch))
+    }
+}
+
+/// Exports a plugin: `export_plugin!(declare)` where `fn declare() -> Result<Declaration>`.
+///
+/// Generates the one `extern "C"` entry symbol the host looks for. A panic inside `declare`
+/// is caught and reported by the host as a failed registration.
+#[macro_export]
+macro_rules! export_plugin {
+    ($declare:path) => {
+        /// Entry point read by the workbench host.
+        #[no_mangle]
+        pub extern "C" fn workbench_plugin_entry() -> *const $crate::PluginEntry {
+            fn declare_guarded() -> $crate::Result<$crate::Declaration> {
+                $crate::guard(|| $declare())
+            }
+            static ENTRY: $crate::PluginEntry = $crate::PluginEntry {
+                magic: $crate::ENTRY_MAGIC,
+                fingerprint: $crate::FINGERPRINT_C.as_ptr() as *const ::std::ffi::c_char,
+                declare: declare_guarded,
+            };
+            &ENTRY
+        }
+    };
+}

@@ -1,0 +1,122 @@
+//! Differentiable building blocks shared by every plugin.
+//!
+//! candle's fused `rms_norm`, `layer_norm` and `softmax_last_dim` have no backward pass:
+//! gradients silently stop at them. Everything here is composed of differentiable candle
+//! ops so every parameter upstream receives its gradient (each plugin keeps a test of that).
+
+use candle_core::{DType, Device, Result, Tensor, D};
+
+/// Root-mean-square normalisation over the last dimension, `x / sqrt(mean(x^2) + eps)`,
+/// then multiplied by `gain` when given. Keeps `||x||_2 = sqrt(dim)` (without gain): the
+/// hyperspherical constraint of Hyper-SET (seed 000, Eq. 8).
+pub fn rms_norm(x: &Tensor, gain: Option<&Tensor>, eps: f64) -> Result<Tensor> {
+    let mean_sq = x.sqr()?.mean_keepdim(D::Minus1)?;
+    let normed = x.broadcast_div(&(mean_sq + eps)?.sqrt()?)?;
+    match gain {
+        Some(g) => normed.broadcast_mul(g),
+        None => Ok(normed),
+    }
+}
+
+/// Numerically stable softmax along `dim` (differentiable).
+pub fn softmax(x: &Tensor, dim: D) -> Result<Tensor> {
+    candle_nn::ops::softmax(x, dim)
+}
+
+/// `softmax(a, -1) + softmax(a, -2)`: for the symmetric score matrix `a` this is `P + P^T`,
+/// the bi-softmax attention of Hyper-SET (seed 000, Eq. 7 and 9).
+pub fn bi_softmax(a: &Tensor) -> Result<Tensor> {
+    softmax(a, D::Minus1)? + softmax(a, D::Minus2)?
+}
+
+/// `[sin(t w_k), cos(t w_k)]` with `dim / 2` frequencies `w_k = exp(-k ln(10^4) / (dim/2 - 1))`:
+/// the iteration-index embedding of the Hyper-SET step-size network (notes-hyperset.md §9).
+pub fn sinusoidal_embedding(t: f64, dim: usize, dtype: DType, device: &Device) -> Result<Tensor> {
+    let half = dim / 2;
+    let denom = (half.max(2) - 1) as f64;
+    let mut values = Vec::with_capacity(2 * half);
+    let freqs: Vec<f64> = (0..half).map(|k| (-(k as f64) * 10_000f64.ln() / denom).exp()).collect();
+    values.extend(freqs.iter().map(|w| (t * w).sin()));
+    values.extend(freqs.iter().map(|w| (t * w).cos()));
+    Tensor::from_vec(values, 2 * half, device)?.to_dtype(dtype)
+}
+
+/// Mean cross-entropy of `logits` `[M, C]` against class ids `targets` `[M]` (u32), with
+/// optional per-row weights `weights` `[M]` (e.g. 1 on blank Sudoku cells, 0 elsewhere):
+/// `sum_i w_i * ce_i / sum_i w_i`.
+pub fn weighted_cross_entropy(logits: &Tensor, targets: &Tensor, weights: Option<&Tensor>) -> Result<Tensor> {
+    let log_p = candle_nn::ops::log_softmax(logits, D::Minus1)?;
+    let picked = log_p.gather(&targets.unsqueeze(1)?, 1)?.squeeze(1)?;
+    let nll = picked.neg()?;
+    match weights {
+        Some(w) => {
+            let w = w.to_dtype(nll.dtype())?;
+            let total = w.sum_all()?;
+            (nll * &w)?.sum_all()?.broadcast_div(&total.maximum(1e-12)?)
+        }
+        None => nll.mean_all(),
+    }
+}
+
+/// A causal mask `[N, N]` with 0 on and below the diagonal and `-inf` above it, to add to
+/// attention scores.
+pub fn causal_mask(n: usize, dtype: DType, device: &Device) -> Result<Tensor> {
+    let values: Vec<f32> = (0..n)
+        .flat_map(|i| (0..n).map(move |j| if j <= i { 0.0 } else { f32::NEG_INFINITY }))
+        .collect();
+    Tensor::from_vec(values, (n, n), device)?.to_dtype(dtype)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use candle_core::Var;
+
+    #[test]
+    fn rms_norm_gives_sqrt_dim_norm_and_passes_gradients() -> Result<()> {
+        let x = Var::from_tensor(&Tensor::randn(0f64, 1.0, (3, 5, 16), &Device::Cpu)?)?;
+        let g = Var::from_tensor(&Tensor::ones(16, DType::F64, &Device::Cpu)?)?;
+        let y = rms_norm(x.as_tensor(), Some(g.as_tensor()), 0.0)?;
+        let norms: Vec<f64> = y.sqr()?.sum(D::Minus1)?.sqrt()?.flatten_all()?.to_vec1()?;
+        for n in norms {
+            assert!((n - 4.0).abs() < 1e-9, "norm {n} != sqrt(16)");
+        }
+        let grads = (y.sin()?.sum_all()?).backward()?;
+        assert!(grads.get(x.as_tensor()).is_some());
+        assert!(grads.get(g.as_tensor()).is_some());
+        Ok(())
+    }
+
+    #[test]
+    fn bi_softmax_of_symmetric_scores_is_p_plus_p_transpose() -> Result<()> {
+        let z = Tensor::randn(0f64, 1.0, (6, 4), &Device::Cpu)?;
+        let a = z.matmul(&z.t()?)?;
+        let p = softmax(&a, D::Minus1)?;
+        let expected = (&p + p.t()?)?;
+        let diff = (bi_softmax(&a)? - expected)?.abs()?.max_all()?.to_scalar::<f64>()?;
+        assert!(diff < 1e-12);
+        Ok(())
+    }
+
+    #[test]
+    fn weighted_cross_entropy_ignores_zero_weights() -> Result<()> {
+        let dev = Device::Cpu;
+        let logits = Tensor::new(&[[2f32, 0.0], [0.0, 5.0]], &dev)?;
+        let targets = Tensor::new(&[0u32, 0], &dev)?;
+        let w = Tensor::new(&[1f32, 0.0], &dev)?;
+        let loss = weighted_cross_entropy(&logits, &targets, Some(&w))?.to_scalar::<f32>()?;
+        let expected = -(2f32.exp() / (2f32.exp() + 1.0)).ln();
+        assert!((loss - expected).abs() < 1e-6, "{loss} vs {expected}");
+        Ok(())
+    }
+
+    #[test]
+    fn sinusoidal_embedding_layout() -> Result<()> {
+        let e: Vec<f64> = sinusoidal_embedding(3.0, 8, DType::F64, &Device::Cpu)?.to_vec1()?;
+        assert_eq!(e.len(), 8);
+        assert!((e[0] - 3f64.sin()).abs() < 1e-12); // w_0 = 1
+        assert!((e[4] - 3f64.cos()).abs() < 1e-12);
+        assert!((e[3] - (3.0 * 1e-4f64).sin()).abs() < 1e-12); // w_last = 1e-4
+        Ok(())
+    }
+}
