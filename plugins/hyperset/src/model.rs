@@ -1,0 +1,135 @@
+//! The recurrent Hyper-SET model: k blocks sharing one step-size network, iterated L times.
+
+use crate::block::HyperSetBlock;
+use crate::energy;
+use crate::step_size::StepSizeNet;
+use plugin_api::candle::Tensor;
+use plugin_api::candle_nn::VarBuilder;
+use plugin_api::{config_error, Config, Energy, Layer, Pass, Result};
+
+/// Validated hyperparameters of the layer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HyperSetConfig {
+    pub d: usize,
+    pub heads: usize,
+    pub iterations: usize,
+    pub ff_width: usize,
+    pub layers: usize,
+    pub time_dim: usize,
+    pub condition_on_x0: bool,
+    pub zero_init_all: bool,
+    pub norm_gain: bool,
+    pub init_std: f64,
+}
+
+impl HyperSetConfig {
+    pub fn from_config(cfg: &Config) -> Result<Self> {
+        let c = HyperSetConfig {
+            d: cfg.usize("d")?,
+            heads: cfg.usize("heads")?,
+            iterations: cfg.usize("iterations")?,
+            ff_width: cfg.usize("ff_ratio")? * cfg.usize("d")?,
+            layers: cfg.usize("layers")?,
+            time_dim: cfg.usize("time_dim")?,
+            condition_on_x0: cfg.str("step_cond")? == "x0",
+            zero_init_all: cfg.str("step_init")? == "all",
+            norm_gain: cfg.bool("norm_gain")?,
+            init_std: cfg.f64("init_std")?,
+        };
+        if c.d % c.heads != 0 {
+            return Err(config_error(format!("d = {} is not divisible by heads = {}; choose heads dividing d", c.d, c.heads)));
+        }
+        if c.iterations % c.layers != 0 {
+            return Err(config_error(format!(
+                "iterations = {} is not divisible by layers = {}; each layer runs iterations / layers times",
+                c.iterations, c.layers
+            )));
+        }
+        if c.time_dim % 2 != 0 {
+            return Err(config_error(format!("time_dim = {} must be even (sin and cos halves)", c.time_dim)));
+        }
+        Ok(c)
+    }
+
+    pub fn head_dim(&self) -> usize {
+        self.d / self.heads
+    }
+}
+
+/// k Hyper-SET blocks; block `b` runs iterations `b * L/k + 1 ..= (b + 1) * L/k`, with the
+/// iteration index restarting at 1 in each block (one time-MLP for all blocks, as the
+/// authors' code does; notes-hyperset.md §2.4).
+pub struct HyperSet {
+    cfg: HyperSetConfig,
+    blocks: Vec<HyperSetBlock>,
+    step_sizes: StepSizeNet,
+}
+
+impl HyperSet {
+    pub fn new(cfg: &HyperSetConfig, vb: VarBuilder) -> Result<Self> {
+        let blocks = (0..cfg.layers)
+            .map(|b| HyperSetBlock::new(cfg, vb.pp(format!("block{b}"))))
+            .collect::<Result<Vec<_>>>()?;
+        let step_sizes = StepSizeNet::new(cfg, vb.pp("step"))?;
+        Ok(HyperSet { cfg: cfg.clone(), blocks, step_sizes })
+    }
+
+    /// Which block runs global iteration `t` (1-based) of a pass of `iterations`, and the
+    /// iteration index within that block's loop.
+    fn schedule(&self, t: usize, iterations: usize) -> Result<(usize, usize)> {
+        let k = self.cfg.layers;
+        if iterations % k != 0 {
+            return Err(config_error(format!(
+                "{iterations} iterations cannot be split over {k} layers; use a multiple of {k}"
+            )));
+        }
+        let per_block = iterations / k;
+        Ok(((t - 1) / per_block, (t - 1) % per_block + 1))
+    }
+
+    /// The block that produced the state after global iteration `t` (block 0 for t = 0).
+    fn block_at(&self, t: usize) -> &HyperSetBlock {
+        let per_block = (self.cfg.iterations / self.cfg.layers).max(1);
+        let b = (t.max(1) - 1) / per_block;
+        &self.blocks[b.min(self.blocks.len() - 1)]
+    }
+}
+
+impl Layer for HyperSet {
+    fn width(&self) -> usize {
+        self.cfg.d
+    }
+
+    fn train_iterations(&self) -> usize {
+        self.cfg.iterations
+    }
+
+    fn forward(&self, x0: &Tensor, pass: &mut Pass<'_>) -> Result<Tensor> {
+        let mut x = x0.clone();
+        pass.observe(0, &x)?;
+        for t in 1..=pass.iterations {
+            let (b, local_t) = self.schedule(t, pass.iterations)?;
+            let cond = if self.cfg.condition_on_x0 { x0 } else { &x };
+            let (alpha, gamma) = self.step_sizes.forward(local_t, cond)?;
+            x = self.blocks[b].iterate(&x, &alpha, &gamma)?;
+            pass.observe(t, &x)?;
+        }
+        Ok(x)
+    }
+
+    fn energies(&self, t: usize, x: &Tensor, _x0: &Tensor) -> Result<Vec<Energy>> {
+        let block = self.block_at(t);
+        let attention = energy::attention(x, block.w(), self.cfg.heads)?;
+        let feedforward = energy::feedforward(x, block.d_ff())?;
+        let total = (&attention + &feedforward)?;
+        Ok(vec![
+            Energy { name: "attention".into(), per_sample: attention },
+            Energy { name: "feedforward".into(), per_sample: feedforward },
+            Energy { name: "total".into(), per_sample: total },
+        ])
+    }
+
+    fn head_projections(&self, t: usize, x: &Tensor) -> Result<Option<Tensor>> {
+        Ok(Some(energy::normalised_heads(x, self.block_at(t).w(), self.cfg.heads)?))
+    }
+}

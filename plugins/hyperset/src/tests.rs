@@ -1,0 +1,127 @@
+use super::*;
+use plugin_api::candle::{DType, Device, Tensor, Var};
+use plugin_api::candle_nn::{VarBuilder, VarMap};
+use plugin_api::{Config, Layer, Pass, Value};
+
+fn config(pairs: &[(&str, Value)]) -> Config {
+    let mut cfg = Config::defaults(&params());
+    for (k, v) in pairs {
+        cfg.set(k, v.clone());
+    }
+    cfg
+}
+
+fn build(cfg: &Config, dtype: DType) -> (VarMap, HyperSet) {
+    let map = VarMap::new();
+    let vb = VarBuilder::from_varmap(&map, dtype, &Device::Cpu);
+    let layer = HyperSet::new(&HyperSetConfig::from_config(cfg).unwrap(), vb).unwrap();
+    (map, layer)
+}
+
+fn param_count(map: &VarMap) -> usize {
+    map.all_vars().iter().map(|v| v.elem_count()).sum()
+}
+
+/// notes-hyperset.md §8: the Sudoku model (d = 768, 12 heads, M = 4d, time embedding 512)
+/// has 5,195,584 parameters; the task's share (token embedding 10*768, positions 81*768,
+/// head RMSNorm 768 and Linear 768*9) is 77,568, leaving 5,118,016 for the layer.
+#[test]
+fn sudoku_paper_configuration_layer_parameter_count() {
+    let cfg = config(&[
+        ("d", Value::Int(768)),
+        ("heads", Value::Int(12)),
+        ("iterations", Value::Int(24)),
+        ("ff_ratio", Value::Int(4)),
+        ("time_dim", Value::Int(512)),
+    ]);
+    let (map, _) = build(&cfg, DType::F32);
+    assert_eq!(param_count(&map), 5_195_584 - 77_568);
+}
+
+fn randomise(map: &VarMap) {
+    for var in map.all_vars() {
+        let t = Tensor::randn(0f32, 0.05, var.shape(), &Device::Cpu).unwrap().to_dtype(var.dtype()).unwrap();
+        var.set(&t).unwrap();
+    }
+}
+
+fn grads_by_name(map: &VarMap, layer: &HyperSet) -> Vec<(String, f64)> {
+    let x = Tensor::randn(0f32, 1.0, (2, 5, 16), &Device::Cpu).unwrap();
+    let y = layer.forward(&x, &mut Pass::new(4)).unwrap();
+    let r = Tensor::randn(0f32, 1.0, y.shape(), &Device::Cpu).unwrap();
+    let grads = (y * r).unwrap().sum_all().unwrap().backward().unwrap();
+    let data = map.data().lock().unwrap();
+    let mut out: Vec<(String, f64)> = data
+        .iter()
+        .map(|(name, var): (&String, &Var)| {
+            let g = grads.get(var.as_tensor()).map(|g| g.abs().unwrap().sum_all().unwrap().to_scalar::<f32>().unwrap());
+            (name.clone(), g.unwrap_or(0.0) as f64)
+        })
+        .collect();
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out
+}
+
+/// Once the step sizes are non-zero (after the first optimiser step), every parameter of the
+/// layer receives a gradient: no op on the path is forward-only.
+#[test]
+fn every_parameter_receives_a_gradient() {
+    let cfg = config(&[("d", Value::Int(16)), ("heads", Value::Int(2)), ("iterations", Value::Int(4)), ("layers", Value::Int(2)), ("time_dim", Value::Int(8))]);
+    let (map, layer) = build(&cfg, DType::F32);
+    randomise(&map);
+    let grads = grads_by_name(&map, &layer);
+    assert_eq!(grads.len(), 2 * 4 + 6);
+    for (name, g) in grads {
+        assert!(g > 0.0, "parameter {name} received no gradient");
+    }
+}
+
+/// With every Linear of the step network zero-initialised (the authors' code), the time
+/// Linears' weights get no gradient at initialisation: the reason `step_init=last` is the default.
+#[test]
+fn all_zero_step_network_starves_the_time_mlp() {
+    let cfg = config(&[("d", Value::Int(16)), ("heads", Value::Int(2)), ("time_dim", Value::Int(8)), ("step_init", Value::Str("all".into()))]);
+    let (map, layer) = build(&cfg, DType::F32);
+    let grads = grads_by_name(&map, &layer);
+    let get = |n: &str| grads.iter().find(|(k, _)| k == n).unwrap().1;
+    assert_eq!(get("step.time_in.weight"), 0.0);
+    assert_eq!(get("step.time_out.weight"), 0.0);
+    assert!(get("step.out.weight") > 0.0, "the output Linear must still learn");
+}
+
+/// At initialisation the step sizes are zero, so the layer is the identity (ReZero).
+#[test]
+fn starts_as_identity() {
+    let cfg = config(&[("d", Value::Int(16)), ("heads", Value::Int(4)), ("time_dim", Value::Int(8))]);
+    let (_, layer) = build(&cfg, DType::F32);
+    let x = Tensor::randn(0f32, 1.0, (2, 7, 16), &Device::Cpu).unwrap();
+    let y = layer.forward(&x, &mut Pass::new(5)).unwrap();
+    let diff = (y - &x).unwrap().abs().unwrap().max_all().unwrap().to_scalar::<f32>().unwrap();
+    assert_eq!(diff, 0.0);
+}
+
+#[test]
+fn bad_shapes_are_refused_with_the_fix() {
+    let cfg = config(&[("d", Value::Int(10)), ("heads", Value::Int(4))]);
+    let err = HyperSetConfig::from_config(&cfg).unwrap_err().to_string();
+    assert!(err.contains("not divisible by heads"), "{err}");
+    let cfg = config(&[("iterations", Value::Int(6)), ("layers", Value::Int(4))]);
+    assert!(HyperSetConfig::from_config(&cfg).unwrap_err().to_string().contains("not divisible by layers"));
+}
+
+/// Energies are per sample and finite; the diagnostics of later iterations use the block
+/// that produced them.
+#[test]
+fn energies_are_per_sample() {
+    let cfg = config(&[("d", Value::Int(16)), ("heads", Value::Int(2)), ("time_dim", Value::Int(8))]);
+    let (_, layer) = build(&cfg, DType::F32);
+    let x = Tensor::randn(0f32, 1.0, (3, 6, 16), &Device::Cpu).unwrap();
+    let energies = layer.energies(1, &x, &x).unwrap();
+    let names: Vec<_> = energies.iter().map(|e| e.name.as_str()).collect();
+    assert_eq!(names, ["attention", "feedforward", "total"]);
+    for e in &energies {
+        assert_eq!(e.per_sample.dims(), &[3]);
+    }
+    let heads = layer.head_projections(1, &x).unwrap().unwrap();
+    assert_eq!(heads.dims(), &[3, 2, 6, 8]);
+}

@@ -1,0 +1,85 @@
+//! One pre-norm Transformer block: `X += Attn(RMSNorm(X))`, `X += MLP(RMSNorm(X))`.
+
+use crate::model::TransformerConfig;
+use plugin_api::candle::Tensor;
+use plugin_api::candle_nn::{Init, VarBuilder};
+use plugin_api::ops::{causal_mask, rms_norm, softmax};
+use plugin_api::Result;
+
+const RMS_EPS: f64 = 1e-6;
+
+pub struct TransformerBlock {
+    attn_norm: Tensor,
+    /// `[d, d]` each; with `shared_qkv` all three are the same tensor.
+    w_q: Tensor,
+    w_k: Tensor,
+    w_v: Tensor,
+    w_o: Tensor,
+    mlp_norm: Tensor,
+    w_up: Tensor,
+    w_down: Tensor,
+    heads: usize,
+    head_dim: usize,
+}
+
+impl TransformerBlock {
+    pub fn new(cfg: &TransformerConfig, vb: VarBuilder) -> Result<Self> {
+        let init = Init::Randn { mean: 0.0, stdev: cfg.init_std };
+        let square = |name: &str| vb.get_with_hints((cfg.d, cfg.d), name, init);
+        let (w_q, w_k, w_v) = if cfg.shared_qkv {
+            let w = square("w_qkv")?;
+            (w.clone(), w.clone(), w)
+        } else {
+            (square("w_q")?, square("w_k")?, square("w_v")?)
+        };
+        Ok(TransformerBlock {
+            attn_norm: vb.get_with_hints(cfg.d, "attn_norm", Init::Const(1.0))?,
+            w_q,
+            w_k,
+            w_v,
+            w_o: square("w_o")?,
+            mlp_norm: vb.get_with_hints(cfg.d, "mlp_norm", Init::Const(1.0))?,
+            w_up: vb.get_with_hints((cfg.d, cfg.mlp_width), "w_up", init)?,
+            w_down: vb.get_with_hints((cfg.mlp_width, cfg.d), "w_down", init)?,
+            heads: cfg.heads,
+            head_dim: cfg.d / cfg.heads,
+        })
+    }
+
+    pub fn forward(&self, x: &Tensor, causal: bool) -> Result<Tensor> {
+        let x = (x + self.attention(&rms_norm(x, Some(&self.attn_norm), RMS_EPS)?, causal)?)?;
+        let h = rms_norm(&x, Some(&self.mlp_norm), RMS_EPS)?;
+        Ok((&x + linear(&linear(&h, &self.w_up)?.relu()?, &self.w_down)?)?)
+    }
+
+    fn attention(&self, h: &Tensor, causal: bool) -> Result<Tensor> {
+        let (b, n, d) = h.dims3()?;
+        let q = self.split(&linear(h, &self.w_q)?)?;
+        let k = self.split(&linear(h, &self.w_k)?)?;
+        let v = self.split(&linear(h, &self.w_v)?)?;
+        let mut scores = (q.matmul(&k.t()?)? / (self.head_dim as f64).sqrt())?;
+        if causal {
+            scores = scores.broadcast_add(&causal_mask(n, scores.dtype(), scores.device())?)?;
+        }
+        let mixed = softmax(&scores, plugin_api::candle::D::Minus1)?.matmul(&v)?;
+        Ok(linear(&mixed.transpose(1, 2)?.reshape((b, n, d))?, &self.w_o)?)
+    }
+
+    /// Per-head query projections of the normalised input, RMS-normalised per head, on which
+    /// effective rank and angle are measured (with `shared_qkv` these are the shared projections).
+    pub fn normalised_queries(&self, x: &Tensor) -> Result<Tensor> {
+        let h = rms_norm(x, Some(&self.attn_norm), RMS_EPS)?;
+        Ok(rms_norm(&self.split(&linear(&h, &self.w_q)?)?, None, RMS_EPS)?)
+    }
+
+    fn split(&self, x: &Tensor) -> plugin_api::candle::Result<Tensor> {
+        let (b, n, _) = x.dims3()?;
+        x.reshape((b, n, self.heads, self.head_dim))?.transpose(1, 2)?.contiguous()
+    }
+}
+
+fn linear(x: &Tensor, m: &Tensor) -> plugin_api::candle::Result<Tensor> {
+    let (b, n, k) = x.dims3()?;
+    x.reshape((b * n, k))?.matmul(m)?.reshape((b, n, ()))
+}
+

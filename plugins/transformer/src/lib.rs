@@ -1,0 +1,36 @@
+//! The Transformer baseline of the Hyper-SET seeds (notes-hyperset.md §3): pre-RMSNorm,
+//! separate Q/K/V/O projections (or one shared QKV matrix), ReLU MLP, no biases, one layer
+//! of parameters iterated L times like the energy layers it is compared with.
+
+mod block;
+mod model;
+
+use model::{Transformer, TransformerConfig};
+use plugin_api::{export_plugin, Declaration, ParamSpec, Result};
+
+fn params() -> Vec<ParamSpec> {
+    vec![
+        ParamSpec::int("d", 128, 2, 8192, "token width d"),
+        ParamSpec::int("heads", 4, 1, 256, "attention heads H (p = d / H)"),
+        ParamSpec::int("iterations", 8, 1, 1024, "recurrent depth L used in training"),
+        ParamSpec::int("ff_ratio", 4, 1, 64, "MLP width = ff_ratio * d"),
+        ParamSpec::int("layers", 1, 1, 1024, "k distinct layers, each iterated L / k times"),
+        ParamSpec::bool("shared_qkv", false, "one matrix for queries, keys and values (separate output projection)"),
+        ParamSpec::float("init_std", 0.02, 0.0, 10.0, "standard deviation of the N(0, s^2) weight init"),
+    ]
+}
+
+fn declare() -> Result<Declaration> {
+    Ok(Declaration::layer(
+        "transformer",
+        env!("CARGO_PKG_VERSION"),
+        "Transformer baseline: pre-RMSNorm softmax attention and ReLU MLP, iterated",
+        params(),
+        |cfg, vb| Transformer::new(&TransformerConfig::from_config(cfg)?, vb),
+    ))
+}
+
+export_plugin!(declare);
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,93 @@
+//! k Transformer blocks, block `b` applied for iterations `b * L/k + 1 ..= (b + 1) * L/k`.
+
+use crate::block::TransformerBlock;
+use plugin_api::candle::Tensor;
+use plugin_api::candle_nn::VarBuilder;
+use plugin_api::{config_error, Config, Layer, Pass, Result};
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct TransformerConfig {
+    pub d: usize,
+    pub heads: usize,
+    pub iterations: usize,
+    pub mlp_width: usize,
+    pub layers: usize,
+    pub shared_qkv: bool,
+    pub init_std: f64,
+}
+
+impl TransformerConfig {
+    pub fn from_config(cfg: &Config) -> Result<Self> {
+        let c = TransformerConfig {
+            d: cfg.usize("d")?,
+            heads: cfg.usize("heads")?,
+            iterations: cfg.usize("iterations")?,
+            mlp_width: cfg.usize("ff_ratio")? * cfg.usize("d")?,
+            layers: cfg.usize("layers")?,
+            shared_qkv: cfg.bool("shared_qkv")?,
+            init_std: cfg.f64("init_std")?,
+        };
+        if c.d % c.heads != 0 {
+            return Err(config_error(format!("d = {} is not divisible by heads = {}; choose heads dividing d", c.d, c.heads)));
+        }
+        if c.iterations % c.layers != 0 {
+            return Err(config_error(format!(
+                "iterations = {} is not divisible by layers = {}; each layer runs iterations / layers times",
+                c.iterations, c.layers
+            )));
+        }
+        Ok(c)
+    }
+}
+
+pub struct Transformer {
+    cfg: TransformerConfig,
+    blocks: Vec<TransformerBlock>,
+}
+
+impl Transformer {
+    pub fn new(cfg: &TransformerConfig, vb: VarBuilder) -> Result<Self> {
+        let blocks = (0..cfg.layers)
+            .map(|b| TransformerBlock::new(cfg, vb.pp(format!("block{b}"))))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Transformer { cfg: cfg.clone(), blocks })
+    }
+
+    fn block_for(&self, t: usize, iterations: usize) -> Result<&TransformerBlock> {
+        let k = self.cfg.layers;
+        if iterations % k != 0 {
+            return Err(config_error(format!("{iterations} iterations cannot be split over {k} layers; use a multiple of {k}")));
+        }
+        Ok(&self.blocks[(t.max(1) - 1) / (iterations / k)])
+    }
+}
+
+impl Layer for Transformer {
+    fn width(&self) -> usize {
+        self.cfg.d
+    }
+
+    fn train_iterations(&self) -> usize {
+        self.cfg.iterations
+    }
+
+    fn supports_causal(&self) -> bool {
+        true
+    }
+
+    fn forward(&self, x0: &Tensor, pass: &mut Pass<'_>) -> Result<Tensor> {
+        let mut x = x0.clone();
+        pass.observe(0, &x)?;
+        for t in 1..=pass.iterations {
+            x = self.block_for(t, pass.iterations)?.forward(&x, pass.causal)?;
+            pass.observe(t, &x)?;
+        }
+        Ok(x)
+    }
+
+    fn head_projections(&self, t: usize, x: &Tensor) -> Result<Option<Tensor>> {
+        let per_block = (self.cfg.iterations / self.cfg.layers).max(1);
+        let block = &self.blocks[((t.max(1) - 1) / per_block).min(self.blocks.len() - 1)];
+        Ok(Some(block.normalised_queries(x)?))
+    }
+}
