@@ -1,0 +1,68 @@
+use crate::data::{batch, SudokuData, CELLS};
+use crate::model::score;
+use datasets::sudoku::{generate, Difficulty};
+use plugin_api::candle::{DType, Device, Tensor};
+use plugin_api::candle_nn::{VarBuilder, VarMap};
+use plugin_api::Task;
+
+#[test]
+fn batches_mark_blanks_and_shift_targets() {
+    let puzzles = generate(1, 2, Difficulty::Easy);
+    let b = batch(puzzles.iter(), &Device::Cpu).unwrap();
+    assert_eq!(b.inputs.dims(), &[2, CELLS]);
+    let inputs: Vec<Vec<u32>> = b.inputs.to_vec2().unwrap();
+    let targets: Vec<Vec<u32>> = b.targets.to_vec2().unwrap();
+    let mask: Vec<Vec<f32>> = b.mask.unwrap().to_vec2().unwrap();
+    for (i, p) in puzzles.iter().enumerate() {
+        for c in 0..CELLS {
+            assert_eq!(inputs[i][c], p.puzzle[c] as u32);
+            assert_eq!(targets[i][c], p.solution[c] as u32 - 1);
+            assert_eq!(mask[i][c], if p.puzzle[c] == 0 { 1.0 } else { 0.0 });
+        }
+    }
+}
+
+/// Logits that are right on every blank of board 0 and wrong on one blank of board 1.
+#[test]
+fn metrics_count_boards_and_blank_cells() {
+    let puzzles = generate(2, 2, Difficulty::Easy);
+    let b = batch(puzzles.iter(), &Device::Cpu).unwrap();
+    let mut logits = vec![0f32; 2 * CELLS * 9];
+    let mut wrong_cell = None;
+    for (i, p) in puzzles.iter().enumerate() {
+        for c in 0..CELLS {
+            let mut digit = p.solution[c] as usize - 1;
+            if i == 1 && p.puzzle[c] == 0 && wrong_cell.is_none() {
+                digit = (digit + 1) % 9;
+                wrong_cell = Some(c);
+            }
+            logits[(i * CELLS + c) * 9 + digit] = 10.0;
+        }
+    }
+    let logits = Tensor::from_vec(logits, (2 * CELLS, 9), &Device::Cpu).unwrap();
+    let means = score(&logits, &b).unwrap().means();
+    let blanks: usize = puzzles.iter().map(|p| CELLS - p.givens()).sum();
+    assert_eq!(means["board_acc"], 0.5);
+    assert!((means["cell_acc"] - (blanks - 1) as f64 / blanks as f64).abs() < 1e-9);
+    assert!(means["loss"] > 0.0);
+}
+
+/// notes-hyperset.md §8: the task's share of the 5,195,584-parameter Sudoku model.
+#[test]
+fn embedding_and_head_parameter_count() {
+    let data = SudokuData::from_puzzles(generate(3, 4, Difficulty::Easy), generate(4, 2, Difficulty::Easy), 0);
+    let map = VarMap::new();
+    let _model = data.build_model(VarBuilder::from_varmap(&map, DType::F32, &Device::Cpu), 768).unwrap();
+    let total: usize = map.all_vars().iter().map(|v| v.elem_count()).sum();
+    assert_eq!(total, 10 * 768 + 81 * 768 + 768 + 768 * 9);
+}
+
+#[test]
+fn training_batches_depend_only_on_seed_and_step() {
+    let data = SudokuData::from_puzzles(generate(3, 50, Difficulty::Easy), vec![], 7);
+    let a: Vec<Vec<u32>> = data.train_batch(5, 4, &Device::Cpu).unwrap().inputs.to_vec2().unwrap();
+    let b: Vec<Vec<u32>> = data.train_batch(5, 4, &Device::Cpu).unwrap().inputs.to_vec2().unwrap();
+    let c: Vec<Vec<u32>> = data.train_batch(6, 4, &Device::Cpu).unwrap().inputs.to_vec2().unwrap();
+    assert_eq!(a, b);
+    assert_ne!(a, c);
+}
