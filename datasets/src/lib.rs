@@ -1,0 +1,2 @@
+//! Seeded generators and loaders for the workbench tasks.
+pub mod sudoku;

@@ -1,0 +1,68 @@
+//! The seeded, parallel puzzle generator (see the module docs of [`super`]).
+
+use super::solve::{has_other_solution, random_full_grid};
+use super::{Difficulty, Puzzle};
+use rand::seq::SliceRandom;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use rayon::prelude::*;
+
+/// `count` puzzles of the given difficulty, reproducible from `seed`.
+///
+/// Puzzle `i` depends only on `(seed, i, difficulty)`: the first `n` puzzles of a larger
+/// request equal a request for `n`, and the thread count does not matter. Every puzzle has
+/// exactly one solution, stored in [`Puzzle::solution`].
+pub fn generate(seed: u64, count: usize, difficulty: Difficulty) -> Vec<Puzzle> {
+    (0..count)
+        .into_par_iter()
+        .map(|index| {
+            // ChaCha8 rather than `StdRng`: its output is specified and fixed, while `StdRng`
+            // may change algorithm between rand releases and would silently change the data.
+            let mut rng = ChaCha8Rng::seed_from_u64(puzzle_seed(seed, index as u64));
+            generate_one(&mut rng, difficulty)
+        })
+        .collect()
+}
+
+/// SplitMix64 finaliser: a cheap bijective mix so neighbouring seeds and indices give
+/// unrelated RNG streams.
+fn splitmix64(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// The RNG seed of puzzle `index`; mixing twice keeps (seed, index) and (index, seed) apart.
+fn puzzle_seed(seed: u64, index: u64) -> u64 {
+    splitmix64(splitmix64(seed) ^ index)
+}
+
+fn generate_one<R: Rng + ?Sized>(rng: &mut R, difficulty: Difficulty) -> Puzzle {
+    let solution = random_full_grid(rng);
+    let target = match difficulty {
+        Difficulty::Hard => 0,
+        Difficulty::Easy => rng.random_range(30..=45),
+    };
+    let mut order: [u8; 81] = std::array::from_fn(|i| i as u8);
+    order.shuffle(rng);
+
+    let mut puzzle = solution;
+    let mut givens = 81;
+    for &cell in &order {
+        if givens <= target {
+            break;
+        }
+        let cell = cell as usize;
+        let digit = puzzle[cell];
+        puzzle[cell] = 0;
+        // Equivalent to `count_solutions(&puzzle, 2) == 1` here, since the puzzle before the
+        // removal was unique; see `has_other_solution`.
+        if has_other_solution(&puzzle, cell, digit) {
+            puzzle[cell] = digit;
+        } else {
+            givens -= 1;
+        }
+    }
+    Puzzle { puzzle, solution }
+}
