@@ -1,0 +1,88 @@
+//! `workbench bench`: training throughput of a layer on the default Sudoku configuration.
+//!
+//! Runs in this (short-lived) process: two warm-up steps, then `steps` timed steps of the
+//! same forward / backward / AdamW update the worker does. Achieved GFLOP/s counts the
+//! matrix products of the layer analytically (forward + 2x for the backward), for the layers
+//! whose shapes it knows.
+
+use crate::host::PluginHost;
+use crate::params::Params;
+use crate::run_config::RunConfig;
+use crate::train::optim::{clip_scale, global_grad_norm, AdamW, AdamWConfig};
+use anyhow::{anyhow, Result};
+use candle_core::DType;
+use plugin_api::{Config, Pass, PluginKind};
+use std::time::Instant;
+
+pub fn run(host: &PluginHost, layer: &str, steps: usize, overrides: &[String]) -> Result<i32> {
+    let layer_plugin = host.get(layer, PluginKind::Layer)?;
+    let task_plugin = host.get("sudoku", PluginKind::Task)?;
+    // A small training pool: puzzle generation is not what is measured.
+    let mut all = vec!["task.train_puzzles=64".to_string(), "task.eval_puzzles=16".to_string()];
+    all.extend(overrides.iter().cloned());
+    let config = RunConfig::resolve(&layer_plugin.declaration, &task_plugin.declaration, &all)?;
+    let s = config.settings()?;
+    let device = crate::device::parse(&s.device)?;
+    let task = host.build_task("sudoku", &config.task_config, s.seed)?;
+    let params = Params::new(s.seed);
+    let vb = params.var_builder(DType::F32, &device);
+    let layer_obj = host.build_layer(layer, &config.layer_config, vb.pp("layer"))?;
+    let model = task.build_model(vb.pp("task"), layer_obj.width()).map_err(|e| anyhow!("{e}"))?;
+    let mut opt = AdamW::new(params.vars(), AdamWConfig { beta1: s.beta1, beta2: s.beta2, eps: 1e-8, weight_decay: s.weight_decay })?;
+    let vars: Vec<_> = opt.slots.iter().map(|slot| slot.var.as_tensor().clone()).collect();
+    let iterations = layer_obj.train_iterations();
+    let mut step = |i: usize| -> Result<(f64, f64, f64)> {
+        let batch = task.train_batch(i as u64, s.batch_size, &device).map_err(|e| anyhow!("{e}"))?;
+        let t0 = Instant::now();
+        let x0 = model.embed(&batch, true).map_err(|e| anyhow!("{e}"))?;
+        let h = layer_obj.forward(&x0, &mut Pass::new(iterations)).map_err(|e| anyhow!("{e}"))?;
+        let loss = model.loss(&h, &batch).map_err(|e| anyhow!("{e}"))?;
+        let _ = loss.to_dtype(DType::F32)?.to_scalar::<f32>()?;
+        let forward = t0.elapsed().as_secs_f64();
+        let grads = loss.backward()?;
+        let norm = global_grad_norm(&grads, vars.iter().cloned())?;
+        opt.step(&grads, s.lr, clip_scale(norm, s.grad_clip))?;
+        let total = t0.elapsed().as_secs_f64();
+        Ok((forward, total - forward, total))
+    };
+    for i in 0..2 {
+        step(i)?;
+    }
+    let (mut fwd, mut bwd, mut total) = (0.0, 0.0, 0.0);
+    for i in 0..steps {
+        let (f, b, t) = step(i + 2)?;
+        fwd += f;
+        bwd += b;
+        total += t;
+    }
+    let n = steps.max(1) as f64;
+    let samples_per_s = s.batch_size as f64 * n / total;
+    println!("layer {layer} on sudoku, batch {}, {} iterations, {} parameters, {} threads", s.batch_size, iterations, params.count(), candle_core::utils::get_num_threads());
+    println!("  step {:.3} s (forward {:.3} s, backward + update {:.3} s)", total / n, fwd / n, bwd / n);
+    println!("  throughput {samples_per_s:.1} samples/s");
+    match step_flops(layer, &config.layer_config, s.batch_size, 81) {
+        Some(flops) => println!("  achieved {:.1} GFLOP/s ({:.2} GFLOP per step, matmuls counted)", flops / (total / n) / 1e9, flops / 1e9),
+        None => println!("  GFLOP/s: no FLOP model for layer `{layer}`"),
+    }
+    Ok(0)
+}
+
+/// Matmul FLOPs of one training step (forward x 3) for the layers whose shapes are known.
+pub fn step_flops(layer: &str, cfg: &Config, batch: usize, tokens: usize) -> Option<f64> {
+    let d = cfg.usize("d").ok()? as f64;
+    let h = cfg.usize("heads").ok()? as f64;
+    let l = cfg.usize("iterations").ok()? as f64;
+    let m = (cfg.usize("ff_ratio").ok()? as f64) * d;
+    let bn = (batch * tokens) as f64;
+    let n = tokens as f64;
+    let p = d / h;
+    let attention_scores = 2.0 * 2.0 * batch as f64 * h * n * n * p; // QK^T and S V
+    let per_iteration = match layer {
+        // X W, O W^T, X D, ReLU(U) D^T, and the step network's output Linear (d -> 2d).
+        "hyperset" => 2.0 * bn * (2.0 * d * d + 2.0 * d * m + 2.0 * d * d) + attention_scores,
+        // Q, K, V, O and the two MLP matrices.
+        "transformer" => 2.0 * bn * (4.0 * d * d + 2.0 * d * m) + attention_scores,
+        _ => return None,
+    };
+    Some(3.0 * l * per_iteration)
+}

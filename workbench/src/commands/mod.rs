@@ -1,0 +1,82 @@
+//! The implementation of each command.
+
+mod bench;
+mod plugins;
+mod runs;
+mod train;
+
+use crate::cli::{Cli, Command, RunsAction};
+use crate::host::{self, BuildOutcome, PluginHost};
+use crate::store::{process_alive, Store};
+use anyhow::Result;
+use clap::CommandFactory;
+use std::path::{Path, PathBuf};
+
+/// Runs the parsed command line; returns the process exit code.
+pub async fn run(cli: Cli) -> Result<i32> {
+    let db = cli.db.clone().unwrap_or_else(default_db_path);
+    let dirs = cli.plugin_dirs.clone();
+    match cli.command {
+        None => {
+            Cli::command().print_help()?;
+            Ok(0)
+        }
+        Some(Command::Plugins { json }) => plugins::list(&load_plugins(&dirs), json),
+        Some(Command::Train { layer, task, overrides, json }) => {
+            let host = load_plugins(&dirs);
+            let store = open_store(&db).await?;
+            train::train(&store, &host, &dirs, &layer, &task, &overrides, json).await
+        }
+        Some(Command::Resume { run, json }) => {
+            let store = open_store(&db).await?;
+            train::resume(&store, &dirs, run, json).await
+        }
+        Some(Command::Runs { action, json }) => {
+            let store = open_store(&db).await?;
+            match action {
+                None => runs::list(&store, json).await,
+                Some(RunsAction::Show { run, json: show_json }) => runs::show(&store, run, json || show_json).await,
+            }
+        }
+        Some(Command::Bench { layer, steps, overrides }) => bench::run(&load_plugins(&dirs), &layer, steps, &overrides),
+        Some(Command::Worker { run, resume }) => {
+            let host = PluginHost::load_dirs(&host::search_path(&dirs));
+            let store = Store::open(&db).await?;
+            crate::train::worker::run(&store, &host, run, resume).await?;
+            Ok(0)
+        }
+    }
+}
+
+/// `runs.db` in the repository root when the binary runs from this workspace's build
+/// output, else in the current directory.
+pub fn default_db_path() -> PathBuf {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().map(Path::to_path_buf);
+    match (root, host::build_output_dir()) {
+        (Some(root), Some(out)) if out.starts_with(root.join("target")) => root.join("runs.db"),
+        _ => PathBuf::from("runs.db"),
+    }
+}
+
+/// Opens the store and marks runs whose worker died as interrupted.
+async fn open_store(db: &Path) -> Result<Store> {
+    let store = Store::open(db).await?;
+    for id in store.reap_orphans(process_alive).await? {
+        eprintln!("run {id}: its worker is gone; marked interrupted (`workbench resume {id}` continues it)");
+    }
+    Ok(store)
+}
+
+/// Builds stale workspace plugins if needed, then loads every plugin on the search path.
+fn load_plugins(extra_dirs: &[PathBuf]) -> PluginHost {
+    if let BuildOutcome::Failed(why) = host::ensure_workspace_plugins_built() {
+        eprintln!("warning: rebuilding the workspace plugins failed ({why}); using the libraries already built");
+    }
+    PluginHost::load_dirs(&host::search_path(extra_dirs))
+}
+
+/// The current git revision of the working directory, if any.
+fn git_revision() -> Option<String> {
+    let out = std::process::Command::new("git").args(["rev-parse", "--short=12", "HEAD"]).output().ok()?;
+    out.status.success().then(|| String::from_utf8_lossy(&out.stdout).trim().to_string()).filter(|s| !s.is_empty())
+}

@@ -1,0 +1,46 @@
+//! `workbench plugins`.
+
+use crate::host::PluginHost;
+use anyhow::Result;
+use serde_json::json;
+
+pub fn list(host: &PluginHost, as_json: bool) -> Result<i32> {
+    if as_json {
+        let plugins: Vec<_> = host
+            .plugins
+            .iter()
+            .map(|p| {
+                let d = &p.declaration;
+                json!({
+                    "name": d.name, "kind": d.kind().as_str(), "version": d.version,
+                    "description": d.description, "fingerprint": plugin_api::FINGERPRINT,
+                    "path": p.path,
+                    "params": d.params.iter().map(|s| json!({
+                        "name": s.name, "type": s.kind.type_name(), "default": s.default,
+                        "allowed": s.kind.allowed(), "help": s.help,
+                    })).collect::<Vec<_>>(),
+                })
+            })
+            .collect();
+        let errors: Vec<_> = host.errors.iter().map(|e| json!({"path": e.path(), "error": e.to_string()})).collect();
+        println!("{}", serde_json::to_string_pretty(&json!({"plugins": plugins, "errors": errors}))?);
+        return Ok(0);
+    }
+    if host.plugins.is_empty() {
+        println!("no plugins found (build them with `cargo build --release --workspace`, or add a directory with --plugin-dir)");
+    }
+    for p in &host.plugins {
+        let d = &p.declaration;
+        println!("{} ({} {}) — {}", d.name, d.kind().as_str(), d.version, d.description);
+        println!("  path:        {}", p.path.display());
+        println!("  fingerprint: {}", plugin_api::FINGERPRINT);
+        for s in &d.params {
+            println!("  {:<14} {:<6} default {:<10} {:<22} {}", s.name, s.kind.type_name(), s.default.to_string(), s.kind.allowed(), s.help);
+        }
+        println!();
+    }
+    for e in &host.errors {
+        println!("failed to load {}", e);
+    }
+    Ok(0)
+}

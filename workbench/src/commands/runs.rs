@@ -1,0 +1,134 @@
+//! `workbench runs` and `workbench runs show N`.
+
+use crate::store::{MetricRow, RunRecord, Store};
+use anyhow::Result;
+use serde_json::json;
+use std::collections::BTreeMap;
+
+/// Summary of one metric series: last, min and max values and the step of the last value.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct SeriesSummary {
+    pub last_step: u64,
+    pub last: f64,
+    pub min: f64,
+    pub max: f64,
+    pub points: usize,
+}
+
+/// Summaries keyed by `(split, name)`.
+pub fn summarise(rows: &[MetricRow]) -> BTreeMap<(String, String), SeriesSummary> {
+    let mut out: BTreeMap<(String, String), SeriesSummary> = BTreeMap::new();
+    for r in rows {
+        let e = out.entry((r.split.clone(), r.name.clone())).or_insert(SeriesSummary {
+            last_step: r.step,
+            last: r.value,
+            min: r.value,
+            max: r.value,
+            points: 0,
+        });
+        if r.step >= e.last_step {
+            e.last_step = r.step;
+            e.last = r.value;
+        }
+        e.min = e.min.min(r.value);
+        e.max = e.max.max(r.value);
+        e.points += 1;
+    }
+    out
+}
+
+fn duration(r: &RunRecord) -> String {
+    match (r.started_at, r.finished_at) {
+        (Some(s), Some(f)) => format!("{:.0}s", f - s),
+        (Some(s), None) => {
+            let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(s);
+            format!("{:.0}s+", now - s)
+        }
+        _ => "-".into(),
+    }
+}
+
+/// The last evaluation metrics (training depth, without the loss) as `name value` pairs.
+fn eval_summary(summary: &BTreeMap<(String, String), SeriesSummary>) -> String {
+    summary
+        .iter()
+        .filter(|((split, name), _)| split == "eval" && name != "loss")
+        .map(|((_, name), s)| format!("{name} {:.3}", s.last))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+pub async fn list(store: &Store, as_json: bool) -> Result<i32> {
+    let runs = store.list_runs().await?;
+    if as_json {
+        println!("{}", serde_json::to_string_pretty(&runs)?);
+        return Ok(0);
+    }
+    if runs.is_empty() {
+        println!("no runs yet in {} (start one with `workbench train`)", store.path().display());
+        return Ok(0);
+    }
+    println!("{:>4}  {:<11}  {:<12}  {:<10}  {:>11}  {:>9}  {:>7}  last eval", "id", "status", "layer", "task", "steps", "params", "time");
+    for r in &runs {
+        let summary = summarise(&store.metrics(r.id).await?);
+        let steps = match r.total_steps {
+            Some(total) => format!("{}/{}", r.last_step, total),
+            None => r.last_step.to_string(),
+        };
+        let params = r.param_count.map(|p| p.to_string()).unwrap_or_else(|| "-".into());
+        println!(
+            "{:>4}  {:<11}  {:<12}  {:<10}  {:>11}  {:>9}  {:>7}  {}",
+            r.id,
+            r.status.as_str(),
+            r.layer.name,
+            r.task.name,
+            steps,
+            params,
+            duration(r),
+            eval_summary(&summary)
+        );
+    }
+    Ok(0)
+}
+
+pub async fn show(store: &Store, id: i64, as_json: bool) -> Result<i32> {
+    let r = store.run(id).await?;
+    let summary = summarise(&store.metrics(id).await?);
+    let logs = store.logs(id, 10).await?;
+    if as_json {
+        let metrics: Vec<_> = summary.iter().map(|((split, name), s)| json!({"split": split, "name": name, "summary": s})).collect();
+        println!("{}", serde_json::to_string_pretty(&json!({"run": r, "metrics": metrics, "log": logs}))?);
+        return Ok(0);
+    }
+    println!("run {}: {} — {} on {}", r.id, r.status, r.layer.name, r.task.name);
+    if let Some(e) = &r.error {
+        println!("error:    {e}");
+    }
+    println!("layer:    {} {} ({})", r.layer.name, r.layer.version, r.layer.fingerprint);
+    println!("task:     {} {} ({})", r.task.name, r.task.version, r.task.fingerprint);
+    println!("seed:     {}   device: {}   parameters: {}", r.seed, r.device, r.param_count.map(|p| p.to_string()).unwrap_or("-".into()));
+    println!("steps:    {}/{}   time: {}   git: {}", r.last_step, r.total_steps.map(|t| t.to_string()).unwrap_or("-".into()), duration(&r), r.git_rev.as_deref().unwrap_or("-"));
+    println!("config:");
+    if let Some(obj) = r.config.as_object() {
+        for section in ["layer_config", "task_config", "train"] {
+            if let Some(values) = obj.get(section).and_then(|v| v.as_object()) {
+                let prefix = section.trim_end_matches("_config");
+                let line: Vec<String> = values.iter().map(|(k, v)| format!("{k}={}", v.to_string().trim_matches('"'))).collect();
+                println!("  {prefix}: {}", line.join(" "));
+            }
+        }
+    }
+    if !summary.is_empty() {
+        println!("metrics:  {:<10} {:<16} {:>10} {:>12} {:>12} {:>12}", "split", "name", "last step", "last", "min", "max");
+        for ((split, name), s) in &summary {
+            println!("          {split:<10} {name:<16} {:>10} {:>12.5} {:>12.5} {:>12.5}", s.last_step, s.last, s.min, s.max);
+        }
+    }
+    if !logs.is_empty() {
+        println!("log:");
+        for line in logs {
+            println!("  {line}");
+        }
+    }
+    Ok(0)
+}

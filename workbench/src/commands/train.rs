@@ -1,0 +1,77 @@
+//! `workbench train` and `workbench resume`.
+
+use crate::host::{PluginHost, PLUGIN_PATH_VAR};
+use crate::run_config::RunConfig;
+use crate::store::{NewRun, PluginRef, RunStatus, Store};
+use crate::train::launch::{follow, spawn_worker, Display};
+use anyhow::{Context, Result};
+use plugin_api::PluginKind;
+use std::path::PathBuf;
+
+/// Validates the configuration, stores a queued run, and trains it in a worker process.
+pub async fn train(
+    store: &Store,
+    host: &PluginHost,
+    dirs: &[PathBuf],
+    layer: &str,
+    task: &str,
+    overrides: &[String],
+    json: bool,
+) -> Result<i32> {
+    let layer_plugin = host.get(layer, PluginKind::Layer).with_context(|| hint_plugin_path())?;
+    let task_plugin = host.get(task, PluginKind::Task).with_context(|| hint_plugin_path())?;
+    let config = RunConfig::resolve(&layer_plugin.declaration, &task_plugin.declaration, overrides)?;
+    let settings = config.settings()?;
+    let plugin_ref = |p: &crate::host::LoadedPlugin| PluginRef {
+        name: p.declaration.name.clone(),
+        version: p.declaration.version.clone(),
+        fingerprint: plugin_api::FINGERPRINT.to_string(),
+        build: None,
+    };
+    let run_id = store
+        .create_run(&NewRun {
+            layer: plugin_ref(layer_plugin),
+            task: plugin_ref(task_plugin),
+            config: config.to_json(),
+            seed: settings.seed,
+            device: settings.device.clone(),
+            git_rev: super::git_revision(),
+            total_steps: Some(settings.steps),
+        })
+        .await?;
+    if !json {
+        eprintln!("run {run_id} queued in {}", store.path().display());
+    }
+    let child = spawn_worker(store.path(), dirs, run_id, false)?;
+    finish(store, follow(store, child, run_id, display(json)).await?, run_id, json).await
+}
+
+/// Requeues an interrupted or failed run and continues it from its checkpoint.
+pub async fn resume(store: &Store, dirs: &[PathBuf], run_id: i64, json: bool) -> Result<i32> {
+    store.requeue(run_id).await?;
+    let child = spawn_worker(store.path(), dirs, run_id, true)?;
+    finish(store, follow(store, child, run_id, display(json)).await?, run_id, json).await
+}
+
+fn display(json: bool) -> Display {
+    if json {
+        Display::Json
+    } else {
+        Display::Bar
+    }
+}
+
+async fn finish(store: &Store, status: RunStatus, run_id: i64, json: bool) -> Result<i32> {
+    let record = store.run(run_id).await?;
+    if !json {
+        match &record.error {
+            Some(error) => eprintln!("run {run_id} {status}: {error}"),
+            None => eprintln!("run {run_id} {status} (details: workbench runs show {run_id})"),
+        }
+    }
+    Ok(if status == RunStatus::Finished { 0 } else { 1 })
+}
+
+fn hint_plugin_path() -> String {
+    format!("plugins are searched next to the executable, in --plugin-dir and in {PLUGIN_PATH_VAR}; `workbench plugins` lists them")
+}

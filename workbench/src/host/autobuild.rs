@@ -1,0 +1,102 @@
+//! Building the workspace's own plugins before they are loaded.
+//!
+//! `cargo run` builds only the workbench binary; the plugins are separate `cdylib` crates.
+//! When the running binary belongs to this workspace's build output, stale or missing plugin
+//! libraries are rebuilt with the same profile and features, so a fresh clone works with
+//! one command.
+
+use super::discover::build_output_dir;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::SystemTime;
+
+/// Set to `1` to never run cargo from the workbench (e.g. in tests that build beforehand).
+pub const NO_BUILD_VAR: &str = "WORKBENCH_NO_BUILD";
+
+/// What [`ensure_workspace_plugins_built`] did.
+#[derive(Debug, PartialEq, Eq)]
+pub enum BuildOutcome {
+    /// Not running from this workspace's build output, or disabled: nothing to do.
+    NotApplicable,
+    /// Every plugin library was newer than its sources.
+    UpToDate,
+    /// cargo rebuilt these crates.
+    Rebuilt(Vec<String>),
+    /// cargo failed; the libraries that exist are used as they are.
+    Failed(String),
+}
+
+fn workspace_root() -> Option<PathBuf> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent()?.to_path_buf();
+    let manifest = std::fs::read_to_string(root.join("Cargo.toml")).ok()?;
+    manifest.contains("[workspace]").then_some(root)
+}
+
+/// Plugin crate names: the directories under `plugins/` with a Cargo.toml.
+fn plugin_crates(root: &Path) -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir(root.join("plugins")) else { return Vec::new() };
+    let mut names: Vec<String> = entries
+        .filter_map(|e| e.ok())
+        .filter(|e| e.path().join("Cargo.toml").is_file())
+        .filter_map(|e| e.file_name().to_str().map(str::to_string))
+        .collect();
+    names.sort();
+    names
+}
+
+fn newest_mtime(path: &Path) -> Option<SystemTime> {
+    let meta = std::fs::metadata(path).ok()?;
+    if meta.is_file() {
+        return meta.modified().ok();
+    }
+    std::fs::read_dir(path)
+        .ok()?
+        .filter_map(|e| e.ok())
+        .filter_map(|e| newest_mtime(&e.path()))
+        .max()
+}
+
+/// Rebuilds stale or missing workspace plugin libraries next to the running binary.
+pub fn ensure_workspace_plugins_built() -> BuildOutcome {
+    if std::env::var(NO_BUILD_VAR).is_ok_and(|v| v == "1") {
+        return BuildOutcome::NotApplicable;
+    }
+    let (Some(root), Some(out_dir)) = (workspace_root(), build_output_dir()) else {
+        return BuildOutcome::NotApplicable;
+    };
+    if !out_dir.starts_with(root.join("target")) {
+        return BuildOutcome::NotApplicable;
+    }
+    let profile = out_dir.file_name().and_then(|n| n.to_str()).unwrap_or("debug").to_string();
+    let shared_sources = ["plugin-api", "datasets", "Cargo.lock"].map(|p| newest_mtime(&root.join(p)));
+    let shared_newest = shared_sources.into_iter().flatten().max();
+    let stale: Vec<String> = plugin_crates(&root)
+        .into_iter()
+        .filter(|name| {
+            let lib = out_dir.join(format!("{}{}{}", std::env::consts::DLL_PREFIX, name, std::env::consts::DLL_SUFFIX));
+            let Some(built) = newest_mtime(&lib) else { return true };
+            let sources = [newest_mtime(&root.join("plugins").join(name)), shared_newest].into_iter().flatten().max();
+            sources.is_some_and(|s| s > built)
+        })
+        .collect();
+    if stale.is_empty() {
+        return BuildOutcome::UpToDate;
+    }
+    eprintln!("building plugins: {} ({profile})", stale.join(", "));
+    let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    cmd.arg("build").current_dir(&root);
+    if profile != "debug" {
+        cmd.args(["--profile", &profile]);
+    }
+    for name in &stale {
+        cmd.args(["-p", name]);
+    }
+    if cfg!(feature = "cuda") {
+        cmd.args(["--features", "plugin-api/cuda"]);
+    }
+    match cmd.status() {
+        Ok(status) if status.success() => BuildOutcome::Rebuilt(stale),
+        Ok(status) => BuildOutcome::Failed(format!("cargo build exited with {status}")),
+        Err(e) => BuildOutcome::Failed(format!("could not run cargo: {e}")),
+    }
+}

@@ -1,0 +1,126 @@
+//! The plugin host: finds plugin libraries, loads them, and hands out the objects they build.
+//!
+//! Libraries stay mapped while anything built from them is alive: every object comes back
+//! wrapped in [`Plugged`], which holds an `Arc` to its library. Compute runs only in worker
+//! processes; the long-lived TUI process loads plugins for their declarations alone (each
+//! plugin carries its own candle and thread pool, which would stay behind after use).
+
+mod autobuild;
+mod discover;
+mod load;
+
+pub use autobuild::{ensure_workspace_plugins_built, BuildOutcome};
+pub use discover::{build_output_dir, library_files, search_path, PLUGIN_PATH_VAR};
+pub use load::{crate_name_of, load, LoadError, LoadedPlugin};
+
+use anyhow::{bail, Result};
+use libloading::Library;
+use plugin_api::{PluginKind, Task, TaskModel};
+use std::ops::Deref;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// An object built by a plugin, keeping the plugin's library loaded. The object is dropped
+/// before the library handle (field order).
+pub struct Plugged<T: ?Sized> {
+    value: Box<T>,
+    library: Arc<Library>,
+}
+
+impl<T: ?Sized> Plugged<T> {
+    fn new(value: Box<T>, library: Arc<Library>) -> Self {
+        Plugged { value, library }
+    }
+}
+
+impl<T: ?Sized> Deref for Plugged<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.value
+    }
+}
+
+impl Plugged<dyn Task> {
+    /// Builds the task's embedding and head; the model keeps the task's library loaded.
+    pub fn build_model(&self, vb: candle_nn::VarBuilder, width: usize) -> plugin_api::Result<Plugged<dyn TaskModel>> {
+        let model = self.value.build_model(vb, width)?;
+        Ok(Plugged::new(model, self.library.clone()))
+    }
+}
+
+/// All plugins found on the search path, and the libraries that failed to load.
+#[derive(Default)]
+pub struct PluginHost {
+    /// Loaded plugins, in search-path order.
+    pub plugins: Vec<LoadedPlugin>,
+    /// Libraries that were refused, with the reason.
+    pub errors: Vec<LoadError>,
+}
+
+impl PluginHost {
+    /// Loads every library in `dirs`. A name already loaded from an earlier directory shadows
+    /// later ones (reported as an error so the user sees which file is ignored).
+    pub fn load_dirs(dirs: &[PathBuf]) -> Self {
+        let mut host = PluginHost::default();
+        for dir in dirs {
+            for file in library_files(dir) {
+                host.add(file);
+            }
+        }
+        host
+    }
+
+    /// Loads one library file into the host.
+    pub fn add(&mut self, file: PathBuf) {
+        match load(&file) {
+            Ok(plugin) => {
+                if let Some(first) = self.plugins.iter().find(|p| p.declaration.name == plugin.declaration.name) {
+                    self.errors.push(LoadError::Declare {
+                        reason: format!("plugin `{}` is already loaded from {}; this copy is ignored", plugin.declaration.name, first.path.display()),
+                        path: file,
+                    });
+                } else {
+                    self.plugins.push(plugin);
+                }
+            }
+            Err(e) => self.errors.push(e),
+        }
+    }
+
+    /// The plugin called `name` of the given kind; the error lists what is available.
+    pub fn get(&self, name: &str, kind: PluginKind) -> Result<&LoadedPlugin> {
+        if let Some(p) = self.plugins.iter().find(|p| p.declaration.name == name) {
+            if p.declaration.kind() != kind {
+                bail!("`{name}` is a {} plugin, not a {} plugin", p.declaration.kind().as_str(), kind.as_str());
+            }
+            return Ok(p);
+        }
+        let available: Vec<&str> =
+            self.plugins.iter().filter(|p| p.declaration.kind() == kind).map(|p| p.declaration.name.as_str()).collect();
+        let mut message = format!(
+            "unknown {} plugin `{name}`; available: {}",
+            kind.as_str(),
+            if available.is_empty() { "none".to_string() } else { available.join(", ") }
+        );
+        if let Some(err) = self.errors.iter().find(|e| crate_name_of(e.path()) == name) {
+            message.push_str(&format!("\n  a library named like it failed to load: {err}"));
+        } else if !self.errors.is_empty() {
+            message.push_str(&format!("\n  ({} libraries failed to load: see `workbench plugins`)", self.errors.len()));
+        }
+        bail!(message)
+    }
+
+    /// Builds a layer from plugin `name`.
+    pub fn build_layer(&self, name: &str, config: &plugin_api::Config, vb: candle_nn::VarBuilder) -> Result<Plugged<dyn plugin_api::Layer>> {
+        let plugin = self.get(name, PluginKind::Layer)?;
+        let layer = plugin.declaration.build_layer(config, vb).map_err(|e| anyhow::anyhow!("layer `{name}`: {e}"))?;
+        Ok(Plugged::new(layer, plugin.library()))
+    }
+
+    /// Builds a task from plugin `name` with the run's seed.
+    pub fn build_task(&self, name: &str, config: &plugin_api::Config, seed: u64) -> Result<Plugged<dyn Task>> {
+        let plugin = self.get(name, PluginKind::Task)?;
+        let task = plugin.declaration.build_task(config, seed).map_err(|e| anyhow::anyhow!("task `{name}`: {e}"))?;
+        Ok(Plugged::new(task, plugin.library()))
+    }
+}

@@ -1,0 +1,16 @@
+//! The workbench: plugin host, training worker, run store and command line.
+//!
+//! - [`host`] finds, loads and checks plugin libraries;
+//! - [`run_config`] resolves `key=value` overrides against the plugins' schemas;
+//! - [`train`] runs a stored run in a worker process and follows it;
+//! - [`store`] is the SQLite run database;
+//! - [`commands`] and [`cli`] are the command line on top.
+
+pub mod cli;
+pub mod commands;
+pub mod device;
+pub mod host;
+pub mod params;
+pub mod run_config;
+pub mod store;
+pub mod train;

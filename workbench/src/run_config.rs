@@ -1,0 +1,198 @@
+//! A run's full configuration: layer, task and training hyperparameters, resolved from
+//! `key=value` overrides and validated against the schemas before anything is stored.
+
+use anyhow::{anyhow, bail, Context, Result};
+use plugin_api::{Config, Declaration, ParamSpec};
+use serde::{Deserialize, Serialize};
+
+/// Hyperparameters owned by the trainer rather than a plugin.
+pub fn train_schema() -> Vec<ParamSpec> {
+    vec![
+        ParamSpec::int("steps", 600, 1, 1_000_000_000, "optimisation steps"),
+        ParamSpec::int("batch_size", 16, 1, 1_000_000, "training examples per step"),
+        ParamSpec::float("lr", 1e-3, 0.0, 10.0, "peak learning rate (AdamW)"),
+        ParamSpec::float("min_lr", 1e-5, 0.0, 10.0, "learning rate at the end of the cosine decay"),
+        ParamSpec::int("warmup", 50, 0, 1_000_000_000, "linear warm-up steps"),
+        ParamSpec::float("weight_decay", 0.1, 0.0, 10.0, "AdamW decoupled weight decay"),
+        ParamSpec::float("beta1", 0.9, 0.0, 1.0, "AdamW first-moment decay"),
+        ParamSpec::float("beta2", 0.95, 0.0, 1.0, "AdamW second-moment decay"),
+        ParamSpec::float("grad_clip", 1.0, 0.0, 1e9, "clip the global gradient norm to this value (0: off)"),
+        ParamSpec::int("eval_every", 100, 1, 1_000_000_000, "evaluate (and checkpoint) every N steps and at the end"),
+        ParamSpec::int("eval_examples", 256, 1, 100_000_000, "evaluation examples used at each evaluation"),
+        ParamSpec::int("eval_batch", 64, 1, 1_000_000, "evaluation batch size"),
+        ParamSpec::text("eval_depths", "2", "extra evaluation depths as multiples of the training iterations (comma list, e.g. 1.5,2)"),
+        ParamSpec::int("seed", 0, 0, i64::MAX, "seed of initialisation and data"),
+        ParamSpec::text("device", "cpu", "cpu, or cuda:K (needs a build with --features cuda)"),
+        ParamSpec::bool("checkpoint", true, "save a safetensors checkpoint at each evaluation"),
+    ]
+}
+
+/// Names, plugin configs and trainer config of one run; stored as JSON in `runs.config`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunConfig {
+    /// Layer plugin name.
+    pub layer: String,
+    /// Task plugin name.
+    pub task: String,
+    /// Validated layer hyperparameters.
+    pub layer_config: Config,
+    /// Validated task hyperparameters.
+    pub task_config: Config,
+    /// Validated trainer hyperparameters.
+    pub train: Config,
+}
+
+/// The three namespaces an override can address.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Scope {
+    Layer,
+    Task,
+    Train,
+}
+
+impl Scope {
+    fn prefix(self) -> &'static str {
+        match self {
+            Scope::Layer => "layer",
+            Scope::Task => "task",
+            Scope::Train => "train",
+        }
+    }
+}
+
+impl RunConfig {
+    /// Defaults of both plugins and the trainer, with `overrides` (`key=value`, where key may
+    /// be prefixed `layer.`, `task.` or `train.`) applied and checked.
+    pub fn resolve(layer: &Declaration, task: &Declaration, overrides: &[String]) -> Result<Self> {
+        let train_params = train_schema();
+        let schemas = [(Scope::Layer, &layer.params), (Scope::Task, &task.params), (Scope::Train, &train_params)];
+        let mut configs = [Config::defaults(&layer.params), Config::defaults(&task.params), Config::defaults(&train_params)];
+        for raw in overrides {
+            let (key, value) = raw
+                .split_once('=')
+                .ok_or_else(|| anyhow!("expected key=value, got `{raw}` (e.g. `d=64` or `layer.heads=8`)"))?;
+            let key = key.trim();
+            let (scope_name, bare) = match key.split_once('.') {
+                Some((s, k)) if ["layer", "task", "train"].contains(&s) => (Some(s), k),
+                _ => (None, key),
+            };
+            let matches: Vec<(usize, &ParamSpec)> = schemas
+                .iter()
+                .enumerate()
+                .filter(|(_, (scope, _))| scope_name.is_none_or(|s| s == scope.prefix()))
+                .filter_map(|(i, (_, params))| params.iter().find(|p| p.name == bare).map(|p| (i, p)))
+                .collect();
+            let (index, spec) = match matches.as_slice() {
+                [one] => *one,
+                [] => bail!("unknown key `{key}`\nvalid keys:\n{}", describe_keys(&schemas)),
+                many => bail!(
+                    "key `{bare}` exists in several places; write one of: {}",
+                    many.iter().map(|(i, _)| format!("{}.{bare}", schemas[*i].0.prefix())).collect::<Vec<_>>().join(", ")
+                ),
+            };
+            let parsed = spec.parse(value).map_err(|e| anyhow!("`{key}={value}`: {e}"))?;
+            configs[index].set(&spec.name, parsed);
+        }
+        let [layer_config, task_config, train] = configs;
+        layer.validate(&layer_config).map_err(|e| anyhow!("layer `{}`: {e}", layer.name))?;
+        task.validate(&task_config).map_err(|e| anyhow!("task `{}`: {e}", task.name))?;
+        let run = RunConfig { layer: layer.name.clone(), task: task.name.clone(), layer_config, task_config, train };
+        run.settings().context("invalid training settings")?;
+        Ok(run)
+    }
+
+    /// The trainer settings as typed values.
+    pub fn settings(&self) -> Result<TrainSettings> {
+        TrainSettings::from_config(&self.train)
+    }
+
+    /// JSON form stored in the run database.
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::to_value(self).unwrap_or(serde_json::Value::Null)
+    }
+
+    /// Reads the stored JSON form back.
+    pub fn from_json(value: &serde_json::Value) -> Result<Self> {
+        serde_json::from_value(value.clone()).context("the stored run configuration is not readable")
+    }
+}
+
+fn describe_keys(schemas: &[(Scope, &Vec<ParamSpec>); 3]) -> String {
+    schemas
+        .iter()
+        .flat_map(|(scope, params)| {
+            params.iter().map(move |p| {
+                format!("  {}.{} ({}, default {}, {}) {}", scope.prefix(), p.name, p.kind.type_name(), p.default, p.kind.allowed(), p.help)
+            })
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Typed trainer settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TrainSettings {
+    pub steps: u64,
+    pub batch_size: usize,
+    pub lr: f64,
+    pub min_lr: f64,
+    pub warmup: u64,
+    pub weight_decay: f64,
+    pub beta1: f64,
+    pub beta2: f64,
+    pub grad_clip: f64,
+    pub eval_every: u64,
+    pub eval_examples: usize,
+    pub eval_batch: usize,
+    /// Multiples of the training depth evaluated besides 1x.
+    pub eval_depths: Vec<f64>,
+    pub seed: u64,
+    pub device: String,
+    pub checkpoint: bool,
+}
+
+impl TrainSettings {
+    fn from_config(c: &Config) -> Result<Self> {
+        let eval_depths = c
+            .str("eval_depths")?
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(|s| match s.trim_end_matches('x').parse::<f64>() {
+                Ok(v) if v > 0.0 && v.is_finite() => Ok(v),
+                _ => Err(anyhow!("eval_depths: `{s}` is not a positive number (e.g. eval_depths=1.5,2)")),
+            })
+            .collect::<Result<Vec<f64>>>()?;
+        let s = TrainSettings {
+            steps: c.i64("steps")? as u64,
+            batch_size: c.usize("batch_size")?,
+            lr: c.f64("lr")?,
+            min_lr: c.f64("min_lr")?,
+            warmup: c.i64("warmup")? as u64,
+            weight_decay: c.f64("weight_decay")?,
+            beta1: c.f64("beta1")?,
+            beta2: c.f64("beta2")?,
+            grad_clip: c.f64("grad_clip")?,
+            eval_every: c.i64("eval_every")? as u64,
+            eval_examples: c.usize("eval_examples")?,
+            eval_batch: c.usize("eval_batch")?,
+            eval_depths,
+            seed: c.i64("seed")? as u64,
+            device: c.str("device")?.to_string(),
+            checkpoint: c.bool("checkpoint")?,
+        };
+        if s.min_lr > s.lr {
+            bail!("min_lr = {} is above lr = {}; the cosine schedule decays from lr to min_lr", s.min_lr, s.lr);
+        }
+        check_device_spelling(&s.device)?;
+        Ok(s)
+    }
+}
+
+/// Refuses a misspelt device early; opening a CUDA device is left to the worker.
+fn check_device_spelling(spec: &str) -> Result<()> {
+    if spec == "cpu" {
+        return Ok(());
+    }
+    crate::device::parse(spec).map(|_| ())
+}

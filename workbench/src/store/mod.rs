@@ -1,0 +1,965 @@
+//! The run store: every run, its metrics, diagnostics, artifacts and worker logs, kept in one
+//! SQLite file (`runs.db`).
+//!
+//! # Schema
+//!
+//! Created by the embedded migrations in `workbench/migrations/` (applied by [`Store::open`]):
+//!
+//! - `runs`: one row per run: `status` (queued / running / finished / failed / interrupted /
+//!   diverged, enforced by a CHECK), the layer and task plugin identities (`*_name`,
+//!   `*_version`, `*_fingerprint`, nullable `*_build`), `config` (JSON text), `seed`, `device`,
+//!   `param_count`, `git_rev`, timestamps `created_at` / `started_at` / `finished_at` (unix
+//!   seconds, REAL), `error`, `worker_pid`, `last_step`, `total_steps`, `notes` and `tags`
+//!   (comma-separated). Ids are `AUTOINCREMENT`, so a deleted run's id is never handed out again
+//!   and files named after run ids stay unambiguous.
+//! - `metrics(run_id, step, split, name, value, wall_time)`: scalar curves, indexed on
+//!   `(run_id, name, step)`.
+//! - `diagnostics(run_id, step, iteration, name, value)`: per-iteration quantities of the layer
+//!   at evaluation steps, indexed on `(run_id, name, step, iteration)`.
+//! - `artifacts(id, run_id, kind, path, step, created_at)`: checkpoints, plots, ...
+//! - `logs(id, run_id, at, line)`: worker log lines in arrival order.
+//!
+//! All child tables reference `runs(id) ON DELETE CASCADE`, so deleting a run deletes
+//! everything recorded for it. SQLite cannot store NaN (it becomes NULL), so metric and
+//! diagnostic values are nullable and NULL is read back as NaN. Unsigned integers are stored in
+//! SQLite's signed 64-bit integers: `seed` bit-for-bit (every `u64` round-trips), steps and
+//! counts must be at most `i64::MAX` ([`StoreError::OutOfRange`] otherwise).
+//!
+//! # Concurrency: why WAL and a busy timeout
+//!
+//! A training worker (a separate process) writes metrics and logs while the TUI and other
+//! commands read the same file. In SQLite's default rollback-journal mode a writer blocks every
+//! reader and vice versa; in WAL (write-ahead log) mode readers see a consistent snapshot while
+//! one writer appends, so the TUI never stalls a worker. Writers still take turns, and a
+//! connection that finds the database locked would fail immediately with `SQLITE_BUSY`; the
+//! 10 s busy timeout makes it wait for the other writer instead. Write transactions start with
+//! `BEGIN IMMEDIATE` so they take the write lock up front and wait for it, rather than failing
+//! when a read transaction tries to upgrade after another process has written.
+//! `synchronous = NORMAL` is safe with WAL (a power cut can lose the last transactions, never
+//! corrupt the file) and avoids an fsync per metric batch. Foreign keys are enforced on every
+//! connection.
+//!
+//! # Opening safely
+//!
+//! [`Store::open`] checks the path before SQLite touches it: a missing parent directory or a
+//! directory path is reported by name, a file that does not start with the SQLite header is
+//! refused unchanged, and a database that records a schema migration this binary does not know
+//! (written by a newer workbench) is refused after a read-only look, so it is never modified.
+
+mod error;
+mod process;
+mod types;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use sqlx::migrate::Migrator;
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteRow,
+    SqliteSynchronous,
+};
+use sqlx::{Connection, Row, SqliteConnection};
+
+pub use error::StoreError;
+pub use process::process_alive;
+pub use types::{Artifact, DiagnosticRow, MetricRow, NewRun, PluginRef, RunRecord, RunStatus};
+
+/// How long a connection waits for another process's lock before giving up.
+pub const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Schema migrations embedded from `workbench/migrations/`.
+static MIGRATOR: Migrator = sqlx::migrate!("./migrations");
+
+/// The first 16 bytes of every SQLite database file.
+const SQLITE_HEADER: &[u8; 16] = b"SQLite format 3\0";
+
+/// Schema version this binary creates and understands (the highest embedded migration).
+pub fn schema_version() -> i64 {
+    MIGRATOR.iter().map(|m| m.version).max().unwrap_or(0)
+}
+
+/// Handle to the run database. Cheap to clone (clones share one connection pool).
+#[derive(Debug, Clone)]
+pub struct Store {
+    pool: SqlitePool,
+    path: Arc<PathBuf>,
+}
+
+/// Current time as unix seconds.
+fn now() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
+}
+
+/// A `u64` that must fit SQLite's signed integers.
+fn to_i64(value: u64, what: &'static str) -> Result<i64, StoreError> {
+    i64::try_from(value).map_err(|_| StoreError::OutOfRange { what, value })
+}
+
+/// NaN is stored as NULL (SQLite would do so anyway; being explicit documents it).
+fn nan_to_null(v: f64) -> Option<f64> {
+    if v.is_nan() {
+        None
+    } else {
+        Some(v)
+    }
+}
+
+/// `SELECT <all runs columns> FROM runs` (a macro so `concat!` can extend it into a
+/// `&'static str`, which sqlx requires).
+macro_rules! select_runs {
+    () => {
+        "SELECT id, status, layer_name, layer_version, layer_fingerprint, layer_build, \
+         task_name, task_version, task_fingerprint, task_build, config, seed, device, \
+         param_count, git_rev, created_at, started_at, finished_at, error, worker_pid, \
+         last_step, total_steps, notes, tags FROM runs"
+    };
+}
+
+impl Store {
+    /// Opens the run database at `path`, creating it if missing, and brings its schema up to
+    /// date.
+    ///
+    /// The parent directory must exist (it is not created; the error names it). Connections
+    /// use WAL journaling, a 10 s busy timeout, `foreign_keys = ON` and `synchronous = NORMAL`
+    /// (see the module docs for why).
+    ///
+    /// Refuses, without modifying anything: a directory path, a path whose directory is
+    /// missing ([`StoreError::CannotOpen`]); an existing file that is not SQLite
+    /// ([`StoreError::NotSqlite`]); a database written by a newer workbench
+    /// ([`StoreError::NewerSchema`]).
+    pub async fn open(path: &Path) -> Result<Store, StoreError> {
+        let cannot = |reason: String| StoreError::CannotOpen {
+            path: path.to_path_buf(),
+            reason,
+        };
+
+        if path.as_os_str().is_empty() {
+            return Err(cannot("the path is empty".into()));
+        }
+        if path.is_dir() {
+            return Err(cannot(format!(
+                "it is a directory, not a file (for example {})",
+                path.join("runs.db").display()
+            )));
+        }
+        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            if !parent.is_dir() {
+                return Err(cannot(if parent.exists() {
+                    format!("{} is not a directory", parent.display())
+                } else {
+                    format!(
+                        "directory {} does not exist (create it first)",
+                        parent.display()
+                    )
+                }));
+            }
+        }
+
+        // Set when this call creates the (empty) file, so a failed open can remove it again.
+        let mut created = false;
+        match std::fs::metadata(path) {
+            Ok(meta) if !meta.is_file() => {
+                return Err(cannot("it is not a regular file".into()));
+            }
+            Ok(meta) => {
+                // An empty file is a valid (empty) SQLite database; anything else must carry
+                // the SQLite header. Checked here so SQLite never opens a foreign file for
+                // writing.
+                if meta.len() > 0 {
+                    check_header(path, meta.len())?;
+                }
+                // SQLite silently falls back to read-only for a write-protected file and
+                // would only fail at the first write; ask the OS now (opening for writing
+                // without truncating changes nothing).
+                if let Err(e) = std::fs::OpenOptions::new().write(true).open(path) {
+                    return Err(cannot(format!("the file is not writable: {e}")));
+                }
+                if meta.len() > 0 {
+                    preflight(path).await?;
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                // Create it ourselves: the OS error ("Permission denied", "Read-only file
+                // system") says more than SQLite's "unable to open database file".
+                match std::fs::OpenOptions::new()
+                    .write(true)
+                    .create_new(true)
+                    .open(path)
+                {
+                    Ok(_) => created = true,
+                    Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+                    Err(e) => return Err(cannot(format!("cannot create the file: {e}"))),
+                }
+            }
+            Err(e) => return Err(cannot(e.to_string())),
+        }
+        let remove_if_created = || {
+            if created && std::fs::metadata(path).is_ok_and(|m| m.len() == 0) {
+                let _ = std::fs::remove_file(path);
+            }
+        };
+
+        let options = SqliteConnectOptions::new()
+            .filename(path)
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .busy_timeout(BUSY_TIMEOUT)
+            .foreign_keys(true)
+            .synchronous(SqliteSynchronous::Normal);
+        let pool = SqlitePoolOptions::new()
+            .max_connections(8)
+            .acquire_timeout(BUSY_TIMEOUT + Duration::from_secs(20))
+            .connect_with(options)
+            .await
+            .map_err(|e| {
+                remove_if_created();
+                error::from_sqlx_open(path, e)
+            })?;
+
+        if let Err(e) = MIGRATOR.run(&pool).await {
+            pool.close().await;
+            return Err(error::from_migrate(path, e));
+        }
+
+        Ok(Store {
+            pool,
+            path: Arc::new(path.to_path_buf()),
+        })
+    }
+
+    /// Path the store was opened with.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Closes all connections (waiting for running queries). Other clones become unusable.
+    /// Dropping every clone also closes the store; this just makes it deterministic.
+    pub async fn close(&self) {
+        self.pool.close().await;
+    }
+
+    fn err(&self, e: sqlx::Error) -> StoreError {
+        error::from_sqlx(&self.path, e)
+    }
+
+    fn corrupt(&self, detail: String) -> StoreError {
+        StoreError::Corrupt {
+            path: self.path.to_path_buf(),
+            detail,
+        }
+    }
+
+    /// A stored integer that must be non-negative.
+    fn to_u64(&self, v: i64, what: &str) -> Result<u64, StoreError> {
+        u64::try_from(v).map_err(|_| self.corrupt(format!("{what} is negative ({v})")))
+    }
+
+    fn get<'r, T>(&self, row: &'r SqliteRow, col: &str) -> Result<T, StoreError>
+    where
+        T: sqlx::Decode<'r, sqlx::Sqlite> + sqlx::Type<sqlx::Sqlite>,
+    {
+        row.try_get(col)
+            .map_err(|e| self.corrupt(format!("cannot read column {col}: {e}")))
+    }
+
+    fn map_run(&self, row: &SqliteRow) -> Result<RunRecord, StoreError> {
+        let id: i64 = self.get(row, "id")?;
+        let status: String = self.get(row, "status")?;
+        let status = status
+            .parse::<RunStatus>()
+            .map_err(|_| self.corrupt(format!("run {id} has unknown status {status:?}")))?;
+        let config: String = self.get(row, "config")?;
+        let config = serde_json::from_str(&config)
+            .map_err(|e| self.corrupt(format!("run {id} has an invalid config: {e}")))?;
+        let opt_u64 = |v: Option<i64>, what: &str| -> Result<Option<u64>, StoreError> {
+            v.map(|v| self.to_u64(v, &format!("run {id} {what}")))
+                .transpose()
+        };
+        let worker_pid: Option<i64> = self.get(row, "worker_pid")?;
+        let worker_pid = worker_pid
+            .map(|p| {
+                u32::try_from(p)
+                    .map_err(|_| self.corrupt(format!("run {id} has invalid worker_pid {p}")))
+            })
+            .transpose()?;
+        let tags: String = self.get(row, "tags")?;
+        Ok(RunRecord {
+            id,
+            status,
+            layer: PluginRef {
+                name: self.get(row, "layer_name")?,
+                version: self.get(row, "layer_version")?,
+                fingerprint: self.get(row, "layer_fingerprint")?,
+                build: self.get(row, "layer_build")?,
+            },
+            task: PluginRef {
+                name: self.get(row, "task_name")?,
+                version: self.get(row, "task_version")?,
+                fingerprint: self.get(row, "task_fingerprint")?,
+                build: self.get(row, "task_build")?,
+            },
+            config,
+            seed: self.get::<i64>(row, "seed")? as u64,
+            device: self.get(row, "device")?,
+            param_count: opt_u64(self.get(row, "param_count")?, "param_count")?,
+            git_rev: self.get(row, "git_rev")?,
+            created_at: self.get(row, "created_at")?,
+            started_at: self.get(row, "started_at")?,
+            finished_at: self.get(row, "finished_at")?,
+            error: self.get(row, "error")?,
+            worker_pid,
+            last_step: self.to_u64(self.get(row, "last_step")?, &format!("run {id} last_step"))?,
+            total_steps: opt_u64(self.get(row, "total_steps")?, "total_steps")?,
+            notes: self.get(row, "notes")?,
+            tags: split_tags(&tags),
+        })
+    }
+
+    /// Creates a run with status `queued` and `created_at` = now; returns its id.
+    pub async fn create_run(&self, run: &NewRun) -> Result<i64, StoreError> {
+        let total_steps = run
+            .total_steps
+            .map(|n| to_i64(n, "total_steps"))
+            .transpose()?;
+        let config = serde_json::to_string(&run.config)
+            .map_err(|e| self.corrupt(format!("cannot serialise the run config: {e}")))?;
+        let result = sqlx::query(
+            "INSERT INTO runs (status, layer_name, layer_version, layer_fingerprint, layer_build, \
+             task_name, task_version, task_fingerprint, task_build, config, seed, device, \
+             git_rev, created_at, total_steps) \
+             VALUES ('queued', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        )
+        .bind(&run.layer.name)
+        .bind(&run.layer.version)
+        .bind(&run.layer.fingerprint)
+        .bind(&run.layer.build)
+        .bind(&run.task.name)
+        .bind(&run.task.version)
+        .bind(&run.task.fingerprint)
+        .bind(&run.task.build)
+        .bind(config)
+        .bind(run.seed as i64)
+        .bind(&run.device)
+        .bind(&run.git_rev)
+        .bind(now())
+        .bind(total_steps)
+        .execute(&self.pool)
+        .await
+        .map_err(|e| self.err(e))?;
+        Ok(result.last_insert_rowid())
+    }
+
+    /// The run with this id, or [`StoreError::NotFound`].
+    pub async fn run(&self, id: i64) -> Result<RunRecord, StoreError> {
+        let row = sqlx::query(concat!(select_runs!(), " WHERE id = ?"))
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(|e| self.err(e))?
+            .ok_or(StoreError::NotFound(id))?;
+        self.map_run(&row)
+    }
+
+    /// All runs, ordered by id.
+    pub async fn list_runs(&self) -> Result<Vec<RunRecord>, StoreError> {
+        let rows = sqlx::query(concat!(select_runs!(), " ORDER BY id"))
+            .fetch_all(&self.pool)
+            .await
+            .map_err(|e| self.err(e))?;
+        rows.iter().map(|r| self.map_run(r)).collect()
+    }
+
+    /// Status of a run, or [`StoreError::NotFound`].
+    async fn status_of(&self, id: i64) -> Result<RunStatus, StoreError> {
+        let status: Option<String> = sqlx::query_scalar("SELECT status FROM runs WHERE id = ?")
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(|e| self.err(e))?;
+        let status = status.ok_or(StoreError::NotFound(id))?;
+        status
+            .parse()
+            .map_err(|_| self.corrupt(format!("run {id} has unknown status {status:?}")))
+    }
+
+    /// Fails with [`StoreError::NotFound`] unless the run exists.
+    async fn ensure_exists(&self, id: i64) -> Result<(), StoreError> {
+        self.status_of(id).await.map(|_| ())
+    }
+
+    /// Marks a `queued` run as `running` under worker `pid`: sets `started_at` (only the first
+    /// time), `worker_pid` and clears `error` and `finished_at`. Also accepted for a run
+    /// already `running` (the pid is updated). Other states give
+    /// [`StoreError::InvalidTransition`]: requeue an interrupted or failed run first.
+    pub async fn mark_running(&self, id: i64, pid: u32) -> Result<(), StoreError> {
+        let result = sqlx::query(
+            "UPDATE runs SET status = 'running', worker_pid = ?, \
+             started_at = COALESCE(started_at, ?), error = NULL, finished_at = NULL \
+             WHERE id = ? AND status IN ('queued', 'running')",
+        )
+        .bind(i64::from(pid))
+        .bind(now())
+        .bind(id)
+        .execute(&self.pool)
+        .await
+        .map_err(|e| self.err(e))?;
+        if result.rows_affected() == 0 {
+            let status = self.status_of(id).await?;
+            let hint = match status {
+                RunStatus::Interrupted | RunStatus::Failed => {
+                    format!("requeue it first (`workbench resume {id}` does)")
+                }
+                _ => "only queued runs can be started; create a new run instead".to_string(),
+            };
+            return Err(StoreError::InvalidTransition {
+                id,
+                status,
+                action: "start running",
+                hint,
+            });
+        }
+        Ok(())
+    }
+
+    /// Ends a run: sets `status` (which must be terminal, else [`StoreError::NotTerminal`]),
+    /// `finished_at` = now and `error`. `worker_pid` is kept for reference.
+    pub async fn finish(
+        &self,
+        id: i64,
+        status: RunStatus,
+        error: Option<&str>,
+    ) -> Result<(), StoreError> {
+        if !status.is_terminal() {
+            return Err(StoreError::NotTerminal(status));
+        }
+        let result =
+            sqlx::query("UPDATE runs SET status = ?, finished_at = ?, error = ? WHERE id = ?")
+                .bind(status.as_str())
+                .bind(now())
+                .bind(error)
+                .bind(id)
+                .execute(&self.pool)
+                .await
+                .map_err(|e| self.err(e))?;
+        self.expect_one(result.rows_affected(), id)
+    }
+
+    fn expect_one(&self, rows: u64, id: i64) -> Result<(), StoreError> {
+        if rows == 0 {
+            Err(StoreError::NotFound(id))
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Records the model's number of trainable parameters.
+    pub async fn set_param_count(&self, id: i64, n: u64) -> Result<(), StoreError> {
+        let n = to_i64(n, "param_count")?;
+        let result = sqlx::query("UPDATE runs SET param_count = ? WHERE id = ?")
+            .bind(n)
+            .bind(id)
+            .execute(&self.pool)
+            .await
+            .map_err(|e| self.err(e))?;
+        self.expect_one(result.rows_affected(), id)
+    }
+
+    /// Records the last completed training step (`last_step`).
+    pub async fn set_progress(&self, id: i64, step: u64) -> Result<(), StoreError> {
+        let step = to_i64(step, "step")?;
+        let result = sqlx::query("UPDATE runs SET last_step = ? WHERE id = ?")
+            .bind(step)
+            .bind(id)
+            .execute(&self.pool)
+            .await
+            .map_err(|e| self.err(e))?;
+        self.expect_one(result.rows_affected(), id)
+    }
+
+    /// Starts a write transaction that holds the write lock from the start (see module docs)
+    /// and checks that run `id` exists.
+    async fn begin_for_run(
+        &self,
+        id: i64,
+    ) -> Result<sqlx::Transaction<'static, sqlx::Sqlite>, StoreError> {
+        let mut tx = self
+            .pool
+            .begin_with("BEGIN IMMEDIATE")
+            .await
+            .map_err(|e| self.err(e))?;
+        let exists: Option<i64> = sqlx::query_scalar("SELECT id FROM runs WHERE id = ?")
+            .bind(id)
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(|e| self.err(e))?;
+        if exists.is_none() {
+            // Dropping the transaction rolls it back.
+            return Err(StoreError::NotFound(id));
+        }
+        Ok(tx)
+    }
+
+    /// Appends metric rows in one transaction (all or nothing). NaN values are stored as NULL
+    /// and read back as NaN.
+    pub async fn insert_metrics(&self, run_id: i64, rows: &[MetricRow]) -> Result<(), StoreError> {
+        let steps = rows
+            .iter()
+            .map(|r| to_i64(r.step, "metric step"))
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut tx = self.begin_for_run(run_id).await?;
+        for (row, step) in rows.iter().zip(steps) {
+            sqlx::query(
+                "INSERT INTO metrics (run_id, step, split, name, value, wall_time) \
+                 VALUES (?, ?, ?, ?, ?, ?)",
+            )
+            .bind(run_id)
+            .bind(step)
+            .bind(&row.split)
+            .bind(&row.name)
+            .bind(nan_to_null(row.value))
+            .bind(nan_to_null(row.wall_time))
+            .execute(&mut *tx)
+            .await
+            .map_err(|e| self.err(e))?;
+        }
+        tx.commit().await.map_err(|e| self.err(e))
+    }
+
+    /// Appends diagnostic rows in one transaction (all or nothing).
+    pub async fn insert_diagnostics(
+        &self,
+        run_id: i64,
+        rows: &[DiagnosticRow],
+    ) -> Result<(), StoreError> {
+        let steps = rows
+            .iter()
+            .map(|r| to_i64(r.step, "diagnostic step"))
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut tx = self.begin_for_run(run_id).await?;
+        for (row, step) in rows.iter().zip(steps) {
+            sqlx::query(
+                "INSERT INTO diagnostics (run_id, step, iteration, name, value) \
+                 VALUES (?, ?, ?, ?, ?)",
+            )
+            .bind(run_id)
+            .bind(step)
+            .bind(i64::from(row.iteration))
+            .bind(&row.name)
+            .bind(nan_to_null(row.value))
+            .execute(&mut *tx)
+            .await
+            .map_err(|e| self.err(e))?;
+        }
+        tx.commit().await.map_err(|e| self.err(e))
+    }
+
+    fn map_metric(&self, row: &SqliteRow) -> Result<MetricRow, StoreError> {
+        Ok(MetricRow {
+            step: self.to_u64(self.get(row, "step")?, "metric step")?,
+            split: self.get(row, "split")?,
+            name: self.get(row, "name")?,
+            value: self.get::<Option<f64>>(row, "value")?.unwrap_or(f64::NAN),
+            wall_time: self
+                .get::<Option<f64>>(row, "wall_time")?
+                .unwrap_or(f64::NAN),
+        })
+    }
+
+    /// All metric rows of a run, ordered by name, then step (then split, then insertion).
+    pub async fn metrics(&self, run_id: i64) -> Result<Vec<MetricRow>, StoreError> {
+        self.metrics_after_i64(run_id, -1).await
+    }
+
+    /// Metric rows with `step > step_exclusive`, in the same order as [`Store::metrics`].
+    pub async fn metrics_after(
+        &self,
+        run_id: i64,
+        step_exclusive: u64,
+    ) -> Result<Vec<MetricRow>, StoreError> {
+        // A step beyond i64::MAX cannot have rows after it.
+        let after = i64::try_from(step_exclusive).unwrap_or(i64::MAX);
+        self.metrics_after_i64(run_id, after).await
+    }
+
+    async fn metrics_after_i64(
+        &self,
+        run_id: i64,
+        after: i64,
+    ) -> Result<Vec<MetricRow>, StoreError> {
+        self.ensure_exists(run_id).await?;
+        let rows = sqlx::query(
+            "SELECT step, split, name, value, wall_time FROM metrics \
+             WHERE run_id = ? AND step > ? ORDER BY name, step, split, rowid",
+        )
+        .bind(run_id)
+        .bind(after)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(|e| self.err(e))?;
+        rows.iter().map(|r| self.map_metric(r)).collect()
+    }
+
+    /// Deletes the metrics and diagnostics with `step > step`, in one transaction (used when
+    /// a run resumes from a checkpoint taken at `step`). Artifacts, logs and `last_step` are
+    /// left alone.
+    pub async fn delete_metrics_after(&self, run_id: i64, step: u64) -> Result<(), StoreError> {
+        let Ok(step) = i64::try_from(step) else {
+            return self.ensure_exists(run_id).await;
+        };
+        let mut tx = self.begin_for_run(run_id).await?;
+        for sql in [
+            "DELETE FROM metrics WHERE run_id = ? AND step > ?",
+            "DELETE FROM diagnostics WHERE run_id = ? AND step > ?",
+        ] {
+            sqlx::query(sql)
+                .bind(run_id)
+                .bind(step)
+                .execute(&mut *tx)
+                .await
+                .map_err(|e| self.err(e))?;
+        }
+        tx.commit().await.map_err(|e| self.err(e))
+    }
+
+    /// All diagnostic rows of a run, ordered by name, step, iteration.
+    pub async fn diagnostics(&self, run_id: i64) -> Result<Vec<DiagnosticRow>, StoreError> {
+        self.ensure_exists(run_id).await?;
+        let rows = sqlx::query(
+            "SELECT step, iteration, name, value FROM diagnostics \
+             WHERE run_id = ? ORDER BY name, step, iteration, rowid",
+        )
+        .bind(run_id)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(|e| self.err(e))?;
+        rows.iter()
+            .map(|row| {
+                let iteration: i64 = self.get(row, "iteration")?;
+                Ok(DiagnosticRow {
+                    step: self.to_u64(self.get(row, "step")?, "diagnostic step")?,
+                    iteration: u32::try_from(iteration).map_err(|_| {
+                        self.corrupt(format!("diagnostic iteration {iteration} is out of range"))
+                    })?,
+                    name: self.get(row, "name")?,
+                    value: self.get::<Option<f64>>(row, "value")?.unwrap_or(f64::NAN),
+                })
+            })
+            .collect()
+    }
+
+    fn map_artifact(&self, row: &SqliteRow) -> Result<Artifact, StoreError> {
+        let step: Option<i64> = self.get(row, "step")?;
+        Ok(Artifact {
+            id: self.get(row, "id")?,
+            run_id: self.get(row, "run_id")?,
+            kind: self.get(row, "kind")?,
+            path: self.get(row, "path")?,
+            step: step.map(|s| self.to_u64(s, "artifact step")).transpose()?,
+            created_at: self.get(row, "created_at")?,
+        })
+    }
+
+    /// Records a file produced by a run; returns the artifact id.
+    pub async fn add_artifact(
+        &self,
+        run_id: i64,
+        kind: &str,
+        path: &str,
+        step: Option<u64>,
+    ) -> Result<i64, StoreError> {
+        let step = step.map(|s| to_i64(s, "artifact step")).transpose()?;
+        // Single statement: inserts only if the run exists, so a missing run is NotFound
+        // rather than a foreign-key error.
+        let result = sqlx::query(
+            "INSERT INTO artifacts (run_id, kind, path, step, created_at) \
+             SELECT ?, ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM runs WHERE id = ?)",
+        )
+        .bind(run_id)
+        .bind(kind)
+        .bind(path)
+        .bind(step)
+        .bind(now())
+        .bind(run_id)
+        .execute(&self.pool)
+        .await
+        .map_err(|e| self.err(e))?;
+        self.expect_one(result.rows_affected(), run_id)?;
+        Ok(result.last_insert_rowid())
+    }
+
+    /// All artifacts of a run, in the order they were added.
+    pub async fn artifacts(&self, run_id: i64) -> Result<Vec<Artifact>, StoreError> {
+        self.ensure_exists(run_id).await?;
+        let rows = sqlx::query(
+            "SELECT id, run_id, kind, path, step, created_at FROM artifacts \
+             WHERE run_id = ? ORDER BY id",
+        )
+        .bind(run_id)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(|e| self.err(e))?;
+        rows.iter().map(|r| self.map_artifact(r)).collect()
+    }
+
+    /// The artifact of this kind with the highest step (the most recently added among equal
+    /// steps; artifacts without a step come last). `None` if the run has none of that kind.
+    pub async fn latest_artifact(
+        &self,
+        run_id: i64,
+        kind: &str,
+    ) -> Result<Option<Artifact>, StoreError> {
+        self.ensure_exists(run_id).await?;
+        // In SQLite NULLs sort first ascending, hence last with DESC.
+        let row = sqlx::query(
+            "SELECT id, run_id, kind, path, step, created_at FROM artifacts \
+             WHERE run_id = ? AND kind = ? ORDER BY step DESC, id DESC LIMIT 1",
+        )
+        .bind(run_id)
+        .bind(kind)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(|e| self.err(e))?;
+        row.map(|r| self.map_artifact(&r)).transpose()
+    }
+
+    /// Appends worker log lines (timestamped now) in one transaction.
+    pub async fn append_logs(&self, run_id: i64, lines: &[String]) -> Result<(), StoreError> {
+        let at = now();
+        let mut tx = self.begin_for_run(run_id).await?;
+        for line in lines {
+            sqlx::query("INSERT INTO logs (run_id, at, line) VALUES (?, ?, ?)")
+                .bind(run_id)
+                .bind(at)
+                .bind(line)
+                .execute(&mut *tx)
+                .await
+                .map_err(|e| self.err(e))?;
+        }
+        tx.commit().await.map_err(|e| self.err(e))
+    }
+
+    /// The last `last` log lines of a run, oldest first.
+    pub async fn logs(&self, run_id: i64, last: usize) -> Result<Vec<String>, StoreError> {
+        self.ensure_exists(run_id).await?;
+        let limit = i64::try_from(last).unwrap_or(i64::MAX);
+        sqlx::query_scalar(
+            "SELECT line FROM (SELECT id, line FROM logs WHERE run_id = ? \
+             ORDER BY id DESC LIMIT ?) ORDER BY id",
+        )
+        .bind(run_id)
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(|e| self.err(e))
+    }
+
+    /// Replaces a run's notes.
+    pub async fn set_notes(&self, id: i64, notes: &str) -> Result<(), StoreError> {
+        let result = sqlx::query("UPDATE runs SET notes = ? WHERE id = ?")
+            .bind(notes)
+            .bind(id)
+            .execute(&self.pool)
+            .await
+            .map_err(|e| self.err(e))?;
+        self.expect_one(result.rows_affected(), id)
+    }
+
+    /// Replaces a run's tags. Tags are trimmed; empty tags and repeats are dropped; a tag
+    /// containing a comma is refused with [`StoreError::InvalidTag`] (tags are stored
+    /// comma-separated).
+    pub async fn set_tags(&self, id: i64, tags: &[String]) -> Result<(), StoreError> {
+        let mut clean: Vec<&str> = Vec::with_capacity(tags.len());
+        for tag in tags {
+            if tag.contains(',') {
+                return Err(StoreError::InvalidTag {
+                    tag: tag.clone(),
+                    reason: "tags cannot contain commas; give several tags instead",
+                });
+            }
+            let tag = tag.trim();
+            if !tag.is_empty() && !clean.contains(&tag) {
+                clean.push(tag);
+            }
+        }
+        let result = sqlx::query("UPDATE runs SET tags = ? WHERE id = ?")
+            .bind(clean.join(","))
+            .bind(id)
+            .execute(&self.pool)
+            .await
+            .map_err(|e| self.err(e))?;
+        self.expect_one(result.rows_affected(), id)
+    }
+
+    /// Deletes a run and (by cascade) its metrics, diagnostics, artifact records and logs.
+    /// Files on disk are not touched. Any status is accepted; a still-running worker's next
+    /// write will then fail with [`StoreError::NotFound`].
+    pub async fn delete_run(&self, id: i64) -> Result<(), StoreError> {
+        let result = sqlx::query("DELETE FROM runs WHERE id = ?")
+            .bind(id)
+            .execute(&self.pool)
+            .await
+            .map_err(|e| self.err(e))?;
+        self.expect_one(result.rows_affected(), id)
+    }
+
+    /// Puts an `interrupted` or `failed` run back to `queued`, clearing `finished_at`, `error`
+    /// and `worker_pid` (`started_at`, `last_step` and recorded data are kept). Other states
+    /// give [`StoreError::InvalidTransition`].
+    pub async fn requeue(&self, id: i64) -> Result<(), StoreError> {
+        let result = sqlx::query(
+            "UPDATE runs SET status = 'queued', finished_at = NULL, error = NULL, \
+             worker_pid = NULL WHERE id = ? AND status IN ('interrupted', 'failed')",
+        )
+        .bind(id)
+        .execute(&self.pool)
+        .await
+        .map_err(|e| self.err(e))?;
+        if result.rows_affected() == 0 {
+            let status = self.status_of(id).await?;
+            let hint = match status {
+                RunStatus::Queued => "it is already waiting for a worker".to_string(),
+                RunStatus::Running => "it is still running".to_string(),
+                _ => "only interrupted or failed runs can be requeued".to_string(),
+            };
+            return Err(StoreError::InvalidTransition {
+                id,
+                status,
+                action: "be requeued",
+                hint,
+            });
+        }
+        Ok(())
+    }
+
+    /// Finds runs left `running` whose worker process no longer exists (per `is_alive`, usually
+    /// [`process_alive`]; a run with no recorded pid counts as orphaned) and marks them
+    /// `interrupted`, with `finished_at` = now and an error saying the worker disappeared.
+    /// Returns their ids in increasing order.
+    ///
+    /// Each update re-checks status and pid, so a run that a worker restarted meanwhile is
+    /// left alone.
+    pub async fn reap_orphans(
+        &self,
+        is_alive: impl Fn(u32) -> bool,
+    ) -> Result<Vec<i64>, StoreError> {
+        let rows =
+            sqlx::query("SELECT id, worker_pid FROM runs WHERE status = 'running' ORDER BY id")
+                .fetch_all(&self.pool)
+                .await
+                .map_err(|e| self.err(e))?;
+        let mut reaped = Vec::new();
+        for row in rows {
+            let id: i64 = self.get(&row, "id")?;
+            let pid: Option<i64> = self.get(&row, "worker_pid")?;
+            let alive = pid
+                .and_then(|p| u32::try_from(p).ok())
+                .is_some_and(&is_alive);
+            if alive {
+                continue;
+            }
+            let message = match pid {
+                Some(p) => format!(
+                    "worker process {p} disappeared while the run was running (it crashed or \
+                     was killed); `workbench resume {id}` continues it from its last checkpoint"
+                ),
+                None => format!(
+                    "the run was marked running but no worker process was recorded; \
+                     `workbench resume {id}` continues it from its last checkpoint"
+                ),
+            };
+            let result = sqlx::query(
+                "UPDATE runs SET status = 'interrupted', finished_at = ?, error = ? \
+                 WHERE id = ? AND status = 'running' AND worker_pid IS ?",
+            )
+            .bind(now())
+            .bind(message)
+            .bind(id)
+            .bind(pid)
+            .execute(&self.pool)
+            .await
+            .map_err(|e| self.err(e))?;
+            if result.rows_affected() == 1 {
+                reaped.push(id);
+            }
+        }
+        Ok(reaped)
+    }
+}
+
+/// Tags as stored (comma-separated) to a list.
+fn split_tags(s: &str) -> Vec<String> {
+    s.split(',')
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+        .map(String::from)
+        .collect()
+}
+
+/// Refuses a non-empty file that does not start with the SQLite header.
+fn check_header(path: &Path, len: u64) -> Result<(), StoreError> {
+    use std::io::Read;
+    let mut header = [0u8; 16];
+    let read = std::fs::File::open(path).and_then(|mut f| f.read_exact(&mut header));
+    match read {
+        Ok(()) if &header == SQLITE_HEADER && len >= 100 => Ok(()),
+        Ok(()) => Err(StoreError::NotSqlite {
+            path: path.to_path_buf(),
+            detail: "it does not start with the SQLite file header".into(),
+        }),
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => Err(StoreError::NotSqlite {
+            path: path.to_path_buf(),
+            detail: format!("it is only {len} bytes long"),
+        }),
+        Err(e) => Err(StoreError::CannotOpen {
+            path: path.to_path_buf(),
+            reason: e.to_string(),
+        }),
+    }
+}
+
+/// Read-only look at an existing database before opening it for writing: refuses one that has
+/// migrations applied that this binary does not know, without modifying it.
+async fn preflight(path: &Path) -> Result<(), StoreError> {
+    let options = SqliteConnectOptions::new()
+        .filename(path)
+        .read_only(true)
+        .create_if_missing(false)
+        .busy_timeout(BUSY_TIMEOUT);
+    let mut conn = SqliteConnection::connect_with(&options)
+        .await
+        .map_err(|e| error::from_sqlx_open(path, e))?;
+    let result = applied_versions(&mut conn).await;
+    // Closing a read-only connection writes nothing.
+    let _ = conn.close().await;
+    let applied = result.map_err(|e| error::from_sqlx_open(path, e))?;
+    let newest_unknown = applied
+        .into_iter()
+        .filter(|v| !MIGRATOR.version_exists(*v))
+        .max();
+    match newest_unknown {
+        Some(version) => Err(StoreError::NewerSchema {
+            path: path.to_path_buf(),
+            version,
+        }),
+        None => Ok(()),
+    }
+}
+
+/// Versions recorded in `_sqlx_migrations` (empty if the table does not exist yet).
+async fn applied_versions(conn: &mut SqliteConnection) -> Result<Vec<i64>, sqlx::Error> {
+    let has_table: Option<String> = sqlx::query_scalar(
+        "SELECT name FROM sqlite_master WHERE type = 'table' AND name = '_sqlx_migrations'",
+    )
+    .fetch_optional(&mut *conn)
+    .await?;
+    if has_table.is_none() {
+        return Ok(Vec::new());
+    }
+    sqlx::query_scalar("SELECT version FROM _sqlx_migrations")
+        .fetch_all(&mut *conn)
+        .await
+}

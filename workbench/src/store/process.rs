@@ -1,0 +1,80 @@
+//! Liveness check for worker processes, used by [`Store::reap_orphans`](super::Store::reap_orphans).
+
+/// Whether a process with this id currently exists and is not a zombie.
+///
+/// On Linux this reads `/proc/<pid>/stat`: the process is alive when the file exists and the
+/// state field (the first field after the parenthesised command name) is neither `Z` (zombie:
+/// exited, waiting to be reaped by its parent) nor `X` (dead). A missing file means the process
+/// is gone. If the file exists but cannot be read (for example `/proc` mounted with
+/// `hidepid`), the process is assumed alive, so a run is never declared orphaned by mistake.
+///
+/// On other Unix systems it asks `kill -0 <pid>` (zombies count as alive there). Where neither
+/// works it returns `true`, again erring on the side of not reaping.
+///
+/// Pid 0 is never a worker and gives `false`. Pids are recycled by the OS, so a long-dead
+/// worker's pid may belong to an unrelated process; the check then says "alive".
+pub fn process_alive(pid: u32) -> bool {
+    if pid == 0 {
+        return false;
+    }
+    imp::alive(pid)
+}
+
+#[cfg(target_os = "linux")]
+mod imp {
+    use std::io::ErrorKind;
+
+    pub(super) fn alive(pid: u32) -> bool {
+        match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+            Ok(stat) => match stat_state(&stat) {
+                Some(state) => state != 'Z' && state != 'X',
+                None => true,
+            },
+            Err(e) if e.kind() == ErrorKind::NotFound => false,
+            // ESRCH while reading: the process vanished between open and read.
+            Err(e) if e.raw_os_error() == Some(3) => false,
+            Err(_) => true,
+        }
+    }
+
+    /// State letter of a `/proc/<pid>/stat` line: `pid (comm) S ...`. The command name can
+    /// contain spaces and parentheses, so look after the last `)`.
+    fn stat_state(stat: &str) -> Option<char> {
+        let after = &stat[stat.rfind(')')? + 1..];
+        after.trim_start().chars().next()
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::stat_state;
+
+        #[test]
+        fn parses_state_after_odd_command_names() {
+            assert_eq!(stat_state("42 (a) b) Z 1 2 3"), Some('Z'));
+            assert_eq!(stat_state("42 (worker) S 1"), Some('S'));
+            assert_eq!(stat_state("garbage"), None);
+        }
+    }
+}
+
+#[cfg(all(unix, not(target_os = "linux")))]
+mod imp {
+    pub(super) fn alive(pid: u32) -> bool {
+        match std::process::Command::new("kill")
+            .args(["-0", &pid.to_string()])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()
+        {
+            Ok(status) => status.success(),
+            Err(_) => true,
+        }
+    }
+}
+
+#[cfg(not(unix))]
+mod imp {
+    pub(super) fn alive(_pid: u32) -> bool {
+        true
+    }
+}

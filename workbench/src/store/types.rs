@@ -1,0 +1,201 @@
+//! Plain data types read from and written to the run store.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+use super::StoreError;
+
+/// Lifecycle state of a run, stored as lower-case text in `runs.status`.
+///
+/// `queued` → `running` → one of the terminal states (`finished`, `failed`, `interrupted`,
+/// `diverged`); `interrupted` and `failed` runs can be put back to `queued` with
+/// [`Store::requeue`](super::Store::requeue).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RunStatus {
+    /// Created, waiting for a worker.
+    Queued,
+    /// A worker process is training it (see `RunRecord::worker_pid`).
+    Running,
+    /// Trained for all its steps.
+    Finished,
+    /// Stopped by an error (see `RunRecord::error`).
+    Failed,
+    /// Stopped before the end: cancelled, or its worker disappeared.
+    Interrupted,
+    /// Stopped because the loss became non-finite or exploded.
+    Diverged,
+}
+
+impl RunStatus {
+    /// Every status, in lifecycle order.
+    pub const ALL: [RunStatus; 6] = [
+        RunStatus::Queued,
+        RunStatus::Running,
+        RunStatus::Finished,
+        RunStatus::Failed,
+        RunStatus::Interrupted,
+        RunStatus::Diverged,
+    ];
+
+    /// The text stored in the database and shown to users (`"queued"`, `"running"`, ...).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::Queued => "queued",
+            RunStatus::Running => "running",
+            RunStatus::Finished => "finished",
+            RunStatus::Failed => "failed",
+            RunStatus::Interrupted => "interrupted",
+            RunStatus::Diverged => "diverged",
+        }
+    }
+
+    /// True for states a run ends in (no worker is attached): finished, failed, interrupted,
+    /// diverged.
+    pub fn is_terminal(self) -> bool {
+        !matches!(self, RunStatus::Queued | RunStatus::Running)
+    }
+}
+
+impl fmt::Display for RunStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for RunStatus {
+    type Err = StoreError;
+
+    /// Parses a status name, ignoring case and surrounding white space.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let wanted = s.trim();
+        RunStatus::ALL
+            .into_iter()
+            .find(|st| st.as_str().eq_ignore_ascii_case(wanted))
+            .ok_or_else(|| StoreError::UnknownStatus(s.to_string()))
+    }
+}
+
+/// Identity of a plugin (layer or task) a run was made with.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PluginRef {
+    /// Plugin name, e.g. `"transformer"`.
+    pub name: String,
+    /// Plugin's declared version.
+    pub version: String,
+    /// ABI fingerprint of the plugin (host/plugin compatibility).
+    pub fingerprint: String,
+    /// Hash of the plugin's sources; `None` until it is known.
+    pub build: Option<String>,
+}
+
+/// Everything needed to create a run; see [`Store::create_run`](super::Store::create_run).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NewRun {
+    /// The layer plugin being trained.
+    pub layer: PluginRef,
+    /// The task plugin providing data and loss.
+    pub task: PluginRef,
+    /// Full run configuration (stored as JSON text).
+    pub config: serde_json::Value,
+    /// Random seed. Stored bit-for-bit in a signed 64-bit column, so every `u64` round-trips.
+    pub seed: u64,
+    /// Device description, e.g. `"cpu"` or `"cuda:0"`.
+    pub device: String,
+    /// Git revision of the workbench, if known.
+    pub git_rev: Option<String>,
+    /// Planned number of training steps, if known.
+    pub total_steps: Option<u64>,
+}
+
+/// One row of the `runs` table.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunRecord {
+    /// Run id (never reused, even after deletion).
+    pub id: i64,
+    /// Current lifecycle state.
+    pub status: RunStatus,
+    /// Layer plugin.
+    pub layer: PluginRef,
+    /// Task plugin.
+    pub task: PluginRef,
+    /// Run configuration.
+    pub config: serde_json::Value,
+    /// Random seed.
+    pub seed: u64,
+    /// Device description.
+    pub device: String,
+    /// Number of trainable parameters, once the worker has built the model.
+    pub param_count: Option<u64>,
+    /// Git revision of the workbench that created the run.
+    pub git_rev: Option<String>,
+    /// Creation time, unix seconds.
+    pub created_at: f64,
+    /// First time a worker started it, unix seconds.
+    pub started_at: Option<f64>,
+    /// When it reached its current terminal state, unix seconds.
+    pub finished_at: Option<f64>,
+    /// Error text for failed / interrupted / diverged runs.
+    pub error: Option<String>,
+    /// Process id of the worker that last ran it.
+    pub worker_pid: Option<u32>,
+    /// Last training step reported with [`Store::set_progress`](super::Store::set_progress).
+    pub last_step: u64,
+    /// Planned number of steps.
+    pub total_steps: Option<u64>,
+    /// Free-form notes.
+    pub notes: String,
+    /// Tags, in the order they were set.
+    pub tags: Vec<String>,
+}
+
+/// One scalar metric sample.
+///
+/// `value` and `wall_time` may be NaN: SQLite cannot store NaN, so it is written as NULL and
+/// read back as NaN. Infinities are stored as they are.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MetricRow {
+    /// Training step.
+    pub step: u64,
+    /// Data split, e.g. `"train"` or `"eval"`.
+    pub split: String,
+    /// Metric name, e.g. `"loss"`.
+    pub name: String,
+    /// Metric value (NaN allowed).
+    pub value: f64,
+    /// Seconds since the run started.
+    pub wall_time: f64,
+}
+
+/// One per-iteration diagnostic of the energy-minimising layer (NaN values allowed, as for
+/// [`MetricRow`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DiagnosticRow {
+    /// Training step of the evaluation.
+    pub step: u64,
+    /// Layer iteration `t` (0 = the input).
+    pub iteration: u32,
+    /// Diagnostic name, e.g. `"energy"`.
+    pub name: String,
+    /// Value (NaN allowed).
+    pub value: f64,
+}
+
+/// A file produced by a run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Artifact {
+    /// Artifact id.
+    pub id: i64,
+    /// Run it belongs to.
+    pub run_id: i64,
+    /// Kind, e.g. `"checkpoint"` or `"plot"`.
+    pub kind: String,
+    /// File path as given to [`Store::add_artifact`](super::Store::add_artifact).
+    pub path: String,
+    /// Training step it was produced at, if any.
+    pub step: Option<u64>,
+    /// When it was recorded, unix seconds.
+    pub created_at: f64,
+}

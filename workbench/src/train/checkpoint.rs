@@ -1,0 +1,55 @@
+//! Checkpoints: parameters, AdamW moments and the step, in one safetensors file.
+
+use super::optim::AdamW;
+use anyhow::{bail, Context, Result};
+use candle_core::{DType, Device, Tensor};
+use std::collections::HashMap;
+use std::path::Path;
+
+const STEP_KEY: &str = "meta.step";
+const ADAM_T_KEY: &str = "meta.adam_t";
+
+/// Writes the state after `step` completed steps to `path` (atomically: a temporary file is
+/// renamed over the old checkpoint, so a crash never leaves a torn file).
+pub fn save(path: &Path, opt: &AdamW, step: u64) -> Result<()> {
+    let mut tensors: HashMap<String, Tensor> = HashMap::new();
+    for slot in &opt.slots {
+        tensors.insert(format!("param.{}", slot.name), slot.var.as_tensor().clone());
+        tensors.insert(format!("adam_m.{}", slot.name), slot.m.as_tensor().clone());
+        tensors.insert(format!("adam_v.{}", slot.name), slot.v.as_tensor().clone());
+    }
+    tensors.insert(STEP_KEY.into(), Tensor::new(&[step as f64], &Device::Cpu)?);
+    tensors.insert(ADAM_T_KEY.into(), Tensor::new(&[opt.t as f64], &Device::Cpu)?);
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create checkpoint directory {}", dir.display()))?;
+    }
+    let tmp = path.with_extension("safetensors.tmp");
+    candle_core::safetensors::save(&tensors, &tmp).with_context(|| format!("cannot write checkpoint {}", tmp.display()))?;
+    std::fs::rename(&tmp, path).with_context(|| format!("cannot move checkpoint into place at {}", path.display()))?;
+    Ok(())
+}
+
+/// Restores parameters and optimiser state from `path`; returns the step it was saved at.
+pub fn load(path: &Path, opt: &mut AdamW, device: &Device) -> Result<u64> {
+    let tensors = candle_core::safetensors::load(path, device)
+        .with_context(|| format!("cannot read checkpoint {}", path.display()))?;
+    let scalar = |key: &str| -> Result<u64> {
+        let t = tensors.get(key).with_context(|| format!("checkpoint {} lacks `{key}`", path.display()))?;
+        Ok(t.to_dtype(DType::F64)?.to_vec1::<f64>()?.first().copied().unwrap_or(0.0) as u64)
+    };
+    let step = scalar(STEP_KEY)?;
+    opt.t = scalar(ADAM_T_KEY)?;
+    for slot in &opt.slots {
+        for (prefix, var) in [("param", &slot.var), ("adam_m", &slot.m), ("adam_v", &slot.v)] {
+            let key = format!("{prefix}.{}", slot.name);
+            let Some(saved) = tensors.get(&key) else {
+                bail!("checkpoint {} has no `{key}`: it was made by a different model configuration", path.display())
+            };
+            if saved.shape() != var.shape() {
+                bail!("checkpoint {}: `{key}` has shape {:?}, the model expects {:?}", path.display(), saved.shape(), var.shape());
+            }
+            var.set(&saved.to_dtype(var.dtype())?)?;
+        }
+    }
+    Ok(step)
+}

@@ -1,0 +1,9 @@
+//! Training: the worker process that runs one run, and the launcher that starts and
+//! follows it.
+
+pub mod checkpoint;
+pub mod events;
+pub mod launch;
+pub mod optim;
+pub mod schedule;
+pub mod worker;

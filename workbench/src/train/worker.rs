@@ -1,0 +1,249 @@
+//! The worker: trains one stored run in its own process, so that a crashing plugin can never
+//! take down the process that launched it.
+//!
+//! Loop: AdamW with a cosine schedule and warm-up, global gradient clipping, evaluation
+//! every `eval_every` steps at the training depth and at the extra depths of
+//! `eval_depths`, a safetensors checkpoint at each evaluation, metrics written to the store in
+//! batched transactions. A non-finite loss stops the run as `diverged`; SIGINT / SIGTERM stop
+//! it as `interrupted` after saving what it has.
+
+use super::checkpoint;
+use super::events::Event;
+use super::optim::{clip_scale, global_grad_norm, AdamW, AdamWConfig};
+use super::schedule::cosine_with_warmup;
+use crate::host::{PluginHost, Plugged};
+use crate::params::Params;
+use crate::run_config::{RunConfig, TrainSettings};
+use crate::store::{MetricRow, RunStatus, Store};
+use anyhow::{anyhow, Context, Result};
+use candle_core::DType;
+use plugin_api::{Batch, Layer, MetricTally, Pass, TaskModel};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Where the checkpoint of run `id` lives: `runs/<id>/checkpoint.safetensors` next to the
+/// database file.
+pub fn checkpoint_path(db: &Path, id: i64) -> PathBuf {
+    db.parent().unwrap_or(Path::new(".")).join("runs").join(id.to_string()).join("checkpoint.safetensors")
+}
+
+/// How a training loop ended.
+enum Outcome {
+    Finished,
+    Diverged(String),
+    Interrupted,
+}
+
+/// Runs the worker for `run_id`; `resume` continues from the run's checkpoint.
+pub async fn run(store: &Store, host: &PluginHost, run_id: i64, resume: bool) -> Result<()> {
+    let record = store.run(run_id).await?;
+    let config = RunConfig::from_json(&record.config)?;
+    store.mark_running(run_id, std::process::id()).await?;
+    let stop = Arc::new(AtomicBool::new(false));
+    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(signal, stop.clone()).context("cannot install the signal handler")?;
+    }
+    let mut log = RunLog { store, run_id };
+    let result = train(store, host, run_id, &config, resume, &stop, &mut log).await;
+    let (status, error) = match &result {
+        Ok(Outcome::Finished) => (RunStatus::Finished, None),
+        Ok(Outcome::Diverged(why)) => (RunStatus::Diverged, Some(why.clone())),
+        Ok(Outcome::Interrupted) => (RunStatus::Interrupted, Some("stopped by a signal; `workbench resume` continues it".to_string())),
+        Err(e) => (RunStatus::Failed, Some(format!("{e:#}"))),
+    };
+    if let Some(e) = &error {
+        log.line(format!("{status}: {e}")).await;
+    }
+    store.finish(run_id, status, error.as_deref()).await?;
+    Event::Finished { status: status.to_string(), error }.emit();
+    Ok(())
+}
+
+/// Log lines go to stderr and to the run's log in the store.
+struct RunLog<'a> {
+    store: &'a Store,
+    run_id: i64,
+}
+
+impl RunLog<'_> {
+    async fn line(&mut self, line: String) {
+        eprintln!("[run {}] {line}", self.run_id);
+        if let Err(e) = self.store.append_logs(self.run_id, &[line]).await {
+            eprintln!("[run {}] cannot store log line: {e}", self.run_id);
+        }
+    }
+}
+
+/// Metric rows waiting to be written in one transaction.
+struct MetricBuffer {
+    rows: Vec<MetricRow>,
+    last_flush: Instant,
+}
+
+impl MetricBuffer {
+    fn push(&mut self, step: u64, split: &str, name: &str, value: f64, wall_time: f64) {
+        self.rows.push(MetricRow { step, split: split.into(), name: name.into(), value, wall_time });
+    }
+
+    async fn flush(&mut self, store: &Store, run_id: i64, step: u64) -> Result<()> {
+        if !self.rows.is_empty() {
+            store.insert_metrics(run_id, &self.rows).await?;
+            self.rows.clear();
+        }
+        store.set_progress(run_id, step).await?;
+        self.last_flush = Instant::now();
+        Ok(())
+    }
+
+    fn due(&self) -> bool {
+        self.rows.len() >= 500 || self.last_flush.elapsed() > Duration::from_secs(2)
+    }
+}
+
+async fn train(
+    store: &Store,
+    host: &PluginHost,
+    run_id: i64,
+    config: &RunConfig,
+    resume: bool,
+    stop: &AtomicBool,
+    log: &mut RunLog<'_>,
+) -> Result<Outcome> {
+    let s = config.settings()?;
+    let device = crate::device::parse(&s.device)?;
+    let task = host.build_task(&config.task, &config.task_config, s.seed)?;
+    let info = task.info().map_err(|e| anyhow!("task `{}`: {e}", config.task))?;
+    let params = Params::new(s.seed);
+    let vb = params.var_builder(DType::F32, &device);
+    let layer = host.build_layer(&config.layer, &config.layer_config, vb.pp("layer"))?;
+    let model = task.build_model(vb.pp("task"), layer.width()).map_err(|e| anyhow!("task `{}`: {e}", config.task))?;
+    if info.causal && !layer.supports_causal() {
+        anyhow::bail!("layer `{}` cannot run causally, which task `{}` needs; pick a causal layer", config.layer, config.task);
+    }
+    store.set_param_count(run_id, params.count() as u64).await?;
+    let adam = AdamWConfig { beta1: s.beta1, beta2: s.beta2, eps: 1e-8, weight_decay: s.weight_decay };
+    let mut opt = AdamW::new(params.vars(), adam)?;
+    let ckpt = checkpoint_path(store.path(), run_id);
+    let mut step = 0;
+    if resume && ckpt.is_file() {
+        step = checkpoint::load(&ckpt, &mut opt, &device)?;
+        log.line(format!("resuming from the checkpoint at step {step}")).await;
+    } else if resume {
+        log.line("no checkpoint: restarting from step 0".into()).await;
+    }
+    // Rows after the restart point belong to the lost attempt and are replaced.
+    store.delete_metrics_after(run_id, step).await?;
+    let eval_batches = task
+        .eval_batches(s.eval_batch, s.eval_examples, &device)
+        .map_err(|e| anyhow!("task `{}`: {e}", config.task))?;
+    let depths = eval_depths(layer.train_iterations(), &s.eval_depths);
+    Event::Started {
+        run: run_id,
+        total_steps: s.steps,
+        start_step: step,
+        params: params.count() as u64,
+        layer: config.layer.clone(),
+        task: config.task.clone(),
+    }
+    .emit();
+    log.line(format!("training {} on {} ({} parameters) from step {step} to {}", config.layer, config.task, params.count(), s.steps)).await;
+
+    let started = Instant::now();
+    let mut metrics = MetricBuffer { rows: Vec::new(), last_flush: Instant::now() };
+    let vars: Vec<_> = opt.slots.iter().map(|slot| slot.var.as_tensor().clone()).collect();
+    while step < s.steps {
+        if stop.load(Ordering::Relaxed) {
+            metrics.flush(store, run_id, step).await?;
+            save_checkpoint(store, &s, &ckpt, &opt, run_id, step).await?;
+            return Ok(Outcome::Interrupted);
+        }
+        let t0 = Instant::now();
+        let lr = cosine_with_warmup(step, s.steps, s.warmup, s.lr, s.min_lr);
+        let batch = task.train_batch(step, s.batch_size, &device).map_err(|e| anyhow!("task `{}`: {e}", config.task))?;
+        let loss = forward_loss(&layer, &model, &batch, layer.train_iterations())?;
+        let loss_value = loss.to_dtype(DType::F64)?.to_scalar::<f64>()?;
+        let wall = started.elapsed().as_secs_f64();
+        if !loss_value.is_finite() {
+            metrics.push(step + 1, "train", "loss", loss_value, wall);
+            metrics.flush(store, run_id, step).await?;
+            return Ok(Outcome::Diverged(format!("the training loss became {loss_value} at step {}; lower lr or grad_clip", step + 1)));
+        }
+        let grads = loss.backward()?;
+        let norm = global_grad_norm(&grads, vars.iter().cloned())?;
+        opt.step(&grads, lr, clip_scale(norm, s.grad_clip))?;
+        step += 1;
+        let rate = batch.size as f64 / t0.elapsed().as_secs_f64();
+        metrics.push(step, "train", "loss", loss_value, wall);
+        metrics.push(step, "train", "lr", lr, wall);
+        metrics.push(step, "train", "grad_norm", norm, wall);
+        metrics.push(step, "train", "samples_per_s", rate, wall);
+        Event::Step { step, loss: loss_value, lr, grad_norm: norm, samples_per_s: rate }.emit();
+        if step % s.eval_every == 0 || step == s.steps {
+            for &iterations in &depths {
+                let split = if iterations == layer.train_iterations() { "eval".to_string() } else { format!("eval@{iterations}") };
+                let means = match evaluate(&layer, &model, &eval_batches, iterations) {
+                    Ok(tally) => tally.means(),
+                    Err(e) if iterations != layer.train_iterations() => {
+                        log.line(format!("step {step}: skipping evaluation at {iterations} iterations: {e:#}")).await;
+                        continue;
+                    }
+                    Err(e) => return Err(e),
+                };
+                let wall = started.elapsed().as_secs_f64();
+                for (name, value) in &means {
+                    metrics.push(step, &split, name, *value, wall);
+                }
+                let summary: Vec<String> = means.iter().map(|(k, v)| format!("{k} {v:.4}")).collect();
+                log.line(format!("step {step} {split} ({iterations} iterations): {}", summary.join(", "))).await;
+                Event::Eval { step, iterations, metrics: means }.emit();
+            }
+            metrics.flush(store, run_id, step).await?;
+            save_checkpoint(store, &s, &ckpt, &opt, run_id, step).await?;
+        } else if metrics.due() {
+            metrics.flush(store, run_id, step).await?;
+        }
+    }
+    metrics.flush(store, run_id, step).await?;
+    Ok(Outcome::Finished)
+}
+
+async fn save_checkpoint(store: &Store, s: &TrainSettings, path: &Path, opt: &AdamW, run_id: i64, step: u64) -> Result<()> {
+    if !s.checkpoint {
+        return Ok(());
+    }
+    checkpoint::save(path, opt, step)?;
+    store.add_artifact(run_id, "checkpoint", &path.to_string_lossy(), Some(step)).await?;
+    Ok(())
+}
+
+/// The training depth first, then each extra multiple, rounded, without repeats.
+pub fn eval_depths(train_iterations: usize, multiples: &[f64]) -> Vec<usize> {
+    let mut depths = vec![train_iterations];
+    for m in multiples {
+        let d = ((train_iterations as f64) * m).round().max(1.0) as usize;
+        if !depths.contains(&d) {
+            depths.push(d);
+        }
+    }
+    depths
+}
+
+fn forward_loss(layer: &Plugged<dyn Layer>, model: &Plugged<dyn TaskModel>, batch: &Batch, iterations: usize) -> Result<candle_core::Tensor> {
+    let x0 = model.embed(batch, true).map_err(|e| anyhow!("embedding: {e}"))?;
+    let h = layer.forward(&x0, &mut Pass::new(iterations)).map_err(|e| anyhow!("layer: {e}"))?;
+    model.loss(&h, batch).map_err(|e| anyhow!("loss: {e}"))
+}
+
+/// Metric means over the evaluation set at `iterations` layer iterations.
+pub fn evaluate(layer: &Plugged<dyn Layer>, model: &Plugged<dyn TaskModel>, batches: &[Batch], iterations: usize) -> Result<MetricTally> {
+    let mut tally = MetricTally::default();
+    for batch in batches {
+        let x0 = model.embed(batch, false).map_err(|e| anyhow!("embedding: {e}"))?;
+        let h = layer.forward(&x0.detach(), &mut Pass::new(iterations)).map_err(|e| anyhow!("layer at {iterations} iterations: {e}"))?;
+        tally.merge(&model.evaluate(&h, batch).map_err(|e| anyhow!("evaluation: {e}"))?);
+    }
+    Ok(tally)
+}
+
