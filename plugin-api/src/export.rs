@@ -67,6 +67,7 @@ impl PluginKind {
 
 type LayerCtor = Box<dyn Fn(&Config, VarBuilder) -> Result<Box<dyn Layer>> + Send + Sync>;
 type TaskCtor = Box<dyn Fn(&Config, u64) -> Result<Box<dyn Task>> + Send + Sync>;
+type Validator = Box<dyn Fn(&Config) -> Result<()> + Send + Sync>;
 
 enum Constructor {
     Layer(LayerCtor),
@@ -84,6 +85,7 @@ pub struct Declaration {
     /// Hyperparameter schema.
     pub params: Vec<ParamSpec>,
     constructor: Constructor,
+    validator: Option<Validator>,
 }
 
 impl Declaration {
@@ -120,6 +122,25 @@ impl Declaration {
             description: description.into(),
             params,
             constructor,
+            validator: None,
+        }
+    }
+
+    /// Adds a check of whole configurations (e.g. `d` divisible by `heads`) that the host
+    /// runs before a run is stored, without building the model.
+    pub fn with_validator<F>(mut self, validate: F) -> Self
+    where
+        F: Fn(&Config) -> Result<()> + Send + Sync + 'static,
+    {
+        self.validator = Some(Box::new(move |cfg| guard(|| validate(cfg))));
+        self
+    }
+
+    /// Runs the plugin's configuration check, if it declared one.
+    pub fn validate(&self, config: &Config) -> Result<()> {
+        match &self.validator {
+            Some(validate) => validate(config),
+            None => Ok(()),
         }
     }
 

@@ -40,7 +40,8 @@ fn declare() -> Result<Declaration> {
         "Hyper-SET: alternating gradient steps on hyperspherical attention and feedforward energies",
         params(),
         |cfg, vb| HyperSet::new(&HyperSetConfig::from_config(cfg)?, vb),
-    ))
+    )
+    .with_validator(|cfg| HyperSetConfig::from_config(cfg).map(|_| ())))
 }
 
 export_plugin!(declare);

@@ -17,6 +17,7 @@ pub struct SudokuData {
     seed: u64,
     augment: bool,
     init_std: f64,
+    factored_positions: bool,
 }
 
 impl SudokuData {
@@ -30,12 +31,32 @@ impl SudokuData {
             "" => sudoku::generate(cfg.i64("eval_seed")? as u64, cfg.usize("eval_puzzles")?, difficulty),
             path => load(path)?,
         };
-        Ok(SudokuData { train, eval, seed, augment: cfg.bool("augment")?, init_std: cfg.f64("init_std")? })
+        Ok(SudokuData {
+            train,
+            eval,
+            seed,
+            augment: cfg.bool("augment")?,
+            init_std: cfg.f64("init_std")?,
+            factored_positions: cfg.str("positions")? == "row_col_box",
+        })
+    }
+
+    /// Checks the difficulty and reads the CSV files, if any, so that a bad path or a
+    /// malformed row is reported before a run is stored.
+    pub fn validate(cfg: &Config) -> Result<()> {
+        cfg.str("difficulty")?.parse::<Difficulty>().map_err(|e| config_error(format!("{e}")))?;
+        for key in ["train_csv", "eval_csv"] {
+            let path = cfg.str(key)?;
+            if !path.is_empty() {
+                load(path).map_err(|e| config_error(format!("{key}: {e}")))?;
+            }
+        }
+        Ok(())
     }
 
     #[cfg(test)]
     pub fn from_puzzles(train: Vec<Puzzle>, eval: Vec<Puzzle>, seed: u64) -> Self {
-        SudokuData { train, eval, seed, augment: true, init_std: 0.02 }
+        SudokuData { train, eval, seed, augment: true, init_std: 0.02, factored_positions: false }
     }
 }
 
@@ -97,6 +118,6 @@ impl Task for SudokuData {
     }
 
     fn build_model(&self, vb: VarBuilder, width: usize) -> Result<Box<dyn TaskModel>> {
-        Ok(Box::new(SudokuModel::new(vb, width, self.init_std)?))
+        Ok(Box::new(SudokuModel::new(vb, width, self.init_std, self.factored_positions)?))
     }
 }

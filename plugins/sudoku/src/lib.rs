@@ -19,6 +19,12 @@ fn params() -> Vec<ParamSpec> {
         ParamSpec::bool("augment", true, "apply a random validity-preserving symmetry to each training puzzle"),
         ParamSpec::text("train_csv", "", "puzzle,solution CSV to train on instead of generated puzzles"),
         ParamSpec::text("eval_csv", "", "puzzle,solution CSV to evaluate on instead of generated puzzles"),
+        ParamSpec::choice(
+            "positions",
+            "cell",
+            &["cell", "row_col_box"],
+            "learnable positional embedding: one vector per cell (the seeds'), or the sum of row, column and box vectors",
+        ),
         ParamSpec::float("init_std", 0.02, 0.0, 10.0, "standard deviation of the N(0, s^2) init of embeddings and head"),
     ]
 }
@@ -30,7 +36,8 @@ fn declare() -> Result<Declaration> {
         "Sudoku: fill the blank cells; generated puzzles with a unique solution, or a CSV",
         params(),
         SudokuData::new,
-    ))
+    )
+    .with_validator(SudokuData::validate))
 }
 
 export_plugin!(declare);

@@ -27,7 +27,8 @@ fn declare() -> Result<Declaration> {
         "Transformer baseline: pre-RMSNorm softmax attention and ReLU MLP, iterated",
         params(),
         |cfg, vb| Transformer::new(&TransformerConfig::from_config(cfg)?, vb),
-    ))
+    )
+    .with_validator(|cfg| TransformerConfig::from_config(cfg).map(|_| ())))
 }
 
 export_plugin!(declare);

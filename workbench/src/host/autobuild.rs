@@ -56,6 +56,22 @@ fn newest_mtime(path: &Path) -> Option<SystemTime> {
         .max()
 }
 
+/// When the binary runs from this workspace's build output: that directory and the library
+/// file names of the workspace's plugin crates. Only those are loaded from it, so test
+/// fixtures and other libraries cargo put there are never mistaken for plugins.
+pub fn workspace_plugin_libraries() -> Option<(PathBuf, Vec<String>)> {
+    let (root, out_dir) = (workspace_root()?, build_output_dir()?);
+    if !out_dir.starts_with(root.join("target")) {
+        return None;
+    }
+    let names = plugin_crates(&root).iter().map(|name| library_file_name(name)).collect();
+    Some((out_dir, names))
+}
+
+fn library_file_name(crate_name: &str) -> String {
+    format!("{}{}{}", std::env::consts::DLL_PREFIX, crate_name.replace('-', "_"), std::env::consts::DLL_SUFFIX)
+}
+
 /// Rebuilds stale or missing workspace plugin libraries next to the running binary.
 pub fn ensure_workspace_plugins_built() -> BuildOutcome {
     if std::env::var(NO_BUILD_VAR).is_ok_and(|v| v == "1") {
@@ -73,7 +89,7 @@ pub fn ensure_workspace_plugins_built() -> BuildOutcome {
     let stale: Vec<String> = plugin_crates(&root)
         .into_iter()
         .filter(|name| {
-            let lib = out_dir.join(format!("{}{}{}", std::env::consts::DLL_PREFIX, name, std::env::consts::DLL_SUFFIX));
+            let lib = out_dir.join(library_file_name(name));
             let Some(built) = newest_mtime(&lib) else { return true };
             let sources = [newest_mtime(&root.join("plugins").join(name)), shared_newest].into_iter().flatten().max();
             sources.is_some_and(|s| s > built)

@@ -51,6 +51,17 @@ pub struct LoadedPlugin {
     library: Arc<Library>,
 }
 
+impl std::fmt::Debug for LoadedPlugin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LoadedPlugin")
+            .field("name", &self.declaration.name)
+            .field("kind", &self.declaration.kind())
+            .field("version", &self.declaration.version)
+            .field("path", &self.path)
+            .finish()
+    }
+}
+
 impl LoadedPlugin {
     /// A handle that keeps the library mapped while objects built from it are alive.
     pub fn library(&self) -> Arc<Library> {

@@ -9,7 +9,7 @@ mod autobuild;
 mod discover;
 mod load;
 
-pub use autobuild::{ensure_workspace_plugins_built, BuildOutcome};
+pub use autobuild::{ensure_workspace_plugins_built, workspace_plugin_libraries, BuildOutcome, NO_BUILD_VAR};
 pub use discover::{build_output_dir, library_files, search_path, PLUGIN_PATH_VAR};
 pub use load::{crate_name_of, load, LoadError, LoadedPlugin};
 
@@ -60,11 +60,18 @@ pub struct PluginHost {
 impl PluginHost {
     /// Loads every library in `dirs`. A name already loaded from an earlier directory shadows
     /// later ones (reported as an error so the user sees which file is ignored).
+    /// In the workspace's own build output only the workspace's plugin crates are loaded.
     pub fn load_dirs(dirs: &[PathBuf]) -> Self {
+        let workspace = workspace_plugin_libraries();
         let mut host = PluginHost::default();
         for dir in dirs {
             for file in library_files(dir) {
-                host.add(file);
+                let skip = workspace.as_ref().is_some_and(|(out_dir, names)| {
+                    out_dir == dir && !file.file_name().and_then(|n| n.to_str()).is_some_and(|n| names.iter().any(|x| x == n))
+                });
+                if !skip {
+                    host.add(file);
+                }
             }
         }
         host

@@ -1,0 +1,57 @@
+//! Helpers shared by the integration tests.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// `target/<profile>/`, where cargo writes the plugin libraries.
+pub fn build_dir() -> PathBuf {
+    let exe = PathBuf::from(env!("CARGO_BIN_EXE_workbench"));
+    exe.parent().expect("binary has a directory").to_path_buf()
+}
+
+/// The path of a plugin library built by `cargo build --workspace`; fails with the fix if
+/// it was not built.
+pub fn library(crate_name: &str) -> PathBuf {
+    let name = format!("{}{}{}", std::env::consts::DLL_PREFIX, crate_name.replace('-', "_"), std::env::consts::DLL_SUFFIX);
+    let path = build_dir().join(name);
+    assert!(path.is_file(), "{} is missing: run `cargo build --workspace` before `cargo test --workspace`", path.display());
+    path
+}
+
+/// A fresh empty directory for one test.
+pub fn temp_dir(tag: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("workbench-test-{tag}-{}-{}", std::process::id(), nanos()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn nanos() -> u128 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos()
+}
+
+/// A directory holding copies of the given plugin libraries (and nothing else).
+pub fn plugin_dir_with(tag: &str, crates: &[&str]) -> PathBuf {
+    let dir = temp_dir(tag);
+    for c in crates {
+        let src = library(c);
+        std::fs::copy(&src, dir.join(src.file_name().unwrap())).unwrap();
+    }
+    dir
+}
+
+/// The workbench binary with a database in `dir`, never rebuilding plugins.
+pub fn workbench(dir: &Path) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_workbench"));
+    cmd.env("WORKBENCH_NO_BUILD", "1")
+        .env_remove("WORKBENCH_PLUGIN_PATH")
+        .env("WORKBENCH_DB", dir.join("runs.db"))
+        .current_dir(dir);
+    cmd
+}
+
+/// Runs a command and returns (exit code, stdout, stderr).
+pub fn run(cmd: &mut Command) -> (i32, String, String) {
+    let Output { status, stdout, stderr } = cmd.output().expect("the workbench binary runs");
+    (status.code().unwrap_or(-1), String::from_utf8_lossy(&stdout).into_owned(), String::from_utf8_lossy(&stderr).into_owned())
+}

@@ -1,0 +1,113 @@
+//! The plugin host loads good plugins and reports every bad library without crashing.
+
+mod common;
+
+use common::{library, plugin_dir_with, run, temp_dir, workbench};
+use plugin_api::PluginKind;
+use workbench::host::{load, LoadError, PluginHost};
+
+#[test]
+fn workspace_plugins_load_with_their_declarations() {
+    let host = PluginHost::load_dirs(&[plugin_dir_with("good", &["hyperset", "transformer", "sudoku"])]);
+    assert!(host.errors.is_empty(), "{:?}", host.errors);
+    let hyperset = host.get("hyperset", PluginKind::Layer).unwrap();
+    assert!(hyperset.declaration.params.iter().any(|p| p.name == "heads"));
+    assert!(host.get("sudoku", PluginKind::Task).is_ok());
+    let err = host.get("hyperset", PluginKind::Task).unwrap_err().to_string();
+    assert!(err.contains("is a layer plugin"), "{err}");
+    let err = host.get("nope", PluginKind::Layer).unwrap_err().to_string();
+    assert!(err.contains("available: hyperset, transformer"), "{err}");
+}
+
+#[test]
+fn a_file_that_is_not_a_library_is_reported() {
+    let dir = temp_dir("garbage");
+    let path = dir.join("libgarbage.so");
+    std::fs::write(&path, b"this is not an ELF file").unwrap();
+    let err = load(&path).err().expect("refused");
+    assert!(matches!(err, LoadError::NotALibrary { .. }), "{err}");
+    assert!(err.to_string().contains("libgarbage.so"));
+}
+
+#[test]
+fn a_library_without_the_entry_symbol_is_reported() {
+    // Any ordinary shared library will do: the C maths library is on every Linux machine.
+    let libm = ["/lib/x86_64-linux-gnu/libm.so.6", "/usr/lib/x86_64-linux-gnu/libm.so.6", "/lib64/libm.so.6", "/usr/lib/libm.so.6"]
+        .into_iter()
+        .map(std::path::PathBuf::from)
+        .find(|p| p.is_file())
+        .expect("a libm to load");
+    let err = load(&libm).err().expect("refused");
+    assert!(matches!(err, LoadError::NoEntry { .. }), "{err}");
+    assert!(err.to_string().contains("export_plugin"), "{err}");
+}
+
+/// A plugin built by another plugin-api version: the real library with the version inside its
+/// fingerprint rewritten (same length), as a stale build would carry.
+#[test]
+fn a_plugin_with_another_fingerprint_is_refused_naming_both_and_the_rebuild() {
+    let bytes = std::fs::read(library("transformer")).unwrap();
+    let ours = plugin_api::FINGERPRINT.as_bytes();
+    let theirs = plugin_api::FINGERPRINT.replacen("plugin-api ", "plugin-api 9", 1);
+    let theirs = &theirs.as_bytes()[..ours.len()];
+    let mut patched = bytes.clone();
+    let mut found = 0;
+    let mut at = 0;
+    while let Some(offset) = patched[at..].windows(ours.len()).position(|w| w == ours) {
+        patched[at + offset..at + offset + ours.len()].copy_from_slice(theirs);
+        at += offset + ours.len();
+        found += 1;
+    }
+    assert!(found > 0, "fingerprint string inside the library");
+    let dir = temp_dir("fingerprint");
+    let path = dir.join("libtransformer.so");
+    std::fs::write(&path, patched).unwrap();
+    let err = load(&path).err().expect("refused");
+    let text = err.to_string();
+    assert!(matches!(err, LoadError::Fingerprint { .. }), "{text}");
+    assert!(text.contains(plugin_api::FINGERPRINT), "{text}");
+    assert!(text.contains(std::str::from_utf8(theirs).unwrap()), "{text}");
+    assert!(text.contains("cargo build --release -p transformer"), "{text}");
+}
+
+/// A plugin that panics while registering is reported; the other plugins still load; the
+/// process does not crash.
+#[test]
+fn a_plugin_panicking_at_registration_is_reported_and_the_others_load() {
+    let plugins = plugin_dir_with("panic-declare", &["fixture-panicking-plugin", "hyperset", "sudoku"]);
+    let dir = temp_dir("panic-declare-db");
+    let (code, stdout, stderr) =
+        run(workbench(&dir).env("WORKBENCH_PLUGIN_PATH", &plugins).env("WB_FIXTURE_PANIC_AT", "declare").args(["plugins", "--json"]));
+    assert_eq!(code, 0, "{stderr}");
+    let listing: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let names: Vec<&str> = listing["plugins"].as_array().unwrap().iter().map(|p| p["name"].as_str().unwrap()).collect();
+    assert!(names.contains(&"hyperset") && names.contains(&"sudoku"), "{names:?}");
+    assert!(!names.contains(&"panicking"));
+    let errors = listing["errors"].as_array().unwrap();
+    let error = errors.iter().find(|e| e["path"].as_str().unwrap().contains("fixture_panicking")).expect("fixture reported");
+    let message = error["error"].as_str().unwrap();
+    assert!(message.contains("panicked") && message.contains("fixture panics while registering"), "{message}");
+}
+
+/// A layer that panics in its forward pass fails its run with the panic message; the
+/// launching command reports it and exits non-zero, nothing crashes.
+#[test]
+fn a_plugin_panicking_in_forward_fails_the_run_not_the_host() {
+    let plugins = plugin_dir_with("panic-forward", &["fixture-panicking-plugin", "sudoku"]);
+    let dir = temp_dir("panic-forward-db");
+    let (code, _stdout, stderr) = run(workbench(&dir).env("WORKBENCH_PLUGIN_PATH", &plugins).args([
+        "train",
+        "--layer",
+        "panicking",
+        "--task",
+        "sudoku",
+        "task.train_puzzles=8",
+        "task.eval_puzzles=4",
+        "steps=2",
+    ]));
+    assert_eq!(code, 1, "{stderr}");
+    assert!(stderr.contains("failed") && stderr.contains("fixture panics in forward"), "{stderr}");
+    let (_, shown, _) = run(workbench(&dir).args(["runs", "show", "1", "--json"]));
+    let shown: serde_json::Value = serde_json::from_str(&shown).unwrap();
+    assert_eq!(shown["run"]["status"], "failed");
+}
