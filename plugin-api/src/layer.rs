@@ -101,3 +101,41 @@ impl<L: Layer + ?Sized> Layer for Box<L> {
         (**self).head_projections(t, x)
     }
 }
+
+/// How a layer of `blocks` distinct blocks spreads `iterations` iterations: block `b` runs
+/// iterations `b * I/k + 1 ..= (b + 1) * I/k` (the seeds' "k layers x L/k iterations").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BlockSchedule {
+    /// Distinct blocks `k`.
+    pub blocks: usize,
+    /// Iterations each block runs.
+    pub per_block: usize,
+}
+
+impl BlockSchedule {
+    /// The schedule of `iterations` over `blocks`; an error names the fix when they do not divide.
+    pub fn new(iterations: usize, blocks: usize) -> Result<Self> {
+        if blocks == 0 || iterations % blocks != 0 {
+            return Err(crate::config_error(format!(
+                "{iterations} iterations cannot be split over {blocks} layers; use a multiple of {blocks} (each layer runs iterations / layers times)"
+            )));
+        }
+        Ok(BlockSchedule { blocks, per_block: iterations / blocks })
+    }
+
+    /// The block running global iteration `t` (1-based; 0 maps to block 0) and the
+    /// iteration's index within that block's loop (1-based).
+    pub fn locate(&self, t: usize) -> (usize, usize) {
+        let i = t.max(1) - 1;
+        ((i / self.per_block).min(self.blocks - 1), i % self.per_block + 1)
+    }
+}
+
+/// Checks the usual shape constraints of a multi-head recurrent layer: `heads` divides `d`
+/// and `layers` divides `iterations`.
+pub fn check_heads_and_layers(d: usize, heads: usize, iterations: usize, layers: usize) -> Result<()> {
+    if heads == 0 || d % heads != 0 {
+        return Err(crate::config_error(format!("d = {d} is not divisible by heads = {heads}; choose heads dividing d")));
+    }
+    BlockSchedule::new(iterations, layers).map(|_| ())
+}

@@ -5,7 +5,7 @@ use crate::energy;
 use crate::step_size::StepSizeNet;
 use plugin_api::candle::Tensor;
 use plugin_api::candle_nn::VarBuilder;
-use plugin_api::{config_error, Config, Energy, Layer, Pass, Result};
+use plugin_api::{check_heads_and_layers, config_error, BlockSchedule, Config, Energy, Layer, Pass, Result};
 
 /// Validated hyperparameters of the layer.
 #[derive(Debug, Clone, PartialEq)]
@@ -36,15 +36,7 @@ impl HyperSetConfig {
             norm_gain: cfg.bool("norm_gain")?,
             init_std: cfg.f64("init_std")?,
         };
-        if c.d % c.heads != 0 {
-            return Err(config_error(format!("d = {} is not divisible by heads = {}; choose heads dividing d", c.d, c.heads)));
-        }
-        if c.iterations % c.layers != 0 {
-            return Err(config_error(format!(
-                "iterations = {} is not divisible by layers = {}; each layer runs iterations / layers times",
-                c.iterations, c.layers
-            )));
-        }
+        check_heads_and_layers(c.d, c.heads, c.iterations, c.layers)?;
         if c.time_dim % 2 != 0 {
             return Err(config_error(format!("time_dim = {} must be even (sin and cos halves)", c.time_dim)));
         }
@@ -74,24 +66,11 @@ impl HyperSet {
         Ok(HyperSet { cfg: cfg.clone(), blocks, step_sizes })
     }
 
-    /// Which block runs global iteration `t` (1-based) of a pass of `iterations`, and the
-    /// iteration index within that block's loop.
-    fn schedule(&self, t: usize, iterations: usize) -> Result<(usize, usize)> {
-        let k = self.cfg.layers;
-        if iterations % k != 0 {
-            return Err(config_error(format!(
-                "{iterations} iterations cannot be split over {k} layers; use a multiple of {k}"
-            )));
-        }
-        let per_block = iterations / k;
-        Ok(((t - 1) / per_block, (t - 1) % per_block + 1))
-    }
-
-    /// The block that produced the state after global iteration `t` (block 0 for t = 0).
-    fn block_at(&self, t: usize) -> &HyperSetBlock {
-        let per_block = (self.cfg.iterations / self.cfg.layers).max(1);
-        let b = (t.max(1) - 1) / per_block;
-        &self.blocks[b.min(self.blocks.len() - 1)]
+    /// The block that produced the state after global iteration `t` of a training-depth
+    /// pass (block 0 for t = 0).
+    fn block_at(&self, t: usize) -> Result<&HyperSetBlock> {
+        let (b, _) = BlockSchedule::new(self.cfg.iterations, self.cfg.layers)?.locate(t);
+        Ok(&self.blocks[b])
     }
 }
 
@@ -105,10 +84,11 @@ impl Layer for HyperSet {
     }
 
     fn forward(&self, x0: &Tensor, pass: &mut Pass<'_>) -> Result<Tensor> {
+        let schedule = BlockSchedule::new(pass.iterations, self.cfg.layers)?;
         let mut x = x0.clone();
         pass.observe(0, &x)?;
         for t in 1..=pass.iterations {
-            let (b, local_t) = self.schedule(t, pass.iterations)?;
+            let (b, local_t) = schedule.locate(t);
             let cond = if self.cfg.condition_on_x0 { x0 } else { &x };
             let (alpha, gamma) = self.step_sizes.forward(local_t, cond)?;
             x = self.blocks[b].iterate(&x, &alpha, &gamma)?;
@@ -118,7 +98,7 @@ impl Layer for HyperSet {
     }
 
     fn energies(&self, t: usize, x: &Tensor, _x0: &Tensor) -> Result<Vec<Energy>> {
-        let block = self.block_at(t);
+        let block = self.block_at(t)?;
         let attention = energy::attention(x, block.w(), self.cfg.heads)?;
         let feedforward = energy::feedforward(x, block.d_ff())?;
         let total = (&attention + &feedforward)?;
@@ -130,6 +110,6 @@ impl Layer for HyperSet {
     }
 
     fn head_projections(&self, t: usize, x: &Tensor) -> Result<Option<Tensor>> {
-        Ok(Some(energy::normalised_heads(x, self.block_at(t).w(), self.cfg.heads)?))
+        Ok(Some(energy::normalised_heads(x, self.block_at(t)?.w(), self.cfg.heads)?))
     }
 }

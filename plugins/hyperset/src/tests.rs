@@ -106,7 +106,7 @@ fn bad_shapes_are_refused_with_the_fix() {
     let err = HyperSetConfig::from_config(&cfg).unwrap_err().to_string();
     assert!(err.contains("not divisible by heads"), "{err}");
     let cfg = config(&[("iterations", Value::Int(6)), ("layers", Value::Int(4))]);
-    assert!(HyperSetConfig::from_config(&cfg).unwrap_err().to_string().contains("not divisible by layers"));
+    assert!(HyperSetConfig::from_config(&cfg).unwrap_err().to_string().contains("cannot be split over 4 layers"));
 }
 
 /// Energies are per sample and finite; the diagnostics of later iterations use the block

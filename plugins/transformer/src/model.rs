@@ -3,7 +3,7 @@
 use crate::block::TransformerBlock;
 use plugin_api::candle::Tensor;
 use plugin_api::candle_nn::VarBuilder;
-use plugin_api::{config_error, Config, Layer, Pass, Result};
+use plugin_api::{check_heads_and_layers, BlockSchedule, Config, Layer, Pass, Result};
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct TransformerConfig {
@@ -27,15 +27,7 @@ impl TransformerConfig {
             shared_qkv: cfg.bool("shared_qkv")?,
             init_std: cfg.f64("init_std")?,
         };
-        if c.d % c.heads != 0 {
-            return Err(config_error(format!("d = {} is not divisible by heads = {}; choose heads dividing d", c.d, c.heads)));
-        }
-        if c.iterations % c.layers != 0 {
-            return Err(config_error(format!(
-                "iterations = {} is not divisible by layers = {}; each layer runs iterations / layers times",
-                c.iterations, c.layers
-            )));
-        }
+        check_heads_and_layers(c.d, c.heads, c.iterations, c.layers)?;
         Ok(c)
     }
 }
@@ -54,11 +46,8 @@ impl Transformer {
     }
 
     fn block_for(&self, t: usize, iterations: usize) -> Result<&TransformerBlock> {
-        let k = self.cfg.layers;
-        if iterations % k != 0 {
-            return Err(config_error(format!("{iterations} iterations cannot be split over {k} layers; use a multiple of {k}")));
-        }
-        Ok(&self.blocks[(t.max(1) - 1) / (iterations / k)])
+        let (b, _) = BlockSchedule::new(iterations, self.cfg.layers)?.locate(t);
+        Ok(&self.blocks[b])
     }
 }
 
@@ -86,8 +75,7 @@ impl Layer for Transformer {
     }
 
     fn head_projections(&self, t: usize, x: &Tensor) -> Result<Option<Tensor>> {
-        let per_block = (self.cfg.iterations / self.cfg.layers).max(1);
-        let block = &self.blocks[((t.max(1) - 1) / per_block).min(self.blocks.len() - 1)];
+        let block = self.block_for(t, self.cfg.iterations)?;
         Ok(Some(block.normalised_queries(x)?))
     }
 }

@@ -21,7 +21,7 @@ pub fn spawn_worker(db: &Path, plugin_dirs: &[PathBuf], run_id: i64, resume: boo
     if resume {
         cmd.arg("--resume");
     }
-    cmd.stdout(Stdio::piped()).stdin(Stdio::null()).kill_on_drop(false);
+    cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).stdin(Stdio::null()).kill_on_drop(false);
     cmd.spawn().context("cannot start the worker process")
 }
 
@@ -37,15 +37,33 @@ pub enum Display {
 /// Follows a worker until it exits and returns the run's final status from the store.
 pub async fn follow(store: &Store, mut child: Child, run_id: i64, display: Display) -> Result<RunStatus> {
     let stdout = child.stdout.take().context("worker stdout was not captured")?;
+    let stderr = child.stderr.take().context("worker stderr was not captured")?;
     let mut lines = BufReader::new(stdout).lines();
+    let mut log_lines = BufReader::new(stderr).lines();
+    let mut log_open = true;
     let bar = ProgressBar::hidden();
-    while let Some(line) = lines.next_line().await? {
+    loop {
+        // The worker's log (stderr) is printed above the bar so the two never garble.
+        let line = tokio::select! {
+            log = log_lines.next_line(), if log_open => {
+                match log? {
+                    Some(text) if display == Display::Json || bar.is_hidden() => eprintln!("{text}"),
+                    Some(text) => bar.println(text),
+                    None => log_open = false,
+                }
+                continue;
+            }
+            line = lines.next_line() => match line? {
+                Some(line) => line,
+                None => break,
+            },
+        };
         if display == Display::Json {
             println!("{line}");
             continue;
         }
         match serde_json::from_str::<Event>(&line) {
-            Ok(Event::Started { total_steps, start_step, params, layer, task, .. }) => {
+            Ok(Event::Started { total_steps, start_step, .. }) => {
                 bar.set_draw_target(indicatif::ProgressDrawTarget::stderr());
                 bar.set_length(total_steps);
                 bar.set_position(start_step);
@@ -55,19 +73,21 @@ pub async fn follow(store: &Store, mut child: Child, run_id: i64, display: Displ
                         .progress_chars("=> "),
                 );
                 bar.set_prefix(format!("run {run_id}"));
-                bar.println(format!("run {run_id}: {layer} on {task}, {params} parameters"));
                 bar.reset_eta();
             }
             Ok(Event::Step { step, loss, lr, .. }) => {
                 bar.set_position(step);
                 bar.set_message(format!("loss {loss:.4} lr {lr:.2e}"));
             }
-            Ok(Event::Eval { step, iterations, metrics }) => {
-                let summary: Vec<String> = metrics.iter().map(|(k, v)| format!("{k} {v:.4}")).collect();
-                bar.println(format!("step {step} eval at {iterations} iterations: {}", summary.join(", ")));
-            }
+            Ok(Event::Eval { .. }) => {} // the worker logs evaluations itself
             Ok(Event::Finished { .. }) => bar.finish_and_clear(),
             Err(_) => bar.println(line),
+        }
+    }
+    while log_open {
+        match log_lines.next_line().await? {
+            Some(text) => eprintln!("{text}"),
+            None => log_open = false,
         }
     }
     let exit = child.wait().await.context("waiting for the worker")?;

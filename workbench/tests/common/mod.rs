@@ -30,12 +30,12 @@ fn nanos() -> u128 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos()
 }
 
-/// A directory holding copies of the given plugin libraries (and nothing else).
+/// A directory holding links to the given plugin libraries (and nothing else).
 pub fn plugin_dir_with(tag: &str, crates: &[&str]) -> PathBuf {
     let dir = temp_dir(tag);
     for c in crates {
         let src = library(c);
-        std::fs::copy(&src, dir.join(src.file_name().unwrap())).unwrap();
+        std::os::unix::fs::symlink(&src, dir.join(src.file_name().unwrap())).unwrap();
     }
     dir
 }
@@ -43,7 +43,10 @@ pub fn plugin_dir_with(tag: &str, crates: &[&str]) -> PathBuf {
 /// The workbench binary with a database in `dir`, never rebuilding plugins.
 pub fn workbench(dir: &Path) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_workbench"));
+    // One compute thread per worker: tests run in parallel on small machines, and spinning
+    // thread pools competing for the same cores slow every run down several times.
     cmd.env("WORKBENCH_NO_BUILD", "1")
+        .env("RAYON_NUM_THREADS", "1")
         .env_remove("WORKBENCH_PLUGIN_PATH")
         .env("WORKBENCH_DB", dir.join("runs.db"))
         .current_dir(dir);
