@@ -58,6 +58,8 @@
 //! # fn main() {}
 //! ```
 
+#![warn(missing_docs)]
+
 pub mod error;
 mod export;
 pub mod layer;

@@ -111,3 +111,21 @@ fn a_plugin_panicking_in_forward_fails_the_run_not_the_host() {
     let shown: serde_json::Value = serde_json::from_str(&shown).unwrap();
     assert_eq!(shown["run"]["status"], "failed");
 }
+
+/// A loss that becomes NaN stops the run as `diverged`, keeping what was recorded.
+#[test]
+fn a_nan_loss_stops_the_run_as_diverged() {
+    let plugins = plugin_dir_with("nan", &["fixture-panicking-plugin", "sudoku"]);
+    let dir = temp_dir("nan-db");
+    let (code, _stdout, stderr) = run(workbench(&dir).env("WORKBENCH_PLUGIN_PATH", &plugins).args([
+        "train", "--layer", "panicking", "--task", "sudoku", "mode=nan",
+        "task.train_puzzles=8", "task.eval_puzzles=4", "steps=5",
+    ]));
+    assert_eq!(code, 1, "{stderr}");
+    assert!(stderr.contains("diverged") && stderr.contains("NaN"), "{stderr}");
+    let (_, shown, _) = run(workbench(&dir).args(["runs", "show", "1", "--json"]));
+    let shown: serde_json::Value = serde_json::from_str(&shown).unwrap();
+    assert_eq!(shown["run"]["status"], "diverged");
+    let loss = shown["metrics"].as_array().unwrap().iter().find(|m| m["split"] == "train" && m["name"] == "loss").expect("the NaN loss is recorded");
+    assert_eq!(loss["summary"]["last_step"], 1);
+}
