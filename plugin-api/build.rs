@@ -18,8 +18,9 @@ fn main() {
     let features = if std::env::var_os("CARGO_FEATURE_CUDA").is_some() { "cuda" } else { "cpu" };
     let target = std::env::var("TARGET").unwrap_or_default();
     let fingerprint = format!(
-        "plugin-api {}; {}; candle {}; {}; {}",
+        "plugin-api {} ({}); {}; candle {}; {}; {}",
         std::env::var("CARGO_PKG_VERSION").unwrap_or_default(),
+        source_hash(),
         rustc_version,
         CANDLE_VERSION,
         target,
@@ -28,5 +29,33 @@ fn main() {
     println!("cargo:rustc-env=WORKBENCH_PLUGIN_FINGERPRINT={fingerprint}");
     println!("cargo:rustc-env=WORKBENCH_CANDLE_VERSION={CANDLE_VERSION}");
     println!("cargo:rerun-if-changed=build.rs");
+    println!("cargo:rerun-if-changed=src");
     println!("cargo:rerun-if-env-changed=RUSTC");
+}
+
+/// A hash of this crate's sources: the traits and types that cross the boundary are defined
+/// here, and any change to them changes their layout, whatever the version number says.
+fn source_hash() -> String {
+    let mut files: Vec<std::path::PathBuf> = Vec::new();
+    let mut dirs = vec![std::path::PathBuf::from("src")];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else {
+                files.push(path);
+            }
+        }
+    }
+    files.sort();
+    // FNV-1a over names and contents: stable across Rust releases, unlike std's hasher.
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for file in files {
+        let bytes = std::fs::read(&file).unwrap_or_default();
+        for b in file.to_string_lossy().bytes().chain(bytes) {
+            hash = (hash ^ b as u64).wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
+    format!("api {:012x}", hash & 0xffff_ffff_ffff)
 }

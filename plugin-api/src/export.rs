@@ -7,7 +7,7 @@
 //! std, so a panic becomes a [`PluginError::Panic`] instead of unwinding into the host.
 
 use crate::error::{PluginError, Result};
-use crate::layer::{Energy, Layer, Pass};
+use crate::layer::{DescentCheck, Energy, GradientIdentity, Layer, Pass};
 use crate::schema::{Config, ParamSpec};
 use crate::task::{Batch, MetricTally, Task, TaskInfo, TaskModel};
 use candle_core::{Device, Tensor};
@@ -207,6 +207,12 @@ impl<L: Layer> Layer for Guarded<L> {
     }
     fn head_projections(&self, t: usize, x: &Tensor) -> Result<Option<Tensor>> {
         guard(|| self.0.head_projections(t, x))
+    }
+    fn gradient_identities(&self, x: &Tensor) -> Result<Vec<GradientIdentity>> {
+        guard(|| self.0.gradient_identities(x))
+    }
+    fn descent_checks(&self, x: &Tensor, step: f64) -> Result<Vec<DescentCheck>> {
+        guard(|| self.0.descent_checks(x, step))
     }
 }
 

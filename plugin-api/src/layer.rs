@@ -79,6 +79,18 @@ pub trait Layer: Send + Sync {
     fn head_projections(&self, _t: usize, _x: &Tensor) -> Result<Option<Tensor>> {
         Ok(None)
     }
+
+    /// The layer's claims that its updates are energy gradients, evaluated at tokens `x`
+    /// (`[B, N, d]`, f64). Layers derived from no energy return an empty list.
+    fn gradient_identities(&self, _x: &Tensor) -> Result<Vec<GradientIdentity>> {
+        Ok(Vec::new())
+    }
+
+    /// The layer's weaker claims that one fixed step of size `step` from `x` does not raise
+    /// an energy.
+    fn descent_checks(&self, _x: &Tensor, _step: f64) -> Result<Vec<DescentCheck>> {
+        Ok(Vec::new())
+    }
 }
 
 impl<L: Layer + ?Sized> Layer for Box<L> {
@@ -99,6 +111,12 @@ impl<L: Layer + ?Sized> Layer for Box<L> {
     }
     fn head_projections(&self, t: usize, x: &Tensor) -> Result<Option<Tensor>> {
         (**self).head_projections(t, x)
+    }
+    fn gradient_identities(&self, x: &Tensor) -> Result<Vec<GradientIdentity>> {
+        (**self).gradient_identities(x)
+    }
+    fn descent_checks(&self, x: &Tensor, step: f64) -> Result<Vec<DescentCheck>> {
+        (**self).descent_checks(x, step)
     }
 }
 
@@ -138,4 +156,30 @@ pub fn check_heads_and_layers(d: usize, heads: usize, iterations: usize, layers:
         return Err(crate::config_error(format!("d = {d} is not divisible by heads = {heads}; choose heads dividing d")));
     }
     BlockSchedule::new(iterations, layers).map(|_| ())
+}
+
+/// A claim that a layer's update direction is minus the gradient of an energy, checked
+/// numerically by `workbench verify` with candle's autograd (in f64, on random inputs).
+pub struct GradientIdentity {
+    /// The claim, citing its equation (e.g. "attention step = -dE_ATTN/dZ, Eq. 7").
+    pub name: String,
+    /// The variable the gradient is taken with respect to: a `Var`'s tensor the layer made
+    /// (a leaf of the graph of `energy`).
+    pub variable: Tensor,
+    /// The scalar energy, computed from `variable`.
+    pub energy: Tensor,
+    /// The layer's update direction for `variable` (same shape); the claim is
+    /// `descent = -d energy / d variable`.
+    pub descent: Tensor,
+}
+
+/// A weaker claim, for updates that are not exact gradients (normalisation inside the loop,
+/// learned unsigned steps): one small fixed step does not raise the energy.
+pub struct DescentCheck {
+    /// The claim (which step, which energy, which step size).
+    pub name: String,
+    /// Energy before the step (summed over the batch).
+    pub before: f64,
+    /// Energy after the step.
+    pub after: f64,
 }

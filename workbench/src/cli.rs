@@ -59,6 +59,20 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Check numerically that each energy-derived layer's updates are its energies' gradients.
+    Verify {
+        /// Only this layer plugin.
+        #[arg(long)]
+        layer: Option<String>,
+        /// Layer overrides `key=value` (with --layer).
+        overrides: Vec<String>,
+        /// Seed of the random parameters and inputs.
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        /// Machine-readable output.
+        #[arg(long)]
+        json: bool,
+    },
     /// Measure training throughput (samples/s, GFLOP/s) of a configuration.
     Bench {
         /// Layer plugin.

@@ -46,6 +46,18 @@ impl HyperSetBlock {
         &self.d_ff
     }
 
+    pub fn attn_gain(&self) -> Option<&Tensor> {
+        self.attn_gain.as_ref()
+    }
+
+    pub fn ff_gain(&self) -> Option<&Tensor> {
+        self.ff_gain.as_ref()
+    }
+
+    pub fn heads(&self) -> (usize, usize) {
+        (self.heads, self.head_dim)
+    }
+
     /// `X_{t+1}` from `X_t` with channel-wise step sizes `alpha`, `gamma` (`[B, N, d]`).
     pub fn iterate(&self, x: &Tensor, alpha: &Tensor, gamma: &Tensor) -> Result<Tensor> {
         let x_half = (x - (alpha * self.attention_update(x)?)?)?;
@@ -56,7 +68,7 @@ impl HyperSetBlock {
     /// `sum_h W_h Z_h (softmax_col + softmax_row)(beta Z_h^T Z_h)` with `Z_h = RMSNorm(W_h^T X)`:
     /// the direction of Eq. 9, i.e. the gradient of E_ATTN (Eq. 3) with respect to the
     /// normalised projections, mapped back through `W`. Row-major: `((P + P^T) Z) W^T`.
-    fn attention_update(&self, x: &Tensor) -> Result<Tensor> {
+    pub fn attention_update(&self, x: &Tensor) -> Result<Tensor> {
         let (b, n, d) = x.dims3()?;
         let z = split_heads(&linear(x, &self.w)?, self.heads, self.head_dim)?;
         let z = rms_norm(&z, self.attn_gain.as_ref(), RMS_EPS)?;
@@ -69,7 +81,7 @@ impl HyperSetBlock {
 
     /// `D ReLU(RMSNorm(D^T X))`: minus the gradient of E_FF (Eq. 5, 10) under the norm
     /// constraint, the direction of Eq. 11.
-    fn feedforward_update(&self, x: &Tensor) -> Result<Tensor> {
+    pub fn feedforward_update(&self, x: &Tensor) -> Result<Tensor> {
         let u = rms_norm(&linear(x, &self.d_ff)?, self.ff_gain.as_ref(), RMS_EPS)?;
         Ok(linear(&u.relu()?, &self.d_ff.t()?)?)
     }

@@ -9,6 +9,7 @@ mod block;
 mod energy;
 mod model;
 mod step_size;
+mod verify;
 
 use model::{HyperSet, HyperSetConfig};
 use plugin_api::{export_plugin, Declaration, ParamSpec, Result};

@@ -3,9 +3,10 @@
 use crate::block::HyperSetBlock;
 use crate::energy;
 use crate::step_size::StepSizeNet;
+use crate::verify;
 use plugin_api::candle::Tensor;
 use plugin_api::candle_nn::VarBuilder;
-use plugin_api::{check_heads_and_layers, config_error, BlockSchedule, Config, Energy, Layer, Pass, Result};
+use plugin_api::{check_heads_and_layers, config_error, BlockSchedule, Config, DescentCheck, Energy, GradientIdentity, Layer, Pass, Result};
 
 /// Validated hyperparameters of the layer.
 #[derive(Debug, Clone, PartialEq)]
@@ -107,6 +108,23 @@ impl Layer for HyperSet {
             Energy { name: "feedforward".into(), per_sample: feedforward },
             Energy { name: "total".into(), per_sample: total },
         ])
+    }
+
+    fn gradient_identities(&self, x: &Tensor) -> Result<Vec<GradientIdentity>> {
+        let mut all = Vec::new();
+        for (b, block) in self.blocks.iter().enumerate() {
+            for mut identity in verify::gradient_identities(block, x)? {
+                if self.blocks.len() > 1 {
+                    identity.name = format!("layer {b}: {}", identity.name);
+                }
+                all.push(identity);
+            }
+        }
+        Ok(all)
+    }
+
+    fn descent_checks(&self, x: &Tensor, step: f64) -> Result<Vec<DescentCheck>> {
+        verify::descent_checks(&self.blocks[0], x, step)
     }
 
     fn head_projections(&self, t: usize, x: &Tensor) -> Result<Option<Tensor>> {

@@ -4,6 +4,7 @@ mod bench;
 mod plugins;
 mod runs;
 mod train;
+pub mod verify;
 
 use crate::cli::{Cli, Command, RunsAction};
 use crate::host::{self, BuildOutcome, PluginHost};
@@ -38,6 +39,7 @@ pub async fn run(cli: Cli) -> Result<i32> {
                 Some(RunsAction::Show { run, json: show_json }) => runs::show(&store, run, json || show_json).await,
             }
         }
+        Some(Command::Verify { layer, overrides, seed, json }) => verify::run(&load_plugins(&dirs), layer.as_deref(), &overrides, seed, json),
         Some(Command::Bench { layer, steps, overrides }) => bench::run(&load_plugins(&dirs), &layer, steps, &overrides),
         Some(Command::Worker { run, resume }) => {
             let host = PluginHost::load_dirs(&host::search_path(&dirs));
