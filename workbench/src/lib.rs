@@ -4,11 +4,13 @@
 //! - [`run_config`] resolves `key=value` overrides against the plugins' schemas;
 //! - [`train`] runs a stored run in a worker process and follows it;
 //! - [`store`] is the SQLite run database;
+//! - [`diagnostics`] measures energies, ranks and angles per layer iteration at evaluations;
 //! - [`commands`] and [`cli`] are the command line on top.
 
 pub mod cli;
 pub mod commands;
 pub mod device;
+pub mod diagnostics;
 pub mod host;
 pub mod params;
 pub mod run_config;

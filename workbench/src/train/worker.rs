@@ -4,8 +4,10 @@
 //! Loop: AdamW with a cosine schedule and warm-up, global gradient clipping, evaluation
 //! every `eval_every` steps at the training depth and at the extra depths of
 //! `eval_depths`, a safetensors checkpoint at each evaluation, metrics written to the store in
-//! batched transactions. A non-finite loss stops the run as `diverged`; SIGINT / SIGTERM stop
-//! it as `interrupted` after saving what it has.
+//! batched transactions, per-iteration diagnostics of the first evaluation batch at each depth
+//! ([`crate::diagnostics`], from the states of the evaluation's own forward pass). A non-finite
+//! loss stops the run as `diverged`; SIGINT / SIGTERM stop it as `interrupted` after saving
+//! what it has.
 
 use super::checkpoint;
 use super::events::Event;
@@ -17,7 +19,8 @@ use crate::run_config::{RunConfig, TrainSettings};
 use crate::store::{MetricRow, RunStatus, Store};
 use anyhow::{anyhow, Context, Result};
 use candle_core::DType;
-use plugin_api::{Batch, Layer, MetricTally, Pass, TaskModel};
+use crate::diagnostics::StateRecorder;
+use plugin_api::{Batch, Layer, MetricTally, Pass, StateObserver, TaskModel};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -162,7 +165,7 @@ async fn train(
         let t0 = Instant::now();
         let lr = cosine_with_warmup(step, s.steps, s.warmup, s.lr, s.min_lr);
         let batch = task.train_batch(step, s.batch_size, &device).map_err(|e| anyhow!("task `{}`: {e}", config.task))?;
-        let loss = forward_loss(&layer, &model, &batch, layer.train_iterations())?;
+        let loss = forward_loss(&layer, &model, &batch, layer.train_iterations(), info.causal)?;
         let loss_value = loss.to_dtype(DType::F64)?.to_scalar::<f64>()?;
         let wall = started.elapsed().as_secs_f64();
         if !loss_value.is_finite() {
@@ -181,9 +184,11 @@ async fn train(
         metrics.push(step, "train", "samples_per_s", rate, wall);
         Event::Step { step, loss: loss_value, lr, grad_norm: norm, samples_per_s: rate }.emit();
         if step % s.eval_every == 0 || step == s.steps {
+            let mut diagnostics = Vec::new();
             for &iterations in &depths {
                 let split = if iterations == layer.train_iterations() { "eval".to_string() } else { format!("eval@{iterations}") };
-                let means = match evaluate(&layer, &model, &eval_batches, iterations) {
+                let mut recorder = StateRecorder::default();
+                let means = match evaluate(&layer, &model, &eval_batches, iterations, info.causal, Some(&mut recorder)) {
                     Ok(tally) => tally.means(),
                     Err(e) if iterations != layer.train_iterations() => {
                         log.line(format!("step {step}: skipping evaluation at {iterations} iterations: {e:#}")).await;
@@ -198,6 +203,15 @@ async fn train(
                 let summary: Vec<String> = means.iter().map(|(k, v)| format!("{k} {v:.4}")).collect();
                 log.line(format!("step {step} {split} ({iterations} iterations): {}", summary.join(", "))).await;
                 Event::Eval { step, iterations, metrics: means }.emit();
+                // Per-iteration diagnostics of the first evaluation batch, from the states its
+                // forward pass just recorded (crate::diagnostics); a failure is logged, not fatal.
+                match crate::diagnostics::measure_states(&*layer, &recorder.states) {
+                    Ok(measured) => diagnostics.extend(crate::diagnostics::rows(step, iterations, layer.train_iterations(), measured)),
+                    Err(e) => log.line(format!("step {step}: no diagnostics at {iterations} iterations: {e:#}")).await,
+                }
+            }
+            if !diagnostics.is_empty() {
+                store.insert_diagnostics(run_id, &diagnostics).await?;
             }
             metrics.flush(store, run_id, step).await?;
             save_checkpoint(store, &s, &ckpt, &opt, run_id, step).await?;
@@ -230,18 +244,34 @@ pub fn eval_depths(train_iterations: usize, multiples: &[f64]) -> Vec<usize> {
     depths
 }
 
-fn forward_loss(layer: &Plugged<dyn Layer>, model: &Plugged<dyn TaskModel>, batch: &Batch, iterations: usize) -> Result<candle_core::Tensor> {
+fn forward_loss(
+    layer: &Plugged<dyn Layer>,
+    model: &Plugged<dyn TaskModel>,
+    batch: &Batch,
+    iterations: usize,
+    causal: bool,
+) -> Result<candle_core::Tensor> {
     let x0 = model.embed(batch, true).map_err(|e| anyhow!("embedding: {e}"))?;
-    let h = layer.forward(&x0, &mut Pass::new(iterations)).map_err(|e| anyhow!("layer: {e}"))?;
+    let mut pass = Pass { iterations, causal, observer: None };
+    let h = layer.forward(&x0, &mut pass).map_err(|e| anyhow!("layer: {e}"))?;
     model.loss(&h, batch).map_err(|e| anyhow!("loss: {e}"))
 }
 
-/// Metric means over the evaluation set at `iterations` layer iterations.
-pub fn evaluate(layer: &Plugged<dyn Layer>, model: &Plugged<dyn TaskModel>, batches: &[Batch], iterations: usize) -> Result<MetricTally> {
+/// Metric means over the evaluation set at `iterations` layer iterations; `observer`, if
+/// any, sees the states of the first batch's forward pass.
+pub fn evaluate(
+    layer: &Plugged<dyn Layer>,
+    model: &Plugged<dyn TaskModel>,
+    batches: &[Batch],
+    iterations: usize,
+    causal: bool,
+    mut observer: Option<&mut dyn StateObserver>,
+) -> Result<MetricTally> {
     let mut tally = MetricTally::default();
     for batch in batches {
         let x0 = model.embed(batch, false).map_err(|e| anyhow!("embedding: {e}"))?;
-        let h = layer.forward(&x0.detach(), &mut Pass::new(iterations)).map_err(|e| anyhow!("layer at {iterations} iterations: {e}"))?;
+        let mut pass = Pass { iterations, causal, observer: observer.take() };
+        let h = layer.forward(&x0.detach(), &mut pass).map_err(|e| anyhow!("layer at {iterations} iterations: {e}"))?;
         tally.merge(&model.evaluate(&h, batch).map_err(|e| anyhow!("evaluation: {e}"))?);
     }
     Ok(tally)
