@@ -4,8 +4,8 @@
 //! no code shared with the crate), so a bug in the crate's solver cannot hide itself.
 
 use datasets::sudoku::{
-    augment, count_solutions, generate, is_valid_solution, load_csv, parse_csv, solve, CsvError,
-    Difficulty, Grid, Puzzle,
+    augment, count_solutions, generate, is_valid_solution, load_csv, parse_csv, solve, CsvError, Difficulty, Grid,
+    Puzzle,
 };
 use rand::SeedableRng;
 use std::io::Cursor;
@@ -118,14 +118,8 @@ fn assert_unique_and_correct(p: &Puzzle, what: &str) {
     let (n, sol) = ref_solutions(&p.puzzle);
     assert_eq!(n, 1, "{what}: reference solver finds {n} solutions");
     assert_eq!(sol.unwrap(), p.solution, "{what}: stored solution differs");
-    assert!(
-        ref_valid(&p.puzzle, &p.solution),
-        "{what}: stored solution invalid"
-    );
-    assert!(
-        is_valid_solution(&p.puzzle, &p.solution),
-        "{what}: is_valid_solution says no"
-    );
+    assert!(ref_valid(&p.puzzle, &p.solution), "{what}: stored solution invalid");
+    assert!(is_valid_solution(&p.puzzle, &p.solution), "{what}: is_valid_solution says no");
 }
 
 // ---------------------------------------------------------------- generator
@@ -145,11 +139,7 @@ fn hard_puzzles_are_unique_minimal_and_low_in_givens() {
         for i in (0..81).filter(|&i| k < 10 && p.puzzle[i] != 0) {
             let mut q = p.puzzle;
             q[i] = 0;
-            assert_eq!(
-                ref_solutions(&q).0,
-                2,
-                "hard #{k}: given at {i} is redundant"
-            );
+            assert_eq!(ref_solutions(&q).0, 2, "hard #{k}: given at {i} is redundant");
         }
     }
     let mean = total as f64 / puzzles.len() as f64;
@@ -168,10 +158,7 @@ fn easy_puzzles_are_unique_with_30_to_45_givens() {
         distinct.insert(g);
     }
     // Targets are drawn from 30..=45, so 50 puzzles should not all share one count.
-    assert!(
-        distinct.len() >= 5,
-        "too few distinct givens counts: {distinct:?}"
-    );
+    assert!(distinct.len() >= 5, "too few distinct givens counts: {distinct:?}");
 }
 
 #[test]
@@ -194,10 +181,7 @@ fn generation_is_deterministic_and_seed_dependent() {
 fn generation_is_independent_of_thread_count() {
     let default = generate(11, 16, Difficulty::Hard);
     for threads in [1, 3] {
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(threads)
-            .build()
-            .unwrap();
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
         let pooled = pool.install(|| generate(11, 16, Difficulty::Hard));
         assert_eq!(pooled, default, "{threads} threads");
     }
@@ -271,10 +255,7 @@ fn difficulty_parses_and_displays() {
     assert_eq!(Difficulty::Hard.to_string(), "hard");
     assert_eq!(Difficulty::Easy.to_string(), "easy");
     let err = "medium".parse::<Difficulty>().unwrap_err().to_string();
-    assert!(
-        err.contains("medium") && err.contains("hard") && err.contains("easy"),
-        "{err}"
-    );
+    assert!(err.contains("medium") && err.contains("hard") && err.contains("easy"), "{err}");
 }
 
 // ---------------------------------------------------------------- augmentation
@@ -291,20 +272,14 @@ fn augment_preserves_uniqueness_givens_and_validity() {
             assert_unique_and_correct(&a, &format!("augmented #{k}"));
             assert_eq!(a.givens(), p.givens());
             // Blanks map to blanks: the augmented solution agrees with its own puzzle only.
-            assert_eq!(
-                a.puzzle.iter().filter(|&&d| d == 0).count(),
-                81 - p.givens()
-            );
+            assert_eq!(a.puzzle.iter().filter(|&&d| d == 0).count(), 81 - p.givens());
             total += 1;
             if a != *p {
                 changed += 1;
             }
         }
     }
-    assert!(
-        changed >= total - 1,
-        "augment changed only {changed} of {total}"
-    );
+    assert!(changed >= total - 1, "augment changed only {changed} of {total}");
 }
 
 #[test]
@@ -313,19 +288,13 @@ fn augment_differs_between_rng_draws() {
     let mut rng = rand::rngs::StdRng::seed_from_u64(1);
     let outs: Vec<Puzzle> = (0..20).map(|_| augment(&p, &mut rng)).collect();
     let distinct: std::collections::HashSet<_> = outs.iter().map(|q| q.puzzle).collect();
-    assert!(
-        distinct.len() >= 19,
-        "only {} distinct of 20",
-        distinct.len()
-    );
+    assert!(distinct.len() >= 19, "only {} distinct of 20", distinct.len());
 }
 
 // ---------------------------------------------------------------- CSV
 
 fn grid_str(g: &Grid, blank: char) -> String {
-    g.iter()
-        .map(|&d| if d == 0 { blank } else { (b'0' + d) as char })
-        .collect()
+    g.iter().map(|&d| if d == 0 { blank } else { (b'0' + d) as char }).collect()
 }
 
 fn sample() -> Vec<Puzzle> {
@@ -338,14 +307,8 @@ fn parse(text: &str) -> Result<Vec<Puzzle>, CsvError> {
 
 /// A per-test temporary directory with a unique name.
 fn temp_dir(tag: &str) -> PathBuf {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos();
-    let dir = std::env::temp_dir().join(format!(
-        "datasets-sudoku-{tag}-{}-{nanos}",
-        std::process::id()
-    ));
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
+    let dir = std::env::temp_dir().join(format!("datasets-sudoku-{tag}-{}-{nanos}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     dir
 }
@@ -368,11 +331,7 @@ fn csv_good_file_loads() {
     let loaded = load_csv(&path).unwrap();
     assert_eq!(loaded, ps);
     // Also without a header, from memory, with a final line lacking its newline.
-    let no_header = format!(
-        "{},{}",
-        grid_str(&ps[1].puzzle, '0'),
-        grid_str(&ps[1].solution, '0')
-    );
+    let no_header = format!("{},{}", grid_str(&ps[1].puzzle, '0'), grid_str(&ps[1].solution, '0'));
     assert_eq!(parse(&no_header).unwrap(), vec![ps[1].clone()]);
     // A UTF-8 byte-order mark and quoted fields are tolerated.
     let quoted = format!(
@@ -410,17 +369,7 @@ fn err_of(text: &str) -> (CsvError, String) {
 fn csv_wrong_field_count() {
     let p = &sample()[0];
     let (err, msg) = err_of(&with_bad_line_4(&grid_str(&p.puzzle, '.')));
-    assert!(
-        matches!(
-            err,
-            CsvError::FieldCount {
-                line: 4,
-                found: 1,
-                ..
-            }
-        ),
-        "{err:?}"
-    );
+    assert!(matches!(err, CsvError::FieldCount { line: 4, found: 1, .. }), "{err:?}");
     assert!(msg.contains("line 4"), "{msg}");
 }
 
@@ -428,41 +377,13 @@ fn csv_wrong_field_count() {
 fn csv_wrong_length() {
     let p = &sample()[0];
     let short = &grid_str(&p.puzzle, '.')[..80];
-    let (err, msg) = err_of(&with_bad_line_4(&format!(
-        "{short},{}",
-        grid_str(&p.solution, '.')
-    )));
-    assert!(
-        matches!(
-            err,
-            CsvError::Length {
-                line: 4,
-                found: 80,
-                field: "puzzle",
-                ..
-            }
-        ),
-        "{err:?}"
-    );
+    let (err, msg) = err_of(&with_bad_line_4(&format!("{short},{}", grid_str(&p.solution, '.'))));
+    assert!(matches!(err, CsvError::Length { line: 4, found: 80, field: "puzzle", .. }), "{err:?}");
     assert!(msg.contains("line 4") && msg.contains("80"), "{msg}");
 
     let long = format!("{}7", grid_str(&p.solution, '.'));
-    let (err, msg) = err_of(&with_bad_line_4(&format!(
-        "{},{long}",
-        grid_str(&p.puzzle, '.')
-    )));
-    assert!(
-        matches!(
-            err,
-            CsvError::Length {
-                line: 4,
-                found: 82,
-                field: "solution",
-                ..
-            }
-        ),
-        "{err:?}"
-    );
+    let (err, msg) = err_of(&with_bad_line_4(&format!("{},{long}", grid_str(&p.puzzle, '.'))));
+    assert!(matches!(err, CsvError::Length { line: 4, found: 82, field: "solution", .. }), "{err:?}");
     assert!(msg.contains("82"), "{msg}");
 }
 
@@ -471,65 +392,20 @@ fn csv_bad_character_names_char_and_column() {
     let p = &sample()[0];
     let mut puzzle = grid_str(&p.puzzle, '.');
     puzzle.replace_range(9..10, "x");
-    let (err, msg) = err_of(&with_bad_line_4(&format!(
-        "{puzzle},{}",
-        grid_str(&p.solution, '.')
-    )));
-    assert!(
-        matches!(
-            err,
-            CsvError::BadChar {
-                line: 4,
-                column: 10,
-                found: 'x',
-                ..
-            }
-        ),
-        "{err:?}"
-    );
-    assert!(
-        msg.contains("line 4") && msg.contains("column 10") && msg.contains('x'),
-        "{msg}"
-    );
+    let (err, msg) = err_of(&with_bad_line_4(&format!("{puzzle},{}", grid_str(&p.solution, '.'))));
+    assert!(matches!(err, CsvError::BadChar { line: 4, column: 10, found: 'x', .. }), "{err:?}");
+    assert!(msg.contains("line 4") && msg.contains("column 10") && msg.contains('x'), "{msg}");
 
     // In the solution: column counts from the start of the line.
     let mut solution = grid_str(&p.solution, '.');
     solution.replace_range(0..1, "?");
-    let (err, _) = err_of(&with_bad_line_4(&format!(
-        "{},{solution}",
-        grid_str(&p.puzzle, '.')
-    )));
-    assert!(
-        matches!(
-            err,
-            CsvError::BadChar {
-                line: 4,
-                column: 83,
-                found: '?',
-                field: "solution",
-                ..
-            }
-        ),
-        "{err:?}"
-    );
+    let (err, _) = err_of(&with_bad_line_4(&format!("{},{solution}", grid_str(&p.puzzle, '.'))));
+    assert!(matches!(err, CsvError::BadChar { line: 4, column: 83, found: '?', field: "solution", .. }), "{err:?}");
     // A blank in a solution is not allowed either.
     let mut solution = grid_str(&p.solution, '.');
     solution.replace_range(80..81, ".");
-    let (err, _) = err_of(&with_bad_line_4(&format!(
-        "{},{solution}",
-        grid_str(&p.puzzle, '.')
-    )));
-    assert!(
-        matches!(
-            err,
-            CsvError::BadChar {
-                line: 4,
-                column: 163,
-                ..
-            }
-        ),
-        "{err:?}"
-    );
+    let (err, _) = err_of(&with_bad_line_4(&format!("{},{solution}", grid_str(&p.puzzle, '.'))));
+    assert!(matches!(err, CsvError::BadChar { line: 4, column: 163, .. }), "{err:?}");
 }
 
 #[test]
@@ -538,30 +414,16 @@ fn csv_invalid_or_disagreeing_solution() {
     // Not a valid grid: swap two cells of the first row.
     let mut s = p.solution;
     s.swap(0, 1);
-    let (err, msg) = err_of(&with_bad_line_4(&format!(
-        "{},{}",
-        grid_str(&[0; 81], '.'),
-        grid_str(&s, '.')
-    )));
-    assert!(
-        matches!(err, CsvError::InvalidSolution { line: 4, .. }),
-        "{err:?}"
-    );
+    let (err, msg) = err_of(&with_bad_line_4(&format!("{},{}", grid_str(&[0; 81], '.'), grid_str(&s, '.'))));
+    assert!(matches!(err, CsvError::InvalidSolution { line: 4, .. }), "{err:?}");
     assert!(msg.contains("line 4") && msg.contains("twice"), "{msg}");
 
     // Valid grid that contradicts a given.
     let i = (0..81).find(|&i| p.puzzle[i] != 0).unwrap();
     let mut q = p.puzzle;
     q[i] = q[i] % 9 + 1;
-    let (err, msg) = err_of(&with_bad_line_4(&format!(
-        "{},{}",
-        grid_str(&q, '.'),
-        grid_str(&p.solution, '.')
-    )));
-    assert!(
-        matches!(err, CsvError::InvalidSolution { line: 4, .. }),
-        "{err:?}"
-    );
+    let (err, msg) = err_of(&with_bad_line_4(&format!("{},{}", grid_str(&q, '.'), grid_str(&p.solution, '.'))));
+    assert!(matches!(err, CsvError::InvalidSolution { line: 4, .. }), "{err:?}");
     let expect = format!("row {} column {}", i / 9 + 1, i % 9 + 1);
     assert!(msg.contains(&expect), "{msg} lacks {expect}");
 }
@@ -577,31 +439,10 @@ fn csv_header_only_once_and_errors_after_crlf_blank_lines() {
         grid_str(&ps[0].solution, '.')
     );
     let (err, _) = err_of(&text);
-    assert!(
-        matches!(
-            err,
-            CsvError::BadChar {
-                line: 4,
-                column: 1,
-                found: 'p',
-                ..
-            }
-        ),
-        "{err:?}"
-    );
+    assert!(matches!(err, CsvError::BadChar { line: 4, column: 1, found: 'p', .. }), "{err:?}");
     // A short all-digit first line is reported, not mistaken for a header.
     let (err, _) = err_of("123,456\n");
-    assert!(
-        matches!(
-            err,
-            CsvError::Length {
-                line: 1,
-                found: 3,
-                ..
-            }
-        ),
-        "{err:?}"
-    );
+    assert!(matches!(err, CsvError::Length { line: 1, found: 3, .. }), "{err:?}");
 }
 
 #[test]
@@ -624,10 +465,7 @@ fn csv_missing_file_names_the_path() {
     assert!(msg.contains("check"), "{msg}");
     // A directory is not a readable CSV file: an error, not a panic.
     let err = load_csv(&dir).unwrap_err();
-    assert!(
-        err.to_string().contains(&dir.display().to_string()),
-        "{err}"
-    );
+    assert!(err.to_string().contains(&dir.display().to_string()), "{err}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -636,11 +474,7 @@ fn csv_round_trips_generated_hard_puzzles() {
     let ps = generate(41, 20, Difficulty::Hard);
     let mut text = String::from("puzzle,solution\n");
     for p in &ps {
-        text += &format!(
-            "{},{}\n",
-            grid_str(&p.puzzle, '0'),
-            grid_str(&p.solution, '0')
-        );
+        text += &format!("{},{}\n", grid_str(&p.puzzle, '0'), grid_str(&p.solution, '0'));
     }
     assert_eq!(parse(&text).unwrap(), ps);
 }

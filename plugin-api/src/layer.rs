@@ -153,7 +153,9 @@ impl BlockSchedule {
 /// and `layers` divides `iterations`.
 pub fn check_heads_and_layers(d: usize, heads: usize, iterations: usize, layers: usize) -> Result<()> {
     if heads == 0 || d % heads != 0 {
-        return Err(crate::config_error(format!("d = {d} is not divisible by heads = {heads}; choose heads dividing d")));
+        return Err(crate::config_error(format!(
+            "d = {d} is not divisible by heads = {heads}; choose heads dividing d"
+        )));
     }
     BlockSchedule::new(iterations, layers).map(|_| ())
 }

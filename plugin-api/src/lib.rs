@@ -71,10 +71,11 @@ pub use candle_core as candle;
 pub use candle_nn;
 pub use error::{config_error, PluginError, Result};
 pub use export::{
-    guard, Declaration, PluginEntry, PluginKind, CANDLE_VERSION, ENTRY_MAGIC, ENTRY_SYMBOL, FINGERPRINT,
-    FINGERPRINT_C,
+    guard, Declaration, PluginEntry, PluginKind, CANDLE_VERSION, ENTRY_MAGIC, ENTRY_SYMBOL, FINGERPRINT, FINGERPRINT_C,
 };
-pub use layer::{check_heads_and_layers, BlockSchedule, DescentCheck, Energy, GradientIdentity, Layer, Pass, StateObserver};
+pub use layer::{
+    check_heads_and_layers, BlockSchedule, DescentCheck, Energy, GradientIdentity, Layer, Pass, StateObserver,
+};
 pub use schema::{Config, ParamKind, ParamSpec, Value};
 pub use task::{Batch, MetricSpec, MetricTally, Task, TaskInfo, TaskModel};
 

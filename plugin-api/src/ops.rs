@@ -61,9 +61,8 @@ pub fn weighted_cross_entropy(logits: &Tensor, targets: &Tensor, weights: Option
 /// A causal mask `[N, N]` with 0 on and below the diagonal and `-inf` above it, to add to
 /// attention scores.
 pub fn causal_mask(n: usize, dtype: DType, device: &Device) -> Result<Tensor> {
-    let values: Vec<f32> = (0..n)
-        .flat_map(|i| (0..n).map(move |j| if j <= i { 0.0 } else { f32::NEG_INFINITY }))
-        .collect();
+    let values: Vec<f32> =
+        (0..n).flat_map(|i| (0..n).map(move |j| if j <= i { 0.0 } else { f32::NEG_INFINITY })).collect();
     Tensor::from_vec(values, (n, n), device)?.to_dtype(dtype)
 }
 

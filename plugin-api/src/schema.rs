@@ -126,14 +126,12 @@ impl ParamSpec {
     pub fn parse(&self, text: &str) -> std::result::Result<Value, String> {
         let text = text.trim();
         let value = match &self.kind {
-            ParamKind::Int { .. } => text
-                .parse::<i64>()
-                .map(Value::Int)
-                .map_err(|_| format!("`{text}` is not an integer"))?,
-            ParamKind::Float { .. } => text
-                .parse::<f64>()
-                .map(Value::Float)
-                .map_err(|_| format!("`{text}` is not a number"))?,
+            ParamKind::Int { .. } => {
+                text.parse::<i64>().map(Value::Int).map_err(|_| format!("`{text}` is not an integer"))?
+            }
+            ParamKind::Float { .. } => {
+                text.parse::<f64>().map(Value::Float).map_err(|_| format!("`{text}` is not a number"))?
+            }
             ParamKind::Bool => match text.to_ascii_lowercase().as_str() {
                 "true" | "1" | "yes" | "on" => Value::Bool(true),
                 "false" | "0" | "no" | "off" => Value::Bool(false),
@@ -192,9 +190,7 @@ impl Config {
     }
 
     fn get(&self, key: &str) -> Result<&Value> {
-        self.0
-            .get(key)
-            .ok_or_else(|| config_error(format!("missing key `{key}` (not in the schema?)")))
+        self.0.get(key).ok_or_else(|| config_error(format!("missing key `{key}` (not in the schema?)")))
     }
 
     /// An integer value as `usize`.

@@ -74,11 +74,7 @@ impl MetricTally {
 
     /// The mean of each metric (`sum / count`), skipping metrics with no items.
     pub fn means(&self) -> BTreeMap<String, f64> {
-        self.0
-            .iter()
-            .filter(|(_, (_, c))| *c > 0.0)
-            .map(|(n, (s, c))| (n.clone(), s / c))
-            .collect()
+        self.0.iter().filter(|(_, (_, c))| *c > 0.0).map(|(n, (s, c))| (n.clone(), s / c)).collect()
     }
 }
 

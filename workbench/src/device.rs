@@ -29,4 +29,3 @@ fn cuda(ordinal: usize, spec: &str) -> Result<Device> {
 fn cuda(_ordinal: usize, spec: &str) -> Result<Device> {
     bail!("device `{spec}` needs CUDA, but this workbench was built without it; rebuild with `cargo build --release --features cuda`")
 }
-

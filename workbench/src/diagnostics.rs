@@ -62,12 +62,7 @@ pub fn effective_rank(singular_values: &[f64]) -> f64 {
     if total == 0.0 {
         return 0.0;
     }
-    let entropy: f64 = singular_values
-        .iter()
-        .map(|s| s.abs() / total)
-        .filter(|&p| p > 0.0)
-        .map(|p| -p * p.ln())
-        .sum();
+    let entropy: f64 = singular_values.iter().map(|s| s.abs() / total).filter(|&p| p > 0.0).map(|p| -p * p.ln()).sum();
     entropy.exp()
 }
 
@@ -142,7 +137,11 @@ pub fn head_stats(m: &DMatrix<f64>) -> HeadStats {
 /// Mean of the values that are not NaN; NaN if there are none.
 fn mean_defined(values: impl IntoIterator<Item = f64>) -> f64 {
     let (sum, n) = values.into_iter().filter(|v| !v.is_nan()).fold((0.0, 0usize), |(s, n), v| (s + v, n + 1));
-    if n == 0 { f64::NAN } else { sum / n as f64 }
+    if n == 0 {
+        f64::NAN
+    } else {
+        sum / n as f64
+    }
 }
 
 /// The rank and angle rows of one state from its projections, given as a flat row-major
@@ -231,7 +230,11 @@ pub fn measure(layer: &dyn Layer, x0: &Tensor, iterations: usize) -> Result<Vec<
         .forward(&x0.detach(), &mut Pass { iterations, causal: false, observer: Some(&mut recorder) })
         .map_err(|e| anyhow!("layer at {iterations} iterations: {e}"))?;
     if recorder.states.len() != iterations + 1 {
-        bail!("the layer reported {} states for {iterations} iterations (expected {})", recorder.states.len(), iterations + 1);
+        bail!(
+            "the layer reported {} states for {iterations} iterations (expected {})",
+            recorder.states.len(),
+            iterations + 1
+        );
     }
     measure_states(layer, &recorder.states)
 }
@@ -249,11 +252,12 @@ pub fn measure_states(layer: &dyn Layer, states: &[Tensor]) -> Result<Vec<(u32, 
             out.push((it, format!("energy/{}", energy.name), mean));
             out.push((it, format!("energy/{}/std", energy.name), std));
         }
-        if let Some(heads) = layer.head_projections(t, x).map_err(|e| anyhow!("head projections at iteration {t}: {e}"))? {
-            let dims: [usize; 4] = heads
-                .dims()
-                .try_into()
-                .map_err(|_| anyhow!("head projections at iteration {t} have shape {:?}, not [B, H, N, p]", heads.dims()))?;
+        if let Some(heads) =
+            layer.head_projections(t, x).map_err(|e| anyhow!("head projections at iteration {t}: {e}"))?
+        {
+            let dims: [usize; 4] = heads.dims().try_into().map_err(|_| {
+                anyhow!("head projections at iteration {t} have shape {:?}, not [B, H, N, p]", heads.dims())
+            })?;
             for (name, value) in projection_summary(&to_f64_vec(&heads)?, dims)? {
                 out.push((it, name, value));
             }
@@ -265,11 +269,20 @@ pub fn measure_states(layer: &dyn Layer, states: &[Tensor]) -> Result<Vec<(u32, 
 /// The stored name of diagnostic `name` measured at `iterations` iterations: unprefixed at
 /// the training depth, `eval@<iterations>/<name>` otherwise.
 pub fn diagnostic_name(name: &str, iterations: usize, train_iterations: usize) -> String {
-    if iterations == train_iterations { name.to_string() } else { format!("eval@{iterations}/{name}") }
+    if iterations == train_iterations {
+        name.to_string()
+    } else {
+        format!("eval@{iterations}/{name}")
+    }
 }
 
 /// Store rows of the [`measure`]ments at `iterations` iterations, taken at training `step`.
-pub fn rows(step: u64, iterations: usize, train_iterations: usize, measured: Vec<(u32, String, f64)>) -> Vec<DiagnosticRow> {
+pub fn rows(
+    step: u64,
+    iterations: usize,
+    train_iterations: usize,
+    measured: Vec<(u32, String, f64)>,
+) -> Vec<DiagnosticRow> {
     measured
         .into_iter()
         .map(|(iteration, name, value)| DiagnosticRow {
@@ -433,7 +446,9 @@ mod tests {
         // Two samples of two tokens in 2-D: sample 0 orthogonal tokens, sample 1 parallel.
         let x0 = Tensor::from_vec(vec![1f32, 0.0, 0.0, 1.0, 1.0, 1.0, 2.0, 2.0], (2, 2, 2), &Device::Cpu).unwrap();
         let out = measure(&Halving, &x0, 3).unwrap();
-        let get = |t: u32, name: &str| out.iter().find(|(i, n, _)| *i == t && n == name).unwrap_or_else(|| panic!("{t} {name}")).2;
+        let get = |t: u32, name: &str| {
+            out.iter().find(|(i, n, _)| *i == t && n == name).unwrap_or_else(|| panic!("{t} {name}")).2
+        };
         for t in 0..=3u32 {
             // Energies 2 and 10 at t = 0, scaled by 1/4 per iteration.
             let scale = 0.25f64.powi(t as i32);

@@ -91,7 +91,10 @@ impl SimpleBackend for Params {
         let mut vars = self.lock();
         if let Some(var) = vars.get(name) {
             if var.shape() != &shape {
-                candle_core::bail!("parameter `{name}` requested with shape {shape:?} but exists with {:?}", var.shape());
+                candle_core::bail!(
+                    "parameter `{name}` requested with shape {shape:?} but exists with {:?}",
+                    var.shape()
+                );
             }
             return Ok(var.as_tensor().clone());
         }

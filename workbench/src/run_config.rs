@@ -20,7 +20,11 @@ pub fn train_schema() -> Vec<ParamSpec> {
         ParamSpec::int("eval_every", 100, 1, 1_000_000_000, "evaluate (and checkpoint) every N steps and at the end"),
         ParamSpec::int("eval_examples", 256, 1, 100_000_000, "evaluation examples used at each evaluation"),
         ParamSpec::int("eval_batch", 64, 1, 1_000_000, "evaluation batch size"),
-        ParamSpec::text("eval_depths", "2", "extra evaluation depths as multiples of the training iterations (comma list, e.g. 1.5,2)"),
+        ParamSpec::text(
+            "eval_depths",
+            "2",
+            "extra evaluation depths as multiples of the training iterations (comma list, e.g. 1.5,2)",
+        ),
         ParamSpec::int("seed", 0, 0, i64::MAX, "seed of initialisation and data"),
         ParamSpec::text("device", "cpu", "cpu, or cuda:K (needs a build with --features cuda)"),
         ParamSpec::bool("checkpoint", true, "save a safetensors checkpoint at each evaluation"),
@@ -66,7 +70,8 @@ impl RunConfig {
     pub fn resolve(layer: &Declaration, task: &Declaration, overrides: &[String]) -> Result<Self> {
         let train_params = train_schema();
         let schemas = [(Scope::Layer, &layer.params), (Scope::Task, &task.params), (Scope::Train, &train_params)];
-        let mut configs = [Config::defaults(&layer.params), Config::defaults(&task.params), Config::defaults(&train_params)];
+        let mut configs =
+            [Config::defaults(&layer.params), Config::defaults(&task.params), Config::defaults(&train_params)];
         for raw in overrides {
             let (key, value) = raw
                 .split_once('=')
@@ -87,7 +92,10 @@ impl RunConfig {
                 [] => bail!("unknown key `{key}`\nvalid keys:\n{}", describe_keys(&schemas)),
                 many => bail!(
                     "key `{bare}` exists in several places; write one of: {}",
-                    many.iter().map(|(i, _)| format!("{}.{bare}", schemas[*i].0.prefix())).collect::<Vec<_>>().join(", ")
+                    many.iter()
+                        .map(|(i, _)| format!("{}.{bare}", schemas[*i].0.prefix()))
+                        .collect::<Vec<_>>()
+                        .join(", ")
                 ),
             };
             let parsed = spec.parse(value).map_err(|e| anyhow!("`{key}={value}`: {e}"))?;
@@ -122,7 +130,15 @@ fn describe_keys(schemas: &[(Scope, &Vec<ParamSpec>); 3]) -> String {
         .iter()
         .flat_map(|(scope, params)| {
             params.iter().map(move |p| {
-                format!("  {}.{} ({}, default {}, {}) {}", scope.prefix(), p.name, p.kind.type_name(), p.default, p.kind.allowed(), p.help)
+                format!(
+                    "  {}.{} ({}, default {}, {}) {}",
+                    scope.prefix(),
+                    p.name,
+                    p.kind.type_name(),
+                    p.default,
+                    p.kind.allowed(),
+                    p.help
+                )
             })
         })
         .collect::<Vec<_>>()

@@ -13,8 +13,13 @@ fn train_tiny(tag: &str, layer: &str, layer_args: &[&str]) -> Vec<DiagnosticRow>
     let mut args = vec!["train", "--layer", layer, "--task", "sudoku", "--json"];
     args.extend_from_slice(layer_args);
     args.extend_from_slice(&[
-        "difficulty=easy", "task.train_puzzles=32", "task.eval_puzzles=8",
-        "steps=4", "eval_every=2", "eval_depths=2", "eval_examples=8",
+        "difficulty=easy",
+        "task.train_puzzles=32",
+        "task.eval_puzzles=8",
+        "steps=4",
+        "eval_every=2",
+        "eval_depths=2",
+        "eval_examples=8",
     ]);
     let (code, stdout, stderr) = run(workbench(&dir).args(&args));
     assert_eq!(code, 0, "{stderr}");
@@ -45,7 +50,11 @@ fn by_key(rows: &[DiagnosticRow]) -> BTreeMap<(u64, u32, String), f64> {
 fn iterations_per_name(rows: &[DiagnosticRow], step: u64, prefix: &str) -> BTreeMap<String, BTreeSet<u32>> {
     let mut map: BTreeMap<String, BTreeSet<u32>> = BTreeMap::new();
     for r in rows.iter().filter(|r| r.step == step) {
-        let unprefixed = if prefix.is_empty() { (!r.name.starts_with("eval@")).then_some(r.name.as_str()) } else { r.name.strip_prefix(prefix) };
+        let unprefixed = if prefix.is_empty() {
+            (!r.name.starts_with("eval@")).then_some(r.name.as_str())
+        } else {
+            r.name.strip_prefix(prefix)
+        };
         if let Some(name) = unprefixed {
             map.entry(name.to_string()).or_default().insert(r.iteration);
         }
@@ -55,7 +64,11 @@ fn iterations_per_name(rows: &[DiagnosticRow], step: u64, prefix: &str) -> BTree
 
 /// Rank and angle rows: erank in [1, p], integer rank <= min(N, p), angles in [0, 180].
 fn check_rank_and_angles(values: &BTreeMap<(u64, u32, String), f64>, step: u64, t: u32, prefix: &str, p: f64) {
-    let get = |name: &str| *values.get(&(step, t, format!("{prefix}{name}"))).unwrap_or_else(|| panic!("no {prefix}{name} at step {step}, t {t}"));
+    let get = |name: &str| {
+        *values
+            .get(&(step, t, format!("{prefix}{name}")))
+            .unwrap_or_else(|| panic!("no {prefix}{name} at step {step}, t {t}"))
+    };
     let erank = get("erank");
     assert!((1.0 - 1e-9..=p + 1e-9).contains(&erank), "{prefix}erank {erank} at step {step}, t {t}");
     for head in 0..2 {
@@ -79,9 +92,18 @@ fn hyperset_records_energies_ranks_and_angles_per_iteration() {
     let steps: BTreeSet<u64> = rows.iter().map(|r| r.step).collect();
     assert_eq!(steps, BTreeSet::from([2, 4]));
     let names = [
-        "energy/attention", "energy/attention/std", "energy/feedforward", "energy/feedforward/std",
-        "energy/total", "energy/total/std", "erank", "erank/head0", "erank/head1", "rank",
-        "angle/mean_arccos", "angle/arccos_mean",
+        "energy/attention",
+        "energy/attention/std",
+        "energy/feedforward",
+        "energy/feedforward/std",
+        "energy/total",
+        "energy/total/std",
+        "erank",
+        "erank/head0",
+        "erank/head1",
+        "rank",
+        "angle/mean_arccos",
+        "angle/arccos_mean",
     ];
     for step in [2, 4] {
         for (prefix, depth) in [("", 2u32), ("eval@4/", 4)] {
@@ -95,7 +117,10 @@ fn hyperset_records_energies_ranks_and_angles_per_iteration() {
                 let get = |name: &str| values[&(step, t, format!("{prefix}{name}"))];
                 let (a, f, total) = (get("energy/attention"), get("energy/feedforward"), get("energy/total"));
                 assert!(a.is_finite() && f.is_finite(), "{a} {f}");
-                assert!((total - (a + f)).abs() <= 1e-4 * total.abs().max(1e-6), "total {total} != {a} + {f} at step {step}, t {t}");
+                assert!(
+                    (total - (a + f)).abs() <= 1e-4 * total.abs().max(1e-6),
+                    "total {total} != {a} + {f} at step {step}, t {t}"
+                );
                 for name in ["energy/attention/std", "energy/feedforward/std", "energy/total/std"] {
                     assert!(get(name) >= 0.0 && get(name).is_finite(), "{name} {}", get(name));
                 }

@@ -26,9 +26,16 @@ fn hyperset_sudoku_paper_configuration_has_5_195_584_parameters() {
         &host,
         "hyperset",
         PluginKind::Layer,
-        &[("d", Value::Int(768)), ("heads", Value::Int(12)), ("iterations", Value::Int(24)), ("ff_ratio", Value::Int(4)), ("time_dim", Value::Int(512))],
+        &[
+            ("d", Value::Int(768)),
+            ("heads", Value::Int(12)),
+            ("iterations", Value::Int(24)),
+            ("ff_ratio", Value::Int(4)),
+            ("time_dim", Value::Int(512)),
+        ],
     );
-    let task_cfg = config(&host, "sudoku", PluginKind::Task, &[("train_puzzles", Value::Int(2)), ("eval_puzzles", Value::Int(1))]);
+    let task_cfg =
+        config(&host, "sudoku", PluginKind::Task, &[("train_puzzles", Value::Int(2)), ("eval_puzzles", Value::Int(1))]);
     let params = Params::new(0);
     let vb = params.var_builder(DType::F32, &Device::Cpu);
     let task = host.build_task("sudoku", &task_cfg, 0).unwrap();
@@ -48,7 +55,13 @@ fn gradients_across_plugin_copies_match_finite_differences() {
         &host,
         "hyperset",
         PluginKind::Layer,
-        &[("d", Value::Int(8)), ("heads", Value::Int(2)), ("iterations", Value::Int(2)), ("time_dim", Value::Int(4)), ("ff_ratio", Value::Int(2))],
+        &[
+            ("d", Value::Int(8)),
+            ("heads", Value::Int(2)),
+            ("iterations", Value::Int(2)),
+            ("time_dim", Value::Int(4)),
+            ("ff_ratio", Value::Int(2)),
+        ],
     );
     let task_cfg = config(
         &host,
@@ -78,7 +91,13 @@ fn gradients_across_plugin_copies_match_finite_differences() {
     let eps = 1e-6;
     let mut checked = 0;
     for (name, var) in params.vars() {
-        let grad: Vec<f64> = grads.get(var.as_tensor()).unwrap_or_else(|| panic!("no gradient for {name}")).flatten_all().unwrap().to_vec1().unwrap();
+        let grad: Vec<f64> = grads
+            .get(var.as_tensor())
+            .unwrap_or_else(|| panic!("no gradient for {name}"))
+            .flatten_all()
+            .unwrap()
+            .to_vec1()
+            .unwrap();
         let original: Vec<f64> = var.as_tensor().flatten_all().unwrap().to_vec1().unwrap();
         // A few elements of every parameter, including the last.
         let picks = [0, original.len() / 2, original.len() - 1];
@@ -93,7 +112,10 @@ fn gradients_across_plugin_copies_match_finite_differences() {
             var.set(&Tensor::from_vec(original.clone(), var.shape(), &Device::Cpu).unwrap()).unwrap();
             let analytic = grad[k];
             let scale = analytic.abs().max(numeric.abs()).max(1e-6);
-            assert!((analytic - numeric).abs() / scale < 1e-4, "{name}[{k}]: autograd {analytic} vs finite difference {numeric}");
+            assert!(
+                (analytic - numeric).abs() / scale < 1e-4,
+                "{name}[{k}]: autograd {analytic} vs finite difference {numeric}"
+            );
             checked += 1;
         }
     }

@@ -32,11 +32,16 @@ fn a_file_that_is_not_a_library_is_reported() {
 #[test]
 fn a_library_without_the_entry_symbol_is_reported() {
     // Any ordinary shared library will do: the C maths library is on every Linux machine.
-    let libm = ["/lib/x86_64-linux-gnu/libm.so.6", "/usr/lib/x86_64-linux-gnu/libm.so.6", "/lib64/libm.so.6", "/usr/lib/libm.so.6"]
-        .into_iter()
-        .map(std::path::PathBuf::from)
-        .find(|p| p.is_file())
-        .expect("a libm to load");
+    let libm = [
+        "/lib/x86_64-linux-gnu/libm.so.6",
+        "/usr/lib/x86_64-linux-gnu/libm.so.6",
+        "/lib64/libm.so.6",
+        "/usr/lib/libm.so.6",
+    ]
+    .into_iter()
+    .map(std::path::PathBuf::from)
+    .find(|p| p.is_file())
+    .expect("a libm to load");
     let err = load(&libm).err().expect("refused");
     assert!(matches!(err, LoadError::NoEntry { .. }), "{err}");
     assert!(err.to_string().contains("export_plugin"), "{err}");
@@ -76,15 +81,18 @@ fn a_plugin_with_another_fingerprint_is_refused_naming_both_and_the_rebuild() {
 fn a_plugin_panicking_at_registration_is_reported_and_the_others_load() {
     let plugins = plugin_dir_with("panic-declare", &["fixture-panicking-plugin", "hyperset", "sudoku"]);
     let dir = temp_dir("panic-declare-db");
-    let (code, stdout, stderr) =
-        run(workbench(&dir).env("WORKBENCH_PLUGIN_PATH", &plugins).env("WB_FIXTURE_PANIC_AT", "declare").args(["plugins", "--json"]));
+    let (code, stdout, stderr) = run(workbench(&dir)
+        .env("WORKBENCH_PLUGIN_PATH", &plugins)
+        .env("WB_FIXTURE_PANIC_AT", "declare")
+        .args(["plugins", "--json"]));
     assert_eq!(code, 0, "{stderr}");
     let listing: serde_json::Value = serde_json::from_str(&stdout).unwrap();
     let names: Vec<&str> = listing["plugins"].as_array().unwrap().iter().map(|p| p["name"].as_str().unwrap()).collect();
     assert!(names.contains(&"hyperset") && names.contains(&"sudoku"), "{names:?}");
     assert!(!names.contains(&"panicking"));
     let errors = listing["errors"].as_array().unwrap();
-    let error = errors.iter().find(|e| e["path"].as_str().unwrap().contains("fixture_panicking")).expect("fixture reported");
+    let error =
+        errors.iter().find(|e| e["path"].as_str().unwrap().contains("fixture_panicking")).expect("fixture reported");
     let message = error["error"].as_str().unwrap();
     assert!(message.contains("panicked") && message.contains("fixture panics while registering"), "{message}");
 }
@@ -118,14 +126,26 @@ fn a_nan_loss_stops_the_run_as_diverged() {
     let plugins = plugin_dir_with("nan", &["fixture-panicking-plugin", "sudoku"]);
     let dir = temp_dir("nan-db");
     let (code, _stdout, stderr) = run(workbench(&dir).env("WORKBENCH_PLUGIN_PATH", &plugins).args([
-        "train", "--layer", "panicking", "--task", "sudoku", "mode=nan",
-        "task.train_puzzles=8", "task.eval_puzzles=4", "steps=5",
+        "train",
+        "--layer",
+        "panicking",
+        "--task",
+        "sudoku",
+        "mode=nan",
+        "task.train_puzzles=8",
+        "task.eval_puzzles=4",
+        "steps=5",
     ]));
     assert_eq!(code, 1, "{stderr}");
     assert!(stderr.contains("diverged") && stderr.contains("NaN"), "{stderr}");
     let (_, shown, _) = run(workbench(&dir).args(["runs", "show", "1", "--json"]));
     let shown: serde_json::Value = serde_json::from_str(&shown).unwrap();
     assert_eq!(shown["run"]["status"], "diverged");
-    let loss = shown["metrics"].as_array().unwrap().iter().find(|m| m["split"] == "train" && m["name"] == "loss").expect("the NaN loss is recorded");
+    let loss = shown["metrics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["split"] == "train" && m["name"] == "loss")
+        .expect("the NaN loss is recorded");
     assert_eq!(loss["summary"]["last_step"], 1);
 }

@@ -6,9 +6,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use serde_json::json;
 use sqlx::{Connection, SqliteConnection};
-use workbench::store::{
-    process_alive, DiagnosticRow, MetricRow, NewRun, PluginRef, RunStatus, Store, StoreError,
-};
+use workbench::store::{process_alive, DiagnosticRow, MetricRow, NewRun, PluginRef, RunStatus, Store, StoreError};
 
 /// A fresh directory for one test, removed (with everything in it) on drop.
 struct TempDir(PathBuf);
@@ -16,10 +14,7 @@ struct TempDir(PathBuf);
 impl TempDir {
     fn new(tag: &str) -> TempDir {
         static COUNTER: AtomicUsize = AtomicUsize::new(0);
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos();
+        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
         let dir = std::env::temp_dir().join(format!(
             "workbench-store-test-{tag}-{}-{nanos}-{}",
             std::process::id(),
@@ -81,29 +76,15 @@ fn new_run(seed: u64) -> NewRun {
 }
 
 fn metric(step: u64, split: &str, name: &str, value: f64) -> MetricRow {
-    MetricRow {
-        step,
-        split: split.into(),
-        name: name.into(),
-        value,
-        wall_time: step as f64 * 0.5,
-    }
+    MetricRow { step, split: split.into(), name: name.into(), value, wall_time: step as f64 * 0.5 }
 }
 
 fn diag(step: u64, iteration: u32, name: &str, value: f64) -> DiagnosticRow {
-    DiagnosticRow {
-        step,
-        iteration,
-        name: name.into(),
-        value,
-    }
+    DiagnosticRow { step, iteration, name: name.into(), value }
 }
 
 fn now() -> f64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs_f64()
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs_f64()
 }
 
 /// Plain sqlx connection (no store) to inspect or prepare a database file.
@@ -114,11 +95,7 @@ async fn raw(path: &Path) -> SqliteConnection {
 
 async fn count(path: &Path, sql: &'static str, run_id: i64) -> i64 {
     let mut conn = raw(path).await;
-    let n: i64 = sqlx::query_scalar(sql)
-        .bind(run_id)
-        .fetch_one(&mut conn)
-        .await
-        .unwrap();
+    let n: i64 = sqlx::query_scalar(sql).bind(run_id).fetch_one(&mut conn).await.unwrap();
     conn.close().await.unwrap();
     n
 }
@@ -144,11 +121,7 @@ async fn run_round_trip_all_fields() {
     assert_eq!(r.device, "cuda:0");
     assert_eq!(r.param_count, None);
     assert_eq!(r.git_rev.as_deref(), Some("deadbeef"));
-    assert!(
-        r.created_at >= before - 1.0 && r.created_at <= after + 1.0,
-        "{}",
-        r.created_at
-    );
+    assert!(r.created_at >= before - 1.0 && r.created_at <= after + 1.0, "{}", r.created_at);
     assert_eq!(r.started_at, None);
     assert_eq!(r.finished_at, None);
     assert_eq!(r.error, None);
@@ -200,10 +173,7 @@ async fn status_transitions() {
     assert_eq!(r.status, RunStatus::Running);
     let first_start = r.started_at.expect("started_at set");
 
-    store
-        .finish(id, RunStatus::Failed, Some("out of memory"))
-        .await
-        .unwrap();
+    store.finish(id, RunStatus::Failed, Some("out of memory")).await.unwrap();
     let r = store.run(id).await.unwrap();
     assert_eq!(r.status, RunStatus::Failed);
     assert_eq!(r.error.as_deref(), Some("out of memory"));
@@ -211,16 +181,7 @@ async fn status_transitions() {
 
     // A failed run must be requeued before it runs again.
     let err = store.mark_running(id, 11).await.unwrap_err();
-    assert!(
-        matches!(
-            err,
-            StoreError::InvalidTransition {
-                status: RunStatus::Failed,
-                ..
-            }
-        ),
-        "{err}"
-    );
+    assert!(matches!(err, StoreError::InvalidTransition { status: RunStatus::Failed, .. }), "{err}");
     assert!(err.to_string().contains("requeue"), "{err}");
 
     store.requeue(id).await.unwrap();
@@ -232,80 +193,34 @@ async fn status_transitions() {
 
     store.mark_running(id, 12).await.unwrap();
     let r = store.run(id).await.unwrap();
-    assert_eq!(
-        r.started_at,
-        Some(first_start),
-        "started_at kept from the first start"
-    );
+    assert_eq!(r.started_at, Some(first_start), "started_at kept from the first start");
     assert_eq!(r.worker_pid, Some(12));
     assert_eq!(r.error, None);
 
     // Running runs cannot be requeued; non-terminal statuses cannot finish a run.
     let err = store.requeue(id).await.unwrap_err();
-    assert!(
-        matches!(
-            err,
-            StoreError::InvalidTransition {
-                status: RunStatus::Running,
-                ..
-            }
-        ),
-        "{err}"
-    );
+    assert!(matches!(err, StoreError::InvalidTransition { status: RunStatus::Running, .. }), "{err}");
     let err = store.finish(id, RunStatus::Queued, None).await.unwrap_err();
-    assert!(
-        matches!(err, StoreError::NotTerminal(RunStatus::Queued)),
-        "{err}"
-    );
+    assert!(matches!(err, StoreError::NotTerminal(RunStatus::Queued)), "{err}");
     assert_eq!(store.run(id).await.unwrap().status, RunStatus::Running);
 
-    store
-        .finish(id, RunStatus::Interrupted, Some("cancelled"))
-        .await
-        .unwrap();
+    store.finish(id, RunStatus::Interrupted, Some("cancelled")).await.unwrap();
     store.requeue(id).await.unwrap();
     store.mark_running(id, 13).await.unwrap();
-    store
-        .finish(id, RunStatus::Diverged, Some("loss is NaN"))
-        .await
-        .unwrap();
+    store.finish(id, RunStatus::Diverged, Some("loss is NaN")).await.unwrap();
     let err = store.requeue(id).await.unwrap_err();
-    assert!(matches!(
-        err,
-        StoreError::InvalidTransition {
-            status: RunStatus::Diverged,
-            ..
-        }
-    ));
+    assert!(matches!(err, StoreError::InvalidTransition { status: RunStatus::Diverged, .. }));
     assert_eq!(store.run(id).await.unwrap().status, RunStatus::Diverged);
 
     // Missing runs.
     let err = store.run(999).await.unwrap_err();
     assert!(matches!(err, StoreError::NotFound(999)));
-    assert_eq!(
-        err.to_string(),
-        "run 999 does not exist (see `workbench runs`)"
-    );
-    assert!(matches!(
-        store.mark_running(999, 1).await,
-        Err(StoreError::NotFound(999))
-    ));
-    assert!(matches!(
-        store.finish(999, RunStatus::Failed, None).await,
-        Err(StoreError::NotFound(999))
-    ));
-    assert!(matches!(
-        store.requeue(999).await,
-        Err(StoreError::NotFound(999))
-    ));
-    assert!(matches!(
-        store.set_progress(999, 1).await,
-        Err(StoreError::NotFound(999))
-    ));
-    assert!(matches!(
-        store.set_param_count(999, 1).await,
-        Err(StoreError::NotFound(999))
-    ));
+    assert_eq!(err.to_string(), "run 999 does not exist (see `workbench runs`)");
+    assert!(matches!(store.mark_running(999, 1).await, Err(StoreError::NotFound(999))));
+    assert!(matches!(store.finish(999, RunStatus::Failed, None).await, Err(StoreError::NotFound(999))));
+    assert!(matches!(store.requeue(999).await, Err(StoreError::NotFound(999))));
+    assert!(matches!(store.set_progress(999, 1).await, Err(StoreError::NotFound(999))));
+    assert!(matches!(store.set_param_count(999, 1).await, Err(StoreError::NotFound(999))));
     store.close().await;
 }
 
@@ -315,25 +230,11 @@ fn run_status_text() {
         assert_eq!(s.as_str().parse::<RunStatus>().unwrap(), s);
         assert_eq!(s.to_string(), s.as_str());
     }
-    assert_eq!(
-        " Finished ".parse::<RunStatus>().unwrap(),
-        RunStatus::Finished
-    );
+    assert_eq!(" Finished ".parse::<RunStatus>().unwrap(), RunStatus::Finished);
     let err = "done".parse::<RunStatus>().unwrap_err();
     assert!(err.to_string().contains("\"done\""), "{err}");
-    let terminal: Vec<_> = RunStatus::ALL
-        .into_iter()
-        .filter(|s| s.is_terminal())
-        .collect();
-    assert_eq!(
-        terminal,
-        vec![
-            RunStatus::Finished,
-            RunStatus::Failed,
-            RunStatus::Interrupted,
-            RunStatus::Diverged
-        ]
-    );
+    let terminal: Vec<_> = RunStatus::ALL.into_iter().filter(|s| s.is_terminal()).collect();
+    assert_eq!(terminal, vec![RunStatus::Finished, RunStatus::Failed, RunStatus::Interrupted, RunStatus::Diverged]);
 }
 
 #[tokio::test]
@@ -350,54 +251,29 @@ async fn metrics_and_diagnostics_batched() {
         metric(40, "train", "loss", f64::INFINITY),
     ];
     store.insert_metrics(id, &batch).await.unwrap();
-    store
-        .insert_metrics(id, &[metric(0, "eval", "acc", 0.1)])
-        .await
-        .unwrap();
+    store.insert_metrics(id, &[metric(0, "eval", "acc", 0.1)]).await.unwrap();
     store.insert_metrics(id, &[]).await.unwrap();
 
     let got = store.metrics(id).await.unwrap();
     let keys: Vec<_> = got.iter().map(|m| (m.name.as_str(), m.step)).collect();
-    assert_eq!(
-        keys,
-        vec![
-            ("acc", 0),
-            ("acc", 10),
-            ("loss", 10),
-            ("loss", 20),
-            ("loss", 30),
-            ("loss", 40)
-        ]
-    );
+    assert_eq!(keys, vec![("acc", 0), ("acc", 10), ("loss", 10), ("loss", 20), ("loss", 30), ("loss", 40)]);
     assert_eq!(got[1], metric(10, "eval", "acc", 0.25));
     assert_eq!(got[2], metric(10, "train", "loss", 1.0));
     assert!(got[4].value.is_nan(), "NaN round-trips");
     assert_eq!(got[5].value, f64::INFINITY);
 
-    let after: Vec<_> = store
-        .metrics_after(id, 20)
-        .await
-        .unwrap()
-        .iter()
-        .map(|m| m.step)
-        .collect();
+    let after: Vec<_> = store.metrics_after(id, 20).await.unwrap().iter().map(|m| m.step).collect();
     assert_eq!(after, vec![30, 40]);
 
     // A batch that cannot be stored is rejected whole.
-    let bad = vec![
-        metric(50, "train", "loss", 1.0),
-        metric(u64::MAX, "train", "loss", 1.0),
-    ];
+    let bad = vec![metric(50, "train", "loss", 1.0), metric(u64::MAX, "train", "loss", 1.0)];
     let err = store.insert_metrics(id, &bad).await.unwrap_err();
     assert!(matches!(err, StoreError::OutOfRange { .. }), "{err}");
     assert_eq!(store.metrics(id).await.unwrap().len(), 6);
 
     let err = store.insert_metrics(999, &batch).await.unwrap_err();
     assert!(matches!(err, StoreError::NotFound(999)), "{err}");
-    assert!(matches!(
-        store.metrics(999).await,
-        Err(StoreError::NotFound(999))
-    ));
+    assert!(matches!(store.metrics(999).await, Err(StoreError::NotFound(999))));
 
     let diags = vec![
         diag(100, 2, "energy", -3.0),
@@ -408,26 +284,14 @@ async fn metrics_and_diagnostics_batched() {
     ];
     store.insert_diagnostics(id, &diags).await.unwrap();
     let got = store.diagnostics(id).await.unwrap();
-    let keys: Vec<_> = got
-        .iter()
-        .map(|d| (d.name.as_str(), d.step, d.iteration))
-        .collect();
+    let keys: Vec<_> = got.iter().map(|d| (d.name.as_str(), d.step, d.iteration)).collect();
     assert_eq!(
         keys,
-        vec![
-            ("energy", 0, 0),
-            ("energy", 100, 0),
-            ("energy", 100, 1),
-            ("energy", 100, 2),
-            ("grad_norm", 0, 1)
-        ]
+        vec![("energy", 0, 0), ("energy", 100, 0), ("energy", 100, 1), ("energy", 100, 2), ("grad_norm", 0, 1)]
     );
     assert_eq!(got[3], diag(100, 2, "energy", -3.0));
     assert!(got[4].value.is_nan());
-    assert!(matches!(
-        store.insert_diagnostics(999, &diags).await,
-        Err(StoreError::NotFound(999))
-    ));
+    assert!(matches!(store.insert_diagnostics(999, &diags).await, Err(StoreError::NotFound(999))));
     store.close().await;
 }
 
@@ -438,36 +302,14 @@ async fn artifacts_latest_by_step() {
     let id = store.create_run(&new_run(1)).await.unwrap();
     let other = store.create_run(&new_run(2)).await.unwrap();
 
-    let a100 = store
-        .add_artifact(id, "checkpoint", "ckpt/100.safetensors", Some(100))
-        .await
-        .unwrap();
-    let a300 = store
-        .add_artifact(id, "checkpoint", "ckpt/300.safetensors", Some(300))
-        .await
-        .unwrap();
-    let a200 = store
-        .add_artifact(id, "checkpoint", "ckpt/200.safetensors", Some(200))
-        .await
-        .unwrap();
-    store
-        .add_artifact(id, "checkpoint", "ckpt/nostep.safetensors", None)
-        .await
-        .unwrap();
-    store
-        .add_artifact(id, "plot", "plot.png", Some(900))
-        .await
-        .unwrap();
-    store
-        .add_artifact(other, "checkpoint", "other/1000", Some(1000))
-        .await
-        .unwrap();
+    let a100 = store.add_artifact(id, "checkpoint", "ckpt/100.safetensors", Some(100)).await.unwrap();
+    let a300 = store.add_artifact(id, "checkpoint", "ckpt/300.safetensors", Some(300)).await.unwrap();
+    let a200 = store.add_artifact(id, "checkpoint", "ckpt/200.safetensors", Some(200)).await.unwrap();
+    store.add_artifact(id, "checkpoint", "ckpt/nostep.safetensors", None).await.unwrap();
+    store.add_artifact(id, "plot", "plot.png", Some(900)).await.unwrap();
+    store.add_artifact(other, "checkpoint", "other/1000", Some(1000)).await.unwrap();
 
-    let latest = store
-        .latest_artifact(id, "checkpoint")
-        .await
-        .unwrap()
-        .unwrap();
+    let latest = store.latest_artifact(id, "checkpoint").await.unwrap().unwrap();
     assert_eq!(latest.id, a300);
     assert_eq!(latest.path, "ckpt/300.safetensors");
     assert_eq!(latest.step, Some(300));
@@ -482,10 +324,7 @@ async fn artifacts_latest_by_step() {
     assert_eq!(all[3].step, None);
 
     assert!(store.latest_artifact(id, "video").await.unwrap().is_none());
-    let err = store
-        .add_artifact(999, "plot", "x.png", None)
-        .await
-        .unwrap_err();
+    let err = store.add_artifact(999, "plot", "x.png", None).await.unwrap_err();
     assert!(matches!(err, StoreError::NotFound(999)), "{err}");
     store.close().await;
 }
@@ -500,27 +339,15 @@ async fn logs_last_n() {
     let first: Vec<String> = (0..6).map(|i| format!("line {i}")).collect();
     let second: Vec<String> = (6..10).map(|i| format!("line {i}")).collect();
     store.append_logs(id, &first).await.unwrap();
-    store
-        .append_logs(other, &["other".to_string()])
-        .await
-        .unwrap();
+    store.append_logs(other, &["other".to_string()]).await.unwrap();
     store.append_logs(id, &second).await.unwrap();
 
-    assert_eq!(
-        store.logs(id, 3).await.unwrap(),
-        vec!["line 7", "line 8", "line 9"]
-    );
+    assert_eq!(store.logs(id, 3).await.unwrap(), vec!["line 7", "line 8", "line 9"]);
     let all = store.logs(id, 100).await.unwrap();
-    assert_eq!(
-        all,
-        first.iter().chain(&second).cloned().collect::<Vec<_>>()
-    );
+    assert_eq!(all, first.iter().chain(&second).cloned().collect::<Vec<_>>());
     assert!(store.logs(id, 0).await.unwrap().is_empty());
     assert_eq!(store.logs(other, 5).await.unwrap(), vec!["other"]);
-    assert!(matches!(
-        store.append_logs(999, &first).await,
-        Err(StoreError::NotFound(999))
-    ));
+    assert!(matches!(store.append_logs(999, &first).await, Err(StoreError::NotFound(999))));
     store.close().await;
 }
 
@@ -530,16 +357,8 @@ async fn notes_and_tags() {
     let store = Store::open(&dir.db()).await.unwrap();
     let id = store.create_run(&new_run(1)).await.unwrap();
 
-    store
-        .set_notes(id, "baseline, lr sweep\nsecond line")
-        .await
-        .unwrap();
-    let tags: Vec<String> = vec![
-        " baseline ".into(),
-        "sweep".into(),
-        "".into(),
-        "baseline".into(),
-    ];
+    store.set_notes(id, "baseline, lr sweep\nsecond line").await.unwrap();
+    let tags: Vec<String> = vec![" baseline ".into(), "sweep".into(), "".into(), "baseline".into()];
     store.set_tags(id, &tags).await.unwrap();
     let r = store.run(id).await.unwrap();
     assert_eq!(r.notes, "baseline, lr sweep\nsecond line");
@@ -548,22 +367,12 @@ async fn notes_and_tags() {
     let err = store.set_tags(id, &["a,b".to_string()]).await.unwrap_err();
     assert!(matches!(err, StoreError::InvalidTag { .. }), "{err}");
     assert!(err.to_string().contains("comma"), "{err}");
-    assert_eq!(
-        store.run(id).await.unwrap().tags,
-        vec!["baseline", "sweep"],
-        "unchanged"
-    );
+    assert_eq!(store.run(id).await.unwrap().tags, vec!["baseline", "sweep"], "unchanged");
 
     store.set_tags(id, &[]).await.unwrap();
     assert!(store.run(id).await.unwrap().tags.is_empty());
-    assert!(matches!(
-        store.set_notes(999, "x").await,
-        Err(StoreError::NotFound(999))
-    ));
-    assert!(matches!(
-        store.set_tags(999, &[]).await,
-        Err(StoreError::NotFound(999))
-    ));
+    assert!(matches!(store.set_notes(999, "x").await, Err(StoreError::NotFound(999))));
+    assert!(matches!(store.set_tags(999, &[]).await, Err(StoreError::NotFound(999))));
     store.close().await;
 }
 
@@ -574,30 +383,15 @@ async fn delete_cascades() {
     let doomed = store.create_run(&new_run(1)).await.unwrap();
     let kept = store.create_run(&new_run(2)).await.unwrap();
     for id in [doomed, kept] {
-        store
-            .insert_metrics(id, &[metric(1, "train", "loss", 1.0)])
-            .await
-            .unwrap();
-        store
-            .insert_diagnostics(id, &[diag(1, 0, "energy", 1.0)])
-            .await
-            .unwrap();
-        store
-            .add_artifact(id, "checkpoint", "c", Some(1))
-            .await
-            .unwrap();
+        store.insert_metrics(id, &[metric(1, "train", "loss", 1.0)]).await.unwrap();
+        store.insert_diagnostics(id, &[diag(1, 0, "energy", 1.0)]).await.unwrap();
+        store.add_artifact(id, "checkpoint", "c", Some(1)).await.unwrap();
         store.append_logs(id, &["hello".to_string()]).await.unwrap();
     }
 
     store.delete_run(doomed).await.unwrap();
-    assert!(matches!(
-        store.run(doomed).await,
-        Err(StoreError::NotFound(_))
-    ));
-    assert!(matches!(
-        store.delete_run(doomed).await,
-        Err(StoreError::NotFound(_))
-    ));
+    assert!(matches!(store.run(doomed).await, Err(StoreError::NotFound(_))));
+    assert!(matches!(store.delete_run(doomed).await, Err(StoreError::NotFound(_))));
     let db = dir.db();
     for (sql, expected_kept) in [
         ("SELECT COUNT(*) FROM metrics WHERE run_id = ?", 1),
@@ -624,9 +418,7 @@ async fn delete_metrics_after_truncates_metrics_and_diagnostics() {
     let store = Store::open(&dir.db()).await.unwrap();
     let id = store.create_run(&new_run(1)).await.unwrap();
     let other = store.create_run(&new_run(2)).await.unwrap();
-    let metrics: Vec<_> = (0..10)
-        .map(|s| metric(s, "train", "loss", s as f64))
-        .collect();
+    let metrics: Vec<_> = (0..10).map(|s| metric(s, "train", "loss", s as f64)).collect();
     let diags: Vec<_> = (0..10).map(|s| diag(s, 1, "energy", s as f64)).collect();
     for run in [id, other] {
         store.insert_metrics(run, &metrics).await.unwrap();
@@ -636,38 +428,17 @@ async fn delete_metrics_after_truncates_metrics_and_diagnostics() {
     assert_eq!(store.metrics_after(id, 5).await.unwrap().len(), 4);
     store.delete_metrics_after(id, 5).await.unwrap();
     assert!(store.metrics_after(id, 5).await.unwrap().is_empty());
-    let steps: Vec<_> = store
-        .metrics(id)
-        .await
-        .unwrap()
-        .iter()
-        .map(|m| m.step)
-        .collect();
+    let steps: Vec<_> = store.metrics(id).await.unwrap().iter().map(|m| m.step).collect();
     assert_eq!(steps, vec![0, 1, 2, 3, 4, 5]);
-    let dsteps: Vec<_> = store
-        .diagnostics(id)
-        .await
-        .unwrap()
-        .iter()
-        .map(|d| d.step)
-        .collect();
+    let dsteps: Vec<_> = store.diagnostics(id).await.unwrap().iter().map(|d| d.step).collect();
     assert_eq!(dsteps, vec![0, 1, 2, 3, 4, 5]);
-    let kept: Vec<_> = store
-        .metrics_after(id, 3)
-        .await
-        .unwrap()
-        .iter()
-        .map(|m| m.step)
-        .collect();
+    let kept: Vec<_> = store.metrics_after(id, 3).await.unwrap().iter().map(|m| m.step).collect();
     assert_eq!(kept, vec![4, 5]);
 
     // Other runs are untouched.
     assert_eq!(store.metrics(other).await.unwrap().len(), 10);
     assert_eq!(store.diagnostics(other).await.unwrap().len(), 10);
-    assert!(matches!(
-        store.delete_metrics_after(999, 1).await,
-        Err(StoreError::NotFound(999))
-    ));
+    assert!(matches!(store.delete_metrics_after(999, 1).await, Err(StoreError::NotFound(999))));
     store.close().await;
 }
 
@@ -677,19 +448,13 @@ async fn reopen_preserves_data_and_two_handles_share_it() {
     let db = dir.db();
     let store = Store::open(&db).await.unwrap();
     let id = store.create_run(&new_run(9)).await.unwrap();
-    store
-        .insert_metrics(id, &[metric(1, "train", "loss", 2.0)])
-        .await
-        .unwrap();
+    store.insert_metrics(id, &[metric(1, "train", "loss", 2.0)]).await.unwrap();
     let before = store.run(id).await.unwrap();
     store.close().await;
 
     let store = Store::open(&db).await.unwrap();
     assert_eq!(store.run(id).await.unwrap(), before);
-    assert_eq!(
-        store.metrics(id).await.unwrap(),
-        vec![metric(1, "train", "loss", 2.0)]
-    );
+    assert_eq!(store.metrics(id).await.unwrap(), vec![metric(1, "train", "loss", 2.0)]);
 
     // A second handle on the same file (as worker and TUI have): writes through one are
     // visible through the other, including while both are writing concurrently.
@@ -699,17 +464,13 @@ async fn reopen_preserves_data_and_two_handles_share_it() {
         let second = second.clone();
         tokio::spawn(async move {
             for batch in 0..20u64 {
-                let rows: Vec<_> = (0..50)
-                    .map(|i| metric(100 + batch * 50 + i, "train", "w2", 1.0))
-                    .collect();
+                let rows: Vec<_> = (0..50).map(|i| metric(100 + batch * 50 + i, "train", "w2", 1.0)).collect();
                 second.insert_metrics(id, &rows).await.unwrap();
             }
         })
     };
     for batch in 0..20u64 {
-        let rows: Vec<_> = (0..50)
-            .map(|i| metric(batch * 50 + i, "eval", "w1", 1.0))
-            .collect();
+        let rows: Vec<_> = (0..50).map(|i| metric(batch * 50 + i, "eval", "w1", 1.0)).collect();
         store.insert_metrics(id, &rows).await.unwrap();
         store.metrics(id).await.unwrap();
     }
@@ -740,10 +501,7 @@ async fn migrations_upgrade_an_existing_database() {
         .execute(&mut conn)
         .await
         .unwrap();
-        sqlx::query("INSERT INTO metrics VALUES (5, 7, 'train', 'loss', 0.25, 1.0)")
-            .execute(&mut conn)
-            .await
-            .unwrap();
+        sqlx::query("INSERT INTO metrics VALUES (5, 7, 'train', 'loss', 0.25, 1.0)").execute(&mut conn).await.unwrap();
         conn.close().await.unwrap();
     }
 
@@ -760,10 +518,7 @@ async fn migrations_upgrade_an_existing_database() {
 
     // Every embedded migration is now recorded.
     let mut conn = raw(&db).await;
-    let max: i64 = sqlx::query_scalar("SELECT MAX(version) FROM _sqlx_migrations")
-        .fetch_one(&mut conn)
-        .await
-        .unwrap();
+    let max: i64 = sqlx::query_scalar("SELECT MAX(version) FROM _sqlx_migrations").fetch_one(&mut conn).await.unwrap();
     conn.close().await.unwrap();
     assert_eq!(max, workbench::store::schema_version());
 }
@@ -788,10 +543,7 @@ async fn newer_schema_is_refused_and_left_unchanged() {
     let bytes_before = std::fs::read(&db).unwrap();
 
     let err = Store::open(&db).await.unwrap_err();
-    assert!(
-        matches!(err, StoreError::NewerSchema { version: 9999, .. }),
-        "{err:?}"
-    );
+    assert!(matches!(err, StoreError::NewerSchema { version: 9999, .. }), "{err:?}");
     let msg = err.to_string();
     assert_eq!(
         msg,
@@ -801,23 +553,13 @@ async fn newer_schema_is_refused_and_left_unchanged() {
             db.display()
         )
     );
-    assert_eq!(
-        std::fs::read(&db).unwrap(),
-        bytes_before,
-        "file bytes unchanged"
-    );
+    assert_eq!(std::fs::read(&db).unwrap(), bytes_before, "file bytes unchanged");
 
     let mut conn = raw(&db).await;
-    let runs: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM runs WHERE id = ?")
-        .bind(id)
-        .fetch_one(&mut conn)
-        .await
-        .unwrap();
+    let runs: i64 =
+        sqlx::query_scalar("SELECT COUNT(*) FROM runs WHERE id = ?").bind(id).fetch_one(&mut conn).await.unwrap();
     let versions: Vec<i64> =
-        sqlx::query_scalar("SELECT version FROM _sqlx_migrations ORDER BY version")
-            .fetch_all(&mut conn)
-            .await
-            .unwrap();
+        sqlx::query_scalar("SELECT version FROM _sqlx_migrations ORDER BY version").fetch_all(&mut conn).await.unwrap();
     conn.close().await.unwrap();
     assert_eq!(runs, 1);
     assert_eq!(versions.last(), Some(&9999));
@@ -833,22 +575,10 @@ async fn unusable_paths_give_clear_errors() {
     let err = Store::open(&missing).await.unwrap_err();
     assert!(matches!(err, StoreError::CannotOpen { .. }), "{err:?}");
     let msg = err.to_string();
-    assert!(
-        msg.starts_with(&format!(
-            "cannot open run database at {}: ",
-            missing.display()
-        )),
-        "{msg}"
-    );
-    assert!(
-        msg.contains(&dir.0.join("no-such-dir").display().to_string()),
-        "{msg}"
-    );
+    assert!(msg.starts_with(&format!("cannot open run database at {}: ", missing.display())), "{msg}");
+    assert!(msg.contains(&dir.0.join("no-such-dir").display().to_string()), "{msg}");
     assert!(msg.contains("does not exist"), "{msg}");
-    assert!(
-        msg.ends_with("; pass --db PATH or set WORKBENCH_DB to a writable location"),
-        "{msg}"
-    );
+    assert!(msg.ends_with("; pass --db PATH or set WORKBENCH_DB to a writable location"), "{msg}");
     assert!(!dir.0.join("no-such-dir").exists());
 
     // A directory instead of a file.
@@ -887,14 +617,8 @@ async fn read_only_directory_gives_clear_error() {
     eprintln!("{err}");
     assert!(matches!(err, StoreError::CannotOpen { .. }), "{err:?}");
     let msg = err.to_string();
-    assert!(
-        msg.starts_with(&format!("cannot open run database at {}: ", db.display())),
-        "{msg}"
-    );
-    assert!(
-        msg.ends_with("WORKBENCH_DB to a writable location"),
-        "{msg}"
-    );
+    assert!(msg.starts_with(&format!("cannot open run database at {}: ", db.display())), "{msg}");
+    assert!(msg.ends_with("WORKBENCH_DB to a writable location"), "{msg}");
     assert!(!db.exists());
 
     // An existing, writable database in a read-only directory (no room for its WAL files).
@@ -926,14 +650,8 @@ async fn read_only_database_file_gives_clear_error() {
     eprintln!("{err}");
     assert!(matches!(err, StoreError::CannotOpen { .. }), "{err:?}");
     let msg = err.to_string();
-    assert!(
-        msg.starts_with(&format!("cannot open run database at {}: ", db.display())),
-        "{msg}"
-    );
-    assert!(
-        msg.ends_with("WORKBENCH_DB to a writable location"),
-        "{msg}"
-    );
+    assert!(msg.starts_with(&format!("cannot open run database at {}: ", db.display())), "{msg}");
+    assert!(msg.ends_with("WORKBENCH_DB to a writable location"), "{msg}");
     assert_eq!(std::fs::read(&db).unwrap(), bytes_before);
 }
 
@@ -941,10 +659,7 @@ async fn read_only_database_file_gives_clear_error() {
 async fn non_sqlite_file_is_refused_and_left_unchanged() {
     let dir = TempDir::new("notsqlite");
     let cases: [(&str, Vec<u8>); 3] = [
-        (
-            "notes.txt",
-            b"these are my notes, not a database\n".repeat(20),
-        ),
+        ("notes.txt", b"these are my notes, not a database\n".repeat(20)),
         ("short.db", b"hi".to_vec()),
         ("binary.db", (0..=255u8).cycle().take(8192).collect()),
     ];
@@ -952,21 +667,11 @@ async fn non_sqlite_file_is_refused_and_left_unchanged() {
         let path = dir.0.join(name);
         std::fs::write(&path, &contents).unwrap();
         let err = Store::open(&path).await.unwrap_err();
-        assert!(
-            matches!(err, StoreError::NotSqlite { .. }),
-            "{name}: {err:?}"
-        );
+        assert!(matches!(err, StoreError::NotSqlite { .. }), "{name}: {err:?}");
         let msg = err.to_string();
-        assert!(
-            msg.starts_with(&format!("{} is not an SQLite database", path.display())),
-            "{msg}"
-        );
+        assert!(msg.starts_with(&format!("{} is not an SQLite database", path.display())), "{msg}");
         assert!(msg.contains("--db"), "{msg}");
-        assert_eq!(
-            std::fs::read(&path).unwrap(),
-            contents,
-            "{name}: bytes unchanged"
-        );
+        assert_eq!(std::fs::read(&path).unwrap(), contents, "{name}: bytes unchanged");
         let wal = dir.0.join(format!("{name}-wal"));
         assert!(!wal.exists(), "{name}: no WAL file created");
     }
@@ -995,10 +700,7 @@ async fn reap_orphans_marks_dead_workers_interrupted() {
     store.mark_running(alive, 102).await.unwrap();
     store.mark_running(dead_b, 103).await.unwrap();
     store.mark_running(finished, 104).await.unwrap();
-    store
-        .finish(finished, RunStatus::Finished, None)
-        .await
-        .unwrap();
+    store.finish(finished, RunStatus::Finished, None).await.unwrap();
 
     let reaped = store.reap_orphans(|pid| pid == 102).await.unwrap();
     assert_eq!(reaped, vec![dead_a, dead_b]);
@@ -1008,24 +710,14 @@ async fn reap_orphans_marks_dead_workers_interrupted() {
         assert!(r.finished_at.is_some());
         let error = r.error.unwrap();
         assert!(error.contains("disappeared"), "{error}");
-        assert!(
-            error.contains(&r.worker_pid.unwrap().to_string()),
-            "{error}"
-        );
+        assert!(error.contains(&r.worker_pid.unwrap().to_string()), "{error}");
     }
     assert_eq!(store.run(alive).await.unwrap().status, RunStatus::Running);
     assert_eq!(store.run(queued).await.unwrap().status, RunStatus::Queued);
-    assert_eq!(
-        store.run(finished).await.unwrap().status,
-        RunStatus::Finished
-    );
+    assert_eq!(store.run(finished).await.unwrap().status, RunStatus::Finished);
 
     // Nothing left to reap; reaped runs can be requeued.
-    assert!(store
-        .reap_orphans(|pid| pid == 102)
-        .await
-        .unwrap()
-        .is_empty());
+    assert!(store.reap_orphans(|pid| pid == 102).await.unwrap().is_empty());
     store.requeue(dead_a).await.unwrap();
     store.close().await;
 }
@@ -1048,10 +740,7 @@ fn process_alive_detects_live_dead_and_zombie_processes() {
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
         let is_zombie = || {
             std::fs::read_to_string(format!("/proc/{pid}/stat"))
-                .map(|s| {
-                    s.rsplit_once(')')
-                        .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'))
-                })
+                .map(|s| s.rsplit_once(')').is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')))
                 .unwrap_or(false)
         };
         while !is_zombie() && std::time::Instant::now() < deadline {
@@ -1072,10 +761,7 @@ async fn twenty_thousand_metrics_in_batches_read_back_in_order() {
     // 10,000 steps x 2 metrics, interleaved as a worker writes them, 1,000 rows per batch.
     let rows: Vec<MetricRow> = (0..10_000u64)
         .flat_map(|s| {
-            [
-                metric(s, "train", "loss", 1.0 / (s as f64 + 1.0)),
-                metric(s, "train", "acc", s as f64 / 10_000.0),
-            ]
+            [metric(s, "train", "loss", 1.0 / (s as f64 + 1.0)), metric(s, "train", "acc", s as f64 / 10_000.0)]
         })
         .collect();
     assert_eq!(rows.len(), 20_000);
@@ -1086,11 +772,7 @@ async fn twenty_thousand_metrics_in_batches_read_back_in_order() {
     let got = store.metrics(id).await.unwrap();
     assert_eq!(got.len(), 20_000);
     for (i, m) in got.iter().enumerate() {
-        let (name, step) = if i < 10_000 {
-            ("acc", i as u64)
-        } else {
-            ("loss", i as u64 - 10_000)
-        };
+        let (name, step) = if i < 10_000 { ("acc", i as u64) } else { ("loss", i as u64 - 10_000) };
         let expected = if name == "acc" {
             metric(step, "train", "acc", step as f64 / 10_000.0)
         } else {

@@ -34,7 +34,12 @@ fn train_losses(dir: &Path, id: i64) -> Vec<(u64, f64)> {
 
 fn last_eval(dir: &Path, id: i64, name: &str) -> f64 {
     let shown = show(dir, id);
-    let metric = shown["metrics"].as_array().unwrap().iter().find(|m| m["split"] == "eval" && m["name"] == name).expect("eval metric");
+    let metric = shown["metrics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["split"] == "eval" && m["name"] == name)
+        .expect("eval metric");
     metric["summary"]["last"].as_f64().unwrap()
 }
 
@@ -44,10 +49,24 @@ fn last_eval(dir: &Path, id: i64, name: &str) -> f64 {
 fn a_tiny_model_learns_sudoku() {
     let dir = temp_dir("learns");
     let (code, stdout, stderr) = run(workbench(&dir).args([
-        "train", "--layer", "transformer", "--task", "sudoku", "--json",
-        "d=64", "heads=4", "iterations=2", "layer.init_std=0.15",
-        "difficulty=easy", "task.train_puzzles=2000", "task.eval_puzzles=128",
-        "steps=300", "lr=3e-3", "warmup=20", "eval_every=150", "eval_depths=",
+        "train",
+        "--layer",
+        "transformer",
+        "--task",
+        "sudoku",
+        "--json",
+        "d=64",
+        "heads=4",
+        "iterations=2",
+        "layer.init_std=0.15",
+        "difficulty=easy",
+        "task.train_puzzles=2000",
+        "task.eval_puzzles=128",
+        "steps=300",
+        "lr=3e-3",
+        "warmup=20",
+        "eval_every=150",
+        "eval_depths=",
     ]));
     assert_eq!(code, 0, "{stderr}");
     assert!(stdout.lines().any(|l| l.contains("\"event\":\"finished\"")), "{stdout}");
@@ -67,9 +86,22 @@ fn a_tiny_model_learns_sudoku() {
 fn an_interrupted_run_resumes_from_its_checkpoint() {
     let dir = temp_dir("resume");
     let args = [
-        "train", "--layer", "hyperset", "--task", "sudoku", "--json",
-        "d=16", "heads=2", "iterations=2", "time_dim=8", "difficulty=easy",
-        "task.train_puzzles=64", "task.eval_puzzles=16", "steps=300", "eval_every=20", "eval_depths=",
+        "train",
+        "--layer",
+        "hyperset",
+        "--task",
+        "sudoku",
+        "--json",
+        "d=16",
+        "heads=2",
+        "iterations=2",
+        "time_dim=8",
+        "difficulty=easy",
+        "task.train_puzzles=64",
+        "task.eval_puzzles=16",
+        "steps=300",
+        "eval_every=20",
+        "eval_depths=",
     ];
     let mut child = workbench(&dir).args(args).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap();
     let stdout = BufReader::new(child.stdout.take().unwrap());

@@ -12,7 +12,11 @@ fn hyperset_updates_are_energy_gradients() {
         assert_eq!(code, 0, "{stdout}\n{stderr}");
         let rows: Vec<serde_json::Value> = serde_json::from_str(&stdout).unwrap();
         let hyperset: Vec<&serde_json::Value> = rows.iter().filter(|r| r["layer"] == "hyperset").collect();
-        let identities: Vec<f64> = hyperset.iter().filter(|r| r["claim"].as_str().unwrap().contains("= -dE")).map(|r| r["value"].as_f64().unwrap()).collect();
+        let identities: Vec<f64> = hyperset
+            .iter()
+            .filter(|r| r["claim"].as_str().unwrap().contains("= -dE"))
+            .map(|r| r["value"].as_f64().unwrap())
+            .collect();
         assert!(identities.len() >= 4, "{stdout}");
         assert!(identities.iter().all(|e| *e < 1e-10), "identity errors {identities:?}");
         let descents = hyperset.iter().filter(|r| r["claim"].as_str().unwrap().contains("does not rise")).count();

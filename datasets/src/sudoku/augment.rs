@@ -28,10 +28,7 @@ pub fn augment<R: Rng + ?Sized>(p: &Puzzle, rng: &mut R) -> Puzzle {
             digits.get(v as usize).copied().unwrap_or(v)
         })
     };
-    Puzzle {
-        puzzle: map(&p.puzzle),
-        solution: map(&p.solution),
-    }
+    Puzzle { puzzle: map(&p.puzzle), solution: map(&p.solution) }
 }
 
 /// A random permutation of 0..9 that keeps bands (groups of three lines) together: the

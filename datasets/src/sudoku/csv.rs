@@ -9,7 +9,9 @@ use std::path::Path;
 #[derive(Debug, thiserror::Error)]
 pub enum CsvError {
     /// The file does not exist.
-    #[error("Sudoku file `{path}` does not exist; check the path (relative paths are resolved from the current directory)")]
+    #[error(
+        "Sudoku file `{path}` does not exist; check the path (relative paths are resolved from the current directory)"
+    )]
     NotFound {
         /// The path as given.
         path: String,
@@ -48,7 +50,9 @@ pub enum CsvError {
         found: usize,
     },
     /// A field holds a character that is not a digit (or a blank marker, in a puzzle).
-    #[error("{source_name}, line {line}, column {column}: the {field} contains {found:?}, which is not allowed; {allowed}")]
+    #[error(
+        "{source_name}, line {line}, column {column}: the {field} contains {found:?}, which is not allowed; {allowed}"
+    )]
     BadChar {
         /// The path or source name.
         source_name: String,
@@ -95,11 +99,7 @@ pub fn load_csv(path: &Path) -> Result<Vec<Puzzle>, CsvError> {
         if error.kind() == std::io::ErrorKind::NotFound {
             CsvError::NotFound { path: name.clone() }
         } else {
-            CsvError::Io {
-                source_name: name.clone(),
-                line: None,
-                error,
-            }
+            CsvError::Io { source_name: name.clone(), line: None, error }
         }
     })?;
     parse_csv(std::io::BufReader::new(file), &name)
@@ -126,13 +126,11 @@ pub fn parse_csv<R: BufRead>(mut reader: R, source: &str) -> Result<Vec<Puzzle>,
     loop {
         buf.clear();
         line_no += 1;
-        let n = reader
-            .read_until(b'\n', &mut buf)
-            .map_err(|error| CsvError::Io {
-                source_name: source.to_string(),
-                line: Some(line_no),
-                error,
-            })?;
+        let n = reader.read_until(b'\n', &mut buf).map_err(|error| CsvError::Io {
+            source_name: source.to_string(),
+            line: Some(line_no),
+            error,
+        })?;
         if n == 0 {
             break;
         }
@@ -153,9 +151,7 @@ pub fn parse_csv<R: BufRead>(mut reader: R, source: &str) -> Result<Vec<Puzzle>,
         puzzles.push(parse_line(line, line_no, source)?);
     }
     if puzzles.is_empty() {
-        return Err(CsvError::Empty {
-            source_name: source.to_string(),
-        });
+        return Err(CsvError::Empty { source_name: source.to_string() });
     }
     Ok(puzzles)
 }
@@ -181,11 +177,7 @@ fn trim_field(field: &str) -> (&str, usize) {
 fn parse_line(line: &str, line_no: usize, source: &str) -> Result<Puzzle, CsvError> {
     let fields: Vec<&str> = line.split(',').collect();
     if fields.len() < 2 {
-        return Err(CsvError::FieldCount {
-            source_name: source.to_string(),
-            line: line_no,
-            found: fields.len(),
-        });
+        return Err(CsvError::FieldCount { source_name: source.to_string(), line: line_no, found: fields.len() });
     }
     let mut column = 1; // 1-based column where the current raw field starts
     let mut grids = [[0u8; 81]; 2];
@@ -197,11 +189,7 @@ fn parse_line(line: &str, line_no: usize, source: &str) -> Result<Puzzle, CsvErr
     }
     let [puzzle, solution] = grids;
     if let Some(reason) = solution_problem(&puzzle, &solution) {
-        return Err(CsvError::InvalidSolution {
-            source_name: source.to_string(),
-            line: line_no,
-            reason,
-        });
+        return Err(CsvError::InvalidSolution { source_name: source.to_string(), line: line_no, reason });
     }
     Ok(Puzzle { puzzle, solution })
 }
@@ -241,12 +229,7 @@ fn parse_grid(
         len = k + 1;
     }
     if len != 81 {
-        return Err(CsvError::Length {
-            source_name: source.to_string(),
-            line,
-            field,
-            found: len,
-        });
+        return Err(CsvError::Length { source_name: source.to_string(), line, field, found: len });
     }
     Ok(grid)
 }

@@ -113,11 +113,7 @@ pub fn is_valid_solution(puzzle: &Grid, solution: &Grid) -> bool {
 pub(crate) fn solution_problem(puzzle: &Grid, solution: &Grid) -> Option<String> {
     for (i, &d) in solution.iter().enumerate() {
         if !(1..=9).contains(&d) {
-            return Some(format!(
-                "the solution has no digit at row {} column {}",
-                i / 9 + 1,
-                i % 9 + 1
-            ));
+            return Some(format!("the solution has no digit at row {} column {}", i / 9 + 1, i % 9 + 1));
         }
     }
     /// Maps (unit index, position in unit) to a cell index.
@@ -125,9 +121,7 @@ pub(crate) fn solution_problem(puzzle: &Grid, solution: &Grid) -> Option<String>
     let units: [(&str, CellOf); 3] = [
         ("row", |u, k| u * 9 + k),
         ("column", |u, k| k * 9 + u),
-        ("box", |u, k| {
-            (u / 3) * 27 + (u % 3) * 3 + (k / 3) * 9 + k % 3
-        }),
+        ("box", |u, k| (u / 3) * 27 + (u % 3) * 3 + (k / 3) * 9 + k % 3),
     ];
     for (name, cell) in units {
         for u in 0..9 {
@@ -135,10 +129,7 @@ pub(crate) fn solution_problem(puzzle: &Grid, solution: &Grid) -> Option<String>
             for k in 0..9 {
                 let d = solution[cell(u, k)];
                 if seen & (1 << d) != 0 {
-                    return Some(format!(
-                        "{name} {} of the solution contains {d} twice",
-                        u + 1
-                    ));
+                    return Some(format!("{name} {} of the solution contains {d} twice", u + 1));
                 }
                 seen |= 1 << d;
             }

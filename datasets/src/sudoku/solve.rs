@@ -88,8 +88,7 @@ impl Board {
 
     #[inline(always)]
     fn candidates(&self, i: usize) -> u16 {
-        let used =
-            self.rows[ROW[i] as usize] | self.cols[COL[i] as usize] | self.boxes[BOX[i] as usize];
+        let used = self.rows[ROW[i] as usize] | self.cols[COL[i] as usize] | self.boxes[BOX[i] as usize];
         let mut m = ALL & !used;
         if i == self.forbid_cell {
             m &= !self.forbid_mask;

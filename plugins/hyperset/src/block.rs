@@ -98,4 +98,3 @@ pub(crate) fn split_heads(x: &Tensor, heads: usize, head_dim: usize) -> plugin_a
     let (b, n, _) = x.dims3()?;
     x.reshape((b, n, heads, head_dim))?.transpose(1, 2)?.contiguous()
 }
-

@@ -6,7 +6,10 @@ use crate::step_size::StepSizeNet;
 use crate::verify;
 use plugin_api::candle::Tensor;
 use plugin_api::candle_nn::VarBuilder;
-use plugin_api::{check_heads_and_layers, config_error, BlockSchedule, Config, DescentCheck, Energy, GradientIdentity, Layer, Pass, Result};
+use plugin_api::{
+    check_heads_and_layers, config_error, BlockSchedule, Config, DescentCheck, Energy, GradientIdentity, Layer, Pass,
+    Result,
+};
 
 /// Validated hyperparameters of the layer.
 #[derive(Debug, Clone, PartialEq)]
@@ -60,9 +63,8 @@ pub struct HyperSet {
 
 impl HyperSet {
     pub fn new(cfg: &HyperSetConfig, vb: VarBuilder) -> Result<Self> {
-        let blocks = (0..cfg.layers)
-            .map(|b| HyperSetBlock::new(cfg, vb.pp(format!("block{b}"))))
-            .collect::<Result<Vec<_>>>()?;
+        let blocks =
+            (0..cfg.layers).map(|b| HyperSetBlock::new(cfg, vb.pp(format!("block{b}")))).collect::<Result<Vec<_>>>()?;
         let step_sizes = StepSizeNet::new(cfg, vb.pp("step"))?;
         Ok(HyperSet { cfg: cfg.clone(), blocks, step_sizes })
     }

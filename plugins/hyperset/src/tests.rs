@@ -66,7 +66,13 @@ fn grads_by_name(map: &VarMap, layer: &HyperSet) -> Vec<(String, f64)> {
 /// layer receives a gradient: no op on the path is forward-only.
 #[test]
 fn every_parameter_receives_a_gradient() {
-    let cfg = config(&[("d", Value::Int(16)), ("heads", Value::Int(2)), ("iterations", Value::Int(4)), ("layers", Value::Int(2)), ("time_dim", Value::Int(8))]);
+    let cfg = config(&[
+        ("d", Value::Int(16)),
+        ("heads", Value::Int(2)),
+        ("iterations", Value::Int(4)),
+        ("layers", Value::Int(2)),
+        ("time_dim", Value::Int(8)),
+    ]);
     let (map, layer) = build(&cfg, DType::F32);
     randomise(&map);
     let grads = grads_by_name(&map, &layer);
@@ -80,7 +86,12 @@ fn every_parameter_receives_a_gradient() {
 /// Linears' weights get no gradient at initialisation: the reason `step_init=last` is the default.
 #[test]
 fn all_zero_step_network_starves_the_time_mlp() {
-    let cfg = config(&[("d", Value::Int(16)), ("heads", Value::Int(2)), ("time_dim", Value::Int(8)), ("step_init", Value::Str("all".into()))]);
+    let cfg = config(&[
+        ("d", Value::Int(16)),
+        ("heads", Value::Int(2)),
+        ("time_dim", Value::Int(8)),
+        ("step_init", Value::Str("all".into())),
+    ]);
     let (map, layer) = build(&cfg, DType::F32);
     let grads = grads_by_name(&map, &layer);
     let get = |n: &str| grads.iter().find(|(k, _)| k == n).unwrap().1;

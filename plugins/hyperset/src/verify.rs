@@ -88,7 +88,8 @@ pub fn gradient_identities(block: &HyperSetBlock, x: &Tensor) -> Result<Vec<Grad
 /// against the normalised energies of notes-hyperset.md §5.
 pub fn descent_checks(block: &HyperSetBlock, x: &Tensor, step: f64) -> Result<Vec<DescentCheck>> {
     let (heads, _) = block.heads();
-    let total = |t: Tensor| -> Result<f64> { Ok(t.sum_all()?.to_dtype(plugin_api::candle::DType::F64)?.to_scalar::<f64>()?) };
+    let total =
+        |t: Tensor| -> Result<f64> { Ok(t.sum_all()?.to_dtype(plugin_api::candle::DType::F64)?.to_scalar::<f64>()?) };
     let after_attention = (x - (block.attention_update(x)? * step)?)?;
     let after_feedforward = (x + (block.feedforward_update(x)? * step)?)?;
     Ok(vec![

@@ -106,7 +106,11 @@ impl Task for SudokuData {
         let picked: Vec<Puzzle> = (0..batch_size)
             .map(|_| {
                 let p = &self.train[rng.random_range(0..self.train.len())];
-                if self.augment { sudoku::augment(p, &mut rng) } else { p.clone() }
+                if self.augment {
+                    sudoku::augment(p, &mut rng)
+                } else {
+                    p.clone()
+                }
             })
             .collect();
         batch(picked.iter(), device)

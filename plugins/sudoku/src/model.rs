@@ -44,7 +44,8 @@ impl SudokuModel {
     pub fn new(vb: VarBuilder, width: usize, init_std: f64, factored_positions: bool) -> Result<Self> {
         let init = Init::Randn { mean: 0.0, stdev: init_std };
         let positions = if factored_positions {
-            let index = |f: fn(usize) -> usize| Tensor::from_vec((0..CELLS).map(|c| f(c) as u32).collect(), CELLS, vb.device());
+            let index =
+                |f: fn(usize) -> usize| Tensor::from_vec((0..CELLS).map(|c| f(c) as u32).collect(), CELLS, vb.device());
             Positions::Factored {
                 tables: [
                     vb.get_with_hints((9, width), "row_positions", init)?,

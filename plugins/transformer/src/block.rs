@@ -82,4 +82,3 @@ fn linear(x: &Tensor, m: &Tensor) -> plugin_api::candle::Result<Tensor> {
     let (b, n, k) = x.dims3()?;
     x.reshape((b * n, k))?.matmul(m)?.reshape((b, n, ()))
 }
-

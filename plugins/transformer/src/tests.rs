@@ -31,12 +31,19 @@ fn parameter_counts() {
 #[test]
 fn every_parameter_receives_a_gradient() {
     for shared in [false, true] {
-        let (map, layer) = build(&[("d", Value::Int(16)), ("heads", Value::Int(2)), ("layers", Value::Int(2)), ("iterations", Value::Int(4)), ("shared_qkv", Value::Bool(shared))]);
+        let (map, layer) = build(&[
+            ("d", Value::Int(16)),
+            ("heads", Value::Int(2)),
+            ("layers", Value::Int(2)),
+            ("iterations", Value::Int(4)),
+            ("shared_qkv", Value::Bool(shared)),
+        ]);
         let x = Tensor::randn(0f32, 1.0, (2, 5, 16), &Device::Cpu).unwrap();
         let y = layer.forward(&x, &mut Pass::new(4)).unwrap();
         let grads = y.sqr().unwrap().sum_all().unwrap().backward().unwrap();
         for (name, var) in map.data().lock().unwrap().iter() {
-            let g = grads.get(var.as_tensor()).expect(name).abs().unwrap().sum_all().unwrap().to_scalar::<f32>().unwrap();
+            let g =
+                grads.get(var.as_tensor()).expect(name).abs().unwrap().sum_all().unwrap().to_scalar::<f32>().unwrap();
             assert!(g > 0.0, "{name} (shared_qkv={shared}) received no gradient");
         }
     }

@@ -28,7 +28,10 @@ pub fn run(host: &PluginHost, layer: &str, steps: usize, overrides: &[String]) -
     let vb = params.var_builder(DType::F32, &device);
     let layer_obj = host.build_layer(layer, &config.layer_config, vb.pp("layer"))?;
     let model = task.build_model(vb.pp("task"), layer_obj.width()).map_err(|e| anyhow!("{e}"))?;
-    let mut opt = AdamW::new(params.vars(), AdamWConfig { beta1: s.beta1, beta2: s.beta2, eps: 1e-8, weight_decay: s.weight_decay })?;
+    let mut opt = AdamW::new(
+        params.vars(),
+        AdamWConfig { beta1: s.beta1, beta2: s.beta2, eps: 1e-8, weight_decay: s.weight_decay },
+    )?;
     let vars: Vec<_> = opt.slots.iter().map(|slot| slot.var.as_tensor().clone()).collect();
     let iterations = layer_obj.train_iterations();
     let mut step = |i: usize| -> Result<(f64, f64, f64)> {
@@ -57,11 +60,21 @@ pub fn run(host: &PluginHost, layer: &str, steps: usize, overrides: &[String]) -
     }
     let n = steps.max(1) as f64;
     let samples_per_s = s.batch_size as f64 * n / total;
-    println!("layer {layer} on sudoku, batch {}, {} iterations, {} parameters, {} threads", s.batch_size, iterations, params.count(), candle_core::utils::get_num_threads());
+    println!(
+        "layer {layer} on sudoku, batch {}, {} iterations, {} parameters, {} threads",
+        s.batch_size,
+        iterations,
+        params.count(),
+        candle_core::utils::get_num_threads()
+    );
     println!("  step {:.3} s (forward {:.3} s, backward + update {:.3} s)", total / n, fwd / n, bwd / n);
     println!("  throughput {samples_per_s:.1} samples/s");
     match step_flops(layer, &config.layer_config, s.batch_size, 81) {
-        Some(flops) => println!("  achieved {:.1} GFLOP/s ({:.2} GFLOP per step, matmuls counted)", flops / (total / n) / 1e9, flops / 1e9),
+        Some(flops) => println!(
+            "  achieved {:.1} GFLOP/s ({:.2} GFLOP per step, matmuls counted)",
+            flops / (total / n) / 1e9,
+            flops / 1e9
+        ),
         None => println!("  GFLOP/s: no FLOP model for layer `{layer}`"),
     }
     Ok(0)

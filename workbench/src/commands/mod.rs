@@ -39,7 +39,9 @@ pub async fn run(cli: Cli) -> Result<i32> {
                 Some(RunsAction::Show { run, json: show_json }) => runs::show(&store, run, json || show_json).await,
             }
         }
-        Some(Command::Verify { layer, overrides, seed, json }) => verify::run(&load_plugins(&dirs), layer.as_deref(), &overrides, seed, json),
+        Some(Command::Verify { layer, overrides, seed, json }) => {
+            verify::run(&load_plugins(&dirs), layer.as_deref(), &overrides, seed, json)
+        }
         Some(Command::Bench { layer, steps, overrides }) => bench::run(&load_plugins(&dirs), &layer, steps, &overrides),
         Some(Command::Worker { run, resume }) => {
             let host = PluginHost::load_dirs(&host::search_path(&dirs));

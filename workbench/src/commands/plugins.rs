@@ -35,7 +35,14 @@ pub fn list(host: &PluginHost, as_json: bool) -> Result<i32> {
         println!("  path:        {}", p.path.display());
         println!("  fingerprint: {}", plugin_api::FINGERPRINT);
         for s in &d.params {
-            println!("  {:<14} {:<6} default {:<10} {:<22} {}", s.name, s.kind.type_name(), s.default.to_string(), s.kind.allowed(), s.help);
+            println!(
+                "  {:<14} {:<6} default {:<10} {:<22} {}",
+                s.name,
+                s.kind.type_name(),
+                s.default.to_string(),
+                s.kind.allowed(),
+                s.help
+            );
         }
         println!();
     }

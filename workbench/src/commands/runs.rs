@@ -41,7 +41,10 @@ fn duration(r: &RunRecord) -> String {
     match (r.started_at, r.finished_at) {
         (Some(s), Some(f)) => format!("{:.0}s", f - s),
         (Some(s), None) => {
-            let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(s);
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_secs_f64())
+                .unwrap_or(s);
             format!("{:.0}s+", now - s)
         }
         _ => "-".into(),
@@ -68,7 +71,10 @@ pub async fn list(store: &Store, as_json: bool) -> Result<i32> {
         println!("no runs yet in {} (start one with `workbench train`)", store.path().display());
         return Ok(0);
     }
-    println!("{:>4}  {:<11}  {:<12}  {:<10}  {:>11}  {:>9}  {:>7}  last eval", "id", "status", "layer", "task", "steps", "params", "time");
+    println!(
+        "{:>4}  {:<11}  {:<12}  {:<10}  {:>11}  {:>9}  {:>7}  last eval",
+        "id", "status", "layer", "task", "steps", "params", "time"
+    );
     for r in &runs {
         let summary = summarise(&store.metrics(r.id).await?);
         let steps = match r.total_steps {
@@ -96,7 +102,8 @@ pub async fn show(store: &Store, id: i64, as_json: bool) -> Result<i32> {
     let summary = summarise(&store.metrics(id).await?);
     let logs = store.logs(id, 10).await?;
     if as_json {
-        let metrics: Vec<_> = summary.iter().map(|((split, name), s)| json!({"split": split, "name": name, "summary": s})).collect();
+        let metrics: Vec<_> =
+            summary.iter().map(|((split, name), s)| json!({"split": split, "name": name, "summary": s})).collect();
         println!("{}", serde_json::to_string_pretty(&json!({"run": r, "metrics": metrics, "log": logs}))?);
         return Ok(0);
     }
@@ -106,22 +113,40 @@ pub async fn show(store: &Store, id: i64, as_json: bool) -> Result<i32> {
     }
     println!("layer:    {} {} ({})", r.layer.name, r.layer.version, r.layer.fingerprint);
     println!("task:     {} {} ({})", r.task.name, r.task.version, r.task.fingerprint);
-    println!("seed:     {}   device: {}   parameters: {}", r.seed, r.device, r.param_count.map(|p| p.to_string()).unwrap_or("-".into()));
-    println!("steps:    {}/{}   time: {}   git: {}", r.last_step, r.total_steps.map(|t| t.to_string()).unwrap_or("-".into()), duration(&r), r.git_rev.as_deref().unwrap_or("-"));
+    println!(
+        "seed:     {}   device: {}   parameters: {}",
+        r.seed,
+        r.device,
+        r.param_count.map(|p| p.to_string()).unwrap_or("-".into())
+    );
+    println!(
+        "steps:    {}/{}   time: {}   git: {}",
+        r.last_step,
+        r.total_steps.map(|t| t.to_string()).unwrap_or("-".into()),
+        duration(&r),
+        r.git_rev.as_deref().unwrap_or("-")
+    );
     println!("config:");
     if let Some(obj) = r.config.as_object() {
         for section in ["layer_config", "task_config", "train"] {
             if let Some(values) = obj.get(section).and_then(|v| v.as_object()) {
                 let prefix = section.trim_end_matches("_config");
-                let line: Vec<String> = values.iter().map(|(k, v)| format!("{k}={}", v.to_string().trim_matches('"'))).collect();
+                let line: Vec<String> =
+                    values.iter().map(|(k, v)| format!("{k}={}", v.to_string().trim_matches('"'))).collect();
                 println!("  {prefix}: {}", line.join(" "));
             }
         }
     }
     if !summary.is_empty() {
-        println!("metrics:  {:<10} {:<16} {:>10} {:>12} {:>12} {:>12}", "split", "name", "last step", "last", "min", "max");
+        println!(
+            "metrics:  {:<10} {:<16} {:>10} {:>12} {:>12} {:>12}",
+            "split", "name", "last step", "last", "min", "max"
+        );
         for ((split, name), s) in &summary {
-            println!("          {split:<10} {name:<16} {:>10} {:>12.5} {:>12.5} {:>12.5}", s.last_step, s.last, s.min, s.max);
+            println!(
+                "          {split:<10} {name:<16} {:>10} {:>12.5} {:>12.5} {:>12.5}",
+                s.last_step, s.last, s.min, s.max
+            );
         }
     }
     if !logs.is_empty() {

@@ -35,7 +35,12 @@ pub fn run(host: &PluginHost, only: Option<&str>, overrides: &[String], seed: u6
         let mut config = Config::defaults(&plugin.declaration.params);
         for raw in overrides {
             let (key, value) = raw.split_once('=').ok_or_else(|| anyhow!("expected key=value, got `{raw}`"))?;
-            let spec = plugin.declaration.params.iter().find(|p| p.name == key).ok_or_else(|| anyhow!("layer `{name}` has no key `{key}`"))?;
+            let spec = plugin
+                .declaration
+                .params
+                .iter()
+                .find(|p| p.name == key)
+                .ok_or_else(|| anyhow!("layer `{name}` has no key `{key}`"))?;
             config.set(key, spec.parse(value).map_err(|e| anyhow!("`{raw}`: {e}"))?);
         }
         rows.extend(check_layer(host, name, &config, seed)?);
@@ -92,7 +97,12 @@ pub fn check_layer(host: &PluginHost, name: &str, config: &Config, seed: u64) ->
         }
     }
     if rows.is_empty() {
-        rows.push(Row { layer: name.into(), claim: "no energy claims (not derived from an energy)".into(), value: 0.0, passed: true });
+        rows.push(Row {
+            layer: name.into(),
+            claim: "no energy claims (not derived from an energy)".into(),
+            value: 0.0,
+            passed: true,
+        });
     }
     Ok(rows)
 }

@@ -49,11 +49,7 @@ fn newest_mtime(path: &Path) -> Option<SystemTime> {
     if meta.is_file() {
         return meta.modified().ok();
     }
-    std::fs::read_dir(path)
-        .ok()?
-        .filter_map(|e| e.ok())
-        .filter_map(|e| newest_mtime(&e.path()))
-        .max()
+    std::fs::read_dir(path).ok()?.filter_map(|e| e.ok()).filter_map(|e| newest_mtime(&e.path())).max()
 }
 
 /// When the binary runs from this workspace's build output: that directory and the library

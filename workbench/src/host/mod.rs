@@ -67,7 +67,8 @@ impl PluginHost {
         for dir in dirs {
             for file in library_files(dir) {
                 let skip = workspace.as_ref().is_some_and(|(out_dir, names)| {
-                    out_dir == dir && !file.file_name().and_then(|n| n.to_str()).is_some_and(|n| names.iter().any(|x| x == n))
+                    out_dir == dir
+                        && !file.file_name().and_then(|n| n.to_str()).is_some_and(|n| names.iter().any(|x| x == n))
                 });
                 if !skip {
                     host.add(file);
@@ -83,7 +84,11 @@ impl PluginHost {
             Ok(plugin) => {
                 if let Some(first) = self.plugins.iter().find(|p| p.declaration.name == plugin.declaration.name) {
                     self.errors.push(LoadError::Declare {
-                        reason: format!("plugin `{}` is already loaded from {}; this copy is ignored", plugin.declaration.name, first.path.display()),
+                        reason: format!(
+                            "plugin `{}` is already loaded from {}; this copy is ignored",
+                            plugin.declaration.name,
+                            first.path.display()
+                        ),
                         path: file,
                     });
                 } else {
@@ -118,7 +123,12 @@ impl PluginHost {
     }
 
     /// Builds a layer from plugin `name`.
-    pub fn build_layer(&self, name: &str, config: &plugin_api::Config, vb: candle_nn::VarBuilder) -> Result<Plugged<dyn plugin_api::Layer>> {
+    pub fn build_layer(
+        &self,
+        name: &str,
+        config: &plugin_api::Config,
+        vb: candle_nn::VarBuilder,
+    ) -> Result<Plugged<dyn plugin_api::Layer>> {
         let plugin = self.get(name, PluginKind::Layer)?;
         let layer = plugin.declaration.build_layer(config, vb).map_err(|e| anyhow::anyhow!("layer `{name}`: {e}"))?;
         Ok(Plugged::new(layer, plugin.library()))

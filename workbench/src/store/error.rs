@@ -148,28 +148,18 @@ pub(crate) fn from_sqlx(path: &Path, e: sqlx::Error) -> StoreError {
     match sqlite_code(&e) {
         Some((SQLITE_BUSY | SQLITE_LOCKED, _)) => StoreError::Busy { path },
         Some((SQLITE_CORRUPT | SQLITE_NOTADB, msg)) => StoreError::Corrupt { path, detail: msg },
-        Some((SQLITE_FULL, msg)) => StoreError::Database {
-            path,
-            message: format!("{msg} (free some disk space)"),
-            source: e,
-        },
+        Some((SQLITE_FULL, msg)) => {
+            StoreError::Database { path, message: format!("{msg} (free some disk space)"), source: e }
+        }
         Some((SQLITE_READONLY, msg)) => StoreError::Database {
             path,
             message: format!("{msg} (the file or its directory is not writable)"),
             source: e,
         },
-        Some((_, msg)) => StoreError::Database {
-            path,
-            message: msg,
-            source: e,
-        },
+        Some((_, msg)) => StoreError::Database { path, message: msg, source: e },
         None => match e {
             sqlx::Error::PoolTimedOut => StoreError::Busy { path },
-            e => StoreError::Database {
-                path,
-                message: e.to_string(),
-                source: e,
-            },
+            e => StoreError::Database { path, message: e.to_string(), source: e },
         },
     }
 }
@@ -178,10 +168,7 @@ pub(crate) fn from_sqlx(path: &Path, e: sqlx::Error) -> StoreError {
 pub(crate) fn from_sqlx_open(path: &Path, e: sqlx::Error) -> StoreError {
     let p = path.to_path_buf();
     match sqlite_code(&e) {
-        Some((SQLITE_NOTADB, msg)) => StoreError::NotSqlite {
-            path: p,
-            detail: msg,
-        },
+        Some((SQLITE_NOTADB, msg)) => StoreError::NotSqlite { path: p, detail: msg },
         Some((SQLITE_CANTOPEN | SQLITE_READONLY, msg)) => {
             let dir = match path.parent().filter(|d| !d.as_os_str().is_empty()) {
                 Some(d) => d.display().to_string(),
@@ -195,16 +182,10 @@ pub(crate) fn from_sqlx_open(path: &Path, e: sqlx::Error) -> StoreError {
                 ),
             }
         }
-        Some((SQLITE_PERM | SQLITE_IOERR | SQLITE_FULL, msg)) => StoreError::CannotOpen {
-            path: p,
-            reason: msg,
-        },
+        Some((SQLITE_PERM | SQLITE_IOERR | SQLITE_FULL, msg)) => StoreError::CannotOpen { path: p, reason: msg },
         Some(_) => from_sqlx(path, e),
         None => match e {
-            sqlx::Error::Io(io) => StoreError::CannotOpen {
-                path: p,
-                reason: io.to_string(),
-            },
+            sqlx::Error::Io(io) => StoreError::CannotOpen { path: p, reason: io.to_string() },
             e => from_sqlx(path, e),
         },
     }
@@ -219,26 +200,16 @@ pub(crate) fn from_migrate(path: &Path, e: MigrateError) -> StoreError {
             path: p,
             detail: format!("migration {v} recorded in the database differs from this build's"),
         },
-        MigrateError::Dirty(v) => StoreError::IncompatibleSchema {
-            path: p,
-            detail: format!("migration {v} was started but never completed"),
-        },
+        MigrateError::Dirty(v) => {
+            StoreError::IncompatibleSchema { path: p, detail: format!("migration {v} was started but never completed") }
+        }
         MigrateError::Execute(e) => from_sqlx_open(path, e),
         MigrateError::ExecuteMigration(e, v) => match from_sqlx_open(path, e) {
-            StoreError::Database {
-                path,
-                message,
-                source,
-            } => StoreError::Database {
-                path,
-                message: format!("applying schema migration {v}: {message}"),
-                source,
-            },
+            StoreError::Database { path, message, source } => {
+                StoreError::Database { path, message: format!("applying schema migration {v}: {message}"), source }
+            }
             other => other,
         },
-        other => StoreError::IncompatibleSchema {
-            path: p,
-            detail: other.to_string(),
-        },
+        other => StoreError::IncompatibleSchema { path: p, detail: other.to_string() },
     }
 }

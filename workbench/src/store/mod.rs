@@ -56,8 +56,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use sqlx::migrate::Migrator;
 use sqlx::sqlite::{
-    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteRow,
-    SqliteSynchronous,
+    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteRow, SqliteSynchronous,
 };
 use sqlx::{Connection, Row, SqliteConnection};
 
@@ -88,10 +87,7 @@ pub struct Store {
 
 /// Current time as unix seconds.
 fn now() -> f64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs_f64())
-        .unwrap_or(0.0)
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0)
 }
 
 /// A `u64` that must fit SQLite's signed integers.
@@ -132,10 +128,7 @@ impl Store {
     /// ([`StoreError::NotSqlite`]); a database written by a newer workbench
     /// ([`StoreError::NewerSchema`]).
     pub async fn open(path: &Path) -> Result<Store, StoreError> {
-        let cannot = |reason: String| StoreError::CannotOpen {
-            path: path.to_path_buf(),
-            reason,
-        };
+        let cannot = |reason: String| StoreError::CannotOpen { path: path.to_path_buf(), reason };
 
         if path.as_os_str().is_empty() {
             return Err(cannot("the path is empty".into()));
@@ -151,10 +144,7 @@ impl Store {
                 return Err(cannot(if parent.exists() {
                     format!("{} is not a directory", parent.display())
                 } else {
-                    format!(
-                        "directory {} does not exist (create it first)",
-                        parent.display()
-                    )
+                    format!("directory {} does not exist (create it first)", parent.display())
                 }));
             }
         }
@@ -185,11 +175,7 @@ impl Store {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 // Create it ourselves: the OS error ("Permission denied", "Read-only file
                 // system") says more than SQLite's "unable to open database file".
-                match std::fs::OpenOptions::new()
-                    .write(true)
-                    .create_new(true)
-                    .open(path)
-                {
+                match std::fs::OpenOptions::new().write(true).create_new(true).open(path) {
                     Ok(_) => created = true,
                     Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
                     Err(e) => return Err(cannot(format!("cannot create the file: {e}"))),
@@ -225,10 +211,7 @@ impl Store {
             return Err(error::from_migrate(path, e));
         }
 
-        Ok(Store {
-            pool,
-            path: Arc::new(path.to_path_buf()),
-        })
+        Ok(Store { pool, path: Arc::new(path.to_path_buf()) })
     }
 
     /// Path the store was opened with.
@@ -247,10 +230,7 @@ impl Store {
     }
 
     fn corrupt(&self, detail: String) -> StoreError {
-        StoreError::Corrupt {
-            path: self.path.to_path_buf(),
-            detail,
-        }
+        StoreError::Corrupt { path: self.path.to_path_buf(), detail }
     }
 
     /// A stored integer that must be non-negative.
@@ -262,29 +242,23 @@ impl Store {
     where
         T: sqlx::Decode<'r, sqlx::Sqlite> + sqlx::Type<sqlx::Sqlite>,
     {
-        row.try_get(col)
-            .map_err(|e| self.corrupt(format!("cannot read column {col}: {e}")))
+        row.try_get(col).map_err(|e| self.corrupt(format!("cannot read column {col}: {e}")))
     }
 
     fn map_run(&self, row: &SqliteRow) -> Result<RunRecord, StoreError> {
         let id: i64 = self.get(row, "id")?;
         let status: String = self.get(row, "status")?;
-        let status = status
-            .parse::<RunStatus>()
-            .map_err(|_| self.corrupt(format!("run {id} has unknown status {status:?}")))?;
+        let status =
+            status.parse::<RunStatus>().map_err(|_| self.corrupt(format!("run {id} has unknown status {status:?}")))?;
         let config: String = self.get(row, "config")?;
-        let config = serde_json::from_str(&config)
-            .map_err(|e| self.corrupt(format!("run {id} has an invalid config: {e}")))?;
+        let config =
+            serde_json::from_str(&config).map_err(|e| self.corrupt(format!("run {id} has an invalid config: {e}")))?;
         let opt_u64 = |v: Option<i64>, what: &str| -> Result<Option<u64>, StoreError> {
-            v.map(|v| self.to_u64(v, &format!("run {id} {what}")))
-                .transpose()
+            v.map(|v| self.to_u64(v, &format!("run {id} {what}"))).transpose()
         };
         let worker_pid: Option<i64> = self.get(row, "worker_pid")?;
         let worker_pid = worker_pid
-            .map(|p| {
-                u32::try_from(p)
-                    .map_err(|_| self.corrupt(format!("run {id} has invalid worker_pid {p}")))
-            })
+            .map(|p| u32::try_from(p).map_err(|_| self.corrupt(format!("run {id} has invalid worker_pid {p}"))))
             .transpose()?;
         let tags: String = self.get(row, "tags")?;
         Ok(RunRecord {
@@ -321,10 +295,7 @@ impl Store {
 
     /// Creates a run with status `queued` and `created_at` = now; returns its id.
     pub async fn create_run(&self, run: &NewRun) -> Result<i64, StoreError> {
-        let total_steps = run
-            .total_steps
-            .map(|n| to_i64(n, "total_steps"))
-            .transpose()?;
+        let total_steps = run.total_steps.map(|n| to_i64(n, "total_steps")).transpose()?;
         let config = serde_json::to_string(&run.config)
             .map_err(|e| self.corrupt(format!("cannot serialise the run config: {e}")))?;
         let result = sqlx::query(
@@ -381,9 +352,7 @@ impl Store {
             .await
             .map_err(|e| self.err(e))?;
         let status = status.ok_or(StoreError::NotFound(id))?;
-        status
-            .parse()
-            .map_err(|_| self.corrupt(format!("run {id} has unknown status {status:?}")))
+        status.parse().map_err(|_| self.corrupt(format!("run {id} has unknown status {status:?}")))
     }
 
     /// Fails with [`StoreError::NotFound`] unless the run exists.
@@ -415,36 +384,35 @@ impl Store {
                 }
                 _ => "only queued runs can be started; create a new run instead".to_string(),
             };
-            return Err(StoreError::InvalidTransition {
-                id,
-                status,
-                action: "start running",
-                hint,
-            });
+            return Err(StoreError::InvalidTransition { id, status, action: "start running", hint });
         }
         Ok(())
     }
 
     /// Ends a run: sets `status` (which must be terminal, else [`StoreError::NotTerminal`]),
     /// `finished_at` = now and `error`. `worker_pid` is kept for reference.
-    pub async fn finish(
-        &self,
-        id: i64,
-        status: RunStatus,
-        error: Option<&str>,
-    ) -> Result<(), StoreError> {
+    pub async fn finish(&self, id: i64, status: RunStatus, error: Option<&str>) -> Result<(), StoreError> {
         if !status.is_terminal() {
             return Err(StoreError::NotTerminal(status));
         }
-        let result =
-            sqlx::query("UPDATE runs SET status = ?, finished_at = ?, error = ? WHERE id = ?")
-                .bind(status.as_str())
-                .bind(now())
-                .bind(error)
-                .bind(id)
-                .execute(&self.pool)
-                .await
-                .map_err(|e| self.err(e))?;
+        let result = sqlx::query("UPDATE runs SET status = ?, finished_at = ?, error = ? WHERE id = ?")
+            .bind(status.as_str())
+            .bind(now())
+            .bind(error)
+            .bind(id)
+            .execute(&self.pool)
+            .await
+            .map_err(|e| self.err(e))?;
+        self.expect_one(result.rows_affected(), id)
+    }
+
+    /// Runs an update of run `id`; [`StoreError::NotFound`] if no row changed.
+    async fn update_one(
+        &self,
+        query: sqlx::query::Query<'_, sqlx::Sqlite, sqlx::sqlite::SqliteArguments>,
+        id: i64,
+    ) -> Result<(), StoreError> {
+        let result = query.execute(&self.pool).await.map_err(|e| self.err(e))?;
         self.expect_one(result.rows_affected(), id)
     }
 
@@ -459,38 +427,19 @@ impl Store {
     /// Records the model's number of trainable parameters.
     pub async fn set_param_count(&self, id: i64, n: u64) -> Result<(), StoreError> {
         let n = to_i64(n, "param_count")?;
-        let result = sqlx::query("UPDATE runs SET param_count = ? WHERE id = ?")
-            .bind(n)
-            .bind(id)
-            .execute(&self.pool)
-            .await
-            .map_err(|e| self.err(e))?;
-        self.expect_one(result.rows_affected(), id)
+        self.update_one(sqlx::query("UPDATE runs SET param_count = ? WHERE id = ?").bind(n).bind(id), id).await
     }
 
     /// Records the last completed training step (`last_step`).
     pub async fn set_progress(&self, id: i64, step: u64) -> Result<(), StoreError> {
         let step = to_i64(step, "step")?;
-        let result = sqlx::query("UPDATE runs SET last_step = ? WHERE id = ?")
-            .bind(step)
-            .bind(id)
-            .execute(&self.pool)
-            .await
-            .map_err(|e| self.err(e))?;
-        self.expect_one(result.rows_affected(), id)
+        self.update_one(sqlx::query("UPDATE runs SET last_step = ? WHERE id = ?").bind(step).bind(id), id).await
     }
 
     /// Starts a write transaction that holds the write lock from the start (see module docs)
     /// and checks that run `id` exists.
-    async fn begin_for_run(
-        &self,
-        id: i64,
-    ) -> Result<sqlx::Transaction<'static, sqlx::Sqlite>, StoreError> {
-        let mut tx = self
-            .pool
-            .begin_with("BEGIN IMMEDIATE")
-            .await
-            .map_err(|e| self.err(e))?;
+    async fn begin_for_run(&self, id: i64) -> Result<sqlx::Transaction<'static, sqlx::Sqlite>, StoreError> {
+        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await.map_err(|e| self.err(e))?;
         let exists: Option<i64> = sqlx::query_scalar("SELECT id FROM runs WHERE id = ?")
             .bind(id)
             .fetch_optional(&mut *tx)
@@ -506,10 +455,7 @@ impl Store {
     /// Appends metric rows in one transaction (all or nothing). NaN values are stored as NULL
     /// and read back as NaN.
     pub async fn insert_metrics(&self, run_id: i64, rows: &[MetricRow]) -> Result<(), StoreError> {
-        let steps = rows
-            .iter()
-            .map(|r| to_i64(r.step, "metric step"))
-            .collect::<Result<Vec<_>, _>>()?;
+        let steps = rows.iter().map(|r| to_i64(r.step, "metric step")).collect::<Result<Vec<_>, _>>()?;
         let mut tx = self.begin_for_run(run_id).await?;
         for (row, step) in rows.iter().zip(steps) {
             sqlx::query(
@@ -530,15 +476,8 @@ impl Store {
     }
 
     /// Appends diagnostic rows in one transaction (all or nothing).
-    pub async fn insert_diagnostics(
-        &self,
-        run_id: i64,
-        rows: &[DiagnosticRow],
-    ) -> Result<(), StoreError> {
-        let steps = rows
-            .iter()
-            .map(|r| to_i64(r.step, "diagnostic step"))
-            .collect::<Result<Vec<_>, _>>()?;
+    pub async fn insert_diagnostics(&self, run_id: i64, rows: &[DiagnosticRow]) -> Result<(), StoreError> {
+        let steps = rows.iter().map(|r| to_i64(r.step, "diagnostic step")).collect::<Result<Vec<_>, _>>()?;
         let mut tx = self.begin_for_run(run_id).await?;
         for (row, step) in rows.iter().zip(steps) {
             sqlx::query(
@@ -563,9 +502,7 @@ impl Store {
             split: self.get(row, "split")?,
             name: self.get(row, "name")?,
             value: self.get::<Option<f64>>(row, "value")?.unwrap_or(f64::NAN),
-            wall_time: self
-                .get::<Option<f64>>(row, "wall_time")?
-                .unwrap_or(f64::NAN),
+            wall_time: self.get::<Option<f64>>(row, "wall_time")?.unwrap_or(f64::NAN),
         })
     }
 
@@ -575,21 +512,13 @@ impl Store {
     }
 
     /// Metric rows with `step > step_exclusive`, in the same order as [`Store::metrics`].
-    pub async fn metrics_after(
-        &self,
-        run_id: i64,
-        step_exclusive: u64,
-    ) -> Result<Vec<MetricRow>, StoreError> {
+    pub async fn metrics_after(&self, run_id: i64, step_exclusive: u64) -> Result<Vec<MetricRow>, StoreError> {
         // A step beyond i64::MAX cannot have rows after it.
         let after = i64::try_from(step_exclusive).unwrap_or(i64::MAX);
         self.metrics_after_i64(run_id, after).await
     }
 
-    async fn metrics_after_i64(
-        &self,
-        run_id: i64,
-        after: i64,
-    ) -> Result<Vec<MetricRow>, StoreError> {
+    async fn metrics_after_i64(&self, run_id: i64, after: i64) -> Result<Vec<MetricRow>, StoreError> {
         self.ensure_exists(run_id).await?;
         let rows = sqlx::query(
             "SELECT step, split, name, value, wall_time FROM metrics \
@@ -615,12 +544,7 @@ impl Store {
             "DELETE FROM metrics WHERE run_id = ? AND step > ?",
             "DELETE FROM diagnostics WHERE run_id = ? AND step > ?",
         ] {
-            sqlx::query(sql)
-                .bind(run_id)
-                .bind(step)
-                .execute(&mut *tx)
-                .await
-                .map_err(|e| self.err(e))?;
+            sqlx::query(sql).bind(run_id).bind(step).execute(&mut *tx).await.map_err(|e| self.err(e))?;
         }
         tx.commit().await.map_err(|e| self.err(e))
     }
@@ -641,9 +565,8 @@ impl Store {
                 let iteration: i64 = self.get(row, "iteration")?;
                 Ok(DiagnosticRow {
                     step: self.to_u64(self.get(row, "step")?, "diagnostic step")?,
-                    iteration: u32::try_from(iteration).map_err(|_| {
-                        self.corrupt(format!("diagnostic iteration {iteration} is out of range"))
-                    })?,
+                    iteration: u32::try_from(iteration)
+                        .map_err(|_| self.corrupt(format!("diagnostic iteration {iteration} is out of range")))?,
                     name: self.get(row, "name")?,
                     value: self.get::<Option<f64>>(row, "value")?.unwrap_or(f64::NAN),
                 })
@@ -707,11 +630,7 @@ impl Store {
 
     /// The artifact of this kind with the highest step (the most recently added among equal
     /// steps; artifacts without a step come last). `None` if the run has none of that kind.
-    pub async fn latest_artifact(
-        &self,
-        run_id: i64,
-        kind: &str,
-    ) -> Result<Option<Artifact>, StoreError> {
+    pub async fn latest_artifact(&self, run_id: i64, kind: &str) -> Result<Option<Artifact>, StoreError> {
         self.ensure_exists(run_id).await?;
         // In SQLite NULLs sort first ascending, hence last with DESC.
         let row = sqlx::query(
@@ -759,13 +678,7 @@ impl Store {
 
     /// Replaces a run's notes.
     pub async fn set_notes(&self, id: i64, notes: &str) -> Result<(), StoreError> {
-        let result = sqlx::query("UPDATE runs SET notes = ? WHERE id = ?")
-            .bind(notes)
-            .bind(id)
-            .execute(&self.pool)
-            .await
-            .map_err(|e| self.err(e))?;
-        self.expect_one(result.rows_affected(), id)
+        self.update_one(sqlx::query("UPDATE runs SET notes = ? WHERE id = ?").bind(notes).bind(id), id).await
     }
 
     /// Replaces a run's tags. Tags are trimmed; empty tags and repeats are dropped; a tag
@@ -785,25 +698,14 @@ impl Store {
                 clean.push(tag);
             }
         }
-        let result = sqlx::query("UPDATE runs SET tags = ? WHERE id = ?")
-            .bind(clean.join(","))
-            .bind(id)
-            .execute(&self.pool)
-            .await
-            .map_err(|e| self.err(e))?;
-        self.expect_one(result.rows_affected(), id)
+        self.update_one(sqlx::query("UPDATE runs SET tags = ? WHERE id = ?").bind(clean.join(",")).bind(id), id).await
     }
 
     /// Deletes a run and (by cascade) its metrics, diagnostics, artifact records and logs.
     /// Files on disk are not touched. Any status is accepted; a still-running worker's next
     /// write will then fail with [`StoreError::NotFound`].
     pub async fn delete_run(&self, id: i64) -> Result<(), StoreError> {
-        let result = sqlx::query("DELETE FROM runs WHERE id = ?")
-            .bind(id)
-            .execute(&self.pool)
-            .await
-            .map_err(|e| self.err(e))?;
-        self.expect_one(result.rows_affected(), id)
+        self.update_one(sqlx::query("DELETE FROM runs WHERE id = ?").bind(id), id).await
     }
 
     /// Puts an `interrupted` or `failed` run back to `queued`, clearing `finished_at`, `error`
@@ -825,12 +727,7 @@ impl Store {
                 RunStatus::Running => "it is still running".to_string(),
                 _ => "only interrupted or failed runs can be requeued".to_string(),
             };
-            return Err(StoreError::InvalidTransition {
-                id,
-                status,
-                action: "be requeued",
-                hint,
-            });
+            return Err(StoreError::InvalidTransition { id, status, action: "be requeued", hint });
         }
         Ok(())
     }
@@ -842,22 +739,16 @@ impl Store {
     ///
     /// Each update re-checks status and pid, so a run that a worker restarted meanwhile is
     /// left alone.
-    pub async fn reap_orphans(
-        &self,
-        is_alive: impl Fn(u32) -> bool,
-    ) -> Result<Vec<i64>, StoreError> {
-        let rows =
-            sqlx::query("SELECT id, worker_pid FROM runs WHERE status = 'running' ORDER BY id")
-                .fetch_all(&self.pool)
-                .await
-                .map_err(|e| self.err(e))?;
+    pub async fn reap_orphans(&self, is_alive: impl Fn(u32) -> bool) -> Result<Vec<i64>, StoreError> {
+        let rows = sqlx::query("SELECT id, worker_pid FROM runs WHERE status = 'running' ORDER BY id")
+            .fetch_all(&self.pool)
+            .await
+            .map_err(|e| self.err(e))?;
         let mut reaped = Vec::new();
         for row in rows {
             let id: i64 = self.get(&row, "id")?;
             let pid: Option<i64> = self.get(&row, "worker_pid")?;
-            let alive = pid
-                .and_then(|p| u32::try_from(p).ok())
-                .is_some_and(&is_alive);
+            let alive = pid.and_then(|p| u32::try_from(p).ok()).is_some_and(&is_alive);
             if alive {
                 continue;
             }
@@ -892,11 +783,7 @@ impl Store {
 
 /// Tags as stored (comma-separated) to a list.
 fn split_tags(s: &str) -> Vec<String> {
-    s.split(',')
-        .map(str::trim)
-        .filter(|t| !t.is_empty())
-        .map(String::from)
-        .collect()
+    s.split(',').map(str::trim).filter(|t| !t.is_empty()).map(String::from).collect()
 }
 
 /// Refuses a non-empty file that does not start with the SQLite header.
@@ -910,56 +797,38 @@ fn check_header(path: &Path, len: u64) -> Result<(), StoreError> {
             path: path.to_path_buf(),
             detail: "it does not start with the SQLite file header".into(),
         }),
-        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => Err(StoreError::NotSqlite {
-            path: path.to_path_buf(),
-            detail: format!("it is only {len} bytes long"),
-        }),
-        Err(e) => Err(StoreError::CannotOpen {
-            path: path.to_path_buf(),
-            reason: e.to_string(),
-        }),
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
+            Err(StoreError::NotSqlite { path: path.to_path_buf(), detail: format!("it is only {len} bytes long") })
+        }
+        Err(e) => Err(StoreError::CannotOpen { path: path.to_path_buf(), reason: e.to_string() }),
     }
 }
 
 /// Read-only look at an existing database before opening it for writing: refuses one that has
 /// migrations applied that this binary does not know, without modifying it.
 async fn preflight(path: &Path) -> Result<(), StoreError> {
-    let options = SqliteConnectOptions::new()
-        .filename(path)
-        .read_only(true)
-        .create_if_missing(false)
-        .busy_timeout(BUSY_TIMEOUT);
-    let mut conn = SqliteConnection::connect_with(&options)
-        .await
-        .map_err(|e| error::from_sqlx_open(path, e))?;
+    let options =
+        SqliteConnectOptions::new().filename(path).read_only(true).create_if_missing(false).busy_timeout(BUSY_TIMEOUT);
+    let mut conn = SqliteConnection::connect_with(&options).await.map_err(|e| error::from_sqlx_open(path, e))?;
     let result = applied_versions(&mut conn).await;
     // Closing a read-only connection writes nothing.
     let _ = conn.close().await;
     let applied = result.map_err(|e| error::from_sqlx_open(path, e))?;
-    let newest_unknown = applied
-        .into_iter()
-        .filter(|v| !MIGRATOR.version_exists(*v))
-        .max();
+    let newest_unknown = applied.into_iter().filter(|v| !MIGRATOR.version_exists(*v)).max();
     match newest_unknown {
-        Some(version) => Err(StoreError::NewerSchema {
-            path: path.to_path_buf(),
-            version,
-        }),
+        Some(version) => Err(StoreError::NewerSchema { path: path.to_path_buf(), version }),
         None => Ok(()),
     }
 }
 
 /// Versions recorded in `_sqlx_migrations` (empty if the table does not exist yet).
 async fn applied_versions(conn: &mut SqliteConnection) -> Result<Vec<i64>, sqlx::Error> {
-    let has_table: Option<String> = sqlx::query_scalar(
-        "SELECT name FROM sqlite_master WHERE type = 'table' AND name = '_sqlx_migrations'",
-    )
-    .fetch_optional(&mut *conn)
-    .await?;
+    let has_table: Option<String> =
+        sqlx::query_scalar("SELECT name FROM sqlite_master WHERE type = 'table' AND name = '_sqlx_migrations'")
+            .fetch_optional(&mut *conn)
+            .await?;
     if has_table.is_none() {
         return Ok(Vec::new());
     }
-    sqlx::query_scalar("SELECT version FROM _sqlx_migrations")
-        .fetch_all(&mut *conn)
-        .await
+    sqlx::query_scalar("SELECT version FROM _sqlx_migrations").fetch_all(&mut *conn).await
 }

@@ -21,10 +21,12 @@ pub fn save(path: &Path, opt: &AdamW, step: u64) -> Result<()> {
     tensors.insert(STEP_KEY.into(), Tensor::new(&[step as f64], &Device::Cpu)?);
     tensors.insert(ADAM_T_KEY.into(), Tensor::new(&[opt.t as f64], &Device::Cpu)?);
     if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).with_context(|| format!("cannot create checkpoint directory {}", dir.display()))?;
+        std::fs::create_dir_all(dir)
+            .with_context(|| format!("cannot create checkpoint directory {}", dir.display()))?;
     }
     let tmp = path.with_extension("safetensors.tmp");
-    candle_core::safetensors::save(&tensors, &tmp).with_context(|| format!("cannot write checkpoint {}", tmp.display()))?;
+    candle_core::safetensors::save(&tensors, &tmp)
+        .with_context(|| format!("cannot write checkpoint {}", tmp.display()))?;
     std::fs::rename(&tmp, path).with_context(|| format!("cannot move checkpoint into place at {}", path.display()))?;
     Ok(())
 }
@@ -46,7 +48,12 @@ pub fn load(path: &Path, opt: &mut AdamW, device: &Device) -> Result<u64> {
                 bail!("checkpoint {} has no `{key}`: it was made by a different model configuration", path.display())
             };
             if saved.shape() != var.shape() {
-                bail!("checkpoint {}: `{key}` has shape {:?}, the model expects {:?}", path.display(), saved.shape(), var.shape());
+                bail!(
+                    "checkpoint {}: `{key}` has shape {:?}, the model expects {:?}",
+                    path.display(),
+                    saved.shape(),
+                    var.shape()
+                );
             }
             var.set(&saved.to_dtype(var.dtype())?)?;
         }

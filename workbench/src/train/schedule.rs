@@ -21,6 +21,8 @@ mod tests {
         assert!((cosine_with_warmup(10, 100, 10, 1.0, 0.1) - 1.0).abs() < 1e-12);
         assert!((cosine_with_warmup(55, 100, 10, 1.0, 0.1) - 0.55).abs() < 1e-12);
         assert!((cosine_with_warmup(100, 100, 10, 1.0, 0.1) - 0.1).abs() < 1e-12);
-        assert!((cosine_with_warmup(5, 100, 0, 1.0, 0.0) - 0.5 * (1.0 + (std::f64::consts::PI * 0.05).cos())).abs() < 1e-12);
+        assert!(
+            (cosine_with_warmup(5, 100, 0, 1.0, 0.0) - 0.5 * (1.0 + (std::f64::consts::PI * 0.05).cos())).abs() < 1e-12
+        );
     }
 }

@@ -13,13 +13,13 @@ use super::checkpoint;
 use super::events::Event;
 use super::optim::{clip_scale, global_grad_norm, AdamW, AdamWConfig};
 use super::schedule::cosine_with_warmup;
-use crate::host::{PluginHost, Plugged};
+use crate::diagnostics::StateRecorder;
+use crate::host::{Plugged, PluginHost};
 use crate::params::Params;
 use crate::run_config::{RunConfig, TrainSettings};
 use crate::store::{MetricRow, RunStatus, Store};
 use anyhow::{anyhow, Context, Result};
 use candle_core::DType;
-use crate::diagnostics::StateRecorder;
 use plugin_api::{Batch, Layer, MetricTally, Pass, StateObserver, TaskModel};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -53,7 +53,9 @@ pub async fn run(store: &Store, host: &PluginHost, run_id: i64, resume: bool) ->
     let (status, error) = match &result {
         Ok(Outcome::Finished) => (RunStatus::Finished, None),
         Ok(Outcome::Diverged(why)) => (RunStatus::Diverged, Some(why.clone())),
-        Ok(Outcome::Interrupted) => (RunStatus::Interrupted, Some("stopped by a signal; `workbench resume` continues it".to_string())),
+        Ok(Outcome::Interrupted) => {
+            (RunStatus::Interrupted, Some("stopped by a signal; `workbench resume` continues it".to_string()))
+        }
         Err(e) => (RunStatus::Failed, Some(format!("{e:#}"))),
     };
     if let Some(e) = &error {
@@ -123,7 +125,11 @@ async fn train(
     let layer = host.build_layer(&config.layer, &config.layer_config, vb.pp("layer"))?;
     let model = task.build_model(vb.pp("task"), layer.width()).map_err(|e| anyhow!("task `{}`: {e}", config.task))?;
     if info.causal && !layer.supports_causal() {
-        anyhow::bail!("layer `{}` cannot run causally, which task `{}` needs; pick a causal layer", config.layer, config.task);
+        anyhow::bail!(
+            "layer `{}` cannot run causally, which task `{}` needs; pick a causal layer",
+            config.layer,
+            config.task
+        );
     }
     store.set_param_count(run_id, params.count() as u64).await?;
     let adam = AdamWConfig { beta1: s.beta1, beta2: s.beta2, eps: 1e-8, weight_decay: s.weight_decay };
@@ -151,7 +157,14 @@ async fn train(
         task: config.task.clone(),
     }
     .emit();
-    log.line(format!("training {} on {} ({} parameters) from step {step} to {}", config.layer, config.task, params.count(), s.steps)).await;
+    log.line(format!(
+        "training {} on {} ({} parameters) from step {step} to {}",
+        config.layer,
+        config.task,
+        params.count(),
+        s.steps
+    ))
+    .await;
 
     let started = Instant::now();
     let mut metrics = MetricBuffer { rows: Vec::new(), last_flush: Instant::now() };
@@ -164,14 +177,18 @@ async fn train(
         }
         let t0 = Instant::now();
         let lr = cosine_with_warmup(step, s.steps, s.warmup, s.lr, s.min_lr);
-        let batch = task.train_batch(step, s.batch_size, &device).map_err(|e| anyhow!("task `{}`: {e}", config.task))?;
+        let batch =
+            task.train_batch(step, s.batch_size, &device).map_err(|e| anyhow!("task `{}`: {e}", config.task))?;
         let loss = forward_loss(&layer, &model, &batch, layer.train_iterations(), info.causal)?;
         let loss_value = loss.to_dtype(DType::F64)?.to_scalar::<f64>()?;
         let wall = started.elapsed().as_secs_f64();
         if !loss_value.is_finite() {
             metrics.push(step + 1, "train", "loss", loss_value, wall);
             metrics.flush(store, run_id, step).await?;
-            return Ok(Outcome::Diverged(format!("the training loss became {loss_value} at step {}; lower lr or grad_clip", step + 1)));
+            return Ok(Outcome::Diverged(format!(
+                "the training loss became {loss_value} at step {}; lower lr or grad_clip",
+                step + 1
+            )));
         }
         let grads = loss.backward()?;
         let norm = global_grad_norm(&grads, vars.iter().cloned())?;
@@ -186,9 +203,14 @@ async fn train(
         if step % s.eval_every == 0 || step == s.steps {
             let mut diagnostics = Vec::new();
             for &iterations in &depths {
-                let split = if iterations == layer.train_iterations() { "eval".to_string() } else { format!("eval@{iterations}") };
+                let split = if iterations == layer.train_iterations() {
+                    "eval".to_string()
+                } else {
+                    format!("eval@{iterations}")
+                };
                 let mut recorder = StateRecorder::default();
-                let means = match evaluate(&layer, &model, &eval_batches, iterations, info.causal, Some(&mut recorder)) {
+                let means = match evaluate(&layer, &model, &eval_batches, iterations, info.causal, Some(&mut recorder))
+                {
                     Ok(tally) => tally.means(),
                     Err(e) if iterations != layer.train_iterations() => {
                         log.line(format!("step {step}: skipping evaluation at {iterations} iterations: {e:#}")).await;
@@ -206,7 +228,12 @@ async fn train(
                 // Per-iteration diagnostics of the first evaluation batch, from the states its
                 // forward pass just recorded (crate::diagnostics); a failure is logged, not fatal.
                 match crate::diagnostics::measure_states(&*layer, &recorder.states) {
-                    Ok(measured) => diagnostics.extend(crate::diagnostics::rows(step, iterations, layer.train_iterations(), measured)),
+                    Ok(measured) => diagnostics.extend(crate::diagnostics::rows(
+                        step,
+                        iterations,
+                        layer.train_iterations(),
+                        measured,
+                    )),
                     Err(e) => log.line(format!("step {step}: no diagnostics at {iterations} iterations: {e:#}")).await,
                 }
             }
@@ -223,7 +250,14 @@ async fn train(
     Ok(Outcome::Finished)
 }
 
-async fn save_checkpoint(store: &Store, s: &TrainSettings, path: &Path, opt: &AdamW, run_id: i64, step: u64) -> Result<()> {
+async fn save_checkpoint(
+    store: &Store,
+    s: &TrainSettings,
+    path: &Path,
+    opt: &AdamW,
+    run_id: i64,
+    step: u64,
+) -> Result<()> {
     if !s.checkpoint {
         return Ok(());
     }
@@ -276,4 +310,3 @@ pub fn evaluate(
     }
     Ok(tally)
 }
-

@@ -13,9 +13,14 @@ pub fn build_dir() -> PathBuf {
 /// The path of a plugin library built by `cargo build --workspace`; fails with the fix if
 /// it was not built.
 pub fn library(crate_name: &str) -> PathBuf {
-    let name = format!("{}{}{}", std::env::consts::DLL_PREFIX, crate_name.replace('-', "_"), std::env::consts::DLL_SUFFIX);
+    let name =
+        format!("{}{}{}", std::env::consts::DLL_PREFIX, crate_name.replace('-', "_"), std::env::consts::DLL_SUFFIX);
     let path = build_dir().join(name);
-    assert!(path.is_file(), "{} is missing: run `cargo build --workspace` before `cargo test --workspace`", path.display());
+    assert!(
+        path.is_file(),
+        "{} is missing: run `cargo build --workspace` before `cargo test --workspace`",
+        path.display()
+    );
     path
 }
 
@@ -56,5 +61,9 @@ pub fn workbench(dir: &Path) -> Command {
 /// Runs a command and returns (exit code, stdout, stderr).
 pub fn run(cmd: &mut Command) -> (i32, String, String) {
     let Output { status, stdout, stderr } = cmd.output().expect("the workbench binary runs");
-    (status.code().unwrap_or(-1), String::from_utf8_lossy(&stdout).into_owned(), String::from_utf8_lossy(&stderr).into_owned())
+    (
+        status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&stdout).into_owned(),
+        String::from_utf8_lossy(&stderr).into_owned(),
+    )
 }
