@@ -202,11 +202,11 @@ impl<L: Layer> Layer for Guarded<L> {
     fn supports_causal(&self) -> bool {
         guard(|| Ok(self.0.supports_causal())).unwrap_or(false)
     }
-    fn energies(&self, t: usize, x: &Tensor, x0: &Tensor) -> Result<Vec<Energy>> {
-        guard(|| self.0.energies(t, x, x0))
+    fn energies(&self, t: usize, iterations: usize, x: &Tensor, x0: &Tensor) -> Result<Vec<Energy>> {
+        guard(|| self.0.energies(t, iterations, x, x0))
     }
-    fn head_projections(&self, t: usize, x: &Tensor) -> Result<Option<Tensor>> {
-        guard(|| self.0.head_projections(t, x))
+    fn head_projections(&self, t: usize, iterations: usize, x: &Tensor) -> Result<Option<Tensor>> {
+        guard(|| self.0.head_projections(t, iterations, x))
     }
     fn gradient_identities(&self, x: &Tensor) -> Result<Vec<GradientIdentity>> {
         guard(|| self.0.gradient_identities(x))

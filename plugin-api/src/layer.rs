@@ -66,17 +66,18 @@ pub trait Layer: Send + Sync {
         false
     }
 
-    /// The layer's named energies of the state `x` reached after iteration `t`, per sample.
-    /// `x0` is the layer input (some step-size networks condition on it). Layers that define
-    /// no energy return an empty list.
-    fn energies(&self, _t: usize, _x: &Tensor, _x0: &Tensor) -> Result<Vec<Energy>> {
+    /// The layer's named energies of the state `x` reached after iteration `t` of a pass of
+    /// `iterations` iterations (which fixes the block that ran `t` in a multi-block layer),
+    /// per sample. `x0` is the layer input (some step-size networks condition on it). Layers
+    /// that define no energy return an empty list.
+    fn energies(&self, _t: usize, _iterations: usize, _x: &Tensor, _x0: &Tensor) -> Result<Vec<Energy>> {
         Ok(Vec::new())
     }
 
     /// The normalised per-head projections `[B, H, N, p]` of the state `x` after iteration
-    /// `t`, on which effective rank and average angle are measured. `None` if the layer has
-    /// no head subspaces.
-    fn head_projections(&self, _t: usize, _x: &Tensor) -> Result<Option<Tensor>> {
+    /// `t` of a pass of `iterations` iterations, on which effective rank and average angle
+    /// are measured. `None` if the layer has no head subspaces.
+    fn head_projections(&self, _t: usize, _iterations: usize, _x: &Tensor) -> Result<Option<Tensor>> {
         Ok(None)
     }
 
@@ -106,11 +107,11 @@ impl<L: Layer + ?Sized> Layer for Box<L> {
     fn supports_causal(&self) -> bool {
         (**self).supports_causal()
     }
-    fn energies(&self, t: usize, x: &Tensor, x0: &Tensor) -> Result<Vec<Energy>> {
-        (**self).energies(t, x, x0)
+    fn energies(&self, t: usize, iterations: usize, x: &Tensor, x0: &Tensor) -> Result<Vec<Energy>> {
+        (**self).energies(t, iterations, x, x0)
     }
-    fn head_projections(&self, t: usize, x: &Tensor) -> Result<Option<Tensor>> {
-        (**self).head_projections(t, x)
+    fn head_projections(&self, t: usize, iterations: usize, x: &Tensor) -> Result<Option<Tensor>> {
+        (**self).head_projections(t, iterations, x)
     }
     fn gradient_identities(&self, x: &Tensor) -> Result<Vec<GradientIdentity>> {
         (**self).gradient_identities(x)

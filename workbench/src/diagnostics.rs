@@ -247,13 +247,14 @@ pub fn measure_states(layer: &dyn Layer, states: &[Tensor]) -> Result<Vec<(u32, 
     let mut out = Vec::new();
     for (t, x) in states.iter().enumerate() {
         let it = u32::try_from(t)?;
-        for energy in layer.energies(t, x, x0).map_err(|e| anyhow!("energies at iteration {t}: {e}"))? {
+        let iterations = states.len() - 1;
+        for energy in layer.energies(t, iterations, x, x0).map_err(|e| anyhow!("energies at iteration {t}: {e}"))? {
             let (mean, std) = mean_std(&to_f64_vec(&energy.per_sample)?);
             out.push((it, format!("energy/{}", energy.name), mean));
             out.push((it, format!("energy/{}/std", energy.name), std));
         }
         if let Some(heads) =
-            layer.head_projections(t, x).map_err(|e| anyhow!("head projections at iteration {t}: {e}"))?
+            layer.head_projections(t, iterations, x).map_err(|e| anyhow!("head projections at iteration {t}: {e}"))?
         {
             let dims: [usize; 4] = heads.dims().try_into().map_err(|_| {
                 anyhow!("head projections at iteration {t} have shape {:?}, not [B, H, N, p]", heads.dims())
@@ -433,10 +434,16 @@ mod tests {
             }
             Ok(x)
         }
-        fn energies(&self, _t: usize, x: &Tensor, _x0: &Tensor) -> plugin_api::Result<Vec<plugin_api::Energy>> {
+        fn energies(
+            &self,
+            _t: usize,
+            _iterations: usize,
+            x: &Tensor,
+            _x0: &Tensor,
+        ) -> plugin_api::Result<Vec<plugin_api::Energy>> {
             Ok(vec![plugin_api::Energy { name: "square".into(), per_sample: x.sqr()?.sum((1, 2))? }])
         }
-        fn head_projections(&self, _t: usize, x: &Tensor) -> plugin_api::Result<Option<Tensor>> {
+        fn head_projections(&self, _t: usize, _iterations: usize, x: &Tensor) -> plugin_api::Result<Option<Tensor>> {
             Ok(Some(x.unsqueeze(1)?))
         }
     }

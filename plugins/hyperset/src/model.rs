@@ -69,10 +69,10 @@ impl HyperSet {
         Ok(HyperSet { cfg: cfg.clone(), blocks, step_sizes })
     }
 
-    /// The block that produced the state after global iteration `t` of a training-depth
-    /// pass (block 0 for t = 0).
-    fn block_at(&self, t: usize) -> Result<&HyperSetBlock> {
-        let (b, _) = BlockSchedule::new(self.cfg.iterations, self.cfg.layers)?.locate(t);
+    /// The block that produced the state after global iteration `t` of a pass of
+    /// `iterations` iterations (block 0 for t = 0).
+    fn block_at(&self, t: usize, iterations: usize) -> Result<&HyperSetBlock> {
+        let (b, _) = BlockSchedule::new(iterations, self.cfg.layers)?.locate(t);
         Ok(&self.blocks[b])
     }
 }
@@ -100,8 +100,8 @@ impl Layer for HyperSet {
         Ok(x)
     }
 
-    fn energies(&self, t: usize, x: &Tensor, _x0: &Tensor) -> Result<Vec<Energy>> {
-        let block = self.block_at(t)?;
+    fn energies(&self, t: usize, iterations: usize, x: &Tensor, _x0: &Tensor) -> Result<Vec<Energy>> {
+        let block = self.block_at(t, iterations)?;
         let attention = energy::attention(x, block.w(), self.cfg.heads)?;
         let feedforward = energy::feedforward(x, block.d_ff())?;
         let total = (&attention + &feedforward)?;
@@ -129,7 +129,7 @@ impl Layer for HyperSet {
         verify::descent_checks(&self.blocks[0], x, step)
     }
 
-    fn head_projections(&self, t: usize, x: &Tensor) -> Result<Option<Tensor>> {
-        Ok(Some(energy::normalised_heads(x, self.block_at(t)?.w(), self.cfg.heads)?))
+    fn head_projections(&self, t: usize, iterations: usize, x: &Tensor) -> Result<Option<Tensor>> {
+        Ok(Some(energy::normalised_heads(x, self.block_at(t, iterations)?.w(), self.cfg.heads)?))
     }
 }

@@ -127,12 +127,12 @@ fn energies_are_per_sample() {
     let cfg = config(&[("d", Value::Int(16)), ("heads", Value::Int(2)), ("time_dim", Value::Int(8))]);
     let (_, layer) = build(&cfg, DType::F32);
     let x = Tensor::randn(0f32, 1.0, (3, 6, 16), &Device::Cpu).unwrap();
-    let energies = layer.energies(1, &x, &x).unwrap();
+    let energies = layer.energies(1, 1, &x, &x).unwrap();
     let names: Vec<_> = energies.iter().map(|e| e.name.as_str()).collect();
     assert_eq!(names, ["attention", "feedforward", "total"]);
     for e in &energies {
         assert_eq!(e.per_sample.dims(), &[3]);
     }
-    let heads = layer.head_projections(1, &x).unwrap().unwrap();
+    let heads = layer.head_projections(1, 1, &x).unwrap().unwrap();
     assert_eq!(heads.dims(), &[3, 2, 6, 8]);
 }

@@ -74,8 +74,8 @@ impl Layer for Transformer {
         Ok(x)
     }
 
-    fn head_projections(&self, t: usize, x: &Tensor) -> Result<Option<Tensor>> {
-        let block = self.block_for(t, self.cfg.iterations)?;
+    fn head_projections(&self, t: usize, iterations: usize, x: &Tensor) -> Result<Option<Tensor>> {
+        let block = self.block_for(t, iterations)?;
         Ok(Some(block.normalised_queries(x)?))
     }
 }

@@ -20,9 +20,9 @@ pub enum LoadError {
     BadMagic { path: PathBuf },
     /// Built by another toolchain, candle or feature set.
     #[error(
-        "{path}: built for another host\n  plugin fingerprint: {plugin}\n  host fingerprint:   {host}\n  rebuild it with the host's toolchain: cargo build --release -p {crate_name}"
+        "{path}: built for another host\n  plugin fingerprint: {plugin}\n  host fingerprint:   {host}\n  rebuild it with the host's toolchain: {rebuild}"
     )]
-    Fingerprint { path: PathBuf, plugin: String, host: String, crate_name: String },
+    Fingerprint { path: PathBuf, plugin: String, host: String, rebuild: String },
     /// `declare` returned an error or panicked.
     #[error("{path}: failed while registering: {reason}")]
     Declare { path: PathBuf, reason: String },
@@ -75,6 +75,12 @@ pub fn crate_name_of(path: &Path) -> String {
     stem.strip_prefix("lib").unwrap_or(stem).to_string()
 }
 
+/// The cargo command that rebuilds the library at `path` (debug or release, from its folder).
+fn rebuild_command(path: &Path) -> String {
+    let release = path.components().any(|c| c.as_os_str() == "release");
+    format!("cargo build{} -p {}", if release { " --release" } else { "" }, crate_name_of(path))
+}
+
 /// Loads `path` as a plugin.
 pub fn load(path: &Path) -> Result<LoadedPlugin, LoadError> {
     let path = path.to_path_buf();
@@ -103,7 +109,7 @@ pub fn load(path: &Path) -> Result<LoadedPlugin, LoadError> {
     let plugin_fingerprint = unsafe { CStr::from_ptr(fingerprint_ptr) }.to_string_lossy().into_owned();
     if plugin_fingerprint != FINGERPRINT {
         return Err(LoadError::Fingerprint {
-            crate_name: crate_name_of(&path),
+            rebuild: rebuild_command(&path),
             path,
             plugin: plugin_fingerprint,
             host: FINGERPRINT.to_string(),
