@@ -134,7 +134,7 @@ pub struct BlockSchedule {
 impl BlockSchedule {
     /// The schedule of `iterations` over `blocks`; an error names the fix when they do not divide.
     pub fn new(iterations: usize, blocks: usize) -> Result<Self> {
-        if blocks == 0 || iterations % blocks != 0 {
+        if blocks == 0 || !iterations.is_multiple_of(blocks) {
             return Err(crate::config_error(format!(
                 "{iterations} iterations cannot be split over {blocks} layers; use a multiple of {blocks} (each layer runs iterations / layers times)"
             )));
@@ -153,7 +153,7 @@ impl BlockSchedule {
 /// Checks the usual shape constraints of a multi-head recurrent layer: `heads` divides `d`
 /// and `layers` divides `iterations`.
 pub fn check_heads_and_layers(d: usize, heads: usize, iterations: usize, layers: usize) -> Result<()> {
-    if heads == 0 || d % heads != 0 {
+    if heads == 0 || !d.is_multiple_of(heads) {
         return Err(crate::config_error(format!(
             "d = {d} is not divisible by heads = {heads}; choose heads dividing d"
         )));

@@ -41,7 +41,7 @@ impl HyperSetConfig {
             init_std: cfg.f64("init_std")?,
         };
         check_heads_and_layers(c.d, c.heads, c.iterations, c.layers)?;
-        if c.time_dim % 2 != 0 {
+        if !c.time_dim.is_multiple_of(2) {
             return Err(config_error(format!("time_dim = {} must be even (sin and cos halves)", c.time_dim)));
         }
         Ok(c)

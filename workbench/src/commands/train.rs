@@ -18,8 +18,8 @@ pub async fn train(
     overrides: &[String],
     json: bool,
 ) -> Result<i32> {
-    let layer_plugin = host.get(layer, PluginKind::Layer).with_context(|| hint_plugin_path())?;
-    let task_plugin = host.get(task, PluginKind::Task).with_context(|| hint_plugin_path())?;
+    let layer_plugin = host.get(layer, PluginKind::Layer).with_context(hint_plugin_path)?;
+    let task_plugin = host.get(task, PluginKind::Task).with_context(hint_plugin_path)?;
     let config = RunConfig::resolve(&layer_plugin.declaration, &task_plugin.declaration, overrides)?;
     let settings = config.settings()?;
     let plugin_ref = |p: &crate::host::LoadedPlugin| PluginRef {
