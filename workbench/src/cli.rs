@@ -84,6 +84,21 @@ pub enum Command {
         /// Overrides `key=value` as for `train`.
         overrides: Vec<String>,
     },
+    /// Draw runs side by side in one PNG or SVG image: loss, metrics, energy, rank, angle, depth.
+    Plot {
+        /// Run ids, comma-separated (e.g. 3,4,7).
+        #[arg(long)]
+        runs: String,
+        /// Panels, comma-separated: loss, metric, energy, erank, angle, depth.
+        #[arg(long, default_value = "loss,metric,energy,erank,angle,depth")]
+        panels: String,
+        /// Output file, `.png` or `.svg`.
+        #[arg(long)]
+        out: PathBuf,
+        /// Image size in pixels, WIDTHxHEIGHT.
+        #[arg(long, default_value = "1600x900")]
+        size: String,
+    },
     /// Internal: train stored run N (started by `train` and `resume`).
     #[command(hide = true)]
     Worker {

@@ -4,6 +4,7 @@
 //! - [`run_config`] resolves `key=value` overrides against the plugins' schemas;
 //! - [`train`] runs a stored run in a worker process and follows it;
 //! - [`store`] is the SQLite run database;
+//! - [`plot`] turns stored metrics and diagnostics into the series of `workbench plot`;
 //! - [`diagnostics`] measures energies, ranks and angles per layer iteration at evaluations;
 //! - [`commands`] and [`cli`] are the command line on top.
 
@@ -13,6 +14,7 @@ pub mod device;
 pub mod diagnostics;
 pub mod host;
 pub mod params;
+pub mod plot;
 pub mod run_config;
 pub mod store;
 pub mod train;

@@ -1,6 +1,7 @@
 //! The implementation of each command.
 
 mod bench;
+mod plot;
 mod plugins;
 mod runs;
 mod train;
@@ -38,6 +39,10 @@ pub async fn run(cli: Cli) -> Result<i32> {
                 None => runs::list(&store, json).await,
                 Some(RunsAction::Show { run, json: show_json }) => runs::show(&store, run, json || show_json).await,
             }
+        }
+        Some(Command::Plot { runs, panels, out, size }) => {
+            let store = open_store(&db).await?;
+            plot::run(&store, &runs, &panels, &out, &size).await
         }
         Some(Command::Verify { layer, overrides, seed, json }) => {
             verify::run(&load_plugins(&dirs), layer.as_deref(), &overrides, seed, json)

@@ -1,0 +1,116 @@
+//! `workbench plot` through the real binary: two tiny runs drawn to PNG and SVG.
+
+mod common;
+
+use common::{run, temp_dir, workbench};
+use std::path::Path;
+
+fn train(dir: &Path, layer: &str) {
+    let (code, _, stderr) = run(workbench(dir).args([
+        "train",
+        "--layer",
+        layer,
+        "--json",
+        "d=16",
+        "heads=2",
+        "iterations=2",
+        "difficulty=easy",
+        "task.train_puzzles=32",
+        "task.eval_puzzles=8",
+        "steps=4",
+        "eval_every=2",
+        "eval_depths=2",
+        "eval_examples=8",
+    ]));
+    assert_eq!(code, 0, "{stderr}");
+}
+
+#[test]
+fn plots_two_runs_to_png_and_svg() {
+    let dir = temp_dir("plot");
+    // time_dim is a Hyper-SET key only.
+    let (code, _, stderr) = run(workbench(&dir).args([
+        "train",
+        "--layer",
+        "hyperset",
+        "--json",
+        "d=16",
+        "heads=2",
+        "iterations=2",
+        "time_dim=8",
+        "difficulty=easy",
+        "task.train_puzzles=32",
+        "task.eval_puzzles=8",
+        "steps=4",
+        "eval_every=2",
+        "eval_depths=2",
+        "eval_examples=8",
+    ]));
+    assert_eq!(code, 0, "{stderr}");
+    train(&dir, "transformer");
+
+    let png = dir.join("fig.png");
+    let (code, stdout, stderr) = run(workbench(&dir).args([
+        "plot",
+        "--runs",
+        "1,2",
+        "--panels",
+        "loss,energy,erank,angle,depth",
+        "--size",
+        "1200x700",
+        "--out",
+        png.to_str().unwrap(),
+    ]));
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    let decoder = png::Decoder::new(std::io::BufReader::new(std::fs::File::open(&png).unwrap()));
+    let mut reader = decoder.read_info().unwrap();
+    let mut buf = vec![0; reader.output_buffer_size()];
+    let info = reader.next_frame(&mut buf).unwrap();
+    assert_eq!((info.width, info.height), (1200, 700));
+    let pixels = &buf[..info.buffer_size()];
+    let px = info.color_type.samples() * (info.bit_depth as usize / 8).max(1);
+    let first = &pixels[..px];
+    let distinct = pixels.chunks(px).filter(|c| *c != first).count();
+    assert!(distinct > 1000, "the image is (almost) one flat colour: {distinct} differing pixels");
+
+    let svg = dir.join("fig.svg");
+    let (code, stdout, stderr) = run(workbench(&dir).args([
+        "plot",
+        "--runs",
+        "1,2",
+        "--panels",
+        "loss,metric,energy,erank,angle,depth",
+        "--out",
+        svg.to_str().unwrap(),
+    ]));
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    let text = std::fs::read_to_string(&svg).unwrap();
+    let doc = roxmltree::Document::parse(&text).expect("the SVG is well-formed XML");
+    let texts: Vec<String> = doc
+        .descendants()
+        .filter(|n| n.has_tag_name("text"))
+        .map(|n| n.descendants().filter_map(|c| c.text()).collect::<String>())
+        .collect();
+    assert!(texts.iter().any(|t| t.contains("run 1: hyperset")), "{texts:?}");
+    assert!(texts.iter().any(|t| t.contains("run 2: transformer")), "{texts:?}");
+    assert_eq!(doc.root_element().attribute("width"), Some("1600"));
+}
+
+#[test]
+fn bad_extension_unknown_panel_and_unknown_run_are_refused() {
+    let dir = temp_dir("plot-bad");
+    let (code, _, stderr) = run(workbench(&dir).args(["plot", "--runs", "1", "--out", "fig.jpg"]));
+    assert_ne!(code, 0);
+    assert!(stderr.contains(".png") && stderr.contains(".svg"), "{stderr}");
+    let (code, _, stderr) =
+        run(workbench(&dir).args(["plot", "--runs", "1", "--panels", "loss,bogus", "--out", "f.png"]));
+    assert_ne!(code, 0);
+    assert!(
+        stderr.contains("unknown panel `bogus`") && stderr.contains("loss, metric, energy, erank, angle, depth"),
+        "{stderr}"
+    );
+    let (code, _, stderr) = run(workbench(&dir).args(["plot", "--runs", "42", "--out", "f.svg"]));
+    assert_ne!(code, 0);
+    assert!(stderr.contains("42"), "{stderr}");
+    assert!(!dir.join("f.svg").exists());
+}
