@@ -2,28 +2,15 @@
 
 mod common;
 
-use common::{run, temp_dir, workbench};
+use common::{temp_dir, train_tiny};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use workbench::store::DiagnosticRow;
 
 /// Trains a tiny run of `layer` with evaluations at steps 2 and 4, at 2 and 4 iterations.
-fn train_tiny(tag: &str, layer: &str, layer_args: &[&str]) -> Vec<DiagnosticRow> {
+fn train_tiny_diagnostics(tag: &str, layer: &str, layer_args: &[&str]) -> Vec<DiagnosticRow> {
     let dir = temp_dir(tag);
-    let mut args = vec!["train", "--layer", layer, "--task", "sudoku", "--json"];
-    args.extend_from_slice(layer_args);
-    args.extend_from_slice(&[
-        "difficulty=easy",
-        "task.train_puzzles=32",
-        "task.eval_puzzles=8",
-        "steps=4",
-        "eval_every=2",
-        "eval_depths=2",
-        "eval_examples=8",
-    ]);
-    let (code, stdout, stderr) = run(workbench(&dir).args(&args));
-    assert_eq!(code, 0, "{stderr}");
-    assert!(stdout.lines().any(|l| l.contains("\"event\":\"finished\"")), "{stdout}\n{stderr}");
+    let (_, stderr) = train_tiny(&dir, layer, layer_args);
     assert!(!stderr.contains("no diagnostics"), "{stderr}");
     diagnostics(&dir, 1)
 }
@@ -87,7 +74,7 @@ fn check_rank_and_angles(values: &BTreeMap<(u64, u32, String), f64>, step: u64, 
 /// at both evaluations, with total = attention + feedforward.
 #[test]
 fn hyperset_records_energies_ranks_and_angles_per_iteration() {
-    let rows = train_tiny("diag-hyperset", "hyperset", &["d=16", "heads=2", "iterations=2", "time_dim=8"]);
+    let rows = train_tiny_diagnostics("diag-hyperset", "hyperset", &["time_dim=8"]);
     let values = by_key(&rows);
     let steps: BTreeSet<u64> = rows.iter().map(|r| r.step).collect();
     assert_eq!(steps, BTreeSet::from([2, 4]));
@@ -138,7 +125,7 @@ fn hyperset_records_energies_ranks_and_angles_per_iteration() {
 /// The plain Transformer defines no energy but still gets rank and angle rows.
 #[test]
 fn transformer_records_ranks_and_angles_but_no_energies() {
-    let rows = train_tiny("diag-transformer", "transformer", &["d=16", "heads=2", "iterations=2"]);
+    let rows = train_tiny_diagnostics("diag-transformer", "transformer", &[]);
     assert!(!rows.is_empty());
     assert!(rows.iter().all(|r| !r.name.contains("energy/")), "{:?}", rows.iter().find(|r| r.name.contains("energy/")));
     let values = by_key(&rows);

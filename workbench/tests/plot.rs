@@ -2,52 +2,14 @@
 
 mod common;
 
-use common::{run, temp_dir, workbench};
-use std::path::Path;
-
-fn train(dir: &Path, layer: &str) {
-    let (code, _, stderr) = run(workbench(dir).args([
-        "train",
-        "--layer",
-        layer,
-        "--json",
-        "d=16",
-        "heads=2",
-        "iterations=2",
-        "difficulty=easy",
-        "task.train_puzzles=32",
-        "task.eval_puzzles=8",
-        "steps=4",
-        "eval_every=2",
-        "eval_depths=2",
-        "eval_examples=8",
-    ]));
-    assert_eq!(code, 0, "{stderr}");
-}
+use common::{run, temp_dir, train_tiny, workbench};
 
 #[test]
 fn plots_two_runs_to_png_and_svg() {
     let dir = temp_dir("plot");
     // time_dim is a Hyper-SET key only.
-    let (code, _, stderr) = run(workbench(&dir).args([
-        "train",
-        "--layer",
-        "hyperset",
-        "--json",
-        "d=16",
-        "heads=2",
-        "iterations=2",
-        "time_dim=8",
-        "difficulty=easy",
-        "task.train_puzzles=32",
-        "task.eval_puzzles=8",
-        "steps=4",
-        "eval_every=2",
-        "eval_depths=2",
-        "eval_examples=8",
-    ]));
-    assert_eq!(code, 0, "{stderr}");
-    train(&dir, "transformer");
+    train_tiny(&dir, "hyperset", &["time_dim=8"]);
+    train_tiny(&dir, "transformer", &[]);
 
     let png = dir.join("fig.png");
     let (code, stdout, stderr) = run(workbench(&dir).args([

@@ -67,3 +67,23 @@ pub fn run(cmd: &mut Command) -> (i32, String, String) {
         String::from_utf8_lossy(&stderr).into_owned(),
     )
 }
+
+/// Trains a tiny Sudoku run of `layer` in `dir` (4 steps, evaluations at steps 2 and 4, at the
+/// training depth 2 and at depth 4) and returns its stdout (the JSON events) and stderr.
+pub fn train_tiny(dir: &Path, layer: &str, layer_args: &[&str]) -> (String, String) {
+    let mut args = vec!["train", "--layer", layer, "--task", "sudoku", "--json", "d=16", "heads=2", "iterations=2"];
+    args.extend_from_slice(layer_args);
+    args.extend_from_slice(&[
+        "difficulty=easy",
+        "task.train_puzzles=32",
+        "task.eval_puzzles=8",
+        "steps=4",
+        "eval_every=2",
+        "eval_depths=2",
+        "eval_examples=8",
+    ]);
+    let (code, stdout, stderr) = run(workbench(dir).args(&args));
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.lines().any(|l| l.contains("\"event\":\"finished\"")), "{stdout}\n{stderr}");
+    (stdout, stderr)
+}
