@@ -97,13 +97,12 @@ fn a_plugin_panicking_at_registration_is_reported_and_the_others_load() {
     assert!(message.contains("panicked") && message.contains("fixture panics while registering"), "{message}");
 }
 
-/// A layer that panics in its forward pass fails its run with the panic message; the
-/// launching command reports it and exits non-zero, nothing crashes.
-#[test]
-fn a_plugin_panicking_in_forward_fails_the_run_not_the_host() {
-    let plugins = plugin_dir_with("panic-forward", &["fixture-panicking-plugin", "sudoku"]);
-    let dir = temp_dir("panic-forward-db");
-    let (code, _stdout, stderr) = run(workbench(&dir).env("WORKBENCH_PLUGIN_PATH", &plugins).args([
+/// Trains the fixture layer `panicking` (with `extra` overrides) on a few Sudoku puzzles;
+/// returns the exit code, stderr and `runs show 1 --json`.
+fn train_fixture(tag: &str, extra: &[&str]) -> (i32, String, serde_json::Value) {
+    let plugins = plugin_dir_with(tag, &["fixture-panicking-plugin", "sudoku"]);
+    let dir = temp_dir(&format!("{tag}-db"));
+    let mut args = vec![
         "train",
         "--layer",
         "panicking",
@@ -111,35 +110,30 @@ fn a_plugin_panicking_in_forward_fails_the_run_not_the_host() {
         "sudoku",
         "task.train_puzzles=8",
         "task.eval_puzzles=4",
-        "steps=2",
-    ]));
+        "steps=5",
+    ];
+    args.extend_from_slice(extra);
+    let (code, _stdout, stderr) = run(workbench(&dir).env("WORKBENCH_PLUGIN_PATH", &plugins).args(&args));
+    let (_, shown, _) = run(workbench(&dir).args(["runs", "show", "1", "--json"]));
+    (code, stderr, serde_json::from_str(&shown).unwrap())
+}
+
+/// A layer that panics in its forward pass fails its run with the panic message; the
+/// launching command reports it and exits non-zero, nothing crashes.
+#[test]
+fn a_plugin_panicking_in_forward_fails_the_run_not_the_host() {
+    let (code, stderr, shown) = train_fixture("panic-forward", &[]);
     assert_eq!(code, 1, "{stderr}");
     assert!(stderr.contains("failed") && stderr.contains("fixture panics in forward"), "{stderr}");
-    let (_, shown, _) = run(workbench(&dir).args(["runs", "show", "1", "--json"]));
-    let shown: serde_json::Value = serde_json::from_str(&shown).unwrap();
     assert_eq!(shown["run"]["status"], "failed");
 }
 
 /// A loss that becomes NaN stops the run as `diverged`, keeping what was recorded.
 #[test]
 fn a_nan_loss_stops_the_run_as_diverged() {
-    let plugins = plugin_dir_with("nan", &["fixture-panicking-plugin", "sudoku"]);
-    let dir = temp_dir("nan-db");
-    let (code, _stdout, stderr) = run(workbench(&dir).env("WORKBENCH_PLUGIN_PATH", &plugins).args([
-        "train",
-        "--layer",
-        "panicking",
-        "--task",
-        "sudoku",
-        "mode=nan",
-        "task.train_puzzles=8",
-        "task.eval_puzzles=4",
-        "steps=5",
-    ]));
+    let (code, stderr, shown) = train_fixture("nan", &["mode=nan"]);
     assert_eq!(code, 1, "{stderr}");
     assert!(stderr.contains("diverged") && stderr.contains("NaN"), "{stderr}");
-    let (_, shown, _) = run(workbench(&dir).args(["runs", "show", "1", "--json"]));
-    let shown: serde_json::Value = serde_json::from_str(&shown).unwrap();
     assert_eq!(shown["run"]["status"], "diverged");
     let loss = shown["metrics"]
         .as_array()
