@@ -99,6 +99,20 @@ pub enum Command {
         #[arg(long, default_value = "1600x900")]
         size: String,
     },
+    /// Ablation table of runs: one row per configuration, metrics as mean ± std over seeds.
+    Ablation {
+        /// Run ids, comma-separated (e.g. 3,4,7); default: every finished run.
+        #[arg(long)]
+        runs: Option<String>,
+        /// Output format: md, latex or csv.
+        #[arg(long, default_value = "md")]
+        format: String,
+        /// Write to this file instead of standard output.
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
+    /// Open the terminal workbench (the default when no command is given).
+    Tui,
     /// Internal: train stored run N (started by `train` and `resume`).
     #[command(hide = true)]
     Worker {

@@ -6,8 +6,11 @@
 //! - [`store`] is the SQLite run database;
 //! - [`plot`] turns stored metrics and diagnostics into the series of `workbench plot`;
 //! - [`diagnostics`] measures energies, ranks and angles per layer iteration at evaluations;
+//! - [`ablation`] groups runs into mean ± std tables (Markdown, LaTeX, CSV);
+//! - [`tui`] is the terminal workbench;
 //! - [`commands`] and [`cli`] are the command line on top.
 
+pub mod ablation;
 pub mod cli;
 pub mod commands;
 pub mod device;
@@ -18,3 +21,4 @@ pub mod plot;
 pub mod run_config;
 pub mod store;
 pub mod train;
+pub mod tui;

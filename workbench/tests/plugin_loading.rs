@@ -24,7 +24,7 @@ fn a_file_that_is_not_a_library_is_reported() {
     let dir = temp_dir("garbage");
     let path = dir.join("libgarbage.so");
     std::fs::write(&path, b"this is not an ELF file").unwrap();
-    let err = load(&path).err().expect("refused");
+    let err = load(&path).expect_err("refused");
     assert!(matches!(err, LoadError::NotALibrary { .. }), "{err}");
     assert!(err.to_string().contains("libgarbage.so"));
 }
@@ -42,7 +42,7 @@ fn a_library_without_the_entry_symbol_is_reported() {
     .map(std::path::PathBuf::from)
     .find(|p| p.is_file())
     .expect("a libm to load");
-    let err = load(&libm).err().expect("refused");
+    let err = load(&libm).expect_err("refused");
     assert!(matches!(err, LoadError::NoEntry { .. }), "{err}");
     assert!(err.to_string().contains("export_plugin"), "{err}");
 }
@@ -67,7 +67,7 @@ fn a_plugin_with_another_fingerprint_is_refused_naming_both_and_the_rebuild() {
     let dir = temp_dir("fingerprint");
     let path = dir.join("libtransformer.so");
     std::fs::write(&path, patched).unwrap();
-    let err = load(&path).err().expect("refused");
+    let err = load(&path).expect_err("refused");
     let text = err.to_string();
     assert!(matches!(err, LoadError::Fingerprint { .. }), "{text}");
     assert!(text.contains(plugin_api::FINGERPRINT), "{text}");

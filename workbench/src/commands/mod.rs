@@ -1,17 +1,17 @@
 //! The implementation of each command.
 
+pub mod ablation;
 mod bench;
-mod plot;
+pub mod plot;
 mod plugins;
 mod runs;
-mod train;
+pub mod train;
 pub mod verify;
 
 use crate::cli::{Cli, Command, RunsAction};
 use crate::host::{self, BuildOutcome, PluginHost};
 use crate::store::{process_alive, Store};
 use anyhow::Result;
-use clap::CommandFactory;
 use std::path::{Path, PathBuf};
 
 /// Runs the parsed command line; returns the process exit code.
@@ -19,9 +19,14 @@ pub async fn run(cli: Cli) -> Result<i32> {
     let db = cli.db.clone().unwrap_or_else(default_db_path);
     let dirs = cli.plugin_dirs.clone();
     match cli.command {
-        None => {
-            Cli::command().print_help()?;
-            Ok(0)
+        None | Some(Command::Tui) => {
+            let host = load_plugins(&dirs);
+            let store = open_store(&db).await?;
+            crate::tui::run(store, host, dirs).await
+        }
+        Some(Command::Ablation { runs, format, out }) => {
+            let store = open_store(&db).await?;
+            ablation::run(&store, runs.as_deref(), &format, out.as_deref()).await
         }
         Some(Command::Plugins { json }) => plugins::list(&load_plugins(&dirs), json),
         Some(Command::Train { layer, task, overrides, json }) => {

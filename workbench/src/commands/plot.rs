@@ -244,6 +244,12 @@ where
 
 /// `workbench plot --runs 3,4,7 --panels ... --out fig.png|fig.svg [--size WxH]`.
 pub async fn run(store: &Store, runs: &str, panels: &str, out: &Path, size: &str) -> Result<i32> {
+    println!("{}", write_image(store, runs, panels, out, size).await?);
+    Ok(0)
+}
+
+/// Draws the panels of the runs into `out`; returns a line saying what was written.
+pub async fn write_image(store: &Store, runs: &str, panels: &str, out: &Path, size: &str) -> Result<String> {
     let format = format_of(out)?;
     let panels = data::parse_panels(panels).map_err(|e| anyhow!(e))?;
     let ids = data::parse_run_ids(runs).map_err(|e| anyhow!(e))?;
@@ -268,6 +274,5 @@ pub async fn run(store: &Store, runs: &str, panels: &str, out: &Path, size: &str
         Format::Svg => draw(SVGBackend::new(out, (w, h)).into_drawing_area(), &legend, &plots),
     };
     result.map_err(|e| anyhow!("cannot draw {}: {e}", out.display()))?;
-    println!("wrote {} ({} panels, {} runs)", out.display(), plots.len(), ids.len());
-    Ok(0)
+    Ok(format!("wrote {} ({} panels, {} runs)", out.display(), plots.len(), ids.len()))
 }

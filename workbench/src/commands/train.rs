@@ -1,6 +1,6 @@
 //! `workbench train` and `workbench resume`.
 
-use crate::host::{PluginHost, PLUGIN_PATH_VAR};
+use crate::host::{LoadedPlugin, PluginHost, PLUGIN_PATH_VAR};
 use crate::run_config::RunConfig;
 use crate::store::{NewRun, PluginRef, RunStatus, Store};
 use crate::train::launch::{follow, spawn_worker, Display};
@@ -21,29 +21,32 @@ pub async fn train(
     let layer_plugin = host.get(layer, PluginKind::Layer).with_context(hint_plugin_path)?;
     let task_plugin = host.get(task, PluginKind::Task).with_context(hint_plugin_path)?;
     let config = RunConfig::resolve(&layer_plugin.declaration, &task_plugin.declaration, overrides)?;
-    let settings = config.settings()?;
-    let plugin_ref = |p: &crate::host::LoadedPlugin| PluginRef {
-        name: p.declaration.name.clone(),
-        version: p.declaration.version.clone(),
-        fingerprint: plugin_api::FINGERPRINT.to_string(),
-        build: None,
-    };
-    let run_id = store
-        .create_run(&NewRun {
-            layer: plugin_ref(layer_plugin),
-            task: plugin_ref(task_plugin),
-            config: config.to_json(),
-            seed: settings.seed,
-            device: settings.device.clone(),
-            git_rev: super::git_revision(),
-            total_steps: Some(settings.steps),
-        })
-        .await?;
+    let run_id = store.create_run(&new_run(layer_plugin, task_plugin, &config)?).await?;
     if !json {
         eprintln!("run {run_id} queued in {}", store.path().display());
     }
     let child = spawn_worker(store.path(), dirs, run_id, false)?;
     finish(store, follow(store, child, run_id, display(json)).await?, run_id, json).await
+}
+
+/// The stored form of a new run of `config` with these plugins.
+pub fn new_run(layer: &LoadedPlugin, task: &LoadedPlugin, config: &RunConfig) -> Result<NewRun> {
+    let settings = config.settings()?;
+    let plugin_ref = |p: &LoadedPlugin| PluginRef {
+        name: p.declaration.name.clone(),
+        version: p.declaration.version.clone(),
+        fingerprint: plugin_api::FINGERPRINT.to_string(),
+        build: None,
+    };
+    Ok(NewRun {
+        layer: plugin_ref(layer),
+        task: plugin_ref(task),
+        config: config.to_json(),
+        seed: settings.seed,
+        device: settings.device.clone(),
+        git_rev: super::git_revision(),
+        total_steps: Some(settings.steps),
+    })
 }
 
 /// Requeues an interrupted or failed run and continues it from its checkpoint.

@@ -62,7 +62,9 @@ use sqlx::{Connection, Row, SqliteConnection};
 
 pub use error::StoreError;
 pub use process::process_alive;
-pub use types::{Artifact, DiagnosticRow, MetricRow, NewRun, PluginRef, RunRecord, RunStatus};
+pub use types::{
+    Artifact, DiagnosticRow, MetricDirection, MetricRow, MetricSummary, NewRun, PluginRef, RunRecord, RunStatus,
+};
 
 /// How long a connection waits for another process's lock before giving up.
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
@@ -111,7 +113,7 @@ macro_rules! select_runs {
         "SELECT id, status, layer_name, layer_version, layer_fingerprint, layer_build, \
          task_name, task_version, task_fingerprint, task_build, config, seed, device, \
          param_count, git_rev, created_at, started_at, finished_at, error, worker_pid, \
-         last_step, total_steps, notes, tags FROM runs"
+         last_step, total_steps, notes, tags, metric_specs FROM runs"
     };
 }
 
@@ -261,6 +263,9 @@ impl Store {
             .map(|p| u32::try_from(p).map_err(|_| self.corrupt(format!("run {id} has invalid worker_pid {p}"))))
             .transpose()?;
         let tags: String = self.get(row, "tags")?;
+        let specs: String = self.get(row, "metric_specs")?;
+        let metric_specs = serde_json::from_str(&specs)
+            .map_err(|e| self.corrupt(format!("run {id} has invalid metric_specs: {e}")))?;
         Ok(RunRecord {
             id,
             status,
@@ -290,6 +295,7 @@ impl Store {
             total_steps: opt_u64(self.get(row, "total_steps")?, "total_steps")?,
             notes: self.get(row, "notes")?,
             tags: split_tags(&tags),
+            metric_specs,
         })
     }
 
@@ -428,6 +434,43 @@ impl Store {
     pub async fn set_param_count(&self, id: i64, n: u64) -> Result<(), StoreError> {
         let n = to_i64(n, "param_count")?;
         self.update_one(sqlx::query("UPDATE runs SET param_count = ? WHERE id = ?").bind(n).bind(id), id).await
+    }
+
+    /// Records the task's metrics and their directions (the first is the headline metric).
+    pub async fn set_metric_specs(&self, id: i64, specs: &[MetricDirection]) -> Result<(), StoreError> {
+        let json = serde_json::to_string(specs).map_err(|e| self.corrupt(format!("cannot serialise metrics: {e}")))?;
+        self.update_one(sqlx::query("UPDATE runs SET metric_specs = ? WHERE id = ?").bind(json).bind(id), id).await
+    }
+
+    /// Per run and per (split, metric) of every evaluation split and of the train loss: the
+    /// last, smallest and largest value, the last step and wall time. One query for the runs
+    /// table, so it never loads whole curves.
+    pub async fn metric_summaries(&self) -> Result<Vec<MetricSummary>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT run_id, split, name, MIN(value) AS lo, MAX(value) AS hi, MAX(step) AS last_step, \
+             MAX(wall_time) AS wall, \
+             (SELECT value FROM metrics l WHERE l.run_id = m.run_id AND l.split = m.split \
+              AND l.name = m.name ORDER BY l.step DESC, l.rowid DESC LIMIT 1) AS last \
+             FROM metrics m WHERE split != 'train' OR name = 'loss' \
+             GROUP BY run_id, split, name ORDER BY run_id, split, name",
+        )
+        .fetch_all(&self.pool)
+        .await
+        .map_err(|e| self.err(e))?;
+        rows.iter()
+            .map(|r| {
+                Ok(MetricSummary {
+                    run_id: self.get(r, "run_id")?,
+                    split: self.get(r, "split")?,
+                    name: self.get(r, "name")?,
+                    min: self.get::<Option<f64>>(r, "lo")?.unwrap_or(f64::NAN),
+                    max: self.get::<Option<f64>>(r, "hi")?.unwrap_or(f64::NAN),
+                    last: self.get::<Option<f64>>(r, "last")?.unwrap_or(f64::NAN),
+                    last_step: self.to_u64(self.get(r, "last_step")?, "metric step")?,
+                    wall_time: self.get::<Option<f64>>(r, "wall")?.unwrap_or(f64::NAN),
+                })
+            })
+            .collect()
     }
 
     /// Records the last completed training step (`last_step`).

@@ -149,6 +149,54 @@ pub struct RunRecord {
     pub notes: String,
     /// Tags, in the order they were set.
     pub tags: Vec<String>,
+    /// The task's metrics with their directions, the headline first (empty until a worker
+    /// built the task).
+    #[serde(default)]
+    pub metric_specs: Vec<MetricDirection>,
+}
+
+impl RunRecord {
+    /// The headline metric and whether higher is better: the task's first declared metric,
+    /// or for runs recorded before directions were stored, `None`.
+    pub fn headline(&self) -> Option<&MetricDirection> {
+        self.metric_specs.first()
+    }
+
+    /// Whether larger values of `name` are better, if the task declared the metric.
+    pub fn higher_is_better(&self, name: &str) -> Option<bool> {
+        self.metric_specs.iter().find(|m| m.name == name).map(|m| m.higher_is_better)
+    }
+}
+
+/// A metric name and its direction, as the task declared it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MetricDirection {
+    /// Metric name (`cell_acc`, `top1`, `bpb`...).
+    pub name: String,
+    /// Whether larger values are better.
+    pub higher_is_better: bool,
+}
+
+/// Extremes and last value of one metric of one run (see
+/// [`Store::metric_summaries`](super::Store::metric_summaries)).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MetricSummary {
+    /// Run id.
+    pub run_id: i64,
+    /// Split (`train`, `eval`, `eval@K`).
+    pub split: String,
+    /// Metric name.
+    pub name: String,
+    /// Smallest value (NaN if none is finite).
+    pub min: f64,
+    /// Largest value.
+    pub max: f64,
+    /// Value at the last step.
+    pub last: f64,
+    /// Last step recorded.
+    pub last_step: u64,
+    /// Largest wall time recorded (seconds since the run started).
+    pub wall_time: f64,
 }
 
 /// One scalar metric sample.

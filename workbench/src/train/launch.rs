@@ -25,6 +25,50 @@ pub fn spawn_worker(db: &Path, plugin_dirs: &[PathBuf], run_id: i64, resume: boo
     cmd.spawn().context("cannot start the worker process")
 }
 
+/// Starts a worker that outlives the process starting it (the TUI): its own process group, so
+/// terminal signals do not reach it; stdout discarded (progress is in the store); stderr kept
+/// in `runs/<id>/worker.log` next to the database, so a crash leaves its message. A thread
+/// waits for it so it never lingers as a zombie. Returns the worker's pid.
+pub fn spawn_detached(db: &Path, plugin_dirs: &[PathBuf], run_id: i64, resume: bool) -> Result<u32> {
+    use std::os::unix::process::CommandExt;
+    let exe = std::env::current_exe().context("cannot find the workbench executable to start a worker")?;
+    let log_path = super::worker::checkpoint_path(db, run_id).with_file_name("worker.log");
+    if let Some(dir) = log_path.parent() {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    }
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&log_path)
+        .with_context(|| format!("cannot open {}", log_path.display()))?;
+    let mut cmd = std::process::Command::new(exe);
+    cmd.arg("--db").arg(db);
+    for dir in plugin_dirs {
+        cmd.arg("--plugin-dir").arg(dir);
+    }
+    cmd.args(["worker", "--run", &run_id.to_string()]);
+    if resume {
+        cmd.arg("--resume");
+    }
+    cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::from(log)).process_group(0);
+    let mut child = cmd.spawn().context("cannot start the worker process")?;
+    let pid = child.id();
+    std::thread::spawn(move || child.wait());
+    Ok(pid)
+}
+
+/// Asks a worker to stop (SIGTERM): it records the run as `interrupted`, keeping its data and
+/// checkpoint.
+pub fn stop_worker(pid: u32) -> Result<()> {
+    let pid = i32::try_from(pid).context("invalid worker pid")?;
+    // SAFETY: kill(2) with a positive pid only sends a signal; no memory is touched.
+    let rc = unsafe { libc::kill(pid, libc::SIGTERM) };
+    if rc != 0 {
+        anyhow::bail!("cannot signal worker {pid}: {}", std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// How progress is shown while following a worker.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub enum Display {

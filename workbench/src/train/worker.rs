@@ -17,7 +17,7 @@ use crate::diagnostics::StateRecorder;
 use crate::host::{Plugged, PluginHost};
 use crate::params::Params;
 use crate::run_config::{RunConfig, TrainSettings};
-use crate::store::{MetricRow, RunStatus, Store};
+use crate::store::{MetricDirection, MetricRow, RunStatus, Store};
 use anyhow::{anyhow, Context, Result};
 use candle_core::DType;
 use plugin_api::{Batch, Layer, MetricTally, Pass, StateObserver, TaskModel};
@@ -132,6 +132,12 @@ async fn train(
         );
     }
     store.set_param_count(run_id, params.count() as u64).await?;
+    let directions: Vec<MetricDirection> = info
+        .metrics
+        .iter()
+        .map(|m| MetricDirection { name: m.name.clone(), higher_is_better: m.higher_is_better })
+        .collect();
+    store.set_metric_specs(run_id, &directions).await?;
     let adam = AdamWConfig { beta1: s.beta1, beta2: s.beta2, eps: 1e-8, weight_decay: s.weight_decay };
     let mut opt = AdamW::new(params.vars(), adam)?;
     let ckpt = checkpoint_path(store.path(), run_id);

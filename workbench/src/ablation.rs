@@ -1,0 +1,523 @@
+//! Ablation tables: runs grouped by the configuration keys that differ between them, one row
+//! per configuration, each metric as mean ± std over the seeds of that configuration.
+//!
+//! The same table feeds the TUI's Ablation screen and `workbench ablation` (Markdown,
+//! LaTeX with booktabs, CSV).
+
+use crate::plot::flatten_config;
+use crate::store::{MetricRow, RunRecord};
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
+
+/// Configuration keys that never define a configuration: seeds vary within a row, and
+/// bookkeeping keys say nothing about the model.
+const IGNORED_KEYS: [&str; 4] = ["seed", "train.seed", "device", "checkpoint"];
+
+/// A run and its metric rows, the input of [`Table::build`].
+pub struct RunInput<'a> {
+    pub record: &'a RunRecord,
+    pub metrics: &'a [MetricRow],
+}
+
+/// Mean, sample standard deviation and count of a set of values.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Stat {
+    pub mean: f64,
+    /// Sample standard deviation (n - 1); 0 for a single value.
+    pub std: f64,
+    pub n: usize,
+}
+
+impl Stat {
+    /// The statistics of the finite values, or `None` if there are none.
+    pub fn of(values: &[f64]) -> Option<Stat> {
+        let finite: Vec<f64> = values.iter().copied().filter(|v| v.is_finite()).collect();
+        let n = finite.len();
+        if n == 0 {
+            return None;
+        }
+        let mean = finite.iter().sum::<f64>() / n as f64;
+        let std =
+            if n > 1 { (finite.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1) as f64).sqrt() } else { 0.0 };
+        Some(Stat { mean, std, n })
+    }
+
+    /// `mean ± std` (just the mean for one value) with `digits` decimals.
+    pub fn text(&self, digits: usize) -> String {
+        if self.n > 1 {
+            format!("{:.digits$} ± {:.digits$}", self.mean, self.std)
+        } else {
+            format!("{:.digits$}", self.mean)
+        }
+    }
+}
+
+/// What a column shows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ColumnKind {
+    /// The metric at the last evaluation.
+    Final(String),
+    /// The best value of the metric over the evaluations.
+    Best(String),
+    /// Trainable parameters.
+    Params,
+    /// Seconds per training step.
+    SecondsPerStep,
+}
+
+/// One column of the table.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Column {
+    pub kind: ColumnKind,
+    /// `Some(true)` when larger is better, `Some(false)` when smaller is, `None` when neither.
+    pub higher_is_better: Option<bool>,
+}
+
+impl Column {
+    /// The column header.
+    pub fn title(&self) -> String {
+        match &self.kind {
+            ColumnKind::Final(m) => format!("final {m}"),
+            ColumnKind::Best(m) => format!("best {m}"),
+            ColumnKind::Params => "params".into(),
+            ColumnKind::SecondsPerStep => "s/step".into(),
+        }
+    }
+}
+
+/// One configuration: the runs (seeds) that share it and their statistics per column.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Row {
+    /// Layer plugin.
+    pub layer: String,
+    /// Values of the differing keys (same order as [`Table::keys`]; `-` where the key does not
+    /// apply to this layer).
+    pub values: Vec<String>,
+    /// Run ids in this configuration.
+    pub runs: Vec<i64>,
+    /// Seeds of those runs.
+    pub seeds: Vec<u64>,
+    /// One cell per column.
+    pub cells: Vec<Option<Stat>>,
+}
+
+/// An ablation table.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Table {
+    /// The configuration keys that differ between the runs (besides the seed).
+    pub keys: Vec<String>,
+    pub columns: Vec<Column>,
+    pub rows: Vec<Row>,
+}
+
+/// Whether larger values of `name` are better: the task's declaration when stored, else the
+/// convention that losses, perplexities, bits and errors are smaller-is-better.
+pub fn higher_is_better(record: &RunRecord, name: &str) -> bool {
+    record.higher_is_better(name).unwrap_or_else(|| {
+        let lower = ["loss", "ppl", "bpb", "rmse", "mse", "error", "nll"];
+        !lower.iter().any(|l| name == *l || name.ends_with(&format!("_{l}")))
+    })
+}
+
+fn eval_values<'a>(metrics: &'a [MetricRow], name: &'a str) -> impl Iterator<Item = &'a MetricRow> + 'a {
+    metrics.iter().filter(move |m| m.split == "eval" && m.name == name && m.value.is_finite())
+}
+
+fn final_value(metrics: &[MetricRow], name: &str) -> Option<f64> {
+    eval_values(metrics, name).max_by_key(|m| m.step).map(|m| m.value)
+}
+
+fn best_value(metrics: &[MetricRow], name: &str, higher: bool) -> Option<f64> {
+    let values = eval_values(metrics, name).map(|m| m.value);
+    if higher {
+        values.reduce(f64::max)
+    } else {
+        values.reduce(f64::min)
+    }
+}
+
+/// Seconds per step: the train curve's last wall time over its last step.
+pub fn seconds_per_step(metrics: &[MetricRow]) -> Option<f64> {
+    let last = metrics.iter().filter(|m| m.split == "train" && m.wall_time.is_finite()).max_by_key(|m| m.step)?;
+    (last.step > 0).then(|| last.wall_time / last.step as f64)
+}
+
+impl Table {
+    /// Groups `runs` (in the given order: rows appear in the order of their first run) by
+    /// layer and differing configuration keys; columns are final and best of every eval
+    /// metric (headline first), parameters and seconds per step.
+    pub fn build(runs: &[RunInput<'_>]) -> Table {
+        let flat: Vec<BTreeMap<String, String>> = runs
+            .iter()
+            .map(|r| {
+                let mut f = flatten_config(&r.record.config);
+                f.retain(|k, _| !IGNORED_KEYS.contains(&k.as_str()));
+                f
+            })
+            .collect();
+        let all_keys: BTreeSet<&String> = flat.iter().flat_map(|f| f.keys()).collect();
+        let keys: Vec<String> = all_keys
+            .into_iter()
+            .filter(|k| flat.iter().filter_map(|f| f.get(*k)).collect::<BTreeSet<_>>().len() > 1)
+            .cloned()
+            .collect();
+
+        let mut metric_names: Vec<String> = Vec::new();
+        for r in runs {
+            let declared = r.record.metric_specs.iter().map(|m| m.name.clone());
+            let seen = r.metrics.iter().filter(|m| m.split == "eval").map(|m| m.name.clone());
+            for name in declared.chain(seen) {
+                if !metric_names.contains(&name) {
+                    metric_names.push(name);
+                }
+            }
+        }
+        let direction = |name: &str| runs.first().map(|r| higher_is_better(r.record, name)).unwrap_or(true);
+        let mut columns = Vec::new();
+        for name in &metric_names {
+            let higher = Some(direction(name));
+            columns.push(Column { kind: ColumnKind::Final(name.clone()), higher_is_better: higher });
+            columns.push(Column { kind: ColumnKind::Best(name.clone()), higher_is_better: higher });
+        }
+        columns.push(Column { kind: ColumnKind::Params, higher_is_better: None });
+        columns.push(Column { kind: ColumnKind::SecondsPerStep, higher_is_better: Some(false) });
+
+        let mut rows: Vec<Row> = Vec::new();
+        let mut members: Vec<Vec<usize>> = Vec::new();
+        for (i, r) in runs.iter().enumerate() {
+            let values: Vec<String> =
+                keys.iter().map(|k| flat[i].get(k).cloned().unwrap_or_else(|| "-".into())).collect();
+            let layer = r.record.layer.name.clone();
+            match rows.iter().position(|row| row.layer == layer && row.values == values) {
+                Some(at) => {
+                    rows[at].runs.push(r.record.id);
+                    rows[at].seeds.push(r.record.seed);
+                    members[at].push(i);
+                }
+                None => {
+                    rows.push(Row {
+                        layer,
+                        values,
+                        runs: vec![r.record.id],
+                        seeds: vec![r.record.seed],
+                        cells: vec![],
+                    });
+                    members.push(vec![i]);
+                }
+            }
+        }
+        for (row, idx) in rows.iter_mut().zip(&members) {
+            row.cells = columns
+                .iter()
+                .map(|c| {
+                    let values: Vec<f64> = idx
+                        .iter()
+                        .filter_map(|&i| {
+                            let (rec, m) = (runs[i].record, runs[i].metrics);
+                            match &c.kind {
+                                ColumnKind::Final(name) => final_value(m, name),
+                                ColumnKind::Best(name) => best_value(m, name, higher_is_better(rec, name)),
+                                ColumnKind::Params => rec.param_count.map(|p| p as f64),
+                                ColumnKind::SecondsPerStep => seconds_per_step(m),
+                            }
+                        })
+                        .collect();
+                    Stat::of(&values)
+                })
+                .collect();
+        }
+        Table { keys, columns, rows }
+    }
+
+    /// For each column, the index of the row with the best mean (none for columns without a
+    /// direction or without values).
+    pub fn best_rows(&self) -> Vec<Option<usize>> {
+        self.columns
+            .iter()
+            .enumerate()
+            .map(|(c, col)| {
+                let higher = col.higher_is_better?;
+                self.rows
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(r, row)| row.cells[c].map(|s| (r, s.mean)))
+                    .reduce(|a, b| if (b.1 > a.1) == higher && b.1 != a.1 { b } else { a })
+                    .map(|(r, _)| r)
+            })
+            .collect()
+    }
+
+    /// Sorts rows by column `column` (ascending or descending); rows without a value last.
+    pub fn sort_by_column(&mut self, column: usize, descending: bool) {
+        self.rows.sort_by(|a, b| {
+            let (x, y) = (a.cells.get(column).copied().flatten(), b.cells.get(column).copied().flatten());
+            match (x, y) {
+                (Some(x), Some(y)) => {
+                    let o = x.mean.total_cmp(&y.mean);
+                    if descending {
+                        o.reverse()
+                    } else {
+                        o
+                    }
+                }
+                (Some(_), None) => std::cmp::Ordering::Less,
+                (None, Some(_)) => std::cmp::Ordering::Greater,
+                (None, None) => std::cmp::Ordering::Equal,
+            }
+        });
+    }
+
+    /// Header cells: layer, the differing keys, seeds, then the columns.
+    pub fn header(&self) -> Vec<String> {
+        let mut h = vec!["layer".to_string()];
+        h.extend(self.keys.iter().cloned());
+        h.push("seeds".into());
+        h.extend(self.columns.iter().map(Column::title));
+        h
+    }
+
+    /// Body cells of row `r` as text (`mean ± std`).
+    pub fn cells_text(&self, r: usize) -> Vec<String> {
+        let row = &self.rows[r];
+        let mut out = vec![row.layer.clone()];
+        out.extend(row.values.iter().cloned());
+        out.push(row.seeds.len().to_string());
+        for (c, cell) in row.cells.iter().enumerate() {
+            out.push(match cell {
+                None => "-".into(),
+                Some(s) => format_cell(&self.columns[c].kind, s),
+            });
+        }
+        out
+    }
+
+    /// A Markdown table; the best value per column in bold.
+    pub fn to_markdown(&self) -> String {
+        let best = self.best_rows();
+        let fixed = 2 + self.keys.len();
+        let mut out = String::new();
+        let header = self.header();
+        let _ = writeln!(out, "| {} |", header.join(" | "));
+        let _ = writeln!(out, "|{}", header.iter().map(|_| "---|").collect::<String>());
+        for r in 0..self.rows.len() {
+            let cells: Vec<String> = self
+                .cells_text(r)
+                .into_iter()
+                .enumerate()
+                .map(|(i, t)| if i >= fixed && best[i - fixed] == Some(r) { format!("**{t}**") } else { t })
+                .collect();
+            let _ = writeln!(out, "| {} |", cells.join(" | "));
+        }
+        out
+    }
+
+    /// A LaTeX table with booktabs rules; the best value per column in bold.
+    pub fn to_latex(&self) -> String {
+        let best = self.best_rows();
+        let fixed = 2 + self.keys.len();
+        let header = self.header();
+        let mut out = String::new();
+        let _ = writeln!(out, "\\begin{{tabular}}{{{}}}", "l".repeat(fixed) + &"r".repeat(self.columns.len()));
+        out.push_str("\\toprule\n");
+        let _ = writeln!(out, "{} \\\\", header.iter().map(|h| latex_escape(h)).collect::<Vec<_>>().join(" & "));
+        out.push_str("\\midrule\n");
+        for r in 0..self.rows.len() {
+            let cells: Vec<String> = self
+                .cells_text(r)
+                .into_iter()
+                .enumerate()
+                .map(|(i, t)| {
+                    let t = latex_escape(&t).replace('±', "$\\pm$");
+                    if i >= fixed && best[i - fixed] == Some(r) {
+                        format!("\\textbf{{{t}}}")
+                    } else {
+                        t
+                    }
+                })
+                .collect();
+            let _ = writeln!(out, "{} \\\\", cells.join(" & "));
+        }
+        out.push_str("\\bottomrule\n\\end{tabular}\n");
+        out
+    }
+
+    /// CSV: the configuration columns, then `mean` and `std` columns per metric column, full
+    /// precision, for further analysis.
+    pub fn to_csv(&self) -> String {
+        let mut header: Vec<String> = vec!["layer".into()];
+        header.extend(self.keys.iter().cloned());
+        header.push("runs".into());
+        for c in &self.columns {
+            header.push(format!("{} mean", c.title()));
+            header.push(format!("{} std", c.title()));
+        }
+        let mut out = header.iter().map(|h| csv_field(h)).collect::<Vec<_>>().join(",") + "\n";
+        for row in &self.rows {
+            let mut fields = vec![csv_field(&row.layer)];
+            fields.extend(row.values.iter().map(|v| csv_field(v)));
+            fields.push(csv_field(&row.runs.iter().map(|r| r.to_string()).collect::<Vec<_>>().join(" ")));
+            for cell in &row.cells {
+                match cell {
+                    Some(s) => {
+                        fields.push(s.mean.to_string());
+                        fields.push(s.std.to_string());
+                    }
+                    None => fields.extend([String::new(), String::new()]),
+                }
+            }
+            out.push_str(&fields.join(","));
+            out.push('\n');
+        }
+        out
+    }
+}
+
+fn format_cell(kind: &ColumnKind, s: &Stat) -> String {
+    match kind {
+        ColumnKind::Params => format!("{:.0}", s.mean),
+        ColumnKind::SecondsPerStep => s.text(3),
+        _ => s.text(4),
+    }
+}
+
+fn latex_escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for ch in s.chars() {
+        match ch {
+            '_' | '%' | '&' | '#' | '$' | '{' | '}' => {
+                out.push('\\');
+                out.push(ch);
+            }
+            _ => out.push(ch),
+        }
+    }
+    out
+}
+
+fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{MetricDirection, PluginRef, RunStatus};
+    use serde_json::json;
+
+    fn record(id: i64, layer: &str, attention: &str, seed: u64) -> RunRecord {
+        let plugin = |n: &str| PluginRef { name: n.into(), version: "0".into(), fingerprint: "f".into(), build: None };
+        RunRecord {
+            id,
+            status: RunStatus::Finished,
+            layer: plugin(layer),
+            task: plugin("sudoku"),
+            config: json!({"layer_config": {"attention": attention, "d": 64}, "task_config": {}, "train": {"seed": seed, "lr": 0.001}}),
+            seed,
+            device: "cpu".into(),
+            param_count: Some(1000),
+            git_rev: None,
+            created_at: 0.0,
+            started_at: None,
+            finished_at: None,
+            error: None,
+            worker_pid: None,
+            last_step: 10,
+            total_steps: Some(10),
+            notes: String::new(),
+            tags: vec![],
+            metric_specs: vec![
+                MetricDirection { name: "acc".into(), higher_is_better: true },
+                MetricDirection { name: "loss".into(), higher_is_better: false },
+            ],
+        }
+    }
+
+    fn metrics(acc: &[f64], wall: f64) -> Vec<MetricRow> {
+        let mut rows: Vec<MetricRow> = acc
+            .iter()
+            .enumerate()
+            .map(|(i, a)| MetricRow {
+                step: (i as u64 + 1) * 5,
+                split: "eval".into(),
+                name: "acc".into(),
+                value: *a,
+                wall_time: 0.0,
+            })
+            .collect();
+        rows.push(MetricRow { step: 10, split: "train".into(), name: "loss".into(), value: 1.0, wall_time: wall });
+        rows
+    }
+
+    #[test]
+    fn groups_seeds_and_computes_mean_and_sample_std_by_hand() {
+        let recs = [
+            record(1, "hyperset", "bisoftmax", 0),
+            record(2, "hyperset", "bisoftmax", 1),
+            record(3, "hyperset", "sigmoid", 0),
+        ];
+        let ms = [metrics(&[0.5, 0.4], 2.0), metrics(&[0.3, 0.6], 4.0), metrics(&[0.2, 0.1], 1.0)];
+        let inputs: Vec<RunInput> = recs.iter().zip(&ms).map(|(record, m)| RunInput { record, metrics: m }).collect();
+        let table = Table::build(&inputs);
+        assert_eq!(table.keys, vec!["attention".to_string()]);
+        assert_eq!(table.rows.len(), 2);
+        assert_eq!(table.rows[0].runs, vec![1, 2]);
+        let col = |kind: ColumnKind| table.columns.iter().position(|c| c.kind == kind).unwrap();
+        // Final acc: 0.4 and 0.6 → mean 0.5, sample std sqrt(((0.1)^2 + (0.1)^2) / 1) = 0.141421...
+        let fin = table.rows[0].cells[col(ColumnKind::Final("acc".into()))].unwrap();
+        assert!((fin.mean - 0.5).abs() < 1e-12 && (fin.std - 0.02f64.sqrt()).abs() < 1e-12, "{fin:?}");
+        // Best acc: 0.5 and 0.6 → mean 0.55, std sqrt(0.005) .
+        let best = table.rows[0].cells[col(ColumnKind::Best("acc".into()))].unwrap();
+        assert!((best.mean - 0.55).abs() < 1e-12 && (best.std - 0.005f64.sqrt()).abs() < 1e-12, "{best:?}");
+        // Seconds per step: 2/10 and 4/10 → 0.3.
+        let sps = table.rows[0].cells[col(ColumnKind::SecondsPerStep)].unwrap();
+        assert!((sps.mean - 0.3).abs() < 1e-12);
+        // One seed: std 0 and the text has no ±.
+        let single = table.rows[1].cells[col(ColumnKind::Best("acc".into()))].unwrap();
+        assert_eq!((single.mean, single.std, single.n), (0.2, 0.0, 1));
+        assert_eq!(single.text(2), "0.20");
+        // Best row per column: row 0 for accuracy, row 1 for time per step.
+        let best_rows = table.best_rows();
+        assert_eq!(best_rows[col(ColumnKind::Final("acc".into()))], Some(0));
+        assert_eq!(best_rows[col(ColumnKind::SecondsPerStep)], Some(1));
+        assert_eq!(best_rows[col(ColumnKind::Params)], None);
+    }
+
+    #[test]
+    fn exports_contain_the_numbers_and_parse_back() {
+        let recs = [record(1, "hyperset", "bisoftmax", 0), record(2, "transformer", "sigmoid", 0)];
+        let ms = [metrics(&[0.25], 1.0), metrics(&[0.75], 1.0)];
+        let inputs: Vec<RunInput> = recs.iter().zip(&ms).map(|(record, m)| RunInput { record, metrics: m }).collect();
+        let table = Table::build(&inputs);
+        let md = table.to_markdown();
+        assert!(md.contains("| transformer | sigmoid | 1 | **0.7500** |"), "{md}");
+        let lines: Vec<&str> = md.lines().collect();
+        assert_eq!(lines.len(), 4);
+        assert!(lines.iter().all(|l| l.matches('|').count() == lines[0].matches('|').count()));
+        let tex = table.to_latex();
+        assert!(tex.contains("\\toprule") && tex.contains("\\midrule") && tex.contains("\\bottomrule"));
+        assert!(tex.contains("\\textbf{0.7500}") && tex.contains("0.2500"), "{tex}");
+        let csv = table.to_csv();
+        let rows: Vec<Vec<&str>> = csv.lines().map(|l| l.split(',').collect()).collect();
+        assert!(rows.iter().all(|r| r.len() == rows[0].len()));
+        let at = rows[0].iter().position(|h| *h == "final acc mean").unwrap();
+        assert_eq!(rows[1][at].parse::<f64>().unwrap(), 0.25);
+        assert_eq!(rows[2][at].parse::<f64>().unwrap(), 0.75);
+    }
+
+    #[test]
+    fn sorting_puts_missing_values_last() {
+        let recs = [record(1, "a", "x", 0), record(2, "a", "y", 0), record(3, "a", "z", 0)];
+        let ms = [metrics(&[0.2], 1.0), vec![], metrics(&[0.9], 1.0)];
+        let inputs: Vec<RunInput> = recs.iter().zip(&ms).map(|(record, m)| RunInput { record, metrics: m }).collect();
+        let mut table = Table::build(&inputs);
+        let c = table.columns.iter().position(|c| c.kind == ColumnKind::Final("acc".into())).unwrap();
+        table.sort_by_column(c, true);
+        assert_eq!(table.rows.iter().map(|r| r.runs[0]).collect::<Vec<_>>(), vec![3, 1, 2]);
+        table.sort_by_column(c, false);
+        assert_eq!(table.rows.iter().map(|r| r.runs[0]).collect::<Vec<_>>(), vec![1, 3, 2]);
+    }
+}

@@ -1,0 +1,139 @@
+//! Curves made ready for a terminal chart: smoothing, log scale, and per-column downsampling
+//! so that a frame costs the same for 200 points or 20,000.
+
+/// Exponential moving average with weight `alpha` on the new point (TensorBoard-style
+/// smoothing, debiased so the first points are not pulled towards zero).
+pub fn smooth(points: &[(f64, f64)], alpha: f64) -> Vec<(f64, f64)> {
+    let mut avg = 0.0;
+    let mut weight = 0.0;
+    points
+        .iter()
+        .map(|&(x, y)| {
+            avg = (1.0 - alpha) * avg + alpha * y;
+            weight = (1.0 - alpha) * weight + alpha;
+            (x, avg / weight)
+        })
+        .collect()
+}
+
+/// `log10(y)` of the points with `y > 0` (others cannot be drawn on a log axis).
+pub fn log10(points: &[(f64, f64)]) -> Vec<(f64, f64)> {
+    points.iter().filter(|(_, y)| *y > 0.0).map(|&(x, y)| (x, y.log10())).collect()
+}
+
+/// Keeps, for each of `columns` equal slices of `[x_min, x_max]`, the first, lowest, highest
+/// and last point (in x order), so that spikes survive and the line keeps its shape.
+/// Points must be sorted by x.
+pub fn downsample(points: &[(f64, f64)], x_min: f64, x_max: f64, columns: usize) -> Vec<(f64, f64)> {
+    if points.len() <= 4 * columns.max(1) || x_max <= x_min {
+        return points.to_vec();
+    }
+    let width = (x_max - x_min) / columns as f64;
+    let mut out = Vec::with_capacity(4 * columns);
+    let mut start = 0;
+    while start < points.len() {
+        let col = (((points[start].0 - x_min) / width).floor().max(0.0) as usize).min(columns - 1);
+        let mut end = start + 1;
+        while end < points.len()
+            && ((((points[end].0 - x_min) / width).floor().max(0.0) as usize).min(columns - 1)) == col
+        {
+            end += 1;
+        }
+        let bucket = &points[start..end];
+        let (mut lo, mut hi) = (0, 0);
+        for (i, p) in bucket.iter().enumerate() {
+            if p.1 < bucket[lo].1 {
+                lo = i;
+            }
+            if p.1 > bucket[hi].1 {
+                hi = i;
+            }
+        }
+        let mut keep = [0, lo, hi, bucket.len() - 1];
+        keep.sort_unstable();
+        let mut last = usize::MAX;
+        for k in keep {
+            if k != last {
+                out.push(bucket[k]);
+                last = k;
+            }
+        }
+        start = end;
+    }
+    out
+}
+
+/// The range of x and y over several curves, widened when flat so an axis can be drawn.
+pub fn bounds<'a>(curves: impl IntoIterator<Item = &'a [(f64, f64)]>) -> Option<([f64; 2], [f64; 2])> {
+    let (mut x, mut y) = ([f64::INFINITY, f64::NEG_INFINITY], [f64::INFINITY, f64::NEG_INFINITY]);
+    for c in curves {
+        for &(px, py) in c {
+            x = [x[0].min(px), x[1].max(px)];
+            y = [y[0].min(py), y[1].max(py)];
+        }
+    }
+    if !x[0].is_finite() {
+        return None;
+    }
+    let widen = |r: [f64; 2]| {
+        if r[1] > r[0] {
+            r
+        } else {
+            let pad = if r[0] == 0.0 { 1.0 } else { r[0].abs() * 0.05 };
+            [r[0] - pad, r[1] + pad]
+        }
+    };
+    let y = widen(y);
+    let pad = (y[1] - y[0]) * 0.05;
+    Some((widen(x), [y[0] - pad, y[1] + pad]))
+}
+
+/// A short axis label: 3 significant figures, or `1.2e-5` style for very small or large.
+pub fn label(v: f64) -> String {
+    let a = v.abs();
+    if a != 0.0 && !(1e-3..1e5).contains(&a) {
+        format!("{v:.1e}")
+    } else if a >= 100.0 {
+        format!("{v:.0}")
+    } else if a >= 1.0 {
+        format!("{v:.2}")
+    } else {
+        format!("{v:.3}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn downsampling_keeps_extremes_and_ends_and_bounds_the_size() {
+        let mut points: Vec<(f64, f64)> = (0..20_000).map(|i| (i as f64, (i as f64 * 0.01).sin())).collect();
+        points[12_345].1 = 50.0;
+        points[777].1 = -50.0;
+        let out = downsample(&points, 0.0, 19_999.0, 100);
+        assert!(out.len() <= 400, "{}", out.len());
+        assert!(out.contains(&points[0]) && out.contains(&points[19_999]));
+        assert!(out.contains(&(12_345.0, 50.0)) && out.contains(&(777.0, -50.0)));
+        assert!(out.windows(2).all(|w| w[0].0 <= w[1].0));
+        let few = &points[..10];
+        assert_eq!(downsample(few, 0.0, 9.0, 100), few.to_vec());
+    }
+
+    #[test]
+    fn smoothing_is_debiased_and_log_drops_non_positive() {
+        let s = smooth(&[(0.0, 2.0), (1.0, 2.0), (2.0, 2.0)], 0.3);
+        assert!(s.iter().all(|p| (p.1 - 2.0).abs() < 1e-12));
+        let s = smooth(&[(0.0, 0.0), (1.0, 1.0)], 0.5);
+        assert!((s[1].1 - 2.0 / 3.0).abs() < 1e-12);
+        assert_eq!(log10(&[(0.0, 100.0), (1.0, 0.0), (2.0, -1.0)]), vec![(0.0, 2.0)]);
+    }
+
+    #[test]
+    fn flat_curves_get_an_axis() {
+        let c = [(1.0, 3.0)];
+        let (x, y) = bounds([&c[..]]).unwrap();
+        assert!(x[0] < 1.0 && x[1] > 1.0 && y[0] < 3.0 && y[1] > 3.0);
+        assert!(bounds(std::iter::empty()).is_none());
+    }
+}

@@ -1,0 +1,311 @@
+//! The Compare screen: panels side by side for the selected runs — loss and the task metric
+//! against step (or wall time), and, from the per-iteration diagnostics at the last
+//! evaluation, energy, effective rank and angle against the layer iteration, plus the task
+//! metric against evaluation depth. Each run has one colour; the training depth is marked
+//! so test-time extrapolation beyond it is visible.
+
+use super::chart::{bounds, downsample, label, log10, smooth};
+use super::data::RunData;
+use crate::plot::{angle_data, depth_series, energy_data, erank_data, training_depth, IterationData};
+use crate::store::{MetricRow, RunRecord};
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::{Color, Modifier, Style};
+use ratatui::symbols::Marker;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Axis, Block, Borders, Chart, Dataset, GraphType, Paragraph, Wrap};
+use ratatui::Frame;
+
+/// Run colours, in legend order.
+pub const PALETTE: [Color; 10] = [
+    Color::Cyan,
+    Color::LightRed,
+    Color::LightGreen,
+    Color::Yellow,
+    Color::LightMagenta,
+    Color::LightBlue,
+    Color::Rgb(255, 165, 0),
+    Color::Rgb(180, 180, 180),
+    Color::Rgb(0, 200, 160),
+    Color::Rgb(200, 120, 255),
+];
+
+/// The colour of the `i`-th run.
+pub fn colour(i: usize) -> Color {
+    PALETTE[i % PALETTE.len()]
+}
+
+/// Display toggles.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct Options {
+    /// Exponential smoothing of the step curves.
+    pub smooth: bool,
+    /// Wall time instead of step on the x axis of the step curves.
+    pub wall_time: bool,
+    /// Logarithmic y axis.
+    pub log_y: bool,
+}
+
+/// One curve of one run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Curve {
+    /// Index of the run (its colour).
+    pub run: usize,
+    pub points: Vec<(f64, f64)>,
+    /// Evaluation points (drawn dotted) rather than a training curve.
+    pub eval: bool,
+}
+
+/// One panel ready to draw.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Panel {
+    pub title: String,
+    pub x_label: &'static str,
+    pub curves: Vec<Curve>,
+    /// Training depth per run (vertical marks).
+    pub marks: Vec<(usize, f64)>,
+    /// What to say when there is nothing to draw.
+    pub empty: &'static str,
+}
+
+/// A run as the panels need it.
+pub struct Input<'a> {
+    pub record: &'a RunRecord,
+    pub data: Option<&'a RunData>,
+}
+
+fn step_points(metrics: &[MetricRow], split: &str, name: &str, wall_time: bool) -> Vec<(f64, f64)> {
+    let mut points: Vec<(f64, f64)> = metrics
+        .iter()
+        .filter(|m| m.split == split && m.name == name)
+        .map(|m| (if wall_time { m.wall_time } else { m.step as f64 }, m.value))
+        .filter(|(x, y)| x.is_finite() && y.is_finite())
+        .collect();
+    points.sort_by(|a, b| a.0.total_cmp(&b.0));
+    points
+}
+
+/// The headline metric of a run: the task's first declared metric, else the first eval metric
+/// other than the loss.
+pub fn headline(record: &RunRecord, data: &RunData) -> Option<String> {
+    record.headline().map(|h| h.name.clone()).or_else(|| crate::plot::headline_metric(&data.metrics))
+}
+
+/// Builds the six panels of the Compare screen.
+pub fn panels(runs: &[Input<'_>], opts: Options) -> Vec<Panel> {
+    let x_step = if opts.wall_time { "wall time (s)" } else { "step" };
+    let transform = |mut p: Vec<(f64, f64)>, smoothable: bool| {
+        if smoothable && opts.smooth {
+            p = smooth(&p, 0.1);
+        }
+        if opts.log_y {
+            p = log10(&p);
+        }
+        p
+    };
+    let mut loss = Panel {
+        title: "loss (train ─, eval ·)".into(),
+        x_label: x_step,
+        curves: vec![],
+        marks: vec![],
+        empty: "no loss recorded yet",
+    };
+    let mut metric = Panel {
+        title: "task metric (eval)".into(),
+        x_label: x_step,
+        curves: vec![],
+        marks: vec![],
+        empty: "no evaluation yet",
+    };
+    let iteration_panel = |title: &str, empty| Panel {
+        title: format!("{title} vs iteration (last eval; ┊ training depth)"),
+        x_label: "iteration t",
+        curves: vec![],
+        marks: vec![],
+        empty,
+    };
+    let mut energy = iteration_panel("energy", "no energy: the layer defines none, or no evaluation yet");
+    let mut erank = iteration_panel("effective rank", "no diagnostics yet");
+    let mut angle = iteration_panel("mean angle (deg)", "no diagnostics yet");
+    let mut depth = Panel {
+        title: "task metric vs eval depth (┊ training depth)".into(),
+        x_label: "iterations",
+        curves: vec![],
+        marks: vec![],
+        empty: "evaluated at one depth only (set eval_depths)",
+    };
+    let mut metric_names = Vec::new();
+    for (i, run) in runs.iter().enumerate() {
+        let Some(data) = run.data else { continue };
+        for (split, eval) in [("train", false), ("eval", true)] {
+            let p = transform(step_points(&data.metrics, split, "loss", opts.wall_time), !eval);
+            if !p.is_empty() {
+                loss.curves.push(Curve { run: i, points: p, eval });
+            }
+        }
+        let name = headline(run.record, data);
+        if let Some(name) = &name {
+            let p = transform(step_points(&data.metrics, "eval", name, opts.wall_time), false);
+            if !p.is_empty() {
+                metric.curves.push(Curve { run: i, points: p, eval: true });
+                if !metric_names.contains(name) {
+                    metric_names.push(name.clone());
+                }
+            }
+        }
+        let train_depth = training_depth(&run.record.config, &data.diagnostics);
+        for (panel, d) in [
+            (&mut energy, energy_data(&data.diagnostics)),
+            (&mut erank, erank_data(&data.diagnostics)),
+            (&mut angle, angle_data(&data.diagnostics)),
+        ] {
+            add_iteration(panel, i, d, &transform);
+        }
+        if let Some(series) = name.as_ref().and_then(|n| depth_series(&data.metrics, n, train_depth)) {
+            if series.points.len() > 1 {
+                depth.curves.push(Curve { run: i, points: transform(series.points, false), eval: true });
+                if let Some(t) = train_depth {
+                    depth.marks.push((i, f64::from(t)));
+                }
+            }
+        }
+    }
+    if !metric_names.is_empty() {
+        metric.title = format!("{} (eval)", metric_names.join(", "));
+        depth.title = format!("{} vs eval depth (┊ training depth)", metric_names.join(", "));
+    }
+    let mut out = vec![loss, metric, energy, erank, angle, depth];
+    if opts.log_y {
+        for p in &mut out {
+            p.title.push_str(" [log10]");
+        }
+    }
+    out
+}
+
+fn add_iteration(
+    panel: &mut Panel,
+    run: usize,
+    data: IterationData,
+    transform: &impl Fn(Vec<(f64, f64)>, bool) -> Vec<(f64, f64)>,
+) {
+    let mut any = false;
+    for s in data.series {
+        let p = transform(s.points, false);
+        if !p.is_empty() {
+            panel.curves.push(Curve { run, points: p, eval: false });
+            any = true;
+        }
+    }
+    if let (true, Some(t)) = (any, data.training_depth) {
+        panel.marks.push((run, f64::from(t)));
+    }
+}
+
+/// Draws one panel into `area`, downsampling every curve to the area's resolution.
+pub fn draw_panel(frame: &mut Frame, area: Rect, panel: &Panel) {
+    let block = Block::default()
+        .borders(Borders::ALL)
+        .title(Span::styled(panel.title.clone(), Style::default().add_modifier(Modifier::BOLD)));
+    let all: Vec<&[(f64, f64)]> = panel.curves.iter().map(|c| c.points.as_slice()).collect();
+    let Some((x, y)) = bounds(all.iter().copied()) else {
+        let text = Paragraph::new(panel.empty)
+            .block(block)
+            .wrap(Wrap { trim: true })
+            .style(Style::default().fg(Color::DarkGray));
+        frame.render_widget(text, area);
+        return;
+    };
+    // Braille cells hold 2 x 4 dots: two points per column keep every dot meaningful.
+    let columns = (area.width as usize).saturating_sub(10).max(1) * 2;
+    let sampled: Vec<Vec<(f64, f64)>> =
+        panel.curves.iter().map(|c| downsample(&c.points, x[0], x[1], columns)).collect();
+    let marks: Vec<[(f64, f64); 2]> = panel.marks.iter().map(|(_, t)| [(*t, y[0]), (*t, y[1])]).collect();
+    let mut datasets = Vec::with_capacity(sampled.len() + marks.len());
+    for ((run, _), mark) in panel.marks.iter().zip(&marks) {
+        if (x[0]..=x[1]).contains(&mark[0].0) {
+            datasets.push(
+                Dataset::default()
+                    .marker(Marker::Dot)
+                    .graph_type(GraphType::Line)
+                    .style(Style::default().fg(colour(*run)).add_modifier(Modifier::DIM))
+                    .data(mark),
+            );
+        }
+    }
+    for (curve, points) in panel.curves.iter().zip(&sampled) {
+        let (marker, graph) =
+            if curve.eval { (Marker::Dot, GraphType::Scatter) } else { (Marker::Braille, GraphType::Line) };
+        let graph = if curve.eval && points.len() > 1 { GraphType::Line } else { graph };
+        datasets.push(
+            Dataset::default()
+                .marker(marker)
+                .graph_type(graph)
+                .style(Style::default().fg(colour(curve.run)))
+                .data(points),
+        );
+    }
+    let axis_style = Style::default().fg(Color::Gray);
+    let chart = Chart::new(datasets)
+        .block(block)
+        .x_axis(
+            Axis::default()
+                .title(panel.x_label)
+                .style(axis_style)
+                .bounds(x)
+                .labels(vec![Line::from(label(x[0])), Line::from(label(x[1]))]),
+        )
+        .y_axis(Axis::default().style(axis_style).bounds(y).labels(vec![
+            Line::from(label(y[0])),
+            Line::from(label((y[0] + y[1]) / 2.0)),
+            Line::from(label(y[1])),
+        ]));
+    frame.render_widget(chart, area);
+}
+
+/// Draws the legend line and the six panels (3 x 2, or stacked when narrow).
+pub fn draw(frame: &mut Frame, area: Rect, legend: &[String], panels: &[Panel], opts: Options) {
+    let [top, body] =
+        Layout::vertical([Constraint::Length(legend_height(legend, area.width)), Constraint::Min(0)]).areas(area);
+    let mut spans = Vec::new();
+    for (i, l) in legend.iter().enumerate() {
+        spans.push(Span::styled("■ ", Style::default().fg(colour(i))));
+        spans.push(Span::raw(format!("{l}   ")));
+    }
+    let toggles = format!(
+        "[m] smoothing {}  [w] x: {}  [l] log y {}",
+        on_off(opts.smooth),
+        if opts.wall_time { "wall time" } else { "step" },
+        on_off(opts.log_y)
+    );
+    spans.push(Span::styled(toggles, Style::default().fg(Color::DarkGray)));
+    frame.render_widget(Paragraph::new(Line::from(spans)).wrap(Wrap { trim: true }), top);
+    let (cols, rows) = if body.width >= 120 {
+        (3, 2)
+    } else if body.width >= 60 {
+        (2, 3)
+    } else {
+        (1, 6)
+    };
+    let row_areas = Layout::vertical(vec![Constraint::Ratio(1, rows); rows as usize]).split(body);
+    for (r, row) in row_areas.iter().enumerate() {
+        let cells = Layout::horizontal(vec![Constraint::Ratio(1, cols); cols as usize]).split(*row);
+        for (c, cell) in cells.iter().enumerate() {
+            if let Some(panel) = panels.get(r * cols as usize + c) {
+                draw_panel(frame, *cell, panel);
+            }
+        }
+    }
+}
+
+fn legend_height(legend: &[String], width: u16) -> u16 {
+    let chars: usize = legend.iter().map(|l| l.chars().count() + 5).sum::<usize>() + 60;
+    (chars / width.max(1) as usize + 1).min(6) as u16
+}
+
+fn on_off(b: bool) -> &'static str {
+    if b {
+        "on"
+    } else {
+        "off"
+    }
+}

@@ -1,0 +1,262 @@
+//! The Launch screen's model: a form generated from the layer's, the task's and the
+//! trainer's hyperparameter schemas, checked as it is edited.
+
+use super::data::PluginList;
+use crate::run_config::train_schema;
+use plugin_api::{ParamKind, ParamSpec, PluginKind};
+
+/// Which schema a field belongs to (its key prefix in overrides).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    Layer,
+    Task,
+    Train,
+}
+
+impl Scope {
+    pub fn prefix(self) -> &'static str {
+        match self {
+            Scope::Layer => "layer",
+            Scope::Task => "task",
+            Scope::Train => "train",
+        }
+    }
+}
+
+/// One editable hyperparameter.
+#[derive(Debug, Clone)]
+pub struct Field {
+    pub scope: Scope,
+    pub spec: ParamSpec,
+    /// The value as typed.
+    pub text: String,
+    /// Why the value is refused, if it is.
+    pub error: Option<String>,
+}
+
+impl Field {
+    fn new(scope: Scope, spec: ParamSpec) -> Field {
+        let text = value_text(&spec.default);
+        Field { scope, spec, text, error: None }
+    }
+
+    /// Whether this is the seed field, which accepts a list (one run per seed).
+    pub fn is_seeds(&self) -> bool {
+        self.scope == Scope::Train && self.spec.name == "seed"
+    }
+
+    /// Checks the text against the schema; for the seed field every comma-separated value.
+    pub fn check(&mut self) {
+        self.error =
+            if self.is_seeds() { seeds_of(&self.text, &self.spec).err() } else { self.spec.parse(&self.text).err() };
+    }
+
+    /// Whether the value differs from the default (only those become overrides).
+    pub fn changed(&self) -> bool {
+        self.text.trim() != value_text(&self.spec.default)
+    }
+
+    /// For choices and booleans: the next (or previous) allowed value.
+    pub fn cycle(&mut self, forward: bool) {
+        let options: Vec<String> = match &self.spec.kind {
+            ParamKind::Choice(c) => c.clone(),
+            ParamKind::Bool => vec!["false".into(), "true".into()],
+            _ => return,
+        };
+        let at = options.iter().position(|o| o == self.text.trim()).unwrap_or(0);
+        let n = options.len();
+        self.text = options[if forward { (at + 1) % n } else { (at + n - 1) % n }].clone();
+        self.check();
+    }
+
+    /// Whether left / right cycle this field's value.
+    pub fn cycles(&self) -> bool {
+        matches!(self.spec.kind, ParamKind::Choice(_) | ParamKind::Bool)
+    }
+}
+
+fn value_text(v: &plugin_api::Value) -> String {
+    match v {
+        plugin_api::Value::Str(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// The seeds of a seed field: one or more comma-separated integers.
+pub fn seeds_of(text: &str, spec: &ParamSpec) -> Result<Vec<u64>, String> {
+    let mut seeds = Vec::new();
+    for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        spec.parse(part)?;
+        seeds.push(part.parse::<u64>().map_err(|_| format!("`{part}` is not a seed"))?);
+    }
+    if seeds.is_empty() {
+        return Err("give at least one seed, e.g. 0 or 0,1,2".into());
+    }
+    Ok(seeds)
+}
+
+/// A row of the form.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Row {
+    LayerChoice,
+    TaskChoice,
+    Field(usize),
+    LaunchButton,
+}
+
+/// The form.
+#[derive(Debug, Clone, Default)]
+pub struct LaunchForm {
+    pub layers: Vec<String>,
+    pub tasks: Vec<String>,
+    pub layer: usize,
+    pub task: usize,
+    pub fields: Vec<Field>,
+    /// Index into [`LaunchForm::rows`].
+    pub cursor: usize,
+    /// Editing the field under the cursor (keys type into it).
+    pub editing: bool,
+    /// The text before editing began (restored by Esc).
+    pub before_edit: String,
+    /// An error that concerns several fields (the plugins' own validators).
+    pub error: Option<String>,
+}
+
+impl LaunchForm {
+    /// A form for the first layer and task (Hyper-SET and Sudoku when present).
+    pub fn new(plugins: &PluginList) -> LaunchForm {
+        let layers = plugins.names(PluginKind::Layer);
+        let tasks = plugins.names(PluginKind::Task);
+        let layer = layers.iter().position(|n| n == "hyperset").unwrap_or(0);
+        let task = tasks.iter().position(|n| n == "sudoku").unwrap_or(0);
+        let mut form = LaunchForm { layers, tasks, layer, task, ..Default::default() };
+        form.rebuild(plugins);
+        form
+    }
+
+    pub fn layer_name(&self) -> Option<&str> {
+        self.layers.get(self.layer).map(String::as_str)
+    }
+
+    pub fn task_name(&self) -> Option<&str> {
+        self.tasks.get(self.task).map(String::as_str)
+    }
+
+    /// Rebuilds the fields after the layer or task changed, keeping typed values of keys that
+    /// still exist.
+    pub fn rebuild(&mut self, plugins: &PluginList) {
+        let old = std::mem::take(&mut self.fields);
+        let mut fields = Vec::new();
+        let schema =
+            |name: Option<&str>| name.and_then(|n| plugins.get(n)).map(|p| p.params.clone()).unwrap_or_default();
+        for (scope, specs) in [
+            (Scope::Layer, schema(self.layer_name())),
+            (Scope::Task, schema(self.task_name())),
+            (Scope::Train, train_schema()),
+        ] {
+            for spec in specs {
+                let mut field = Field::new(scope, spec);
+                if let Some(prev) = old.iter().find(|f| f.scope == scope && f.spec.name == field.spec.name) {
+                    field.text = prev.text.clone();
+                    field.check();
+                }
+                fields.push(field);
+            }
+        }
+        self.fields = fields;
+        self.cursor = self.cursor.min(self.rows().len().saturating_sub(1));
+        self.error = None;
+    }
+
+    /// The rows in display order.
+    pub fn rows(&self) -> Vec<Row> {
+        let mut rows = vec![Row::LayerChoice, Row::TaskChoice];
+        rows.extend((0..self.fields.len()).map(Row::Field));
+        rows.push(Row::LaunchButton);
+        rows
+    }
+
+    pub fn current(&self) -> Row {
+        self.rows().get(self.cursor).copied().unwrap_or(Row::LaunchButton)
+    }
+
+    pub fn move_cursor(&mut self, delta: isize) {
+        let n = self.rows().len() as isize;
+        self.cursor = (self.cursor as isize + delta).clamp(0, n - 1) as usize;
+    }
+
+    /// Left / right on the row under the cursor: another layer or task, or another choice.
+    pub fn cycle(&mut self, forward: bool, plugins: &PluginList) {
+        let step = |i: usize, n: usize| {
+            if n == 0 {
+                0
+            } else if forward {
+                (i + 1) % n
+            } else {
+                (i + n - 1) % n
+            }
+        };
+        match self.current() {
+            Row::LayerChoice => {
+                self.layer = step(self.layer, self.layers.len());
+                self.rebuild(plugins);
+            }
+            Row::TaskChoice => {
+                self.task = step(self.task, self.tasks.len());
+                self.rebuild(plugins);
+            }
+            Row::Field(i) => self.fields[i].cycle(forward),
+            Row::LaunchButton => {}
+        }
+    }
+
+    /// The `key=value` overrides of the fields that differ from their defaults (the seed
+    /// field excluded: it is expanded into one run per seed), or the first field error.
+    pub fn overrides(&self) -> Result<(Vec<String>, Vec<u64>), String> {
+        let mut out = Vec::new();
+        let mut seeds = vec![0];
+        for f in &self.fields {
+            if let Some(e) = &f.error {
+                return Err(format!("{}.{}: {e}", f.scope.prefix(), f.spec.name));
+            }
+            if f.is_seeds() {
+                seeds = seeds_of(&f.text, &f.spec)?;
+            } else if f.changed() {
+                out.push(format!("{}.{}={}", f.scope.prefix(), f.spec.name, f.text.trim()));
+            }
+        }
+        Ok((out, seeds))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seed_lists_and_inline_errors() {
+        let spec = train_schema().into_iter().find(|p| p.name == "seed").unwrap();
+        assert_eq!(seeds_of("0, 1,2", &spec).unwrap(), vec![0, 1, 2]);
+        assert!(seeds_of("", &spec).is_err());
+        assert!(seeds_of("1,x", &spec).unwrap_err().contains("`x`"));
+        let steps = train_schema().into_iter().find(|p| p.name == "steps").unwrap();
+        let mut f = Field::new(Scope::Train, steps);
+        f.text = "-3".into();
+        f.check();
+        assert!(f.error.as_deref().unwrap().contains("outside the allowed range"), "{:?}", f.error);
+        f.text = "40".into();
+        f.check();
+        assert!(f.error.is_none() && f.changed());
+    }
+
+    #[test]
+    fn choices_cycle_both_ways() {
+        let spec = ParamSpec::choice("attention", "a", &["a", "b", "c"], "");
+        let mut f = Field::new(Scope::Layer, spec);
+        f.cycle(true);
+        assert_eq!(f.text, "b");
+        f.cycle(false);
+        f.cycle(false);
+        assert_eq!(f.text, "c");
+    }
+}

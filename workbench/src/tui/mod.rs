@@ -1,0 +1,81 @@
+//! The terminal workbench (ratatui + crossterm).
+//!
+//! Architecture: one UI thread owns the [`app::App`] state and draws it with [`ui::draw`]
+//! after every key or mouse event and at least ten times a second; it never waits on the
+//! database, the workers or the file system. Those belong to the background
+//! [`service`], which re-reads the run store twice a second, keeps the curves of the runs a
+//! screen shows, starts and stops worker processes, and writes exports; it answers with
+//! [`service::Update`]s the UI applies between frames. Workers are separate processes
+//! (`workbench worker`), so quitting the TUI leaves them training, and a crashing plugin
+//! never takes the TUI down.
+//!
+//! Screens: Runs (table, filter, sort, marks, notes and tags, delete), Launch (a form from the
+//! plugins' schemas), Live (progress, curves and log of a run), Compare (panels side by
+//! side), Ablation (mean ± std per configuration) and Plugins (loaded and refused libraries).
+
+pub mod app;
+pub mod chart;
+pub mod compare;
+pub mod data;
+pub mod help;
+pub mod launch;
+pub mod runs;
+pub mod service;
+pub mod ui;
+
+use crate::host::PluginHost;
+use crate::store::Store;
+use anyhow::{bail, Context, Result};
+use app::App;
+use ratatui::crossterm::event::{self, DisableMouseCapture, EnableMouseCapture};
+use ratatui::crossterm::execute;
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Longest wait for an event before the next frame (so fresh data appears promptly).
+const FRAME: Duration = Duration::from_millis(100);
+
+/// Opens the workbench on `store` until the user quits.
+pub async fn run(store: Store, host: PluginHost, plugin_dirs: Vec<PathBuf>) -> Result<i32> {
+    if !std::io::stdout().is_terminal() || !std::io::stdin().is_terminal() {
+        bail!(
+            "the terminal workbench needs an interactive terminal; from scripts use the commands \
+             (`workbench --help`: train, runs, plot, ablation...)"
+        );
+    }
+    let (updates_tx, updates) = std::sync::mpsc::channel();
+    let requests = service::spawn(store, plugin_dirs, updates_tx);
+    let app = App::new(host, move |r| {
+        let _ = requests.send(r);
+    });
+    // The UI loop blocks on terminal events; it runs beside the runtime's worker threads.
+    tokio::task::block_in_place(move || ui_loop(app, updates))
+}
+
+fn ui_loop(mut app: App, updates: std::sync::mpsc::Receiver<service::Update>) -> Result<i32> {
+    let mut terminal = ratatui::init();
+    let _ = execute!(std::io::stdout(), EnableMouseCapture);
+    let result = (|| -> Result<()> {
+        while !app.quit {
+            while let Ok(update) = updates.try_recv() {
+                app.apply(update);
+            }
+            terminal.draw(|f| ui::draw(f, &mut app)).context("cannot draw the terminal")?;
+            if event::poll(FRAME).context("cannot read terminal events")? {
+                app.handle(event::read().context("cannot read terminal events")?);
+                // Take every queued event before drawing again (fast scrolling, pastes).
+                while event::poll(Duration::ZERO)? {
+                    app.handle(event::read()?);
+                }
+            }
+        }
+        Ok(())
+    })();
+    let _ = execute!(std::io::stdout(), DisableMouseCapture);
+    ratatui::restore();
+    result.map(|_| 0)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,259 @@
+//! The Runs screen's model: filtering, sorting and the columns of the runs table.
+
+use super::data::Snapshot;
+use crate::plot::flatten_config;
+use crate::store::RunRecord;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// A column of the runs table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Column {
+    Id,
+    Status,
+    Layer,
+    Task,
+    /// A configuration key whose value differs between the visible runs.
+    Key(String),
+    Best,
+    Steps,
+    Duration,
+    Tags,
+}
+
+impl Column {
+    /// Header text.
+    pub fn title(&self) -> String {
+        match self {
+            Column::Id => "id".into(),
+            Column::Status => "status".into(),
+            Column::Layer => "layer".into(),
+            Column::Task => "task".into(),
+            Column::Key(k) => k.clone(),
+            Column::Best => "best".into(),
+            Column::Steps => "steps".into(),
+            Column::Duration => "time".into(),
+            Column::Tags => "tags".into(),
+        }
+    }
+}
+
+/// The filter, the sort and the marked runs of the Runs screen.
+#[derive(Debug, Clone, Default)]
+pub struct RunsState {
+    /// Index of the cursor in the visible rows.
+    pub cursor: usize,
+    /// Column sorted on (by title, so it survives columns appearing and disappearing).
+    pub sort: Option<String>,
+    pub descending: bool,
+    /// Filter text (space-separated terms, all must match).
+    pub filter: String,
+    /// Runs marked for Compare and Ablation.
+    pub selected: BTreeSet<i64>,
+}
+
+/// The visible rows and columns of the table.
+pub struct RunsTable<'a> {
+    pub runs: Vec<&'a RunRecord>,
+    pub columns: Vec<Column>,
+    pub flat: Vec<BTreeMap<String, String>>,
+}
+
+/// Whether `run` passes every term of `filter`: `status:S`, `layer:L`, `task:T`,
+/// `plugin:P` (layer or task), `tag:T`, `key=value` (a configuration value), or a bare word
+/// matched against status, plugins, tags and notes.
+pub fn matches(run: &RunRecord, flat: &BTreeMap<String, String>, filter: &str) -> bool {
+    filter.split_whitespace().all(|term| {
+        let term_lc = term.to_lowercase();
+        if let Some((field, want)) = term_lc.split_once(':') {
+            let eq = |s: &str| s.to_lowercase() == want;
+            return match field {
+                "status" => eq(run.status.as_str()),
+                "layer" => eq(&run.layer.name),
+                "task" => eq(&run.task.name),
+                "plugin" => eq(&run.layer.name) || eq(&run.task.name),
+                "tag" => run.tags.iter().any(|t| eq(t)),
+                _ => false,
+            };
+        }
+        if let Some((key, want)) = term.split_once('=') {
+            return flat.iter().any(|(k, v)| (k == key || k.rsplit('.').next() == Some(key)) && v == want);
+        }
+        let hay = [run.status.as_str(), &run.layer.name, &run.task.name, &run.notes];
+        hay.iter().any(|h| h.to_lowercase().contains(&term_lc))
+            || run.tags.iter().any(|t| t.to_lowercase().contains(&term_lc))
+    })
+}
+
+/// Seconds the run has trained (to its end, or to `now` while running).
+pub fn duration(run: &RunRecord, now: f64) -> Option<f64> {
+    let start = run.started_at?;
+    Some(run.finished_at.unwrap_or(if run.status.is_terminal() { start } else { now }) - start)
+}
+
+/// `1h 02m`, `3m 05s`, `12s`.
+pub fn format_duration(secs: f64) -> String {
+    let s = secs.max(0.0).round() as u64;
+    match s {
+        0..=59 => format!("{s}s"),
+        60..=3599 => format!("{}m {:02}s", s / 60, s % 60),
+        _ => format!("{}h {:02}m", s / 3600, (s % 3600) / 60),
+    }
+}
+
+impl RunsState {
+    /// The visible runs (filtered and sorted) and the table's columns.
+    pub fn table<'a>(&self, snapshot: &'a Snapshot, now: f64) -> RunsTable<'a> {
+        let mut rows: Vec<(&RunRecord, BTreeMap<String, String>)> = snapshot
+            .runs
+            .iter()
+            .map(|r| (r, flatten_config(&r.config)))
+            .filter(|(r, f)| matches(r, f, &self.filter))
+            .collect();
+        let keys: BTreeSet<&String> = rows.iter().flat_map(|(_, f)| f.keys()).collect();
+        let differing: Vec<String> = keys
+            .into_iter()
+            .filter(|k| rows.iter().filter_map(|(_, f)| f.get(*k)).collect::<BTreeSet<_>>().len() > 1)
+            .cloned()
+            .collect();
+        let mut columns = vec![Column::Id, Column::Status, Column::Layer, Column::Task];
+        columns.extend(differing.into_iter().map(Column::Key));
+        columns.extend([Column::Best, Column::Steps, Column::Duration, Column::Tags]);
+
+        if let Some(sort) = &self.sort {
+            if let Some(col) = columns.iter().find(|c| &c.title() == sort) {
+                rows.sort_by(|(a, fa), (b, fb)| {
+                    let o = compare(col, a, fa, b, fb, snapshot, now);
+                    if self.descending {
+                        o.reverse()
+                    } else {
+                        o
+                    }
+                });
+            }
+        }
+        let (runs, flat) = rows.into_iter().unzip();
+        RunsTable { runs, columns, flat }
+    }
+}
+
+fn compare(
+    col: &Column,
+    a: &RunRecord,
+    fa: &BTreeMap<String, String>,
+    b: &RunRecord,
+    fb: &BTreeMap<String, String>,
+    snapshot: &Snapshot,
+    now: f64,
+) -> std::cmp::Ordering {
+    let num =
+        |x: Option<f64>, y: Option<f64>| x.unwrap_or(f64::NEG_INFINITY).total_cmp(&y.unwrap_or(f64::NEG_INFINITY));
+    match col {
+        Column::Id => a.id.cmp(&b.id),
+        Column::Status => a.status.as_str().cmp(b.status.as_str()),
+        Column::Layer => a.layer.name.cmp(&b.layer.name),
+        Column::Task => a.task.name.cmp(&b.task.name),
+        Column::Key(k) => {
+            let (x, y) = (fa.get(k), fb.get(k));
+            match (x.and_then(|v| v.parse::<f64>().ok()), y.and_then(|v| v.parse::<f64>().ok())) {
+                (Some(x), Some(y)) => x.total_cmp(&y),
+                _ => x.cmp(&y),
+            }
+        }
+        Column::Best => num(snapshot.best_headline(a).map(|b| b.1), snapshot.best_headline(b).map(|b| b.1)),
+        Column::Steps => a.last_step.cmp(&b.last_step),
+        Column::Duration => num(duration(a, now), duration(b, now)),
+        Column::Tags => a.tags.join(",").cmp(&b.tags.join(",")),
+    }
+}
+
+/// The text of one cell.
+pub fn cell(col: &Column, run: &RunRecord, flat: &BTreeMap<String, String>, snapshot: &Snapshot, now: f64) -> String {
+    match col {
+        Column::Id => run.id.to_string(),
+        Column::Status => run.status.to_string(),
+        Column::Layer => run.layer.name.clone(),
+        Column::Task => run.task.name.clone(),
+        Column::Key(k) => flat.get(k).cloned().unwrap_or_else(|| "-".into()),
+        Column::Best => snapshot.best_headline(run).map_or_else(|| "-".into(), |(n, v)| format!("{n} {v:.4}")),
+        Column::Steps => match run.total_steps {
+            Some(t) => format!("{}/{t}", run.last_step),
+            None => run.last_step.to_string(),
+        },
+        Column::Duration => duration(run, now).map_or_else(|| "-".into(), format_duration),
+        Column::Tags => run.tags.join(","),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{PluginRef, RunStatus};
+    use serde_json::json;
+
+    pub(crate) fn run(id: i64, layer: &str, status: RunStatus, d: i64, tags: &[&str]) -> RunRecord {
+        let plugin = |n: &str| PluginRef { name: n.into(), version: "0".into(), fingerprint: "f".into(), build: None };
+        RunRecord {
+            id,
+            status,
+            layer: plugin(layer),
+            task: plugin("sudoku"),
+            config: json!({"layer_config": {"d": d}, "task_config": {"difficulty": "easy"}, "train": {"seed": 0}}),
+            seed: 0,
+            device: "cpu".into(),
+            param_count: None,
+            git_rev: None,
+            created_at: 0.0,
+            started_at: Some(10.0),
+            finished_at: Some(75.0),
+            error: None,
+            worker_pid: None,
+            last_step: 5,
+            total_steps: Some(10),
+            notes: "first try".into(),
+            tags: tags.iter().map(|t| t.to_string()).collect(),
+            metric_specs: vec![],
+        }
+    }
+
+    #[test]
+    fn filter_terms() {
+        let r = run(1, "hyperset", RunStatus::Finished, 64, &["baseline"]);
+        let f = flatten_config(&r.config);
+        assert!(matches(&r, &f, ""));
+        assert!(matches(&r, &f, "status:finished layer:hyperset"));
+        assert!(!matches(&r, &f, "status:running"));
+        assert!(matches(&r, &f, "plugin:sudoku tag:baseline"));
+        assert!(matches(&r, &f, "d=64"));
+        assert!(!matches(&r, &f, "d=32"));
+        assert!(matches(&r, &f, "TRY"));
+        assert!(!matches(&r, &f, "nothing-like-this"));
+    }
+
+    #[test]
+    fn differing_keys_become_columns_and_sorting_is_numeric() {
+        let snapshot = Snapshot {
+            runs: vec![
+                run(1, "hyperset", RunStatus::Finished, 128, &[]),
+                run(2, "hyperset", RunStatus::Failed, 64, &[]),
+                run(3, "transformer", RunStatus::Finished, 256, &[]),
+            ],
+            ..Default::default()
+        };
+        let mut state = RunsState { sort: Some("d".into()), ..Default::default() };
+        let table = state.table(&snapshot, 100.0);
+        assert!(table.columns.contains(&Column::Key("d".into())));
+        assert!(!table.columns.contains(&Column::Key("difficulty".into())));
+        assert_eq!(table.runs.iter().map(|r| r.id).collect::<Vec<_>>(), vec![2, 1, 3]);
+        state.descending = true;
+        state.filter = "layer:hyperset".into();
+        let table = state.table(&snapshot, 100.0);
+        assert_eq!(table.runs.iter().map(|r| r.id).collect::<Vec<_>>(), vec![1, 2]);
+    }
+
+    #[test]
+    fn durations_read_well() {
+        assert_eq!(format_duration(12.4), "12s");
+        assert_eq!(format_duration(185.0), "3m 05s");
+        assert_eq!(format_duration(3720.0), "1h 02m");
+    }
+}

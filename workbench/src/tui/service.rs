@@ -1,0 +1,234 @@
+//! The background service: the only part of the TUI that touches the database, the worker
+//! processes and the file system. The UI thread sends [`Request`]s and receives [`Update`]s,
+//! so drawing and keys never wait on I/O, however many rows a worker writes.
+
+use super::data::{RunData, Snapshot};
+use crate::ablation::{RunInput, Table};
+use crate::commands::ablation::Format;
+use crate::store::{MetricRow, NewRun, RunStatus, Store};
+use crate::train::launch::{spawn_detached, stop_worker};
+use std::collections::{HashMap, HashSet};
+use std::path::PathBuf;
+use std::sync::mpsc::Sender;
+use std::time::Duration;
+use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
+
+/// How often the runs table and the watched runs are re-read.
+const REFRESH: Duration = Duration::from_millis(500);
+/// Log lines kept per watched run.
+const LOG_LINES: usize = 200;
+
+/// What the UI asks for.
+#[derive(Debug, Clone)]
+pub enum Request {
+    /// Re-read the runs table now.
+    Refresh,
+    /// Keep these runs' curves, diagnostics and logs loaded (replaces the previous set).
+    Watch(Vec<i64>),
+    /// Store these runs (queued) and start a worker for each.
+    Launch(Vec<NewRun>),
+    /// Stop a running run (it becomes `interrupted` and keeps its data).
+    Cancel(i64),
+    /// Requeue an interrupted or failed run and continue it from its checkpoint.
+    Resume(i64),
+    /// Delete runs and their data.
+    Delete(Vec<i64>),
+    /// Replace a run's notes and tags.
+    Annotate { id: i64, notes: String, tags: Vec<String> },
+    /// Write the Compare panels of these runs to an image file.
+    ExportPlot { runs: Vec<i64>, out: PathBuf },
+    /// Write the ablation table of these runs.
+    ExportAblation { runs: Vec<i64>, format: Format, out: PathBuf },
+}
+
+/// What the service reports.
+#[derive(Debug, Clone)]
+pub enum Update {
+    /// A fresh runs table.
+    Runs(Snapshot),
+    /// Fresh data of a watched run.
+    Run(i64, RunData),
+    /// Something worth a line in the status bar.
+    Info(String),
+    /// Something that failed, with the reason.
+    Error(String),
+}
+
+/// Starts the service on the tokio runtime; returns the request sender.
+pub fn spawn(store: Store, plugin_dirs: Vec<PathBuf>, updates: Sender<Update>) -> UnboundedSender<Request> {
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(Service { store, plugin_dirs, updates, watched: HashMap::new() }.run(rx));
+    tx
+}
+
+/// What is known of a watched run, to read only what changed.
+#[derive(Default)]
+struct Watched {
+    data: RunData,
+    /// (last step, status) when the data was read; a run whose step and status did not move
+    /// is not read again.
+    seen: Option<(u64, RunStatus, usize)>,
+}
+
+struct Service {
+    store: Store,
+    plugin_dirs: Vec<PathBuf>,
+    updates: Sender<Update>,
+    watched: HashMap<i64, Watched>,
+}
+
+impl Service {
+    async fn run(mut self, mut rx: UnboundedReceiver<Request>) {
+        let mut tick = tokio::time::interval(REFRESH);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                request = rx.recv() => match request {
+                    Some(request) => {
+                        if let Err(e) = self.handle(request).await {
+                            self.send(Update::Error(format!("{e:#}")));
+                        }
+                        self.refresh().await;
+                    }
+                    None => return, // the UI has gone
+                },
+                _ = tick.tick() => self.refresh().await,
+            }
+        }
+    }
+
+    fn send(&self, update: Update) {
+        let _ = self.updates.send(update);
+    }
+
+    async fn refresh(&mut self) {
+        if let Err(e) = self.refresh_inner().await {
+            self.send(Update::Error(format!("reading {}: {e:#}", self.store.path().display())));
+        }
+    }
+
+    async fn refresh_inner(&mut self) -> anyhow::Result<()> {
+        self.store.reap_orphans(crate::store::process_alive).await?;
+        let runs = self.store.list_runs().await?;
+        let mut summaries: HashMap<i64, Vec<_>> = HashMap::new();
+        for s in self.store.metric_summaries().await? {
+            summaries.entry(s.run_id).or_default().push(s);
+        }
+        let ids: HashSet<i64> = runs.iter().map(|r| r.id).collect();
+        self.watched.retain(|id, _| ids.contains(id));
+        for run in &runs {
+            let Some(w) = self.watched.get_mut(&run.id) else { continue };
+            let rows = summaries.get(&run.id).map_or(0, Vec::len);
+            let now = (run.last_step, run.status, rows);
+            if w.seen == Some(now) {
+                continue;
+            }
+            // Rows of the last step seen may have been incomplete: read from that step on.
+            let from = w.data.metrics.iter().map(|m| m.step).max();
+            let fresh = match from {
+                Some(step) if step > 0 => self.store.metrics_after(run.id, step - 1).await?,
+                _ => self.store.metrics(run.id).await?,
+            };
+            merge_metrics(&mut w.data.metrics, fresh, from);
+            w.data.diagnostics = self.store.diagnostics(run.id).await?;
+            w.data.logs = self.store.logs(run.id, LOG_LINES).await?;
+            w.seen = Some(now);
+            let _ = self.updates.send(Update::Run(run.id, w.data.clone()));
+        }
+        self.send(Update::Runs(Snapshot { runs, summaries, loaded: true }));
+        Ok(())
+    }
+
+    async fn handle(&mut self, request: Request) -> anyhow::Result<()> {
+        match request {
+            Request::Refresh => {}
+            Request::Watch(ids) => {
+                let keep: HashSet<i64> = ids.iter().copied().collect();
+                self.watched.retain(|id, _| keep.contains(id));
+                for id in ids {
+                    self.watched.entry(id).or_default();
+                }
+            }
+            Request::Launch(runs) => {
+                let mut started = Vec::new();
+                for run in runs {
+                    let id = self.store.create_run(&run).await?;
+                    match spawn_detached(self.store.path(), &self.plugin_dirs, id, false) {
+                        Ok(_) => started.push(id.to_string()),
+                        Err(e) => {
+                            self.store.finish(id, RunStatus::Failed, Some(&format!("{e:#}"))).await?;
+                            return Err(e.context(format!("run {id}")));
+                        }
+                    }
+                }
+                self.send(Update::Info(format!("started run {}", started.join(", "))));
+            }
+            Request::Cancel(id) => {
+                let run = self.store.run(id).await?;
+                match (run.status, run.worker_pid) {
+                    (RunStatus::Running, Some(pid)) => {
+                        stop_worker(pid)?;
+                        self.send(Update::Info(format!("run {id}: asked worker {pid} to stop")));
+                    }
+                    (RunStatus::Queued, _) => {
+                        self.store.finish(id, RunStatus::Interrupted, Some("cancelled before it started")).await?;
+                        self.send(Update::Info(format!("run {id} cancelled")));
+                    }
+                    (status, _) => anyhow::bail!("run {id} is {status}, not running"),
+                }
+            }
+            Request::Resume(id) => {
+                self.store.requeue(id).await?;
+                spawn_detached(self.store.path(), &self.plugin_dirs, id, true)?;
+                self.send(Update::Info(format!("run {id} resumed from its last checkpoint")));
+            }
+            Request::Delete(ids) => {
+                for &id in &ids {
+                    let run = self.store.run(id).await?;
+                    if run.status == RunStatus::Running {
+                        anyhow::bail!("run {id} is running: cancel it first (x)");
+                    }
+                }
+                for &id in &ids {
+                    self.store.delete_run(id).await?;
+                }
+                self.send(Update::Info(format!("deleted {} run(s)", ids.len())));
+            }
+            Request::Annotate { id, notes, tags } => {
+                self.store.set_notes(id, &notes).await?;
+                self.store.set_tags(id, &tags).await?;
+                self.send(Update::Info(format!("run {id}: notes and tags saved")));
+            }
+            Request::ExportPlot { runs, out } => {
+                let list = runs.iter().map(|r| r.to_string()).collect::<Vec<_>>().join(",");
+                let panels = "loss,metric,energy,erank,angle,depth";
+                let line = crate::commands::plot::write_image(&self.store, &list, panels, &out, "1600x900").await?;
+                self.send(Update::Info(line));
+            }
+            Request::ExportAblation { runs, format, out } => {
+                let mut records = Vec::new();
+                let mut metrics = Vec::new();
+                for id in runs {
+                    records.push(self.store.run(id).await?);
+                    metrics.push(self.store.metrics(id).await?);
+                }
+                let inputs: Vec<RunInput> =
+                    records.iter().zip(&metrics).map(|(record, metrics)| RunInput { record, metrics }).collect();
+                std::fs::write(&out, format.render(&Table::build(&inputs)))?;
+                self.send(Update::Info(format!("wrote {}", out.display())));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Replaces the rows at steps `>= from` with `fresh` (all rows when `from` is `None`).
+fn merge_metrics(cached: &mut Vec<MetricRow>, fresh: Vec<MetricRow>, from: Option<u64>) {
+    match from {
+        Some(step) if step > 0 => {
+            cached.retain(|m| m.step < step);
+            cached.extend(fresh);
+        }
+        _ => *cached = fresh,
+    }
+}
