@@ -1,12 +1,54 @@
 //! One Hyper-SET iteration: an attention step then a feedforward step (seed 000, Eq. 9, 11).
 
+use crate::attention::AttentionKind;
+use crate::feedforward::FeedforwardKind;
+use crate::lora::DepthwiseLora;
 use crate::model::HyperSetConfig;
+use crate::step_size::StepSize;
 use plugin_api::candle::Tensor;
 use plugin_api::candle_nn::{Init, VarBuilder};
-use plugin_api::ops::{bi_softmax, rms_norm};
+use plugin_api::ops::rms_norm;
 use plugin_api::Result;
 
+/// The epsilon of every RMSNorm of the layer.
 pub(crate) const RMS_EPS: f64 = 1e-6;
+
+/// The learnable gains of the per-head RMSNorm (Eq. 8).
+pub enum AttentionGains {
+    /// No gains (`norm_gain = false`): the constraint `||z|| = sqrt(p)` of Eq. 4 exactly.
+    None,
+    /// One gain `[p]` for the shared Q/K/V projection (Sudoku and MIM models).
+    Shared(Tensor),
+    /// Separate gains `[p]` for queries, keys and values (the image-classification model
+    /// of the authors' code, notes-hyperset.md §9; option `qkv_gains`).
+    PerRole {
+        /// Query gain `g_q`.
+        query: Tensor,
+        /// Key gain `g_k`.
+        key: Tensor,
+        /// Value gain `g_v`.
+        value: Tensor,
+    },
+}
+
+/// Normalised per-head projections `[B, H, N, p]` in their three roles (the same tensor
+/// three times unless the gains are separate).
+pub struct Projections {
+    /// Queries.
+    pub query: Tensor,
+    /// Keys.
+    pub key: Tensor,
+    /// Values.
+    pub value: Tensor,
+}
+
+/// The weights one iteration uses: `W` and `D`, plus that iteration's LoRA deltas if any.
+pub struct IterationWeights {
+    /// `W_t`, `[d, d]`.
+    pub w: Tensor,
+    /// `D_t`, `[d, M]`.
+    pub d_ff: Tensor,
+}
 
 /// The two weight matrices of a Hyper-SET layer and the gains of its RMSNorms.
 ///
@@ -16,74 +58,138 @@ pub(crate) const RMS_EPS: f64 = 1e-6;
 pub struct HyperSetBlock {
     w: Tensor,
     d_ff: Tensor,
-    attn_gain: Option<Tensor>,
+    attn_gains: AttentionGains,
     ff_gain: Option<Tensor>,
+    lora: Option<DepthwiseLora>,
+    attention: AttentionKind,
+    feedforward: FeedforwardKind,
     heads: usize,
     head_dim: usize,
 }
 
 impl HyperSetBlock {
-    pub fn new(cfg: &HyperSetConfig, vb: VarBuilder) -> Result<Self> {
+    /// A block running `iterations` iterations per pass in training (for its LoRA adapters).
+    pub fn new(cfg: &HyperSetConfig, iterations: usize, vb: VarBuilder) -> Result<Self> {
         let init = Init::Randn { mean: 0.0, stdev: cfg.init_std };
         let w = vb.get_with_hints((cfg.d, cfg.d), "w", init)?;
         let d_ff = vb.get_with_hints((cfg.d, cfg.ff_width), "d_ff", init)?;
-        let (attn_gain, ff_gain) = if cfg.norm_gain {
-            (
-                Some(vb.get_with_hints(cfg.head_dim(), "attn_norm", Init::Const(1.0))?),
-                Some(vb.get_with_hints(cfg.ff_width, "ff_norm", Init::Const(1.0))?),
-            )
-        } else {
-            (None, None)
+        let gain = |name: &str, size: usize| vb.get_with_hints(size, name, Init::Const(1.0));
+        let (attn_gains, ff_gain) = match (cfg.norm_gain, cfg.qkv_gains) {
+            (false, _) => (AttentionGains::None, None),
+            (true, false) => {
+                (AttentionGains::Shared(gain("attn_norm", cfg.head_dim())?), Some(gain("ff_norm", cfg.ff_width)?))
+            }
+            (true, true) => (
+                AttentionGains::PerRole {
+                    query: gain("q_norm", cfg.head_dim())?,
+                    key: gain("k_norm", cfg.head_dim())?,
+                    value: gain("v_norm", cfg.head_dim())?,
+                },
+                Some(gain("ff_norm", cfg.ff_width)?),
+            ),
         };
-        Ok(HyperSetBlock { w, d_ff, attn_gain, ff_gain, heads: cfg.heads, head_dim: cfg.head_dim() })
+        let lora = match cfg.lora_rank {
+            0 => None,
+            rank => Some(DepthwiseLora::new(cfg.d, cfg.ff_width, rank, iterations, cfg.lora_scale, vb.clone())?),
+        };
+        Ok(HyperSetBlock {
+            w,
+            d_ff,
+            attn_gains,
+            ff_gain,
+            lora,
+            attention: cfg.attention,
+            feedforward: cfg.feedforward,
+            heads: cfg.heads,
+            head_dim: cfg.head_dim(),
+        })
     }
 
-    pub fn w(&self) -> &Tensor {
-        &self.w
+    /// The weights of the block's iteration `t` (1-based): `W`, `D` themselves without LoRA.
+    pub fn weights(&self, t: usize) -> Result<IterationWeights> {
+        Ok(match &self.lora {
+            None => IterationWeights { w: self.w.clone(), d_ff: self.d_ff.clone() },
+            Some(lora) => {
+                let (w, d_ff) = lora.apply(t, &self.w, &self.d_ff)?;
+                IterationWeights { w, d_ff }
+            }
+        })
     }
 
-    pub fn d_ff(&self) -> &Tensor {
-        &self.d_ff
+    /// The per-head RMSNorm gains.
+    pub fn attention_gains(&self) -> &AttentionGains {
+        &self.attn_gains
     }
 
-    pub fn attn_gain(&self) -> Option<&Tensor> {
-        self.attn_gain.as_ref()
-    }
-
+    /// The feedforward RMSNorm gain, if any.
     pub fn ff_gain(&self) -> Option<&Tensor> {
         self.ff_gain.as_ref()
     }
 
+    /// The attention energy this block descends.
+    pub fn attention_kind(&self) -> AttentionKind {
+        self.attention
+    }
+
+    /// The feedforward energy this block descends.
+    pub fn feedforward_kind(&self) -> FeedforwardKind {
+        self.feedforward
+    }
+
+    /// `(H, p)`.
     pub fn heads(&self) -> (usize, usize) {
         (self.heads, self.head_dim)
     }
 
-    /// `X_{t+1}` from `X_t` with channel-wise step sizes `alpha`, `gamma` (`[B, N, d]`).
-    pub fn iterate(&self, x: &Tensor, alpha: &Tensor, gamma: &Tensor) -> Result<Tensor> {
-        let x_half = (x - (alpha * self.attention_update(x)?)?)?;
-        let x_next = (&x_half + (gamma * self.feedforward_update(&x_half)?)?)?;
+    /// `X_{t+1}` from `X_t` with step sizes `alpha`, `gamma`, on the iteration's weights.
+    pub fn iterate(
+        &self,
+        x: &Tensor,
+        alpha: &StepSize,
+        gamma: &StepSize,
+        weights: &IterationWeights,
+    ) -> Result<Tensor> {
+        let x_half = (x - alpha.scale(self.attention_update(x, &weights.w)?)?)?;
+        let x_next = (&x_half + gamma.scale(self.feedforward_update(&x_half, &weights.d_ff)?)?)?;
         Ok(x_next)
     }
 
-    /// `sum_h W_h Z_h (softmax_col + softmax_row)(beta Z_h^T Z_h)` with `Z_h = RMSNorm(W_h^T X)`:
-    /// the direction of Eq. 9, i.e. the gradient of E_ATTN (Eq. 3) with respect to the
-    /// normalised projections, mapped back through `W`. Row-major: `((P + P^T) Z) W^T`.
-    pub fn attention_update(&self, x: &Tensor) -> Result<Tensor> {
-        let (b, n, d) = x.dims3()?;
-        let z = split_heads(&linear(x, &self.w)?, self.heads, self.head_dim)?;
-        let z = rms_norm(&z, self.attn_gain.as_ref(), RMS_EPS)?;
-        let beta = 1.0 / (self.head_dim as f64).sqrt();
-        let scores = (z.matmul(&z.t()?)? * beta)?;
-        let mixed = bi_softmax(&scores)?.matmul(&z)?;
-        let merged = mixed.transpose(1, 2)?.reshape((b, n, d))?;
-        Ok(linear(&merged, &self.w.t()?)?)
+    /// `Z~ = RMSNorm(W_h^T X)` for every head, with the block's gains, in the three roles.
+    pub fn project(&self, x: &Tensor, w: &Tensor) -> Result<Projections> {
+        let z = split_heads(&linear(x, w)?, self.heads, self.head_dim)?;
+        let shared = |z: Tensor| Projections { query: z.clone(), key: z.clone(), value: z };
+        Ok(match &self.attn_gains {
+            AttentionGains::None => shared(rms_norm(&z, None, RMS_EPS)?),
+            AttentionGains::Shared(g) => shared(rms_norm(&z, Some(g), RMS_EPS)?),
+            AttentionGains::PerRole { query, key, value } => {
+                let z = rms_norm(&z, None, RMS_EPS)?;
+                Projections {
+                    query: z.broadcast_mul(query)?,
+                    key: z.broadcast_mul(key)?,
+                    value: z.broadcast_mul(value)?,
+                }
+            }
+        })
     }
 
-    /// `D ReLU(RMSNorm(D^T X))`: minus the gradient of E_FF (Eq. 5, 10) under the norm
-    /// constraint, the direction of Eq. 11.
-    pub fn feedforward_update(&self, x: &Tensor) -> Result<Tensor> {
-        let u = rms_norm(&linear(x, &self.d_ff)?, self.ff_gain.as_ref(), RMS_EPS)?;
-        Ok(linear(&u.relu()?, &self.d_ff.t()?)?)
+    /// `sum_h W_h mix_h` with the variant's per-head `mix` (module `attention`) on
+    /// `Z~ = RMSNorm(W_h^T X)`: the direction of Eq. 9, i.e. the gradient of the attention
+    /// energy with respect to the normalised projections, mapped back through `W`.
+    /// Row-major for bi-softmax: `((P + P^T) Z) W^T`.
+    pub fn attention_update(&self, x: &Tensor, w: &Tensor) -> Result<Tensor> {
+        let (b, n, d) = x.dims3()?;
+        let z = self.project(x, w)?;
+        let mixed = self.attention.mix(&z.query, &z.key, &z.value)?;
+        let merged = mixed.transpose(1, 2)?.reshape((b, n, d))?;
+        Ok(linear(&merged, &w.t()?)?)
+    }
+
+    /// `D a(RMSNorm(D^T X))` with the variant's `a = -dE_FF/dU~` (module `feedforward`):
+    /// for ReLU, minus the gradient of E_FF (Eq. 5, 10) under the norm constraint, the
+    /// direction of Eq. 11.
+    pub fn feedforward_update(&self, x: &Tensor, d_ff: &Tensor) -> Result<Tensor> {
+        let u = rms_norm(&linear(x, d_ff)?, self.ff_gain.as_ref(), RMS_EPS)?;
+        Ok(linear(&self.feedforward.activation(&u)?, &d_ff.t()?)?)
     }
 }
 

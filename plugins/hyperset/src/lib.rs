@@ -4,15 +4,35 @@
 //! and notes-hyperset.md. Each iteration is one gradient step on the attention energy
 //! (Eq. 3-4, update Eq. 9) followed by one on the feedforward energy (Eq. 5, update Eq. 11),
 //! with per-token channel-wise step sizes from a small network (Eq. 12).
+//!
+//! The variants of the paper are options, each in its own module:
+//! - `attention`: bi-softmax (default), sigmoid and linear attention (Appendix G.1,
+//!   Eq. 19, Table 19), module `attention`;
+//! - `feedforward`: ReLU (default), GELU (the authors' classification code), softmax and
+//!   gated (Eq. 20, Table 20), module `feedforward`;
+//! - `step_sizes`: learned by the network of Eq. 12 in one of four forms (`step_net`), or
+//!   fixed to `step_c` (Table 4), module `step_size`;
+//! - `lora_rank`, `lora_scale`: depth-wise LoRA on `W` and `D` (§5.5, Appendix G.2,
+//!   Table 5), module `lora`;
+//! - `qkv_gains`: separate query/key/value RMSNorm gains (the classification model of the
+//!   authors' code), module `block`;
+//! - `layers`: k distinct blocks sharing the iterations (§5.4, Table 2).
 
+mod attention;
 mod block;
 mod energy;
+mod feedforward;
+mod lora;
 mod model;
+mod phi;
 mod step_size;
 mod verify;
 
+use attention::AttentionKind;
+use feedforward::FeedforwardKind;
 use model::{HyperSet, HyperSetConfig};
 use plugin_api::{export_plugin, Declaration, ParamSpec, Result};
+use step_size::StepNetForm;
 
 fn params() -> Vec<ParamSpec> {
     vec![
@@ -31,6 +51,34 @@ fn params() -> Vec<ParamSpec> {
         ),
         ParamSpec::bool("norm_gain", true, "learnable gains on the per-head and feedforward RMSNorms"),
         ParamSpec::float("init_std", 0.02, 0.0, 10.0, "standard deviation of the N(0, s^2) init of W and D"),
+        ParamSpec::choice(
+            "attention",
+            "bisoftmax",
+            &AttentionKind::NAMES,
+            "attention energy: bi-softmax (Eq. 3), sigmoid or linear with Phi = sigmoid (Table 19, O(N p^2))",
+        ),
+        ParamSpec::choice(
+            "feedforward",
+            "relu",
+            &FeedforwardKind::NAMES,
+            "feedforward energy: ReLU (Eq. 5), GELU (authors' classification code), softmax or gated (Table 20)",
+        ),
+        ParamSpec::choice(
+            "step_sizes",
+            "learned",
+            &["learned", "fixed"],
+            "step sizes from the network of Eq. 12 (learned) or alpha = gamma = step_c (fixed, Table 4)",
+        ),
+        ParamSpec::float("step_c", 0.1, 0.0, 10.0, "the constant alpha = gamma of step_sizes=fixed (paper: 0.5, 0.1)"),
+        ParamSpec::choice(
+            "step_net",
+            "plain",
+            &StepNetForm::NAMES,
+            "step network form: plain (Sudoku), normed (ImageNet), normed_cond (CIFAR), direct (MIM, time_dim = d)",
+        ),
+        ParamSpec::int("lora_rank", 0, 0, 8192, "rank r of depth-wise LoRA on W and D at every iteration (0 = off)"),
+        ParamSpec::float("lora_scale", 4.0, 0.0, 10_000.0, "scaling factor s of the LoRA deltas W + s A B (paper: 4)"),
+        ParamSpec::bool("qkv_gains", false, "separate query/key/value RMSNorm gains (the image-classification model)"),
     ]
 }
 
@@ -48,4 +96,10 @@ fn declare() -> Result<Declaration> {
 export_plugin!(declare);
 
 #[cfg(test)]
+mod paper_counts;
+#[cfg(test)]
+mod test_support;
+#[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod variant_tests;

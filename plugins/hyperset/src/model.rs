@@ -1,8 +1,10 @@
 //! The recurrent Hyper-SET model: k blocks sharing one step-size network, iterated L times.
 
-use crate::block::HyperSetBlock;
+use crate::attention::AttentionKind;
+use crate::block::{HyperSetBlock, IterationWeights};
 use crate::energy;
-use crate::step_size::StepSizeNet;
+use crate::feedforward::FeedforwardKind;
+use crate::step_size::{StepNetForm, StepSizeMode, StepSizes};
 use crate::verify;
 use plugin_api::candle::Tensor;
 use plugin_api::candle_nn::VarBuilder;
@@ -14,20 +16,54 @@ use plugin_api::{
 /// Validated hyperparameters of the layer.
 #[derive(Debug, Clone, PartialEq)]
 pub struct HyperSetConfig {
+    /// Token width `d`.
     pub d: usize,
+    /// Attention heads `H` (`p = d / H`).
     pub heads: usize,
+    /// Recurrent depth `L` used in training.
     pub iterations: usize,
+    /// Feedforward width `M`.
     pub ff_width: usize,
+    /// Distinct blocks `k`, each iterated `L / k` times.
     pub layers: usize,
+    /// Size of the sinusoidal iteration embedding.
     pub time_dim: usize,
+    /// Step sizes conditioned on `X0` (true) or on `X_t` (false).
     pub condition_on_x0: bool,
+    /// Every Linear of the step network zero-initialised (not only the last).
     pub zero_init_all: bool,
+    /// Learnable gains on the per-head and feedforward RMSNorms.
     pub norm_gain: bool,
+    /// Standard deviation of the initialisation of `W`, `D` and the time MLP.
     pub init_std: f64,
+    /// The attention energy (option `attention`).
+    pub attention: AttentionKind,
+    /// The feedforward energy (option `feedforward`).
+    pub feedforward: FeedforwardKind,
+    /// Learned (with the network's form) or fixed step sizes.
+    pub step_sizes: StepSizeMode,
+    /// Rank of the depth-wise LoRA adapters; 0 for none.
+    pub lora_rank: usize,
+    /// Scaling factor `s` of the LoRA deltas `s A B`.
+    pub lora_scale: f64,
+    /// Separate RMSNorm gains for queries, keys and values.
+    pub qkv_gains: bool,
 }
 
 impl HyperSetConfig {
-    pub fn from_config(cfg: &Config) -> Result<Self> {
+    /// Reads and checks the plugin's options; every refusal names the problem and the fix.
+    /// Keys the configuration lacks (one stored before an option existed) take their defaults.
+    pub fn from_config(given: &Config) -> Result<Self> {
+        let mut cfg = Config::defaults(&crate::params());
+        for (key, value) in &given.0 {
+            cfg.set(key, value.clone());
+        }
+        let cfg = &cfg;
+        let step_sizes = match cfg.str("step_sizes")? {
+            "learned" => StepSizeMode::Learned(StepNetForm::parse(cfg.str("step_net")?)?),
+            "fixed" => StepSizeMode::Fixed(cfg.f64("step_c")?),
+            other => return Err(config_error(format!("step_sizes = {other} is unknown; choose learned | fixed"))),
+        };
         let c = HyperSetConfig {
             d: cfg.usize("d")?,
             heads: cfg.usize("heads")?,
@@ -39,41 +75,105 @@ impl HyperSetConfig {
             zero_init_all: cfg.str("step_init")? == "all",
             norm_gain: cfg.bool("norm_gain")?,
             init_std: cfg.f64("init_std")?,
+            attention: AttentionKind::parse(cfg.str("attention")?)?,
+            feedforward: FeedforwardKind::parse(cfg.str("feedforward")?)?,
+            step_sizes,
+            lora_rank: cfg.usize("lora_rank")?,
+            lora_scale: cfg.f64("lora_scale")?,
+            qkv_gains: cfg.bool("qkv_gains")?,
         };
         check_heads_and_layers(c.d, c.heads, c.iterations, c.layers)?;
         if !c.time_dim.is_multiple_of(2) {
             return Err(config_error(format!("time_dim = {} must be even (sin and cos halves)", c.time_dim)));
         }
+        match c.step_sizes {
+            StepSizeMode::Learned(StepNetForm::Direct) if c.time_dim != c.d => {
+                return Err(config_error(format!(
+                    "step_net = direct adds the iteration embedding to the tokens, so time_dim = {} must equal d = {}; \
+                     set time_dim={}",
+                    c.time_dim, c.d, c.d
+                )));
+            }
+            StepSizeMode::Learned(_) => {
+                refuse_unless_default(cfg, "step_c", "step_sizes = learned", "step_sizes=fixed")?
+            }
+            StepSizeMode::Fixed(_) => {
+                for key in ["step_net", "step_cond", "step_init"] {
+                    refuse_unless_default(
+                        cfg,
+                        key,
+                        "step_sizes = fixed (there is no step network)",
+                        "step_sizes=learned",
+                    )?;
+                }
+            }
+        }
+        if c.lora_rank == 0 {
+            refuse_unless_default(cfg, "lora_scale", "lora_rank = 0 (no adapters)", "lora_rank=4")?;
+        } else if c.lora_rank > c.d {
+            return Err(config_error(format!(
+                "lora_rank = {} exceeds d = {}: a delta A B of rank above d adds parameters but no rank; use lora_rank <= {}",
+                c.lora_rank, c.d, c.d
+            )));
+        }
+        if c.qkv_gains && !c.norm_gain {
+            return Err(config_error(
+                "qkv_gains = true asks for separate learnable Q/K/V RMSNorm gains but norm_gain = false removes all \
+                 gains; set norm_gain=true or qkv_gains=false",
+            ));
+        }
         Ok(c)
     }
 
+    /// Head width `p = d / H`.
     pub fn head_dim(&self) -> usize {
         self.d / self.heads
     }
 }
 
+/// Refuses a non-default `key` when `context` makes it meaningless, naming the fix.
+fn refuse_unless_default(cfg: &Config, key: &str, context: &str, fix: &str) -> Result<()> {
+    let default = crate::params().into_iter().find(|p| p.name == key).map(|p| p.default);
+    match (cfg.0.get(key), default) {
+        (Some(value), Some(default)) if *value != default => {
+            Err(config_error(format!("{key} = {value} has no effect with {context}; remove it or set {fix}")))
+        }
+        _ => Ok(()),
+    }
+}
+
 /// k Hyper-SET blocks; block `b` runs iterations `b * L/k + 1 ..= (b + 1) * L/k`, with the
 /// iteration index restarting at 1 in each block (one time-MLP for all blocks, as the
-/// authors' code does; notes-hyperset.md §2.4).
+/// authors' code does; notes-hyperset.md §2.4). Depth-wise LoRA adapters (if any) belong to
+/// the block-local iterations.
 pub struct HyperSet {
     cfg: HyperSetConfig,
     blocks: Vec<HyperSetBlock>,
-    step_sizes: StepSizeNet,
+    step_sizes: StepSizes,
 }
 
 impl HyperSet {
+    /// Creates the blocks (`block{b}.*`) and the step sizes (`step.*`) under `vb`.
     pub fn new(cfg: &HyperSetConfig, vb: VarBuilder) -> Result<Self> {
-        let blocks =
-            (0..cfg.layers).map(|b| HyperSetBlock::new(cfg, vb.pp(format!("block{b}")))).collect::<Result<Vec<_>>>()?;
-        let step_sizes = StepSizeNet::new(cfg, vb.pp("step"))?;
+        let per_block = cfg.iterations / cfg.layers;
+        let blocks = (0..cfg.layers)
+            .map(|b| HyperSetBlock::new(cfg, per_block, vb.pp(format!("block{b}"))))
+            .collect::<Result<Vec<_>>>()?;
+        let step_sizes = StepSizes::new(cfg, vb.pp("step"))?;
         Ok(HyperSet { cfg: cfg.clone(), blocks, step_sizes })
     }
 
+    /// Block `b` (for tests that recompute an iteration by hand).
+    #[cfg(test)]
+    pub(crate) fn block(&self, b: usize) -> &HyperSetBlock {
+        &self.blocks[b]
+    }
+
     /// The block that produced the state after global iteration `t` of a pass of
-    /// `iterations` iterations (block 0 for t = 0).
-    fn block_at(&self, t: usize, iterations: usize) -> Result<&HyperSetBlock> {
-        let (b, _) = BlockSchedule::new(iterations, self.cfg.layers)?.locate(t);
-        Ok(&self.blocks[b])
+    /// `iterations` iterations (block 0 for t = 0), and the weights it used then.
+    fn weights_at(&self, t: usize, iterations: usize) -> Result<(&HyperSetBlock, IterationWeights)> {
+        let (b, local_t) = BlockSchedule::new(iterations, self.cfg.layers)?.locate(t);
+        Ok((&self.blocks[b], self.blocks[b].weights(local_t)?))
     }
 }
 
@@ -93,17 +193,18 @@ impl Layer for HyperSet {
         for t in 1..=pass.iterations {
             let (b, local_t) = schedule.locate(t);
             let cond = if self.cfg.condition_on_x0 { x0 } else { &x };
-            let (alpha, gamma) = self.step_sizes.forward(local_t, cond)?;
-            x = self.blocks[b].iterate(&x, &alpha, &gamma)?;
+            let (alpha, gamma) = self.step_sizes.at(local_t, cond)?;
+            let block = &self.blocks[b];
+            x = block.iterate(&x, &alpha, &gamma, &block.weights(local_t)?)?;
             pass.observe(t, &x)?;
         }
         Ok(x)
     }
 
     fn energies(&self, t: usize, iterations: usize, x: &Tensor, _x0: &Tensor) -> Result<Vec<Energy>> {
-        let block = self.block_at(t, iterations)?;
-        let attention = energy::attention(x, block.w(), self.cfg.heads)?;
-        let feedforward = energy::feedforward(x, block.d_ff())?;
+        let (_, weights) = self.weights_at(t, iterations)?;
+        let attention = energy::attention(x, &weights.w, self.cfg.heads, self.cfg.attention)?;
+        let feedforward = energy::feedforward(x, &weights.d_ff, self.cfg.feedforward)?;
         let total = (&attention + &feedforward)?;
         Ok(vec![
             Energy { name: "attention".into(), per_sample: attention },
@@ -130,6 +231,7 @@ impl Layer for HyperSet {
     }
 
     fn head_projections(&self, t: usize, iterations: usize, x: &Tensor) -> Result<Option<Tensor>> {
-        Ok(Some(energy::normalised_heads(x, self.block_at(t, iterations)?.w(), self.cfg.heads)?))
+        let (_, weights) = self.weights_at(t, iterations)?;
+        Ok(Some(energy::normalised_heads(x, &weights.w, self.cfg.heads)?))
     }
 }

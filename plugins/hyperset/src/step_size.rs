@@ -1,16 +1,149 @@
-//! The step-size network of Eq. 12: per-token, channel-wise `alpha_t`, `gamma_t` from the
-//! iteration index and the layer input (ICLR Table 6; notes-hyperset.md §1.7 and §9):
-//! `e = Linear(GELU(Linear(sinusoid(t))))`, `cond = e + X`, `[alpha, gamma] = Linear(GELU(cond))`.
+//! The step sizes `alpha_t`, `gamma_t` of Eq. 9 and 11: learned by the small network of
+//! Eq. 12, or fixed (option `step_sizes`).
+//!
+//! **Learned** (ICLR §4.3, Eq. 12, Table 6; notes-hyperset.md §1.7 and §9): per-token,
+//! channel-wise `alpha_t, gamma_t in R^d` from the iteration index `t` and the tokens `X`
+//! (the layer input `X0`, or the current `X_t`, option `step_cond`). Four forms (option
+//! `step_net`), following the authors' code for each task of the paper:
+//!
+//! - `plain` (Sudoku): `e = Linear(GELU(Linear(sinusoid(t))))`, `c = e + X`,
+//!   `[alpha, gamma] = Linear(GELU(c))`.
+//! - `normed` (ImageNet classification): `e = N3(Linear(N2(GELU(N1(Linear(sinusoid(t)))))))`,
+//!   `c = e + N_in(X)`, `[alpha, gamma] = Linear(GELU(c))`.
+//! - `normed_cond` (CIFAR classification, "HyperSETBasic"): as `normed`, with one more
+//!   RMSNorm on `c` before the GELU.
+//! - `direct` (masked image modelling, "time MLP removed"): `c = RMSNorm(sinusoid_d(t) + X)`,
+//!   `[alpha, gamma] = Linear(GELU(c))`; needs `time_dim = d`.
+//!
+//! `N*` are RMSNorms with learnable gains (always, whatever `norm_gain` says: the paper's
+//! parameter counts include them). The output Linear is zero-initialised (ReZero), so every
+//! iteration starts as the identity; no sign constraint is put on the steps.
+//!
+//! **Fixed** (Table 4 ablation, Table 16-17 runtime rows; notes-hyperset.md §2.2):
+//! `alpha_t = gamma_t = c` (`step_c`), one scalar for both sub-steps as in the authors'
+//! code; the whole network is removed (0.91M instead of 1.55M parameters at d = 384).
 
+use crate::block::RMS_EPS;
 use crate::model::HyperSetConfig;
 use plugin_api::candle::{Module, Tensor, D};
 use plugin_api::candle_nn::{Init, Linear, VarBuilder};
-use plugin_api::ops::sinusoidal_embedding;
-use plugin_api::Result;
+use plugin_api::ops::{rms_norm, sinusoidal_embedding};
+use plugin_api::{config_error, Result};
 
-pub struct StepSizeNet {
+/// How the step sizes are produced (option `step_sizes`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum StepSizeMode {
+    /// By the step-size network of Eq. 12, in the given form.
+    Learned(StepNetForm),
+    /// A constant `alpha_t = gamma_t = c`.
+    Fixed(f64),
+}
+
+/// The form of the learned step-size network (option `step_net`; see the module doc).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StepNetForm {
+    /// Time MLP without normalisation, `c = e + X` (Sudoku).
+    Plain,
+    /// RMSNorms in the time MLP and on `X` (ImageNet classification).
+    Normed,
+    /// As `Normed`, plus an RMSNorm on `c` (CIFAR classification).
+    NormedCond,
+    /// No time MLP: `c = RMSNorm(sinusoid_d(t) + X)` (masked image modelling).
+    Direct,
+}
+
+impl StepNetForm {
+    /// The option values, in the order of [`StepNetForm`].
+    pub const NAMES: [&'static str; 4] = ["plain", "normed", "normed_cond", "direct"];
+
+    /// Parses an option value.
+    pub fn parse(name: &str) -> Result<Self> {
+        match name {
+            "plain" => Ok(StepNetForm::Plain),
+            "normed" => Ok(StepNetForm::Normed),
+            "normed_cond" => Ok(StepNetForm::NormedCond),
+            "direct" => Ok(StepNetForm::Direct),
+            other => {
+                Err(config_error(format!("step_net = {other} is unknown; choose one of {}", Self::NAMES.join(" | "))))
+            }
+        }
+    }
+}
+
+/// One sub-step's step size: channel-wise per token (learned) or one constant (fixed).
+pub enum StepSize {
+    /// `[B, N, d]`, multiplied element-wise with the update.
+    Channelwise(Tensor),
+    /// A scalar.
+    Constant(f64),
+}
+
+impl StepSize {
+    /// `step * update`.
+    pub fn scale(&self, update: Tensor) -> Result<Tensor> {
+        Ok(match self {
+            StepSize::Channelwise(s) => (s * update)?,
+            StepSize::Constant(c) => (update * *c)?,
+        })
+    }
+}
+
+/// The step sizes of every iteration: a network or a constant.
+pub enum StepSizes {
+    /// The network of Eq. 12.
+    Learned(StepSizeNet),
+    /// `alpha_t = gamma_t = c`.
+    Fixed(f64),
+}
+
+impl StepSizes {
+    /// Builds the network (parameters under `vb`) or the constant of `cfg.step_sizes`.
+    pub fn new(cfg: &HyperSetConfig, vb: VarBuilder) -> Result<Self> {
+        Ok(match cfg.step_sizes {
+            StepSizeMode::Learned(form) => StepSizes::Learned(StepSizeNet::new(cfg, form, vb)?),
+            StepSizeMode::Fixed(c) => StepSizes::Fixed(c),
+        })
+    }
+
+    /// `(alpha_t, gamma_t)` for the block-local iteration `t` (1-based), given the
+    /// conditioning tokens `cond` (`X0` or `X_t`, `[B, N, d]`).
+    pub fn at(&self, t: usize, cond: &Tensor) -> Result<(StepSize, StepSize)> {
+        Ok(match self {
+            StepSizes::Learned(net) => {
+                let (alpha, gamma) = net.forward(t, cond)?;
+                (StepSize::Channelwise(alpha), StepSize::Channelwise(gamma))
+            }
+            StepSizes::Fixed(c) => (StepSize::Constant(*c), StepSize::Constant(*c)),
+        })
+    }
+}
+
+/// The time MLP `sinusoid(t) -> d`, with the RMSNorm gains of the `normed` forms.
+struct TimeMlp {
     time_in: Linear,
     time_out: Linear,
+    /// Gains of the RMSNorms after `time_in`, after the GELU, and after `time_out`.
+    norms: Option<[Tensor; 3]>,
+}
+
+impl TimeMlp {
+    fn forward(&self, sinusoid: &Tensor) -> Result<Tensor> {
+        Ok(match &self.norms {
+            None => self.time_out.forward(&self.time_in.forward(sinusoid)?.gelu_erf()?)?,
+            Some([first, mid, last]) => {
+                let h = rms_norm(&self.time_in.forward(sinusoid)?, Some(first), RMS_EPS)?.gelu_erf()?;
+                let h = self.time_out.forward(&rms_norm(&h, Some(mid), RMS_EPS)?)?;
+                rms_norm(&h, Some(last), RMS_EPS)?
+            }
+        })
+    }
+}
+
+/// The step-size network of Eq. 12 in one of the forms of [`StepNetForm`].
+pub struct StepSizeNet {
+    time_mlp: Option<TimeMlp>,
+    input_norm: Option<Tensor>,
+    cond_norm: Option<Tensor>,
     step_out: Linear,
     time_dim: usize,
 }
@@ -19,11 +152,32 @@ impl StepSizeNet {
     /// The output Linear is zero-initialised (ReZero: every iteration starts as the identity).
     /// With `zero_init_all` the two time Linears are zero too, as in the authors' code; their
     /// weights then never receive a gradient, which the plugin's tests demonstrate.
-    pub fn new(cfg: &HyperSetConfig, vb: VarBuilder) -> Result<Self> {
+    pub fn new(cfg: &HyperSetConfig, form: StepNetForm, vb: VarBuilder) -> Result<Self> {
         let hidden = if cfg.zero_init_all { Init::Const(0.0) } else { Init::Randn { mean: 0.0, stdev: cfg.init_std } };
+        let gain = |name: &str| vb.get_with_hints(cfg.d, name, Init::Const(1.0));
+        let time_mlp = match form {
+            StepNetForm::Direct => None,
+            StepNetForm::Plain | StepNetForm::Normed | StepNetForm::NormedCond => Some(TimeMlp {
+                time_in: linear_init(cfg.time_dim, cfg.d, hidden, vb.pp("time_in"))?,
+                time_out: linear_init(cfg.d, cfg.d, hidden, vb.pp("time_out"))?,
+                norms: match form {
+                    StepNetForm::Plain => None,
+                    _ => Some([gain("time_norm_in")?, gain("time_norm_mid")?, gain("time_norm_out")?]),
+                },
+            }),
+        };
+        let input_norm = match form {
+            StepNetForm::Normed | StepNetForm::NormedCond => Some(gain("input_norm")?),
+            StepNetForm::Plain | StepNetForm::Direct => None,
+        };
+        let cond_norm = match form {
+            StepNetForm::NormedCond | StepNetForm::Direct => Some(gain("cond_norm")?),
+            StepNetForm::Plain | StepNetForm::Normed => None,
+        };
         Ok(StepSizeNet {
-            time_in: linear_init(cfg.time_dim, cfg.d, hidden, vb.pp("time_in"))?,
-            time_out: linear_init(cfg.d, cfg.d, hidden, vb.pp("time_out"))?,
+            time_mlp,
+            input_norm,
+            cond_norm,
             step_out: linear_init(cfg.d, 2 * cfg.d, Init::Const(0.0), vb.pp("out"))?,
             time_dim: cfg.time_dim,
         })
@@ -33,8 +187,19 @@ impl StepSizeNet {
     /// (`X0` or `X_t`, `[B, N, d]`).
     pub fn forward(&self, t: usize, cond: &Tensor) -> Result<(Tensor, Tensor)> {
         let sinusoid = sinusoidal_embedding(t as f64, self.time_dim, cond.dtype(), cond.device())?;
-        let e = self.time_out.forward(&self.time_in.forward(&sinusoid.unsqueeze(0)?)?.gelu_erf()?)?;
-        let c = cond.broadcast_add(&e.squeeze(0)?)?;
+        let e = match &self.time_mlp {
+            Some(mlp) => mlp.forward(&sinusoid.unsqueeze(0)?)?.squeeze(0)?,
+            None => sinusoid,
+        };
+        let x = match &self.input_norm {
+            Some(g) => rms_norm(cond, Some(g), RMS_EPS)?,
+            None => cond.clone(),
+        };
+        let c = x.broadcast_add(&e)?;
+        let c = match &self.cond_norm {
+            Some(g) => rms_norm(&c, Some(g), RMS_EPS)?,
+            None => c,
+        };
         let s = self.step_out.forward(&c.gelu_erf()?)?;
         let d = cond.dim(D::Minus1)?;
         Ok((s.narrow(D::Minus1, 0, d)?, s.narrow(D::Minus1, d, d)?))

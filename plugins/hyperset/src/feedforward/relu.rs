@@ -1,0 +1,16 @@
+//! ReLU feedforward, Hyper-SET's default (seed 000, Eq. 5, 10, 11).
+//!
+//! `E_FF = -1/2 sum_i sum_m ReLU(d_m^T x_i)^2` (Eq. 5) and `-dE_FF/dU = ReLU(U)` (Eq. 10,
+//! using `ReLU · 1[· > 0] = ReLU`).
+
+use plugin_api::candle::{Result, Tensor};
+
+/// `ReLU(U)`.
+pub fn activation(u: &Tensor) -> Result<Tensor> {
+    u.relu()
+}
+
+/// `-1/2 sum ReLU(U)^2` per sample.
+pub fn energy(u: &Tensor) -> Result<Tensor> {
+    u.relu()?.sqr()?.flatten_from(1)?.sum(1)? * -0.5
+}
