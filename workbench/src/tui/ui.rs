@@ -231,7 +231,9 @@ fn draw_launch(frame: &mut Frame, area: Rect, app: &App) {
     }
     let [list_area, info_area] = Layout::vertical([Constraint::Min(0), Constraint::Length(4)]).areas(area);
     let rows = form.rows();
-    let name_width = form.fields.iter().map(|f| f.spec.name.len() + 6).max().unwrap_or(10).max(10);
+    // The widest `scope.key`, plus a space.
+    let name_width =
+        form.fields.iter().map(|f| f.scope.prefix().len() + f.spec.name.len() + 2).max().unwrap_or(10).max(10);
     let items: Vec<ListItem> = rows
         .iter()
         .enumerate()
