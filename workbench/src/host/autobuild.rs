@@ -32,16 +32,41 @@ fn workspace_root() -> Option<PathBuf> {
     manifest.contains("[workspace]").then_some(root)
 }
 
-/// Plugin crate names: the directories under `plugins/` with a Cargo.toml.
-fn plugin_crates(root: &Path) -> Vec<String> {
+/// A plugin crate of the workspace: its folder, its package name (for `cargo build -p`) and
+/// its library name (the file cargo writes), read from its Cargo.toml.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PluginCrate {
+    pub dir: PathBuf,
+    pub package: String,
+    pub lib: String,
+}
+
+impl PluginCrate {
+    /// Reads `dir/Cargo.toml`; `None` if it is missing or has no package name.
+    pub fn read(dir: &Path) -> Option<PluginCrate> {
+        let manifest: toml::Table = std::fs::read_to_string(dir.join("Cargo.toml")).ok()?.parse().ok()?;
+        let package = manifest.get("package")?.get("name")?.as_str()?.to_string();
+        let lib = manifest
+            .get("lib")
+            .and_then(|l| l.get("name"))
+            .and_then(|n| n.as_str())
+            .map_or_else(|| package.replace('-', "_"), str::to_string);
+        Some(PluginCrate { dir: dir.to_path_buf(), package, lib })
+    }
+
+    /// The library file name cargo writes for this crate (`libhyperset.so`).
+    pub fn library_file_name(&self) -> String {
+        format!("{}{}{}", std::env::consts::DLL_PREFIX, self.lib, std::env::consts::DLL_SUFFIX)
+    }
+}
+
+/// The plugin crates: the directories under `plugins/` with a readable Cargo.toml, by name.
+pub fn plugin_crates(root: &Path) -> Vec<PluginCrate> {
     let Ok(entries) = std::fs::read_dir(root.join("plugins")) else { return Vec::new() };
-    let mut names: Vec<String> = entries
-        .filter_map(|e| e.ok())
-        .filter(|e| e.path().join("Cargo.toml").is_file())
-        .filter_map(|e| e.file_name().to_str().map(str::to_string))
-        .collect();
-    names.sort();
-    names
+    let mut crates: Vec<PluginCrate> =
+        entries.filter_map(|e| e.ok()).filter_map(|e| PluginCrate::read(&e.path())).collect();
+    crates.sort_by(|a, b| a.package.cmp(&b.package));
+    crates
 }
 
 fn newest_mtime(path: &Path) -> Option<SystemTime> {
@@ -60,12 +85,8 @@ pub fn workspace_plugin_libraries() -> Option<(PathBuf, Vec<String>)> {
     if !out_dir.starts_with(root.join("target")) {
         return None;
     }
-    let names = plugin_crates(&root).iter().map(|name| library_file_name(name)).collect();
+    let names = plugin_crates(&root).iter().map(PluginCrate::library_file_name).collect();
     Some((out_dir, names))
-}
-
-fn library_file_name(crate_name: &str) -> String {
-    format!("{}{}{}", std::env::consts::DLL_PREFIX, crate_name.replace('-', "_"), std::env::consts::DLL_SUFFIX)
 }
 
 /// Rebuilds stale or missing workspace plugin libraries next to the running binary.
@@ -84,12 +105,12 @@ pub fn ensure_workspace_plugins_built() -> BuildOutcome {
     let shared_newest = shared_sources.into_iter().flatten().max();
     let stale: Vec<String> = plugin_crates(&root)
         .into_iter()
-        .filter(|name| {
-            let lib = out_dir.join(library_file_name(name));
-            let Some(built) = newest_mtime(&lib) else { return true };
-            let sources = [newest_mtime(&root.join("plugins").join(name)), shared_newest].into_iter().flatten().max();
+        .filter(|c| {
+            let Some(built) = newest_mtime(&out_dir.join(c.library_file_name())) else { return true };
+            let sources = [newest_mtime(&c.dir), shared_newest].into_iter().flatten().max();
             sources.is_some_and(|s| s > built)
         })
+        .map(|c| c.package)
         .collect();
     if stale.is_empty() {
         return BuildOutcome::UpToDate;
@@ -110,5 +131,31 @@ pub fn ensure_workspace_plugins_built() -> BuildOutcome {
         Ok(status) if status.success() => BuildOutcome::Rebuilt(stale),
         Ok(status) => BuildOutcome::Failed(format!("cargo build exited with {status}")),
         Err(e) => BuildOutcome::Failed(format!("could not run cargo: {e}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plugin_crates_read_package_and_library_names() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+        let crates = plugin_crates(root);
+        let sudoku = crates.iter().find(|c| c.package == "sudoku").expect("the sudoku plugin");
+        assert_eq!(
+            sudoku.library_file_name(),
+            format!("{}sudoku{}", std::env::consts::DLL_PREFIX, std::env::consts::DLL_SUFFIX)
+        );
+        let dir = std::env::temp_dir().join(format!("wb-crate-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("Cargo.toml"), "[package]\nname = \"image-task\"\n[lib]\nname = \"image\"\n").unwrap();
+        let c = PluginCrate::read(&dir).unwrap();
+        assert_eq!((c.package.as_str(), c.lib.as_str()), ("image-task", "image"));
+        std::fs::write(dir.join("Cargo.toml"), "[package]\nname = \"my-layer\"\n").unwrap();
+        assert_eq!(PluginCrate::read(&dir).unwrap().lib, "my_layer");
+        std::fs::write(dir.join("Cargo.toml"), "not toml [").unwrap();
+        assert!(PluginCrate::read(&dir).is_none());
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

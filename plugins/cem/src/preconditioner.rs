@@ -1,0 +1,155 @@
+//! Learned lightweight preconditioners, seed 002 Eq. 13 (initialisation: Appendix D.4):
+//!
+//! `P = diag(softplus(d)) + U V^T + V U^T`, `d in R^D`, `U, V in R^{D x R}`.
+//!
+//! One preconditioner per attention head scales that head's update (Eq. 14,
+//! `sum_k P_k W_k^Q^T o_k`); one scales the MLP update (Eq. 15). The diagonal is
+//! reparameterised as `d = sqrt(D) p` with `p` initialised to `1 / sqrt(D)`, so `d` starts at 1
+//! and `P`'s diagonal at `softplus(1) = 1.313` (notes-cem.md §3.3 marks the paper's "starts at
+//! 1" UNSURE: read literally, it is `d`, not `softplus(d)`, that starts at 1). Following LoRA,
+//! `U ~ N(0, 0.02^2)` and `V = 0`, so `P` starts diagonal (and `U` receives no gradient until `V`
+//! has moved). `P` is symmetric but, unlike the paper's claim, not guaranteed positive
+//! definite once `U V^T + V U^T` grows.
+//!
+//! The attention form never builds the per-head `[B, K, N, D]` updates: the diagonal scales
+//! the rows of `W^Q` head by head, and the low-rank terms go through `W_k^Q V_k` (`[D_r, R]`)
+//! (notes-cem.md §3.3, "efficient per-head application").
+
+use crate::model::PreconditionerKind;
+use plugin_api::candle::{DType, Device, Tensor};
+use plugin_api::candle_nn::{Init, VarBuilder};
+use plugin_api::Result;
+
+/// Standard deviation of the LoRA-style init of `U` (Appendix D.4).
+pub const LOW_RANK_INIT_STD: f64 = 0.02;
+
+/// `G` preconditioners of width `D` (one per attention head, or one for the MLP).
+pub struct Preconditioner {
+    kind: PreconditionerKind,
+    groups: usize,
+    width: usize,
+    /// `p` `[G, D]`, with `d = sqrt(D) p`.
+    diagonal_param: Option<Tensor>,
+    /// `U` `[G, D, R]`.
+    u: Option<Tensor>,
+    /// `V` `[G, D, R]`.
+    v: Option<Tensor>,
+}
+
+impl Preconditioner {
+    /// Creates the parameters of `groups` preconditioners of width `width` and rank `rank`
+    /// (used only by the low-rank kind) as `precond_diag`, `precond_u`, `precond_v`.
+    pub fn new(kind: PreconditionerKind, groups: usize, width: usize, rank: usize, vb: VarBuilder) -> Result<Self> {
+        let mut p = Preconditioner::identity(groups, width);
+        p.kind = kind;
+        if kind != PreconditionerKind::Identity {
+            let p0 = 1.0 / (width as f64).sqrt();
+            p.diagonal_param = Some(vb.get_with_hints((groups, width), "precond_diag", Init::Const(p0))?);
+        }
+        if kind == PreconditionerKind::DiagonalLowRank {
+            let u_init = Init::Randn { mean: 0.0, stdev: LOW_RANK_INIT_STD };
+            p.u = Some(vb.get_with_hints((groups, width, rank), "precond_u", u_init)?);
+            p.v = Some(vb.get_with_hints((groups, width, rank), "precond_v", Init::Const(0.0))?);
+        }
+        Ok(p)
+    }
+
+    /// `P = I` for `groups` groups, with no parameters.
+    pub fn identity(groups: usize, width: usize) -> Self {
+        Preconditioner { kind: PreconditionerKind::Identity, groups, width, diagonal_param: None, u: None, v: None }
+    }
+
+    /// Which form of Eq. 13 this is.
+    pub fn kind(&self) -> PreconditionerKind {
+        self.kind
+    }
+
+    /// `softplus(d)` with `d = sqrt(D) p`, `[G, D]`; `None` for the identity.
+    pub fn diagonal(&self) -> Result<Option<Tensor>> {
+        match &self.diagonal_param {
+            Some(p) => Ok(Some(softplus(&(p * (self.width as f64).sqrt())?)?)),
+            None => Ok(None),
+        }
+    }
+
+    /// The dense matrices `P_g` `[G, D, D]` (for checks; the layer never builds them).
+    pub fn matrices(&self, dtype: DType, device: &Device) -> Result<Tensor> {
+        let eye = Tensor::eye(self.width, dtype, device)?;
+        let mut p = match self.diagonal()? {
+            Some(s) => eye.unsqueeze(0)?.broadcast_mul(&s.unsqueeze(1)?)?,
+            None => eye.unsqueeze(0)?.repeat((self.groups, 1, 1))?,
+        };
+        if let (Some(u), Some(v)) = (&self.u, &self.v) {
+            p = ((p + u.matmul(&v.t()?)?)? + v.matmul(&u.t()?)?)?;
+        }
+        Ok(p)
+    }
+
+    /// `P_g y` for every group `g`: `y` `[B, N, D]` to `[B, G, N, D]` (each token row `y_i`
+    /// becomes `P_g y_i`; `P` is symmetric, so the row form `y P` is the same).
+    pub fn apply_each(&self, y: &Tensor) -> Result<Tensor> {
+        let y = y.unsqueeze(1)?;
+        let mut out = match self.diagonal()? {
+            Some(s) => y.broadcast_mul(&s.unsqueeze(1)?.unsqueeze(0)?)?,
+            None => y.repeat((1, self.groups, 1, 1))?,
+        };
+        if let (Some(u), Some(v)) = (&self.u, &self.v) {
+            out = ((out + y.broadcast_matmul(v)?.broadcast_matmul(&u.t()?)?)?
+                + y.broadcast_matmul(u)?.broadcast_matmul(&v.t()?)?)?;
+        }
+        Ok(out)
+    }
+
+    /// `P y` for a single preconditioner (`G = 1`, the MLP's): `[B, N, D]` to `[B, N, D]`.
+    pub fn apply(&self, y: &Tensor) -> Result<Tensor> {
+        self.apply_sum(&y.unsqueeze(1)?)
+    }
+
+    /// `sum_g P_g y_g` for per-group vectors `y` `[B, G, N, D]`, giving `[B, N, D]`.
+    pub fn apply_sum(&self, y: &Tensor) -> Result<Tensor> {
+        let mut out = match self.diagonal()? {
+            Some(s) => y.broadcast_mul(&s.unsqueeze(1)?.unsqueeze(0)?)?.sum(1)?,
+            None => y.sum(1)?,
+        };
+        if let (Some(u), Some(v)) = (&self.u, &self.v) {
+            out = (out + self.low_rank_sum(u, v, &y.broadcast_matmul(v)?, &y.broadcast_matmul(u)?)?)?;
+        }
+        Ok(out)
+    }
+
+    /// `sum_k P_k W_k^T o_k` (Eq. 14) for head outputs `o` `[B, K, N, D_r]` and the query
+    /// projection `w` `[D, K D_r]` (row form: `q = u w`, so `W_k^T o_k` is `o_k w_k^T`).
+    pub fn apply_through_heads(&self, o: &Tensor, w: &Tensor) -> Result<Tensor> {
+        let (b, k, n, head_dim) = o.dims4()?;
+        let merged = o.transpose(1, 2)?.reshape((b, n, k * head_dim))?;
+        let w_heads = w.t()?.reshape((k, head_dim, self.width))?; // W_k^Q, [K, D_r, D]
+        let scaled = match self.diagonal()? {
+            // sum_k diag(s_k) W_k^T o_k = merged @ (W^T with head k's rows scaled by s_k)
+            Some(s) => w_heads.broadcast_mul(&s.unsqueeze(1)?)?,
+            None => w_heads.clone(),
+        };
+        let mut out = merged.broadcast_matmul(&scaled.reshape((k * head_dim, self.width))?)?;
+        if let (Some(u), Some(v)) = (&self.u, &self.v) {
+            // V_k^T W_k^T o_k = o_k (W_k V_k), with W_k V_k of shape [D_r, R]
+            let through_v = o.broadcast_matmul(&w_heads.matmul(v)?)?;
+            let through_u = o.broadcast_matmul(&w_heads.matmul(u)?)?;
+            out = (out + self.low_rank_sum(u, v, &through_v, &through_u)?)?;
+        }
+        Ok(out)
+    }
+
+    /// `sum_g U_g r_g + V_g s_g` for `r_g = V_g^T y_g`, `s_g = U_g^T y_g` (`[B, G, N, R]`):
+    /// the heads' low-rank coordinates side by side, times the stacked `U_g^T` / `V_g^T`.
+    fn low_rank_sum(&self, u: &Tensor, v: &Tensor, through_v: &Tensor, through_u: &Tensor) -> Result<Tensor> {
+        let (b, g, n, r) = through_v.dims4()?;
+        let side_by_side = |t: &Tensor| t.transpose(1, 2)?.reshape((b, n, g * r));
+        let stacked = |m: &Tensor| m.transpose(1, 2)?.reshape((g * r, self.width));
+        Ok((side_by_side(through_v)?.broadcast_matmul(&stacked(u)?)?
+            + side_by_side(through_u)?.broadcast_matmul(&stacked(v)?)?)?)
+    }
+}
+
+/// `log(1 + e^x)`, computed as `max(x, 0) + log(1 + e^{-|x|})` so it never overflows.
+pub fn softplus(x: &Tensor) -> Result<Tensor> {
+    Ok((x.relu()? + (x.abs()?.neg()?.exp()? + 1.0)?.log()?)?)
+}

@@ -1,0 +1,165 @@
+//! MHA2nd1st: a per-head Newton step on the Euclidean free energy, its inverse Hessian
+//! replaced by a first-order Taylor expansion (seed 001, Section 3.2, App. A.3.1, Eq. 16-24).
+//!
+//! Energy: `F = (1/H) sum_h F_h`, `F_h = -T log sum_i exp(-||q_h - k_{i,h}||^2 / (2T))` with
+//! `q_h = W_{Q,h} z`, `k_{i,h} = W_{K,h} h_i` (Eq. 16). With `p_{i,h}` the softmax of those
+//! distance scores, `k^_h = sum_i p_{i,h} k_{i,h}` and `d_{i,h} = k_{i,h} - k^_h`:
+//!
+//! - gradient `grad F_h = W_{Q,h}^T (q_h - k^_h)` (Eq. 16);
+//! - Hessian `W_{Q,h}^T C_h W_{Q,h}`, `C_h = I - (1/T) sum_i p_{i,h} d_{i,h} d_{i,h}^T` (Eq. 19);
+//! - range-space pseudo-inverse `W^T (W W^T)^-1 C^-1 (W W^T)^-1 W` (Eq. 20), so the Newton
+//!   direction is `M_h C_h^-1 (q_h - k^_h)` with `M_h = W_{Q,h}^T (W_{Q,h} W_{Q,h}^T)^-1` (Eq. 21);
+//! - `C^-1 ~ I + (1/T) sum_i p d d^T` (Eq. 22) gives `M_h (q_h - k^_h + b_h)` (Eq. 23);
+//! - implemented form (Eq. 24): `f(z) = sum_h W_{O,h} W_{V,h} M_h (q_h - k^_h + b_h)` with
+//!   `b_h = (1/T_b) [sum_i p_{i,h} k_{i,h} (k_{i,h}^T u_h) - k^_h k^_h^T u_h]`, `u_h = q_h - k^_h`.
+//!
+//! `W_{V,h}` acts on `M_h(.)`, a vector of `R^d`, not on the tokens: the "values" are the
+//! keys, through `q - k^`. The seed's `+` sign (Newton's step has `-`) is kept; it is
+//! absorbed in the learnable `W_V`, `W_O`, as is `eta / H`.
+//!
+//! Parameters beyond Eq. 6's: the head-wise learnable score temperature `T_h`, initialised to
+//! `sqrt(2 d_h)` (`newton_temperature` is the factor 2), and the learnable b-term coefficient.
+//! UNSURE (notes §3.3): the appendix says the "temperature in b_h" is initialised to 0.01,
+//! which would multiply `b_h` by 100 if it divided. Default here: a head-wise multiplier
+//! `c_h = 1/T_b` initialised to 0.01 (`newton_b_form = multiplier`, by analogy with
+//! LightMHA2nd1st's `tau_h = 0.01`); `newton_b_form = temperature` divides by a learnable
+//! `T_b` instead. `(W_{Q,h} W_{Q,h}^T)^-1` is computed once per forward from the weights
+//! with [`crate::inverse::inverse`] (exact value and gradient); `newton_ridge` adds
+//! `eps I` before inverting (the seed has none; 0 by default). With biases on, `q_h` is
+//! affine; Eq. 24 is applied to it unchanged and `b_{V,h}` is added after `W_{V,h} M_h`.
+
+use super::Projections;
+use crate::config::{IntrinsicConfig, NewtonBForm};
+use crate::inverse::inverse;
+use crate::ops::{logsumexp, per_head};
+use plugin_api::candle::{Tensor, D};
+use plugin_api::candle_nn::{Init, VarBuilder};
+use plugin_api::ops::{causal_mask, softmax};
+use plugin_api::Result;
+
+/// MHA2nd1st (Eq. 24).
+pub struct NewtonAttention {
+    /// `W_Q, W_K, W_V, W_O`.
+    pub proj: Projections,
+    /// Head-wise score temperature `T_h`, `[H]`.
+    temperature: Tensor,
+    /// Head-wise b-term coefficient (`c_h` or `T_b`), `[H]`.
+    b_coefficient: Tensor,
+    b_form: NewtonBForm,
+    ridge: f64,
+}
+
+/// The per-head quantities of one Newton step, each `[B, H, N, .]`.
+pub struct NewtonTerms {
+    /// `k^_h = sum_i p_{i,h} k_{i,h}`.
+    pub mean_key: Tensor,
+    /// `u_h = q_h - k^_h`, the gradient of `F_h` in head space (Eq. 16).
+    pub gradient: Tensor,
+    /// `sum_i p k (k^T u) - k^ k^T u = (sum_i p d d^T) u`, Eq. 24's bracket (b_h before its
+    /// coefficient).
+    pub covariance_product: Tensor,
+}
+
+impl NewtonAttention {
+    /// MHA2nd1st over `proj`, with `vb.temperature` and `vb.b_scale` / `vb.b_temperature`.
+    pub fn new(proj: Projections, cfg: &IntrinsicConfig, vb: &VarBuilder) -> Result<Self> {
+        let t0 = (cfg.newton_temperature * cfg.head_dim() as f64).sqrt();
+        let temperature = vb.get_with_hints(cfg.heads, "temperature", Init::Const(t0))?;
+        let b_name = match cfg.newton_b_form {
+            NewtonBForm::Multiplier => "b_scale",
+            NewtonBForm::Temperature => "b_temperature",
+        };
+        let b_coefficient = vb.get_with_hints(cfg.heads, b_name, Init::Const(cfg.newton_b_init))?;
+        Ok(NewtonAttention { proj, temperature, b_coefficient, b_form: cfg.newton_b_form, ridge: cfg.newton_ridge })
+    }
+
+    /// The score temperatures `T_h`, `[H]`.
+    pub fn temperature(&self) -> &Tensor {
+        &self.temperature
+    }
+
+    /// `W_{V,h} M_h` as a right factor of row vectors: `(W_{Q,h} W_{Q,h}^T + eps I)^-1
+    /// W_{Q,h} W_{V,h}^T`, `[H, d_h, d_h]`.
+    pub fn preconditioner(&self) -> Result<Tensor> {
+        let w_q = head_columns(&self.proj.q.weight, self.proj.heads)?; // [H, d, d_h] = W_{Q,h}^T
+        let w_v = head_columns(&self.proj.v.weight, self.proj.heads)?;
+        let w_q_t = w_q.transpose(1, 2)?.contiguous()?;
+        let gram = w_q_t.matmul(&w_q)?; // W_{Q,h} W_{Q,h}^T
+        let gram = if self.ridge > 0.0 {
+            let eye = Tensor::eye(gram.dim(1)?, gram.dtype(), gram.device())?;
+            gram.broadcast_add(&(eye * self.ridge)?)?
+        } else {
+            gram
+        };
+        let inv = inverse(&gram).map_err(|e| {
+            plugin_api::config_error(format!(
+                "newton: W_Q,h W_Q,h^T cannot be inverted ({e}); set newton_ridge > 0 or a larger init_std"
+            ))
+        })?;
+        Ok(inv.matmul(&w_q_t.matmul(&w_v)?)?)
+    }
+
+    /// `f(z) = sum_h W_{O,h} (W_{V,h} M_h (q_h - k^_h + b_h) + b_{V,h})` (Eq. 24).
+    pub fn forward(&self, queries: &Tensor, context: &Tensor, causal: bool) -> Result<Tensor> {
+        let q = self.proj.queries(queries)?;
+        let k = self.proj.keys(context)?;
+        let terms = newton_terms(&q, &k, &self.temperature, causal)?;
+        let b = match self.b_form {
+            NewtonBForm::Multiplier => terms.covariance_product.broadcast_mul(&per_head(&self.b_coefficient)?)?,
+            NewtonBForm::Temperature => terms.covariance_product.broadcast_div(&per_head(&self.b_coefficient)?)?,
+        };
+        let direction = (terms.gradient + b)?;
+        let mut out = direction.broadcast_matmul(&self.preconditioner()?.unsqueeze(0)?)?;
+        if let Some(bias) = &self.proj.v.bias {
+            let (heads, head_dim) = (self.proj.heads, self.proj.head_dim()?);
+            out = out.broadcast_add(&bias.reshape((1, heads, 1, head_dim))?)?;
+        }
+        Ok(self.proj.output(&out)?)
+    }
+
+    /// `F = (1/H) sum_h F_h` (Eq. 16's energy) per sample, `[B]`.
+    pub fn energy(&self, queries: &Tensor, context: &Tensor, causal: bool) -> Result<Tensor> {
+        let q = self.proj.queries(queries)?;
+        let k = self.proj.keys(context)?;
+        Ok(distance_free_energy(&q, &k, &self.temperature, causal)?.mean(1)?)
+    }
+}
+
+/// `-||q_t - k_i||^2 / (2 T_h)` per head, `[B, H, N, N]`, with `-inf` for `i > t` when causal.
+fn distance_scores(q: &Tensor, k: &Tensor, temperature: &Tensor, causal: bool) -> Result<Tensor> {
+    let q_sq = q.sqr()?.sum_keepdim(D::Minus1)?; // [B, H, N, 1]
+    let k_sq = k.sqr()?.sum_keepdim(D::Minus1)?.transpose(2, 3)?; // [B, H, 1, N]
+    let sq_dist = ((q.matmul(&k.t()?)? * -2.0)?.broadcast_add(&q_sq)?.broadcast_add(&k_sq))?;
+    let mut scores = sq_dist.broadcast_div(&(per_head(temperature)? * -2.0)?)?;
+    if causal {
+        scores = scores.broadcast_add(&causal_mask(scores.dim(2)?, scores.dtype(), scores.device())?)?;
+    }
+    Ok(scores)
+}
+
+/// `p`, `k^`, `u = q - k^` and `(sum_i p d d^T) u` for queries and keys `[B, H, N, d_h]` and
+/// head-wise temperatures `[H]` (Eq. 16, 19, 24).
+pub fn newton_terms(q: &Tensor, k: &Tensor, temperature: &Tensor, causal: bool) -> Result<NewtonTerms> {
+    let weights = softmax(&distance_scores(q, k, temperature, causal)?, D::Minus1)?;
+    let mean_key = weights.matmul(k)?;
+    let gradient = (q - &mean_key)?;
+    // sum_i p_i k_i (k_i . u) - k^ (k^ . u): inner products first (App. A.3.1, cost O(N d_h)).
+    let key_dot_u = gradient.matmul(&k.t()?)?; // [t, i] = k_i . u_t
+    let spread = (&weights * key_dot_u)?.matmul(k)?;
+    let mean_dot_u = (&mean_key * &gradient)?.sum_keepdim(D::Minus1)?;
+    let covariance_product = (spread - mean_key.broadcast_mul(&mean_dot_u)?)?;
+    Ok(NewtonTerms { mean_key, gradient, covariance_product })
+}
+
+/// `F_h = -sum_t T_h log sum_i exp(-||q_t - k_i||^2 / (2 T_h))` per sample and head, `[B, H]`.
+pub fn distance_free_energy(q: &Tensor, k: &Tensor, temperature: &Tensor, causal: bool) -> Result<Tensor> {
+    let lse = logsumexp(&distance_scores(q, k, temperature, causal)?)?; // [B, H, N]
+    let temperature = temperature.reshape((1, temperature.elem_count(), 1))?;
+    Ok(lse.broadcast_mul(&temperature)?.sum(D::Minus1)?.neg()?)
+}
+
+/// Head `h`'s columns of a `[d, H d_h]` weight, `[H, d, d_h]` (= `W_{.,h}^T`).
+fn head_columns(w: &Tensor, heads: usize) -> Result<Tensor> {
+    let (d, width) = w.dims2()?;
+    Ok(w.reshape((d, heads, width / heads))?.transpose(0, 1)?.contiguous()?)
+}
