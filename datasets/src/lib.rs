@@ -1,2 +1,3 @@
 //! Seeded generators and loaders for the workbench tasks.
 pub mod sudoku;
+pub mod text;

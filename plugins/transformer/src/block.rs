@@ -1,4 +1,5 @@
-//! One pre-norm Transformer block: `X += Attn(RMSNorm(X))`, `X += MLP(RMSNorm(X))`.
+//! One pre-norm Transformer block: `X += Attn(RMSNorm(X))` (or `X -= ...` with the attention
+//! sign reversed), `X += MLP(RMSNorm(X))`.
 
 use crate::model::TransformerConfig;
 use plugin_api::candle::Tensor;
@@ -20,6 +21,7 @@ pub struct TransformerBlock {
     w_down: Tensor,
     heads: usize,
     head_dim: usize,
+    reversed_attention: bool,
 }
 
 impl TransformerBlock {
@@ -43,11 +45,13 @@ impl TransformerBlock {
             w_down: vb.get_with_hints((cfg.mlp_width, cfg.d), "w_down", init)?,
             heads: cfg.heads,
             head_dim: cfg.d / cfg.heads,
+            reversed_attention: cfg.reversed_attention,
         })
     }
 
     pub fn forward(&self, x: &Tensor, causal: bool) -> Result<Tensor> {
-        let x = (x + self.attention(&rms_norm(x, Some(&self.attn_norm), RMS_EPS)?, causal)?)?;
+        let attended = self.attention(&rms_norm(x, Some(&self.attn_norm), RMS_EPS)?, causal)?;
+        let x = if self.reversed_attention { (x - attended)? } else { (x + attended)? };
         let h = rms_norm(&x, Some(&self.mlp_norm), RMS_EPS)?;
         Ok((&x + linear(&linear(&h, &self.w_up)?.relu()?, &self.w_down)?)?)
     }

@@ -1,6 +1,16 @@
 //! The Transformer baseline of the Hyper-SET seeds (notes-hyperset.md §3): pre-RMSNorm,
 //! separate Q/K/V/O projections (or one shared QKV matrix), ReLU MLP, no biases, one layer
 //! of parameters iterated L times like the energy layers it is compared with.
+//!
+//! `attention_sign=reversed` subtracts the attention output instead of adding it,
+//! `X -= Attn(RMSNorm(X))`: the shared-QKV Transformer "with the attention update sign
+//! reversed" of seed 000 Appendix F.3 (Fig. 13-14; notes-hyperset.md §5 item 4), whose
+//! effective rank and average angle fall where the standard one's rise. Use it with
+//! `shared_qkv=true` for that comparison. With the separate, learned output projection `W_o`
+//! the reversal is a reparametrisation (reversed with `-W_o` is the standard layer, a test
+//! checks it): trained from a sign-symmetric init it is the same model in distribution, so the
+//! seed's contrast presumably comes from flipping the sign of a layer trained with the
+//! standard one (UNSURE; the seed does not say).
 
 mod block;
 mod model;
@@ -16,6 +26,12 @@ fn params() -> Vec<ParamSpec> {
         ParamSpec::int("ff_ratio", 4, 1, 64, "MLP width = ff_ratio * d"),
         ParamSpec::int("layers", 1, 1, 1024, "k distinct layers, each iterated L / k times"),
         ParamSpec::bool("shared_qkv", false, "one matrix for queries, keys and values (separate output projection)"),
+        ParamSpec::choice(
+            "attention_sign",
+            "standard",
+            &["standard", "reversed"],
+            "standard: X += Attn(X); reversed: X -= Attn(X) (seed 000 App. F.3, with shared_qkv=true)",
+        ),
         ParamSpec::float("init_std", 0.02, 0.0, 10.0, "standard deviation of the N(0, s^2) weight init"),
     ]
 }

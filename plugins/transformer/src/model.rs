@@ -3,7 +3,7 @@
 use crate::block::TransformerBlock;
 use plugin_api::candle::Tensor;
 use plugin_api::candle_nn::VarBuilder;
-use plugin_api::{check_heads_and_layers, BlockSchedule, Config, Layer, Pass, Result};
+use plugin_api::{check_heads_and_layers, config_error, BlockSchedule, Config, Layer, Pass, Result};
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct TransformerConfig {
@@ -13,6 +13,8 @@ pub struct TransformerConfig {
     pub mlp_width: usize,
     pub layers: usize,
     pub shared_qkv: bool,
+    /// Whether the attention output is subtracted (`attention_sign=reversed`) instead of added.
+    pub reversed_attention: bool,
     pub init_std: f64,
 }
 
@@ -25,10 +27,24 @@ impl TransformerConfig {
             mlp_width: cfg.usize("ff_ratio")? * cfg.usize("d")?,
             layers: cfg.usize("layers")?,
             shared_qkv: cfg.bool("shared_qkv")?,
+            reversed_attention: reversed_attention(cfg)?,
             init_std: cfg.f64("init_std")?,
         };
         check_heads_and_layers(c.d, c.heads, c.iterations, c.layers)?;
         Ok(c)
+    }
+}
+
+/// Reads `attention_sign`; configurations stored before the option existed lack the key and
+/// keep the standard sign.
+fn reversed_attention(cfg: &Config) -> Result<bool> {
+    if !cfg.0.contains_key("attention_sign") {
+        return Ok(false);
+    }
+    match cfg.str("attention_sign")? {
+        "standard" => Ok(false),
+        "reversed" => Ok(true),
+        other => Err(config_error(format!("attention_sign `{other}` is unknown; use standard or reversed"))),
     }
 }
 

@@ -1,0 +1,196 @@
+//! One Energy Transformer block (Hoover et al. 2023): an energy `E(g) = E_ATT(g) + E_HN(g)` of
+//! the normalised tokens `g = LN(x)`, and its gradient `dE/dg`, derived by hand.
+//!
+//! Row-major throughout: tokens are the rows of `g` (`[B, N, d]`); `Q_h = g Wq_h^T`,
+//! `K_h = g Wk_h^T` (`[B, H, N, p]`), memories are the rows of `Xi` (`[M, d]`).
+//!
+//! Attention energy (Hoover et al., the multi-head energy attention), per sample:
+//!
+//! ```text
+//! E_ATT = -(1/beta) sum_h sum_C log sum_{B != C} exp(beta K_hB . Q_hC)
+//! ```
+//!
+//! With `A_hCB = beta Q_hC . K_hB` and `P_h = softmax_B(A_h)` (row `C` over keys `B != C`),
+//! `dE_ATT/dA_hCB = -(1/beta) P_hCB`, so
+//!
+//! ```text
+//! dE_ATT/dQ_h = -P_h K_h,     dE_ATT/dK_h = -P_h^T Q_h,
+//! dE_ATT/dg   = -sum_h (P_h K_h Wq_h + P_h^T Q_h Wk_h).
+//! ```
+//!
+//! Hopfield network energy (Hoover et al., the dense associative memory with ReLU^2
+//! activation), `E_HN = -1/2 sum_B sum_mu ReLU(xi_mu . g_B)^2`, so
+//! `dE_HN/dg = -ReLU(g Xi^T) Xi`.
+
+use crate::model::EtConfig;
+use plugin_api::candle::{DType, Device, Tensor, D};
+use plugin_api::candle_nn::{Init, VarBuilder};
+use plugin_api::ops::{rms_norm, softmax};
+use plugin_api::{PluginError, Result};
+
+/// LayerNorm epsilon of the seed authors' `EnergyLayerNorm`.
+const LAYER_NORM_EPS: f64 = 1e-5;
+/// Epsilon of the RMS normalisation applied to the head projections for the diagnostics.
+const RMS_EPS: f64 = 1e-6;
+
+/// The Energy Transformer's LayerNorm: one scalar gain `gamma` and a per-channel bias `delta`,
+/// `g = gamma (x - mean) / sqrt(var + eps) + delta`. With a scalar gain its Jacobian `dg/dx` is
+/// symmetric positive semi-definite (for `gamma >= 0`), which is what makes
+/// `x <- x - alpha dE/dg` lower the energy for small `alpha` (Hoover et al.).
+pub struct EnergyLayerNorm {
+    gamma: Tensor,
+    delta: Tensor,
+}
+
+impl EnergyLayerNorm {
+    /// `gamma = 1`, `delta = 0`, as the authors' code starts.
+    pub fn new(width: usize, vb: VarBuilder) -> Result<Self> {
+        Ok(EnergyLayerNorm {
+            gamma: vb.get_with_hints(1, "gamma", Init::Const(1.0))?,
+            delta: vb.get_with_hints(width, "delta", Init::Const(0.0))?,
+        })
+    }
+
+    /// `g = LN(x)` over the last dimension.
+    pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        let centred = x.broadcast_sub(&x.mean_keepdim(D::Minus1)?)?;
+        let variance = centred.sqr()?.mean_keepdim(D::Minus1)?;
+        let normed = centred.broadcast_div(&(variance + LAYER_NORM_EPS)?.sqrt()?)?;
+        Ok(normed.broadcast_mul(&self.gamma)?.broadcast_add(&self.delta)?)
+    }
+}
+
+/// The parameters of one Energy Transformer block: its LayerNorm, the per-head query and key
+/// matrices `Wq`, `Wk` (`[H, p, d]`, as in the authors' `ETAttention`) and the memories `Xi`
+/// (`[M, d]`, the authors' `Hopfield.proj` without bias). No value or output matrix: the
+/// update is the energy gradient.
+pub struct EtBlock {
+    norm: EnergyLayerNorm,
+    w_query: Tensor,
+    w_key: Tensor,
+    memories: Tensor,
+    heads: usize,
+    head_dim: usize,
+    beta: f64,
+    alpha: f64,
+    attend_self: bool,
+}
+
+impl EtBlock {
+    /// Creates the parameters under `vb` (`norm`, `wq`, `wk`, `xi`).
+    pub fn new(cfg: &EtConfig, vb: VarBuilder) -> Result<Self> {
+        let qk_init = Init::Randn { mean: 0.0, stdev: cfg.init_std };
+        // PyTorch's default Linear init, U(-1/sqrt(d), 1/sqrt(d)), as the authors' memories get.
+        let bound = 1.0 / (cfg.d as f64).sqrt();
+        Ok(EtBlock {
+            norm: EnergyLayerNorm::new(cfg.d, vb.pp("norm"))?,
+            w_query: vb.get_with_hints((cfg.heads, cfg.head_dim, cfg.d), "wq", qk_init)?,
+            w_key: vb.get_with_hints((cfg.heads, cfg.head_dim, cfg.d), "wk", qk_init)?,
+            memories: vb.get_with_hints((cfg.memories, cfg.d), "xi", Init::Uniform { lo: -bound, up: bound })?,
+            heads: cfg.heads,
+            head_dim: cfg.head_dim,
+            beta: cfg.beta,
+            alpha: cfg.alpha,
+            attend_self: cfg.attend_self,
+        })
+    }
+
+    /// The block's LayerNorm.
+    pub fn norm(&self) -> &EnergyLayerNorm {
+        &self.norm
+    }
+
+    /// One iteration: `x - alpha dE/dg` at `g = LN(x)`.
+    pub fn iterate(&self, x: &Tensor) -> Result<Tensor> {
+        let g = self.norm.forward(x)?;
+        Ok((x - (self.energy_gradient(&g)? * self.alpha)?)?)
+    }
+
+    /// `[H*p, d]` view of a per-head matrix.
+    fn flat(&self, w: &Tensor) -> Result<Tensor> {
+        Ok(w.reshape((self.heads * self.head_dim, ()))?)
+    }
+
+    /// Per-head projections `g W_h^T`, `[B, H, N, p]`.
+    fn project(&self, g: &Tensor, w: &Tensor) -> Result<Tensor> {
+        let (b, n, _) = g.dims3()?;
+        let flat = linear(g, &self.flat(w)?.t()?)?;
+        Ok(flat.reshape((b, n, self.heads, self.head_dim))?.transpose(1, 2)?.contiguous()?)
+    }
+
+    /// `(Q, K, A)`: queries, keys and the scores `A_hCB = beta Q_hC . K_hB`, with `-inf` on the
+    /// diagonal unless tokens attend to themselves.
+    fn scores(&self, g: &Tensor) -> Result<(Tensor, Tensor, Tensor)> {
+        let n = g.dim(1)?;
+        if !self.attend_self && n < 2 {
+            return Err(PluginError::Other(format!(
+                "the Energy Transformer attention sums over the other tokens (B != C) and needs at least 2 tokens, got {n}; use attend_self=true for single tokens"
+            )));
+        }
+        let q = self.project(g, &self.w_query)?;
+        let k = self.project(g, &self.w_key)?;
+        let mut a = (q.matmul(&k.t()?)? * self.beta)?;
+        if !self.attend_self {
+            a = a.broadcast_add(&self_exclusion_mask(n, a.dtype(), a.device())?)?;
+        }
+        Ok((q, k, a))
+    }
+
+    /// `E_ATT` per sample (`[B]`).
+    pub fn attention_energy(&self, g: &Tensor) -> Result<Tensor> {
+        let (_, _, a) = self.scores(g)?;
+        let max = a.max_keepdim(D::Minus1)?.detach();
+        let log_sum_exp = (a.broadcast_sub(&max)?.exp()?.sum_keepdim(D::Minus1)?.log()? + max)?;
+        Ok((log_sum_exp.flatten_from(1)?.sum(1)? * (-1.0 / self.beta))?)
+    }
+
+    /// `E_HN` per sample (`[B]`).
+    pub fn hopfield_energy(&self, g: &Tensor) -> Result<Tensor> {
+        let hidden = linear(g, &self.memories.t()?)?;
+        Ok((hidden.relu()?.sqr()?.flatten_from(1)?.sum(1)? * -0.5)?)
+    }
+
+    /// `dE_ATT/dg = -sum_h (P_h K_h Wq_h + P_h^T Q_h Wk_h)`, `[B, N, d]`.
+    pub fn attention_gradient(&self, g: &Tensor) -> Result<Tensor> {
+        let (b, n, _) = g.dims3()?;
+        let (q, k, a) = self.scores(g)?;
+        let p = softmax(&a, D::Minus1)?;
+        let merge =
+            |t: Tensor| -> Result<Tensor> { Ok(t.transpose(1, 2)?.reshape((b, n, self.heads * self.head_dim))?) };
+        let d_query = merge(p.matmul(&k)?)?; // -dE/dQ
+        let d_key = merge(p.t()?.matmul(&q)?)?; // -dE/dK
+        let through_queries = linear(&d_query, &self.flat(&self.w_query)?)?;
+        let through_keys = linear(&d_key, &self.flat(&self.w_key)?)?;
+        Ok((through_queries + through_keys)?.neg()?)
+    }
+
+    /// `dE_HN/dg = -ReLU(g Xi^T) Xi`, `[B, N, d]`.
+    pub fn hopfield_gradient(&self, g: &Tensor) -> Result<Tensor> {
+        let hidden = linear(g, &self.memories.t()?)?.relu()?;
+        Ok(linear(&hidden, &self.memories)?.neg()?)
+    }
+
+    /// `dE/dg = dE_ATT/dg + dE_HN/dg`.
+    pub fn energy_gradient(&self, g: &Tensor) -> Result<Tensor> {
+        Ok((self.attention_gradient(g)? + self.hopfield_gradient(g)?)?)
+    }
+
+    /// RMS-normalised per-head queries `Q_h` of `g = LN(x)`, `[B, H, N, p]`, for effective
+    /// rank and angle.
+    pub fn normalised_queries(&self, x: &Tensor) -> Result<Tensor> {
+        Ok(rms_norm(&self.project(&self.norm.forward(x)?, &self.w_query)?, None, RMS_EPS)?)
+    }
+}
+
+/// `[N, N]` with `-inf` on the diagonal and 0 elsewhere: the sum over keys `B != C`.
+fn self_exclusion_mask(n: usize, dtype: DType, device: &Device) -> Result<Tensor> {
+    let values: Vec<f32> =
+        (0..n).flat_map(|c| (0..n).map(move |b| if b == c { f32::NEG_INFINITY } else { 0.0 })).collect();
+    Ok(Tensor::from_vec(values, (n, n), device)?.to_dtype(dtype)?)
+}
+
+/// `x @ m` for `x` of shape `[B, N, k]` and `m` of shape `[k, n]`, as one 2-D matmul.
+pub(crate) fn linear(x: &Tensor, m: &Tensor) -> plugin_api::candle::Result<Tensor> {
+    let (b, n, k) = x.dims3()?;
+    x.reshape((b * n, k))?.matmul(m)?.reshape((b, n, ()))
+}
