@@ -14,6 +14,7 @@ use ratatui::symbols::Marker;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Axis, Block, Borders, Chart, Dataset, GraphType, Paragraph, Wrap};
 use ratatui::Frame;
+use std::cell::RefCell;
 
 /// Run colours, in legend order.
 pub const PALETTE: [Color; 10] = [
@@ -65,6 +66,15 @@ pub struct Panel {
     pub marks: Vec<(usize, f64)>,
     /// What to say when there is nothing to draw.
     pub empty: &'static str,
+    /// The curves downsampled for the last width drawn (`columns`, curves): most frames
+    /// redraw the same data at the same size.
+    pub sampled: RefCell<Option<(usize, Vec<Vec<(f64, f64)>>)>>,
+}
+
+impl Panel {
+    fn new(title: String, x_label: &'static str, empty: &'static str) -> Panel {
+        Panel { title, x_label, curves: vec![], marks: vec![], empty, sampled: RefCell::new(None) }
+    }
 }
 
 /// A run as the panels need it.
@@ -102,37 +112,19 @@ pub fn panels(runs: &[Input<'_>], opts: Options) -> Vec<Panel> {
         }
         p
     };
-    let mut loss = Panel {
-        title: "loss (train ─, eval ·)".into(),
-        x_label: x_step,
-        curves: vec![],
-        marks: vec![],
-        empty: "no loss recorded yet",
-    };
-    let mut metric = Panel {
-        title: "task metric (eval)".into(),
-        x_label: x_step,
-        curves: vec![],
-        marks: vec![],
-        empty: "no evaluation yet",
-    };
-    let iteration_panel = |title: &str, empty| Panel {
-        title: format!("{title} vs iteration (last eval; ┊ training depth)"),
-        x_label: "iteration t",
-        curves: vec![],
-        marks: vec![],
-        empty,
+    let mut loss = Panel::new("loss (train ─, eval ·)".into(), x_step, "no loss recorded yet");
+    let mut metric = Panel::new("task metric (eval)".into(), x_step, "no evaluation yet");
+    let iteration_panel = |title: &str, empty| {
+        Panel::new(format!("{title} vs iteration (last eval; ┊ training depth)"), "iteration t", empty)
     };
     let mut energy = iteration_panel("energy", "no energy: the layer defines none, or no evaluation yet");
     let mut erank = iteration_panel("effective rank", "no diagnostics yet");
     let mut angle = iteration_panel("mean angle (deg)", "no diagnostics yet");
-    let mut depth = Panel {
-        title: "task metric vs eval depth (┊ training depth)".into(),
-        x_label: "iterations",
-        curves: vec![],
-        marks: vec![],
-        empty: "evaluated at one depth only (set eval_depths)",
-    };
+    let mut depth = Panel::new(
+        "task metric vs eval depth (┊ training depth)".into(),
+        "iterations",
+        "evaluated at one depth only (set eval_depths)",
+    );
     let mut metric_names = Vec::new();
     for (i, run) in runs.iter().enumerate() {
         let Some(data) = run.data else { continue };
@@ -217,8 +209,13 @@ pub fn draw_panel(frame: &mut Frame, area: Rect, panel: &Panel) {
     };
     // Braille cells hold 2 x 4 dots: two points per column keep every dot meaningful.
     let columns = (area.width as usize).saturating_sub(10).max(1) * 2;
-    let sampled: Vec<Vec<(f64, f64)>> =
-        panel.curves.iter().map(|c| downsample(&c.points, x[0], x[1], columns)).collect();
+    let mut cache = panel.sampled.borrow_mut();
+    if cache.as_ref().map(|(c, _)| *c) != Some(columns) {
+        let curves = panel.curves.iter().map(|c| downsample(&c.points, x[0], x[1], columns)).collect();
+        *cache = Some((columns, curves));
+    }
+    let sampled = &cache.as_ref().expect("just filled").1;
+
     let marks: Vec<[(f64, f64); 2]> = panel.marks.iter().map(|(_, t)| [(*t, y[0]), (*t, y[1])]).collect();
     let mut datasets = Vec::with_capacity(sampled.len() + marks.len());
     for ((run, _), mark) in panel.marks.iter().zip(&marks) {
@@ -232,7 +229,7 @@ pub fn draw_panel(frame: &mut Frame, area: Rect, panel: &Panel) {
             );
         }
     }
-    for (curve, points) in panel.curves.iter().zip(&sampled) {
+    for (curve, points) in panel.curves.iter().zip(sampled) {
         let (marker, graph) =
             if curve.eval { (Marker::Dot, GraphType::Scatter) } else { (Marker::Braille, GraphType::Line) };
         let graph = if curve.eval && points.len() > 1 { GraphType::Line } else { graph };

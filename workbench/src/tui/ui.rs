@@ -422,8 +422,7 @@ fn draw_compare(frame: &mut Frame, area: Rect, app: &mut App) {
     }
     let opts = app.compare;
     let (legend, panels) = app.compare_panels();
-    let panels = panels.to_vec();
-    compare::draw(frame, area, &legend, &panels, opts);
+    compare::draw(frame, area, &legend, panels, opts);
 }
 
 fn draw_ablation(frame: &mut Frame, area: Rect, app: &App) {
