@@ -46,6 +46,9 @@ pub struct Options {
     pub log_y: bool,
 }
 
+/// The (x, y) points of a curve.
+pub type Points = Vec<(f64, f64)>;
+
 /// One curve of one run.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Curve {
@@ -68,7 +71,7 @@ pub struct Panel {
     pub empty: &'static str,
     /// The curves downsampled for the last width drawn (`columns`, curves): most frames
     /// redraw the same data at the same size.
-    pub sampled: RefCell<Option<(usize, Vec<Vec<(f64, f64)>>)>>,
+    pub sampled: RefCell<Option<(usize, Vec<Points>)>>,
 }
 
 impl Panel {
