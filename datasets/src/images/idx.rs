@@ -1,0 +1,307 @@
+//! MNIST and Fashion-MNIST IDX files, raw or gzip-compressed.
+//!
+//! An IDX image file is a 16-byte big-endian header (magic `0x00000803`: unsigned bytes,
+//! 3 dimensions; then the image count, rows and columns) followed by the pixels, one byte
+//! each, image after image, row-major. A label file has an 8-byte header (magic `0x00000801`,
+//! then the count) followed by one byte per label. Files may be stored gzip-compressed, as
+//! they are distributed; a file is treated as gzip when it starts with the gzip magic bytes,
+//! whatever its name.
+
+use super::{read_file, ImageDataError, ImageSet, TrainTest};
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+/// Magic number of an IDX file of unsigned bytes with 3 dimensions (images).
+const IMAGES_MAGIC: u32 = 0x0000_0803;
+/// Magic number of an IDX file of unsigned bytes with 1 dimension (labels).
+const LABELS_MAGIC: u32 = 0x0000_0801;
+/// Both MNIST variants have 28×28 gray images and 10 classes.
+const SIDE: usize = 28;
+const CLASSES: usize = 10;
+
+/// Which of the two MNIST-format data sets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MnistVariant {
+    /// Handwritten digits.
+    Digits,
+    /// Zalando's Fashion-MNIST: ten kinds of clothing in the same format.
+    Fashion,
+}
+
+impl MnistVariant {
+    fn name(self) -> &'static str {
+        match self {
+            MnistVariant::Digits => "MNIST",
+            MnistVariant::Fashion => "Fashion-MNIST",
+        }
+    }
+
+    fn fix(self) -> &'static str {
+        match self {
+            MnistVariant::Digits => {
+                "put train-images-idx3-ubyte, train-labels-idx1-ubyte, t10k-images-idx3-ubyte and \
+                 t10k-labels-idx1-ubyte (raw or .gz, as distributed by the MNIST page or a mirror such as \
+                 https://ossci-datasets.s3.amazonaws.com/mnist/) in one folder and set data_dir to it"
+            }
+            MnistVariant::Fashion => {
+                "put train-images-idx3-ubyte, train-labels-idx1-ubyte, t10k-images-idx3-ubyte and \
+                 t10k-labels-idx1-ubyte (raw or .gz, from https://github.com/zalandoresearch/fashion-mnist, folder \
+                 data/fashion) in one folder and set data_dir to it"
+            }
+        }
+    }
+}
+
+/// The four files of a split pair, by their distributed names.
+const TRAIN_IMAGES: &str = "train-images-idx3-ubyte";
+const TRAIN_LABELS: &str = "train-labels-idx1-ubyte";
+const TEST_IMAGES: &str = "t10k-images-idx3-ubyte";
+const TEST_LABELS: &str = "t10k-labels-idx1-ubyte";
+
+/// The file of `name` in `dir`: the name itself, with `.gz`, or with its last `-` written
+/// `.` (`train-images.idx3-ubyte`, another common spelling), raw or `.gz`. When none exists,
+/// the plain name (so the error names the file the distribution uses).
+fn find(dir: &Path, name: &str) -> PathBuf {
+    let dotted = name.replacen("-idx", ".idx", 1);
+    let candidates = [name.to_string(), format!("{name}.gz"), dotted.clone(), format!("{dotted}.gz")];
+    candidates.iter().map(|c| dir.join(c)).find(|p| p.is_file()).unwrap_or_else(|| dir.join(name))
+}
+
+fn is_gzip(bytes: &[u8]) -> bool {
+    bytes.starts_with(&[0x1f, 0x8b])
+}
+
+/// The content of `path`, decompressed if it is gzip.
+fn read_content(variant: MnistVariant, path: &Path) -> Result<Vec<u8>, ImageDataError> {
+    let bytes = read_file(variant.name(), path, variant.fix())?;
+    if !is_gzip(&bytes) {
+        return Ok(bytes);
+    }
+    let mut out = Vec::new();
+    flate2::read::MultiGzDecoder::new(&bytes[..]).read_to_end(&mut out).map_err(|error| ImageDataError::Io {
+        dataset: variant.name(),
+        path: path.to_path_buf(),
+        error: std::io::Error::new(error.kind(), format!("the gzip data is corrupt or cut short ({error})")),
+    })?;
+    Ok(out)
+}
+
+/// The first `n` bytes of the content of `path` (decompressed if gzip, or fewer if the
+/// content is shorter) and, for a raw file, its full length.
+fn read_head(variant: MnistVariant, path: &Path, n: usize) -> Result<(Vec<u8>, Option<u64>), ImageDataError> {
+    let io = |error| super::io_error(variant.name(), path, variant.fix(), error);
+    let file = std::fs::File::open(path).map_err(io)?;
+    let len = file.metadata().map_err(io)?.len();
+    let mut magic = Vec::new();
+    file.take(2).read_to_end(&mut magic).map_err(io)?;
+    let file = std::fs::File::open(path).map_err(io)?;
+    let mut head = Vec::with_capacity(n);
+    if is_gzip(&magic) {
+        flate2::read::MultiGzDecoder::new(file).take(n as u64).read_to_end(&mut head).map_err(io)?;
+        Ok((head, None))
+    } else {
+        file.take(n as u64).read_to_end(&mut head).map_err(io)?;
+        Ok((head, Some(len)))
+    }
+}
+
+fn be_u32(bytes: &[u8], at: usize) -> u32 {
+    u32::from_be_bytes([bytes[at], bytes[at + 1], bytes[at + 2], bytes[at + 3]])
+}
+
+/// What an IDX header announces.
+struct Header {
+    count: usize,
+    rows: usize,
+    cols: usize,
+}
+
+impl Header {
+    fn header_len(labels: bool) -> usize {
+        if labels {
+            8
+        } else {
+            16
+        }
+    }
+
+    fn total_len(&self, labels: bool) -> u64 {
+        Self::header_len(labels) as u64 + (self.count * self.rows * self.cols) as u64
+    }
+}
+
+/// Parses and checks the header of an image (`labels == false`) or label file.
+fn parse_header(variant: MnistVariant, path: &Path, head: &[u8], labels: bool) -> Result<Header, ImageDataError> {
+    let dataset = variant.name();
+    let header_len = Header::header_len(labels);
+    let kind = if labels { "label" } else { "image" };
+    if head.len() < 4 {
+        return Err(ImageDataError::Size {
+            dataset,
+            path: path.to_path_buf(),
+            problem: format!(
+                "has only {} bytes, less than the {header_len}-byte header of an IDX {kind} file",
+                head.len()
+            ),
+            fix: format!("the file is truncated; {}", variant.fix()),
+        });
+    }
+    let (expected, other) = if labels { (LABELS_MAGIC, IMAGES_MAGIC) } else { (IMAGES_MAGIC, LABELS_MAGIC) };
+    let found = be_u32(head, 0);
+    if found != expected {
+        let fix = if found == other {
+            let actual = if labels { "an image file" } else { "a label file" };
+            format!("it is {actual}: check that the image and label files are not swapped or misnamed")
+        } else {
+            format!("it is not an IDX file, or it is compressed other than with gzip; {}", variant.fix())
+        };
+        return Err(ImageDataError::Magic {
+            dataset,
+            path: path.to_path_buf(),
+            found,
+            expected: format!("an IDX {kind} file starts with {expected:#010x}"),
+            fix,
+        });
+    }
+    if head.len() < header_len {
+        return Err(ImageDataError::Size {
+            dataset,
+            path: path.to_path_buf(),
+            problem: format!(
+                "has only {} bytes, less than the {header_len}-byte header of an IDX {kind} file",
+                head.len()
+            ),
+            fix: format!("the file is truncated; {}", variant.fix()),
+        });
+    }
+    let count = be_u32(head, 4) as usize;
+    if labels {
+        return Ok(Header { count, rows: 1, cols: 1 });
+    }
+    let (rows, cols) = (be_u32(head, 8) as usize, be_u32(head, 12) as usize);
+    if (rows, cols) != (SIDE, SIDE) {
+        return Err(ImageDataError::Size {
+            dataset,
+            path: path.to_path_buf(),
+            problem: format!("holds {rows}×{cols} images, but {dataset} images are {SIDE}×{SIDE}"),
+            fix: format!("this is another data set; {}", variant.fix()),
+        });
+    }
+    Ok(Header { count, rows, cols })
+}
+
+/// Checks that the content length matches what the header announces.
+fn check_length(
+    variant: MnistVariant,
+    path: &Path,
+    header: &Header,
+    labels: bool,
+    len: u64,
+) -> Result<(), ImageDataError> {
+    let expected = header.total_len(labels);
+    if len == expected {
+        return Ok(());
+    }
+    let what = if labels {
+        format!("{} labels", header.count)
+    } else {
+        format!("{} images of {}×{} pixels", header.count, header.rows, header.cols)
+    };
+    let state = if len < expected { "truncated" } else { "followed by stray bytes" };
+    Err(ImageDataError::Size {
+        dataset: variant.name(),
+        path: path.to_path_buf(),
+        problem: format!("has {len} bytes of content, but its header announces {what}, {expected} bytes in all"),
+        fix: format!("the file is {state}; download it again: {}", variant.fix()),
+    })
+}
+
+/// Reads an IDX image file: its header and pixels.
+fn read_images(variant: MnistVariant, path: &Path) -> Result<(Header, Vec<u8>), ImageDataError> {
+    let content = read_content(variant, path)?;
+    let header = parse_header(variant, path, &content, false)?;
+    check_length(variant, path, &header, false, content.len() as u64)?;
+    Ok((header, content[16..].to_vec()))
+}
+
+/// Reads an IDX label file and checks that every label is a class.
+fn read_labels(variant: MnistVariant, path: &Path) -> Result<Vec<u16>, ImageDataError> {
+    let content = read_content(variant, path)?;
+    let header = parse_header(variant, path, &content, true)?;
+    check_length(variant, path, &header, true, content.len() as u64)?;
+    content[8..]
+        .iter()
+        .enumerate()
+        .map(|(record, &label)| {
+            if (label as usize) < CLASSES {
+                Ok(label as u16)
+            } else {
+                Err(ImageDataError::Label {
+                    dataset: variant.name(),
+                    path: path.to_path_buf(),
+                    record,
+                    label: label as u32,
+                    classes: CLASSES,
+                    fix: format!("the file is corrupt or of another data set; {}", variant.fix()),
+                })
+            }
+        })
+        .collect()
+}
+
+fn mismatch(
+    variant: MnistVariant,
+    images_path: &Path,
+    labels_path: &Path,
+    images: usize,
+    labels: usize,
+) -> ImageDataError {
+    ImageDataError::CountMismatch {
+        dataset: variant.name(),
+        images_path: images_path.to_path_buf(),
+        labels_path: labels_path.to_path_buf(),
+        images,
+        labels,
+        fix: "the two files must belong to the same split (train-* with train-*, t10k-* with t10k-*)".into(),
+    }
+}
+
+fn read_split(variant: MnistVariant, dir: &Path, images: &str, labels: &str) -> Result<ImageSet, ImageDataError> {
+    let (images_path, labels_path) = (find(dir, images), find(dir, labels));
+    let (header, pixels) = read_images(variant, &images_path)?;
+    let labels = read_labels(variant, &labels_path)?;
+    if labels.len() != header.count {
+        return Err(mismatch(variant, &images_path, &labels_path, header.count, labels.len()));
+    }
+    Ok(ImageSet { channels: 1, height: header.rows, width: header.cols, classes: CLASSES, pixels, labels })
+}
+
+/// Reads MNIST or Fashion-MNIST (60,000 training and 10,000 test images of 28×28 gray
+/// pixels) from the four IDX files in `dir`.
+pub fn load_mnist(dir: &Path, variant: MnistVariant) -> Result<TrainTest, ImageDataError> {
+    Ok(TrainTest {
+        train: read_split(variant, dir, TRAIN_IMAGES, TRAIN_LABELS)?,
+        test: read_split(variant, dir, TEST_IMAGES, TEST_LABELS)?,
+    })
+}
+
+/// Checks the four files' headers (and, for raw files, their lengths) without reading pixels.
+pub(super) fn check_mnist(dir: &Path, variant: MnistVariant) -> Result<(), ImageDataError> {
+    for (images, labels) in [(TRAIN_IMAGES, TRAIN_LABELS), (TEST_IMAGES, TEST_LABELS)] {
+        let mut counts = [0usize; 2];
+        let paths = [find(dir, images), find(dir, labels)];
+        for (k, path) in paths.iter().enumerate() {
+            let is_labels = k == 1;
+            let (head, raw_len) = read_head(variant, path, Header::header_len(is_labels))?;
+            let header = parse_header(variant, path, &head, is_labels)?;
+            if let Some(len) = raw_len {
+                check_length(variant, path, &header, is_labels, len)?;
+            }
+            counts[k] = header.count;
+        }
+        if counts[0] != counts[1] {
+            return Err(mismatch(variant, &paths[0], &paths[1], counts[0], counts[1]));
+        }
+    }
+    Ok(())
+}
