@@ -42,6 +42,8 @@ fn record(id: i64) -> RunRecord {
         notes: String::new(),
         tags: vec![],
         metric_specs: vec![MetricDirection { name: "cell_acc".into(), higher_is_better: true }],
+        sweep: None,
+        held: false,
     }
 }
 

@@ -267,6 +267,46 @@ impl Table {
         });
     }
 
+    /// Keeps only the columns of the named metrics (plus parameters and time per step);
+    /// an unknown name is refused with the metrics available.
+    pub fn keep_metrics(&mut self, names: &[&str]) -> Result<(), String> {
+        let available: Vec<String> = self
+            .columns
+            .iter()
+            .filter_map(|c| match &c.kind {
+                ColumnKind::Final(m) => Some(m.clone()),
+                _ => None,
+            })
+            .collect();
+        if let Some(bad) = names.iter().find(|n| !available.iter().any(|a| a == *n)) {
+            return Err(format!("no metric `{bad}` in these runs; available: {}", available.join(", ")));
+        }
+        let keep: Vec<bool> = self
+            .columns
+            .iter()
+            .map(|c| match &c.kind {
+                ColumnKind::Final(m) | ColumnKind::Best(m) => names.contains(&m.as_str()),
+                _ => true,
+            })
+            .collect();
+        let filter = |cells: &mut Vec<Option<Stat>>| {
+            let mut i = 0;
+            cells.retain(|_| {
+                i += 1;
+                keep[i - 1]
+            });
+        };
+        for row in &mut self.rows {
+            filter(&mut row.cells);
+        }
+        let mut i = 0;
+        self.columns.retain(|_| {
+            i += 1;
+            keep[i - 1]
+        });
+        Ok(())
+    }
+
     /// Header cells: layer, the differing keys, seeds, then the columns.
     pub fn header(&self) -> Vec<String> {
         let mut h = vec!["layer".to_string()];
@@ -433,6 +473,8 @@ mod tests {
                 MetricDirection { name: "acc".into(), higher_is_better: true },
                 MetricDirection { name: "loss".into(), higher_is_better: false },
             ],
+            sweep: None,
+            held: false,
         }
     }
 

@@ -104,6 +104,12 @@ pub enum Command {
         /// Run ids, comma-separated (e.g. 3,4,7); default: every finished run.
         #[arg(long)]
         runs: Option<String>,
+        /// Sweep ids, comma-separated: their runs, rows in the sweeps' declared order.
+        #[arg(long, conflicts_with = "runs")]
+        sweep: Option<String>,
+        /// Only these metrics (comma-separated, e.g. cell_acc,loss); default: all.
+        #[arg(long)]
+        metrics: Option<String>,
         /// Output format: md, latex or csv.
         #[arg(long, default_value = "md")]
         format: String,
@@ -112,7 +118,57 @@ pub enum Command {
         out: Option<PathBuf>,
     },
     /// Open the terminal workbench (the default when no command is given).
-    Tui,
+    Tui {
+        /// Workers the TUI's queue runs at once.
+        #[arg(long, default_value_t = crate::queue::DEFAULT_JOBS)]
+        jobs: usize,
+    },
+    /// Queue a grid of runs: `key=a,b,c` lists and `key=lo:hi:logN` ranges, over one or more
+    /// layers; every point is validated before anything is queued. Then runs the queue.
+    Sweep {
+        /// Layer plugins, comma-separated (baselines join the same table).
+        #[arg(long, default_value = "hyperset")]
+        layer: String,
+        /// Task plugin.
+        #[arg(long, default_value = "sudoku")]
+        task: String,
+        /// Axes `key=a,b,c`, `key=lo:hi:logN` or `key=lo:hi:linN`; single values fix a key.
+        axes: Vec<String>,
+        /// A name for the sweep.
+        #[arg(long)]
+        name: Option<String>,
+        /// Workers at once (one per device is best: a worker uses every CPU core).
+        #[arg(long, default_value_t = crate::queue::DEFAULT_JOBS)]
+        jobs: usize,
+        /// Only queue the runs; `workbench queue` or the TUI starts them.
+        #[arg(long)]
+        detach: bool,
+    },
+    /// List sweeps, or pause, resume or cancel one.
+    Sweeps {
+        #[command(subcommand)]
+        action: Option<SweepsAction>,
+        /// Machine-readable output.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Start queued runs as workers free up, until the queue is empty (Ctrl-C stops).
+    Queue {
+        /// Workers at once.
+        #[arg(long, default_value_t = crate::queue::DEFAULT_JOBS)]
+        jobs: usize,
+    },
+    /// Rebuild and reload plugins as their sources or libraries change; prints each rebuild
+    /// and reload (Ctrl-C stops).
+    Watch,
+    /// Create plugins.
+    Plugin {
+        #[command(subcommand)]
+        action: PluginAction,
+    },
+    /// List the cached real data sets, or fetch one: `datasets fetch cifar10 | cifar100 | mnist |
+    /// fashion-mnist | sudoku-hard` (download with resume, checksum, unpack).
+    Datasets(crate::commands::datasets::DatasetsArgs),
     /// Internal: train stored run N (started by `train` and `resume`).
     #[command(hide = true)]
     Worker {
@@ -120,6 +176,22 @@ pub enum Command {
         run: i64,
         #[arg(long)]
         resume: bool,
+    },
+}
+
+/// What `workbench plugin` does.
+#[derive(Subcommand, Debug)]
+pub enum PluginAction {
+    /// Create plugins/NAME from a template, add it to the workspace, build and load it.
+    New {
+        /// Plugin and crate name (lower case, digits, `-`, `_`).
+        name: String,
+        /// Template: a layer derived from an energy, or a generated task.
+        #[arg(long, value_enum, default_value = "layer")]
+        kind: crate::scaffold::TemplateKind,
+        /// Only create the crate; do not build it.
+        #[arg(long)]
+        no_build: bool,
     },
 }
 
@@ -133,6 +205,24 @@ pub enum RunsAction {
         #[arg(long)]
         json: bool,
     },
+    /// Stop a run: a queued one is cancelled, a running one is interrupted with a checkpoint.
+    Cancel { run: i64 },
+    /// Keep a queued run from starting.
+    Pause { run: i64 },
+    /// Let a paused run start again.
+    Unpause { run: i64 },
+    /// Put an interrupted or failed run back in the queue (continues from its checkpoint).
+    Requeue { run: i64 },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum SweepsAction {
+    /// Keep the sweep's queued runs from starting.
+    Pause { sweep: i64 },
+    /// Let them start again.
+    Resume { sweep: i64 },
+    /// Cancel the queued runs and stop the running ones.
+    Cancel { sweep: i64 },
 }
 
 /// Parses the command line and runs the command; returns the process exit code.

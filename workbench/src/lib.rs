@@ -7,6 +7,7 @@
 //! - [`plot`] turns stored metrics and diagnostics into the series of `workbench plot`;
 //! - [`diagnostics`] measures energies, ranks and angles per layer iteration at evaluations;
 //! - [`ablation`] groups runs into mean ± std tables (Markdown, LaTeX, CSV);
+//! - [`scaffold`] makes new plugin crates from templates (`workbench plugin new`);
 //! - [`tui`] is the terminal workbench;
 //! - [`commands`] and [`cli`] are the command line on top.
 
@@ -18,7 +19,10 @@ pub mod diagnostics;
 pub mod host;
 pub mod params;
 pub mod plot;
+pub mod queue;
 pub mod run_config;
+pub mod scaffold;
 pub mod store;
+pub mod sweep;
 pub mod train;
 pub mod tui;

@@ -25,8 +25,8 @@ fn run_count(dir: &Path) -> usize {
 fn refusals_name_the_problem_and_store_nothing() {
     let dir = temp_dir("bad-input");
     let cases: &[(&[&str], &[&str])] = &[
-        (&["--layer", "nope"], &["unknown layer plugin `nope`", "available: hyperset, transformer"]),
-        (&["--task", "chess"], &["unknown task plugin `chess`", "available: sudoku"]),
+        (&["--layer", "nope"], &["unknown layer plugin `nope`; available:", "hyperset", "transformer"]),
+        (&["--task", "chess"], &["unknown task plugin `chess`; available:", "sudoku"]),
         (&["--layer", "sudoku"], &["`sudoku` is a task plugin"]),
         (&["colour=red"], &["unknown key `colour`", "layer.heads (int, default 4", "train.lr (float"]),
         (&["heads=four"], &["`heads=four`", "not an integer"]),

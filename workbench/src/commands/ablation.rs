@@ -35,10 +35,26 @@ impl Format {
     }
 }
 
-pub async fn run(store: &Store, runs: Option<&str>, format: &str, out: Option<&Path>) -> Result<i32> {
+/// Which runs go into the table.
+pub enum Selection<'a> {
+    /// Comma-separated run ids.
+    Runs(&'a str),
+    /// Comma-separated sweep ids: their runs in declared order.
+    Sweeps(&'a str),
+    /// Every finished run.
+    Finished,
+}
+
+pub async fn run(
+    store: &Store,
+    selection: Selection<'_>,
+    metrics_filter: Option<&str>,
+    format: &str,
+    out: Option<&Path>,
+) -> Result<i32> {
     let format = Format::parse(format)?;
-    let records = match runs {
-        Some(list) => {
+    let records = match selection {
+        Selection::Runs(list) => {
             let ids = parse_run_ids(list).map_err(|e| anyhow!(e))?;
             let mut records = Vec::new();
             for id in ids {
@@ -46,10 +62,21 @@ pub async fn run(store: &Store, runs: Option<&str>, format: &str, out: Option<&P
             }
             records
         }
-        None => store.list_runs().await?.into_iter().filter(|r| r.status == RunStatus::Finished).collect(),
+        Selection::Sweeps(list) => {
+            let ids = parse_run_ids(list).map_err(|e| anyhow!("--sweep: {e}"))?;
+            let mut records = Vec::new();
+            for id in ids {
+                store.sweep(id).await.map_err(|_| anyhow!("no sweep {id} (`workbench sweeps` lists them)"))?;
+                records.extend(store.sweep_runs(id).await?);
+            }
+            records
+        }
+        Selection::Finished => {
+            store.list_runs().await?.into_iter().filter(|r| r.status == RunStatus::Finished).collect()
+        }
     };
     if records.is_empty() {
-        bail!("no runs to tabulate: name some with --runs 3,4,7 (`workbench runs` lists them)");
+        bail!("no runs to tabulate: name some with --runs 3,4,7 or --sweep N (`workbench runs` lists them)");
     }
     let mut metrics = Vec::new();
     for r in &records {
@@ -57,7 +84,12 @@ pub async fn run(store: &Store, runs: Option<&str>, format: &str, out: Option<&P
     }
     let inputs: Vec<RunInput> =
         records.iter().zip(&metrics).map(|(record, metrics)| RunInput { record, metrics }).collect();
-    let text = format.render(&Table::build(&inputs));
+    let mut table = Table::build(&inputs);
+    if let Some(filter) = metrics_filter {
+        let wanted: Vec<&str> = filter.split(',').map(str::trim).filter(|m| !m.is_empty()).collect();
+        table.keep_metrics(&wanted).map_err(|e| anyhow!(e))?;
+    }
+    let text = format.render(&table);
     match out {
         Some(path) => {
             std::fs::write(path, &text).with_context(|| format!("cannot write {}", path.display()))?;

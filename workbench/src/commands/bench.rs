@@ -34,8 +34,11 @@ pub fn run(host: &PluginHost, layer: &str, steps: usize, overrides: &[String]) -
     )?;
     let vars: Vec<_> = opt.slots.iter().map(|slot| slot.var.as_tensor().clone()).collect();
     let iterations = layer_obj.train_iterations();
+    // CPU time of the steps (the closure's timed part), for `cpu ... per step`.
+    let cpu = std::cell::Cell::new(0.0);
     let mut step = |i: usize| -> Result<(f64, f64, f64)> {
         let batch = task.train_batch(i as u64, s.batch_size, &device).map_err(|e| anyhow!("{e}"))?;
+        let cpu0 = process_cpu_seconds();
         let t0 = Instant::now();
         let x0 = model.embed(&batch, true).map_err(|e| anyhow!("{e}"))?;
         let h = layer_obj.forward(&x0, &mut Pass::new(iterations)).map_err(|e| anyhow!("{e}"))?;
@@ -46,18 +49,21 @@ pub fn run(host: &PluginHost, layer: &str, steps: usize, overrides: &[String]) -
         let norm = global_grad_norm(&grads, vars.iter().cloned())?;
         opt.step(&grads, s.lr, clip_scale(norm, s.grad_clip))?;
         let total = t0.elapsed().as_secs_f64();
+        cpu.set(cpu.get() + process_cpu_seconds() - cpu0);
         Ok((forward, total - forward, total))
     };
     for i in 0..2 {
         step(i)?;
     }
     let (mut fwd, mut bwd, mut total) = (0.0, 0.0, 0.0);
+    let cpu_warm_up = cpu.get();
     for i in 0..steps {
         let (f, b, t) = step(i + 2)?;
         fwd += f;
         bwd += b;
         total += t;
     }
+    let cpu = cpu.get() - cpu_warm_up;
     let n = steps.max(1) as f64;
     let samples_per_s = s.batch_size as f64 * n / total;
     println!(
@@ -69,6 +75,17 @@ pub fn run(host: &PluginHost, layer: &str, steps: usize, overrides: &[String]) -
     );
     println!("  step {:.3} s (forward {:.3} s, backward + update {:.3} s)", total / n, fwd / n, bwd / n);
     println!("  throughput {samples_per_s:.1} samples/s");
+    // On a shared machine wall time depends on the other processes; CPU time much less.
+    println!(
+        "  cpu {:.3} s per step ({:.2} cores busy; load average {})",
+        cpu / n,
+        cpu / total.max(1e-9),
+        std::fs::read_to_string("/proc/loadavg").unwrap_or_default().split_whitespace().next().unwrap_or("?")
+    );
+    if let Ok(kernels) = config.layer_config.str("kernels") {
+        let note = if device.is_cpu() { "" } else { " (no fused kernels off the CPU: the composition runs)" };
+        println!("  kernels {kernels}{note}");
+    }
     match step_flops(layer, &config.layer_config, s.batch_size, 81) {
         Some(flops) => println!(
             "  achieved {:.1} GFLOP/s ({:.2} GFLOP per step, matmuls counted)",
@@ -89,7 +106,11 @@ pub fn step_flops(layer: &str, cfg: &Config, batch: usize, tokens: usize) -> Opt
     let bn = (batch * tokens) as f64;
     let n = tokens as f64;
     let p = d / h;
-    let attention_scores = 2.0 * 2.0 * batch as f64 * h * n * n * p; // QK^T and S V
+    let attention_scores = match cfg.str("attention") {
+        // Phi(K)^T Phi(V) and Phi(Q) (K^T V): O(N p^2), no N x N scores.
+        Ok("linear") => 2.0 * 2.0 * batch as f64 * h * n * p * p,
+        _ => 2.0 * 2.0 * batch as f64 * h * n * n * p, // QK^T and S V
+    };
     let per_iteration = match layer {
         // X W, O W^T, X D, ReLU(U) D^T, and the step network's output Linear (d -> 2d).
         "hyperset" => 2.0 * bn * (2.0 * d * d + 2.0 * d * m + 2.0 * d * d) + attention_scores,
@@ -98,4 +119,16 @@ pub fn step_flops(layer: &str, cfg: &Config, batch: usize, tokens: usize) -> Opt
         _ => return None,
     };
     Some(3.0 * l * per_iteration)
+}
+
+/// CPU time (user + system) of this process so far, in seconds.
+fn process_cpu_seconds() -> f64 {
+    let mut usage = std::mem::MaybeUninit::<libc::rusage>::zeroed();
+    // SAFETY: getrusage fills the struct it is given; RUSAGE_SELF is always valid.
+    let usage = unsafe {
+        libc::getrusage(libc::RUSAGE_SELF, usage.as_mut_ptr());
+        usage.assume_init()
+    };
+    let seconds = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
+    seconds(usage.ru_utime) + seconds(usage.ru_stime)
 }

@@ -2,13 +2,17 @@
 
 pub mod ablation;
 mod bench;
+pub mod datasets;
 pub mod plot;
+mod plugin_new;
 mod plugins;
 mod runs;
+pub mod sweep;
 pub mod train;
 pub mod verify;
+mod watch;
 
-use crate::cli::{Cli, Command, RunsAction};
+use crate::cli::{Cli, Command, RunsAction, SweepsAction};
 use crate::host::{self, BuildOutcome, PluginHost};
 use crate::store::{process_alive, Store};
 use anyhow::Result;
@@ -19,16 +23,53 @@ pub async fn run(cli: Cli) -> Result<i32> {
     let db = cli.db.clone().unwrap_or_else(default_db_path);
     let dirs = cli.plugin_dirs.clone();
     match cli.command {
-        None | Some(Command::Tui) => {
+        None => {
             let host = load_plugins(&dirs);
             let store = open_store(&db).await?;
-            crate::tui::run(store, host, dirs).await
+            crate::tui::run(store, host, dirs, crate::queue::DEFAULT_JOBS).await
         }
-        Some(Command::Ablation { runs, format, out }) => {
+        Some(Command::Tui { jobs }) => {
+            let host = load_plugins(&dirs);
             let store = open_store(&db).await?;
-            ablation::run(&store, runs.as_deref(), &format, out.as_deref()).await
+            crate::tui::run(store, host, dirs, jobs).await
+        }
+        Some(Command::Ablation { runs, sweep, metrics, format, out }) => {
+            let store = open_store(&db).await?;
+            let selection = match (&runs, &sweep) {
+                (_, Some(s)) => ablation::Selection::Sweeps(s),
+                (Some(r), None) => ablation::Selection::Runs(r),
+                (None, None) => ablation::Selection::Finished,
+            };
+            ablation::run(&store, selection, metrics.as_deref(), &format, out.as_deref()).await
+        }
+        Some(Command::Sweep { layer, task, axes, name, jobs, detach }) => {
+            let host = load_plugins(&dirs);
+            let store = open_store(&db).await?;
+            let args =
+                sweep::SweepArgs { layers: &layer, task: &task, axes: &axes, name: name.as_deref(), jobs, detach };
+            sweep::sweep(&store, &host, &dirs, args).await
+        }
+        Some(Command::Sweeps { action, json }) => {
+            let store = open_store(&db).await?;
+            match action {
+                None => sweep::list(&store, json).await,
+                Some(SweepsAction::Pause { sweep: id }) => sweep::hold_sweep(&store, id, true).await,
+                Some(SweepsAction::Resume { sweep: id }) => sweep::hold_sweep(&store, id, false).await,
+                Some(SweepsAction::Cancel { sweep: id }) => sweep::cancel_sweep(&store, id).await,
+            }
+        }
+        Some(Command::Queue { jobs }) => {
+            let store = open_store(&db).await?;
+            sweep::run_until_done(&store, &dirs, jobs, None).await
         }
         Some(Command::Plugins { json }) => plugins::list(&load_plugins(&dirs), json),
+        Some(Command::Watch) => {
+            let host = load_plugins(&dirs);
+            tokio::task::block_in_place(|| watch::run(host, &dirs))
+        }
+        Some(Command::Plugin { action: crate::cli::PluginAction::New { name, kind, no_build } }) => {
+            tokio::task::block_in_place(|| plugin_new::run(&name, kind, !no_build, &dirs))
+        }
         Some(Command::Train { layer, task, overrides, json }) => {
             let host = load_plugins(&dirs);
             let store = open_store(&db).await?;
@@ -43,6 +84,10 @@ pub async fn run(cli: Cli) -> Result<i32> {
             match action {
                 None => runs::list(&store, json).await,
                 Some(RunsAction::Show { run, json: show_json }) => runs::show(&store, run, json || show_json).await,
+                Some(RunsAction::Cancel { run }) => sweep::cancel_run(&store, run).await,
+                Some(RunsAction::Pause { run }) => sweep::hold_run(&store, run, true).await,
+                Some(RunsAction::Unpause { run }) => sweep::hold_run(&store, run, false).await,
+                Some(RunsAction::Requeue { run }) => sweep::requeue(&store, run).await,
             }
         }
         Some(Command::Plot { runs, panels, out, size }) => {
@@ -53,6 +98,7 @@ pub async fn run(cli: Cli) -> Result<i32> {
             verify::run(&load_plugins(&dirs), layer.as_deref(), &overrides, seed, json)
         }
         Some(Command::Bench { layer, steps, overrides }) => bench::run(&load_plugins(&dirs), &layer, steps, &overrides),
+        Some(Command::Datasets(args)) => datasets::run(args),
         Some(Command::Worker { run, resume }) => {
             let host = PluginHost::load_dirs(&host::search_path(&dirs));
             let store = Store::open(&db).await?;
@@ -86,7 +132,9 @@ fn load_plugins(extra_dirs: &[PathBuf]) -> PluginHost {
     if let BuildOutcome::Failed(why) = host::ensure_workspace_plugins_built() {
         eprintln!("warning: rebuilding the workspace plugins failed ({why}); using the libraries already built");
     }
-    PluginHost::load_dirs(&host::search_path(extra_dirs))
+    let mut plugins = PluginHost::load_dirs(&host::search_path(extra_dirs));
+    host::stamp_builds(&mut plugins);
+    plugins
 }
 
 /// The current git revision of the working directory, if any.

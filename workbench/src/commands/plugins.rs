@@ -13,7 +13,7 @@ pub fn list(host: &PluginHost, as_json: bool) -> Result<i32> {
                 let d = &p.declaration;
                 json!({
                     "name": d.name, "kind": d.kind().as_str(), "version": d.version,
-                    "description": d.description, "fingerprint": plugin_api::FINGERPRINT,
+                    "description": d.description, "fingerprint": plugin_api::FINGERPRINT, "build": p.build,
                     "path": p.path,
                     "params": d.params.iter().map(|s| json!({
                         "name": s.name, "type": s.kind.type_name(), "default": s.default,
@@ -34,6 +34,7 @@ pub fn list(host: &PluginHost, as_json: bool) -> Result<i32> {
         println!("{} ({} {}) — {}", d.name, d.kind().as_str(), d.version, d.description);
         println!("  path:        {}", p.path.display());
         println!("  fingerprint: {}", plugin_api::FINGERPRINT);
+        println!("  build:       {}", p.build.as_deref().unwrap_or("unknown (the library is older than its sources)"));
         for s in &d.params {
             println!(
                 "  {:<14} {:<6} default {:<10} {:<22} {}",

@@ -111,8 +111,9 @@ pub async fn show(store: &Store, id: i64, as_json: bool) -> Result<i32> {
     if let Some(e) = &r.error {
         println!("error:    {e}");
     }
-    println!("layer:    {} {} ({})", r.layer.name, r.layer.version, r.layer.fingerprint);
-    println!("task:     {} {} ({})", r.task.name, r.task.version, r.task.fingerprint);
+    let build = |p: &crate::store::PluginRef| p.build.clone().unwrap_or_else(|| "unknown".into());
+    println!("layer:    {} {} build {} ({})", r.layer.name, r.layer.version, build(&r.layer), r.layer.fingerprint);
+    println!("task:     {} {} build {} ({})", r.task.name, r.task.version, build(&r.task), r.task.fingerprint);
     println!(
         "seed:     {}   device: {}   parameters: {}",
         r.seed,

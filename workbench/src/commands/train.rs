@@ -21,7 +21,7 @@ pub async fn train(
     let layer_plugin = host.get(layer, PluginKind::Layer).with_context(hint_plugin_path)?;
     let task_plugin = host.get(task, PluginKind::Task).with_context(hint_plugin_path)?;
     let config = RunConfig::resolve(&layer_plugin.declaration, &task_plugin.declaration, overrides)?;
-    let run_id = store.create_run(&new_run(layer_plugin, task_plugin, &config)?).await?;
+    let run_id = store.create_claimed_run(&new_run(layer_plugin, task_plugin, &config)?, std::process::id()).await?;
     if !json {
         eprintln!("run {run_id} queued in {}", store.path().display());
     }
@@ -36,7 +36,7 @@ pub fn new_run(layer: &LoadedPlugin, task: &LoadedPlugin, config: &RunConfig) ->
         name: p.declaration.name.clone(),
         version: p.declaration.version.clone(),
         fingerprint: plugin_api::FINGERPRINT.to_string(),
-        build: None,
+        build: crate::host::build_of(p),
     };
     Ok(NewRun {
         layer: plugin_ref(layer),
@@ -52,6 +52,7 @@ pub fn new_run(layer: &LoadedPlugin, task: &LoadedPlugin, config: &RunConfig) ->
 /// Requeues an interrupted or failed run and continues it from its checkpoint.
 pub async fn resume(store: &Store, dirs: &[PathBuf], run_id: i64, json: bool) -> Result<i32> {
     store.requeue(run_id).await?;
+    store.claim(run_id, std::process::id()).await?;
     let child = spawn_worker(store.path(), dirs, run_id, true)?;
     finish(store, follow(store, child, run_id, display(json)).await?, run_id, json).await
 }

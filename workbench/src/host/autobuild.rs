@@ -26,7 +26,8 @@ pub enum BuildOutcome {
     Failed(String),
 }
 
-fn workspace_root() -> Option<PathBuf> {
+/// The workspace the running binary was built from, when its manifest is still there.
+pub fn workspace_root() -> Option<PathBuf> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent()?.to_path_buf();
     let manifest = std::fs::read_to_string(root.join("Cargo.toml")).ok()?;
     manifest.contains("[workspace]").then_some(root)

@@ -48,6 +48,8 @@ pub struct LoadedPlugin {
     pub declaration: Declaration,
     /// The library file it was loaded from.
     pub path: PathBuf,
+    /// Which build of the plugin this is (see [`super::build_of`]), once known.
+    pub build: Option<String>,
     library: Arc<Library>,
 }
 
@@ -58,6 +60,7 @@ impl std::fmt::Debug for LoadedPlugin {
             .field("kind", &self.declaration.kind())
             .field("version", &self.declaration.version)
             .field("path", &self.path)
+            .field("build", &self.build)
             .finish()
     }
 }
@@ -76,7 +79,7 @@ pub fn crate_name_of(path: &Path) -> String {
 }
 
 /// The cargo command that rebuilds the library at `path` (debug or release, from its folder).
-fn rebuild_command(path: &Path) -> String {
+pub(crate) fn rebuild_command(path: &Path) -> String {
     let release = path.components().any(|c| c.as_os_str() == "release");
     format!("cargo build{} -p {}", if release { " --release" } else { "" }, crate_name_of(path))
 }
@@ -119,5 +122,5 @@ pub fn load(path: &Path) -> Result<LoadedPlugin, LoadError> {
     // pointer and the `Declaration` layout agree; `declare` catches its own panics.
     let declare = unsafe { (*entry).declare };
     let declaration = declare().map_err(|e| LoadError::Declare { path: path.clone(), reason: e.to_string() })?;
-    Ok(LoadedPlugin { declaration, path, library: Arc::new(library) })
+    Ok(LoadedPlugin { declaration, path, build: None, library: Arc::new(library) })
 }

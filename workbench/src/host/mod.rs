@@ -6,12 +6,20 @@
 //! plugin carries its own candle and thread pool, which would stay behind after use).
 
 mod autobuild;
+pub mod build_id;
 mod discover;
+pub mod hot;
 mod load;
+pub mod watch;
 
-pub use autobuild::{ensure_workspace_plugins_built, workspace_plugin_libraries, BuildOutcome, NO_BUILD_VAR};
+pub use autobuild::{
+    ensure_workspace_plugins_built, plugin_crates, workspace_plugin_libraries, workspace_root, BuildOutcome,
+    PluginCrate, NO_BUILD_VAR,
+};
+pub use build_id::{build_of, stamp_builds};
 pub use discover::{build_output_dir, library_files, search_path, PLUGIN_PATH_VAR};
 pub use load::{crate_name_of, load, LoadError, LoadedPlugin};
+pub use watch::{Activation, Reload, WatchConfig, WatchEvent, Watcher};
 
 use anyhow::{bail, Result};
 use libloading::Library;

@@ -64,6 +64,7 @@ pub use error::StoreError;
 pub use process::process_alive;
 pub use types::{
     Artifact, DiagnosticRow, MetricDirection, MetricRow, MetricSummary, NewRun, PluginRef, RunRecord, RunStatus,
+    SweepRecord, SweepRef,
 };
 
 /// How long a connection waits for another process's lock before giving up.
@@ -113,7 +114,7 @@ macro_rules! select_runs {
         "SELECT id, status, layer_name, layer_version, layer_fingerprint, layer_build, \
          task_name, task_version, task_fingerprint, task_build, config, seed, device, \
          param_count, git_rev, created_at, started_at, finished_at, error, worker_pid, \
-         last_step, total_steps, notes, tags, metric_specs FROM runs"
+         last_step, total_steps, notes, tags, metric_specs, sweep_id, sweep_index, held FROM runs"
     };
 }
 
@@ -296,19 +297,30 @@ impl Store {
             notes: self.get(row, "notes")?,
             tags: split_tags(&tags),
             metric_specs,
+            sweep: match (self.get::<Option<i64>>(row, "sweep_id")?, self.get::<Option<i64>>(row, "sweep_index")?) {
+                (Some(id), Some(index)) => Some(SweepRef { id, index: index as u32 }),
+                _ => None,
+            },
+            held: self.get::<i64>(row, "held")? != 0,
         })
     }
 
     /// Creates a run with status `queued` and `created_at` = now; returns its id.
     pub async fn create_run(&self, run: &NewRun) -> Result<i64, StoreError> {
+        self.insert_run(run, None).await
+    }
+
+    /// Creates a queued run, claimed by process `claimed_by` if given (in the same statement,
+    /// so no queue runner can start it in between).
+    async fn insert_run(&self, run: &NewRun, claimed_by: Option<u32>) -> Result<i64, StoreError> {
         let total_steps = run.total_steps.map(|n| to_i64(n, "total_steps")).transpose()?;
         let config = serde_json::to_string(&run.config)
             .map_err(|e| self.corrupt(format!("cannot serialise the run config: {e}")))?;
         let result = sqlx::query(
             "INSERT INTO runs (status, layer_name, layer_version, layer_fingerprint, layer_build, \
              task_name, task_version, task_fingerprint, task_build, config, seed, device, \
-             git_rev, created_at, total_steps) \
-             VALUES ('queued', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+             git_rev, created_at, total_steps, claimed_by, claimed_at) \
+             VALUES ('queued', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         )
         .bind(&run.layer.name)
         .bind(&run.layer.version)
@@ -324,6 +336,8 @@ impl Store {
         .bind(&run.git_rev)
         .bind(now())
         .bind(total_steps)
+        .bind(claimed_by.map(i64::from))
+        .bind(claimed_by.map(|_| now()))
         .execute(&self.pool)
         .await
         .map_err(|e| self.err(e))?;
@@ -757,7 +771,8 @@ impl Store {
     pub async fn requeue(&self, id: i64) -> Result<(), StoreError> {
         let result = sqlx::query(
             "UPDATE runs SET status = 'queued', finished_at = NULL, error = NULL, \
-             worker_pid = NULL WHERE id = ? AND status IN ('interrupted', 'failed')",
+             worker_pid = NULL, held = 0, claimed_by = NULL, claimed_at = NULL \
+             WHERE id = ? AND status IN ('interrupted', 'failed')",
         )
         .bind(id)
         .execute(&self.pool)
@@ -875,3 +890,7 @@ async fn applied_versions(conn: &mut SqliteConnection) -> Result<Vec<i64>, sqlx:
     }
     sqlx::query_scalar("SELECT version FROM _sqlx_migrations").fetch_all(&mut *conn).await
 }
+
+// After `select_runs!`, which it uses.
+mod queue;
+pub use queue::CLAIM_TIMEOUT_S;

@@ -153,6 +153,35 @@ pub struct RunRecord {
     /// built the task).
     #[serde(default)]
     pub metric_specs: Vec<MetricDirection>,
+    /// The sweep the run belongs to, and its place in the sweep's declared order.
+    #[serde(default)]
+    pub sweep: Option<SweepRef>,
+    /// A paused queued run: the queue does not start it.
+    #[serde(default)]
+    pub held: bool,
+}
+
+/// A run's place in a sweep.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SweepRef {
+    /// Sweep id.
+    pub id: i64,
+    /// Position in the sweep's declared order (0-based).
+    pub index: u32,
+}
+
+/// One row of the `sweeps` table with its runs counted by status.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SweepRecord {
+    pub id: i64,
+    pub name: String,
+    /// The sweep as declared (layers, task, axes), JSON.
+    pub spec: serde_json::Value,
+    pub created_at: f64,
+    /// Number of runs per status.
+    pub counts: std::collections::BTreeMap<String, u64>,
+    /// Queued runs that are paused.
+    pub held: u64,
 }
 
 impl RunRecord {

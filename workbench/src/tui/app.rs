@@ -103,6 +103,8 @@ pub struct App {
     /// Ablation sort column and direction.
     pub ablation_sort: Option<(usize, bool)>,
     pub status: Option<(String, bool, Instant)>,
+    /// Hot-reload output for the Plugins screen.
+    pub reload_log: super::reload::ReloadLog,
     pub quit: bool,
     /// Where the runs table was drawn (for mouse clicks): table area and column x ranges.
     pub runs_area: Option<(Rect, Vec<(u16, u16)>)>,
@@ -140,6 +142,7 @@ impl App {
             live_run: None,
             ablation_sort: None,
             status: None,
+            reload_log: Default::default(),
             quit: false,
             runs_area: None,
             tabs_area: None,
@@ -174,6 +177,13 @@ impl App {
             }
             Update::Info(text) => self.say(text, false),
             Update::Error(text) => self.say(text, true),
+            Update::Plugins(event) => {
+                let (host, log) = (&mut self.host, &mut self.reload_log);
+                let status = super::reload::apply(event, host, &mut self.plugins, &mut self.launch, log);
+                if let Some((text, error)) = status {
+                    self.say(text, error);
+                }
+            }
         }
         self.update_watch();
     }
@@ -395,6 +405,11 @@ impl App {
                 }
             }
             KeyCode::Char('x') => self.ask_cancel(self.cursor_run().map(|r| r.id)),
+            KeyCode::Char(c @ ('p' | 'P')) => {
+                if let Some(r) = self.cursor_run() {
+                    self.send(Request::Pause { id: r.id, sweep: c == 'P' });
+                }
+            }
             KeyCode::Char('r') => {
                 if let Some(r) = self.cursor_run() {
                     if matches!(r.status, RunStatus::Interrupted | RunStatus::Failed) {
@@ -532,19 +547,32 @@ impl App {
     }
 
     /// Runs the plugins' own validators on the whole form; the reason shows under the form.
-    fn validate_form(&mut self) -> Option<(RunConfig, Vec<u64>)> {
+    fn validate_form(&mut self) -> Option<(Vec<RunConfig>, Vec<u64>)> {
         let result = self.resolve_form();
         self.launch.error = result.as_ref().err().cloned();
         result.ok()
     }
 
-    fn resolve_form(&self) -> Result<(RunConfig, Vec<u64>), String> {
-        let (overrides, seeds) = self.launch.overrides()?;
+    /// Every configuration of the form (several when fields hold lists) and the seeds.
+    fn resolve_form(&self) -> Result<(Vec<RunConfig>, Vec<u64>), String> {
+        let (axes, seeds) = self.launch.axes()?;
         let (Some(layer), Some(task)) = (self.launch.layer_name(), self.launch.task_name()) else {
             return Err("no layer or task plugin is loaded: see the Plugins screen".into());
         };
-        let config = self.resolve(layer, task, &overrides).map_err(|e| format!("{e:#}"))?;
-        Ok((config, seeds))
+        let mut configs = Vec::new();
+        for point in crate::sweep::expand(&axes) {
+            let overrides: Vec<String> = point.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            let config = self.resolve(layer, task, &overrides).map_err(|e| {
+                let at = if point.len() > 1 || axes.iter().any(|a| a.values.len() > 1) {
+                    format!(" (at {})", overrides.join(" "))
+                } else {
+                    String::new()
+                };
+                format!("{e:#}{at}")
+            })?;
+            configs.push(config);
+        }
+        Ok((configs, seeds))
     }
 
     fn resolve(&self, layer: &str, task: &str, overrides: &[String]) -> anyhow::Result<RunConfig> {
@@ -567,12 +595,14 @@ impl App {
     }
 
     fn launch_form(&mut self) {
-        let Some((config, seeds)) = self.validate_form() else {
+        let Some((configs, seeds)) = self.validate_form() else {
             let reason = self.launch.error.clone().unwrap_or_default();
             self.say(format!("cannot launch: {reason}"), true);
             return;
         };
-        match self.new_runs(&config, &seeds) {
+        let runs: anyhow::Result<Vec<NewRun>> =
+            configs.iter().map(|c| self.new_runs(c, &seeds)).collect::<anyhow::Result<Vec<_>>>().map(|v| v.concat());
+        match runs {
             Ok(runs) => {
                 self.send(Request::Launch(runs));
                 self.live_run = None;
@@ -736,9 +766,13 @@ fn export_path(name: &str, ext: &str) -> std::path::PathBuf {
     dir.join(format!("{name}-{}.{ext}", now() as u64))
 }
 
-/// Legend entries for runs: id, layer and the keys that differ.
+/// Legend entries for runs: id, layer (with its build where builds differ) and the keys
+/// that differ.
 pub fn legend(records: &[&RunRecord]) -> Vec<String> {
+    // `hyperset@1a2b3c4` where compared runs of one plugin were made by different builds.
+    let plugins: Vec<_> = records.iter().map(|r| (&r.layer, &r.task)).collect();
+    let names = crate::host::build_id::legend_names(&plugins);
     let input: Vec<(i64, String, serde_json::Value)> =
-        records.iter().map(|r| (r.id, r.layer.name.clone(), r.config.clone())).collect();
+        records.iter().zip(names).map(|(r, name)| (r.id, name, r.config.clone())).collect();
     crate::plot::legend_labels(&input)
 }

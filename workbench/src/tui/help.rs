@@ -26,7 +26,8 @@ pub fn keys(screen: Screen) -> &'static [(&'static str, &'static str)] {
             ("e", "edit notes and tags"),
             ("d", "delete the marked runs (or the one under the cursor), after confirmation"),
             ("x", "stop a running run (it becomes interrupted), after confirmation"),
-            ("r", "resume an interrupted or failed run from its checkpoint"),
+            ("r", "requeue an interrupted or failed run (it continues from its checkpoint)"),
+            ("p / P", "pause or release a queued run / every queued run of its sweep"),
         ],
         Screen::Launch => &[
             ("j/k, arrows", "move between fields"),
@@ -34,6 +35,7 @@ pub fn keys(screen: Screen) -> &'static [(&'static str, &'static str)] {
             ("Enter", "edit the field (Enter again keeps, Esc restores); on [Launch]: launch"),
             ("L", "launch from anywhere in the form"),
             ("seed", "several seeds, e.g. 0,1,2: one run each"),
+            ("a,b,c in a field", "several values: one run per combination (a sweep)"),
             ("Esc", "back to Runs"),
         ],
         Screen::Live => {

@@ -45,10 +45,27 @@ impl Field {
         self.scope == Scope::Train && self.spec.name == "seed"
     }
 
-    /// Checks the text against the schema; for the seed field every comma-separated value.
+    /// Whether several comma-separated values may be given (every kind but free text).
+    pub fn takes_lists(&self) -> bool {
+        !matches!(self.spec.kind, ParamKind::Text)
+    }
+
+    /// The values of the field: several, comma-separated, for a sweep.
+    pub fn values(&self) -> Vec<String> {
+        if self.takes_lists() {
+            self.text.split(',').map(|v| v.trim().to_string()).collect()
+        } else {
+            vec![self.text.trim().to_string()]
+        }
+    }
+
+    /// Checks the text against the schema; for the seed field, and for lists, every value.
     pub fn check(&mut self) {
-        self.error =
-            if self.is_seeds() { seeds_of(&self.text, &self.spec).err() } else { self.spec.parse(&self.text).err() };
+        self.error = if self.is_seeds() {
+            seeds_of(&self.text, &self.spec).err()
+        } else {
+            self.values().iter().find_map(|v| self.spec.parse(v).err())
+        };
     }
 
     /// Whether the value differs from the default (only those become overrides).
@@ -210,10 +227,11 @@ impl LaunchForm {
         }
     }
 
-    /// The `key=value` overrides of the fields that differ from their defaults (the seed
-    /// field excluded: it is expanded into one run per seed), or the first field error.
-    pub fn overrides(&self) -> Result<(Vec<String>, Vec<u64>), String> {
-        let mut out = Vec::new();
+    /// The sweep axes of the fields that differ from their defaults (one value each, or
+    /// several for a grid; the seed field excluded: it is expanded into one run per seed),
+    /// or the first field error.
+    pub fn axes(&self) -> Result<(Vec<crate::sweep::Axis>, Vec<u64>), String> {
+        let mut axes = Vec::new();
         let mut seeds = vec![0];
         for f in &self.fields {
             if let Some(e) = &f.error {
@@ -222,10 +240,11 @@ impl LaunchForm {
             if f.is_seeds() {
                 seeds = seeds_of(&f.text, &f.spec)?;
             } else if f.changed() {
-                out.push(format!("{}.{}={}", f.scope.prefix(), f.spec.name, f.text.trim()));
+                let key = format!("{}.{}", f.scope.prefix(), f.spec.name);
+                axes.push(crate::sweep::Axis { key, values: f.values() });
             }
         }
-        Ok((out, seeds))
+        Ok((axes, seeds))
     }
 }
 
@@ -247,6 +266,24 @@ mod tests {
         f.text = "40".into();
         f.check();
         assert!(f.error.is_none() && f.changed());
+    }
+
+    #[test]
+    fn lists_become_sweep_axes() {
+        let steps = train_schema().into_iter().find(|p| p.name == "steps").unwrap();
+        let mut f = Field::new(Scope::Train, steps);
+        f.text = "10, 20".into();
+        f.check();
+        assert!(f.error.is_none());
+        assert_eq!(f.values(), vec!["10", "20"]);
+        f.text = "10,x".into();
+        f.check();
+        assert!(f.error.as_deref().unwrap().contains("`x`"));
+        let form = LaunchForm { fields: vec![Field { text: "10,20".into(), error: None, ..f }], ..Default::default() };
+        let (axes, seeds) = form.axes().unwrap();
+        assert_eq!(axes[0].key, "train.steps");
+        assert_eq!(axes[0].values, vec!["10", "20"]);
+        assert_eq!(seeds, vec![0]);
     }
 
     #[test]

@@ -5,13 +5,15 @@
 //! database, the workers or the file system. Those belong to the background
 //! [`service`], which re-reads the run store twice a second, keeps the curves of the runs a
 //! screen shows, starts and stops worker processes, and writes exports; it answers with
-//! [`service::Update`]s the UI applies between frames. Workers are separate processes
+//! [`service::Update`]s the UI applies between frames. It also runs the job queue: launched
+//! runs are queued in runs.db and started as worker slots free up. Workers are separate processes
 //! (`workbench worker`), so quitting the TUI leaves them training, and a crashing plugin
 //! never takes the TUI down.
 //!
 //! Screens: Runs (table, filter, sort, marks, notes and tags, delete), Launch (a form from the
 //! plugins' schemas), Live (progress, curves and log of a run), Compare (panels side by
-//! side), Ablation (mean ± std per configuration) and Plugins (loaded and refused libraries).
+//! side), Ablation (mean ± std per configuration) and Plugins (loaded and refused libraries,
+//! and the hot-reload log: see [`reload`]).
 
 pub mod app;
 pub mod chart;
@@ -19,6 +21,7 @@ pub mod compare;
 pub mod data;
 pub mod help;
 pub mod launch;
+pub mod reload;
 pub mod runs;
 pub mod service;
 pub mod ui;
@@ -36,8 +39,8 @@ use std::time::Duration;
 /// Longest wait for an event before the next frame (so fresh data appears promptly).
 const FRAME: Duration = Duration::from_millis(100);
 
-/// Opens the workbench on `store` until the user quits.
-pub async fn run(store: Store, host: PluginHost, plugin_dirs: Vec<PathBuf>) -> Result<i32> {
+/// Opens the workbench on `store` until the user quits; its queue runs `jobs` workers at once.
+pub async fn run(store: Store, host: PluginHost, plugin_dirs: Vec<PathBuf>, jobs: usize) -> Result<i32> {
     if !std::io::stdout().is_terminal() || !std::io::stdin().is_terminal() {
         bail!(
             "the terminal workbench needs an interactive terminal; from scripts use the commands \
@@ -45,12 +48,15 @@ pub async fn run(store: Store, host: PluginHost, plugin_dirs: Vec<PathBuf>) -> R
         );
     }
     let (updates_tx, updates) = std::sync::mpsc::channel();
-    let requests = service::spawn(store, plugin_dirs, updates_tx);
+    let watcher = reload::start(&plugin_dirs, updates_tx.clone());
+    let requests = service::spawn(store, plugin_dirs, jobs, updates_tx);
     let app = App::new(host, move |r| {
         let _ = requests.send(r);
     });
     // The UI loop blocks on terminal events; it runs beside the runtime's worker threads.
-    tokio::task::block_in_place(move || ui_loop(app, updates))
+    let result = tokio::task::block_in_place(move || ui_loop(app, updates));
+    drop(watcher); // stops watching, and a rebuild in progress
+    result
 }
 
 fn ui_loop(mut app: App, updates: std::sync::mpsc::Receiver<service::Update>) -> Result<i32> {

@@ -59,7 +59,7 @@ pub struct RunsTable<'a> {
 }
 
 /// Whether `run` passes every term of `filter`: `status:S`, `layer:L`, `task:T`,
-/// `plugin:P` (layer or task), `tag:T`, `key=value` (a configuration value), or a bare word
+/// `plugin:P` (layer or task), `tag:T`, `sweep:N`, `key=value` (a configuration value), or a bare word
 /// matched against status, plugins, tags and notes.
 pub fn matches(run: &RunRecord, flat: &BTreeMap<String, String>, filter: &str) -> bool {
     filter.split_whitespace().all(|term| {
@@ -72,6 +72,7 @@ pub fn matches(run: &RunRecord, flat: &BTreeMap<String, String>, filter: &str) -
                 "task" => eq(&run.task.name),
                 "plugin" => eq(&run.layer.name) || eq(&run.task.name),
                 "tag" => run.tags.iter().any(|t| eq(t)),
+                "sweep" => run.sweep.is_some_and(|s| s.id.to_string() == want),
                 _ => false,
             };
         }
@@ -170,6 +171,7 @@ fn compare(
 pub fn cell(col: &Column, run: &RunRecord, flat: &BTreeMap<String, String>, snapshot: &Snapshot, now: f64) -> String {
     match col {
         Column::Id => run.id.to_string(),
+        Column::Status if run.held => "paused".into(),
         Column::Status => run.status.to_string(),
         Column::Layer => run.layer.name.clone(),
         Column::Task => run.task.name.clone(),
@@ -212,6 +214,8 @@ mod tests {
             notes: "first try".into(),
             tags: tags.iter().map(|t| t.to_string()).collect(),
             metric_specs: vec![],
+            sweep: None,
+            held: false,
         }
     }
 

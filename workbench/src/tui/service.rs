@@ -5,8 +5,9 @@
 use super::data::{RunData, Snapshot};
 use crate::ablation::{RunInput, Table};
 use crate::commands::ablation::Format;
+use crate::queue::QueueRunner;
 use crate::store::{MetricRow, NewRun, RunStatus, Store};
-use crate::train::launch::{spawn_detached, stop_worker};
+use crate::train::launch::stop_worker;
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::mpsc::Sender;
@@ -25,11 +26,13 @@ pub enum Request {
     Refresh,
     /// Keep these runs' curves, diagnostics and logs loaded (replaces the previous set).
     Watch(Vec<i64>),
-    /// Store these runs (queued) and start a worker for each.
+    /// Queue these runs (several become one sweep); the queue starts them.
     Launch(Vec<NewRun>),
+    /// Pause or release a queued run (`sweep`: every queued run of its sweep).
+    Pause { id: i64, sweep: bool },
     /// Stop a running run (it becomes `interrupted` and keeps its data).
     Cancel(i64),
-    /// Requeue an interrupted or failed run and continue it from its checkpoint.
+    /// Requeue an interrupted or failed run; the queue continues it from its checkpoint.
     Resume(i64),
     /// Delete runs and their data.
     Delete(Vec<i64>),
@@ -52,12 +55,20 @@ pub enum Update {
     Info(String),
     /// Something that failed, with the reason.
     Error(String),
+    /// What the hot-reload watcher reports (a reloaded plugin, cargo's output, a failure).
+    Plugins(crate::host::WatchEvent),
 }
 
 /// Starts the service on the tokio runtime; returns the request sender.
-pub fn spawn(store: Store, plugin_dirs: Vec<PathBuf>, updates: Sender<Update>) -> UnboundedSender<Request> {
+pub fn spawn(
+    store: Store,
+    plugin_dirs: Vec<PathBuf>,
+    jobs: usize,
+    updates: Sender<Update>,
+) -> UnboundedSender<Request> {
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-    tokio::spawn(Service { store, plugin_dirs, updates, watched: HashMap::new() }.run(rx));
+    let queue = QueueRunner { store: store.clone(), plugin_dirs, jobs };
+    tokio::spawn(Service { store, queue, updates, watched: HashMap::new() }.run(rx));
     tx
 }
 
@@ -72,7 +83,7 @@ struct Watched {
 
 struct Service {
     store: Store,
-    plugin_dirs: Vec<PathBuf>,
+    queue: QueueRunner,
     updates: Sender<Update>,
     watched: HashMap<i64, Watched>,
 }
@@ -108,7 +119,9 @@ impl Service {
     }
 
     async fn refresh_inner(&mut self) -> anyhow::Result<()> {
-        self.store.reap_orphans(crate::store::process_alive).await?;
+        for id in self.queue.tick().await? {
+            self.send(Update::Info(format!("run {id} started")));
+        }
         let runs = self.store.list_runs().await?;
         let mut summaries: HashMap<i64, Vec<_>> = HashMap::new();
         for s in self.store.metric_summaries().await? {
@@ -150,18 +163,39 @@ impl Service {
                 }
             }
             Request::Launch(runs) => {
-                let mut started = Vec::new();
-                for run in runs {
-                    let id = self.store.create_run(&run).await?;
-                    match spawn_detached(self.store.path(), &self.plugin_dirs, id, false) {
-                        Ok(_) => started.push(id.to_string()),
-                        Err(e) => {
-                            self.store.finish(id, RunStatus::Failed, Some(&format!("{e:#}"))).await?;
-                            return Err(e.context(format!("run {id}")));
-                        }
+                let mut ids = Vec::new();
+                if let [run] = runs.as_slice() {
+                    ids.push(self.store.create_run(run).await?);
+                } else {
+                    let name = format!(
+                        "{} on {}: {} runs from the Launch screen",
+                        runs[0].layer.name,
+                        runs[0].task.name,
+                        runs.len()
+                    );
+                    let sweep = self.store.create_sweep(&name, &serde_json::json!({"launched": runs.len()})).await?;
+                    for (i, run) in runs.iter().enumerate() {
+                        ids.push(self.store.create_run_in_sweep(run, sweep, i as u32).await?);
                     }
                 }
-                self.send(Update::Info(format!("started run {}", started.join(", "))));
+                let list = ids.iter().map(|i| i.to_string()).collect::<Vec<_>>().join(", ");
+                self.send(Update::Info(format!("queued run {list}")));
+            }
+            Request::Pause { id, sweep } => {
+                let run = self.store.run(id).await?;
+                let held = !run.held;
+                match (sweep, run.sweep) {
+                    (true, Some(s)) => {
+                        let n = self.store.set_sweep_held(s.id, held).await?;
+                        let what = if held { "paused" } else { "released" };
+                        self.send(Update::Info(format!("sweep {}: {n} queued runs {what}", s.id)));
+                    }
+                    (true, None) => anyhow::bail!("run {id} is not part of a sweep"),
+                    (false, _) => {
+                        self.store.set_held(id, held).await?;
+                        self.send(Update::Info(format!("run {id} {}", if held { "paused" } else { "released" })));
+                    }
+                }
             }
             Request::Cancel(id) => {
                 let run = self.store.run(id).await?;
@@ -171,7 +205,7 @@ impl Service {
                         self.send(Update::Info(format!("run {id}: asked worker {pid} to stop")));
                     }
                     (RunStatus::Queued, _) => {
-                        self.store.finish(id, RunStatus::Interrupted, Some("cancelled before it started")).await?;
+                        self.store.cancel_queued(id).await?;
                         self.send(Update::Info(format!("run {id} cancelled")));
                     }
                     (status, _) => anyhow::bail!("run {id} is {status}, not running"),
@@ -179,8 +213,7 @@ impl Service {
             }
             Request::Resume(id) => {
                 self.store.requeue(id).await?;
-                spawn_detached(self.store.path(), &self.plugin_dirs, id, true)?;
-                self.send(Update::Info(format!("run {id} resumed from its last checkpoint")));
+                self.send(Update::Info(format!("run {id} queued again; it continues from its last checkpoint")));
             }
             Request::Delete(ids) => {
                 for &id in &ids {

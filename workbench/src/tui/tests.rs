@@ -37,6 +37,8 @@ fn record(id: i64, layer: &str, status: RunStatus, d: i64, seed: u64) -> RunReco
         notes: String::new(),
         tags: if id == 1 { vec!["baseline".into()] } else { vec![] },
         metric_specs: vec![MetricDirection { name: "cell_acc".into(), higher_is_better: true }],
+        sweep: None,
+        held: false,
     }
 }
 

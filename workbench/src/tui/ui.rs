@@ -501,12 +501,17 @@ fn draw_ablation(frame: &mut Frame, area: Rect, app: &App) {
 
 fn draw_plugins(frame: &mut Frame, area: Rect, app: &App) {
     let failures = app.plugins.failures.len() as u16;
-    let [table_area, fp_area, fail_area] = Layout::vertical([
+    let reload_lines = if app.reload_log.is_empty() { 0 } else { area.height / 3 };
+    let [table_area, fp_area, fail_area, reload_area] = Layout::vertical([
         Constraint::Min(3),
         Constraint::Length(2),
         Constraint::Length(if failures > 0 { (failures * 2 + 2).min(area.height / 2) } else { 0 }),
+        Constraint::Length(reload_lines),
     ])
     .areas(area);
+    if reload_lines > 0 {
+        super::reload::draw(frame, reload_area, &app.reload_log);
+    }
     let header = Row::new(["name", "kind", "version", "description", "path"]).style(bold().fg(Color::Cyan));
     let rows: Vec<Row> = app
         .plugins

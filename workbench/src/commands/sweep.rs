@@ -1,0 +1,174 @@
+//! `workbench sweep`, `workbench sweeps`, `workbench queue`, and pausing, cancelling and
+//! requeueing single runs.
+
+use crate::host::PluginHost;
+use crate::queue::QueueRunner;
+use crate::store::{RunStatus, Store};
+use crate::sweep::{parse_axis, plan, Spec};
+use crate::train::launch::stop_worker;
+use anyhow::{bail, Result};
+use indicatif::{ProgressBar, ProgressStyle};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// How often a foreground queue runner looks for free slots.
+const POLL: Duration = Duration::from_millis(500);
+
+/// What a sweep command was given.
+pub struct SweepArgs<'a> {
+    pub layers: &'a str,
+    pub task: &'a str,
+    pub axes: &'a [String],
+    pub name: Option<&'a str>,
+    pub jobs: usize,
+    pub detach: bool,
+}
+
+/// Expands and validates the grid, stores the sweep and its queued runs, then (unless
+/// detached) runs the queue until the sweep is done.
+pub async fn sweep(store: &Store, host: &PluginHost, dirs: &[PathBuf], args: SweepArgs<'_>) -> Result<i32> {
+    let spec = Spec {
+        layers: args.layers.split(',').map(|l| l.trim().to_string()).filter(|l| !l.is_empty()).collect(),
+        task: args.task.to_string(),
+        axes: args.axes.iter().map(|a| parse_axis(a)).collect::<Result<_>>()?,
+    };
+    let points = plan(host, &spec)?;
+    let name = args.name.map(str::to_string).unwrap_or_else(|| {
+        let keys: Vec<&str> = spec.axes.iter().map(|a| a.key.as_str()).collect();
+        format!("{} on {}: {}", spec.layers.join(","), spec.task, keys.join(" x "))
+    });
+    let sweep_id = store.create_sweep(&name, &serde_json::to_value(&spec)?).await?;
+    let mut ids = Vec::new();
+    for (index, point) in points.iter().enumerate() {
+        let layer = host.get(&point.layer, plugin_api::PluginKind::Layer)?;
+        let task = host.get(&spec.task, plugin_api::PluginKind::Task)?;
+        let run = super::train::new_run(layer, task, &point.config)?;
+        ids.push(store.create_run_in_sweep(&run, sweep_id, index as u32).await?);
+    }
+    eprintln!("sweep {sweep_id} ({name}): {} runs queued", ids.len());
+    for (id, point) in ids.iter().zip(&points) {
+        eprintln!("  run {id}: {} {}", point.layer, point.overrides.join(" "));
+    }
+    if args.detach {
+        eprintln!("the queue lives in {}: `workbench queue` (or the TUI) starts them", store.path().display());
+        return Ok(0);
+    }
+    run_until_done(store, dirs, args.jobs, Some(&ids)).await
+}
+
+/// Starts queued runs as slots free up until `only` (or the whole queue) has no queued or
+/// running run left. Ctrl-C stops the runner; workers go on and the queue stays in runs.db.
+pub async fn run_until_done(store: &Store, dirs: &[PathBuf], jobs: usize, only: Option<&[i64]>) -> Result<i32> {
+    if jobs == 0 {
+        bail!("--jobs must be at least 1");
+    }
+    let runner = QueueRunner { store: store.clone(), plugin_dirs: dirs.to_vec(), jobs };
+    let bar = ProgressBar::new(0);
+    bar.set_style(
+        ProgressStyle::with_template("[{bar:30}] {pos}/{len} runs done  {msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("=> "),
+    );
+    let mut interrupted = Box::pin(tokio::signal::ctrl_c());
+    loop {
+        for id in runner.tick().await? {
+            bar.println(format!("run {id} started"));
+        }
+        let runs = store.list_runs().await?;
+        let mine: Vec<_> = runs.iter().filter(|r| only.is_none_or(|ids| ids.contains(&r.id))).collect();
+        let active: Vec<_> = mine.iter().filter(|r| !r.status.is_terminal()).collect();
+        let done = mine.len() - active.len();
+        let held = active.iter().filter(|r| r.status == RunStatus::Queued && r.held).count();
+        bar.set_length(mine.len() as u64);
+        bar.set_position(done as u64);
+        let running = active.iter().filter(|r| r.status == RunStatus::Running).count();
+        bar.set_message(format!("{running} running, {} queued ({held} paused)", active.len() - running));
+        if active.is_empty() || active.len() == held {
+            bar.finish_and_clear();
+            let failed = mine.iter().filter(|r| r.status != RunStatus::Finished && r.status.is_terminal()).count();
+            eprintln!(
+                "{done} of {} runs ended ({failed} not finished){}",
+                mine.len(),
+                if held > 0 { format!("; {held} paused") } else { String::new() }
+            );
+            return Ok(if failed == 0 && held == 0 { 0 } else { 1 });
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(POLL) => {}
+            _ = &mut interrupted => {
+                bar.finish_and_clear();
+                eprintln!("queue runner stopped; running workers go on, queued runs wait in {} (`workbench queue` continues)", store.path().display());
+                return Ok(130);
+            }
+        }
+    }
+}
+
+/// `workbench sweeps`: one line per sweep with its runs by status.
+pub async fn list(store: &Store, json: bool) -> Result<i32> {
+    let sweeps = store.sweeps().await?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&sweeps)?);
+        return Ok(0);
+    }
+    if sweeps.is_empty() {
+        println!("no sweeps yet: `workbench sweep --layer L --task T key=a,b ...` makes one");
+        return Ok(0);
+    }
+    for s in sweeps {
+        let counts: Vec<String> = s.counts.iter().map(|(k, v)| format!("{v} {k}")).collect();
+        let held = if s.held > 0 { format!(" ({} paused)", s.held) } else { String::new() };
+        println!("sweep {:>3}  {}  [{}]{held}", s.id, s.name, counts.join(", "));
+    }
+    Ok(0)
+}
+
+/// Pauses or resumes the queued runs of a sweep.
+pub async fn hold_sweep(store: &Store, sweep: i64, held: bool) -> Result<i32> {
+    let n = store.set_sweep_held(sweep, held).await?;
+    eprintln!("sweep {sweep}: {n} queued runs {}", if held { "paused" } else { "released" });
+    Ok(0)
+}
+
+/// Cancels a sweep: queued runs become interrupted, running ones are stopped.
+pub async fn cancel_sweep(store: &Store, sweep: i64) -> Result<i32> {
+    store.sweep(sweep).await?;
+    for run in store.sweep_runs(sweep).await? {
+        if !run.status.is_terminal() {
+            cancel_run(store, run.id).await?;
+        }
+    }
+    Ok(0)
+}
+
+/// Cancels one run: a queued run becomes interrupted, a running one is asked to stop (its
+/// worker saves a checkpoint and records it interrupted).
+pub async fn cancel_run(store: &Store, id: i64) -> Result<i32> {
+    let run = store.run(id).await?;
+    match (run.status, run.worker_pid) {
+        (RunStatus::Queued, _) => {
+            store.cancel_queued(id).await?;
+            eprintln!("run {id} cancelled before it started");
+        }
+        (RunStatus::Running, Some(pid)) => {
+            stop_worker(pid)?;
+            eprintln!("run {id}: asked worker {pid} to stop; it becomes interrupted with a checkpoint");
+        }
+        (status, _) => bail!("run {id} is {status}: nothing to cancel"),
+    }
+    Ok(0)
+}
+
+/// Puts an interrupted or failed run back in the queue (it continues from its checkpoint).
+pub async fn requeue(store: &Store, id: i64) -> Result<i32> {
+    store.requeue(id).await?;
+    eprintln!("run {id} queued again; the queue resumes it from its last checkpoint");
+    Ok(0)
+}
+
+/// Pauses or releases one queued run.
+pub async fn hold_run(store: &Store, id: i64, held: bool) -> Result<i32> {
+    store.set_held(id, held).await?;
+    eprintln!("run {id} {}", if held { "paused" } else { "released" });
+    Ok(0)
+}

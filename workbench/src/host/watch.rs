@@ -1,0 +1,684 @@
+//! Hot reload: watching plugin sources and libraries, rebuilding, reloading.
+//!
+//! A [`Watcher`] runs on its own thread. It watches (with `notify`):
+//!
+//! - each workspace plugin crate's `src/` and manifest, and those of the crates it depends on
+//!   by path (`datasets`); `plugin-api` is not watched: a change to it needs a rebuilt host;
+//! - the workspace's `Cargo.toml` and `plugins/`, so a crate added while watching (`workbench
+//!   plugin new`) is picked up once it is a workspace member;
+//! - plugin directories outside the workspace's build output, for libraries built elsewhere.
+//!
+//! After [`DEBOUNCE`] of quiet, each changed crate whose sources hash differently from its
+//! last build is rebuilt with `cargo build --profile P -p PACKAGE` (the running binary's
+//! profile), cargo's output passed on line by line; a changed library file is taken as it
+//! is. The new library is loaded from a fresh copy and its fingerprint checked
+//! ([`super::hot`]), then handed over in a [`WatchEvent::Loaded`]: whoever owns the
+//! [`PluginHost`] makes it active with [`PluginHost::accept`] (the TUI on its UI thread,
+//! `workbench watch` on its main thread). A failed build or load is reported and changes
+//! nothing: the previous version stays active.
+
+use super::autobuild::{plugin_crates, workspace_root, PluginCrate, NO_BUILD_VAR};
+use super::build_id::{crate_build_id, is_editor_leftover, library_build_id, short, source_dirs};
+use super::discover::{build_output_dir, search_path};
+use super::hot::load_fresh;
+use super::{LoadedPlugin, PluginHost};
+use notify_debouncer_mini::notify::{self, RecommendedWatcher, RecursiveMode};
+use notify_debouncer_mini::{new_debouncer, DebounceEventResult, Debouncer};
+use std::collections::{BTreeSet, HashMap};
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// Quiet time after the last change before a rebuild starts.
+pub const DEBOUNCE: Duration = Duration::from_millis(300);
+
+/// Most lines of compiler errors kept in a [`WatchEvent::BuildFailed`] summary.
+const SUMMARY_LINES: usize = 12;
+
+/// What a [`Watcher`] watches and how it builds.
+#[derive(Debug, Clone)]
+pub struct WatchConfig {
+    /// Workspace root, where cargo runs.
+    pub root: PathBuf,
+    /// Plugin crates rebuilt when their sources change.
+    pub crates: Vec<PluginCrate>,
+    /// Also pick up crates that appear under `root/plugins/` and become workspace members.
+    pub discover_new_crates: bool,
+    /// Directories whose plugin library files are reloaded when they change.
+    pub library_dirs: Vec<PathBuf>,
+    /// cargo profile of the rebuilds (`dev`, `release`, ...): the running binary's.
+    pub profile: String,
+    /// More arguments for `cargo build` (features).
+    pub cargo_args: Vec<String>,
+    /// Environment variables for cargo (e.g. `CARGO_TARGET_DIR`).
+    pub cargo_env: Vec<(String, String)>,
+    /// Quiet time after the last change before acting.
+    pub debounce: Duration,
+}
+
+/// The cargo profile the running binary was built with: `dev` for `target/debug`, the
+/// directory's name for other profiles of the workspace, `dev` elsewhere.
+pub fn running_profile() -> String {
+    let out = build_output_dir();
+    let name = out.as_ref().and_then(|d| d.file_name()).and_then(|n| n.to_str()).unwrap_or("debug").to_string();
+    let in_workspace = match (workspace_root(), &out) {
+        (Some(root), Some(out)) => out.starts_with(root.join("target")),
+        _ => false,
+    };
+    match name.as_str() {
+        "debug" => "dev".into(),
+        "release" => "release".into(),
+        _ if in_workspace => name,
+        _ => "dev".into(),
+    }
+}
+
+/// `--features plugin-api/cuda` when the host was built with CUDA (plugins must match).
+pub fn feature_args() -> Vec<String> {
+    if cfg!(feature = "cuda") {
+        vec!["--features".into(), "plugin-api/cuda".into()]
+    } else {
+        Vec::new()
+    }
+}
+
+impl WatchConfig {
+    /// What the running binary should watch: when it runs from the workspace's build output
+    /// (and `WORKBENCH_NO_BUILD` is not `1`), the workspace's plugin crates; always, the
+    /// plugin directories of the search path other than the workspace's build output.
+    pub fn for_running_binary(extra_dirs: &[PathBuf]) -> WatchConfig {
+        let out_dir = build_output_dir();
+        let root = workspace_root().filter(|r| out_dir.as_ref().is_some_and(|o| o.starts_with(r.join("target"))));
+        let building = root.is_some() && !std::env::var(NO_BUILD_VAR).is_ok_and(|v| v == "1");
+        let crates = match (&root, building) {
+            (Some(r), true) => plugin_crates(r),
+            _ => Vec::new(),
+        };
+        let library_dirs = search_path(extra_dirs)
+            .into_iter()
+            .filter(|d| d.is_dir() && !(root.is_some() && out_dir.as_ref() == Some(d)))
+            .collect();
+        WatchConfig {
+            root: root.unwrap_or_default(),
+            crates,
+            discover_new_crates: building,
+            library_dirs,
+            profile: running_profile(),
+            cargo_args: feature_args(),
+            cargo_env: Vec::new(),
+            debounce: DEBOUNCE,
+        }
+    }
+
+    /// `cargo build --profile P -p PACKAGE` in the workspace, each line of cargo's output
+    /// passed to `on_line` as it comes; the path of the built library, or a summary of the
+    /// compiler errors.
+    pub fn cargo_build(&self, krate: &PluginCrate, on_line: &mut dyn FnMut(String)) -> Result<PathBuf, String> {
+        self.cargo_build_tracked(krate, on_line, None)
+    }
+
+    fn cargo_build_tracked(
+        &self,
+        krate: &PluginCrate,
+        on_line: &mut dyn FnMut(String),
+        running: Option<&Mutex<Option<u32>>>,
+    ) -> Result<PathBuf, String> {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let mut command = Command::new(&cargo);
+        command
+            .current_dir(&self.root)
+            .args(["build", "--profile", &self.profile, "-p", &krate.package])
+            .args(["--message-format=json-render-diagnostics", "--color", "never"])
+            .args(&self.cargo_args)
+            .envs(self.cargo_env.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = command.spawn().map_err(|e| format!("cannot run `{cargo}`: {e}"))?;
+        if let Some(slot) = running {
+            *slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(child.id());
+        }
+        let wanted = krate.library_file_name();
+        let stdout = child.stdout.take().expect("piped");
+        let looked_for = wanted.clone();
+        let artifacts = std::thread::spawn(move || {
+            let mut found = None;
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                let Ok(message) = serde_json::from_str::<serde_json::Value>(&line) else { continue };
+                if message["reason"] != "compiler-artifact" {
+                    continue;
+                }
+                let files = message["filenames"].as_array().cloned().unwrap_or_default();
+                for file in files.iter().filter_map(|f| f.as_str()).map(PathBuf::from) {
+                    if file.file_name().is_some_and(|n| n.to_string_lossy() == looked_for) {
+                        found = Some(file);
+                    }
+                }
+            }
+            found
+        });
+        let mut lines = Vec::new();
+        for line in BufReader::new(child.stderr.take().expect("piped")).lines().map_while(Result::ok) {
+            on_line(line.clone());
+            lines.push(line);
+        }
+        let status = child.wait();
+        if let Some(slot) = running {
+            *slot.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        }
+        let library = artifacts.join().ok().flatten();
+        match status {
+            Ok(s) if s.success() => library.ok_or_else(|| {
+                format!("cargo built {} but reported no {wanted}: is it a `cdylib` crate?", krate.package)
+            }),
+            Ok(s) => Err(error_summary(&lines, &s.to_string())),
+            Err(e) => Err(format!("cargo did not finish: {e}")),
+        }
+    }
+}
+
+/// The compiler's error lines (with their `-->` locations), at most [`SUMMARY_LINES`]; the
+/// last lines of output when there are none.
+fn error_summary(lines: &[String], status: &str) -> String {
+    let mut out = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        if line.starts_with("error") && !line.starts_with("error: could not compile") {
+            out.push(line.trim().to_string());
+            if let Some(next) = lines.get(i + 1).filter(|n| n.trim_start().starts_with("-->")) {
+                out.push(format!("  {}", next.trim()));
+            }
+        }
+    }
+    if out.is_empty() {
+        let tail: Vec<&String> = lines.iter().rev().filter(|l| !l.trim().is_empty()).take(5).collect();
+        out = tail.into_iter().rev().cloned().collect();
+        out.push(format!("cargo {status}"));
+    }
+    out.truncate(SUMMARY_LINES);
+    out.join("\n")
+}
+
+/// A new version of a plugin, loaded and checked, waiting to be made active.
+#[derive(Clone)]
+pub struct Reload {
+    /// The crate (`plugins/hyperset`) or library file it came from.
+    pub source: String,
+    /// The plugin's declared name.
+    pub name: String,
+    /// Its declared version.
+    pub version: String,
+    /// Its build id (see [`super::build_id`]).
+    pub build: Option<String>,
+    /// When the build finished (or the changed library file settled).
+    pub built_at: Instant,
+    /// Copy, open, fingerprint check and registration.
+    pub load_time: Duration,
+    plugin: Arc<Mutex<Option<LoadedPlugin>>>,
+}
+
+impl Reload {
+    /// A reload of `plugin` from `source`, built at `built_at`, loaded in `load_time`.
+    pub fn new(source: String, plugin: LoadedPlugin, built_at: Instant, load_time: Duration) -> Reload {
+        Reload {
+            source,
+            name: plugin.declaration.name.clone(),
+            version: plugin.declaration.version.clone(),
+            build: plugin.build.clone(),
+            built_at,
+            load_time,
+            plugin: Arc::new(Mutex::new(Some(plugin))),
+        }
+    }
+
+    /// The plugin, the first time it is asked for.
+    pub fn take(&self) -> Option<LoadedPlugin> {
+        self.plugin.lock().unwrap_or_else(|p| p.into_inner()).take()
+    }
+}
+
+impl std::fmt::Debug for Reload {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Reload")
+            .field("source", &self.source)
+            .field("name", &self.name)
+            .field("build", &self.build)
+            .field("load_time", &self.load_time)
+            .finish()
+    }
+}
+
+/// What a [`Watcher`] reports.
+#[derive(Debug, Clone)]
+pub enum WatchEvent {
+    /// Watching began.
+    Watching {
+        /// Packages whose sources are watched.
+        crates: Vec<String>,
+        /// Directories watched for library files.
+        library_dirs: Vec<PathBuf>,
+    },
+    /// A crate's sources changed: cargo starts.
+    Building {
+        /// The package being built.
+        package: String,
+    },
+    /// One line of cargo's output.
+    Output {
+        /// The package being built.
+        package: String,
+        /// The line, without its end.
+        line: String,
+    },
+    /// A new version is loaded and checked: make it active with [`PluginHost::accept`].
+    Loaded(Reload),
+    /// cargo failed; the previous version stays active.
+    BuildFailed {
+        /// The package.
+        package: String,
+        /// The compiler errors (see [`WatchEvent::Output`] for everything).
+        summary: String,
+    },
+    /// A library did not load (not a library, another fingerprint...); the previous version
+    /// stays active.
+    LoadFailed {
+        /// The library or crate.
+        source: String,
+        /// Why, naming the fix.
+        reason: String,
+    },
+    /// Something else worth a line.
+    Note(String),
+}
+
+impl WatchEvent {
+    /// The event as one line (several for a failed build) for logs; `None` for
+    /// [`WatchEvent::Loaded`], which is reported once accepted.
+    pub fn describe(&self) -> Option<String> {
+        match self {
+            WatchEvent::Watching { crates, library_dirs } => {
+                let mut parts = Vec::new();
+                if !crates.is_empty() {
+                    parts.push(format!("the sources of {} plugin crate(s) ({})", crates.len(), crates.join(", ")));
+                }
+                if !library_dirs.is_empty() {
+                    let dirs: Vec<String> = library_dirs.iter().map(|d| d.display().to_string()).collect();
+                    parts.push(format!("the libraries in {}", dirs.join(", ")));
+                }
+                if parts.is_empty() {
+                    parts.push("nothing".into());
+                }
+                Some(format!("watching {}", parts.join(" and ")))
+            }
+            WatchEvent::Building { package } => Some(format!("{package}: sources changed, rebuilding")),
+            WatchEvent::Output { line, .. } => Some(format!("  {line}")),
+            WatchEvent::Loaded(_) => None,
+            WatchEvent::BuildFailed { package, summary } => {
+                Some(format!("{package}: build failed; the version loaded before stays active\n{summary}"))
+            }
+            WatchEvent::LoadFailed { reason, .. } => {
+                Some(format!("not loaded (a version loaded before stays active): {reason}"))
+            }
+            WatchEvent::Note(text) => Some(text.clone()),
+        }
+    }
+}
+
+/// A reloaded plugin made active, and how long it took.
+#[derive(Debug, Clone)]
+pub struct Activation {
+    /// The plugin's name.
+    pub name: String,
+    /// A line for logs.
+    pub line: String,
+    /// From the end of the build to the swap done (includes the time the event waited).
+    pub since_build: Duration,
+    /// Copy, open, fingerprint check and registration.
+    pub load: Duration,
+    /// The registry swap.
+    pub swap: Duration,
+}
+
+impl PluginHost {
+    /// Makes a reloaded plugin active ([`PluginHost::swap`]); the replaced version is dropped
+    /// here, its library closed once nothing built from it is alive. Refused (the host
+    /// unchanged) when another library provides a plugin of the same name.
+    pub fn accept(&mut self, reload: &Reload) -> Result<Activation, String> {
+        let plugin = reload.take().ok_or_else(|| format!("{}: this reload was already applied", reload.name))?;
+        let swap_started = Instant::now();
+        let replaced = self.swap(plugin).map_err(|e| format!("{}: {e}", reload.source))?;
+        let swap = swap_started.elapsed();
+        let since_build = reload.built_at.elapsed();
+        drop(replaced);
+        let build = reload.build.as_deref().map_or_else(|| "?".to_string(), |b| short(b).to_string());
+        let line = format!(
+            "{} {} build {build} active ({}): {:.1} ms after its build (copy + load + check {:.1} ms, swap {:.3} ms)",
+            reload.name,
+            reload.version,
+            reload.source,
+            since_build.as_secs_f64() * 1e3,
+            reload.load_time.as_secs_f64() * 1e3,
+            swap.as_secs_f64() * 1e3,
+        );
+        Ok(Activation { name: reload.name.clone(), line, since_build, load: reload.load_time, swap })
+    }
+}
+
+/// Watches plugin sources and libraries on a thread of its own (see the module doc).
+/// Dropping it stops the thread and the build in progress.
+pub struct Watcher {
+    stop: Arc<AtomicBool>,
+    cargo: Arc<Mutex<Option<u32>>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Watcher {
+    /// Starts watching; every event goes to `on_event`, on the watcher's thread.
+    pub fn start(config: WatchConfig, on_event: impl FnMut(WatchEvent) + Send + 'static) -> notify::Result<Watcher> {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let debouncer = new_debouncer(config.debounce, tx)?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let cargo = Arc::new(Mutex::new(None));
+        let mut state = State {
+            config,
+            on_event: Box::new(on_event),
+            crates: Vec::new(),
+            libraries: HashMap::new(),
+            watched: BTreeSet::new(),
+            debouncer,
+            stop: stop.clone(),
+            cargo: cargo.clone(),
+        };
+        let thread = std::thread::Builder::new().name("plugin-watch".into()).spawn(move || {
+            state.begin();
+            state.run(rx);
+        })?;
+        Ok(Watcher { stop, cargo, thread: Some(thread) })
+    }
+
+    /// Stops watching and waits for the thread (and a build in progress, which is killed).
+    pub fn stop(mut self) {
+        self.signal();
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+
+    fn signal(&self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(pid) = *self.cargo.lock().unwrap_or_else(|p| p.into_inner()) {
+            // SAFETY: plain kill(2) of the cargo process this watcher started.
+            unsafe { libc::kill(pid as libc::pid_t, libc::SIGTERM) };
+        }
+    }
+}
+
+impl Drop for Watcher {
+    fn drop(&mut self) {
+        self.signal();
+    }
+}
+
+/// A watched crate and the sources hash of its last build attempt.
+struct WatchedCrate {
+    krate: PluginCrate,
+    dirs: Vec<PathBuf>,
+    attempted: Option<String>,
+}
+
+impl WatchedCrate {
+    fn affected_by(&self, path: &Path, name: &str) -> bool {
+        self.dirs.iter().any(|d| {
+            path.starts_with(d.join("src")) || (path.parent() == Some(d) && matches!(name, "Cargo.toml" | "build.rs"))
+        })
+    }
+}
+
+struct State {
+    config: WatchConfig,
+    on_event: Box<dyn FnMut(WatchEvent) + Send>,
+    crates: Vec<WatchedCrate>,
+    /// Library file -> hash of the version last loaded from it.
+    libraries: HashMap<PathBuf, Option<String>>,
+    watched: BTreeSet<(PathBuf, bool)>,
+    debouncer: Debouncer<RecommendedWatcher>,
+    stop: Arc<AtomicBool>,
+    cargo: Arc<Mutex<Option<u32>>>,
+}
+
+impl State {
+    fn emit(&mut self, event: WatchEvent) {
+        (self.on_event)(event);
+    }
+
+    fn watch(&mut self, path: &Path, recursive: bool) {
+        if !path.exists() || !self.watched.insert((path.to_path_buf(), recursive)) {
+            return;
+        }
+        let mode = if recursive { RecursiveMode::Recursive } else { RecursiveMode::NonRecursive };
+        if let Err(e) = self.debouncer.watcher().watch(path, mode) {
+            self.emit(WatchEvent::Note(format!("cannot watch {}: {e}", path.display())));
+        }
+    }
+
+    fn root(&self) -> Option<PathBuf> {
+        (!self.config.root.as_os_str().is_empty()).then(|| self.config.root.clone())
+    }
+
+    /// Watches a crate's sources and those of its path dependencies.
+    fn add_crate(&mut self, krate: PluginCrate, attempted: Option<String>) -> usize {
+        let root = self.root();
+        let dirs: Vec<PathBuf> = source_dirs(&krate, root.as_deref()).into_iter().map(|(_, d)| d).collect();
+        for dir in &dirs {
+            self.watch(&dir.join("src"), true);
+            self.watch(dir, false);
+        }
+        self.crates.push(WatchedCrate { krate, dirs, attempted });
+        self.crates.len() - 1
+    }
+
+    fn begin(&mut self) {
+        let root = self.root();
+        for krate in self.config.crates.clone() {
+            let current = crate_build_id(&krate, root.as_deref()).ok();
+            self.add_crate(krate, current);
+        }
+        if let (Some(root), true) = (root, self.config.discover_new_crates) {
+            self.watch(&root, false);
+            self.watch(&root.join("plugins"), false);
+        }
+        for dir in self.config.library_dirs.clone() {
+            self.watch(&dir, false);
+        }
+        let crates = self.crates.iter().map(|c| c.krate.package.clone()).collect();
+        let library_dirs = self.config.library_dirs.clone();
+        self.emit(WatchEvent::Watching { crates, library_dirs });
+    }
+
+    fn stopped(&self) -> bool {
+        self.stop.load(Ordering::SeqCst)
+    }
+
+    fn run(&mut self, rx: Receiver<DebounceEventResult>) {
+        while !self.stopped() {
+            let first = match rx.recv_timeout(Duration::from_millis(100)) {
+                Ok(result) => result,
+                Err(RecvTimeoutError::Timeout) => continue,
+                Err(RecvTimeoutError::Disconnected) => return,
+            };
+            let mut paths = BTreeSet::new();
+            for result in std::iter::once(first).chain(rx.try_iter()) {
+                match result {
+                    Ok(events) => paths.extend(events.into_iter().map(|e| e.path)),
+                    Err(e) => self.emit(WatchEvent::Note(format!("file watching: {e}"))),
+                }
+            }
+            self.process(paths);
+        }
+    }
+
+    fn process(&mut self, paths: BTreeSet<PathBuf>) {
+        let root = self.root();
+        let mut rescan = false;
+        let mut rebuild = BTreeSet::new();
+        let mut libraries = BTreeSet::new();
+        for path in paths {
+            let Some(name) = path.file_name().and_then(|n| n.to_str()).map(str::to_string) else { continue };
+            if is_editor_leftover(&name) {
+                continue;
+            }
+            if let (Some(root), true) = (&root, self.config.discover_new_crates) {
+                rescan |= path == root.join("Cargo.toml") || path.parent() == Some(&root.join("plugins"));
+            }
+            rebuild.extend(self.crates.iter().enumerate().filter(|(_, c)| c.affected_by(&path, &name)).map(|(i, _)| i));
+            let in_library_dir = self.config.library_dirs.iter().any(|d| path.parent() == Some(d.as_path()));
+            if in_library_dir && name.ends_with(std::env::consts::DLL_SUFFIX) {
+                libraries.insert(path);
+            }
+        }
+        if rescan {
+            rebuild.extend(self.discover());
+        }
+        for i in rebuild {
+            if self.stopped() {
+                return;
+            }
+            self.rebuild(i);
+        }
+        for library in libraries {
+            if self.stopped() {
+                return;
+            }
+            self.reload_library(&library);
+        }
+    }
+
+    /// Crates under `plugins/` that became workspace members since the last look.
+    fn discover(&mut self) -> Vec<usize> {
+        let Some(root) = self.root() else { return Vec::new() };
+        let members: Vec<String> = std::fs::read_to_string(root.join("Cargo.toml"))
+            .ok()
+            .and_then(|t| t.parse::<toml::Table>().ok())
+            .and_then(|m| m.get("workspace")?.get("members")?.as_array().cloned())
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|m| m.as_str().map(|s| s.trim_end_matches('/').to_string()))
+            .collect();
+        let mut added = Vec::new();
+        for krate in plugin_crates(&root) {
+            if self.crates.iter().any(|c| c.krate.dir == krate.dir) {
+                continue;
+            }
+            let Some(dir_name) = krate.dir.file_name().and_then(|n| n.to_str()) else { continue };
+            let member = format!("plugins/{dir_name}");
+            if !members.iter().any(|m| *m == member || m == "plugins/*") {
+                continue;
+            }
+            self.emit(WatchEvent::Note(format!("new plugin crate {}: building it", krate.package)));
+            added.push(self.add_crate(krate, None));
+        }
+        added
+    }
+
+    fn rebuild(&mut self, i: usize) {
+        let root = self.root();
+        let krate = self.crates[i].krate.clone();
+        let id = match crate_build_id(&krate, root.as_deref()) {
+            Ok(id) => id,
+            Err(e) => {
+                self.emit(WatchEvent::Note(format!("{}: cannot read its sources: {e}", krate.package)));
+                return;
+            }
+        };
+        if self.crates[i].attempted.as_deref() == Some(id.as_str()) {
+            return; // touched, not changed (or this exact source already failed)
+        }
+        self.crates[i].attempted = Some(id.clone());
+        let package = krate.package.clone();
+        self.emit(WatchEvent::Building { package: package.clone() });
+        let config = self.config.clone();
+        let cargo = self.cargo.clone();
+        let on_event = &mut self.on_event;
+        let mut on_line = |line: String| on_event(WatchEvent::Output { package: package.clone(), line });
+        let built = config.cargo_build_tracked(&krate, &mut on_line, Some(&cargo));
+        let source = krate.dir.strip_prefix(&config.root).unwrap_or(&krate.dir).display().to_string();
+        match built {
+            Err(summary) if self.stopped() => drop(summary),
+            Err(summary) => self.emit(WatchEvent::BuildFailed { package, summary }),
+            Ok(library) => {
+                let built_at = Instant::now();
+                match load_fresh(&library) {
+                    Ok((mut plugin, load_time)) => {
+                        plugin.build = Some(id);
+                        self.emit(WatchEvent::Loaded(Reload::new(source, plugin, built_at, load_time)));
+                    }
+                    Err(e) => self.emit(WatchEvent::LoadFailed { source, reason: e.to_string() }),
+                }
+            }
+        }
+    }
+
+    fn reload_library(&mut self, path: &Path) {
+        let source = path.display().to_string();
+        if !path.is_file() {
+            self.libraries.remove(path);
+            self.emit(WatchEvent::Note(format!(
+                "{source} was removed; a plugin loaded from it stays active until the workbench restarts"
+            )));
+            return;
+        }
+        let id = library_build_id(path).ok();
+        if id.is_some() && self.libraries.get(path) == Some(&id) {
+            return;
+        }
+        self.libraries.insert(path.to_path_buf(), id.clone());
+        let settled = Instant::now();
+        match load_fresh(path) {
+            Ok((mut plugin, load_time)) => {
+                plugin.build = id;
+                self.emit(WatchEvent::Loaded(Reload::new(source, plugin, settled, load_time)));
+            }
+            Err(e) => self.emit(WatchEvent::LoadFailed { source, reason: e.to_string() }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn build_failures_are_summarised_by_their_errors_and_locations() {
+        let lines: Vec<String> = [
+            "   Compiling probe v0.1.0",
+            "error[E0425]: cannot find value `x` in this scope",
+            "  --> plugins/probe/src/lib.rs:3:5",
+            "   |",
+            "3  |     x",
+            "error: could not compile `probe` (lib) due to 1 previous error",
+        ]
+        .map(String::from)
+        .to_vec();
+        let summary = error_summary(&lines, "exit status: 101");
+        assert_eq!(summary, "error[E0425]: cannot find value `x` in this scope\n  --> plugins/probe/src/lib.rs:3:5");
+        let other = error_summary(&["error: could not find `Cargo.toml`".to_string()], "exit status: 101");
+        assert!(other.contains("could not find"), "{other}");
+        let silent = error_summary(&["warning: something".to_string()], "exit status: 1");
+        assert!(silent.ends_with("cargo exit status: 1"), "{silent}");
+    }
+
+    #[test]
+    fn the_profile_follows_the_build_directory() {
+        // Unit tests run from target/<profile>/deps of this workspace.
+        let dir = build_output_dir().unwrap();
+        let expected = match dir.file_name().unwrap().to_str().unwrap() {
+            "debug" => "dev".to_string(),
+            other => other.to_string(),
+        };
+        assert_eq!(running_profile(), expected);
+    }
+}

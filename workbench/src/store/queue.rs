@@ -1,0 +1,250 @@
+//! Sweeps and the job queue in the run store: queued runs are started by queue runners (the
+//! CLI's or the TUI's) that claim them atomically, so two runners never start the same run
+//! and together never exceed the machine's job limit.
+
+use super::{now, RunRecord, Store, StoreError, SweepRecord};
+use std::collections::BTreeMap;
+
+/// A claim that has not become `running` within this many seconds has failed (the worker
+/// died before it could start) and is released.
+pub const CLAIM_TIMEOUT_S: f64 = 120.0;
+
+impl Store {
+    /// Creates a sweep; its runs are added with [`Store::create_run_in_sweep`].
+    pub async fn create_sweep(&self, name: &str, spec: &serde_json::Value) -> Result<i64, StoreError> {
+        let result = sqlx::query("INSERT INTO sweeps (name, spec, created_at) VALUES (?, ?, ?)")
+            .bind(name)
+            .bind(spec.to_string())
+            .bind(now())
+            .execute(&self.pool)
+            .await
+            .map_err(|e| self.err(e))?;
+        Ok(result.last_insert_rowid())
+    }
+
+    /// Creates a queued run as point `index` of sweep `sweep`.
+    pub async fn create_run_in_sweep(&self, run: &super::NewRun, sweep: i64, index: u32) -> Result<i64, StoreError> {
+        let id = self.create_run(run).await?;
+        sqlx::query("UPDATE runs SET sweep_id = ?, sweep_index = ? WHERE id = ?")
+            .bind(sweep)
+            .bind(i64::from(index))
+            .bind(id)
+            .execute(&self.pool)
+            .await
+            .map_err(|e| self.err(e))?;
+        Ok(id)
+    }
+
+    /// Creates a queued run already claimed by process `pid` (which starts it itself), so no
+    /// queue runner starts it too.
+    pub async fn create_claimed_run(&self, run: &super::NewRun, pid: u32) -> Result<i64, StoreError> {
+        self.insert_run(run, Some(pid)).await
+    }
+
+    /// Claims queued run `id` for process `pid` (which starts it itself); refused if another
+    /// runner is starting it or it is not queued.
+    pub async fn claim(&self, id: i64, pid: u32) -> Result<(), StoreError> {
+        let result = sqlx::query(
+            "UPDATE runs SET claimed_by = ?, claimed_at = ? WHERE id = ? AND status = 'queued' AND claimed_by IS NULL",
+        )
+        .bind(i64::from(pid))
+        .bind(now())
+        .bind(id)
+        .execute(&self.pool)
+        .await
+        .map_err(|e| self.err(e))?;
+        if result.rows_affected() == 0 {
+            let status = self.status_of(id).await?;
+            return Err(StoreError::InvalidTransition {
+                id,
+                status,
+                action: "be started here",
+                hint: "a queue runner is already starting it".into(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Every sweep with its runs counted by status, newest first.
+    pub async fn sweeps(&self) -> Result<Vec<SweepRecord>, StoreError> {
+        let rows = sqlx::query("SELECT id, name, spec, created_at FROM sweeps ORDER BY id DESC")
+            .fetch_all(&self.pool)
+            .await
+            .map_err(|e| self.err(e))?;
+        let counts = sqlx::query(
+            "SELECT sweep_id, status, COUNT(*) AS n, SUM(held) AS held FROM runs \
+             WHERE sweep_id IS NOT NULL GROUP BY sweep_id, status",
+        )
+        .fetch_all(&self.pool)
+        .await
+        .map_err(|e| self.err(e))?;
+        let mut out = Vec::new();
+        for r in rows {
+            let id: i64 = self.get(&r, "id")?;
+            let spec: String = self.get(&r, "spec")?;
+            let mut record = SweepRecord {
+                id,
+                name: self.get(&r, "name")?,
+                spec: serde_json::from_str(&spec)
+                    .map_err(|e| self.corrupt(format!("sweep {id} has an invalid spec: {e}")))?,
+                created_at: self.get(&r, "created_at")?,
+                counts: BTreeMap::new(),
+                held: 0,
+            };
+            for c in &counts {
+                if self.get::<i64>(c, "sweep_id")? == id {
+                    let status: String = self.get(c, "status")?;
+                    let n: i64 = self.get(c, "n")?;
+                    record.counts.insert(status.clone(), n as u64);
+                    if status == "queued" {
+                        record.held = self.get::<Option<i64>>(c, "held")?.unwrap_or(0) as u64;
+                    }
+                }
+            }
+            out.push(record);
+        }
+        Ok(out)
+    }
+
+    /// The sweep with this id, or [`StoreError::NotFound`] (the id is reported as a run id).
+    pub async fn sweep(&self, id: i64) -> Result<SweepRecord, StoreError> {
+        self.sweeps().await?.into_iter().find(|s| s.id == id).ok_or(StoreError::NotFound(id))
+    }
+
+    /// The runs of a sweep in declared order.
+    pub async fn sweep_runs(&self, sweep: i64) -> Result<Vec<RunRecord>, StoreError> {
+        let rows = sqlx::query(concat!(select_runs!(), " WHERE sweep_id = ? ORDER BY sweep_index, id"))
+            .bind(sweep)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(|e| self.err(e))?;
+        rows.iter().map(|r| self.map_run(r)).collect()
+    }
+
+    /// Pauses (`held = true`) or releases a queued run. Pausing a run that is not queued is
+    /// refused with the reason.
+    pub async fn set_held(&self, id: i64, held: bool) -> Result<(), StoreError> {
+        let result = sqlx::query("UPDATE runs SET held = ? WHERE id = ? AND status = 'queued'")
+            .bind(i64::from(held))
+            .bind(id)
+            .execute(&self.pool)
+            .await
+            .map_err(|e| self.err(e))?;
+        if result.rows_affected() == 0 {
+            let status = self.status_of(id).await?;
+            return Err(StoreError::InvalidTransition {
+                id,
+                status,
+                action: if held { "be paused" } else { "be unpaused" },
+                hint: "only queued runs wait in the queue; stop a running run with cancel".into(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Pauses or releases every queued run of a sweep; returns how many changed.
+    pub async fn set_sweep_held(&self, sweep: i64, held: bool) -> Result<u64, StoreError> {
+        self.sweep(sweep).await?;
+        let result = sqlx::query("UPDATE runs SET held = ? WHERE sweep_id = ? AND status = 'queued'")
+            .bind(i64::from(held))
+            .bind(sweep)
+            .execute(&self.pool)
+            .await
+            .map_err(|e| self.err(e))?;
+        Ok(result.rows_affected())
+    }
+
+    /// Cancels a queued run before it starts: it becomes `interrupted` (and can be requeued).
+    pub async fn cancel_queued(&self, id: i64) -> Result<(), StoreError> {
+        let result = sqlx::query(
+            "UPDATE runs SET status = 'interrupted', finished_at = ?, held = 0, claimed_by = NULL, \
+             error = 'cancelled before it started' WHERE id = ? AND status = 'queued'",
+        )
+        .bind(now())
+        .bind(id)
+        .execute(&self.pool)
+        .await
+        .map_err(|e| self.err(e))?;
+        if result.rows_affected() == 0 {
+            let status = self.status_of(id).await?;
+            return Err(StoreError::InvalidTransition {
+                id,
+                status,
+                action: "be cancelled before starting",
+                hint: "a running run is stopped by signalling its worker".into(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Claims the next queued run for runner `pid` if fewer than `jobs` runs are running or
+    /// claimed, in one write transaction; returns it, or `None` when the queue is empty, all
+    /// queued runs are paused or the job limit is reached. Runs start in id order (a sweep's
+    /// runs are created in its declared order).
+    pub async fn claim_next(&self, pid: u32, jobs: usize) -> Result<Option<RunRecord>, StoreError> {
+        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await.map_err(|e| self.err(e))?;
+        let busy: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM runs WHERE status = 'running' OR (status = 'queued' AND claimed_by IS NOT NULL)",
+        )
+        .fetch_one(&mut *tx)
+        .await
+        .map_err(|e| self.err(e))?;
+        if busy as usize >= jobs {
+            return Ok(None);
+        }
+        let next: Option<i64> = sqlx::query_scalar(
+            "SELECT id FROM runs WHERE status = 'queued' AND held = 0 AND claimed_by IS NULL ORDER BY id LIMIT 1",
+        )
+        .fetch_optional(&mut *tx)
+        .await
+        .map_err(|e| self.err(e))?;
+        let Some(id) = next else { return Ok(None) };
+        sqlx::query("UPDATE runs SET claimed_by = ?, claimed_at = ? WHERE id = ?")
+            .bind(i64::from(pid))
+            .bind(now())
+            .bind(id)
+            .execute(&mut *tx)
+            .await
+            .map_err(|e| self.err(e))?;
+        tx.commit().await.map_err(|e| self.err(e))?;
+        self.run(id).await.map(Some)
+    }
+
+    /// Releases claims on queued runs whose runner is gone (per `is_alive`) or that did not
+    /// start within [`CLAIM_TIMEOUT_S`]; returns their ids.
+    pub async fn release_stale_claims(&self, is_alive: impl Fn(u32) -> bool) -> Result<Vec<i64>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT id, claimed_by, claimed_at FROM runs WHERE status = 'queued' AND claimed_by IS NOT NULL",
+        )
+        .fetch_all(&self.pool)
+        .await
+        .map_err(|e| self.err(e))?;
+        let mut released = Vec::new();
+        for row in rows {
+            let id: i64 = self.get(&row, "id")?;
+            let pid: i64 = self.get(&row, "claimed_by")?;
+            let at: Option<f64> = self.get(&row, "claimed_at")?;
+            let alive = u32::try_from(pid).is_ok_and(&is_alive);
+            if alive && at.is_some_and(|t| now() - t < CLAIM_TIMEOUT_S) {
+                continue;
+            }
+            sqlx::query("UPDATE runs SET claimed_by = NULL, claimed_at = NULL WHERE id = ? AND status = 'queued' AND claimed_by = ?")
+                .bind(id)
+                .bind(pid)
+                .execute(&self.pool)
+                .await
+                .map_err(|e| self.err(e))?;
+            released.push(id);
+        }
+        Ok(released)
+    }
+
+    /// Counts of runs by status (for the queue's progress display).
+    pub async fn status_counts(&self, ids: &[i64]) -> Result<BTreeMap<&'static str, usize>, StoreError> {
+        let mut counts = BTreeMap::new();
+        for r in self.list_runs().await?.into_iter().filter(|r| ids.contains(&r.id)) {
+            *counts.entry(r.status.as_str()).or_insert(0) += 1;
+        }
+        Ok(counts)
+    }
+}

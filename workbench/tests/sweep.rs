@@ -1,0 +1,176 @@
+//! Sweeps, the job queue and ablation tables, through the real binary.
+
+mod common;
+
+use common::{run, temp_dir, workbench};
+use serde_json::Value;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+/// A tiny Sudoku configuration (runs in a second or two).
+const TINY: &[&str] = &[
+    "d=16",
+    "heads=2",
+    "iterations=2",
+    "difficulty=easy",
+    "task.train_puzzles=32",
+    "task.eval_puzzles=8",
+    "steps=4",
+    "eval_every=2",
+    "eval_depths=",
+    "eval_examples=8",
+];
+
+fn ok(dir: &Path, args: &[&str]) -> (String, String) {
+    let (code, stdout, stderr) = run(workbench(dir).args(args));
+    assert_eq!(code, 0, "workbench {args:?} failed:\n{stdout}\n{stderr}");
+    (stdout, stderr)
+}
+
+fn runs(dir: &Path) -> Vec<Value> {
+    let (stdout, _) = ok(dir, &["runs", "--json"]);
+    serde_json::from_str::<Value>(&stdout).unwrap().as_array().cloned().unwrap_or_default()
+}
+
+fn status(dir: &Path, id: i64) -> String {
+    let (stdout, _) = ok(dir, &["runs", "show", &id.to_string(), "--json"]);
+    let v: Value = serde_json::from_str(&stdout).unwrap();
+    v["run"]["status"].as_str().unwrap().to_string()
+}
+
+fn sweep_detached(dir: &Path, layers: &str, axes: &[&str]) -> (String, String) {
+    let mut args = vec!["sweep", "--layer", layers, "--task", "sudoku", "--detach"];
+    args.extend_from_slice(TINY);
+    args.extend_from_slice(axes);
+    ok(dir, &args)
+}
+
+#[test]
+fn a_bad_point_refuses_the_whole_sweep_before_anything_is_queued() {
+    let dir = temp_dir("sweep-bad");
+    let mut args = vec!["sweep", "--layer", "transformer", "--task", "sudoku", "--detach"];
+    args.extend_from_slice(TINY);
+    // d=30 is not divisible by heads=4; d=16 is.
+    args.extend_from_slice(&["d=16,30", "heads=4"]);
+    let (code, _, stderr) = run(workbench(&dir).args(&args));
+    assert_ne!(code, 0);
+    assert!(stderr.contains("nothing was queued") && stderr.contains("d=30"), "{stderr}");
+    assert!(runs(&dir).is_empty(), "runs were queued");
+    // A key of no plugin is refused too.
+    let (code, _, stderr) = run(workbench(&dir).args(["sweep", "--layer", "transformer", "--detach", "bogus=1,2"]));
+    assert_ne!(code, 0);
+    assert!(stderr.contains("`bogus` is not a key"), "{stderr}");
+    assert!(runs(&dir).is_empty());
+}
+
+#[test]
+fn grids_expand_over_layers_and_the_queue_runs_them_one_at_a_time() {
+    let dir = temp_dir("sweep-grid");
+    // step_cond exists in hyperset only: the transformer gets one point per seed.
+    let (_, stderr) =
+        sweep_detached(&dir, "hyperset,transformer", &["step_cond=x0,xt", "seed=0,1", "lr=1e-3:1e-2:log2"]);
+    assert!(stderr.contains("12 runs queued"), "{stderr}");
+    let listed = runs(&dir);
+    assert_eq!(listed.len(), 12);
+    let hyperset = listed.iter().filter(|r| r["layer"]["name"] == "hyperset").count();
+    assert_eq!(hyperset, 8);
+    assert!(listed.iter().all(|r| r["status"] == "queued"));
+
+    // The queue starts at most --jobs workers: sample the statuses while it runs.
+    let mut child = workbench(&dir).args(["queue", "--jobs", "1"]).spawn().unwrap();
+    let start = Instant::now();
+    let mut most = 0;
+    loop {
+        let running = runs(&dir).iter().filter(|r| r["status"] == "running").count();
+        most = most.max(running);
+        if let Some(status) = child.try_wait().unwrap() {
+            assert!(status.success(), "queue runner failed");
+            break;
+        }
+        assert!(start.elapsed() < Duration::from_secs(300), "the queue did not finish");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(most <= 1, "{most} runs ran at once with --jobs 1");
+    assert!(runs(&dir).iter().all(|r| r["status"] == "finished"));
+
+    // The ablation table of the sweep: rows in declared order, seeds grouped.
+    let (csv, _) = ok(&dir, &["ablation", "--sweep", "1", "--format", "csv", "--metrics", "cell_acc"]);
+    let rows: Vec<Vec<&str>> = csv.lines().map(|l| l.split(',').collect()).collect();
+    let header = &rows[0];
+    assert!(header.contains(&"step_cond") && header.contains(&"lr"), "{csv}");
+    assert!(!header.iter().any(|h| h.contains("loss")), "--metrics keeps only cell_acc: {csv}");
+    assert_eq!(rows.len(), 1 + 6, "4 hyperset + 2 transformer configurations:\n{csv}");
+    let layer = |r: &Vec<&str>| r[0].to_string();
+    assert_eq!(layer(&rows[1]), "hyperset");
+    assert_eq!(layer(&rows[6]), "transformer");
+    let runs_col = header.iter().position(|h| *h == "runs").unwrap();
+    assert!(rows[1..].iter().all(|r| r[runs_col].split(' ').count() == 2), "two seeds per row:\n{csv}");
+    let (tex, _) = ok(&dir, &["ablation", "--sweep", "1", "--format", "latex"]);
+    assert!(tex.contains("\\toprule") && tex.contains("\\bottomrule") && tex.contains("$\\pm$"), "{tex}");
+    let (list, _) = ok(&dir, &["sweeps"]);
+    assert!(list.contains("sweep   1") && list.contains("12 finished"), "{list}");
+}
+
+#[test]
+fn pause_resume_and_cancel() {
+    let dir = temp_dir("sweep-pause");
+    sweep_detached(&dir, "transformer", &["seed=0,1,2"]);
+    ok(&dir, &["runs", "pause", "1"]);
+    ok(&dir, &["runs", "cancel", "2"]);
+    assert_eq!(status(&dir, 2), "interrupted");
+    // The runner starts run 3 only, then stops with run 1 still paused (exit code 1).
+    let (code, _, stderr) = run(workbench(&dir).args(["queue"]));
+    assert_eq!(code, 1, "{stderr}");
+    assert!(stderr.contains("1 paused"), "{stderr}");
+    assert_eq!((status(&dir, 1).as_str(), status(&dir, 3).as_str()), ("queued", "finished"));
+    // Pausing a finished run is refused with the reason.
+    let (code, _, stderr) = run(workbench(&dir).args(["runs", "pause", "3"]));
+    assert_ne!(code, 0);
+    assert!(stderr.contains("only queued runs"), "{stderr}");
+    // A paused sweep keeps its runs; resuming it lets the queue finish them.
+    ok(&dir, &["runs", "unpause", "1"]);
+    ok(&dir, &["sweeps", "pause", "1"]);
+    let (code, _, _) = run(workbench(&dir).args(["queue"]));
+    assert_eq!(code, 1);
+    assert_eq!(status(&dir, 1), "queued");
+    ok(&dir, &["sweeps", "resume", "1"]);
+    ok(&dir, &["runs", "requeue", "2"]);
+    ok(&dir, &["queue"]);
+    assert_eq!((status(&dir, 1).as_str(), status(&dir, 2).as_str()), ("finished", "finished"));
+}
+
+#[test]
+fn an_interrupted_run_is_requeued_and_resumes_from_its_checkpoint() {
+    let dir = temp_dir("sweep-resume");
+    let mut args = vec!["sweep", "--layer", "transformer", "--task", "sudoku", "--detach"];
+    args.extend_from_slice(&TINY[..TINY.len() - 4]);
+    args.extend_from_slice(&["steps=400", "eval_every=200", "eval_depths=", "eval_examples=8"]);
+    ok(&dir, &args);
+    let mut queue = workbench(&dir).args(["queue"]).spawn().unwrap();
+    // Wait until the run has passed a checkpoint, then stop it.
+    let start = Instant::now();
+    loop {
+        let r = runs(&dir);
+        if r[0]["last_step"].as_u64().unwrap_or(0) >= 10 {
+            break;
+        }
+        assert!(start.elapsed() < Duration::from_secs(120), "the run did not progress: {r:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    ok(&dir, &["runs", "cancel", "1"]);
+    assert!(queue.wait().unwrap().code() == Some(1), "the queue ends with the run not finished");
+    assert_eq!(status(&dir, 1), "interrupted");
+    ok(&dir, &["runs", "requeue", "1"]);
+    ok(&dir, &["queue"]);
+    let (stdout, _) = ok(&dir, &["runs", "show", "1", "--json"]);
+    let shown: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(shown["run"]["status"], "finished");
+    let starts: Vec<u64> = shown["log"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|l| l.as_str()?.split("from step ").nth(1)?.split(' ').next()?.parse().ok())
+        .collect();
+    assert_eq!(starts.len(), 2, "one start and one resume: {}", shown["log"]);
+    assert!(starts[0] == 0 && starts[1] >= 10, "resumed from its checkpoint: {starts:?}");
+}
