@@ -196,7 +196,15 @@ impl<L: Layer> Layer for Guarded<L> {
     fn train_iterations(&self) -> usize {
         guard(|| Ok(self.0.train_iterations())).unwrap_or(0)
     }
+    /// A causal pass of a layer that cannot mask is refused here, so no layer can silently
+    /// look ahead whatever its own code does.
     fn forward(&self, x0: &Tensor, pass: &mut Pass<'_>) -> Result<Tensor> {
+        if pass.causal && !self.supports_causal() {
+            return Err(crate::PluginError::Other(
+                "this layer cannot run causally (it has no causal mask); use a non-causal task or a causal layer"
+                    .into(),
+            ));
+        }
         guard(|| self.0.forward(x0, pass))
     }
     fn supports_causal(&self) -> bool {
