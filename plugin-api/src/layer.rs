@@ -150,6 +150,56 @@ impl BlockSchedule {
     }
 }
 
+/// The `k` distinct blocks of a recurrent layer, block `b` running iterations
+/// `b * I/k + 1 ..= (b + 1) * I/k` of a pass of `I` iterations ([`BlockSchedule`]).
+pub struct BlockStack<B> {
+    blocks: Vec<B>,
+}
+
+impl<B> BlockStack<B> {
+    /// Builds `count` blocks, block `b` from `vb.pp("block{b}")`.
+    pub fn new(
+        count: usize,
+        vb: &candle_nn::VarBuilder,
+        mut build: impl FnMut(candle_nn::VarBuilder) -> Result<B>,
+    ) -> Result<Self> {
+        let blocks = (0..count).map(|b| build(vb.pp(format!("block{b}")))).collect::<Result<Vec<_>>>()?;
+        Ok(BlockStack { blocks })
+    }
+
+    /// The blocks, in order.
+    pub fn blocks(&self) -> &[B] {
+        &self.blocks
+    }
+
+    /// The block that produced the state after global iteration `t` of a pass of
+    /// `iterations` iterations (block 0 for `t = 0`).
+    pub fn at(&self, t: usize, iterations: usize) -> Result<&B> {
+        let (b, _) = BlockSchedule::new(iterations, self.blocks.len())?.locate(t);
+        Ok(&self.blocks[b])
+    }
+
+    /// Runs a pass: `x_t = step(block(t), x_{t-1})` for `t = 1..=pass.iterations`, reporting
+    /// `x_0` and every `x_t` to the pass's observer. State carried across iterations (a
+    /// momentum buffer) lives in the closure.
+    pub fn run(
+        &self,
+        x0: &Tensor,
+        pass: &mut Pass<'_>,
+        mut step: impl FnMut(&B, &Tensor) -> Result<Tensor>,
+    ) -> Result<Tensor> {
+        let schedule = BlockSchedule::new(pass.iterations, self.blocks.len())?;
+        let mut x = x0.clone();
+        pass.observe(0, &x)?;
+        for t in 1..=pass.iterations {
+            let (b, _) = schedule.locate(t);
+            x = step(&self.blocks[b], &x)?;
+            pass.observe(t, &x)?;
+        }
+        Ok(x)
+    }
+}
+
 /// Checks the usual shape constraints of a multi-head recurrent layer: `heads` divides `d`
 /// and `layers` divides `iterations`.
 pub fn check_heads_and_layers(d: usize, heads: usize, iterations: usize, layers: usize) -> Result<()> {
@@ -185,4 +235,51 @@ pub struct DescentCheck {
     pub before: f64,
     /// Energy after the step.
     pub after: f64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use candle_core::{DType, Device};
+    use candle_nn::{VarBuilder, VarMap};
+
+    struct Record(Vec<usize>);
+    impl StateObserver for Record {
+        fn observe(&mut self, t: usize, _x: &Tensor) -> Result<()> {
+            self.0.push(t);
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn block_stacks_run_each_block_for_its_share_of_the_iterations() {
+        let map = VarMap::new();
+        let vb = VarBuilder::from_varmap(&map, DType::F32, &Device::Cpu);
+        let mut names = Vec::new();
+        let stack = BlockStack::new(2, &vb, |vb| {
+            names.push(vb.prefix());
+            Ok(names.len() - 1)
+        })
+        .unwrap();
+        assert_eq!(names, vec!["block0", "block1"]);
+        let mut order = Vec::new();
+        let mut record = Record(vec![]);
+        let mut pass = Pass::new(4);
+        pass.observer = Some(&mut record);
+        let x0 = Tensor::zeros(1, DType::F32, &Device::Cpu).unwrap();
+        let x = stack
+            .run(&x0, &mut pass, |b, x| {
+                order.push(*b);
+                Ok((x + 1.0)?)
+            })
+            .unwrap();
+        assert_eq!(order, vec![0, 0, 1, 1]);
+        assert_eq!(record.0, vec![0, 1, 2, 3, 4]);
+        assert_eq!(x.to_vec1::<f32>().unwrap(), vec![4.0]);
+        assert_eq!(*stack.at(0, 4).unwrap(), 0);
+        assert_eq!(*stack.at(3, 4).unwrap(), 1);
+        assert!(stack.at(1, 3).is_err(), "3 iterations cannot be split over 2 blocks");
+        let mut pass = Pass::new(3);
+        assert!(stack.run(&x0, &mut pass, |_, x| Ok(x.clone())).is_err());
+    }
 }

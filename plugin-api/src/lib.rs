@@ -74,7 +74,8 @@ pub use export::{
     guard, Declaration, PluginEntry, PluginKind, CANDLE_VERSION, ENTRY_MAGIC, ENTRY_SYMBOL, FINGERPRINT, FINGERPRINT_C,
 };
 pub use layer::{
-    check_heads_and_layers, BlockSchedule, DescentCheck, Energy, GradientIdentity, Layer, Pass, StateObserver,
+    check_heads_and_layers, BlockSchedule, BlockStack, DescentCheck, Energy, GradientIdentity, Layer, Pass,
+    StateObserver,
 };
 pub use schema::{Config, ParamKind, ParamSpec, Value};
 pub use task::{Batch, MetricSpec, MetricTally, Task, TaskInfo, TaskModel};

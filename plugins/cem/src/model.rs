@@ -1,5 +1,5 @@
 //! The CEM layer: `k` distinct CEM blocks (Algorithm 1), block `b` applied for iterations
-//! `b * I/k + 1 ..= (b + 1) * I/k` of a pass of `I` iterations ([`BlockSchedule`]).
+//! `b * I/k + 1 ..= (b + 1) * I/k` of a pass of `I` iterations ([`plugin_api::BlockSchedule`]).
 //!
 //! With `layers = iterations` each block runs once, the stack of seed 002 Table 1; fewer
 //! layers iterate blocks, as the other layer families of the workbench do. (Within-block
@@ -10,7 +10,7 @@ use crate::verify;
 use plugin_api::candle::Tensor;
 use plugin_api::candle_nn::VarBuilder;
 use plugin_api::{
-    check_heads_and_layers, config_error, BlockSchedule, Config, Energy, GradientIdentity, Layer, Pass, Result,
+    check_heads_and_layers, config_error, BlockStack, Config, Energy, GradientIdentity, Layer, Pass, Result,
 };
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -167,7 +167,7 @@ impl CemConfig {
 /// The CEM layer: `layers` blocks on the residual stream `[B, N, d]`.
 pub struct Cem {
     cfg: CemConfig,
-    blocks: Vec<CemBlock>,
+    blocks: BlockStack<CemBlock>,
     /// Masking of the most recent forward pass, which the energies of its states use.
     last_pass_causal: AtomicBool,
 }
@@ -175,20 +175,13 @@ pub struct Cem {
 impl Cem {
     /// Creates the blocks' parameters under `block{b}.` in `vb`.
     pub fn new(cfg: &CemConfig, vb: VarBuilder) -> Result<Self> {
-        let blocks =
-            (0..cfg.layers).map(|b| CemBlock::new(cfg, vb.pp(format!("block{b}")))).collect::<Result<Vec<_>>>()?;
+        let blocks = BlockStack::new(cfg.layers, &vb, |vb| CemBlock::new(cfg, vb))?;
         Ok(Cem { cfg: cfg.clone(), blocks, last_pass_causal: AtomicBool::new(true) })
     }
 
     /// The blocks, in order.
     pub fn blocks(&self) -> &[CemBlock] {
-        &self.blocks
-    }
-
-    /// The block that ran iteration `t` of a pass of `iterations` iterations (block 0 for t = 0).
-    fn block_at(&self, t: usize, iterations: usize) -> Result<&CemBlock> {
-        let (b, _) = BlockSchedule::new(iterations, self.cfg.layers)?.locate(t);
-        Ok(&self.blocks[b])
+        self.blocks.blocks()
     }
 }
 
@@ -208,16 +201,9 @@ impl Layer for Cem {
     }
 
     fn forward(&self, x0: &Tensor, pass: &mut Pass<'_>) -> Result<Tensor> {
-        let schedule = BlockSchedule::new(pass.iterations, self.cfg.layers)?;
-        self.last_pass_causal.store(pass.causal, Ordering::Relaxed);
-        let mut x = x0.clone();
-        pass.observe(0, &x)?;
-        for t in 1..=pass.iterations {
-            let (b, _) = schedule.locate(t);
-            x = self.blocks[b].forward(&x, pass.causal)?;
-            pass.observe(t, &x)?;
-        }
-        Ok(x)
+        let causal = pass.causal;
+        self.last_pass_causal.store(causal, Ordering::Relaxed);
+        self.blocks.run(x0, pass, |block, x| block.forward(x, causal))
     }
 
     /// The energies that the block which ran iteration `t` descends when it is applied to the
@@ -227,7 +213,7 @@ impl Layer for Cem {
     /// recent forward pass (causal before any pass).
     fn energies(&self, t: usize, iterations: usize, x: &Tensor, _x0: &Tensor) -> Result<Vec<Energy>> {
         let causal = self.last_pass_causal.load(Ordering::Relaxed);
-        let trajectory = self.block_at(t, iterations)?.energy_trajectory(x, causal)?;
+        let trajectory = self.blocks.at(t, iterations)?.energy_trajectory(x, causal)?;
         Ok(trajectory
             .into_iter()
             .map(|BlockEnergy { sublayer, step, per_sample }| {
@@ -240,7 +226,7 @@ impl Layer for Cem {
     /// The RMS-normalised per-head queries `W_k^Q RMSNorm(x)` `[B, K, N, D_r]`: with the
     /// tie `W^O = W^Q` (Eq. 5) their subspaces are also where each head writes its update.
     fn head_projections(&self, t: usize, iterations: usize, x: &Tensor) -> Result<Option<Tensor>> {
-        match self.block_at(t, iterations)?.attention() {
+        match self.blocks.at(t, iterations)?.attention() {
             Some(attention) => Ok(Some(attention.normalised_queries(x)?)),
             None => Ok(None),
         }
@@ -248,9 +234,9 @@ impl Layer for Cem {
 
     fn gradient_identities(&self, x: &Tensor) -> Result<Vec<GradientIdentity>> {
         let mut all = Vec::new();
-        for (b, block) in self.blocks.iter().enumerate() {
+        for (b, block) in self.blocks().iter().enumerate() {
             for mut identity in verify::gradient_identities(block, x)? {
-                if self.blocks.len() > 1 {
+                if self.blocks().len() > 1 {
                     identity.name = format!("layer {b}: {}", identity.name);
                 }
                 all.push(identity);

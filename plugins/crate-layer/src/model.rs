@@ -6,7 +6,7 @@ use crate::verify;
 use plugin_api::candle::Tensor;
 use plugin_api::candle_nn::VarBuilder;
 use plugin_api::{
-    check_heads_and_layers, config_error, BlockSchedule, Config, DescentCheck, Energy, GradientIdentity, Layer, Pass,
+    check_heads_and_layers, config_error, BlockStack, Config, DescentCheck, Energy, GradientIdentity, Layer, Pass,
     Result,
 };
 
@@ -84,23 +84,17 @@ impl CrateConfig {
 }
 
 /// The CRATE layer plugin's model: `layers` blocks sharing nothing, iterated per the
-/// [`BlockSchedule`].
+/// [`BlockStack`].
 pub struct Crate {
     cfg: CrateConfig,
-    blocks: Vec<CrateBlock>,
+    blocks: BlockStack<CrateBlock>,
 }
 
 impl Crate {
     /// Creates the blocks' parameters under `vb` (`block0`, `block1`, ...).
     pub fn new(cfg: &CrateConfig, vb: VarBuilder) -> Result<Self> {
-        let blocks =
-            (0..cfg.layers).map(|b| CrateBlock::new(cfg, vb.pp(format!("block{b}")))).collect::<Result<Vec<_>>>()?;
+        let blocks = BlockStack::new(cfg.layers, &vb, |vb| CrateBlock::new(cfg, vb))?;
         Ok(Crate { cfg: cfg.clone(), blocks })
-    }
-
-    fn block_at(&self, t: usize, iterations: usize) -> Result<&CrateBlock> {
-        let (b, _) = BlockSchedule::new(iterations, self.cfg.layers)?.locate(t);
-        Ok(&self.blocks[b])
     }
 }
 
@@ -118,22 +112,15 @@ impl Layer for Crate {
     }
 
     fn forward(&self, x0: &Tensor, pass: &mut Pass<'_>) -> Result<Tensor> {
-        let schedule = BlockSchedule::new(pass.iterations, self.cfg.layers)?;
-        let mut x = x0.clone();
-        pass.observe(0, &x)?;
-        for t in 1..=pass.iterations {
-            let (b, _) = schedule.locate(t);
-            x = self.blocks[b].iterate(&x, pass.causal)?;
-            pass.observe(t, &x)?;
-        }
-        Ok(x)
+        let causal = pass.causal;
+        self.blocks.run(x0, pass, |block, x| block.iterate(x, causal))
     }
 
     /// The terms of the sparse rate reduction of the state (see `rate`): `compression`
     /// `R^c(X; U)` in the subspaces of the block that produced it, `expansion` `-R(X)`,
     /// `sparsity` `lambda ||X||_1` and their sum `total`.
     fn energies(&self, t: usize, iterations: usize, x: &Tensor, _x0: &Tensor) -> Result<Vec<Energy>> {
-        let block = self.block_at(t, iterations)?;
+        let block = self.blocks.at(t, iterations)?;
         let compression = rate::compression(&block.project(x)?, self.cfg.rate_eps, x)?;
         let expansion = rate::expansion(x, self.cfg.rate_eps)?.neg()?;
         let sparsity = rate::sparsity(x, block.lambda())?;
@@ -147,14 +134,14 @@ impl Layer for Crate {
     }
 
     fn head_projections(&self, t: usize, iterations: usize, x: &Tensor) -> Result<Option<Tensor>> {
-        Ok(Some(self.block_at(t, iterations)?.normalised_projections(x)?))
+        Ok(Some(self.blocks.at(t, iterations)?.normalised_projections(x)?))
     }
 
     fn gradient_identities(&self, x: &Tensor) -> Result<Vec<GradientIdentity>> {
         let mut all = Vec::new();
-        for (b, block) in self.blocks.iter().enumerate() {
+        for (b, block) in self.blocks.blocks().iter().enumerate() {
             let mut identity = verify::ista_identity(block, x)?;
-            if self.blocks.len() > 1 {
+            if self.blocks.blocks().len() > 1 {
                 identity.name = format!("layer {b}: {}", identity.name);
             }
             all.push(identity);
@@ -163,6 +150,6 @@ impl Layer for Crate {
     }
 
     fn descent_checks(&self, x: &Tensor, step: f64) -> Result<Vec<DescentCheck>> {
-        verify::descent_checks(&self.blocks[0], x, step, self.cfg.rate_eps)
+        verify::descent_checks(&self.blocks.blocks()[0], x, step, self.cfg.rate_eps)
     }
 }

@@ -5,7 +5,8 @@ use crate::verify;
 use plugin_api::candle::Tensor;
 use plugin_api::candle_nn::VarBuilder;
 use plugin_api::{
-    config_error, BlockSchedule, Config, DescentCheck, Energy, GradientIdentity, Layer, Pass, PluginError, Result,
+    config_error, BlockSchedule, BlockStack, Config, DescentCheck, Energy, GradientIdentity, Layer, Pass, PluginError,
+    Result,
 };
 
 /// Validated hyperparameters of the layer.
@@ -84,20 +85,14 @@ impl EtConfig {
 /// The Energy Transformer layer plugin's model.
 pub struct EnergyTransformer {
     cfg: EtConfig,
-    blocks: Vec<EtBlock>,
+    blocks: BlockStack<EtBlock>,
 }
 
 impl EnergyTransformer {
     /// Creates the blocks' parameters under `vb` (`block0`, `block1`, ...).
     pub fn new(cfg: &EtConfig, vb: VarBuilder) -> Result<Self> {
-        let blocks =
-            (0..cfg.layers).map(|b| EtBlock::new(cfg, vb.pp(format!("block{b}")))).collect::<Result<Vec<_>>>()?;
+        let blocks = BlockStack::new(cfg.layers, &vb, |vb| EtBlock::new(cfg, vb))?;
         Ok(EnergyTransformer { cfg: cfg.clone(), blocks })
-    }
-
-    fn block_at(&self, t: usize, iterations: usize) -> Result<&EtBlock> {
-        let (b, _) = BlockSchedule::new(iterations, self.cfg.layers)?.locate(t);
-        Ok(&self.blocks[b])
     }
 }
 
@@ -122,21 +117,13 @@ impl Layer for EnergyTransformer {
                 "the Energy Transformer has no causal form (its key gradient P^T Q carries later tokens back); use a non-causal task".into(),
             ));
         }
-        let schedule = BlockSchedule::new(pass.iterations, self.cfg.layers)?;
-        let mut x = x0.clone();
-        pass.observe(0, &x)?;
-        for t in 1..=pass.iterations {
-            let (b, _) = schedule.locate(t);
-            x = self.blocks[b].iterate(&x)?;
-            pass.observe(t, &x)?;
-        }
-        Ok(x)
+        self.blocks.run(x0, pass, |block, x| block.iterate(x))
     }
 
     /// `attention` (E_ATT), `hopfield` (E_HN) and `total` at `g = LN(x)` with the block that
     /// produced `x`.
     fn energies(&self, t: usize, iterations: usize, x: &Tensor, _x0: &Tensor) -> Result<Vec<Energy>> {
-        let block = self.block_at(t, iterations)?;
+        let block = self.blocks.at(t, iterations)?;
         let g = block.norm().forward(x)?;
         let attention = block.attention_energy(&g)?;
         let hopfield = block.hopfield_energy(&g)?;
@@ -149,14 +136,14 @@ impl Layer for EnergyTransformer {
     }
 
     fn head_projections(&self, t: usize, iterations: usize, x: &Tensor) -> Result<Option<Tensor>> {
-        Ok(Some(self.block_at(t, iterations)?.normalised_queries(x)?))
+        Ok(Some(self.blocks.at(t, iterations)?.normalised_queries(x)?))
     }
 
     fn gradient_identities(&self, x: &Tensor) -> Result<Vec<GradientIdentity>> {
         let mut all = Vec::new();
-        for (b, block) in self.blocks.iter().enumerate() {
+        for (b, block) in self.blocks.blocks().iter().enumerate() {
             for mut identity in verify::gradient_identities(block, x)? {
-                if self.blocks.len() > 1 {
+                if self.blocks.blocks().len() > 1 {
                     identity.name = format!("layer {b}: {}", identity.name);
                 }
                 all.push(identity);
@@ -166,6 +153,6 @@ impl Layer for EnergyTransformer {
     }
 
     fn descent_checks(&self, x: &Tensor, step: f64) -> Result<Vec<DescentCheck>> {
-        Ok(vec![verify::descent_check(&self.blocks[0], x, step)?])
+        Ok(vec![verify::descent_check(&self.blocks.blocks()[0], x, step)?])
     }
 }

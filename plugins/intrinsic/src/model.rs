@@ -6,27 +6,19 @@ use crate::config::IntrinsicConfig;
 use crate::verify;
 use plugin_api::candle::Tensor;
 use plugin_api::candle_nn::VarBuilder;
-use plugin_api::{BlockSchedule, Energy, GradientIdentity, Layer, Pass, Result};
+use plugin_api::{BlockStack, Energy, GradientIdentity, Layer, Pass, Result};
 
 /// The intrinsic-optimizer layer family (seed 001).
 pub struct Intrinsic {
     cfg: IntrinsicConfig,
-    blocks: Vec<Block>,
+    blocks: BlockStack<Block>,
 }
 
 impl Intrinsic {
     /// Builds `cfg.layers` blocks under `vb.block{b}`.
     pub fn new(cfg: &IntrinsicConfig, vb: VarBuilder) -> Result<Self> {
-        let blocks =
-            (0..cfg.layers).map(|b| Block::new(cfg, vb.pp(format!("block{b}")))).collect::<Result<Vec<_>>>()?;
+        let blocks = BlockStack::new(cfg.layers, &vb, |vb| Block::new(cfg, vb))?;
         Ok(Intrinsic { cfg: cfg.clone(), blocks })
-    }
-
-    /// The block that produced the state after global iteration `t` of a pass of
-    /// `iterations` iterations (block 0 for `t = 0`).
-    fn block_at(&self, t: usize, iterations: usize) -> Result<&Block> {
-        let (b, _) = BlockSchedule::new(iterations, self.cfg.layers)?.locate(t);
-        Ok(&self.blocks[b])
     }
 }
 
@@ -44,35 +36,32 @@ impl Layer for Intrinsic {
     }
 
     fn forward(&self, x0: &Tensor, pass: &mut Pass<'_>) -> Result<Tensor> {
-        let schedule = BlockSchedule::new(pass.iterations, self.cfg.layers)?;
-        let mut z = x0.clone();
+        let causal = pass.causal;
         let mut momentum: Option<Tensor> = None; // m = -p, p^(0) = 0 (Eq. 8-9)
-        pass.observe(0, &z)?;
-        for t in 1..=pass.iterations {
-            let (b, _) = schedule.locate(t);
-            (z, momentum) = self.blocks[b].iterate(&z, momentum.as_ref(), pass.causal)?;
-            pass.observe(t, &z)?;
-        }
-        Ok(z)
+        self.blocks.run(x0, pass, |block, z| {
+            let (z, m) = block.iterate(z, momentum.as_ref(), causal)?;
+            momentum = m;
+            Ok(z)
+        })
     }
 
     /// The global energy `F` of the block that produced `x` (the free energy for the softmax
     /// kinds, the Euclidean one for newton, the squared-score sums for the linear kinds), on
     /// the block's normalised input and over the full context.
     fn energies(&self, t: usize, iterations: usize, x: &Tensor, _x0: &Tensor) -> Result<Vec<Energy>> {
-        let per_sample = self.block_at(t, iterations)?.attention_energy(x)?;
+        let per_sample = self.blocks.at(t, iterations)?.attention_energy(x)?;
         Ok(vec![Energy { name: "attention".into(), per_sample }])
     }
 
     fn head_projections(&self, t: usize, iterations: usize, x: &Tensor) -> Result<Option<Tensor>> {
-        Ok(Some(self.block_at(t, iterations)?.normalised_queries(x)?))
+        Ok(Some(self.blocks.at(t, iterations)?.normalised_queries(x)?))
     }
 
     fn gradient_identities(&self, x: &Tensor) -> Result<Vec<GradientIdentity>> {
         let mut all = Vec::new();
-        for (b, block) in self.blocks.iter().enumerate() {
+        for (b, block) in self.blocks.blocks().iter().enumerate() {
             for mut identity in verify::gradient_identities(block, x)? {
-                if self.blocks.len() > 1 {
+                if self.blocks.blocks().len() > 1 {
                     identity.name = format!("layer {b}: {}", identity.name);
                 }
                 all.push(identity);
