@@ -88,18 +88,17 @@ pub fn bounds<'a>(curves: impl IntoIterator<Item = &'a [(f64, f64)]>) -> Option<
     Some((widen(x), [y[0] - pad, y[1] + pad]))
 }
 
-/// A short axis label: 3 significant figures, or `1.2e-5` style for very small or large.
-pub fn label(v: f64) -> String {
-    let a = v.abs();
-    if a != 0.0 && !(1e-3..1e5).contains(&a) {
-        format!("{v:.1e}")
-    } else if a >= 100.0 {
-        format!("{v:.0}")
-    } else if a >= 1.0 {
-        format!("{v:.2}")
-    } else {
-        format!("{v:.3}")
+/// Axis labels for `values` on an axis spanning `[lo, hi]`: as many decimals as it takes to
+/// tell the ends apart (a loss moving from 2.1973 to 2.1981 is not labelled "2.20" twice),
+/// scientific notation for very small or large magnitudes.
+pub fn labels(lo: f64, hi: f64, values: &[f64]) -> Vec<String> {
+    let span = (hi - lo).abs();
+    let magnitude = lo.abs().max(hi.abs());
+    if magnitude != 0.0 && !(1e-3..1e6).contains(&magnitude) {
+        return values.iter().map(|v| format!("{v:.2e}")).collect();
     }
+    let decimals = if span > 0.0 { (1.0 - span.log10().floor()).clamp(0.0, 6.0) as usize } else { 2 };
+    values.iter().map(|v| format!("{v:.decimals$}")).collect()
 }
 
 #[cfg(test)]
@@ -127,6 +126,14 @@ mod tests {
         let s = smooth(&[(0.0, 0.0), (1.0, 1.0)], 0.5);
         assert!((s[1].1 - 2.0 / 3.0).abs() < 1e-12);
         assert_eq!(log10(&[(0.0, 100.0), (1.0, 0.0), (2.0, -1.0)]), vec![(0.0, 2.0)]);
+    }
+
+    #[test]
+    fn labels_tell_close_ends_apart() {
+        assert_eq!(labels(2.1973, 2.1981, &[2.1973, 2.1981]), vec!["2.19730", "2.19810"]);
+        assert_eq!(labels(0.0, 600.0, &[0.0, 600.0]), vec!["0", "600"]);
+        assert_eq!(labels(0.0, 1.0, &[0.0, 0.5, 1.0]), vec!["0.0", "0.5", "1.0"]);
+        assert_eq!(labels(1e-5, 3e-5, &[1e-5]), vec!["1.00e-5"]);
     }
 
     #[test]

@@ -4,7 +4,7 @@
 //! metric against evaluation depth. Each run has one colour; the training depth is marked
 //! so test-time extrapolation beyond it is visible.
 
-use super::chart::{bounds, downsample, label, log10, smooth};
+use super::chart::{bounds, downsample, labels, log10, smooth};
 use super::data::RunData;
 use crate::plot::{angle_data, depth_series, energy_data, erank_data, training_depth, IterationData};
 use crate::store::{MetricRow, RunRecord};
@@ -252,13 +252,11 @@ pub fn draw_panel(frame: &mut Frame, area: Rect, panel: &Panel) {
                 .title(panel.x_label)
                 .style(axis_style)
                 .bounds(x)
-                .labels(vec![Line::from(label(x[0])), Line::from(label(x[1]))]),
+                .labels(labels(x[0], x[1], &x).into_iter().map(Line::from).collect::<Vec<_>>()),
         )
-        .y_axis(Axis::default().style(axis_style).bounds(y).labels(vec![
-            Line::from(label(y[0])),
-            Line::from(label((y[0] + y[1]) / 2.0)),
-            Line::from(label(y[1])),
-        ]));
+        .y_axis(Axis::default().style(axis_style).bounds(y).labels(
+            labels(y[0], y[1], &[y[0], (y[0] + y[1]) / 2.0, y[1]]).into_iter().map(Line::from).collect::<Vec<_>>(),
+        ));
     frame.render_widget(chart, area);
 }
 
