@@ -130,6 +130,23 @@ fn applies(key: &str, layer: &plugin_api::Declaration, task: &plugin_api::Declar
     }
 }
 
+/// A free-text key (such as `eval_depths=1.5,2`) takes its commas as part of one value, not
+/// as a list of values.
+fn text_values_kept_whole(axis: &Axis, layers: &[&crate::host::LoadedPlugin], task: &plugin_api::Declaration) -> Axis {
+    let bare = axis.key.rsplit('.').next().unwrap_or(&axis.key);
+    let train = train_schema();
+    let mut schemas: Vec<&[plugin_api::ParamSpec]> = layers.iter().map(|l| l.declaration.params.as_slice()).collect();
+    schemas.push(&task.params);
+    schemas.push(&train);
+    let is_text =
+        schemas.iter().flat_map(|s| s.iter()).any(|p| p.name == bare && matches!(p.kind, plugin_api::ParamKind::Text));
+    if is_text && axis.values.len() > 1 {
+        Axis { key: axis.key.clone(), values: vec![axis.values.join(",")] }
+    } else {
+        axis.clone()
+    }
+}
+
 /// Expands the sweep for every layer and validates every point. A key that belongs to some
 /// layers only is applied to those (so baselines join the same table); a key that belongs to
 /// none, or any point the plugins refuse, refuses the whole sweep with every reason.
@@ -142,7 +159,8 @@ pub fn plan(host: &PluginHost, spec: &Spec) -> Result<Vec<Point>> {
     for name in &spec.layers {
         layers.push(host.get(name, PluginKind::Layer)?);
     }
-    for axis in &spec.axes {
+    let axes: Vec<Axis> = spec.axes.iter().map(|a| text_values_kept_whole(a, &layers, &task.declaration)).collect();
+    for axis in &axes {
         if !layers.iter().any(|l| applies(&axis.key, &l.declaration, &task.declaration)) {
             bail!(
                 "`{}` is not a key of {} or of task `{}` or of the trainer (`workbench plugins` lists the keys)",
@@ -156,7 +174,7 @@ pub fn plan(host: &PluginHost, spec: &Spec) -> Result<Vec<Point>> {
     let mut errors = Vec::new();
     for layer in &layers {
         let mut seen: Vec<Vec<String>> = Vec::new();
-        for grid_point in expand(&spec.axes) {
+        for grid_point in expand(&axes) {
             let overrides: Vec<String> = grid_point
                 .iter()
                 .filter(|(k, _)| applies(k, &layer.declaration, &task.declaration))

@@ -174,3 +174,15 @@ fn an_interrupted_run_is_requeued_and_resumes_from_its_checkpoint() {
     assert_eq!(starts.len(), 2, "one start and one resume: {}", shown["log"]);
     assert!(starts[0] == 0 && starts[1] >= 10, "resumed from its checkpoint: {starts:?}");
 }
+
+#[test]
+fn free_text_values_keep_their_commas() {
+    let dir = temp_dir("sweep-text");
+    let tiny: Vec<&str> = TINY.iter().copied().filter(|a| !a.starts_with("eval_depths")).collect();
+    let mut args = vec!["sweep", "--layer", "transformer", "--task", "sudoku", "--detach", "eval_depths=1.5,2"];
+    args.extend_from_slice(&tiny);
+    let (_, stderr) = ok(&dir, &args);
+    assert!(stderr.contains("1 runs queued"), "eval_depths is one value, not a list: {stderr}");
+    let listed = runs(&dir);
+    assert!(listed[0]["config"].to_string().contains("1.5,2"), "{}", listed[0]["config"]);
+}
