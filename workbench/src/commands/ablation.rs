@@ -69,6 +69,13 @@ pub async fn run(
                 store.sweep(id).await.map_err(|_| anyhow!("no sweep {id} (`workbench sweeps` lists them)"))?;
                 records.extend(store.sweep_runs(id).await?);
             }
+            // A sweep's unfinished runs (queued, cancelled, failed) would count as seeds
+            // without values: only finished runs make the table.
+            let total = records.len();
+            records.retain(|r| r.status == RunStatus::Finished);
+            if records.len() < total {
+                eprintln!("{} of the sweeps' {total} runs are not finished and are left out", total - records.len());
+            }
             records
         }
         Selection::Finished => {
