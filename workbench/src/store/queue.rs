@@ -44,25 +44,13 @@ impl Store {
     /// Claims queued run `id` for process `pid` (which starts it itself); refused if another
     /// runner is starting it or it is not queued.
     pub async fn claim(&self, id: i64, pid: u32) -> Result<(), StoreError> {
-        let result = sqlx::query(
+        let query = sqlx::query(
             "UPDATE runs SET claimed_by = ?, claimed_at = ? WHERE id = ? AND status = 'queued' AND claimed_by IS NULL",
         )
         .bind(i64::from(pid))
         .bind(now())
-        .bind(id)
-        .execute(&self.pool)
-        .await
-        .map_err(|e| self.err(e))?;
-        if result.rows_affected() == 0 {
-            let status = self.status_of(id).await?;
-            return Err(StoreError::InvalidTransition {
-                id,
-                status,
-                action: "be started here",
-                hint: "a queue runner is already starting it".into(),
-            });
-        }
-        Ok(())
+        .bind(id);
+        self.transition(query, id, "be started here", "a queue runner is already starting it").await
     }
 
     /// Every sweep with its runs counted by status, newest first.
@@ -124,22 +112,10 @@ impl Store {
     /// Pauses (`held = true`) or releases a queued run. Pausing a run that is not queued is
     /// refused with the reason.
     pub async fn set_held(&self, id: i64, held: bool) -> Result<(), StoreError> {
-        let result = sqlx::query("UPDATE runs SET held = ? WHERE id = ? AND status = 'queued'")
-            .bind(i64::from(held))
-            .bind(id)
-            .execute(&self.pool)
-            .await
-            .map_err(|e| self.err(e))?;
-        if result.rows_affected() == 0 {
-            let status = self.status_of(id).await?;
-            return Err(StoreError::InvalidTransition {
-                id,
-                status,
-                action: if held { "be paused" } else { "be unpaused" },
-                hint: "only queued runs wait in the queue; stop a running run with cancel".into(),
-            });
-        }
-        Ok(())
+        let query =
+            sqlx::query("UPDATE runs SET held = ? WHERE id = ? AND status = 'queued'").bind(i64::from(held)).bind(id);
+        let action = if held { "be paused" } else { "be unpaused" };
+        self.transition(query, id, action, "only queued runs wait in the queue; stop a running run with cancel").await
     }
 
     /// Pauses or releases every queued run of a sweep; returns how many changed.
@@ -156,25 +132,14 @@ impl Store {
 
     /// Cancels a queued run before it starts: it becomes `interrupted` (and can be requeued).
     pub async fn cancel_queued(&self, id: i64) -> Result<(), StoreError> {
-        let result = sqlx::query(
+        let query = sqlx::query(
             "UPDATE runs SET status = 'interrupted', finished_at = ?, held = 0, claimed_by = NULL, \
              error = 'cancelled before it started' WHERE id = ? AND status = 'queued'",
         )
         .bind(now())
-        .bind(id)
-        .execute(&self.pool)
-        .await
-        .map_err(|e| self.err(e))?;
-        if result.rows_affected() == 0 {
-            let status = self.status_of(id).await?;
-            return Err(StoreError::InvalidTransition {
-                id,
-                status,
-                action: "be cancelled before starting",
-                hint: "a running run is stopped by signalling its worker".into(),
-            });
-        }
-        Ok(())
+        .bind(id);
+        let hint = "a running run is stopped by signalling its worker";
+        self.transition(query, id, "be cancelled before starting", hint).await
     }
 
     /// Claims the next queued run for runner `pid` if fewer than `jobs` runs are running or
@@ -237,6 +202,23 @@ impl Store {
             released.push(id);
         }
         Ok(released)
+    }
+
+    /// Runs an update of run `id` that applies in some states only; when no row changed, the
+    /// error names the run's actual status, what was refused and the way forward.
+    async fn transition(
+        &self,
+        query: sqlx::query::Query<'_, sqlx::Sqlite, sqlx::sqlite::SqliteArguments>,
+        id: i64,
+        action: &'static str,
+        hint: &str,
+    ) -> Result<(), StoreError> {
+        let result = query.execute(&self.pool).await.map_err(|e| self.err(e))?;
+        if result.rows_affected() == 0 {
+            let status = self.status_of(id).await?;
+            return Err(StoreError::InvalidTransition { id, status, action, hint: hint.to_string() });
+        }
+        Ok(())
     }
 
     /// Counts of runs by status (for the queue's progress display).
