@@ -86,6 +86,34 @@ pub fn run(host: &PluginHost, layer: &str, steps: usize, overrides: &[String]) -
         let note = if device.is_cpu() { "" } else { " (no fused kernels off the CPU: the composition runs)" };
         println!("  kernels {kernels}{note}");
     }
+    // The graph one forward records: candle's backward visits every op node and gives each
+    // a zero-filled gradient, so fewer, fused nodes mean fewer passes over memory.
+    let batch = task.train_batch(0, s.batch_size, &device).map_err(|e| anyhow!("{e}"))?;
+    let x0 = model.embed(&batch, true).map_err(|e| anyhow!("{e}"))?;
+    let h = layer_obj.forward(&x0, &mut Pass::new(iterations)).map_err(|e| anyhow!("{e}"))?;
+    let loss = model.loss(&h, &batch).map_err(|e| anyhow!("{e}"))?;
+    let nodes = loss.sorted_nodes();
+    let ops: Vec<_> = nodes.iter().filter(|t| !t.is_variable()).collect();
+    let mut by_shape: std::collections::BTreeMap<Vec<usize>, (usize, usize)> = Default::default();
+    for t in &ops {
+        let entry = by_shape.entry(t.dims().to_vec()).or_default();
+        entry.0 += 1;
+        entry.1 += t.elem_count() * t.dtype().size_in_bytes();
+    }
+    let total_bytes: usize = by_shape.values().map(|(_, b)| b).sum();
+    let mut largest: Vec<_> = by_shape.into_iter().collect();
+    largest.sort_by_key(|(_, (_, bytes))| std::cmp::Reverse(*bytes));
+    let top: Vec<String> = largest
+        .iter()
+        .take(4)
+        .map(|(dims, (count, bytes))| format!("{dims:?} x{count} {:.0} MB", *bytes as f64 / 1e6))
+        .collect();
+    println!(
+        "  graph {} op nodes per step, {:.0} MB of recorded tensors (views included); largest: {}",
+        ops.len(),
+        total_bytes as f64 / 1e6,
+        top.join(", ")
+    );
     match step_flops(layer, &config.layer_config, s.batch_size, 81) {
         Some(flops) => println!(
             "  achieved {:.1} GFLOP/s ({:.2} GFLOP per step, matmuls counted)",

@@ -444,6 +444,13 @@ impl Store {
         }
     }
 
+    /// Records the builds of the layer and task libraries that trained the run.
+    pub async fn set_builds(&self, id: i64, layer: Option<&str>, task: Option<&str>) -> Result<(), StoreError> {
+        let query =
+            sqlx::query("UPDATE runs SET layer_build = ?, task_build = ? WHERE id = ?").bind(layer).bind(task).bind(id);
+        self.update_one(query, id).await
+    }
+
     /// Records the model's number of trainable parameters.
     pub async fn set_param_count(&self, id: i64, n: u64) -> Result<(), StoreError> {
         let n = to_i64(n, "param_count")?;

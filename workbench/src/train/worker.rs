@@ -44,6 +44,7 @@ pub async fn run(store: &Store, host: &PluginHost, run_id: i64, resume: bool) ->
     let record = store.run(run_id).await?;
     let config = RunConfig::from_json(&record.config)?;
     store.mark_running(run_id, std::process::id()).await?;
+    record_builds(store, host, run_id, &config).await?;
     let stop = Arc::new(AtomicBool::new(false));
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(signal, stop.clone()).context("cannot install the signal handler")?;
@@ -63,6 +64,17 @@ pub async fn run(store: &Store, host: &PluginHost, run_id: i64, resume: bool) ->
     }
     store.finish(run_id, status, error.as_deref()).await?;
     Event::Finished { status: status.to_string(), error }.emit();
+    Ok(())
+}
+
+/// Records the builds of the libraries this worker actually loaded: a run queued before a
+/// plugin was rebuilt runs the newer library, and its record must say so (`None`, shown as
+/// `?`, when the sources are newer than every library built from them).
+async fn record_builds(store: &Store, host: &PluginHost, run_id: i64, config: &RunConfig) -> Result<()> {
+    let build = |name: &str, kind| host.get(name, kind).ok().and_then(crate::host::build_of);
+    let layer = build(&config.layer, plugin_api::PluginKind::Layer);
+    let task = build(&config.task, plugin_api::PluginKind::Task);
+    store.set_builds(run_id, layer.as_deref(), task.as_deref()).await?;
     Ok(())
 }
 
