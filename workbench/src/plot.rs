@@ -197,14 +197,10 @@ fn has_base(diagnostics: &[DiagnosticRow], base: &str) -> bool {
     diagnostics.iter().any(|d| split_depth(&d.name).1 == base)
 }
 
-/// `energy`: `energy/total` (or `energy/attention` and `energy/feedforward` without a total)
-/// vs iteration at the last evaluation, over the deepest depth recorded.
+/// `energy`: `energy/total` first, then `energy/attention` and `energy/feedforward` (those the
+/// layer records), vs iteration at the last evaluation, over the deepest depth recorded.
 pub fn energy_data(diagnostics: &[DiagnosticRow]) -> IterationData {
-    if has_base(diagnostics, "energy/total") {
-        iteration_data(diagnostics, &["energy/total"])
-    } else {
-        iteration_data(diagnostics, &["energy/attention", "energy/feedforward"])
-    }
+    iteration_data(diagnostics, &["energy/total", "energy/attention", "energy/feedforward"])
 }
 
 /// `erank`: effective rank vs iteration at the last evaluation.
@@ -374,10 +370,13 @@ mod tests {
         // Without eval@K rows: the training depth's curve.
         let only: Vec<_> = rows.iter().filter(|r| !r.name.starts_with("eval@")).cloned().collect();
         assert_eq!(energy_data(&only).series[0].points.len(), 3);
-        // No total: attention and feedforward.
-        let parts = vec![d(1, 0, "energy/attention", 1.0), d(1, 0, "energy/feedforward", 2.0)];
+        // The parts too, after the total.
+        let mut parts = vec![d(1, 0, "energy/attention", 1.0), d(1, 0, "energy/feedforward", 2.0)];
         let labels: Vec<_> = energy_data(&parts).series.into_iter().map(|s| s.label).collect();
         assert_eq!(labels, ["energy/attention", "energy/feedforward"]);
+        parts.push(d(1, 0, "energy/total", 3.0));
+        let labels: Vec<_> = energy_data(&parts).series.into_iter().map(|s| s.label).collect();
+        assert_eq!(labels, ["energy/total", "energy/attention", "energy/feedforward"]);
         assert!(erank_data(&rows).series.is_empty() && angle_data(&[]).series.is_empty());
         let er = erank_data(&[d(1, 0, "erank", 3.0), d(1, 1, "erank", 2.0), d(1, 0, "erank/head0", 7.0)]);
         assert_eq!(er.series[0].points, vec![(0.0, 3.0), (1.0, 2.0)]);

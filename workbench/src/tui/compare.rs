@@ -121,6 +121,7 @@ pub fn panels(runs: &[Input<'_>], opts: Options) -> Vec<Panel> {
         Panel::new(format!("{title} vs iteration (last eval; ┊ training depth)"), "iteration t", empty)
     };
     let mut energy = iteration_panel("energy", "no energy: the layer defines none, or no evaluation yet");
+    energy.title = "energy vs iteration (total ─, parts ·; ┊ training depth)".into();
     let mut erank = iteration_panel("effective rank", "no diagnostics yet");
     let mut angle = iteration_panel("mean angle (deg)", "no diagnostics yet");
     let mut depth = Panel::new(
@@ -184,10 +185,11 @@ fn add_iteration(
     transform: &impl Fn(Vec<(f64, f64)>, bool) -> Vec<(f64, f64)>,
 ) {
     let mut any = false;
-    for s in data.series {
+    for (i, s) in data.series.into_iter().enumerate() {
         let p = transform(s.points, false);
         if !p.is_empty() {
-            panel.curves.push(Curve { run, points: p, eval: false });
+            // The first curve (the total energy) solid, the parts dotted.
+            panel.curves.push(Curve { run, points: p, eval: i > 0 });
             any = true;
         }
     }
