@@ -193,10 +193,6 @@ fn iteration_data(diagnostics: &[DiagnosticRow], bases: &[&str]) -> IterationDat
     out
 }
 
-fn has_base(diagnostics: &[DiagnosticRow], base: &str) -> bool {
-    diagnostics.iter().any(|d| split_depth(&d.name).1 == base)
-}
-
 /// `energy`: `energy/total` first, then `energy/attention` and `energy/feedforward` (those the
 /// layer records), vs iteration at the last evaluation, over the deepest depth recorded.
 pub fn energy_data(diagnostics: &[DiagnosticRow]) -> IterationData {
