@@ -5,9 +5,9 @@ use crate::feedforward::FeedforwardKind;
 use crate::lora::DepthwiseLora;
 use crate::model::HyperSetConfig;
 use crate::step_size::StepSize;
-use plugin_api::candle::Tensor;
+use kernels::{Activation, Kernels};
+use plugin_api::candle::{Tensor, D};
 use plugin_api::candle_nn::{Init, VarBuilder};
-use plugin_api::ops::rms_norm;
 use plugin_api::Result;
 
 /// The epsilon of every RMSNorm of the layer.
@@ -63,6 +63,7 @@ pub struct HyperSetBlock {
     lora: Option<DepthwiseLora>,
     attention: AttentionKind,
     feedforward: FeedforwardKind,
+    kernels: Kernels,
     heads: usize,
     head_dim: usize,
 }
@@ -100,6 +101,7 @@ impl HyperSetBlock {
             lora,
             attention: cfg.attention,
             feedforward: cfg.feedforward,
+            kernels: cfg.kernels,
             heads: cfg.heads,
             head_dim: cfg.head_dim(),
         })
@@ -149,20 +151,24 @@ impl HyperSetBlock {
         gamma: &StepSize,
         weights: &IterationWeights,
     ) -> Result<Tensor> {
-        let x_half = (x - alpha.scale(self.attention_update(x, &weights.w)?)?)?;
-        let x_next = (&x_half + gamma.scale(self.feedforward_update(&x_half, &weights.d_ff)?)?)?;
-        Ok(x_next)
+        let x_half = alpha.apply(x, self.attention_update(x, &weights.w)?, true, self.kernels)?;
+        gamma.apply(&x_half, self.feedforward_update(&x_half, &weights.d_ff)?, false, self.kernels)
     }
 
     /// `Z~ = RMSNorm(W_h^T X)` for every head, with the block's gains, in the three roles.
     pub fn project(&self, x: &Tensor, w: &Tensor) -> Result<Projections> {
-        let z = split_heads(&linear(x, w)?, self.heads, self.head_dim)?;
+        let z = match self.kernels {
+            // The fused RMSNorm reads the transposed view and writes `[B, H, N, p]` itself.
+            Kernels::Fused => split_heads_view(&self.kernels.linear(x, w, None)?, self.heads, self.head_dim)?,
+            Kernels::Composed => split_heads(&self.kernels.linear(x, w, None)?, self.heads, self.head_dim)?,
+        };
+        let rms_norm = |z: &Tensor, gain: Option<&Tensor>| self.kernels.rms_norm(z, gain, RMS_EPS);
         let shared = |z: Tensor| Projections { query: z.clone(), key: z.clone(), value: z };
         Ok(match &self.attn_gains {
-            AttentionGains::None => shared(rms_norm(&z, None, RMS_EPS)?),
-            AttentionGains::Shared(g) => shared(rms_norm(&z, Some(g), RMS_EPS)?),
+            AttentionGains::None => shared(rms_norm(&z, None)?),
+            AttentionGains::Shared(g) => shared(rms_norm(&z, Some(g))?),
             AttentionGains::PerRole { query, key, value } => {
-                let z = rms_norm(&z, None, RMS_EPS)?;
+                let z = rms_norm(&z, None)?;
                 Projections {
                     query: z.broadcast_mul(query)?,
                     key: z.broadcast_mul(key)?,
@@ -175,25 +181,54 @@ impl HyperSetBlock {
     /// `sum_h W_h mix_h` with the variant's per-head `mix` (module `attention`) on
     /// `Z~ = RMSNorm(W_h^T X)`: the direction of Eq. 9, i.e. the gradient of the attention
     /// energy with respect to the normalised projections, mapped back through `W`.
-    /// Row-major for bi-softmax: `((P + P^T) Z) W^T`.
+    /// Row-major for bi-softmax: `((P + P^T) Z) W^T`. With fused kernels, bi-softmax on one
+    /// shared normalisation runs as one op from `X W` to the merged heads.
     pub fn attention_update(&self, x: &Tensor, w: &Tensor) -> Result<Tensor> {
         let (b, n, d) = x.dims3()?;
+        if let (Kernels::Fused, AttentionKind::BiSoftmax) = (self.kernels, self.attention) {
+            let gain = match &self.attn_gains {
+                AttentionGains::None => Some(None),
+                AttentionGains::Shared(g) => Some(Some(g)),
+                AttentionGains::PerRole { .. } => None,
+            };
+            if let Some(gain) = gain {
+                let beta = 1.0 / (self.head_dim as f64).sqrt(); // as attention::inverse_temperature
+                let projected = kernels::linear(x, w, None)?;
+                let merged = kernels::bi_softmax_attention(&projected, gain, self.heads, beta, RMS_EPS)?;
+                return Ok(kernels::linear(&merged, &w.t()?, None)?);
+            }
+        }
         let z = self.project(x, w)?;
         let mixed = self.attention.mix(&z.query, &z.key, &z.value)?;
         let merged = mixed.transpose(1, 2)?.reshape((b, n, d))?;
-        Ok(linear(&merged, &w.t()?)?)
+        Ok(self.kernels.linear(&merged, &w.t()?, None)?)
     }
 
     /// `D a(RMSNorm(D^T X))` with the variant's `a = -dE_FF/dU~` (module `feedforward`):
     /// for ReLU, minus the gradient of E_FF (Eq. 5, 10) under the norm constraint, the
     /// direction of Eq. 11.
+    /// With fused kernels the RMSNorm and a ReLU, GELU or softmax activation are one op.
     pub fn feedforward_update(&self, x: &Tensor, d_ff: &Tensor) -> Result<Tensor> {
-        let u = rms_norm(&linear(x, d_ff)?, self.ff_gain.as_ref(), RMS_EPS)?;
-        Ok(linear(&self.feedforward.activation(&u)?, &d_ff.t()?)?)
+        let hidden = self.kernels.linear(x, d_ff, None)?;
+        let gain = self.ff_gain.as_ref();
+        let activated = match (self.kernels, self.feedforward) {
+            (Kernels::Fused, FeedforwardKind::Relu) => {
+                kernels::normed_activation(&hidden, gain, RMS_EPS, Activation::Relu)?
+            }
+            (Kernels::Fused, FeedforwardKind::Gelu) => {
+                kernels::normed_activation(&hidden, gain, RMS_EPS, Activation::Gelu)?
+            }
+            (Kernels::Fused, FeedforwardKind::Softmax) => {
+                kernels::softmax(&kernels::rms_norm(&hidden, gain, RMS_EPS)?, D::Minus1)?
+            }
+            (kernels, kind) => kind.activation(&kernels.rms_norm(&hidden, gain, RMS_EPS)?)?,
+        };
+        Ok(self.kernels.linear(&activated, &d_ff.t()?, None)?)
     }
 }
 
-/// `x @ m` for `x` of shape `[B, N, k]` and `m` of shape `[k, n]`, as one 2-D matmul.
+/// `x @ m` for `x` of shape `[B, N, k]` and `m` of shape `[k, n]`, as one 2-D matmul (the
+/// composition, for the energies and identities; the layer's path uses `Kernels::linear`).
 pub(crate) fn linear(x: &Tensor, m: &Tensor) -> plugin_api::candle::Result<Tensor> {
     let (b, n, k) = x.dims3()?;
     x.reshape((b * n, k))?.matmul(m)?.reshape((b, n, ()))
@@ -201,6 +236,11 @@ pub(crate) fn linear(x: &Tensor, m: &Tensor) -> plugin_api::candle::Result<Tenso
 
 /// `[B, N, H*p]` to `[B, H, N, p]`.
 pub(crate) fn split_heads(x: &Tensor, heads: usize, head_dim: usize) -> plugin_api::candle::Result<Tensor> {
+    split_heads_view(x, heads, head_dim)?.contiguous()
+}
+
+/// `[B, N, H*p]` seen as `[B, H, N, p]` (a transposed view, not copied).
+fn split_heads_view(x: &Tensor, heads: usize, head_dim: usize) -> plugin_api::candle::Result<Tensor> {
     let (b, n, _) = x.dims3()?;
-    x.reshape((b, n, heads, head_dim))?.transpose(1, 2)?.contiguous()
+    x.reshape((b, n, heads, head_dim))?.transpose(1, 2)
 }

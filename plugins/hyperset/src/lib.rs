@@ -16,7 +16,13 @@
 //!   Table 5), module `lora`;
 //! - `qkv_gains`: separate query/key/value RMSNorm gains (the classification model of the
 //!   authors' code), module `block`;
-//! - `layers`: k distinct blocks sharing the iterations (§5.4, Table 2).
+//! - `layers`: k distinct blocks sharing the iterations (§5.4, Table 2);
+//! - `kernels`: `fused` (default) runs the RMSNorms, the bi-softmax attention of normalised
+//!   heads, the ReLU / GELU / softmax activations on normalised units and the step network's
+//!   GELU as the fused CPU ops of `plugin-api/kernels` (one graph node each, hand-written
+//!   backward; the same values within f32 rounding); `composed` builds every step from
+//!   candle's differentiable primitives as `plugin_api::ops` does. The energies and the
+//!   gradient identities of `verify` are always the composition.
 
 mod attention;
 mod block;
@@ -79,6 +85,12 @@ fn params() -> Vec<ParamSpec> {
         ParamSpec::int("lora_rank", 0, 0, 8192, "rank r of depth-wise LoRA on W and D at every iteration (0 = off)"),
         ParamSpec::float("lora_scale", 4.0, 0.0, 10_000.0, "scaling factor s of the LoRA deltas W + s A B (paper: 4)"),
         ParamSpec::bool("qkv_gains", false, "separate query/key/value RMSNorm gains (the image-classification model)"),
+        ParamSpec::choice(
+            "kernels",
+            "fused",
+            &kernels::Kernels::NAMES,
+            "fused CPU ops with hand-written backward (plugin-api/kernels) or candle's differentiable composition",
+        ),
     ]
 }
 
@@ -95,6 +107,8 @@ fn declare() -> Result<Declaration> {
 
 export_plugin!(declare);
 
+#[cfg(test)]
+mod kernel_tests;
 #[cfg(test)]
 mod paper_counts;
 #[cfg(test)]

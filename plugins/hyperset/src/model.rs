@@ -6,6 +6,7 @@ use crate::energy;
 use crate::feedforward::FeedforwardKind;
 use crate::step_size::{StepNetForm, StepSizeMode, StepSizes};
 use crate::verify;
+use kernels::Kernels;
 use plugin_api::candle::Tensor;
 use plugin_api::candle_nn::VarBuilder;
 use plugin_api::{
@@ -48,6 +49,8 @@ pub struct HyperSetConfig {
     pub lora_scale: f64,
     /// Separate RMSNorm gains for queries, keys and values.
     pub qkv_gains: bool,
+    /// Fused kernels or candle's composition (option `kernels`).
+    pub kernels: Kernels,
 }
 
 impl HyperSetConfig {
@@ -81,6 +84,13 @@ impl HyperSetConfig {
             lora_rank: cfg.usize("lora_rank")?,
             lora_scale: cfg.f64("lora_scale")?,
             qkv_gains: cfg.bool("qkv_gains")?,
+            kernels: Kernels::parse(cfg.str("kernels")?).ok_or_else(|| {
+                config_error(format!(
+                    "kernels = {} is unknown; choose one of {}",
+                    cfg.str("kernels").unwrap_or_default(),
+                    Kernels::NAMES.join(" | ")
+                ))
+            })?,
         };
         check_heads_and_layers(c.d, c.heads, c.iterations, c.layers)?;
         if !c.time_dim.is_multiple_of(2) {

@@ -25,9 +25,10 @@
 
 use crate::block::RMS_EPS;
 use crate::model::HyperSetConfig;
+use kernels::Kernels;
 use plugin_api::candle::{Module, Tensor, D};
 use plugin_api::candle_nn::{Init, Linear, VarBuilder};
-use plugin_api::ops::{rms_norm, sinusoidal_embedding};
+use plugin_api::ops::sinusoidal_embedding;
 use plugin_api::{config_error, Result};
 
 /// How the step sizes are produced (option `step_sizes`).
@@ -86,6 +87,17 @@ impl StepSize {
             StepSize::Constant(c) => (update * *c)?,
         })
     }
+
+    /// `x - step * update` (`descend`) or `x + step * update`; with fused kernels a
+    /// channel-wise step is one op.
+    pub fn apply(&self, x: &Tensor, update: Tensor, descend: bool, kernels: Kernels) -> Result<Tensor> {
+        let sign = if descend { -1.0 } else { 1.0 };
+        Ok(match self {
+            StepSize::Channelwise(s) => kernels.add_scaled(x, s, &update, sign)?,
+            StepSize::Constant(_) if descend => (x - self.scale(update)?)?,
+            StepSize::Constant(_) => (x + self.scale(update)?)?,
+        })
+    }
 }
 
 /// The step sizes of every iteration: a network or a constant.
@@ -127,13 +139,14 @@ struct TimeMlp {
 }
 
 impl TimeMlp {
-    fn forward(&self, sinusoid: &Tensor) -> Result<Tensor> {
+    fn forward(&self, sinusoid: &Tensor, kernels: Kernels) -> Result<Tensor> {
+        let rms_norm = |x: &Tensor, gain: &Tensor| kernels.rms_norm(x, Some(gain), RMS_EPS);
         Ok(match &self.norms {
-            None => self.time_out.forward(&self.time_in.forward(sinusoid)?.gelu_erf()?)?,
+            None => self.time_out.forward(&kernels.gelu_erf(&self.time_in.forward(sinusoid)?)?)?,
             Some([first, mid, last]) => {
-                let h = rms_norm(&self.time_in.forward(sinusoid)?, Some(first), RMS_EPS)?.gelu_erf()?;
-                let h = self.time_out.forward(&rms_norm(&h, Some(mid), RMS_EPS)?)?;
-                rms_norm(&h, Some(last), RMS_EPS)?
+                let h = kernels.gelu_erf(&rms_norm(&self.time_in.forward(sinusoid)?, first)?)?;
+                let h = self.time_out.forward(&rms_norm(&h, mid)?)?;
+                rms_norm(&h, last)?
             }
         })
     }
@@ -146,6 +159,7 @@ pub struct StepSizeNet {
     cond_norm: Option<Tensor>,
     step_out: Linear,
     time_dim: usize,
+    kernels: Kernels,
 }
 
 impl StepSizeNet {
@@ -180,6 +194,7 @@ impl StepSizeNet {
             cond_norm,
             step_out: linear_init(cfg.d, 2 * cfg.d, Init::Const(0.0), vb.pp("out"))?,
             time_dim: cfg.time_dim,
+            kernels: cfg.kernels,
         })
     }
 
@@ -187,22 +202,38 @@ impl StepSizeNet {
     /// (`X0` or `X_t`, `[B, N, d]`).
     pub fn forward(&self, t: usize, cond: &Tensor) -> Result<(Tensor, Tensor)> {
         let sinusoid = sinusoidal_embedding(t as f64, self.time_dim, cond.dtype(), cond.device())?;
+        let kernels = self.kernels;
         let e = match &self.time_mlp {
-            Some(mlp) => mlp.forward(&sinusoid.unsqueeze(0)?)?.squeeze(0)?,
+            Some(mlp) => mlp.forward(&sinusoid.unsqueeze(0)?, kernels)?.squeeze(0)?,
             None => sinusoid,
         };
         let x = match &self.input_norm {
-            Some(g) => rms_norm(cond, Some(g), RMS_EPS)?,
+            Some(g) => kernels.rms_norm(cond, Some(g), RMS_EPS)?,
             None => cond.clone(),
         };
-        let c = x.broadcast_add(&e)?;
+        let c = kernels.add_row(&x, &e)?;
         let c = match &self.cond_norm {
-            Some(g) => rms_norm(&c, Some(g), RMS_EPS)?,
+            Some(g) => kernels.rms_norm(&c, Some(g), RMS_EPS)?,
             None => c,
         };
-        let s = self.step_out.forward(&c.gelu_erf()?)?;
+        let h = kernels.gelu_erf(&c)?;
         let d = cond.dim(D::Minus1)?;
-        Ok((s.narrow(D::Minus1, 0, d)?, s.narrow(D::Minus1, d, d)?))
+        let (weight, bias) = (self.step_out.weight(), self.step_out.bias());
+        match (kernels, bias) {
+            // Two products on the halves of the weight: `alpha` and `gamma` come out
+            // contiguous (no narrowed views of the activations, whose backward pads with zeros).
+            (Kernels::Fused, Some(bias)) => {
+                let half = |start: usize| -> Result<Tensor> {
+                    let w = weight.narrow(0, start, d)?.t()?;
+                    Ok(kernels::linear(&h, &w, Some(&bias.narrow(0, start, d)?))?)
+                };
+                Ok((half(0)?, half(d)?))
+            }
+            _ => {
+                let s = kernels.linear(&h, &weight.t()?, bias)?;
+                Ok((s.narrow(D::Minus1, 0, d)?, s.narrow(D::Minus1, d, d)?))
+            }
+        }
     }
 }
 

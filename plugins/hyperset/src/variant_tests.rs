@@ -54,11 +54,12 @@ fn reference_default_forward(p: &HashMap<String, Tensor>, x0: &Tensor, iteration
     x
 }
 
-/// With every new option at its default, the layer computes exactly (bit for bit) what
-/// the equations as first implemented compute.
+/// With every new option at its default and candle's composition (`kernels = composed`),
+/// the layer computes exactly (bit for bit) what the equations as first implemented compute;
+/// the fused kernels are compared with the composition in `kernel_tests.rs`.
 #[test]
 fn defaults_reproduce_the_original_equations_bit_for_bit() {
-    let cfg = small(&[("iterations", Value::Int(3))]);
+    let cfg = small(&[("iterations", Value::Int(3)), ("kernels", s("composed"))]);
     let (map, layer) = build(&cfg, DType::F32);
     perturb(&map, 0.1, &mut rng(1));
     let x = normal(&[2, 5, 16], 1.0, &mut rng(2)).to_dtype(DType::F32).unwrap();
@@ -275,14 +276,18 @@ fn gelu_energy_is_the_antiderivative_vanishing_at_minus_infinity() {
 
 /// Linear attention runs on N = 512 tokens without any tensor of N x N entries in the
 /// forward graph (nor in its energy): every node of the graph is walked and measured. The
-/// same walk finds the N x N score matrix of bi-softmax attention, so the check can fail.
+/// same walk finds the N x N score matrix of bi-softmax attention built from candle's
+/// primitives (`kernels = composed`; the fused op keeps its scores inside), so the check
+/// can fail.
 #[test]
 fn linear_attention_builds_no_token_by_token_matrix() {
     let n = 512;
     let has_square = |y: &Tensor| y.sorted_nodes().iter().any(|t| t.dims().iter().filter(|&&s| s == n).count() >= 2);
     let largest = |y: &Tensor| y.sorted_nodes().iter().map(|t| t.elem_count()).max().unwrap();
     for attention in ["linear", "bisoftmax"] {
-        let (map, layer) = build(&small(&[("attention", s(attention)), ("iterations", Value::Int(2))]), DType::F32);
+        let kernels = if attention == "bisoftmax" { "composed" } else { "fused" };
+        let options = [("attention", s(attention)), ("iterations", Value::Int(2)), ("kernels", s(kernels))];
+        let (map, layer) = build(&small(&options), DType::F32);
         perturb(&map, 0.05, &mut rng(14));
         let x = Var::from_tensor(&normal(&[1, n, 16], 1.0, &mut rng(15)).to_dtype(DType::F32).unwrap()).unwrap();
         let y = layer.forward(x.as_tensor(), &mut Pass::new(2)).unwrap();

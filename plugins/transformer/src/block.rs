@@ -2,9 +2,10 @@
 //! sign reversed), `X += MLP(RMSNorm(X))`.
 
 use crate::model::TransformerConfig;
+use kernels::Kernels;
 use plugin_api::candle::Tensor;
 use plugin_api::candle_nn::{Init, VarBuilder};
-use plugin_api::ops::{causal_mask, rms_norm, softmax};
+use plugin_api::ops::causal_mask;
 use plugin_api::Result;
 
 const RMS_EPS: f64 = 1e-6;
@@ -22,6 +23,7 @@ pub struct TransformerBlock {
     heads: usize,
     head_dim: usize,
     reversed_attention: bool,
+    kernels: Kernels,
 }
 
 impl TransformerBlock {
@@ -46,43 +48,42 @@ impl TransformerBlock {
             heads: cfg.heads,
             head_dim: cfg.d / cfg.heads,
             reversed_attention: cfg.reversed_attention,
+            kernels: cfg.kernels,
         })
     }
 
     pub fn forward(&self, x: &Tensor, causal: bool) -> Result<Tensor> {
-        let attended = self.attention(&rms_norm(x, Some(&self.attn_norm), RMS_EPS)?, causal)?;
+        let k = self.kernels;
+        let attended = self.attention(&k.rms_norm(x, Some(&self.attn_norm), RMS_EPS)?, causal)?;
         let x = if self.reversed_attention { (x - attended)? } else { (x + attended)? };
-        let h = rms_norm(&x, Some(&self.mlp_norm), RMS_EPS)?;
-        Ok((&x + linear(&linear(&h, &self.w_up)?.relu()?, &self.w_down)?)?)
+        let h = k.rms_norm(&x, Some(&self.mlp_norm), RMS_EPS)?;
+        Ok((&x + k.linear(&k.relu(&k.linear(&h, &self.w_up, None)?)?, &self.w_down, None)?)?)
     }
 
     fn attention(&self, h: &Tensor, causal: bool) -> Result<Tensor> {
         let (b, n, d) = h.dims3()?;
-        let q = self.split(&linear(h, &self.w_q)?)?;
-        let k = self.split(&linear(h, &self.w_k)?)?;
-        let v = self.split(&linear(h, &self.w_v)?)?;
-        let mut scores = (q.matmul(&k.t()?)? / (self.head_dim as f64).sqrt())?;
+        let k = self.kernels;
+        let q = self.split(&k.linear(h, &self.w_q, None)?)?;
+        let key = self.split(&k.linear(h, &self.w_k, None)?)?;
+        let v = self.split(&k.linear(h, &self.w_v, None)?)?;
+        let mut scores = (q.matmul(&key.t()?)? / (self.head_dim as f64).sqrt())?;
         if causal {
             scores = scores.broadcast_add(&causal_mask(n, scores.dtype(), scores.device())?)?;
         }
-        let mixed = softmax(&scores, plugin_api::candle::D::Minus1)?.matmul(&v)?;
-        Ok(linear(&mixed.transpose(1, 2)?.reshape((b, n, d))?, &self.w_o)?)
+        let mixed = k.softmax(&scores, plugin_api::candle::D::Minus1)?.matmul(&v)?;
+        Ok(k.linear(&mixed.transpose(1, 2)?.reshape((b, n, d))?, &self.w_o, None)?)
     }
 
     /// Per-head query projections of the normalised input, RMS-normalised per head, on which
     /// effective rank and angle are measured (with `shared_qkv` these are the shared projections).
     pub fn normalised_queries(&self, x: &Tensor) -> Result<Tensor> {
-        let h = rms_norm(x, Some(&self.attn_norm), RMS_EPS)?;
-        Ok(rms_norm(&self.split(&linear(&h, &self.w_q)?)?, None, RMS_EPS)?)
+        let k = self.kernels;
+        let h = k.rms_norm(x, Some(&self.attn_norm), RMS_EPS)?;
+        Ok(k.rms_norm(&self.split(&k.linear(&h, &self.w_q, None)?)?, None, RMS_EPS)?)
     }
 
     fn split(&self, x: &Tensor) -> plugin_api::candle::Result<Tensor> {
         let (b, n, _) = x.dims3()?;
         x.reshape((b, n, self.heads, self.head_dim))?.transpose(1, 2)?.contiguous()
     }
-}
-
-fn linear(x: &Tensor, m: &Tensor) -> plugin_api::candle::Result<Tensor> {
-    let (b, n, k) = x.dims3()?;
-    x.reshape((b * n, k))?.matmul(m)?.reshape((b, n, ()))
 }

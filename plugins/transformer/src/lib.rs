@@ -11,6 +11,11 @@
 //! checks it): trained from a sign-symmetric init it is the same model in distribution, so the
 //! seed's contrast presumably comes from flipping the sign of a layer trained with the
 //! standard one (UNSURE; the seed does not say).
+//!
+//! `kernels = fused` (the default) runs the RMSNorms, the projections, the softmax and the
+//! ReLU as the fused CPU ops of `plugin-api/kernels` (one graph node each, hand-written
+//! backward; the same values within f32 rounding); `kernels = composed` builds them from
+//! candle's differentiable primitives as `plugin_api::ops` does.
 
 mod block;
 mod model;
@@ -33,6 +38,12 @@ fn params() -> Vec<ParamSpec> {
             "standard: X += Attn(X); reversed: X -= Attn(X) (seed 000 App. F.3, with shared_qkv=true)",
         ),
         ParamSpec::float("init_std", 0.02, 0.0, 10.0, "standard deviation of the N(0, s^2) weight init"),
+        ParamSpec::choice(
+            "kernels",
+            "fused",
+            &kernels::Kernels::NAMES,
+            "fused CPU ops with hand-written backward (plugin-api/kernels) or candle's differentiable composition",
+        ),
     ]
 }
 

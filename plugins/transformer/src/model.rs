@@ -1,6 +1,7 @@
 //! k Transformer blocks, block `b` applied for iterations `b * L/k + 1 ..= (b + 1) * L/k`.
 
 use crate::block::TransformerBlock;
+use kernels::Kernels;
 use plugin_api::candle::Tensor;
 use plugin_api::candle_nn::VarBuilder;
 use plugin_api::{check_heads_and_layers, config_error, BlockSchedule, Config, Layer, Pass, Result};
@@ -16,6 +17,8 @@ pub struct TransformerConfig {
     /// Whether the attention output is subtracted (`attention_sign=reversed`) instead of added.
     pub reversed_attention: bool,
     pub init_std: f64,
+    /// Fused kernels or candle's composition (option `kernels`).
+    pub kernels: Kernels,
 }
 
 impl TransformerConfig {
@@ -29,10 +32,19 @@ impl TransformerConfig {
             shared_qkv: cfg.bool("shared_qkv")?,
             reversed_attention: reversed_attention(cfg)?,
             init_std: cfg.f64("init_std")?,
+            kernels: kernels_option(cfg)?,
         };
         check_heads_and_layers(c.d, c.heads, c.iterations, c.layers)?;
         Ok(c)
     }
+}
+
+/// Reads `kernels`; configurations stored before the option existed get the default.
+fn kernels_option(cfg: &Config) -> Result<Kernels> {
+    let Ok(name) = cfg.str("kernels") else { return Ok(Kernels::Fused) };
+    Kernels::parse(name).ok_or_else(|| {
+        config_error(format!("kernels = {name} is unknown; choose one of {}", Kernels::NAMES.join(" | ")))
+    })
 }
 
 /// Reads `attention_sign`; configurations stored before the option existed lack the key and

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Medians of `workbench bench` over repeated, interleaved runs of several configurations, for
+# a shared machine where one run says little. Each configuration is one quoted argument list
+# for `workbench bench`, with optional leading VAR=value environment settings:
+#
+#   plugin-api/kernels/bench-compare.sh 5 \
+#       "--layer hyperset --steps 5 kernels=composed" \
+#       "--layer hyperset --steps 5" \
+#       "RAYON_NUM_THREADS=2 --layer hyperset --steps 5"
+#
+# Prints per configuration the median (and min, max) of the wall time per step, the CPU time
+# per step, samples/s and GFLOP/s, and the load average seen. Needs the release build
+# (cargo build --release -p workbench -p hyperset -p transformer -p sudoku).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+repeats="$1"
+shift
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+for ((r = 0; r < repeats; r++)); do
+    i=0
+    for config in "$@"; do
+        env_args=()
+        bench_args=()
+        for word in $config; do
+            if [[ ${#bench_args[@]} -eq 0 && "$word" == *=* && "$word" != -* && "$word" =~ ^[A-Z_]+= ]]; then
+                env_args+=("$word")
+            else
+                bench_args+=("$word")
+            fi
+        done
+        env RAYON_NUM_THREADS="${RAYON_NUM_THREADS:-1}" WORKBENCH_NO_BUILD=1 "${env_args[@]}" \
+            ./target/release/workbench bench "${bench_args[@]}" >"$tmp/out" 2>&1 || { cat "$tmp/out"; exit 1; }
+        awk -v c="$i" '
+            /^  step / { step = $2 }
+            /throughput/ { sps = $2 }
+            /^  cpu / { cpu = $2; load = $NF; sub(/\)/, "", load) }
+            /achieved/ { gf = $2 }
+            END { print c, step, cpu, sps, gf, load }' "$tmp/out" >>"$tmp/results"
+        i=$((i + 1))
+    done
+done
+i=0
+for config in "$@"; do
+    echo "$config"
+    awk -v c="$i" '$1 == c' "$tmp/results" | sort -k2 -g | awk '
+        { step[NR] = $2; cpu[NR] = $3; sps[NR] = $4; gf[NR] = $5; load = load " " $6 }
+        function median(a, n,   b, k, j, t) {
+            for (k = 1; k <= n; k++) b[k] = a[k]
+            for (k = 1; k <= n; k++) for (j = k + 1; j <= n; j++) if (b[j] < b[k]) { t = b[k]; b[k] = b[j]; b[j] = t }
+            return (n % 2) ? b[(n + 1) / 2] : (b[n / 2] + b[n / 2 + 1]) / 2
+        }
+        END {
+            printf "  step %.3f s (min %.3f, max %.3f)  cpu %.3f s/step  %.1f samples/s  %.1f GFLOP/s  [%d runs; load%s]\n",
+                median(step, NR), step[1], step[NR], median(cpu, NR), median(sps, NR), median(gf, NR), NR, load
+        }'
+    i=$((i + 1))
+done

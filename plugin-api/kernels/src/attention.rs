@@ -1,0 +1,402 @@
+//! Hyper-SET's bi-softmax attention on RMS-normalised heads as one op (seed 000, Eq. 7-9):
+//! from the projection `XW` (`[B, N, H p]`) and the RMSNorm gain `g` (`[p]`), per sample and
+//! head `h`,
+//!
+//! `Z = RMSNorm(XW_h) g`, `P = softmax_row(beta Z Z^T)`, `out_h = (P + P^T) Z`,
+//!
+//! written back in the merged layout `[B, N, H p]`. Because the scores `beta Z Z^T` are
+//! symmetric, `softmax(A, -2) = P^T` and `P + P^T` is the bi-softmax of `plugin_api::ops`
+//! (notes-hyperset.md §1.6); one exponential per score instead of two.
+//!
+//! Each (sample, head) works in its own `N x N` and `N x p` scratch, so nothing of size
+//! `B H N^2` is ever stored: the backward recomputes `Z`, `P` from `XW`:
+//!
+//! - `dS = dO Z^T`, `dZ = S dO` (`S` is symmetric);
+//! - `G = dS + dS^T` (the gradient with respect to `P`), `dA = P (G - rowsum(G P))`;
+//! - `dZ += beta (dA + dA^T) Z`;
+//! - then the RMSNorm backward of `norm.rs` on each row: `dg = sum dZ Zhat`,
+//!   `dXW = r (dZhat - Zhat mean(dZhat Zhat))` with `dZhat = dZ g`.
+//!
+//! Samples run in parallel; the small products go to the `gemm` crate on one thread each.
+
+use crate::real::Real;
+use crate::strided::{for_each_chunk, map_chunks, read_vector, slice, Rows};
+use crate::vector::{dot, softmax_in_place, sum_sq};
+use candle_core::{bail, CpuStorage, CustomOp2, CustomOp3, Layout, Result, Shape, Tensor};
+
+/// `dst (m x n) = scale * lhs (m x k) * rhs (k x n)`, or `dst += ...` when `accumulate`;
+/// row strides as given, unit column stride for `dst`.
+///
+/// # Safety
+/// The pointers must address matrices of the given sizes and strides.
+#[allow(clippy::too_many_arguments)]
+unsafe fn product<T: Real>(
+    (m, n, k): (usize, usize, usize),
+    dst: *mut T,
+    dst_rs: usize,
+    (lhs, lhs_rs, lhs_cs): (*const T, usize, usize),
+    (rhs, rhs_rs, rhs_cs): (*const T, usize, usize),
+    scale: T,
+    accumulate: bool,
+) {
+    gemm::gemm(
+        m,
+        n,
+        k,
+        dst,
+        1,
+        dst_rs as isize,
+        accumulate,
+        lhs,
+        lhs_cs as isize,
+        lhs_rs as isize,
+        rhs,
+        rhs_cs as isize,
+        rhs_rs as isize,
+        if accumulate { T::one() } else { T::zero() },
+        scale,
+        false,
+        false,
+        false,
+        gemm::Parallelism::None,
+    )
+}
+
+/// Shapes of one call: batch, tokens, heads, head width.
+#[derive(Debug, Clone, Copy)]
+struct Dims {
+    batch: usize,
+    tokens: usize,
+    heads: usize,
+    head_dim: usize,
+}
+
+impl Dims {
+    fn of(layout: &Layout, heads: usize, op: &'static str) -> Result<Self> {
+        let dims = layout.dims();
+        let &[batch, tokens, width] = dims else { bail!("{op}: expects [B, N, H p], got shape {dims:?}") };
+        if heads == 0 || width % heads != 0 {
+            bail!("{op}: width {width} is not divisible by {heads} heads")
+        }
+        Ok(Dims { batch, tokens, heads, head_dim: width / heads })
+    }
+
+    fn width(&self) -> usize {
+        self.heads * self.head_dim
+    }
+}
+
+/// Per-thread scratch for one (sample, head).
+struct Scratch<T> {
+    /// `Zhat` (normalised, before the gain), `N x p`.
+    zhat: Vec<T>,
+    /// `Z = Zhat g`, `N x p`.
+    z: Vec<T>,
+    /// `1 / rms` per token.
+    inv_rms: Vec<T>,
+    /// `P`, `N x N`.
+    p: Vec<T>,
+    /// `S = P + P^T`, `N x N`.
+    s: Vec<T>,
+}
+
+impl<T: Real> Scratch<T> {
+    fn new(d: &Dims) -> Self {
+        let (n, p) = (d.tokens, d.head_dim);
+        Scratch {
+            zhat: vec![T::zero(); n * p],
+            z: vec![T::zero(); n * p],
+            inv_rms: vec![T::zero(); n],
+            p: vec![T::zero(); n * n],
+            s: vec![T::zero(); n * n],
+        }
+    }
+
+    /// Fills `zhat`, `z`, `inv_rms`, `p` and `s` for sample `b`, head `h`.
+    #[allow(clippy::too_many_arguments)]
+    fn attend(&mut self, xw: &[T], rows: &Rows, d: &Dims, b: usize, h: usize, gain: &[T], eps: T, beta: T) {
+        let (n, hp) = (d.tokens, d.head_dim);
+        let inv_len = T::c(1.0 / hp as f64);
+        for i in 0..n {
+            let offset = rows.offset(b * n + i) + h * hp * rows.step;
+            let zhat = &mut self.zhat[i * hp..(i + 1) * hp];
+            if rows.step == 1 {
+                zhat.copy_from_slice(&xw[offset..offset + hp]);
+            } else {
+                for (c, v) in zhat.iter_mut().enumerate() {
+                    *v = xw[offset + c * rows.step];
+                }
+            }
+            let r = (sum_sq(zhat) * inv_len + eps).sqrt().recip();
+            self.inv_rms[i] = r;
+            let z = &mut self.z[i * hp..(i + 1) * hp];
+            for ((v, z), &g) in zhat.iter_mut().zip(z.iter_mut()).zip(gain) {
+                *v *= r;
+                *z = *v * g;
+            }
+        }
+        // A = beta Z Z^T into `p`, then its row softmax in place.
+        unsafe {
+            product(
+                (n, n, hp),
+                self.p.as_mut_ptr(),
+                n,
+                (self.z.as_ptr(), hp, 1),
+                (self.z.as_ptr(), 1, hp),
+                beta,
+                false,
+            );
+        }
+        for row in self.p.chunks_exact_mut(n) {
+            softmax_in_place(row);
+        }
+        symmetric_sum(&self.p, &mut self.s, n);
+    }
+}
+
+/// `out = m + m^T` for an `n x n` row-major `m`, in tiles so both reads stay in cache.
+fn symmetric_sum<T: Real>(m: &[T], out: &mut [T], n: usize) {
+    const TILE: usize = 16;
+    for i0 in (0..n).step_by(TILE) {
+        for j0 in (0..n).step_by(TILE) {
+            for i in i0..(i0 + TILE).min(n) {
+                for j in j0..(j0 + TILE).min(n) {
+                    out[i * n + j] = m[i * n + j] + m[j * n + i];
+                }
+            }
+        }
+    }
+}
+
+fn forward<T: Real>(xw: &[T], rows: &Rows, d: Dims, gain: &[T], eps: f64, beta: f64) -> Vec<T> {
+    let (n, width, hp) = (d.tokens, d.width(), d.head_dim);
+    let mut out = vec![T::zero(); d.batch * n * width];
+    let (eps, beta) = (T::c(eps), T::c(beta));
+    for_each_chunk(&mut out, n * width, |first, chunk| {
+        let mut scratch = Scratch::new(&d);
+        for (k, sample) in chunk.chunks_exact_mut((n * width).max(1)).enumerate() {
+            for h in 0..d.heads {
+                scratch.attend(xw, rows, &d, first + k, h, gain, eps, beta);
+                // out_h = S Z, written into the head's columns.
+                unsafe {
+                    product(
+                        (n, hp, n),
+                        sample.as_mut_ptr().add(h * hp),
+                        width,
+                        (scratch.s.as_ptr(), n, 1),
+                        (scratch.z.as_ptr(), hp, 1),
+                        T::one(),
+                        false,
+                    );
+                }
+            }
+        }
+    });
+    out
+}
+
+/// `[dXW (flattened), dg]`.
+#[allow(clippy::too_many_arguments)]
+fn backward<T: Real>(
+    xw: &[T],
+    rows: &Rows,
+    d: Dims,
+    gain: &[T],
+    grad: &[T],
+    grad_rows: &Rows,
+    eps: f64,
+    beta: f64,
+) -> Vec<T> {
+    let (n, width, hp) = (d.tokens, d.width(), d.head_dim);
+    let total = d.batch * n * width;
+    let mut out = Vec::with_capacity(total + hp);
+    out.resize(total, T::zero());
+    let (eps, beta) = (T::c(eps), T::c(beta));
+    let dg = map_chunks(
+        &mut out,
+        n * width,
+        |first, chunk| {
+            let mut scratch = Scratch::new(&d);
+            let mut dg = vec![T::zero(); hp];
+            let mut d_out = vec![T::zero(); n * hp];
+            let mut dz = vec![T::zero(); n * hp];
+            let mut ds = vec![T::zero(); n * n];
+            let mut da = vec![T::zero(); n * n];
+            let inv_len = T::c(1.0 / hp as f64);
+            for (k, sample) in chunk.chunks_exact_mut((n * width).max(1)).enumerate() {
+                let b = first + k;
+                for h in 0..d.heads {
+                    scratch.attend(xw, rows, &d, b, h, gain, eps, beta);
+                    for i in 0..n {
+                        let offset = grad_rows.offset(b * n + i) + h * hp * grad_rows.step;
+                        let row = &mut d_out[i * hp..(i + 1) * hp];
+                        if grad_rows.step == 1 {
+                            row.copy_from_slice(&grad[offset..offset + hp]);
+                        } else {
+                            for (c, v) in row.iter_mut().enumerate() {
+                                *v = grad[offset + c * grad_rows.step];
+                            }
+                        }
+                    }
+                    unsafe {
+                        // dS = dO Z^T; dZ = S dO.
+                        product(
+                            (n, n, hp),
+                            ds.as_mut_ptr(),
+                            n,
+                            (d_out.as_ptr(), hp, 1),
+                            (scratch.z.as_ptr(), 1, hp),
+                            T::one(),
+                            false,
+                        );
+                        product(
+                            (n, hp, n),
+                            dz.as_mut_ptr(),
+                            hp,
+                            (scratch.s.as_ptr(), n, 1),
+                            (d_out.as_ptr(), hp, 1),
+                            T::one(),
+                            false,
+                        );
+                    }
+                    // dA = P (G - rowsum(G P)) with G = dS + dS^T.
+                    symmetric_sum(&ds, &mut da, n);
+                    for (g, p) in da.chunks_exact_mut(n).zip(scratch.p.chunks_exact(n)) {
+                        let row_dot = dot(g, p);
+                        for (g, &p) in g.iter_mut().zip(p) {
+                            *g = p * (*g - row_dot);
+                        }
+                    }
+                    // dZ += beta (dA + dA^T) Z, the symmetric part kept in `ds`.
+                    symmetric_sum(&da, &mut ds, n);
+                    unsafe {
+                        product(
+                            (n, hp, n),
+                            dz.as_mut_ptr(),
+                            hp,
+                            (ds.as_ptr(), n, 1),
+                            (scratch.z.as_ptr(), hp, 1),
+                            beta,
+                            true,
+                        );
+                    }
+                    // RMSNorm with gain, backward, into the head's columns of dXW.
+                    for i in 0..n {
+                        let (zhat, dzr) = (&scratch.zhat[i * hp..(i + 1) * hp], &mut dz[i * hp..(i + 1) * hp]);
+                        for c in 0..hp {
+                            dg[c] += dzr[c] * zhat[c];
+                            dzr[c] *= gain[c];
+                        }
+                        let k = dot(dzr, zhat) * inv_len;
+                        let r = scratch.inv_rms[i];
+                        let dx = &mut sample[i * width + h * hp..i * width + (h + 1) * hp];
+                        for c in 0..hp {
+                            dx[c] = r * (dzr[c] - zhat[c] * k);
+                        }
+                    }
+                }
+            }
+            dg
+        },
+        |mut a, b| {
+            for (a, b) in a.iter_mut().zip(b) {
+                *a += b;
+            }
+            a
+        },
+    );
+    out.extend(dg);
+    out
+}
+
+/// The fused attention: arguments `XW` (`[B, N, H p]`) and `g` (`[p]`).
+pub(crate) struct BiSoftmaxAttention {
+    pub heads: usize,
+    pub eps: f64,
+    pub beta: f64,
+}
+
+fn check_gain(d: &Dims, gl: &Layout, op: &'static str) -> Result<()> {
+    if gl.dims() != [d.head_dim] {
+        bail!("{op}: the gain must have shape [{}] (the head width), got {:?}", d.head_dim, gl.dims())
+    }
+    Ok(())
+}
+
+impl CustomOp2 for BiSoftmaxAttention {
+    fn name(&self) -> &'static str {
+        "fused-bi-softmax-attention"
+    }
+
+    fn cpu_fwd(&self, s: &CpuStorage, l: &Layout, gs: &CpuStorage, gl: &Layout) -> Result<(CpuStorage, Shape)> {
+        let (name, d, rows) = (self.name(), Dims::of(l, self.heads, self.name())?, Rows::new(l));
+        check_gain(&d, gl, name)?;
+        let out = match s {
+            CpuStorage::F32(_) => {
+                let g = read_vector::<f32>(gs, gl, name)?;
+                CpuStorage::F32(forward(slice::<f32>(s, name)?, &rows, d, &g, self.eps, self.beta))
+            }
+            CpuStorage::F64(_) => {
+                let g = read_vector::<f64>(gs, gl, name)?;
+                CpuStorage::F64(forward(slice::<f64>(s, name)?, &rows, d, &g, self.eps, self.beta))
+            }
+            _ => bail!("{name}: only f32 and f64 are supported, got {:?}", crate::strided::dtype(s)),
+        };
+        Ok((out, l.shape().clone()))
+    }
+
+    fn bwd(&self, xw: &Tensor, g: &Tensor, _res: &Tensor, grad: &Tensor) -> Result<(Option<Tensor>, Option<Tensor>)> {
+        let op = BiSoftmaxAttentionBackward { heads: self.heads, eps: self.eps, beta: self.beta };
+        let packed = xw.apply_op3_no_bwd(g, grad, &op)?;
+        let n = xw.elem_count();
+        let dxw = packed.narrow(0, 0, n)?.reshape(xw.shape())?;
+        let dg = packed.narrow(0, n, g.elem_count())?.reshape(g.shape())?;
+        Ok((Some(dxw), Some(dg)))
+    }
+}
+
+/// The backward of [`BiSoftmaxAttention`]: arguments `XW`, `g`, `dO`; result `[dXW, dg]`.
+struct BiSoftmaxAttentionBackward {
+    heads: usize,
+    eps: f64,
+    beta: f64,
+}
+
+impl CustomOp3 for BiSoftmaxAttentionBackward {
+    fn name(&self) -> &'static str {
+        "fused-bi-softmax-attention-backward"
+    }
+
+    fn cpu_fwd(
+        &self,
+        s: &CpuStorage,
+        l: &Layout,
+        gs: &CpuStorage,
+        gl: &Layout,
+        ds: &CpuStorage,
+        dl: &Layout,
+    ) -> Result<(CpuStorage, Shape)> {
+        let (name, d) = (self.name(), Dims::of(l, self.heads, self.name())?);
+        check_gain(&d, gl, name)?;
+        let (rows, grad_rows) = (Rows::new(l), Rows::new(dl));
+        let out = match s {
+            CpuStorage::F32(_) => {
+                let g = read_vector::<f32>(gs, gl, name)?;
+                let (xw, grad) = (slice::<f32>(s, name)?, slice::<f32>(ds, name)?);
+                CpuStorage::F32(backward(xw, &rows, d, &g, grad, &grad_rows, self.eps, self.beta))
+            }
+            CpuStorage::F64(_) => {
+                let g = read_vector::<f64>(gs, gl, name)?;
+                let (xw, grad) = (slice::<f64>(s, name)?, slice::<f64>(ds, name)?);
+                CpuStorage::F64(backward(xw, &rows, d, &g, grad, &grad_rows, self.eps, self.beta))
+            }
+            _ => bail!("{name}: only f32 and f64 are supported, got {:?}", crate::strided::dtype(s)),
+        };
+        let len = match &out {
+            CpuStorage::F32(v) => v.len(),
+            CpuStorage::F64(v) => v.len(),
+            _ => 0,
+        };
+        Ok((out, Shape::from(len)))
+    }
+}

@@ -1,0 +1,344 @@
+//! Fused CPU kernels with hand-written backward passes, shared by the layer plugins.
+//!
+//! A model built from candle's differentiable primitives spends most of a training step
+//! outside its matrix products: every graph node costs a full pass over memory forward, and
+//! in the backward candle adds each gradient into a fresh zero tensor, so an `RMSNorm` of six
+//! ops costs some twenty passes. Each op here is one candle `CustomOp` with a `cpu_fwd` that
+//! reads its inputs in any layout (transposed and narrowed views need no `contiguous()` copy)
+//! and a `bwd` that is itself one pass, multi-threaded over rows with rayon when the work is
+//! large enough:
+//!
+//! | function                 | computes                                              | replaces (`plugin_api::ops`)        |
+//! |--------------------------|-------------------------------------------------------|-------------------------------------|
+//! | [`rms_norm`]             | `x / sqrt(mean(x^2) + eps) * g` over the last dim      | `rms_norm`                          |
+//! | [`normed_activation`]    | `act(rms_norm(x, g))`, `act` = identity, ReLU, GELU    | `rms_norm` then `relu` / `gelu_erf` |
+//! | [`softmax`]              | softmax over the last dim                             | `softmax(x, D::Minus1)`             |
+//! | [`bi_softmax`]           | `softmax(A, -1) + softmax(A, -2)`                      | `bi_softmax`                        |
+//! | [`activation`]           | `relu(x)` or `gelu_erf(x)` ([`relu`], [`gelu_erf`])   | `Tensor::relu`, `Tensor::gelu_erf`  |
+//! | [`linear`]               | `x w + b` for `x` of any rank                         | reshape, `matmul`, reshape, `broadcast_add` |
+//! | [`add_row`]              | `x + v`, `v` added to every row                       | `broadcast_add`                     |
+//! | [`add_scaled`]           | `x + sign a u`, element-wise                          | `*` then `+` or `-`                 |
+//! | [`bi_softmax_attention`] | `(P + P^T) Z` per head, `Z = rms_norm(XW_h, g)`       | split, `rms_norm`, scores, `bi_softmax`, product, merge |
+//!
+//! The fused forms run for f32 and f64 tensors on the CPU. On any other device or dtype each
+//! function returns the differentiable composition of `plugin_api::ops` instead (so a CUDA
+//! model keeps its gradients); [`is_fused`] says which one a tensor gets. Every op's forward
+//! and backward are checked against autograd of that composition in f64 (relative error
+//! <= 1e-6) on odd and non-contiguous shapes (`tests.rs`).
+//!
+//! A layer that wants both paths (to compare them, or for its identity checks) takes a
+//! [`Kernels`] option: `Kernels::Composed` always composes.
+//!
+//! Inside the ops: reductions keep eight partial sums and `exp` / the normal distribution
+//! function are branch-free polynomials for f32 (`vector.rs`), so the row loops vectorise;
+//! f64 uses libm (it serves the exactness tests). Work is split over rayon's pool (as the
+//! `gemm` crate's products are) only when it has more than one thread and the op more than
+//! 16k entries; candle's own spinning pool was tried for it and was slower on two cores. The attention op recomputes
+//! its `N x N` scores in the backward instead of keeping them in the graph.
+//!
+//! # Measuring
+//!
+//! - `workbench bench` prints wall and CPU time per step, samples/s, GFLOP/s and the number
+//!   of recorded graph nodes and their bytes (`kernels=composed` for the old path);
+//! - `plugin-api/kernels/profile-step.sh STEPS BENCH-ARGS` attributes a step's time per op
+//!   site and kernel class from `perf` call stacks (example `perf_ops`);
+//! - `plugin-api/kernels/bench-compare.sh REPEATS CONFIG...` gives medians of interleaved
+//!   bench runs (one run says little on a shared machine);
+//! - `cargo run --release -p kernels --example gemm_peak` measures candle's f32 gemm.
+
+mod activation;
+mod attention;
+mod linear;
+mod norm;
+mod real;
+mod scaled;
+mod softmax;
+mod strided;
+mod vector;
+
+#[cfg(test)]
+mod tests;
+
+pub use norm::Activation;
+
+use candle_core::shape::Dim;
+use candle_core::{DType, Result, Tensor, D};
+use plugin_api::ops;
+
+/// Whether the fused kernels serve `t`: f32 or f64 on the CPU. Otherwise the functions of this
+/// crate fall back to the differentiable composition.
+pub fn is_fused(t: &Tensor) -> bool {
+    t.device().is_cpu() && matches!(t.dtype(), DType::F32 | DType::F64)
+}
+
+/// Whether `gain` can go to a fused op next to `x`: same dtype and device, shape `[len]`.
+fn gain_fits(x: &Tensor, gain: &Tensor, len: usize) -> bool {
+    gain.dtype() == x.dtype() && gain.device().same_device(x.device()) && gain.dims() == [len]
+}
+
+/// RMSNorm over the last dimension, `x / sqrt(mean(x^2) + eps)`, times `gain` when given
+/// (shape `[last dim]`): `plugin_api::ops::rms_norm` as one op.
+pub fn rms_norm(x: &Tensor, gain: Option<&Tensor>, eps: f64) -> Result<Tensor> {
+    normed_activation(x, gain, eps, Activation::Identity)
+}
+
+/// `act(rms_norm(x, gain, eps))`: the normalised hidden units of a feedforward step and their
+/// activation as one op (Hyper-SET's `ReLU(RMSNorm(D^T X))`, seed 000 Eq. 11).
+pub fn normed_activation(x: &Tensor, gain: Option<&Tensor>, eps: f64, act: Activation) -> Result<Tensor> {
+    let len = x.dims().last().copied().unwrap_or(1);
+    if !is_fused(x) || gain.is_some_and(|g| !gain_fits(x, g, len)) {
+        return Kernels::Composed.normed_activation(x, gain, eps, act);
+    }
+    match gain {
+        None => x.apply_op1(norm::Norm { eps, act }),
+        Some(g) => x.apply_op2(g, norm::NormGain { eps, act }),
+    }
+}
+
+/// Softmax along `dim`: fused when `dim` is the last dimension, else candle's composition.
+pub fn softmax(x: &Tensor, dim: D) -> Result<Tensor> {
+    let last = x.rank().checked_sub(1);
+    if is_fused(x) && last.is_some() && dim.to_index(x.shape(), "softmax")? == x.rank() - 1 {
+        x.apply_op1(softmax::SoftmaxLastDim)
+    } else {
+        ops::softmax(x, dim)
+    }
+}
+
+/// `softmax(a, -1) + softmax(a, -2)` over the last two dimensions (for symmetric scores
+/// `P + P^T`, Hyper-SET's bi-softmax, seed 000 Eq. 7 and 9); `a` of rank >= 2.
+pub fn bi_softmax(a: &Tensor) -> Result<Tensor> {
+    if is_fused(a) && a.rank() >= 2 {
+        a.apply_op1(softmax::BiSoftmax)
+    } else {
+        ops::bi_softmax(a)
+    }
+}
+
+/// `act(x)` element-wise with a one-pass backward: [`Activation::Relu`] (candle's `relu`)
+/// or [`Activation::Gelu`] (candle's `gelu_erf`); `Identity` returns `x`.
+pub fn activation(x: &Tensor, act: Activation) -> Result<Tensor> {
+    match act {
+        Activation::Identity => Ok(x.clone()),
+        _ if is_fused(x) => x.apply_op1(activation::Elementwise { act }),
+        _ => Kernels::Composed.activation(x, act),
+    }
+}
+
+/// The exact GELU `x Ncdf(x)` (candle's `gelu_erf`) with a one-pass backward.
+pub fn gelu_erf(x: &Tensor) -> Result<Tensor> {
+    activation(x, Activation::Gelu)
+}
+
+/// ReLU (candle's `relu`) with a one-pass backward.
+pub fn relu(x: &Tensor) -> Result<Tensor> {
+    activation(x, Activation::Relu)
+}
+
+/// `x w (+ bias)` for `x` `[..., k]`, `w` `[k, n]` (any strides: pass `W^T` as the view
+/// `w.t()`), `bias` `[n]`: a linear map of the last dimension as one op.
+pub fn linear(x: &Tensor, w: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
+    let k = x.dims().last().copied().unwrap_or(0);
+    let fits = is_fused(x)
+        && x.rank() >= 1
+        && w.dims().len() == 2
+        && w.dims()[0] == k
+        && w.dtype() == x.dtype()
+        && w.device().same_device(x.device())
+        && bias.is_none_or(|b| gain_fits(x, b, w.dims()[1]));
+    if !fits {
+        return Kernels::Composed.linear(x, w, bias);
+    }
+    match bias {
+        None => x.apply_op2(w, linear::Linear),
+        Some(b) => x.apply_op3(w, b, linear::LinearBias),
+    }
+}
+
+/// `x + v` with the row vector `v` (`[n]`) added to every row of `x` (`[..., n]`).
+pub fn add_row(x: &Tensor, v: &Tensor) -> Result<Tensor> {
+    let n = x.dims().last().copied().unwrap_or(1);
+    if is_fused(x) && x.rank() >= 1 && gain_fits(x, v, n) {
+        x.apply_op2(v, linear::AddRow)
+    } else {
+        x.broadcast_add(v)
+    }
+}
+
+/// `x + sign a u` element-wise (all three of one shape, any layout; `sign` +1 or -1): a
+/// gradient step of per-entry size `a` along `u` (Hyper-SET's `X - alpha . A(X)`, seed 000
+/// Eq. 9, and `X + gamma . F(X)`, Eq. 11) as one op.
+pub fn add_scaled(x: &Tensor, a: &Tensor, u: &Tensor, sign: f64) -> Result<Tensor> {
+    let fits = is_fused(x)
+        && [a, u].iter().all(|t| t.dtype() == x.dtype() && t.device().same_device(x.device()) && t.dims() == x.dims());
+    if fits {
+        x.apply_op3(a, u, scaled::AddScaled { sign })
+    } else {
+        Kernels::Composed.add_scaled(x, a, u, sign)
+    }
+}
+
+/// Bi-softmax attention on RMS-normalised heads, merged back (seed 000, Eq. 7-9): for `xw`
+/// `[B, N, H p]` (the projection `X W`), per head `Z = rms_norm(xw_h, gain, eps)` and the
+/// output's head columns are `(softmax_row(A) + softmax_col(A)) Z` with `A = beta Z Z^T`.
+/// `gain` is `[p]` or absent.
+pub fn bi_softmax_attention(xw: &Tensor, gain: Option<&Tensor>, heads: usize, beta: f64, eps: f64) -> Result<Tensor> {
+    let width = xw.dims().last().copied().unwrap_or(0);
+    let head_dim = width.checked_div(heads).unwrap_or(0);
+    if !is_fused(xw) || xw.rank() != 3 || gain.is_some_and(|g| !gain_fits(xw, g, head_dim)) {
+        return Kernels::Composed.bi_softmax_attention(xw, gain, heads, beta, eps);
+    }
+    let op = attention::BiSoftmaxAttention { heads, eps, beta };
+    match gain {
+        Some(g) => xw.apply_op2(g, op),
+        // The op always takes a gain; ones (not a variable) leave the result unchanged.
+        None => xw.apply_op2(&Tensor::ones(head_dim, xw.dtype(), xw.device())?, op),
+    }
+}
+
+/// Which implementation a layer runs: the fused kernels of this crate (falling back to the
+/// composition where they do not apply), or always the differentiable composition of
+/// `plugin_api::ops` (a layer option, `kernels = fused | composed`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kernels {
+    /// The fused ops of this crate.
+    Fused,
+    /// candle's differentiable primitives, as `plugin_api::ops` composes them.
+    Composed,
+}
+
+impl Kernels {
+    /// The option values, in the order of [`Kernels`].
+    pub const NAMES: [&'static str; 2] = ["fused", "composed"];
+
+    /// Parses an option value.
+    pub fn parse(name: &str) -> Option<Self> {
+        match name {
+            "fused" => Some(Kernels::Fused),
+            "composed" => Some(Kernels::Composed),
+            _ => None,
+        }
+    }
+
+    /// The option value naming this choice.
+    pub fn name(self) -> &'static str {
+        Self::NAMES[self as usize]
+    }
+
+    /// [`rms_norm`], or `plugin_api::ops::rms_norm`.
+    pub fn rms_norm(self, x: &Tensor, gain: Option<&Tensor>, eps: f64) -> Result<Tensor> {
+        match self {
+            Kernels::Fused => rms_norm(x, gain, eps),
+            Kernels::Composed => ops::rms_norm(x, gain, eps),
+        }
+    }
+
+    /// [`normed_activation`], or the RMSNorm of `plugin_api::ops` then candle's activation.
+    pub fn normed_activation(self, x: &Tensor, gain: Option<&Tensor>, eps: f64, act: Activation) -> Result<Tensor> {
+        match self {
+            Kernels::Fused => normed_activation(x, gain, eps, act),
+            Kernels::Composed => Kernels::Composed.activation(&ops::rms_norm(x, gain, eps)?, act),
+        }
+    }
+
+    /// [`linear`], or candle's `reshape`, `matmul`, `reshape` and `broadcast_add`.
+    pub fn linear(self, x: &Tensor, w: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
+        match self {
+            Kernels::Fused => linear(x, w, bias),
+            Kernels::Composed => {
+                let dims = x.dims().to_vec();
+                let k = dims.last().copied().unwrap_or(1);
+                let rows: usize = dims[..dims.len().saturating_sub(1)].iter().product();
+                let y = x.reshape((rows, k))?.matmul(w)?;
+                let mut out_dims = dims;
+                if let Some(last) = out_dims.last_mut() {
+                    *last = w.dim(1)?;
+                }
+                let y = y.reshape(out_dims)?;
+                match bias {
+                    Some(b) => y.broadcast_add(b),
+                    None => Ok(y),
+                }
+            }
+        }
+    }
+
+    /// [`add_row`], or candle's `broadcast_add`.
+    pub fn add_row(self, x: &Tensor, v: &Tensor) -> Result<Tensor> {
+        match self {
+            Kernels::Fused => add_row(x, v),
+            Kernels::Composed => x.broadcast_add(v),
+        }
+    }
+
+    /// [`add_scaled`], or candle's product and sum (`x - a u` for a negative sign).
+    pub fn add_scaled(self, x: &Tensor, a: &Tensor, u: &Tensor, sign: f64) -> Result<Tensor> {
+        match self {
+            Kernels::Fused => add_scaled(x, a, u, sign),
+            Kernels::Composed if sign < 0.0 => x - (a * u)?,
+            Kernels::Composed => x + (a * u)?,
+        }
+    }
+
+    /// [`softmax`], or `plugin_api::ops::softmax`.
+    pub fn softmax(self, x: &Tensor, dim: D) -> Result<Tensor> {
+        match self {
+            Kernels::Fused => softmax(x, dim),
+            Kernels::Composed => ops::softmax(x, dim),
+        }
+    }
+
+    /// [`bi_softmax`], or `plugin_api::ops::bi_softmax`.
+    pub fn bi_softmax(self, a: &Tensor) -> Result<Tensor> {
+        match self {
+            Kernels::Fused => bi_softmax(a),
+            Kernels::Composed => ops::bi_softmax(a),
+        }
+    }
+
+    /// [`activation`], or candle's `relu` / `gelu_erf`.
+    pub fn activation(self, x: &Tensor, act: Activation) -> Result<Tensor> {
+        match (self, act) {
+            (Kernels::Fused, _) => activation(x, act),
+            (Kernels::Composed, Activation::Identity) => Ok(x.clone()),
+            (Kernels::Composed, Activation::Relu) => x.relu(),
+            (Kernels::Composed, Activation::Gelu) => x.gelu_erf(),
+        }
+    }
+
+    /// [`gelu_erf`], or candle's `gelu_erf`.
+    pub fn gelu_erf(self, x: &Tensor) -> Result<Tensor> {
+        self.activation(x, Activation::Gelu)
+    }
+
+    /// [`relu`], or candle's `relu`.
+    pub fn relu(self, x: &Tensor) -> Result<Tensor> {
+        self.activation(x, Activation::Relu)
+    }
+
+    /// [`bi_softmax_attention`], or its composition: split the heads, `ops::rms_norm`, the
+    /// scores, `ops::bi_softmax`, the product with `Z`, and merge the heads.
+    pub fn bi_softmax_attention(
+        self,
+        xw: &Tensor,
+        gain: Option<&Tensor>,
+        heads: usize,
+        beta: f64,
+        eps: f64,
+    ) -> Result<Tensor> {
+        match self {
+            Kernels::Fused => bi_softmax_attention(xw, gain, heads, beta, eps),
+            Kernels::Composed => {
+                let (b, n, width) = xw.dims3()?;
+                if heads == 0 || width % heads != 0 {
+                    candle_core::bail!("bi_softmax_attention: width {width} is not divisible by {heads} heads")
+                }
+                let z = xw.reshape((b, n, heads, width / heads))?.transpose(1, 2)?.contiguous()?;
+                let z = ops::rms_norm(&z, gain, eps)?;
+                let scores = (z.matmul(&z.t()?)? * beta)?;
+                let mixed = ops::bi_softmax(&scores)?.matmul(&z)?;
+                mixed.transpose(1, 2)?.reshape((b, n, width))
+            }
+        }
+    }
+}

@@ -1,0 +1,386 @@
+//! `y = x w (+ b)` for `x` of any rank (`[..., k]`), `w` `[k, n]` and an optional bias `[n]`,
+//! as one op: candle's form (reshape, matmul, reshape, broadcast add) is four graph nodes,
+//! each of which costs a zero-filled gradient and an addition in the backward, and the
+//! broadcast's backward is a slow reduction over the leading dimensions.
+//!
+//! Backward: `dx = dy w^T`, `dw = x^T dy`, `db = sum_rows dy`, the two products by the
+//! `gemm` crate straight from the arguments' strides (a transposed weight `W^T` passed as a
+//! view costs no copy).
+
+use crate::real::Real;
+use crate::strided::{read_vector, slice, Rows};
+use candle_core::{bail, CpuStorage, CustomOp2, CustomOp3, Layout, Result, Shape, Tensor};
+
+/// Products smaller than this many multiply-adds run on one thread.
+const PARALLEL_MIN_MACS: usize = 1 << 18;
+
+/// A matrix in storage: first element and the strides of its rows and columns.
+#[derive(Debug, Clone, Copy)]
+struct Strided {
+    offset: usize,
+    row_stride: usize,
+    col_stride: usize,
+}
+
+impl Strided {
+    fn transposed(self) -> Self {
+        Strided { offset: self.offset, row_stride: self.col_stride, col_stride: self.row_stride }
+    }
+}
+
+/// `x` (`[..., k]`) as an `m x k` matrix, if its leading dimensions collapse into rows of one
+/// stride (always for contiguous tensors and for views that only narrow or transpose the last
+/// two dimensions).
+fn as_matrix(layout: &Layout) -> Option<(usize, usize, Strided)> {
+    let dims = layout.dims();
+    let strides = layout.stride();
+    let rank = dims.len();
+    if rank == 0 {
+        return None;
+    }
+    let k = dims[rank - 1];
+    let m: usize = dims[..rank - 1].iter().product();
+    // The leading dimensions of more than one entry, innermost first: the innermost sets the
+    // row stride and each outer one must step over all rows inside it.
+    let mut leading = (0..rank - 1).rev().filter(|&i| dims[i] > 1);
+    let row_stride = match leading.next() {
+        None => 0,
+        Some(i) => {
+            let mut expected = strides[i] * dims[i];
+            for j in leading {
+                if strides[j] != expected {
+                    return None;
+                }
+                expected *= dims[j];
+            }
+            strides[i]
+        }
+    };
+    Some((m, k, Strided { offset: layout.start_offset(), row_stride, col_stride: strides[rank - 1] }))
+}
+
+/// `x` as a matrix, copying it into `buf` when its layout does not allow one stride per row.
+fn matrix_of<'a, T: Real>(data: &'a [T], layout: &Layout, buf: &'a mut Vec<T>) -> (&'a [T], usize, usize, Strided) {
+    if let Some((m, k, s)) = as_matrix(layout) {
+        return (data, m, k, s);
+    }
+    let rows = Rows::new(layout);
+    let mut scratch = Vec::new();
+    buf.clear();
+    for r in 0..rows.count {
+        buf.extend_from_slice(rows.read(data, r, &mut scratch));
+    }
+    (buf.as_slice(), rows.count, rows.len, Strided { offset: 0, row_stride: rows.len, col_stride: 1 })
+}
+
+/// `dst (m x n, row-major) = lhs (m x k) rhs (k x n)`.
+fn product<T: Real>(m: usize, n: usize, k: usize, dst: &mut [T], lhs: (&[T], Strided), rhs: (&[T], Strided)) {
+    let threads = rayon::current_num_threads();
+    let parallelism = if threads > 1 && m * n * k >= PARALLEL_MIN_MACS {
+        gemm::Parallelism::Rayon(threads)
+    } else {
+        gemm::Parallelism::None
+    };
+    if m == 0 || n == 0 {
+        return;
+    }
+    if k == 0 {
+        dst.fill(T::zero());
+        return;
+    }
+    let ((a, sa), (b, sb)) = (lhs, rhs);
+    // SAFETY: the strides and offsets come from the layouts candle checked against the
+    // storages, and `dst` holds `m * n` elements.
+    unsafe {
+        gemm::gemm(
+            m,
+            n,
+            k,
+            dst.as_mut_ptr(),
+            1,
+            n as isize,
+            false,
+            a.as_ptr().add(sa.offset),
+            sa.col_stride as isize,
+            sa.row_stride as isize,
+            b.as_ptr().add(sb.offset),
+            sb.col_stride as isize,
+            sb.row_stride as isize,
+            T::zero(),
+            T::one(),
+            false,
+            false,
+            false,
+            parallelism,
+        )
+    }
+}
+
+/// The weight `[k, n]` as a matrix.
+fn weight_matrix(layout: &Layout, k: usize, op: &'static str) -> Result<(usize, Strided)> {
+    let dims = layout.dims();
+    let &[wk, n] = dims else { bail!("{op}: the weight must be [k, n], got shape {dims:?}") };
+    if wk != k {
+        bail!("{op}: the weight is [{wk}, {n}] but the input's last dimension is {k}")
+    }
+    let s = layout.stride();
+    Ok((n, Strided { offset: layout.start_offset(), row_stride: s[0], col_stride: s[1] }))
+}
+
+fn forward<T: Real>(
+    x: &[T],
+    xl: &Layout,
+    w: &[T],
+    wl: &Layout,
+    bias: Option<Vec<T>>,
+    op: &'static str,
+) -> Result<(Vec<T>, Shape)> {
+    let mut buf = Vec::new();
+    let (x, m, k, sx) = matrix_of(x, xl, &mut buf);
+    let (n, sw) = weight_matrix(wl, k, op)?;
+    let mut out = vec![T::zero(); m * n];
+    product(m, n, k, &mut out, (x, sx), (w, sw));
+    if let Some(b) = bias {
+        if b.len() != n {
+            bail!("{op}: the bias has {} entries for {n} outputs", b.len())
+        }
+        for row in out.chunks_exact_mut(n.max(1)) {
+            for (y, &b) in row.iter_mut().zip(&b) {
+                *y += b;
+            }
+        }
+    }
+    let mut dims = xl.dims().to_vec();
+    *dims.last_mut().expect("rank >= 1") = n;
+    Ok((out, Shape::from(dims)))
+}
+
+/// `[dx (x's shape, flattened), dw ([k, n]), db ([n], with a bias)]`.
+#[allow(clippy::too_many_arguments)]
+fn backward<T: Real>(
+    x: &[T],
+    xl: &Layout,
+    w: &[T],
+    wl: &Layout,
+    dy: &[T],
+    dyl: &Layout,
+    with_bias: bool,
+    op: &'static str,
+) -> Result<Vec<T>> {
+    let (mut xbuf, mut dybuf) = (Vec::new(), Vec::new());
+    let (x, m, k, sx) = matrix_of(x, xl, &mut xbuf);
+    let (n, sw) = weight_matrix(wl, k, op)?;
+    let (dy, dm, dn, sdy) = matrix_of(dy, dyl, &mut dybuf);
+    if (dm, dn) != (m, n) {
+        bail!("{op}: the output gradient is {dm} x {dn}, expected {m} x {n}")
+    }
+    let mut out = vec![T::zero(); m * k + k * n + if with_bias { n } else { 0 }];
+    let (dx, rest) = out.split_at_mut(m * k);
+    let (dw, db) = rest.split_at_mut(k * n);
+    product(m, k, n, dx, (dy, sdy), (w, sw.transposed()));
+    product(k, n, m, dw, (x, sx.transposed()), (dy, sdy));
+    if with_bias {
+        for i in 0..m {
+            for (j, b) in db.iter_mut().enumerate() {
+                *b += dy[sdy.offset + i * sdy.row_stride + j * sdy.col_stride];
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn storage_len(s: &CpuStorage) -> usize {
+    match s {
+        CpuStorage::F32(v) => v.len(),
+        CpuStorage::F64(v) => v.len(),
+        _ => 0,
+    }
+}
+
+/// `x w`.
+pub(crate) struct Linear;
+
+/// `x w + b`.
+pub(crate) struct LinearBias;
+
+/// The backward of both: arguments `x`, `w`, `dy`; result `[dx, dw (, db)]`.
+struct LinearBackward {
+    with_bias: bool,
+}
+
+impl CustomOp2 for Linear {
+    fn name(&self) -> &'static str {
+        "fused-linear"
+    }
+
+    fn cpu_fwd(&self, s: &CpuStorage, l: &Layout, ws: &CpuStorage, wl: &Layout) -> Result<(CpuStorage, Shape)> {
+        let name = self.name();
+        Ok(match s {
+            CpuStorage::F32(_) => {
+                let (out, shape) = forward(slice::<f32>(s, name)?, l, slice::<f32>(ws, name)?, wl, None, name)?;
+                (CpuStorage::F32(out), shape)
+            }
+            CpuStorage::F64(_) => {
+                let (out, shape) = forward(slice::<f64>(s, name)?, l, slice::<f64>(ws, name)?, wl, None, name)?;
+                (CpuStorage::F64(out), shape)
+            }
+            _ => bail!("{name}: only f32 and f64 are supported, got {:?}", crate::strided::dtype(s)),
+        })
+    }
+
+    fn bwd(&self, x: &Tensor, w: &Tensor, _res: &Tensor, dy: &Tensor) -> Result<(Option<Tensor>, Option<Tensor>)> {
+        let packed = x.apply_op3_no_bwd(w, dy, &LinearBackward { with_bias: false })?;
+        let (nx, nw) = (x.elem_count(), w.elem_count());
+        let dx = packed.narrow(0, 0, nx)?.reshape(x.shape())?;
+        let dw = packed.narrow(0, nx, nw)?.reshape(w.shape())?;
+        Ok((Some(dx), Some(dw)))
+    }
+}
+
+impl CustomOp3 for LinearBias {
+    fn name(&self) -> &'static str {
+        "fused-linear-bias"
+    }
+
+    fn cpu_fwd(
+        &self,
+        s: &CpuStorage,
+        l: &Layout,
+        ws: &CpuStorage,
+        wl: &Layout,
+        bs: &CpuStorage,
+        bl: &Layout,
+    ) -> Result<(CpuStorage, Shape)> {
+        let name = self.name();
+        Ok(match s {
+            CpuStorage::F32(_) => {
+                let b = read_vector::<f32>(bs, bl, name)?;
+                let (out, shape) = forward(slice::<f32>(s, name)?, l, slice::<f32>(ws, name)?, wl, Some(b), name)?;
+                (CpuStorage::F32(out), shape)
+            }
+            CpuStorage::F64(_) => {
+                let b = read_vector::<f64>(bs, bl, name)?;
+                let (out, shape) = forward(slice::<f64>(s, name)?, l, slice::<f64>(ws, name)?, wl, Some(b), name)?;
+                (CpuStorage::F64(out), shape)
+            }
+            _ => bail!("{name}: only f32 and f64 are supported, got {:?}", crate::strided::dtype(s)),
+        })
+    }
+
+    fn bwd(
+        &self,
+        x: &Tensor,
+        w: &Tensor,
+        b: &Tensor,
+        _res: &Tensor,
+        dy: &Tensor,
+    ) -> Result<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
+        let packed = x.apply_op3_no_bwd(w, dy, &LinearBackward { with_bias: true })?;
+        let (nx, nw) = (x.elem_count(), w.elem_count());
+        let dx = packed.narrow(0, 0, nx)?.reshape(x.shape())?;
+        let dw = packed.narrow(0, nx, nw)?.reshape(w.shape())?;
+        let db = packed.narrow(0, nx + nw, b.elem_count())?.reshape(b.shape())?;
+        Ok((Some(dx), Some(dw), Some(db)))
+    }
+}
+
+impl CustomOp3 for LinearBackward {
+    fn name(&self) -> &'static str {
+        "fused-linear-backward"
+    }
+
+    fn cpu_fwd(
+        &self,
+        s: &CpuStorage,
+        l: &Layout,
+        ws: &CpuStorage,
+        wl: &Layout,
+        ds: &CpuStorage,
+        dl: &Layout,
+    ) -> Result<(CpuStorage, Shape)> {
+        let name = self.name();
+        let out = match s {
+            CpuStorage::F32(_) => {
+                let (x, w, dy) = (slice::<f32>(s, name)?, slice::<f32>(ws, name)?, slice::<f32>(ds, name)?);
+                CpuStorage::F32(backward(x, l, w, wl, dy, dl, self.with_bias, name)?)
+            }
+            CpuStorage::F64(_) => {
+                let (x, w, dy) = (slice::<f64>(s, name)?, slice::<f64>(ws, name)?, slice::<f64>(ds, name)?);
+                CpuStorage::F64(backward(x, l, w, wl, dy, dl, self.with_bias, name)?)
+            }
+            _ => bail!("{name}: only f32 and f64 are supported, got {:?}", crate::strided::dtype(s)),
+        };
+        let len = storage_len(&out);
+        Ok((out, Shape::from(len)))
+    }
+}
+
+/// `x + v` with `v` (`[n]`) added to every row of `x` (`[..., n]`): candle's
+/// `broadcast_add`, whose backward reduces over the leading dimensions slowly.
+pub(crate) struct AddRow;
+
+impl CustomOp2 for AddRow {
+    fn name(&self) -> &'static str {
+        "fused-add-row"
+    }
+
+    fn cpu_fwd(&self, s: &CpuStorage, l: &Layout, vs: &CpuStorage, vl: &Layout) -> Result<(CpuStorage, Shape)> {
+        fn add<T: Real>(x: &[T], l: &Layout, v: &[T]) -> Vec<T> {
+            let rows = Rows::new(l);
+            let mut out = vec![T::zero(); rows.count * rows.len];
+            let mut buf = Vec::new();
+            for (r, y) in out.chunks_exact_mut(rows.len.max(1)).enumerate() {
+                for ((y, &x), &v) in y.iter_mut().zip(rows.read(x, r, &mut buf)).zip(v) {
+                    *y = x + v;
+                }
+            }
+            out
+        }
+        let name = self.name();
+        let n = l.dims().last().copied().unwrap_or(1);
+        if vl.dims() != [n] {
+            bail!("{name}: the row vector must be [{n}], got {:?}", vl.dims())
+        }
+        let out = match s {
+            CpuStorage::F32(_) => CpuStorage::F32(add(slice::<f32>(s, name)?, l, &read_vector::<f32>(vs, vl, name)?)),
+            CpuStorage::F64(_) => CpuStorage::F64(add(slice::<f64>(s, name)?, l, &read_vector::<f64>(vs, vl, name)?)),
+            _ => bail!("{name}: only f32 and f64 are supported, got {:?}", crate::strided::dtype(s)),
+        };
+        Ok((out, l.shape().clone()))
+    }
+
+    fn bwd(&self, _x: &Tensor, _v: &Tensor, _res: &Tensor, dy: &Tensor) -> Result<(Option<Tensor>, Option<Tensor>)> {
+        Ok((Some(dy.clone()), Some(dy.apply_op1_no_bwd(&ColumnSums)?)))
+    }
+}
+
+/// `sum_rows dy`: `[..., n]` to `[n]`.
+struct ColumnSums;
+
+impl candle_core::CustomOp1 for ColumnSums {
+    fn name(&self) -> &'static str {
+        "fused-column-sums"
+    }
+
+    fn cpu_fwd(&self, s: &CpuStorage, l: &Layout) -> Result<(CpuStorage, Shape)> {
+        fn sums<T: Real>(x: &[T], l: &Layout) -> Vec<T> {
+            let rows = Rows::new(l);
+            let mut out = vec![T::zero(); rows.len];
+            let mut buf = Vec::new();
+            for r in 0..rows.count {
+                for (o, &x) in out.iter_mut().zip(rows.read(x, r, &mut buf)) {
+                    *o += x;
+                }
+            }
+            out
+        }
+        let name = self.name();
+        let n = l.dims().last().copied().unwrap_or(1);
+        let out = match s {
+            CpuStorage::F32(_) => CpuStorage::F32(sums(slice::<f32>(s, name)?, l)),
+            CpuStorage::F64(_) => CpuStorage::F64(sums(slice::<f64>(s, name)?, l)),
+            _ => bail!("{name}: only f32 and f64 are supported, got {:?}", crate::strided::dtype(s)),
+        };
+        Ok((out, Shape::from(n)))
+    }
+}

@@ -1,0 +1,339 @@
+//! RMSNorm over the last dimension, with an optional gain and an optional element-wise
+//! activation after it, as one op with a hand-written backward.
+//!
+//! Forward, per row `x` of length `n`: `r = (mean(x^2) + eps)^(-1/2)`, `x^ = r x`,
+//! `u = x^ g` (or `x^` without gain), `y = act(u)`.
+//!
+//! Backward, from `dy`: `du = dy act'(u)`, `dg = sum_rows du x^`, `dx^ = du g` and
+//! `dx = r (dx^ - x^ mean(dx^ x^))`. The backward recomputes `r` from `x` rather than keeping
+//! it, so the op holds no memory beyond candle's graph.
+
+use crate::real::Real;
+use crate::strided::{for_each_chunk, map_chunks, read_vector, slice, Rows};
+use crate::vector::{dot, sum_sq};
+use candle_core::{bail, CpuStorage, CustomOp1, CustomOp2, CustomOp3, Layout, Result, Shape, Tensor};
+
+/// The element-wise function applied after the normalisation (and gain).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Activation {
+    /// None: a plain RMSNorm.
+    Identity,
+    /// `max(u, 0)`; its derivative is taken as `1[u > 0]`.
+    Relu,
+    /// The exact (erf) GELU, `u Ncdf(u)`, as candle's `gelu_erf`.
+    Gelu,
+}
+
+/// `u Ncdf(u)` (in f64 computed in candle's order, so that values agree bit for bit).
+#[inline(always)]
+pub(crate) fn gelu<T: Real>(u: T) -> T {
+    u.ncdf() * u
+}
+
+/// `Ncdf(u) + u npdf(u)`.
+#[inline(always)]
+pub(crate) fn gelu_derivative<T: Real>(u: T) -> T {
+    let pdf = (-(u * u) * T::c(0.5)).exp_fast() * T::c(1.0 / (2.0 * std::f64::consts::PI).sqrt());
+    u.ncdf() + u * pdf
+}
+
+/// `(mean(x^2) + eps)^(-1/2)`.
+#[inline(always)]
+fn inverse_rms<T: Real>(x: &[T], eps: T) -> T {
+    (sum_sq(x) / T::c(x.len() as f64) + eps).sqrt().recip()
+}
+
+/// Calls `$body` with `$f` bound to the activation and `$df` to its derivative as closures,
+/// so that each activation gets its own branch-free (vectorisable) copy of the loops.
+macro_rules! with_activation {
+    ($act:expr, |$f:ident, $df:ident| $body:expr) => {
+        match $act {
+            Activation::Identity => {
+                let $f = |u: T| u;
+                let $df = |_: T| T::one();
+                $body
+            }
+            Activation::Relu => {
+                let $f = |u: T| if u > T::zero() { u } else { T::zero() };
+                let $df = |u: T| if u > T::zero() { T::one() } else { T::zero() };
+                $body
+            }
+            Activation::Gelu => {
+                let $f = gelu::<T>;
+                let $df = gelu_derivative::<T>;
+                $body
+            }
+        }
+    };
+}
+
+/// One row forward: `y = f(x r g)`.
+#[inline(always)]
+fn forward_row<T: Real>(x: &[T], gain: Option<&[T]>, eps: T, y: &mut [T], f: impl Fn(T) -> T) {
+    let r = inverse_rms(x, eps);
+    match gain {
+        Some(g) => {
+            for ((y, &x), &g) in y.iter_mut().zip(x).zip(g) {
+                *y = f(x * r * g);
+            }
+        }
+        None => {
+            for (y, &x) in y.iter_mut().zip(x) {
+                *y = f(x * r);
+            }
+        }
+    }
+}
+
+fn forward<T: Real>(x: &[T], rows: &Rows, gain: Option<&[T]>, eps: f64, act: Activation) -> Vec<T> {
+    let (len, eps) = (rows.len, T::c(eps));
+    let mut out = vec![T::zero(); rows.count * len];
+    for_each_chunk(&mut out, len, |first, chunk| {
+        let mut buf = Vec::new();
+        with_activation!(act, |f, _df| {
+            for (k, y) in chunk.chunks_exact_mut(len.max(1)).enumerate() {
+                forward_row(rows.read(x, first + k, &mut buf), gain, eps, y, f);
+            }
+        })
+    });
+    out
+}
+
+/// One row backward: writes `dx`, adds to `dg` (when there is a gain). `dxhat` is scratch.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn backward_row<T: Real>(
+    x: &[T],
+    dy: &[T],
+    gain: Option<&[T]>,
+    eps: T,
+    dx: &mut [T],
+    dg: &mut [T],
+    dxhat: &mut [T],
+    df: impl Fn(T) -> T,
+) {
+    let r = inverse_rms(x, eps);
+    match gain {
+        Some(g) => {
+            for j in 0..x.len() {
+                let xhat = x[j] * r;
+                let du = dy[j] * df(xhat * g[j]);
+                dg[j] += du * xhat;
+                dxhat[j] = du * g[j];
+            }
+        }
+        None => {
+            for j in 0..x.len() {
+                dxhat[j] = dy[j] * df(x[j] * r);
+            }
+        }
+    }
+    // mean(dxhat xhat) r, so that dx = r dxhat - x (r^2 mean(dxhat xhat)).
+    let k = dot(dxhat, x) * r * r * r / T::c(x.len() as f64);
+    for ((dx, &d), &x) in dx.iter_mut().zip(dxhat.iter()).zip(x) {
+        *dx = r * d - x * k;
+    }
+}
+
+/// `dx` (contiguous, the shape of `x`) followed by `dg` (`len` values) when there is a gain.
+fn backward<T: Real>(
+    x: &[T],
+    x_rows: &Rows,
+    gain: Option<&[T]>,
+    dy: &[T],
+    dy_rows: &Rows,
+    eps: f64,
+    act: Activation,
+) -> Vec<T> {
+    let (len, eps) = (x_rows.len, T::c(eps));
+    let n = x_rows.count * len;
+    let mut out = Vec::with_capacity(n + if gain.is_some() { len } else { 0 });
+    out.resize(n, T::zero());
+    let dg = map_chunks(
+        &mut out,
+        len,
+        |first, chunk| {
+            let mut dg = vec![T::zero(); if gain.is_some() { len } else { 0 }];
+            let (mut xbuf, mut dybuf) = (Vec::new(), Vec::new());
+            let mut dxhat = vec![T::zero(); len];
+            with_activation!(act, |_f, df| {
+                for (k, dx) in chunk.chunks_exact_mut(len.max(1)).enumerate() {
+                    let xr = x_rows.read(x, first + k, &mut xbuf);
+                    let dyr = dy_rows.read(dy, first + k, &mut dybuf);
+                    backward_row(xr, dyr, gain, eps, dx, &mut dg, &mut dxhat, df);
+                }
+            });
+            dg
+        },
+        |mut a, b| {
+            for (a, b) in a.iter_mut().zip(b) {
+                *a += b;
+            }
+            a
+        },
+    );
+    out.extend(dg);
+    out
+}
+
+fn check_gain(rows: &Rows, gain_layout: &Layout, op: &'static str) -> Result<()> {
+    if gain_layout.dims() != [rows.len] {
+        bail!("{op}: the gain must have shape [{}] (the last dimension), got {:?}", rows.len, gain_layout.dims())
+    }
+    Ok(())
+}
+
+/// RMSNorm (then `act`) without gain.
+pub(crate) struct Norm {
+    pub eps: f64,
+    pub act: Activation,
+}
+
+impl CustomOp1 for Norm {
+    fn name(&self) -> &'static str {
+        "fused-rms-norm"
+    }
+
+    fn cpu_fwd(&self, s: &CpuStorage, l: &Layout) -> Result<(CpuStorage, Shape)> {
+        let rows = Rows::new(l);
+        let out = match s {
+            CpuStorage::F32(_) => {
+                CpuStorage::F32(forward(slice::<f32>(s, self.name())?, &rows, None, self.eps, self.act))
+            }
+            CpuStorage::F64(_) => {
+                CpuStorage::F64(forward(slice::<f64>(s, self.name())?, &rows, None, self.eps, self.act))
+            }
+            _ => bail!("{}: only f32 and f64 are supported, got {:?}", self.name(), crate::strided::dtype(s)),
+        };
+        Ok((out, l.shape().clone()))
+    }
+
+    fn bwd(&self, x: &Tensor, _res: &Tensor, dy: &Tensor) -> Result<Option<Tensor>> {
+        Ok(Some(x.apply_op2_no_bwd(dy, &NormBackward { eps: self.eps, act: self.act })?))
+    }
+}
+
+/// RMSNorm with gain (then `act`): arguments `x`, `g`.
+pub(crate) struct NormGain {
+    pub eps: f64,
+    pub act: Activation,
+}
+
+impl CustomOp2 for NormGain {
+    fn name(&self) -> &'static str {
+        "fused-rms-norm-gain"
+    }
+
+    fn cpu_fwd(&self, s: &CpuStorage, l: &Layout, gs: &CpuStorage, gl: &Layout) -> Result<(CpuStorage, Shape)> {
+        let rows = Rows::new(l);
+        check_gain(&rows, gl, self.name())?;
+        let out = match s {
+            CpuStorage::F32(_) => {
+                let g = read_vector::<f32>(gs, gl, self.name())?;
+                CpuStorage::F32(forward(slice::<f32>(s, self.name())?, &rows, Some(&g), self.eps, self.act))
+            }
+            CpuStorage::F64(_) => {
+                let g = read_vector::<f64>(gs, gl, self.name())?;
+                CpuStorage::F64(forward(slice::<f64>(s, self.name())?, &rows, Some(&g), self.eps, self.act))
+            }
+            _ => bail!("{}: only f32 and f64 are supported, got {:?}", self.name(), crate::strided::dtype(s)),
+        };
+        Ok((out, l.shape().clone()))
+    }
+
+    fn bwd(&self, x: &Tensor, g: &Tensor, _res: &Tensor, dy: &Tensor) -> Result<(Option<Tensor>, Option<Tensor>)> {
+        let packed = x.apply_op3_no_bwd(g, dy, &NormGainBackward { eps: self.eps, act: self.act })?;
+        let n = x.elem_count();
+        let dx = packed.narrow(0, 0, n)?.reshape(x.shape())?;
+        let dg = packed.narrow(0, n, g.elem_count())?.reshape(g.shape())?;
+        Ok((Some(dx), Some(dg)))
+    }
+}
+
+/// The backward of [`Norm`]: arguments `x`, `dy`; result `dx`.
+struct NormBackward {
+    eps: f64,
+    act: Activation,
+}
+
+impl CustomOp2 for NormBackward {
+    fn name(&self) -> &'static str {
+        "fused-rms-norm-backward"
+    }
+
+    fn cpu_fwd(&self, s: &CpuStorage, l: &Layout, ds: &CpuStorage, dl: &Layout) -> Result<(CpuStorage, Shape)> {
+        let (rows, dy_rows) = (Rows::new(l), Rows::new(dl));
+        let name = self.name();
+        let out = match s {
+            CpuStorage::F32(_) => CpuStorage::F32(backward(
+                slice::<f32>(s, name)?,
+                &rows,
+                None,
+                slice::<f32>(ds, name)?,
+                &dy_rows,
+                self.eps,
+                self.act,
+            )),
+            CpuStorage::F64(_) => CpuStorage::F64(backward(
+                slice::<f64>(s, name)?,
+                &rows,
+                None,
+                slice::<f64>(ds, name)?,
+                &dy_rows,
+                self.eps,
+                self.act,
+            )),
+            _ => bail!("{name}: only f32 and f64 are supported, got {:?}", crate::strided::dtype(s)),
+        };
+        Ok((out, l.shape().clone()))
+    }
+}
+
+/// The backward of [`NormGain`]: arguments `x`, `g`, `dy`; result `[dx (flattened), dg]`.
+struct NormGainBackward {
+    eps: f64,
+    act: Activation,
+}
+
+impl CustomOp3 for NormGainBackward {
+    fn name(&self) -> &'static str {
+        "fused-rms-norm-gain-backward"
+    }
+
+    fn cpu_fwd(
+        &self,
+        s: &CpuStorage,
+        l: &Layout,
+        gs: &CpuStorage,
+        gl: &Layout,
+        ds: &CpuStorage,
+        dl: &Layout,
+    ) -> Result<(CpuStorage, Shape)> {
+        let (rows, dy_rows) = (Rows::new(l), Rows::new(dl));
+        check_gain(&rows, gl, self.name())?;
+        let name = self.name();
+        let out = match s {
+            CpuStorage::F32(_) => {
+                let g = read_vector::<f32>(gs, gl, name)?;
+                let (x, dy) = (slice::<f32>(s, name)?, slice::<f32>(ds, name)?);
+                CpuStorage::F32(backward(x, &rows, Some(&g), dy, &dy_rows, self.eps, self.act))
+            }
+            CpuStorage::F64(_) => {
+                let g = read_vector::<f64>(gs, gl, name)?;
+                let (x, dy) = (slice::<f64>(s, name)?, slice::<f64>(ds, name)?);
+                CpuStorage::F64(backward(x, &rows, Some(&g), dy, &dy_rows, self.eps, self.act))
+            }
+            _ => bail!("{name}: only f32 and f64 are supported, got {:?}", crate::strided::dtype(s)),
+        };
+        let len = out_len(&out);
+        Ok((out, Shape::from(len)))
+    }
+}
+
+fn out_len(s: &CpuStorage) -> usize {
+    match s {
+        CpuStorage::F32(v) => v.len(),
+        CpuStorage::F64(v) => v.len(),
+        _ => 0,
+    }
+}

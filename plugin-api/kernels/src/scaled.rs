@@ -1,0 +1,161 @@
+//! `y = x + sign a u` (element-wise; `sign` is +1 or -1): a gradient step with per-entry
+//! step sizes `a` on the update `u`, as one op (candle's form is a product and a sum, two
+//! graph nodes and three temporaries). Backward: `dx = dy`, `da = sign dy u`,
+//! `du = sign dy a`, the last two in one pass.
+
+use crate::real::Real;
+use crate::strided::{for_each_chunk, parallel_plan, slice, Rows};
+use candle_core::{bail, CpuStorage, CustomOp3, Layout, Result, Shape, Tensor};
+use rayon::prelude::*;
+
+fn check_shapes(l: &[&Layout], op: &'static str) -> Result<()> {
+    if l.iter().any(|x| x.dims() != l[0].dims()) {
+        let dims: Vec<_> = l.iter().map(|x| x.dims().to_vec()).collect();
+        bail!("{op}: the arguments must have one shape, got {dims:?}")
+    }
+    Ok(())
+}
+
+fn forward<T: Real>(x: (&[T], &Layout), a: (&[T], &Layout), u: (&[T], &Layout), sign: T) -> Vec<T> {
+    let (xr, ar, ur) = (Rows::new(x.1), Rows::new(a.1), Rows::new(u.1));
+    let len = xr.len;
+    let mut out = vec![T::zero(); xr.count * len];
+    for_each_chunk(&mut out, len, |first, chunk| {
+        let (mut xb, mut ab, mut ub) = (Vec::new(), Vec::new(), Vec::new());
+        for (k, y) in chunk.chunks_exact_mut(len.max(1)).enumerate() {
+            let (xs, as_, us) =
+                (xr.read(x.0, first + k, &mut xb), ar.read(a.0, first + k, &mut ab), ur.read(u.0, first + k, &mut ub));
+            for (((y, &x), &a), &u) in y.iter_mut().zip(xs).zip(as_).zip(us) {
+                *y = x + sign * a * u;
+            }
+        }
+    });
+    out
+}
+
+/// `[da, du]`, each contiguous in the shape of the arguments.
+fn backward<T: Real>(dy: (&[T], &Layout), a: (&[T], &Layout), u: (&[T], &Layout), sign: T) -> Vec<T> {
+    let (dr, ar, ur) = (Rows::new(dy.1), Rows::new(a.1), Rows::new(u.1));
+    let (len, n) = (dr.len, dr.count * dr.len);
+    let mut out = vec![T::zero(); 2 * n];
+    let (da, du) = out.split_at_mut(n);
+    let len = len.max(1);
+    let work = |first: usize, da: &mut [T], du: &mut [T]| {
+        let (mut db, mut ab, mut ub) = (Vec::new(), Vec::new(), Vec::new());
+        for (k, (da, du)) in da.chunks_exact_mut(len).zip(du.chunks_exact_mut(len)).enumerate() {
+            let r = first + k;
+            let (ds, as_, us) = (dr.read(dy.0, r, &mut db), ar.read(a.0, r, &mut ab), ur.read(u.0, r, &mut ub));
+            for j in 0..len {
+                let g = sign * ds[j];
+                da[j] = g * us[j];
+                du[j] = g * as_[j];
+            }
+        }
+    };
+    match parallel_plan(n, len) {
+        None => work(0, da, du),
+        Some(per_task) => da
+            .par_chunks_mut(per_task * len)
+            .zip(du.par_chunks_mut(per_task * len))
+            .enumerate()
+            .for_each(|(c, (da, du))| work(c * per_task, da, du)),
+    }
+    out
+}
+
+/// `x + sign a u`.
+pub(crate) struct AddScaled {
+    /// +1 or -1.
+    pub sign: f64,
+}
+
+impl CustomOp3 for AddScaled {
+    fn name(&self) -> &'static str {
+        "fused-add-scaled"
+    }
+
+    fn cpu_fwd(
+        &self,
+        xs: &CpuStorage,
+        xl: &Layout,
+        as_: &CpuStorage,
+        al: &Layout,
+        us: &CpuStorage,
+        ul: &Layout,
+    ) -> Result<(CpuStorage, Shape)> {
+        let name = self.name();
+        check_shapes(&[xl, al, ul], name)?;
+        let out = match xs {
+            CpuStorage::F32(_) => CpuStorage::F32(forward(
+                (slice::<f32>(xs, name)?, xl),
+                (slice::<f32>(as_, name)?, al),
+                (slice::<f32>(us, name)?, ul),
+                self.sign as f32,
+            )),
+            CpuStorage::F64(_) => CpuStorage::F64(forward(
+                (slice::<f64>(xs, name)?, xl),
+                (slice::<f64>(as_, name)?, al),
+                (slice::<f64>(us, name)?, ul),
+                self.sign,
+            )),
+            _ => bail!("{name}: only f32 and f64 are supported, got {:?}", crate::strided::dtype(xs)),
+        };
+        Ok((out, xl.shape().clone()))
+    }
+
+    fn bwd(
+        &self,
+        _x: &Tensor,
+        a: &Tensor,
+        u: &Tensor,
+        _res: &Tensor,
+        dy: &Tensor,
+    ) -> Result<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
+        let packed = dy.apply_op3_no_bwd(a, u, &AddScaledBackward { sign: self.sign })?;
+        let n = dy.elem_count();
+        let da = packed.narrow(0, 0, n)?.reshape(a.shape())?;
+        let du = packed.narrow(0, n, n)?.reshape(u.shape())?;
+        Ok((Some(dy.clone()), Some(da), Some(du)))
+    }
+}
+
+/// The backward of [`AddScaled`]: arguments `dy`, `a`, `u`; result `[da, du]`.
+struct AddScaledBackward {
+    sign: f64,
+}
+
+impl CustomOp3 for AddScaledBackward {
+    fn name(&self) -> &'static str {
+        "fused-add-scaled-backward"
+    }
+
+    fn cpu_fwd(
+        &self,
+        ds: &CpuStorage,
+        dl: &Layout,
+        as_: &CpuStorage,
+        al: &Layout,
+        us: &CpuStorage,
+        ul: &Layout,
+    ) -> Result<(CpuStorage, Shape)> {
+        let name = self.name();
+        check_shapes(&[dl, al, ul], name)?;
+        let n = dl.shape().elem_count();
+        let out = match ds {
+            CpuStorage::F32(_) => CpuStorage::F32(backward(
+                (slice::<f32>(ds, name)?, dl),
+                (slice::<f32>(as_, name)?, al),
+                (slice::<f32>(us, name)?, ul),
+                self.sign as f32,
+            )),
+            CpuStorage::F64(_) => CpuStorage::F64(backward(
+                (slice::<f64>(ds, name)?, dl),
+                (slice::<f64>(as_, name)?, al),
+                (slice::<f64>(us, name)?, ul),
+                self.sign,
+            )),
+            _ => bail!("{name}: only f32 and f64 are supported, got {:?}", crate::strided::dtype(ds)),
+        };
+        Ok((out, Shape::from(2 * n)))
+    }
+}

@@ -1,0 +1,214 @@
+//! Softmax along the last dimension, and the bi-softmax `softmax(A, -1) + softmax(A, -2)`
+//! of Hyper-SET's attention (seed 000, Eq. 7 and 9), each one op with a hand-written backward.
+//!
+//! Row softmax `P = softmax(A, -1)`: backward `dA = P (dP - rowsum(dP P))` from the kept
+//! output. Bi-softmax `S = P + Q`, `Q = softmax(A, -2)`: both are recomputed from `A` in the
+//! backward (the sum `S` does not give them back), and
+//! `dA = P (dS - rowsum(dS P)) + Q (dS - colsum(dS Q))`. Neither assumes `A` symmetric.
+
+use crate::real::Real;
+use crate::strided::{for_each_chunk, slice, Matrices, Rows};
+use crate::vector::{dot, softmax_row};
+use candle_core::{bail, CpuStorage, CustomOp1, CustomOp2, Layout, Result, Shape, Tensor};
+
+fn softmax_forward<T: Real>(x: &[T], rows: &Rows) -> Vec<T> {
+    let len = rows.len;
+    let mut out = vec![T::zero(); rows.count * len];
+    for_each_chunk(&mut out, len, |first, chunk| {
+        let mut buf = Vec::new();
+        for (k, y) in chunk.chunks_exact_mut(len.max(1)).enumerate() {
+            softmax_row(rows.read(x, first + k, &mut buf), y);
+        }
+    });
+    out
+}
+
+fn softmax_backward<T: Real>(y: &[T], y_rows: &Rows, dy: &[T], dy_rows: &Rows) -> Vec<T> {
+    let len = y_rows.len;
+    let mut out = vec![T::zero(); y_rows.count * len];
+    for_each_chunk(&mut out, len, |first, chunk| {
+        let (mut ybuf, mut dybuf) = (Vec::new(), Vec::new());
+        for (k, dx) in chunk.chunks_exact_mut(len.max(1)).enumerate() {
+            let yr = y_rows.read(y, first + k, &mut ybuf);
+            let dyr = dy_rows.read(dy, first + k, &mut dybuf);
+            let dot = dot(yr, dyr);
+            for ((dx, &y), &dy) in dx.iter_mut().zip(yr).zip(dyr) {
+                *dx = y * (dy - dot);
+            }
+        }
+    });
+    out
+}
+
+/// Row softmax `P` and column softmax `Q` of the row-major `rows x cols` matrix `a`.
+fn row_and_column_softmax<T: Real>(a: &[T], rows: usize, cols: usize, p: &mut [T], q: &mut [T], col: &mut [T]) {
+    for i in 0..rows {
+        softmax_row(&a[i * cols..(i + 1) * cols], &mut p[i * cols..(i + 1) * cols]);
+    }
+    // Column maxima, then exponentials and column sums, row by row (unit stride).
+    col.fill(T::neg_infinity());
+    for i in 0..rows {
+        for (m, &v) in col.iter_mut().zip(&a[i * cols..(i + 1) * cols]) {
+            *m = if v > *m { v } else { *m };
+        }
+    }
+    let mut sums = vec![T::zero(); cols];
+    for i in 0..rows {
+        let (ar, qr) = (&a[i * cols..(i + 1) * cols], &mut q[i * cols..(i + 1) * cols]);
+        for j in 0..cols {
+            qr[j] = (ar[j] - col[j]).exp_fast();
+            sums[j] += qr[j];
+        }
+    }
+    for (c, s) in col.iter_mut().zip(&sums) {
+        *c = s.recip();
+    }
+    for i in 0..rows {
+        for (q, &inv) in q[i * cols..(i + 1) * cols].iter_mut().zip(col.iter()) {
+            *q *= inv;
+        }
+    }
+}
+
+fn bi_softmax_forward<T: Real>(a: &[T], mats: &Matrices) -> Vec<T> {
+    let size = mats.rows * mats.cols;
+    let mut out = vec![T::zero(); mats.count() * size];
+    for_each_chunk(&mut out, size, |first, chunk| {
+        let (mut am, mut q, mut col) = (vec![T::zero(); size], vec![T::zero(); size], vec![T::zero(); mats.cols]);
+        for (k, s) in chunk.chunks_exact_mut(size.max(1)).enumerate() {
+            mats.read_into(a, first + k, &mut am);
+            row_and_column_softmax(&am, mats.rows, mats.cols, s, &mut q, &mut col);
+            for (s, &q) in s.iter_mut().zip(&q) {
+                *s += q;
+            }
+        }
+    });
+    out
+}
+
+fn bi_softmax_backward<T: Real>(a: &[T], mats: &Matrices, ds: &[T], ds_mats: &Matrices) -> Vec<T> {
+    let (rows, cols) = (mats.rows, mats.cols);
+    let size = rows * cols;
+    let mut out = vec![T::zero(); mats.count() * size];
+    for_each_chunk(&mut out, size, |first, chunk| {
+        let mut am = vec![T::zero(); size];
+        let (mut p, mut q, mut g) = (vec![T::zero(); size], vec![T::zero(); size], vec![T::zero(); size]);
+        let (mut col, mut col_dot) = (vec![T::zero(); cols], vec![T::zero(); cols]);
+        for (k, da) in chunk.chunks_exact_mut(size.max(1)).enumerate() {
+            mats.read_into(a, first + k, &mut am);
+            ds_mats.read_into(ds, first + k, &mut g);
+            row_and_column_softmax(&am, rows, cols, &mut p, &mut q, &mut col);
+            col_dot.fill(T::zero());
+            for i in 0..rows {
+                let r = i * cols..(i + 1) * cols;
+                let (qr, gr) = (&q[r.clone()], &g[r]);
+                for j in 0..cols {
+                    col_dot[j] += gr[j] * qr[j];
+                }
+            }
+            for i in 0..rows {
+                let r = i * cols..(i + 1) * cols;
+                let (pr, qr, gr) = (&p[r.clone()], &q[r.clone()], &g[r.clone()]);
+                let row_dot = dot(pr, gr);
+                for (j, da) in da[r].iter_mut().enumerate() {
+                    *da = pr[j] * (gr[j] - row_dot) + qr[j] * (gr[j] - col_dot[j]);
+                }
+            }
+        }
+    });
+    out
+}
+
+/// Softmax over the last dimension.
+pub(crate) struct SoftmaxLastDim;
+
+impl CustomOp1 for SoftmaxLastDim {
+    fn name(&self) -> &'static str {
+        "fused-softmax-last-dim"
+    }
+
+    fn cpu_fwd(&self, s: &CpuStorage, l: &Layout) -> Result<(CpuStorage, Shape)> {
+        let rows = Rows::new(l);
+        let out = match s {
+            CpuStorage::F32(_) => CpuStorage::F32(softmax_forward(slice::<f32>(s, self.name())?, &rows)),
+            CpuStorage::F64(_) => CpuStorage::F64(softmax_forward(slice::<f64>(s, self.name())?, &rows)),
+            _ => bail!("{}: only f32 and f64 are supported, got {:?}", self.name(), crate::strided::dtype(s)),
+        };
+        Ok((out, l.shape().clone()))
+    }
+
+    fn bwd(&self, _x: &Tensor, y: &Tensor, dy: &Tensor) -> Result<Option<Tensor>> {
+        Ok(Some(y.apply_op2_no_bwd(dy, &SoftmaxBackward)?))
+    }
+}
+
+/// The backward of [`SoftmaxLastDim`]: arguments `y` (the softmax), `dy`; result `dx`.
+struct SoftmaxBackward;
+
+impl CustomOp2 for SoftmaxBackward {
+    fn name(&self) -> &'static str {
+        "fused-softmax-last-dim-backward"
+    }
+
+    fn cpu_fwd(&self, s: &CpuStorage, l: &Layout, ds: &CpuStorage, dl: &Layout) -> Result<(CpuStorage, Shape)> {
+        let (rows, dy_rows) = (Rows::new(l), Rows::new(dl));
+        let name = self.name();
+        let out = match s {
+            CpuStorage::F32(_) => {
+                CpuStorage::F32(softmax_backward(slice::<f32>(s, name)?, &rows, slice::<f32>(ds, name)?, &dy_rows))
+            }
+            CpuStorage::F64(_) => {
+                CpuStorage::F64(softmax_backward(slice::<f64>(s, name)?, &rows, slice::<f64>(ds, name)?, &dy_rows))
+            }
+            _ => bail!("{name}: only f32 and f64 are supported, got {:?}", crate::strided::dtype(s)),
+        };
+        Ok((out, l.shape().clone()))
+    }
+}
+
+/// `softmax(A, -1) + softmax(A, -2)` over the last two dimensions.
+pub(crate) struct BiSoftmax;
+
+impl CustomOp1 for BiSoftmax {
+    fn name(&self) -> &'static str {
+        "fused-bi-softmax"
+    }
+
+    fn cpu_fwd(&self, s: &CpuStorage, l: &Layout) -> Result<(CpuStorage, Shape)> {
+        let mats = Matrices::new(l, self.name())?;
+        let out = match s {
+            CpuStorage::F32(_) => CpuStorage::F32(bi_softmax_forward(slice::<f32>(s, self.name())?, &mats)),
+            CpuStorage::F64(_) => CpuStorage::F64(bi_softmax_forward(slice::<f64>(s, self.name())?, &mats)),
+            _ => bail!("{}: only f32 and f64 are supported, got {:?}", self.name(), crate::strided::dtype(s)),
+        };
+        Ok((out, l.shape().clone()))
+    }
+
+    fn bwd(&self, a: &Tensor, _res: &Tensor, ds: &Tensor) -> Result<Option<Tensor>> {
+        Ok(Some(a.apply_op2_no_bwd(ds, &BiSoftmaxBackward)?))
+    }
+}
+
+/// The backward of [`BiSoftmax`]: arguments `A`, `dS`; result `dA`.
+struct BiSoftmaxBackward;
+
+impl CustomOp2 for BiSoftmaxBackward {
+    fn name(&self) -> &'static str {
+        "fused-bi-softmax-backward"
+    }
+
+    fn cpu_fwd(&self, s: &CpuStorage, l: &Layout, ds: &CpuStorage, dl: &Layout) -> Result<(CpuStorage, Shape)> {
+        let (mats, ds_mats) = (Matrices::new(l, self.name())?, Matrices::new(dl, self.name())?);
+        let name = self.name();
+        let out = match s {
+            CpuStorage::F32(_) => {
+                CpuStorage::F32(bi_softmax_backward(slice::<f32>(s, name)?, &mats, slice::<f32>(ds, name)?, &ds_mats))
+            }
+            CpuStorage::F64(_) => {
+                CpuStorage::F64(bi_softmax_backward(slice::<f64>(s, name)?, &mats, slice::<f64>(ds, name)?, &ds_mats))
+            }
+            _ => bail!("{name}: only f32 and f64 are supported, got {:?}", crate::strided::dtype(s)),
+        };
+        Ok((out, l.shape().clone()))
+    }
+}

@@ -1,0 +1,231 @@
+//! Reading tensors in whatever layout candle hands a custom op (transposed, narrowed or
+//! broadcast views included), and splitting row-wise work over the rayon pool.
+
+use crate::real::Real;
+use candle_core::{bail, CpuStorage, Layout, Result};
+use rayon::prelude::*;
+
+/// Below this many elements an op runs on the calling thread: waking the pool costs more.
+const PARALLEL_MIN_ELEMENTS: usize = 16_384;
+
+/// Elements each parallel task gets at least.
+const TASK_MIN_ELEMENTS: usize = 4_096;
+
+/// The slice of `storage` as `T`, or an error naming the op for any other dtype.
+pub(crate) fn slice<'a, T: Real>(storage: &'a CpuStorage, op: &'static str) -> Result<&'a [T]> {
+    match T::cpu_storage_as_slice(storage) {
+        Ok(s) => Ok(s),
+        Err(_) => bail!("{op}: expected {:?} storage, got {:?}", T::DTYPE, dtype(storage)),
+    }
+}
+
+/// The rows of a tensor along one axis (the last one unless said otherwise): where each row
+/// starts in storage, how many elements it has and the stride between them.
+#[derive(Debug, Clone)]
+pub(crate) struct Rows {
+    outer_dims: Vec<usize>,
+    outer_strides: Vec<usize>,
+    start: usize,
+    /// Elements per row.
+    pub len: usize,
+    /// Storage distance between consecutive elements of a row.
+    pub step: usize,
+    /// Number of rows.
+    pub count: usize,
+}
+
+impl Rows {
+    /// The rows along the last dimension (a scalar is one row of one element).
+    pub fn new(layout: &Layout) -> Self {
+        let dims = layout.dims();
+        let strides = layout.stride();
+        match dims.len() {
+            0 => Rows {
+                outer_dims: vec![],
+                outer_strides: vec![],
+                start: layout.start_offset(),
+                len: 1,
+                step: 1,
+                count: 1,
+            },
+            rank => Rows {
+                outer_dims: dims[..rank - 1].to_vec(),
+                outer_strides: strides[..rank - 1].to_vec(),
+                start: layout.start_offset(),
+                len: dims[rank - 1],
+                step: strides[rank - 1],
+                count: dims[..rank - 1].iter().product(),
+            },
+        }
+    }
+
+    /// Storage offset of the first element of row `row` (rows in row-major order of the
+    /// leading dimensions).
+    #[inline]
+    pub fn offset(&self, row: usize) -> usize {
+        let mut rest = row;
+        let mut offset = self.start;
+        for k in (0..self.outer_dims.len()).rev() {
+            let d = self.outer_dims[k];
+            offset += (rest % d) * self.outer_strides[k];
+            rest /= d;
+        }
+        offset
+    }
+
+    /// Row `row` of `data`: borrowed when its elements are adjacent, else gathered into `buf`.
+    #[inline]
+    pub fn read<'a, T: Copy>(&self, data: &'a [T], row: usize, buf: &'a mut Vec<T>) -> &'a [T] {
+        let offset = self.offset(row);
+        if self.step == 1 {
+            &data[offset..offset + self.len]
+        } else {
+            buf.clear();
+            buf.extend((0..self.len).map(|j| data[offset + j * self.step]));
+            buf
+        }
+    }
+}
+
+/// The matrices of a tensor of rank >= 2 (its last two dimensions), for per-matrix ops.
+#[derive(Debug, Clone)]
+pub(crate) struct Matrices {
+    outer_dims: Vec<usize>,
+    outer_strides: Vec<usize>,
+    start: usize,
+    count: usize,
+    /// Rows of each matrix.
+    pub rows: usize,
+    /// Columns of each matrix.
+    pub cols: usize,
+    row_stride: usize,
+    col_stride: usize,
+}
+
+impl Matrices {
+    /// The matrices of `layout`; refuses rank < 2.
+    pub fn new(layout: &Layout, op: &'static str) -> Result<Self> {
+        let dims = layout.dims();
+        let strides = layout.stride();
+        let rank = dims.len();
+        if rank < 2 {
+            bail!("{op}: expects a tensor of rank >= 2 (matrices in its last two dimensions), got shape {dims:?}")
+        }
+        Ok(Matrices {
+            outer_dims: dims[..rank - 2].to_vec(),
+            outer_strides: strides[..rank - 2].to_vec(),
+            start: layout.start_offset(),
+            count: dims[..rank - 2].iter().product(),
+            rows: dims[rank - 2],
+            cols: dims[rank - 1],
+            row_stride: strides[rank - 2],
+            col_stride: strides[rank - 1],
+        })
+    }
+
+    /// Number of matrices.
+    pub fn count(&self) -> usize {
+        self.count
+    }
+
+    /// Copies matrix `m` of `data` into `out` (row-major, `rows * cols`).
+    pub fn read_into<T: Copy>(&self, data: &[T], m: usize, out: &mut [T]) {
+        let mut rest = m;
+        let mut base = self.start;
+        for k in (0..self.outer_dims.len()).rev() {
+            base += (rest % self.outer_dims[k]) * self.outer_strides[k];
+            rest /= self.outer_dims[k];
+        }
+        let (rs, cs, cols) = (self.row_stride, self.col_stride, self.cols);
+        for i in 0..self.rows {
+            let row = &mut out[i * cols..(i + 1) * cols];
+            let start = base + i * rs;
+            if cs == 1 {
+                row.copy_from_slice(&data[start..start + cols]);
+            } else {
+                for (j, v) in row.iter_mut().enumerate() {
+                    *v = data[start + j * cs];
+                }
+            }
+        }
+    }
+}
+
+/// A small vector (a gain) read into a contiguous `Vec`.
+pub(crate) fn read_vector<T: Real>(storage: &CpuStorage, layout: &Layout, op: &'static str) -> Result<Vec<T>> {
+    let data = slice::<T>(storage, op)?;
+    let rows = Rows::new(layout);
+    let mut out = Vec::with_capacity(rows.count * rows.len);
+    let mut buf = Vec::new();
+    for r in 0..rows.count {
+        out.extend_from_slice(rows.read(data, r, &mut buf));
+    }
+    Ok(out)
+}
+
+/// Runs `f(first_item, chunk)` over consecutive chunks of `out`, `item_len` elements per
+/// item, in parallel when the work is large enough. Each chunk holds whole items.
+pub(crate) fn for_each_chunk<T: Send, F>(out: &mut [T], item_len: usize, f: F)
+where
+    F: Fn(usize, &mut [T]) + Sync,
+{
+    let item_len = item_len.max(1);
+    let items = out.len() / item_len;
+    if !worth_parallel(out.len(), items) {
+        f(0, out);
+        return;
+    }
+    let per_task = items_per_task(items, item_len);
+    out.par_chunks_mut(per_task * item_len).enumerate().for_each(|(c, chunk)| f(c * per_task, chunk));
+}
+
+/// As [`for_each_chunk`], with each chunk also returning a partial result (e.g. a partial
+/// gain gradient) that `merge` combines in chunk order (so the result does not depend on
+/// which thread ran which chunk).
+pub(crate) fn map_chunks<T: Send, R: Send, F, M>(out: &mut [T], item_len: usize, f: F, merge: M) -> R
+where
+    F: Fn(usize, &mut [T]) -> R + Sync,
+    M: Fn(R, R) -> R,
+{
+    let item_len = item_len.max(1);
+    let items = out.len() / item_len;
+    if !worth_parallel(out.len(), items) {
+        return f(0, out);
+    }
+    let per_task = items_per_task(items, item_len);
+    let parts: Vec<R> =
+        out.par_chunks_mut(per_task * item_len).enumerate().map(|(c, chunk)| f(c * per_task, chunk)).collect();
+    let mut parts = parts.into_iter();
+    let first = parts.next().expect("at least one chunk");
+    parts.fold(first, merge)
+}
+
+/// Items per parallel task for `elements` in items of `item_len`, or `None` to run on the
+/// calling thread.
+pub(crate) fn parallel_plan(elements: usize, item_len: usize) -> Option<usize> {
+    let item_len = item_len.max(1);
+    let items = elements / item_len;
+    worth_parallel(elements, items).then(|| items_per_task(items, item_len))
+}
+
+/// Whether to split `elements` in `items` over the pool: not for small work, and not when
+/// the pool has one thread (the caller would only wait for it).
+fn worth_parallel(elements: usize, items: usize) -> bool {
+    // Tests split large work even with one thread (the pool then runs the chunks in turn),
+    // so that the chunking is checked whatever RAYON_NUM_THREADS says.
+    elements >= PARALLEL_MIN_ELEMENTS && items >= 2 && (rayon::current_num_threads() > 1 || cfg!(test))
+}
+
+/// Items per task: about four tasks per pool thread, each with enough elements to be worth it.
+fn items_per_task(items: usize, item_len: usize) -> usize {
+    let threads = rayon::current_num_threads().max(1);
+    let by_count = items.div_ceil(4 * threads);
+    let by_size = TASK_MIN_ELEMENTS.div_ceil(item_len);
+    by_count.max(by_size).max(1)
+}
+
+/// The dtype of a CPU storage, for error messages.
+pub(crate) fn dtype(storage: &CpuStorage) -> candle_core::DType {
+    use candle_core::backend::BackendStorage;
+    storage.dtype()
+}

@@ -1,0 +1,445 @@
+//! Every fused op against autograd of its composition (`plugin_api::ops` or candle's
+//! primitives) in f64: forward values and the gradients of every input, on odd shapes
+//! (1, 7, 81) and on non-contiguous inputs (transposed, narrowed and broadcast views).
+
+use super::*;
+use candle_core::{Device, Var};
+use rand::rngs::StdRng;
+use rand::SeedableRng;
+use rand_distr::{Distribution, Normal};
+
+/// The bound on `max |fused - composed| / max |composed|` for values and gradients.
+const TOLERANCE: f64 = 1e-6;
+
+fn normal(shape: &[usize], std: f64, seed: u64) -> Tensor {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let dist = Normal::new(0.0, std).unwrap();
+    let values: Vec<f64> = (0..shape.iter().product::<usize>()).map(|_| dist.sample(&mut rng)).collect();
+    Tensor::from_vec(values, shape, &Device::Cpu).unwrap()
+}
+
+fn max_abs(t: &Tensor) -> f64 {
+    t.abs().unwrap().flatten_all().unwrap().max(0).unwrap().to_scalar::<f64>().unwrap()
+}
+
+fn relative_error(fused: &Tensor, reference: &Tensor) -> f64 {
+    assert_eq!(fused.dims(), reference.dims(), "shapes differ");
+    if reference.elem_count() == 0 {
+        return 0.0;
+    }
+    // A reference that is exactly zero (e.g. the gradient of a one-element softmax) asks for
+    // an absolute error instead.
+    let scale = max_abs(reference);
+    let diff = max_abs(&(fused - reference).unwrap());
+    if scale > 0.0 {
+        diff / scale
+    } else {
+        diff
+    }
+}
+
+/// How an op's input is presented: as the variable itself or as a view of it.
+#[derive(Debug, Clone, Copy)]
+enum View {
+    /// The variable, contiguous.
+    Plain,
+    /// The transpose of a variable of the transposed shape (last two dims swapped).
+    Transposed,
+    /// A narrow of a variable two wider in the last dim (offset 1).
+    Narrowed,
+    /// A variable with a leading dim of 1 broadcast to the shape.
+    Broadcast,
+}
+
+/// A variable and the view of it of shape `shape` that the op receives.
+fn input(shape: &[usize], view: View, seed: u64) -> (Var, Tensor) {
+    let rank = shape.len();
+    match view {
+        View::Plain => {
+            let v = Var::from_tensor(&normal(shape, 1.0, seed)).unwrap();
+            let t = v.as_tensor().clone();
+            (v, t)
+        }
+        View::Transposed => {
+            let mut swapped = shape.to_vec();
+            swapped.swap(rank - 1, rank - 2);
+            let v = Var::from_tensor(&normal(&swapped, 1.0, seed)).unwrap();
+            let t = v.as_tensor().transpose(rank - 1, rank - 2).unwrap();
+            (v, t)
+        }
+        View::Narrowed => {
+            let mut wider = shape.to_vec();
+            wider[rank - 1] += 2;
+            let v = Var::from_tensor(&normal(&wider, 1.0, seed)).unwrap();
+            let t = v.as_tensor().narrow(rank - 1, 1, shape[rank - 1]).unwrap();
+            (v, t)
+        }
+        View::Broadcast => {
+            let mut one = shape.to_vec();
+            one[0] = 1;
+            let v = Var::from_tensor(&normal(&one, 1.0, seed)).unwrap();
+            let t = v.as_tensor().broadcast_as(shape).unwrap();
+            (v, t)
+        }
+    }
+}
+
+/// Compares `fused(inputs)` with `composed(inputs)`: values, and the gradients of every
+/// variable under the loss `sum(out * R)` for a fixed random `R`.
+fn check(
+    label: &str,
+    vars: &[Var],
+    inputs: &[Tensor],
+    fused: impl Fn(&[Tensor]) -> Tensor,
+    composed: impl Fn(&[Tensor]) -> Tensor,
+) {
+    let (y_fused, y_ref) = (fused(inputs), composed(inputs));
+    let err = relative_error(&y_fused, &y_ref);
+    assert!(err <= TOLERANCE, "{label}: forward relative error {err:e}");
+    let r = normal(y_ref.dims(), 1.0, 99);
+    let g_fused = (y_fused * &r).unwrap().sum_all().unwrap().backward().unwrap();
+    let g_ref = (y_ref * &r).unwrap().sum_all().unwrap().backward().unwrap();
+    for (k, var) in vars.iter().enumerate() {
+        let (a, b) = (g_fused.get(var.as_tensor()), g_ref.get(var.as_tensor()));
+        let (a, b) = (a.unwrap_or_else(|| panic!("{label}: no fused gradient for input {k}")), b.unwrap());
+        let err = relative_error(a, b);
+        assert!(err <= TOLERANCE, "{label}: gradient {k} relative error {err:e}");
+        assert!(max_abs(a) > 0.0 || max_abs(b) == 0.0, "{label}: gradient {k} is zero");
+    }
+}
+
+const VIEWS: [View; 4] = [View::Plain, View::Transposed, View::Narrowed, View::Broadcast];
+
+/// Shapes with odd sizes, each of rank >= 2 (for the transposed view).
+const SHAPES: [&[usize]; 6] = [&[1, 1], &[1, 7], &[7, 1], &[3, 7], &[2, 81, 5], &[2, 3, 81]];
+
+#[test]
+fn rms_norm_matches_the_composition_with_and_without_gain() {
+    for (s, shape) in SHAPES.iter().enumerate() {
+        for view in VIEWS {
+            let (xv, x) = input(shape, view, s as u64);
+            let len = *shape.last().unwrap();
+            let label = format!("rms_norm {shape:?} {view:?}");
+            check(
+                &label,
+                std::slice::from_ref(&xv),
+                std::slice::from_ref(&x),
+                |i| rms_norm(&i[0], None, 1e-6).unwrap(),
+                |i| ops::rms_norm(&i[0], None, 1e-6).unwrap(),
+            );
+            // A gain seen through a narrow (non-contiguous offset) of a larger variable.
+            let gv = Var::from_tensor(&normal(&[len + 3], 1.0, 50 + s as u64)).unwrap();
+            let g = gv.as_tensor().narrow(0, 2, len).unwrap();
+            check(
+                &format!("{label} with gain"),
+                &[xv, gv],
+                &[x, g],
+                |i| rms_norm(&i[0], Some(&i[1]), 1e-6).unwrap(),
+                |i| ops::rms_norm(&i[0], Some(&i[1]), 1e-6).unwrap(),
+            );
+        }
+    }
+}
+
+/// `x Ncdf(x)` from differentiable primitives with exact constants (candle's own `gelu_erf`
+/// backward rounds `1/sqrt(2 pi)` to six digits, so it is no reference at 1e-6).
+fn exact_gelu(x: &Tensor) -> Tensor {
+    let cdf = ((x * std::f64::consts::FRAC_1_SQRT_2).unwrap().erf().unwrap() + 1.0).unwrap() * 0.5;
+    (x * cdf.unwrap()).unwrap()
+}
+
+#[test]
+fn normed_activations_match_the_composition() {
+    for (s, shape) in SHAPES.iter().enumerate() {
+        for view in VIEWS {
+            for act in [Activation::Relu, Activation::Gelu] {
+                let (xv, x) = input(shape, view, 10 + s as u64);
+                let len = *shape.last().unwrap();
+                let gv = Var::from_tensor(&normal(&[len], 1.0, 60 + s as u64)).unwrap();
+                let activate = |u: Tensor| match act {
+                    Activation::Relu => u.relu().unwrap(),
+                    Activation::Gelu => exact_gelu(&u),
+                    Activation::Identity => u,
+                };
+                check(
+                    &format!("{act:?}(rms_norm) {shape:?} {view:?}"),
+                    &[xv.clone(), gv.clone()],
+                    &[x.clone(), gv.as_tensor().clone()],
+                    |i| normed_activation(&i[0], Some(&i[1]), 1e-6, act).unwrap(),
+                    |i| activate(ops::rms_norm(&i[0], Some(&i[1]), 1e-6).unwrap()),
+                );
+                check(
+                    &format!("{act:?}(rms_norm) {shape:?} {view:?} without gain"),
+                    &[xv],
+                    &[x],
+                    |i| normed_activation(&i[0], None, 1e-6, act).unwrap(),
+                    |i| activate(ops::rms_norm(&i[0], None, 1e-6).unwrap()),
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn gelu_matches_the_exact_composition_and_candle_forward() {
+    for (s, shape) in SHAPES.iter().enumerate() {
+        for view in VIEWS {
+            let (xv, x) = input(shape, view, 20 + s as u64);
+            check(
+                &format!("gelu {shape:?} {view:?}"),
+                &[xv],
+                std::slice::from_ref(&x),
+                |i| gelu_erf(&i[0]).unwrap(),
+                |i| exact_gelu(&i[0]),
+            );
+            // The forward is computed in candle's order: equal bit for bit.
+            let diff = max_abs(&(gelu_erf(&x).unwrap() - x.gelu_erf().unwrap()).unwrap());
+            assert_eq!(diff, 0.0, "gelu {shape:?} {view:?}");
+        }
+    }
+}
+
+#[test]
+fn relu_matches_candle() {
+    for (s, shape) in SHAPES.iter().enumerate() {
+        for view in VIEWS {
+            let (xv, x) = input(shape, view, 25 + s as u64);
+            check(&format!("relu {shape:?} {view:?}"), &[xv], &[x], |i| relu(&i[0]).unwrap(), |i| i[0].relu().unwrap());
+        }
+    }
+}
+
+#[test]
+fn softmax_matches_the_composition() {
+    for (s, shape) in SHAPES.iter().enumerate() {
+        for view in VIEWS {
+            let (xv, x) = input(shape, view, 30 + s as u64);
+            check(
+                &format!("softmax {shape:?} {view:?}"),
+                &[xv],
+                &[x],
+                |i| softmax(&i[0], D::Minus1).unwrap(),
+                |i| ops::softmax(&i[0], D::Minus1).unwrap(),
+            );
+        }
+    }
+}
+
+#[test]
+fn bi_softmax_matches_the_composition_on_square_and_rectangular_scores() {
+    let shapes: [&[usize]; 6] = [&[1, 1], &[7, 7], &[3, 7, 5], &[2, 2, 9, 4], &[1, 81, 81], &[2, 1, 7]];
+    for (s, shape) in shapes.iter().enumerate() {
+        for view in VIEWS {
+            let (xv, x) = input(shape, view, 40 + s as u64);
+            check(
+                &format!("bi_softmax {shape:?} {view:?}"),
+                &[xv],
+                &[x],
+                |i| bi_softmax(&i[0]).unwrap(),
+                |i| ops::bi_softmax(&i[0]).unwrap(),
+            );
+        }
+    }
+}
+
+#[test]
+fn bi_softmax_attention_matches_the_composition() {
+    // (B, N, heads, p): single token, odd token counts, Sudoku's 81 tokens.
+    let cases = [(1, 1, 1, 4), (2, 7, 3, 2), (1, 9, 2, 5), (2, 81, 2, 8), (3, 5, 1, 1)];
+    for (s, &(b, n, heads, p)) in cases.iter().enumerate() {
+        for view in [View::Plain, View::Transposed, View::Narrowed, View::Broadcast] {
+            let (xv, xw) = input(&[b, n, heads * p], view, 70 + s as u64);
+            // Scores of the size a trained model sees (|A| up to a few units).
+            let beta = 1.0 / (p as f64).sqrt();
+            let gv = Var::from_tensor(&(normal(&[p], 0.3, 80 + s as u64) + 1.0).unwrap()).unwrap();
+            let label = format!("attention B={b} N={n} H={heads} p={p} {view:?}");
+            check(
+                &label,
+                &[xv.clone(), gv.clone()],
+                &[xw.clone(), gv.as_tensor().clone()],
+                |i| bi_softmax_attention(&i[0], Some(&i[1]), heads, beta, 1e-6).unwrap(),
+                |i| Kernels::Composed.bi_softmax_attention(&i[0], Some(&i[1]), heads, beta, 1e-6).unwrap(),
+            );
+            check(
+                &format!("{label} without gain"),
+                &[xv],
+                &[xw],
+                |i| bi_softmax_attention(&i[0], None, heads, beta, 1e-6).unwrap(),
+                |i| Kernels::Composed.bi_softmax_attention(&i[0], None, heads, beta, 1e-6).unwrap(),
+            );
+        }
+    }
+}
+
+#[test]
+fn linear_matches_the_composition_for_any_layout() {
+    let shapes: [&[usize]; 5] = [&[1, 1], &[7, 5], &[2, 81, 5], &[3, 1, 7], &[2, 2, 3, 4]];
+    for (s, shape) in shapes.iter().enumerate() {
+        let k = *shape.last().unwrap();
+        for view in VIEWS {
+            for (n, transposed_weight) in [(1, false), (3, true), (6, false)] {
+                let (xv, x) = input(shape, view, 90 + s as u64);
+                // The weight as a variable [k, n], or as the view w^T of a variable [n, k].
+                let (wv, w) = if transposed_weight {
+                    let v = Var::from_tensor(&normal(&[n, k], 1.0, 91)).unwrap();
+                    let t = v.as_tensor().t().unwrap();
+                    (v, t)
+                } else {
+                    let v = Var::from_tensor(&normal(&[k, n], 1.0, 92)).unwrap();
+                    let t = v.as_tensor().clone();
+                    (v, t)
+                };
+                let bv = Var::from_tensor(&normal(&[n + 1], 1.0, 93)).unwrap();
+                let b = bv.as_tensor().narrow(0, 1, n).unwrap();
+                let label = format!("linear {shape:?} {view:?} n={n} w^T={transposed_weight}");
+                check(
+                    &label,
+                    &[xv.clone(), wv.clone()],
+                    &[x.clone(), w.clone()],
+                    |i| linear(&i[0], &i[1], None).unwrap(),
+                    |i| Kernels::Composed.linear(&i[0], &i[1], None).unwrap(),
+                );
+                check(
+                    &format!("{label} with bias"),
+                    &[xv, wv, bv],
+                    &[x, w, b],
+                    |i| linear(&i[0], &i[1], Some(&i[2])).unwrap(),
+                    |i| Kernels::Composed.linear(&i[0], &i[1], Some(&i[2])).unwrap(),
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn add_row_matches_broadcast_add() {
+    for (s, shape) in SHAPES.iter().enumerate() {
+        for view in VIEWS {
+            let (xv, x) = input(shape, view, 110 + s as u64);
+            let n = *shape.last().unwrap();
+            let vv = Var::from_tensor(&normal(&[n], 1.0, 111)).unwrap();
+            check(
+                &format!("add_row {shape:?} {view:?}"),
+                &[xv, vv.clone()],
+                &[x, vv.as_tensor().clone()],
+                |i| add_row(&i[0], &i[1]).unwrap(),
+                |i| i[0].broadcast_add(&i[1]).unwrap(),
+            );
+        }
+    }
+}
+
+#[test]
+fn add_scaled_matches_the_composition() {
+    for (s, shape) in SHAPES.iter().enumerate() {
+        for (v, view) in VIEWS.into_iter().enumerate() {
+            for sign in [1.0, -1.0] {
+                let (xv, x) = input(shape, view, 120 + s as u64);
+                let (av, a) = input(shape, VIEWS[(v + 1) % 4], 121 + s as u64);
+                let (uv, u) = input(shape, VIEWS[(v + 2) % 4], 122 + s as u64);
+                check(
+                    &format!("add_scaled {shape:?} {view:?} sign {sign}"),
+                    &[xv, av, uv],
+                    &[x, a, u],
+                    |i| add_scaled(&i[0], &i[1], &i[2], sign).unwrap(),
+                    |i| Kernels::Composed.add_scaled(&i[0], &i[1], &i[2], sign).unwrap(),
+                );
+            }
+        }
+    }
+}
+
+/// Tensors the kernels do not serve (here f16 on the CPU) get the composition, which keeps
+/// its gradients.
+#[test]
+fn other_dtypes_fall_back_to_the_composition() {
+    let x = normal(&[3, 8], 1.0, 5).to_dtype(DType::F16).unwrap();
+    assert!(!is_fused(&x));
+    assert!(is_fused(&x.to_dtype(DType::F32).unwrap()));
+    let fused = rms_norm(&x, None, 1e-6).unwrap();
+    let composed = ops::rms_norm(&x, None, 1e-6).unwrap();
+    let diff = (fused.to_dtype(DType::F64).unwrap() - composed.to_dtype(DType::F64).unwrap()).unwrap();
+    assert_eq!(max_abs(&diff), 0.0);
+    let xv = Var::from_tensor(&x).unwrap();
+    let grads = rms_norm(xv.as_tensor(), None, 1e-6).unwrap().sqr().unwrap().sum_all().unwrap().backward().unwrap();
+    assert!(grads.get(xv.as_tensor()).is_some());
+}
+
+/// Shapes large enough to be split into chunks (over threads when there are several):
+/// the same agreement, in f32 and f64.
+#[test]
+fn large_shapes_split_into_chunks_match_the_composition() {
+    let (xv, x) = input(&[3, 81, 96], View::Transposed, 130);
+    let gv = Var::from_tensor(&normal(&[96], 1.0, 131)).unwrap();
+    check(
+        "rms_norm large",
+        &[xv.clone(), gv.clone()],
+        &[x.clone(), gv.as_tensor().clone()],
+        |i| normed_activation(&i[0], Some(&i[1]), 1e-6, Activation::Relu).unwrap(),
+        |i| ops::rms_norm(&i[0], Some(&i[1]), 1e-6).unwrap().relu().unwrap(),
+    );
+    check(
+        "softmax large",
+        std::slice::from_ref(&xv),
+        std::slice::from_ref(&x),
+        |i| softmax(&i[0], D::Minus1).unwrap(),
+        |i| ops::softmax(&i[0], D::Minus1).unwrap(),
+    );
+    let (av, a) = input(&[3, 81, 96], View::Plain, 132);
+    let (uv, u) = input(&[3, 81, 96], View::Narrowed, 133);
+    check(
+        "add_scaled large",
+        &[xv.clone(), av, uv],
+        &[x.clone(), a, u],
+        |i| add_scaled(&i[0], &i[1], &i[2], -1.0).unwrap(),
+        |i| Kernels::Composed.add_scaled(&i[0], &i[1], &i[2], -1.0).unwrap(),
+    );
+    let g = Var::from_tensor(&(normal(&[32], 0.3, 134) + 1.0).unwrap()).unwrap();
+    check(
+        "attention large",
+        &[xv, g.clone()],
+        &[x.clone(), g.as_tensor().clone()],
+        |i| bi_softmax_attention(&i[0], Some(&i[1]), 3, 0.2, 1e-6).unwrap(),
+        |i| Kernels::Composed.bi_softmax_attention(&i[0], Some(&i[1]), 3, 0.2, 1e-6).unwrap(),
+    );
+    // f32: the chunked result equals the f64 one to f32 precision.
+    let x32 = x.to_dtype(DType::F32).unwrap();
+    let y32 = rms_norm(&x32, None, 1e-6).unwrap().to_dtype(DType::F64).unwrap();
+    assert!(relative_error(&y32, &rms_norm(&x, None, 1e-6).unwrap()) < 1e-6);
+}
+
+/// Empty tensors give empty results (no panic on zero-length rows).
+#[test]
+fn empty_shapes_give_empty_results() {
+    for shape in [&[2usize, 0][..], &[0, 5], &[0, 3, 3]] {
+        let x = Tensor::zeros(shape, DType::F64, &Device::Cpu).unwrap();
+        assert_eq!(rms_norm(&x, None, 1e-6).unwrap().dims(), shape);
+        assert_eq!(softmax(&x, D::Minus1).unwrap().dims(), shape);
+        assert_eq!(gelu_erf(&x).unwrap().dims(), shape);
+        assert_eq!(bi_softmax(&x).unwrap().dims(), shape);
+    }
+}
+
+/// Shapes the fused ops refuse are errors naming the problem, not panics.
+#[test]
+fn bad_shapes_are_errors() {
+    let x = normal(&[2, 3, 6], 1.0, 1);
+    let err = bi_softmax_attention(&x, None, 4, 1.0, 1e-6).unwrap_err().to_string();
+    assert!(err.contains("not divisible by 4 heads"), "{err}");
+    let g = normal(&[5], 1.0, 2);
+    // A gain of the wrong length goes to the composition, whose broadcast then fails.
+    assert!(rms_norm(&x, Some(&g), 1e-6).is_err());
+}
+
+/// f32 agrees with f64 to f32 precision (the dtype the models train in).
+#[test]
+fn f32_agrees_with_f64() {
+    let x = normal(&[4, 81, 16], 1.0, 3);
+    let g = (normal(&[8], 0.3, 4) + 1.0).unwrap();
+    let y64 = bi_softmax_attention(&x, Some(&g), 2, 0.35, 1e-6).unwrap();
+    let y32 =
+        bi_softmax_attention(&x.to_dtype(DType::F32).unwrap(), Some(&g.to_dtype(DType::F32).unwrap()), 2, 0.35, 1e-6)
+            .unwrap();
+    let err = relative_error(&y32.to_dtype(DType::F64).unwrap(), &y64);
+    assert!(err < 1e-5, "f32 vs f64: {err:e}");
+}
