@@ -225,8 +225,30 @@ pub enum SweepsAction {
     Cancel { sweep: i64 },
 }
 
+/// Process settings measured to matter for CPU training on small machines (README,
+/// Benchmarks), applied before any plugin runs a tensor op:
+/// - glibc keeps freed buffers instead of returning them to the OS (mmap and trim
+///   thresholds): a training step frees and reallocates the same large buffers every time,
+///   and giving them back costs 15-30 % of the step in page faults;
+/// - candle's thread pool spins only briefly between ops (`CANDLE_BARRIER_POOL_SPIN_LIMIT`,
+///   unless set): every plugin carries its own copy of candle and its own pool, and their
+///   spinning steals the cores the matrix products need.
+fn tune_process() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt only changes allocator thresholds; it is called before other threads start.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 32 << 20);
+        libc::mallopt(libc::M_TRIM_THRESHOLD, i32::MAX);
+    }
+    if std::env::var_os("CANDLE_BARRIER_POOL_SPIN_LIMIT").is_none() {
+        // Single-threaded at this point, before any other thread reads the environment.
+        std::env::set_var("CANDLE_BARRIER_POOL_SPIN_LIMIT", "1");
+    }
+}
+
 /// Parses the command line and runs the command; returns the process exit code.
 pub fn main() -> i32 {
+    tune_process();
     let cli = Cli::parse();
     let runtime = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
         Ok(rt) => rt,
