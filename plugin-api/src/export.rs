@@ -247,6 +247,9 @@ impl<M: TaskModel> TaskModel for Guarded<M> {
     fn loss(&self, h: &Tensor, batch: &Batch) -> Result<Tensor> {
         guard(|| self.0.loss(h, batch))
     }
+    fn loss_weight(&self, batch: &Batch) -> Result<f64> {
+        guard(|| self.0.loss_weight(batch))
+    }
     fn evaluate(&self, h: &Tensor, batch: &Batch) -> Result<MetricTally> {
         guard(|| self.0.evaluate(h, batch))
     }

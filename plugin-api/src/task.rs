@@ -46,7 +46,8 @@ pub struct Batch {
     pub inputs: Tensor,
     /// Targets (class ids, token ids...), first dimension the batch.
     pub targets: Tensor,
-    /// Optional mask of positions that count in the loss (1.0) or not (0.0).
+    /// Optional mask of positions that count in the loss (1.0) or not (0.0), first
+    /// dimension the batch.
     pub mask: Option<Tensor>,
     /// Number of examples.
     pub size: usize,
@@ -102,8 +103,21 @@ pub trait TaskModel: Send + Sync {
     /// (augmentation, dropout).
     fn embed(&self, batch: &Batch, train: bool) -> Result<Tensor>;
 
-    /// The scalar training loss of the layer output `h` (`[B, N, width]`).
+    /// The scalar training loss of the layer output `h` (`[B, N, width]`): a mean over the
+    /// batch's examples, or over the positions its mask selects.
     fn loss(&self, h: &Tensor, batch: &Batch) -> Result<Tensor>;
+
+    /// The total weight of `batch` in [`TaskModel::loss`]'s mean, so that the losses of the
+    /// parts of a split batch combine into the loss of the whole (data-parallel training:
+    /// `sum_i w_i L_i / sum_i w_i`). The default fits the two forms `loss` documents: the
+    /// mask's sum when the batch has a mask, the number of examples otherwise. A task whose
+    /// loss weighs examples otherwise overrides it.
+    fn loss_weight(&self, batch: &Batch) -> Result<f64> {
+        match &batch.mask {
+            Some(mask) => Ok(mask.to_dtype(candle_core::DType::F64)?.sum_all()?.to_scalar::<f64>()?),
+            None => Ok(batch.size as f64),
+        }
+    }
 
     /// Metric sums of the layer output `h` on `batch` (for [`TaskInfo::metrics`]); `loss`
     /// should be included so evaluation loss is reported too.
@@ -116,6 +130,9 @@ impl<M: TaskModel + ?Sized> TaskModel for Box<M> {
     }
     fn loss(&self, h: &Tensor, batch: &Batch) -> Result<Tensor> {
         (**self).loss(h, batch)
+    }
+    fn loss_weight(&self, batch: &Batch) -> Result<f64> {
+        (**self).loss_weight(batch)
     }
     fn evaluate(&self, h: &Tensor, batch: &Batch) -> Result<MetricTally> {
         (**self).evaluate(h, batch)

@@ -233,7 +233,7 @@ pub enum SweepsAction {
 /// - candle's thread pool spins only briefly between ops (`CANDLE_BARRIER_POOL_SPIN_LIMIT`,
 ///   unless set): every plugin carries its own copy of candle and its own pool, and their
 ///   spinning steals the cores the matrix products need.
-fn tune_process() {
+fn tune_process(command: Option<&Command>) {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: mallopt only changes allocator thresholds; it is called before other threads start.
     unsafe {
@@ -244,12 +244,18 @@ fn tune_process() {
         // Single-threaded at this point, before any other thread reads the environment.
         std::env::set_var("CANDLE_BARRIER_POOL_SPIN_LIMIT", "1");
     }
+    // Training processes split each batch over threads themselves (train::parallel), so each
+    // op runs on one thread unless the user asks otherwise.
+    let trains = matches!(command, Some(Command::Worker { .. } | Command::Bench { .. }));
+    if trains && std::env::var_os("RAYON_NUM_THREADS").is_none() {
+        std::env::set_var("RAYON_NUM_THREADS", "1");
+    }
 }
 
 /// Parses the command line and runs the command; returns the process exit code.
 pub fn main() -> i32 {
-    tune_process();
     let cli = Cli::parse();
+    tune_process(cli.command.as_ref());
     let runtime = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {

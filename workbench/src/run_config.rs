@@ -28,6 +28,13 @@ pub fn train_schema() -> Vec<ParamSpec> {
         ParamSpec::int("seed", 0, 0, i64::MAX, "seed of initialisation and data"),
         ParamSpec::text("device", "cpu", "cpu, or cuda:K (needs a build with --features cuda)"),
         ParamSpec::bool("checkpoint", true, "save a safetensors checkpoint at each evaluation"),
+        ParamSpec::int(
+            "threads",
+            0,
+            0,
+            4096,
+            "CPU threads: each batch is split into this many shards trained in parallel (0: one per core)",
+        ),
     ]
 }
 
@@ -165,6 +172,8 @@ pub struct TrainSettings {
     pub seed: u64,
     pub device: String,
     pub checkpoint: bool,
+    /// Data-parallel CPU threads (0: one per core); see `train::parallel`.
+    pub threads: usize,
 }
 
 impl TrainSettings {
@@ -196,6 +205,8 @@ impl TrainSettings {
             seed: c.i64("seed")? as u64,
             device: c.str("device")?.to_string(),
             checkpoint: c.bool("checkpoint")?,
+            // Runs stored before the option existed take its default.
+            threads: if c.0.contains_key("threads") { c.usize("threads")? } else { 0 },
         };
         if s.min_lr > s.lr {
             bail!("min_lr = {} is above lr = {}; the cosine schedule decays from lr to min_lr", s.min_lr, s.lr);

@@ -8,6 +8,7 @@
 use crate::host::PluginHost;
 use crate::params::Params;
 use crate::run_config::RunConfig;
+use crate::train::parallel;
 use crate::train::optim::{clip_scale, global_grad_norm, AdamW, AdamWConfig};
 use anyhow::{anyhow, Result};
 use candle_core::DType;
@@ -34,46 +35,40 @@ pub fn run(host: &PluginHost, layer: &str, steps: usize, overrides: &[String]) -
     )?;
     let vars: Vec<_> = opt.slots.iter().map(|slot| slot.var.as_tensor().clone()).collect();
     let iterations = layer_obj.train_iterations();
+    let shards = parallel::shard_count(s.threads, s.batch_size, device.is_cpu());
+    let causal = task.info().map_err(|e| anyhow!("{e}"))?.causal;
     // CPU time of the steps (the closure's timed part), for `cpu ... per step`.
     let cpu = std::cell::Cell::new(0.0);
-    let mut step = |i: usize| -> Result<(f64, f64, f64)> {
+    let mut step = |i: usize| -> Result<f64> {
         let batch = task.train_batch(i as u64, s.batch_size, &device).map_err(|e| anyhow!("{e}"))?;
         let cpu0 = process_cpu_seconds();
         let t0 = Instant::now();
-        let x0 = model.embed(&batch, true).map_err(|e| anyhow!("{e}"))?;
-        let h = layer_obj.forward(&x0, &mut Pass::new(iterations)).map_err(|e| anyhow!("{e}"))?;
-        let loss = model.loss(&h, &batch).map_err(|e| anyhow!("{e}"))?;
-        let _ = loss.to_dtype(DType::F32)?.to_scalar::<f32>()?;
-        let forward = t0.elapsed().as_secs_f64();
-        let grads = loss.backward()?;
+        let (_, grads) = parallel::loss_and_grads(&layer_obj, &model, &batch, iterations, causal, shards, &vars)?;
         let norm = global_grad_norm(&grads, vars.iter().cloned())?;
         opt.step(&grads, s.lr, clip_scale(norm, s.grad_clip))?;
         let total = t0.elapsed().as_secs_f64();
         cpu.set(cpu.get() + process_cpu_seconds() - cpu0);
-        Ok((forward, total - forward, total))
+        Ok(total)
     };
     for i in 0..2 {
         step(i)?;
     }
-    let (mut fwd, mut bwd, mut total) = (0.0, 0.0, 0.0);
+    let mut total = 0.0;
     let cpu_warm_up = cpu.get();
     for i in 0..steps {
-        let (f, b, t) = step(i + 2)?;
-        fwd += f;
-        bwd += b;
-        total += t;
+        total += step(i + 2)?;
     }
     let cpu = cpu.get() - cpu_warm_up;
     let n = steps.max(1) as f64;
     let samples_per_s = s.batch_size as f64 * n / total;
     println!(
-        "layer {layer} on sudoku, batch {}, {} iterations, {} parameters, {} threads",
+        "layer {layer} on sudoku, batch {}, {} iterations, {} parameters, {shards} shard(s) x {} thread(s) per op",
         s.batch_size,
         iterations,
         params.count(),
         candle_core::utils::get_num_threads()
     );
-    println!("  step {:.3} s (forward {:.3} s, backward + update {:.3} s)", total / n, fwd / n, bwd / n);
+    println!("  step {:.3} s (forward, backward and update)", total / n);
     println!("  throughput {samples_per_s:.1} samples/s");
     // On a shared machine wall time depends on the other processes; CPU time much less.
     println!(

@@ -5,5 +5,6 @@ pub mod checkpoint;
 pub mod events;
 pub mod launch;
 pub mod optim;
+pub mod parallel;
 pub mod schedule;
 pub mod worker;

@@ -11,16 +11,16 @@
 
 use super::checkpoint;
 use super::events::Event;
+use super::parallel;
 use super::optim::{clip_scale, global_grad_norm, AdamW, AdamWConfig};
 use super::schedule::cosine_with_warmup;
 use crate::diagnostics::StateRecorder;
-use crate::host::{Plugged, PluginHost};
+use crate::host::PluginHost;
 use crate::params::Params;
 use crate::run_config::{RunConfig, TrainSettings};
 use crate::store::{MetricDirection, MetricRow, RunStatus, Store};
 use anyhow::{anyhow, Context, Result};
 use candle_core::DType;
-use plugin_api::{Batch, Layer, MetricTally, Pass, StateObserver, TaskModel};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -144,6 +144,10 @@ async fn train(
         );
     }
     store.set_param_count(run_id, params.count() as u64).await?;
+    // Evaluation batches spread over all the threads; training batches over at most one
+    // thread per example.
+    let threads = parallel::shard_count(s.threads, usize::MAX, device.is_cpu());
+    let shards = threads.min(s.batch_size);
     let directions: Vec<MetricDirection> = info
         .metrics
         .iter()
@@ -176,11 +180,15 @@ async fn train(
     }
     .emit();
     log.line(format!(
-        "training {} on {} ({} parameters) from step {step} to {}",
+        "training {} on {} ({} parameters) from step {step} to {}, {}",
         config.layer,
         config.task,
         params.count(),
-        s.steps
+        s.steps,
+        match shards {
+            1 => "one thread".to_string(),
+            n => format!("batches split over {n} threads"),
+        }
     ))
     .await;
 
@@ -197,8 +205,8 @@ async fn train(
         let lr = cosine_with_warmup(step, s.steps, s.warmup, s.lr, s.min_lr);
         let batch =
             task.train_batch(step, s.batch_size, &device).map_err(|e| anyhow!("task `{}`: {e}", config.task))?;
-        let loss = forward_loss(&layer, &model, &batch, layer.train_iterations(), info.causal)?;
-        let loss_value = loss.to_dtype(DType::F64)?.to_scalar::<f64>()?;
+        let (loss_value, grads) =
+            parallel::loss_and_grads(&layer, &model, &batch, layer.train_iterations(), info.causal, shards, &vars)?;
         let wall = started.elapsed().as_secs_f64();
         if !loss_value.is_finite() {
             metrics.push(step + 1, "train", "loss", loss_value, wall);
@@ -208,7 +216,6 @@ async fn train(
                 step + 1
             )));
         }
-        let grads = loss.backward()?;
         let norm = global_grad_norm(&grads, vars.iter().cloned())?;
         opt.step(&grads, lr, clip_scale(norm, s.grad_clip))?;
         step += 1;
@@ -227,8 +234,16 @@ async fn train(
                     format!("eval@{iterations}")
                 };
                 let mut recorder = StateRecorder::default();
-                let means = match evaluate(&layer, &model, &eval_batches, iterations, info.causal, Some(&mut recorder))
-                {
+                let evaluated = parallel::evaluate(
+                    &layer,
+                    &model,
+                    &eval_batches,
+                    iterations,
+                    info.causal,
+                    threads,
+                    Some(&mut recorder),
+                );
+                let means = match evaluated {
                     Ok(tally) => tally.means(),
                     Err(e) if iterations != layer.train_iterations() => {
                         log.line(format!("step {step}: skipping evaluation at {iterations} iterations: {e:#}")).await;
@@ -294,37 +309,4 @@ pub fn eval_depths(train_iterations: usize, multiples: &[f64]) -> Vec<usize> {
         }
     }
     depths
-}
-
-fn forward_loss(
-    layer: &Plugged<dyn Layer>,
-    model: &Plugged<dyn TaskModel>,
-    batch: &Batch,
-    iterations: usize,
-    causal: bool,
-) -> Result<candle_core::Tensor> {
-    let x0 = model.embed(batch, true).map_err(|e| anyhow!("embedding: {e}"))?;
-    let mut pass = Pass { iterations, causal, observer: None };
-    let h = layer.forward(&x0, &mut pass).map_err(|e| anyhow!("layer: {e}"))?;
-    model.loss(&h, batch).map_err(|e| anyhow!("loss: {e}"))
-}
-
-/// Metric means over the evaluation set at `iterations` layer iterations; `observer`, if
-/// any, sees the states of the first batch's forward pass.
-pub fn evaluate(
-    layer: &Plugged<dyn Layer>,
-    model: &Plugged<dyn TaskModel>,
-    batches: &[Batch],
-    iterations: usize,
-    causal: bool,
-    mut observer: Option<&mut dyn StateObserver>,
-) -> Result<MetricTally> {
-    let mut tally = MetricTally::default();
-    for batch in batches {
-        let x0 = model.embed(batch, false).map_err(|e| anyhow!("embedding: {e}"))?;
-        let mut pass = Pass { iterations, causal, observer: observer.take() };
-        let h = layer.forward(&x0.detach(), &mut pass).map_err(|e| anyhow!("layer at {iterations} iterations: {e}"))?;
-        tally.merge(&model.evaluate(&h, batch).map_err(|e| anyhow!("evaluation: {e}"))?);
-    }
-    Ok(tally)
 }

@@ -1,0 +1,193 @@
+//! Data-parallel training steps on the CPU: a batch split into shards along its first axis,
+//! each shard's forward and backward on its own thread, the gradients summed.
+//!
+//! Why not leave the cores to each op (candle's and the kernels' own threading)? At the
+//! model sizes of this workbench most ops are too small to split well: element-wise ops and
+//! candle's backward bookkeeping run on one thread, and every split op pays a hand-off.
+//! Shards keep every core busy for the whole step. The training processes therefore run each
+//! op on one thread (`RAYON_NUM_THREADS=1`, set at start unless the user sets it) and the
+//! trainer's `threads` option says how many shards run at once.
+//!
+//! The result is the gradient of the whole batch's loss: shard `i`'s loss `L_i` enters as
+//! `w_i L_i / sum_j w_j` with `w_i` its [`TaskModel::loss_weight`], and the shards' gradients
+//! are added in shard order, so a run is deterministic for a given `threads`.
+
+use crate::host::Plugged;
+use anyhow::{anyhow, Result};
+use candle_core::backprop::GradStore;
+use candle_core::{DType, Tensor};
+use plugin_api::{Batch, Layer, MetricTally, Pass, StateObserver, TaskModel};
+
+/// The number of shards for `requested` threads (0: one per core) on a batch of `batch_size`
+/// examples: at most one shard per example, and one on devices other than the CPU.
+pub fn shard_count(requested: usize, batch_size: usize, on_cpu: bool) -> usize {
+    if !on_cpu {
+        return 1;
+    }
+    let threads = match requested {
+        0 => std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+        n => n,
+    };
+    threads.clamp(1, batch_size.max(1))
+}
+
+/// `batch` cut into `shards` consecutive parts of near-equal size (sizes differ by at most 1).
+pub fn split_batch(batch: &Batch, shards: usize) -> Result<Vec<Batch>> {
+    let shards = shards.clamp(1, batch.size.max(1));
+    let mut parts = Vec::with_capacity(shards);
+    let mut start = 0;
+    for i in 0..shards {
+        let len = batch.size / shards + usize::from(i < batch.size % shards);
+        let cut = |t: &Tensor| -> Result<Tensor> {
+            if t.dims().first() != Some(&batch.size) {
+                return Err(anyhow!(
+                    "a batch tensor of shape {:?} does not have the batch ({}) as its first dimension; \
+                     the task must put the batch first (or train with threads=1)",
+                    t.dims(),
+                    batch.size
+                ));
+            }
+            Ok(t.narrow(0, start, len)?)
+        };
+        parts.push(Batch {
+            inputs: cut(&batch.inputs)?,
+            targets: cut(&batch.targets)?,
+            mask: batch.mask.as_ref().map(cut).transpose()?,
+            size: len,
+        });
+        start += len;
+    }
+    Ok(parts)
+}
+
+/// The model's loss on `batch` after `iterations` layer iterations.
+pub fn forward_loss(
+    layer: &Plugged<dyn Layer>,
+    model: &Plugged<dyn TaskModel>,
+    batch: &Batch,
+    iterations: usize,
+    causal: bool,
+) -> Result<Tensor> {
+    let x0 = model.embed(batch, true).map_err(|e| anyhow!("embedding: {e}"))?;
+    let mut pass = Pass { iterations, causal, observer: None };
+    let h = layer.forward(&x0, &mut pass).map_err(|e| anyhow!("layer: {e}"))?;
+    model.loss(&h, batch).map_err(|e| anyhow!("loss: {e}"))
+}
+
+/// One shard's part of a step: its loss value, its weight and the gradients of its weighted
+/// share `w_i / total` of the loss.
+struct ShardResult {
+    loss: f64,
+    weight: f64,
+    grads: GradStore,
+}
+
+/// The loss of the whole `batch` and its gradients, the batch split over `shards` threads.
+/// A non-finite loss is returned as is (with the gradients of whatever it produced), for the
+/// caller to stop the run.
+pub fn loss_and_grads(
+    layer: &Plugged<dyn Layer>,
+    model: &Plugged<dyn TaskModel>,
+    batch: &Batch,
+    iterations: usize,
+    causal: bool,
+    shards: usize,
+    vars: &[Tensor],
+) -> Result<(f64, GradStore)> {
+    let parts = split_batch(batch, shards)?;
+    let weights = parts
+        .iter()
+        .map(|part| model.loss_weight(part).map_err(|e| anyhow!("loss weight: {e}")))
+        .collect::<Result<Vec<f64>>>()?;
+    let total: f64 = weights.iter().sum();
+    let run_shard = |part: &Batch, weight: f64| -> Result<ShardResult> {
+        let loss = forward_loss(layer, model, part, iterations, causal)?;
+        let share = if total > 0.0 { weight / total } else { 1.0 / parts.len() as f64 };
+        let loss_value = loss.to_dtype(DType::F64)?.to_scalar::<f64>()?;
+        let grads = (loss * share)?.backward()?;
+        Ok(ShardResult { loss: loss_value, weight: share, grads })
+    };
+    let results: Vec<Result<ShardResult>> = std::thread::scope(|scope| {
+        let others: Vec<_> = parts
+            .iter()
+            .zip(&weights)
+            .skip(1)
+            .map(|(part, &weight)| scope.spawn(move || run_shard(part, weight)))
+            .collect();
+        let mut results = vec![run_shard(&parts[0], weights[0])];
+        results.extend(others.into_iter().map(|handle| {
+            handle.join().unwrap_or_else(|_| Err(anyhow!("a training thread panicked outside the plugins' guards")))
+        }));
+        results
+    });
+    let mut results = results.into_iter().collect::<Result<Vec<_>>>()?.into_iter();
+    let first = results.next().ok_or_else(|| anyhow!("an empty batch has no loss"))?;
+    let mut loss = first.loss * first.weight;
+    let mut grads = first.grads;
+    for shard in results {
+        loss += shard.loss * shard.weight;
+        for var in vars {
+            if let Some(g) = shard.grads.get(var) {
+                let sum = match grads.get(var) {
+                    Some(acc) => (acc + g)?,
+                    None => g.clone(),
+                };
+                grads.insert(var, sum);
+            }
+        }
+    }
+    Ok((loss, grads))
+}
+
+/// Metric sums over the evaluation set at `iterations` layer iterations, its batches spread
+/// over `threads` threads; `observer`, if any, sees the states of the first batch's forward
+/// pass. The sums are merged in batch order, whatever thread ran a batch.
+pub fn evaluate(
+    layer: &Plugged<dyn Layer>,
+    model: &Plugged<dyn TaskModel>,
+    batches: &[Batch],
+    iterations: usize,
+    causal: bool,
+    threads: usize,
+    observer: Option<&mut dyn StateObserver>,
+) -> Result<MetricTally> {
+    let run_batch = |batch: &Batch, observer: Option<&mut dyn StateObserver>| -> Result<MetricTally> {
+        let x0 = model.embed(batch, false).map_err(|e| anyhow!("embedding: {e}"))?;
+        let mut pass = Pass { iterations, causal, observer };
+        let h = layer.forward(&x0.detach(), &mut pass).map_err(|e| anyhow!("layer at {iterations} iterations: {e}"))?;
+        model.evaluate(&h, batch).map_err(|e| anyhow!("evaluation: {e}"))
+    };
+    let Some((first, rest)) = batches.split_first() else {
+        return Ok(MetricTally::default());
+    };
+    let threads = threads.max(1);
+    let tallies: Vec<Result<MetricTally>> = std::thread::scope(|scope| {
+        // Thread k (k >= 1) takes batches k, k + threads, ... of the whole list; the calling
+        // thread takes the first batch (with the observer) and its share of the rest.
+        let workers: Vec<_> = (1..threads)
+            .map(|k| {
+                scope.spawn(move || {
+                    (k..batches.len())
+                        .step_by(threads)
+                        .map(|i| (i, run_batch(&batches[i], None)))
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        let mut indexed = vec![(0, run_batch(first, observer))];
+        indexed.extend((threads..=rest.len()).step_by(threads).map(|i| (i, run_batch(&batches[i], None))));
+        for worker in workers {
+            match worker.join() {
+                Ok(done) => indexed.extend(done),
+                Err(_) => indexed.push((usize::MAX, Err(anyhow!("an evaluation thread panicked")))),
+            }
+        }
+        indexed.sort_by_key(|(i, _)| *i);
+        indexed.into_iter().map(|(_, tally)| tally).collect()
+    });
+    let mut tally = MetricTally::default();
+    for part in tallies {
+        tally.merge(&part?);
+    }
+    Ok(tally)
+}
