@@ -121,3 +121,49 @@ fn gradients_across_plugin_copies_match_finite_differences() {
     }
     assert!(checked >= 3 * 12, "checked {checked} elements");
 }
+
+/// Data-parallel training (`train::parallel`): the loss and gradients of a batch split over
+/// three threads equal those of the whole batch. Sudoku boards have different numbers of
+/// blanks, so shards weighted by example count instead of `loss_weight` would differ.
+#[test]
+fn split_batches_give_the_whole_batch_loss_and_gradients() {
+    use workbench::train::parallel::{evaluate, loss_and_grads};
+    let host = PluginHost::load_dirs(&[plugin_dir_with("shards", &["hyperset", "sudoku"])]);
+    let layer_cfg = config(
+        &host,
+        "hyperset",
+        PluginKind::Layer,
+        &[("d", Value::Int(8)), ("heads", Value::Int(2)), ("iterations", Value::Int(2)), ("time_dim", Value::Int(4))],
+    );
+    let task_cfg =
+        config(&host, "sudoku", PluginKind::Task, &[("train_puzzles", Value::Int(16)), ("eval_puzzles", Value::Int(7))]);
+    let params = Params::new(5);
+    let vb = params.var_builder(DType::F64, &Device::Cpu);
+    let task = host.build_task("sudoku", &task_cfg, 0).unwrap();
+    let layer = host.build_layer("hyperset", &layer_cfg, vb.pp("layer")).unwrap();
+    let model = task.build_model(vb.pp("task"), 8).unwrap();
+    // Non-zero step sizes, so every parameter gets a gradient.
+    for (_, var) in params.vars() {
+        let noise = Tensor::randn(0f64, 0.3, var.shape(), &Device::Cpu).unwrap();
+        var.set(&(var.as_tensor() + noise).unwrap()).unwrap();
+    }
+    let vars: Vec<Tensor> = params.vars().iter().map(|(_, v)| v.as_tensor().clone()).collect();
+    let batch = task.train_batch(0, 7, &Device::Cpu).unwrap();
+    let (whole_loss, whole) = loss_and_grads(&layer, &model, &batch, 2, false, 1, &vars).unwrap();
+    let (split_loss, split) = loss_and_grads(&layer, &model, &batch, 2, false, 3, &vars).unwrap();
+    assert!((whole_loss - split_loss).abs() < 1e-12 * whole_loss.abs().max(1.0), "{whole_loss} vs {split_loss}");
+    for (name, var) in params.vars() {
+        let a: Vec<f64> = whole.get(var.as_tensor()).unwrap().flatten_all().unwrap().to_vec1().unwrap();
+        let b: Vec<f64> = split.get(var.as_tensor()).unwrap().flatten_all().unwrap().to_vec1().unwrap();
+        let scale = a.iter().fold(1e-12f64, |m, x| m.max(x.abs()));
+        let worst = a.iter().zip(&b).fold(0f64, |m, (x, y)| m.max((x - y).abs()));
+        assert!(worst / scale < 1e-10, "{name}: whole and split gradients differ by {worst} (scale {scale})");
+    }
+    // Evaluation spread over threads sums to the same metrics, batch order kept.
+    let batches = task.eval_batches(2, 7, &Device::Cpu).unwrap();
+    let serial = evaluate(&layer, &model, &batches, 2, false, 1, None).unwrap();
+    let threaded = evaluate(&layer, &model, &batches, 3, false, 3, None).unwrap();
+    let at_two = evaluate(&layer, &model, &batches, 2, false, 3, None).unwrap();
+    assert_eq!(serial, at_two);
+    assert_ne!(serial, threaded, "a different depth must change the metrics");
+}

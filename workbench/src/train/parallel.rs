@@ -191,3 +191,50 @@ pub fn evaluate(
     }
     Ok(tally)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use candle_core::Device;
+
+    fn batch(size: usize) -> Batch {
+        let dev = Device::Cpu;
+        Batch {
+            inputs: Tensor::arange(0u32, (size * 3) as u32, &dev).unwrap().reshape((size, 3)).unwrap(),
+            targets: Tensor::arange(0u32, size as u32, &dev).unwrap(),
+            mask: Some(Tensor::ones((size, 3), DType::F32, &dev).unwrap()),
+            size,
+        }
+    }
+
+    #[test]
+    fn shards_are_consecutive_and_near_equal() {
+        let parts = split_batch(&batch(7), 3).unwrap();
+        assert_eq!(parts.iter().map(|p| p.size).collect::<Vec<_>>(), [3, 2, 2]);
+        let firsts: Vec<u32> = parts.iter().map(|p| p.targets.to_vec1::<u32>().unwrap()[0]).collect();
+        assert_eq!(firsts, [0, 3, 5]);
+        assert_eq!(parts[2].inputs.to_vec2::<u32>().unwrap(), [[15, 16, 17], [18, 19, 20]]);
+        assert_eq!(parts[1].mask.as_ref().unwrap().dims(), [2, 3]);
+        // Never more shards than examples.
+        assert_eq!(split_batch(&batch(2), 8).unwrap().len(), 2);
+    }
+
+    #[test]
+    fn a_tensor_without_the_batch_first_is_refused() {
+        let mut b = batch(4);
+        b.targets = Tensor::zeros(3, DType::U32, &Device::Cpu).unwrap();
+        let err = match split_batch(&b, 2) {
+            Ok(_) => panic!("a batch with a misplaced batch axis was split"),
+            Err(e) => e.to_string(),
+        };
+        assert!(err.contains("first dimension") && err.contains("threads=1"), "{err}");
+    }
+
+    #[test]
+    fn shard_count_follows_threads_batch_and_device() {
+        assert_eq!(shard_count(4, 16, true), 4);
+        assert_eq!(shard_count(4, 3, true), 3);
+        assert_eq!(shard_count(4, 16, false), 1);
+        assert!(shard_count(0, 1024, true) >= 1);
+    }
+}
