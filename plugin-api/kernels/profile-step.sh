@@ -7,8 +7,9 @@
 #
 # Needs `perf` (Debian: linux-perf) and the release build of the workbench and the plugins
 # (cargo build --release -p workbench -p hyperset -p transformer -p sudoku -p kernels).
-# Runs on one thread (RAYON_NUM_THREADS=1; PROFILE_THREADS=2 for two) so every sample carries
-# its model frames (samples of pool threads are reported apart).
+# Runs one shard on one thread (threads=1, RAYON_NUM_THREADS=1; PROFILE_THREADS=2 for two
+# threads per op) so every sample carries its model frames (samples of pool threads are
+# reported apart).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 steps="${1:-4}"
@@ -19,7 +20,7 @@ mkdir -p "$out"
 cargo build --release -p kernels --example perf_ops -q
 echo "load average: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) cores"
 RAYON_NUM_THREADS="${PROFILE_THREADS:-1}" WORKBENCH_NO_BUILD=1 perf record -q -F "$freq" --call-graph dwarf,32768 -o "$out/step.data" -- \
-    ./target/release/workbench bench --steps "$steps" "$@"
+    ./target/release/workbench bench --steps "$steps" threads=1 "$@"
 perf script -i "$out/step.data" -F tid,ip,sym,srcline --full-source-path 2>/dev/null >"$out/step.txt"
 # The bench runs two warm-up steps before the timed ones.
 ./target/release/examples/perf_ops "$out/step.txt" --freq "$freq" --steps "$((steps + 2))" --top "${TOP:-40}"

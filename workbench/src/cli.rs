@@ -81,6 +81,10 @@ pub enum Command {
         /// Timed steps (after two warm-up steps).
         #[arg(long, default_value_t = 10)]
         steps: usize,
+        /// Then time the same model in PyTorch CPU eager (needs python3 with torch, or
+        /// WORKBENCH_PYTHON) and print the ratio.
+        #[arg(long)]
+        reference: bool,
         /// Overrides `key=value` as for `train`.
         overrides: Vec<String>,
     },
@@ -119,9 +123,9 @@ pub enum Command {
     },
     /// Open the terminal workbench (the default when no command is given).
     Tui {
-        /// Workers the TUI's queue runs at once.
-        #[arg(long, default_value_t = crate::queue::DEFAULT_JOBS)]
-        jobs: usize,
+        /// Workers the TUI's queue runs at once (default: one per CUDA device, else 1).
+        #[arg(long)]
+        jobs: Option<usize>,
     },
     /// Queue a grid of runs: `key=a,b,c` lists and `key=lo:hi:logN` ranges, over one or more
     /// layers; every point is validated before anything is queued. Then runs the queue.
@@ -137,9 +141,10 @@ pub enum Command {
         /// A name for the sweep.
         #[arg(long)]
         name: Option<String>,
-        /// Workers at once (one per device is best: a worker uses every CPU core).
-        #[arg(long, default_value_t = crate::queue::DEFAULT_JOBS)]
-        jobs: usize,
+        /// Workers at once (default: one per CUDA device, else 1, since a CPU worker uses
+        /// every core).
+        #[arg(long)]
+        jobs: Option<usize>,
         /// Only queue the runs; `workbench queue` or the TUI starts them.
         #[arg(long)]
         detach: bool,
@@ -154,9 +159,9 @@ pub enum Command {
     },
     /// Start queued runs as workers free up, until the queue is empty (Ctrl-C stops).
     Queue {
-        /// Workers at once.
-        #[arg(long, default_value_t = crate::queue::DEFAULT_JOBS)]
-        jobs: usize,
+        /// Workers at once (default: one per CUDA device, else 1).
+        #[arg(long)]
+        jobs: Option<usize>,
     },
     /// Rebuild and reload plugins as their sources or libraries change; prints each rebuild
     /// and reload (Ctrl-C stops).

@@ -29,3 +29,51 @@ fn cuda(ordinal: usize, spec: &str) -> Result<Device> {
 fn cuda(_ordinal: usize, spec: &str) -> Result<Device> {
     bail!("device `{spec}` needs CUDA, but this workbench was built without it; rebuild with `cargo build --release --features cuda`")
 }
+
+/// CUDA devices this build can use: none without the `cuda` feature or without a driver.
+pub fn cuda_device_count() -> usize {
+    #[cfg(feature = "cuda")]
+    {
+        candle_core::cuda_backend::cudarc::driver::CudaContext::device_count().map_or(0, |n| n.max(0) as usize)
+    }
+    #[cfg(not(feature = "cuda"))]
+    {
+        0
+    }
+}
+
+/// The lowest CUDA ordinal below `devices` that none of `busy` (device strings of other
+/// runs: `cpu`, `cuda`, `cuda:K`) uses; a bare `cuda` counts as ordinal 0, as [`parse`] opens it.
+pub fn free_cuda_ordinal(devices: usize, busy: &[String]) -> Option<usize> {
+    let used: Vec<usize> = busy
+        .iter()
+        .filter_map(|d| match d.trim().strip_prefix("cuda") {
+            Some("") => Some(0),
+            Some(rest) => rest.strip_prefix(':').and_then(|k| k.parse().ok()),
+            None => None,
+        })
+        .collect();
+    (0..devices).find(|k| !used.contains(k))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_free_ordinal_skips_busy_devices() {
+        let busy = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(free_cuda_ordinal(2, &busy(&[])), Some(0));
+        assert_eq!(free_cuda_ordinal(2, &busy(&["cpu", "cuda:0"])), Some(1));
+        assert_eq!(free_cuda_ordinal(3, &busy(&["cuda", "cuda:2"])), Some(1));
+        assert_eq!(free_cuda_ordinal(2, &busy(&["cuda:0", "cuda:1"])), None);
+        assert_eq!(free_cuda_ordinal(0, &busy(&[])), None);
+    }
+
+    #[test]
+    fn without_cuda_there_are_no_devices() {
+        if cfg!(not(feature = "cuda")) {
+            assert_eq!(cuda_device_count(), 0);
+        }
+    }
+}

@@ -7,14 +7,24 @@ use crate::train::launch::spawn_detached;
 use anyhow::Result;
 use std::path::PathBuf;
 
-/// Default number of concurrent workers: one on CPU (a worker already uses every core).
-pub const DEFAULT_JOBS: usize = 1;
+/// Default number of concurrent workers: one per CUDA device on a machine that has them,
+/// otherwise one (a CPU worker already splits its batches over every core).
+pub fn default_jobs() -> usize {
+    jobs_for_devices(crate::device::cuda_device_count())
+}
+
+/// [`default_jobs`] for a machine with `cuda_devices` CUDA devices.
+pub fn jobs_for_devices(cuda_devices: usize) -> usize {
+    cuda_devices.max(1)
+}
 
 /// Starts queued runs while fewer than `jobs` are running.
 pub struct QueueRunner {
     pub store: Store,
     pub plugin_dirs: Vec<PathBuf>,
     pub jobs: usize,
+    /// CUDA devices of this machine: runs asking for `device=cuda` get a free one each.
+    pub cuda_devices: usize,
 }
 
 impl QueueRunner {
@@ -28,6 +38,9 @@ impl QueueRunner {
             // A run that trained before (requeued after an interruption) continues from its
             // checkpoint.
             let resume = run.started_at.is_some();
+            if run.device.trim() == "cuda" && self.cuda_devices > 1 {
+                self.store.assign_free_cuda_device(run.id, self.cuda_devices).await?;
+            }
             match spawn_detached(self.store.path(), &self.plugin_dirs, run.id, resume) {
                 Ok(_) => started.push(run.id),
                 Err(e) => {

@@ -27,7 +27,6 @@ pub fn train_schema() -> Vec<ParamSpec> {
         ),
         ParamSpec::int("seed", 0, 0, i64::MAX, "seed of initialisation and data"),
         ParamSpec::text("device", "cpu", "cpu, or cuda:K (needs a build with --features cuda)"),
-        ParamSpec::bool("checkpoint", true, "save a safetensors checkpoint at each evaluation"),
         ParamSpec::int(
             "threads",
             0,
@@ -35,6 +34,7 @@ pub fn train_schema() -> Vec<ParamSpec> {
             4096,
             "CPU threads: each batch is split into this many shards trained in parallel (0: one per core)",
         ),
+        ParamSpec::bool("checkpoint", true, "save a safetensors checkpoint at each evaluation"),
     ]
 }
 

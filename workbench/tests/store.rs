@@ -814,3 +814,42 @@ async fn the_queue_claims_at_most_jobs_runs_and_never_one_twice() {
     let own = store.create_claimed_run(&new_run(9), 100).await.unwrap();
     assert!(store.claim_next(100, 10).await.unwrap().is_none_or(|r| r.id != own));
 }
+
+/// Runs asking for `device=cuda` on a machine with several CUDA devices get one each: the
+/// lowest ordinal no running or claimed run holds, recorded in the run and its configuration.
+#[tokio::test]
+async fn claimed_runs_asking_for_cuda_get_a_free_device_each() {
+    let tmp = TempDir::new("queue-devices");
+    let store = Store::open(&tmp.db()).await.unwrap();
+    let on_cuda = |seed: u64| NewRun {
+        device: "cuda".into(),
+        config: json!({"train": {"device": "cuda", "seed": seed}, "layer": "hyperset"}),
+        ..new_run(seed)
+    };
+    let ids = [
+        store.create_run(&on_cuda(1)).await.unwrap(),
+        store.create_run(&on_cuda(2)).await.unwrap(),
+        store.create_run(&on_cuda(3)).await.unwrap(),
+    ];
+    let first = store.claim_next(100, 3).await.unwrap().unwrap();
+    assert_eq!(store.assign_free_cuda_device(first.id, 2).await.unwrap().as_deref(), Some("cuda:0"));
+    let second = store.claim_next(100, 3).await.unwrap().unwrap();
+    assert_eq!(store.assign_free_cuda_device(second.id, 2).await.unwrap().as_deref(), Some("cuda:1"));
+    let run = store.run(ids[1]).await.unwrap();
+    assert_eq!(run.device, "cuda:1");
+    assert_eq!(run.config["train"]["device"], "cuda:1", "the stored configuration says where it trained");
+    assert_eq!(run.config["train"]["seed"], 2, "the rest of the configuration is kept");
+    // Both devices are taken: the third keeps `cuda`; once the first finishes, cuda:0 is free.
+    let third = store.claim_next(100, 3).await.unwrap().unwrap();
+    assert_eq!(store.assign_free_cuda_device(third.id, 2).await.unwrap(), None);
+    store.finish(ids[0], RunStatus::Finished, None).await.unwrap();
+    assert_eq!(store.assign_free_cuda_device(third.id, 2).await.unwrap().as_deref(), Some("cuda:0"));
+}
+
+#[test]
+fn the_default_job_count_is_one_per_cuda_device_or_one() {
+    use workbench::queue::jobs_for_devices;
+    assert_eq!(jobs_for_devices(0), 1);
+    assert_eq!(jobs_for_devices(1), 1);
+    assert_eq!(jobs_for_devices(4), 4);
+}

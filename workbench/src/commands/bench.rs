@@ -8,6 +8,7 @@
 use crate::host::PluginHost;
 use crate::params::Params;
 use crate::run_config::RunConfig;
+use super::bench_reference;
 use crate::train::parallel;
 use crate::train::optim::{clip_scale, global_grad_norm, AdamW, AdamWConfig};
 use anyhow::{anyhow, Result};
@@ -15,7 +16,7 @@ use candle_core::DType;
 use plugin_api::{Config, Pass, PluginKind};
 use std::time::Instant;
 
-pub fn run(host: &PluginHost, layer: &str, steps: usize, overrides: &[String]) -> Result<i32> {
+pub fn run(host: &PluginHost, layer: &str, steps: usize, reference: bool, overrides: &[String]) -> Result<i32> {
     let layer_plugin = host.get(layer, PluginKind::Layer)?;
     let task_plugin = host.get("sudoku", PluginKind::Task)?;
     // A small training pool: puzzle generation is not what is measured.
@@ -23,6 +24,9 @@ pub fn run(host: &PluginHost, layer: &str, steps: usize, overrides: &[String]) -
     all.extend(overrides.iter().cloned());
     let config = RunConfig::resolve(&layer_plugin.declaration, &task_plugin.declaration, &all)?;
     let s = config.settings()?;
+    if reference {
+        bench_reference::check_modelled(layer, &config.layer_config, &layer_plugin.declaration.params)?;
+    }
     let device = crate::device::parse(&s.device)?;
     let task = host.build_task("sudoku", &config.task_config, s.seed)?;
     let params = Params::new(s.seed);
@@ -116,6 +120,20 @@ pub fn run(host: &PluginHost, layer: &str, steps: usize, overrides: &[String]) -
             flops / 1e9
         ),
         None => println!("  GFLOP/s: no FLOP model for layer `{layer}`"),
+    }
+    if reference {
+        let threads = parallel::shard_count(s.threads, usize::MAX, true);
+        let torch = bench_reference::run(&config.layer_config, s.batch_size, steps, threads)?;
+        println!(
+            "reference PyTorch {} CPU eager, {} threads, {} parameters{}",
+            torch.torch,
+            torch.threads,
+            torch.parameters,
+            if torch.parameters == params.count() as u64 { "" } else { " (differs: not the same model)" }
+        );
+        println!("  step {:.3} s", torch.step_s);
+        println!("  throughput {:.1} samples/s", torch.samples_per_s);
+        println!("  ratio {:.2}x PyTorch ({samples_per_s:.1} vs {:.1} samples/s)", samples_per_s / torch.samples_per_s, torch.samples_per_s);
     }
     Ok(0)
 }

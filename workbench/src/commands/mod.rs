@@ -2,6 +2,7 @@
 
 pub mod ablation;
 mod bench;
+mod bench_reference;
 pub mod datasets;
 pub mod plot;
 mod plugin_new;
@@ -26,12 +27,12 @@ pub async fn run(cli: Cli) -> Result<i32> {
         None => {
             let host = load_plugins(&dirs);
             let store = open_store(&db).await?;
-            crate::tui::run(store, host, dirs, crate::queue::DEFAULT_JOBS).await
+            crate::tui::run(store, host, dirs, crate::queue::default_jobs()).await
         }
         Some(Command::Tui { jobs }) => {
             let host = load_plugins(&dirs);
             let store = open_store(&db).await?;
-            crate::tui::run(store, host, dirs, jobs).await
+            crate::tui::run(store, host, dirs, jobs.unwrap_or_else(crate::queue::default_jobs)).await
         }
         Some(Command::Ablation { runs, sweep, metrics, format, out }) => {
             let store = open_store(&db).await?;
@@ -45,6 +46,7 @@ pub async fn run(cli: Cli) -> Result<i32> {
         Some(Command::Sweep { layer, task, axes, name, jobs, detach }) => {
             let host = load_plugins(&dirs);
             let store = open_store(&db).await?;
+            let jobs = jobs.unwrap_or_else(crate::queue::default_jobs);
             let args =
                 sweep::SweepArgs { layers: &layer, task: &task, axes: &axes, name: name.as_deref(), jobs, detach };
             sweep::sweep(&store, &host, &dirs, args).await
@@ -60,7 +62,7 @@ pub async fn run(cli: Cli) -> Result<i32> {
         }
         Some(Command::Queue { jobs }) => {
             let store = open_store(&db).await?;
-            sweep::run_until_done(&store, &dirs, jobs, None).await
+            sweep::run_until_done(&store, &dirs, jobs.unwrap_or_else(crate::queue::default_jobs), None).await
         }
         Some(Command::Plugins { json }) => plugins::list(&load_plugins(&dirs), json),
         Some(Command::Watch) => {
@@ -97,7 +99,9 @@ pub async fn run(cli: Cli) -> Result<i32> {
         Some(Command::Verify { layer, overrides, seed, json }) => {
             verify::run(&load_plugins(&dirs), layer.as_deref(), &overrides, seed, json)
         }
-        Some(Command::Bench { layer, steps, overrides }) => bench::run(&load_plugins(&dirs), &layer, steps, &overrides),
+        Some(Command::Bench { layer, steps, reference, overrides }) => {
+            bench::run(&load_plugins(&dirs), &layer, steps, reference, &overrides)
+        }
         Some(Command::Datasets(args)) => datasets::run(args),
         Some(Command::Worker { run, resume }) => {
             let host = PluginHost::load_dirs(&host::search_path(&dirs));

@@ -175,6 +175,42 @@ impl Store {
         self.run(id).await.map(Some)
     }
 
+    /// Pins claimed run `id`, which asks for `cuda` (any device), to the lowest of `devices`
+    /// CUDA ordinals no other running or claimed run uses, in one transaction (two runners
+    /// never pick the same one). The choice goes into the `device` column and the trainer's
+    /// `device` in the stored configuration, so the record says where the run trained.
+    /// Returns the device chosen; `None` when every ordinal is taken (the run keeps `cuda`).
+    pub async fn assign_free_cuda_device(&self, id: i64, devices: usize) -> Result<Option<String>, StoreError> {
+        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await.map_err(|e| self.err(e))?;
+        let busy: Vec<String> = sqlx::query_scalar(
+            "SELECT device FROM runs WHERE id != ? AND (status = 'running' OR (status = 'queued' AND claimed_by IS NOT NULL))",
+        )
+        .bind(id)
+        .fetch_all(&mut *tx)
+        .await
+        .map_err(|e| self.err(e))?;
+        let Some(ordinal) = crate::device::free_cuda_ordinal(devices, &busy) else { return Ok(None) };
+        let device = format!("cuda:{ordinal}");
+        let config: String = sqlx::query_scalar("SELECT config FROM runs WHERE id = ?")
+            .bind(id)
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(|e| self.err(e))?;
+        let mut config: serde_json::Value = serde_json::from_str(&config).unwrap_or(serde_json::Value::Null);
+        if let Some(train) = config.get_mut("train").and_then(|t| t.as_object_mut()) {
+            train.insert("device".into(), serde_json::Value::String(device.clone()));
+        }
+        sqlx::query("UPDATE runs SET device = ?, config = ? WHERE id = ?")
+            .bind(&device)
+            .bind(config.to_string())
+            .bind(id)
+            .execute(&mut *tx)
+            .await
+            .map_err(|e| self.err(e))?;
+        tx.commit().await.map_err(|e| self.err(e))?;
+        Ok(Some(device))
+    }
+
     /// Releases claims on queued runs whose runner is gone (per `is_alive`) or that did not
     /// start within [`CLAIM_TIMEOUT_S`]; returns their ids.
     pub async fn release_stale_claims(&self, is_alive: impl Fn(u32) -> bool) -> Result<Vec<i64>, StoreError> {

@@ -280,7 +280,7 @@ fn welcome_screen_on_an_empty_database() {
 fn launch_form_from_schemas_refuses_bad_values_inline() {
     let (mut app, _) = app();
     press(&mut app, KeyCode::Char('2'));
-    let screen = render(&mut app, 120, 30);
+    let screen = render(&mut app, 120, 32);
     for key in ["layer.d", "layer.attention", "task.difficulty", "train.steps", "train.seed", "[ Launch ]"] {
         assert!(screen.contains(key), "{key} missing:\n{screen}");
     }

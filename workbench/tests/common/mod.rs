@@ -48,7 +48,7 @@ pub fn plugin_dir_with(tag: &str, crates: &[&str]) -> PathBuf {
 /// The workbench binary with a database in `dir`, never rebuilding plugins.
 pub fn workbench(dir: &Path) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_workbench"));
-    // One compute thread per worker: tests run in parallel on small machines, and spinning
+    // One compute thread per op: tests run in parallel on small machines, and spinning
     // thread pools competing for the same cores slow every run down several times.
     cmd.env("WORKBENCH_NO_BUILD", "1")
         .env("RAYON_NUM_THREADS", "1")

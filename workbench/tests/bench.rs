@@ -1,0 +1,85 @@
+//! `workbench bench`: throughput figures, and the side-by-side PyTorch reference (`--reference`)
+//! driven through stand-ins for Python, since tests never need PyTorch.
+
+mod common;
+
+use common::{run, temp_dir, workbench};
+use std::path::{Path, PathBuf};
+
+const TINY: [&str; 7] = ["--steps", "2", "d=16", "heads=2", "iterations=2", "time_dim=8", "batch_size=4"];
+
+/// An executable stand-in for `python3` that prints `stdout`, `stderr` and exits with `code`.
+fn fake_python(dir: &Path, stdout: &str, stderr: &str, code: i32) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let path = dir.join("python");
+    std::fs::write(&path, format!("#!/bin/sh\necho '{stdout}'\necho \"{stderr}\" >&2\nexit {code}\n")).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    path
+}
+
+fn bench(dir: &Path, python: Option<&Path>, extra: &[&str]) -> (i32, String, String) {
+    let mut cmd = workbench(dir);
+    cmd.arg("bench").args(TINY).args(extra);
+    if let Some(python) = python {
+        cmd.env("WORKBENCH_PYTHON", python);
+    }
+    run(&mut cmd)
+}
+
+#[test]
+fn bench_prints_throughput_and_the_split() {
+    let dir = temp_dir("bench");
+    let (code, stdout, stderr) = bench(&dir, None, &["threads=2"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("2 shard(s) x 1 thread(s) per op"), "{stdout}");
+    assert!(stdout.contains("samples/s") && stdout.contains("GFLOP/s"), "{stdout}");
+}
+
+#[test]
+fn the_reference_ratio_is_printed_side_by_side() {
+    let dir = temp_dir("bench-ref");
+    let line = r#"{"torch": "9.9.9", "threads": 2, "parameters": 1, "step_s": 0.5, "samples_per_s": 8.0}"#;
+    let python = fake_python(&dir, line, "", 0);
+    let (code, stdout, stderr) = bench(&dir, Some(&python), &["--reference"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("reference PyTorch 9.9.9 CPU eager, 2 threads"), "{stdout}");
+    // The stand-in's parameter count is not the model's: said, not hidden.
+    assert!(stdout.contains("(differs: not the same model)"), "{stdout}");
+    let ours: f64 = stdout
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("throughput "))
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .expect("a throughput line");
+    let ratio: f64 = stdout
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("ratio "))
+        .and_then(|rest| rest.split('x').next())
+        .and_then(|v| v.parse().ok())
+        .expect("a ratio line");
+    assert!((ratio - ours / 8.0).abs() < 0.01 * ratio.max(1.0), "ratio {ratio} vs {ours} / 8");
+}
+
+#[test]
+fn a_python_without_torch_is_named_with_the_fix() {
+    let dir = temp_dir("bench-notorch");
+    let python = fake_python(&dir, "", "ModuleNotFoundError: No module named 'torch'", 1);
+    let (code, _, stderr) = bench(&dir, Some(&python), &["--reference"]);
+    assert_ne!(code, 0);
+    assert!(stderr.contains("pip install torch") && stderr.contains("WORKBENCH_PYTHON"), "{stderr}");
+    let (code, _, stderr) = bench(&dir, Some(&dir.join("no-such-python")), &["--reference"]);
+    assert_ne!(code, 0);
+    assert!(stderr.contains("cannot run") && stderr.contains("no-such-python"), "{stderr}");
+}
+
+#[test]
+fn the_reference_refuses_what_it_does_not_model_before_timing() {
+    let dir = temp_dir("bench-refuse");
+    let (code, stdout, stderr) = bench(&dir, None, &["--reference", "attention=sigmoid"]);
+    assert_ne!(code, 0);
+    assert!(stderr.contains("attention=sigmoid") && stderr.contains("default hyperset"), "{stderr}");
+    assert!(!stdout.contains("throughput"), "timed before refusing: {stdout}");
+    let (code, _, stderr) = run(workbench(&dir).args(["bench", "--layer", "transformer", "--reference", "--steps", "1"]));
+    assert_ne!(code, 0);
+    assert!(stderr.contains("hyperset layer only"), "{stderr}");
+}
