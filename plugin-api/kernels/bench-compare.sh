@@ -9,7 +9,9 @@
 #       "RAYON_NUM_THREADS=2 --layer hyperset --steps 5"
 #
 # Prints per configuration the median (and min, max) of the wall time per step, the CPU time
-# per step, samples/s and GFLOP/s, and the load average seen. Needs the release build
+# per step, samples/s and GFLOP/s, and the load average seen; with `--reference` in a
+# configuration, also the PyTorch figure and the ratio of each run (set WORKBENCH_PYTHON to a
+# Python with torch if python3 has none). Needs the release build
 # (cargo build --release -p workbench -p hyperset -p transformer -p sudoku).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -32,11 +34,14 @@ for ((r = 0; r < repeats; r++)); do
         env RAYON_NUM_THREADS="${RAYON_NUM_THREADS:-1}" WORKBENCH_NO_BUILD=1 "${env_args[@]}" \
             ./target/release/workbench bench "${bench_args[@]}" >"$tmp/out" 2>&1 || { cat "$tmp/out"; exit 1; }
         awk -v c="$i" '
-            /^  step / { step = $2 }
-            /throughput/ { sps = $2 }
+            /^reference PyTorch/ { in_ref = 1 }
+            /^  step / && !in_ref { step = $2 }
+            /throughput/ && !in_ref { sps = $2 }
+            /throughput/ && in_ref { ref = $2 }
+            /^  ratio / { ratio = $2; sub(/x/, "", ratio) }
             /^  cpu / { cpu = $2; load = $NF; sub(/\)/, "", load) }
             /achieved/ { gf = $2 }
-            END { print c, step, cpu, sps, gf, load }' "$tmp/out" >>"$tmp/results"
+            END { print c, step, cpu, sps, gf, load, (ref == "" ? "-" : ref), (ratio == "" ? "-" : ratio) }' "$tmp/out" >>"$tmp/results"
         i=$((i + 1))
     done
 done
@@ -44,7 +49,7 @@ i=0
 for config in "$@"; do
     echo "$config"
     awk -v c="$i" '$1 == c' "$tmp/results" | sort -k2 -g | awk '
-        { step[NR] = $2; cpu[NR] = $3; sps[NR] = $4; gf[NR] = $5; load = load " " $6 }
+        { step[NR] = $2; cpu[NR] = $3; sps[NR] = $4; gf[NR] = $5; load = load " " $6; ref[NR] = $7; ratio[NR] = $8 }
         function median(a, n,   b, k, j, t) {
             for (k = 1; k <= n; k++) b[k] = a[k]
             for (k = 1; k <= n; k++) for (j = k + 1; j <= n; j++) if (b[j] < b[k]) { t = b[k]; b[k] = b[j]; b[j] = t }
@@ -53,6 +58,9 @@ for config in "$@"; do
         END {
             printf "  step %.3f s (min %.3f, max %.3f)  cpu %.3f s/step  %.1f samples/s  %.1f GFLOP/s  [%d runs; load%s]\n",
                 median(step, NR), step[1], step[NR], median(cpu, NR), median(sps, NR), median(gf, NR), NR, load
-        }'
+            if (ref[1] != "-")
+                printf "  PyTorch %.1f samples/s, ratio %.2fx (medians; ratios per run:%s)\n", median(ref, NR), median(ratio, NR), ratios()
+        }
+        function ratios(   k, s) { for (k = 1; k <= NR; k++) s = s " " ratio[k]; return s }'
     i=$((i + 1))
 done
