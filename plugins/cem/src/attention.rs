@@ -26,7 +26,7 @@ use crate::model::{CemConfig, KqDiagonal};
 use crate::preconditioner::Preconditioner;
 use plugin_api::candle::{Tensor, D};
 use plugin_api::candle_nn::{Init, VarBuilder};
-use plugin_api::ops::{rms_norm, softmax};
+use kernels::{rms_norm, softmax};
 use plugin_api::Result;
 
 /// The parameters of one CEM attention sub-layer.

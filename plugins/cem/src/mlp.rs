@@ -20,7 +20,7 @@ use crate::phi::phi;
 use crate::preconditioner::Preconditioner;
 use plugin_api::candle::Tensor;
 use plugin_api::candle_nn::{Init, VarBuilder};
-use plugin_api::ops::rms_norm;
+use kernels::rms_norm;
 use plugin_api::Result;
 
 /// The parameters of one CEM MLP sub-layer.

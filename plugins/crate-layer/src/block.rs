@@ -8,7 +8,8 @@
 use crate::model::{CrateConfig, Variant};
 use plugin_api::candle::{Tensor, D};
 use plugin_api::candle_nn::{Init, VarBuilder};
-use plugin_api::ops::{causal_mask, rms_norm, softmax};
+use kernels::{rms_norm, softmax};
+use plugin_api::ops::causal_mask;
 use plugin_api::Result;
 
 /// LayerNorm epsilon of PyTorch's `nn.LayerNorm`, which the seed authors' CRATE uses.

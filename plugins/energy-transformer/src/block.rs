@@ -25,7 +25,7 @@
 use crate::model::EtConfig;
 use plugin_api::candle::{DType, Device, Tensor, D};
 use plugin_api::candle_nn::{Init, VarBuilder};
-use plugin_api::ops::{rms_norm, softmax};
+use kernels::{rms_norm, softmax};
 use plugin_api::{PluginError, Result};
 
 /// LayerNorm epsilon of the seed authors' `EnergyLayerNorm`.

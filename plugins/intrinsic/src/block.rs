@@ -7,7 +7,7 @@ use crate::config::{AttentionKind, IntrinsicConfig};
 use crate::ops::{Affine, Norm, NORM_EPS};
 use plugin_api::candle::Tensor;
 use plugin_api::candle_nn::{Init, VarBuilder};
-use plugin_api::ops::rms_norm;
+use kernels::rms_norm;
 use plugin_api::Result;
 
 /// The GELU MLP `W_2 GELU(W_1 x + b_1) + b_2` (App. A.4: GELU, hidden width 4d; GELU in its

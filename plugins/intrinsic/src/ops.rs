@@ -5,7 +5,7 @@
 use crate::config::NormKind;
 use plugin_api::candle::{DType, Device, Result, Tensor, D};
 use plugin_api::candle_nn::{Init, VarBuilder};
-use plugin_api::ops::rms_norm;
+use kernels::rms_norm;
 
 /// Epsilon of both pre-norms.
 pub const NORM_EPS: f64 = 1e-5;

@@ -34,7 +34,8 @@ use crate::inverse::inverse;
 use crate::ops::{logsumexp, per_head};
 use plugin_api::candle::{Tensor, D};
 use plugin_api::candle_nn::{Init, VarBuilder};
-use plugin_api::ops::{causal_mask, softmax};
+use kernels::softmax;
+use plugin_api::ops::causal_mask;
 use plugin_api::Result;
 
 /// MHA2nd1st (Eq. 24).
