@@ -3,7 +3,7 @@
 //! Everything here is pure (slices of [`MetricRow`] / [`DiagnosticRow`] in, points out), so it
 //! is unit-tested without drawing; `commands::plot` draws the result with plotters.
 
-use crate::store::{DiagnosticRow, MetricRow};
+use crate::store::{DiagnosticRow, MetricRow, RunRecord};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// A panel of the figure.
@@ -295,6 +295,17 @@ pub fn legend_labels(runs: &[(i64, String, serde_json::Value)]) -> Vec<String> {
             }
         })
         .collect()
+}
+
+/// Legend entries for stored runs (the TUI's Compare screen and `workbench plot`): id, layer
+/// (`hyperset@1a2b3c4` where compared runs of one plugin were made by different builds) and
+/// the keys that differ.
+pub fn run_legend(records: &[&RunRecord]) -> Vec<String> {
+    let plugins: Vec<_> = records.iter().map(|r| (&r.layer, &r.task)).collect();
+    let names = crate::host::build_id::legend_names(&plugins);
+    let input: Vec<(i64, String, serde_json::Value)> =
+        records.iter().zip(names).map(|(r, name)| (r.id, name, r.config.clone())).collect();
+    legend_labels(&input)
 }
 
 #[cfg(test)]

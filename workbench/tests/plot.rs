@@ -76,3 +76,26 @@ fn bad_extension_unknown_panel_and_unknown_run_are_refused() {
     assert!(stderr.contains("42"), "{stderr}");
     assert!(!dir.join("f.svg").exists());
 }
+
+/// Runs of one layer made by different builds of it are told apart in the legend, as in the
+/// TUI's Compare screen: `hyperset@<build>`.
+#[test]
+fn legends_tag_runs_of_different_builds() {
+    let dir = temp_dir("plot-builds");
+    train_tiny(&dir, "hyperset", &["time_dim=8"]);
+    train_tiny(&dir, "hyperset", &["time_dim=8"]);
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    rt.block_on(async {
+        let url = format!("sqlite://{}", dir.join("runs.db").display());
+        let pool = sqlx::SqlitePool::connect(&url).await.unwrap();
+        sqlx::query("UPDATE runs SET layer_build = 'feedbee0123' WHERE id = 2").execute(&pool).await.unwrap();
+        pool.close().await;
+    });
+    let svg = dir.join("builds.svg");
+    let (code, stdout, stderr) =
+        run(workbench(&dir).args(["plot", "--runs", "1,2", "--panels", "loss", "--out", svg.to_str().unwrap()]));
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    let text = std::fs::read_to_string(&svg).unwrap();
+    assert!(text.contains("run 2: hyperset@feedbee"), "no build tag in the legend");
+    assert!(text.contains("run 1: hyperset@"), "the other build is not tagged");
+}

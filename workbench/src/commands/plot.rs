@@ -254,7 +254,7 @@ pub async fn write_image(store: &Store, runs: &str, panels: &str, out: &Path, si
     let panels = data::parse_panels(panels).map_err(|e| anyhow!(e))?;
     let ids = data::parse_run_ids(runs).map_err(|e| anyhow!(e))?;
     let (w, h) = data::parse_size(size).map_err(|e| anyhow!(e))?;
-    let mut legend_input = Vec::new();
+    let mut records = Vec::new();
     let mut run_data = Vec::new();
     for &id in &ids {
         let r = store.run(id).await?;
@@ -263,9 +263,9 @@ pub async fn write_image(store: &Store, runs: &str, panels: &str, out: &Path, si
             metrics: store.metrics(id).await?,
             diagnostics: store.diagnostics(id).await?,
         });
-        legend_input.push((id, r.layer.name.clone(), r.config));
+        records.push(r);
     }
-    let legend = data::legend_labels(&legend_input);
+    let legend = data::run_legend(&records.iter().collect::<Vec<_>>());
     let plots: Vec<PanelPlot> = panels.iter().map(|p| build_panel(*p, &run_data)).collect();
     plotters::style::register_font(FAMILY, FontStyle::Normal, FONT)
         .map_err(|_| anyhow!("the embedded font is invalid"))?;

@@ -254,7 +254,7 @@ impl App {
     pub fn compare_panels(&mut self) -> (Vec<String>, &[Panel]) {
         let ids = self.compared_runs();
         let records: Vec<&RunRecord> = ids.iter().filter_map(|id| self.snapshot.run(*id)).collect();
-        let legend = legend(&records);
+        let legend = crate::plot::run_legend(&records);
         let key = (ids.clone(), self.data_version, self.compare);
         if self.compare_cache.as_ref().map(|(k, _)| k) != Some(&key) {
             let inputs: Vec<compare::Input> =
@@ -766,13 +766,4 @@ fn export_path(name: &str, ext: &str) -> std::path::PathBuf {
     dir.join(format!("{name}-{}.{ext}", now() as u64))
 }
 
-/// Legend entries for runs: id, layer (with its build where builds differ) and the keys
-/// that differ.
-pub fn legend(records: &[&RunRecord]) -> Vec<String> {
-    // `hyperset@1a2b3c4` where compared runs of one plugin were made by different builds.
-    let plugins: Vec<_> = records.iter().map(|r| (&r.layer, &r.task)).collect();
-    let names = crate::host::build_id::legend_names(&plugins);
-    let input: Vec<(i64, String, serde_json::Value)> =
-        records.iter().zip(names).map(|(r, name)| (r.id, name, r.config.clone())).collect();
-    crate::plot::legend_labels(&input)
-}
+
