@@ -5,7 +5,13 @@
 use crate::store::{process_alive, RunStatus, Store};
 use crate::train::launch::spawn_detached;
 use anyhow::Result;
+use std::collections::HashMap;
 use std::path::PathBuf;
+use std::sync::Mutex;
+
+/// Attempts to start a run's worker before the run is marked failed: a failure can be
+/// passing (the executable being rebuilt, a full process table), so the run waits a tick.
+pub const SPAWN_ATTEMPTS: u32 = 3;
 
 /// Default number of concurrent workers: one per CUDA device on a machine that has them,
 /// otherwise one (a CPU worker already splits its batches over every core).
@@ -25,11 +31,26 @@ pub struct QueueRunner {
     pub jobs: usize,
     /// CUDA devices of this machine: runs asking for `device=cuda` get a free one each.
     pub cuda_devices: usize,
+    /// Failed attempts to start each run's worker.
+    spawn_failures: Mutex<HashMap<i64, u32>>,
 }
 
 impl QueueRunner {
+    /// A runner of `jobs` workers at once on this machine's CUDA devices (if any).
+    pub fn new(store: Store, plugin_dirs: Vec<PathBuf>, jobs: usize) -> Self {
+        QueueRunner {
+            store,
+            plugin_dirs,
+            jobs,
+            cuda_devices: crate::device::cuda_device_count(),
+            spawn_failures: Mutex::default(),
+        }
+    }
+
     /// One pass: marks dead workers' runs interrupted, releases stale claims, then claims and
-    /// starts queued runs up to the job limit. Returns the runs started.
+    /// starts queued runs up to the job limit. Returns the runs started. A worker that cannot
+    /// be started leaves its run queued for the next pass, and failed after
+    /// [`SPAWN_ATTEMPTS`] attempts, with the reason.
     pub async fn tick(&self) -> Result<Vec<i64>> {
         self.store.reap_orphans(process_alive).await?;
         self.store.release_stale_claims(process_alive).await?;
@@ -42,12 +63,32 @@ impl QueueRunner {
                 self.store.assign_free_cuda_device(run.id, self.cuda_devices).await?;
             }
             match spawn_detached(self.store.path(), &self.plugin_dirs, run.id, resume) {
-                Ok(_) => started.push(run.id),
+                Ok(_) => {
+                    self.failures().remove(&run.id);
+                    started.push(run.id);
+                }
                 Err(e) => {
-                    self.store.finish(run.id, RunStatus::Failed, Some(&format!("{e:#}"))).await?;
+                    let attempts = {
+                        let mut failures = self.failures();
+                        let n = failures.entry(run.id).or_insert(0);
+                        *n += 1;
+                        *n
+                    };
+                    if attempts >= SPAWN_ATTEMPTS {
+                        self.failures().remove(&run.id);
+                        let reason = format!("cannot start its worker ({attempts} attempts): {e:#}");
+                        self.store.finish(run.id, RunStatus::Failed, Some(&reason)).await?;
+                    } else {
+                        self.store.release_claim(run.id).await?;
+                        break; // the next pass tries again
+                    }
                 }
             }
         }
         Ok(started)
+    }
+
+    fn failures(&self) -> std::sync::MutexGuard<'_, HashMap<i64, u32>> {
+        self.spawn_failures.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }

@@ -853,3 +853,28 @@ fn the_default_job_count_is_one_per_cuda_device_or_one() {
     assert_eq!(jobs_for_devices(1), 1);
     assert_eq!(jobs_for_devices(4), 4);
 }
+
+/// A worker that cannot be started leaves its run queued for the next pass of the queue
+/// runner, and fails it with the reason after `SPAWN_ATTEMPTS` passes. (Here the worker's log
+/// directory cannot be created: a plain file sits where `runs/` should be.)
+#[tokio::test]
+async fn a_worker_that_cannot_start_is_retried_then_its_run_fails_with_the_reason() {
+    use workbench::queue::{QueueRunner, SPAWN_ATTEMPTS};
+    let tmp = TempDir::new("queue-spawn");
+    let store = Store::open(&tmp.db()).await.unwrap();
+    std::fs::write(tmp.0.join("runs"), b"not a directory").unwrap();
+    let id = store.create_run(&new_run(1)).await.unwrap();
+    let runner = QueueRunner::new(store.clone(), Vec::new(), 1);
+    for pass in 1..SPAWN_ATTEMPTS {
+        assert!(runner.tick().await.unwrap().is_empty());
+        let run = store.run(id).await.unwrap();
+        assert_eq!(run.status, RunStatus::Queued, "after failed attempt {pass}");
+        assert!(store.claim_next(1, 1).await.unwrap().is_some(), "the claim was released after attempt {pass}");
+        store.release_claim(id).await.unwrap();
+    }
+    assert!(runner.tick().await.unwrap().is_empty());
+    let run = store.run(id).await.unwrap();
+    assert_eq!(run.status, RunStatus::Failed);
+    let error = run.error.unwrap_or_default();
+    assert!(error.contains("cannot start its worker") && error.contains(&format!("{SPAWN_ATTEMPTS} attempts")), "{error}");
+}

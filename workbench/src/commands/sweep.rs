@@ -62,12 +62,7 @@ pub async fn run_until_done(store: &Store, dirs: &[PathBuf], jobs: usize, only: 
     if jobs == 0 {
         bail!("--jobs must be at least 1");
     }
-    let runner = QueueRunner {
-        store: store.clone(),
-        plugin_dirs: dirs.to_vec(),
-        jobs,
-        cuda_devices: crate::device::cuda_device_count(),
-    };
+    let runner = QueueRunner::new(store.clone(), dirs.to_vec(), jobs);
     let bar = ProgressBar::new(0);
     bar.set_style(
         ProgressStyle::with_template("[{bar:30}] {pos}/{len} runs done  {msg}")

@@ -211,6 +211,16 @@ impl Store {
         Ok(Some(device))
     }
 
+    /// Releases the claim on queued run `id`, so any runner may take it again.
+    pub async fn release_claim(&self, id: i64) -> Result<(), StoreError> {
+        sqlx::query("UPDATE runs SET claimed_by = NULL, claimed_at = NULL WHERE id = ? AND status = 'queued'")
+            .bind(id)
+            .execute(&self.pool)
+            .await
+            .map_err(|e| self.err(e))?;
+        Ok(())
+    }
+
     /// Releases claims on queued runs whose runner is gone (per `is_alive`) or that did not
     /// start within [`CLAIM_TIMEOUT_S`]; returns their ids.
     pub async fn release_stale_claims(&self, is_alive: impl Fn(u32) -> bool) -> Result<Vec<i64>, StoreError> {

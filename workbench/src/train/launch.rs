@@ -9,9 +9,26 @@ use std::process::Stdio;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 
+/// The executable that starts workers: the running one. When a rebuild has replaced it on
+/// disk, Linux names the running image `PATH (deleted)`, which cannot be started; workers
+/// then start the new build at `PATH`.
+fn workbench_exe() -> Result<PathBuf> {
+    let exe = std::env::current_exe().context("cannot find the workbench executable to start a worker")?;
+    Ok(rebuilt_in_place(&exe).unwrap_or(exe))
+}
+
+/// `PATH` for a missing `PATH (deleted)` when a file exists at `PATH`.
+fn rebuilt_in_place(exe: &Path) -> Option<PathBuf> {
+    if exe.exists() {
+        return None;
+    }
+    let original = PathBuf::from(exe.to_str()?.strip_suffix(" (deleted)")?);
+    original.is_file().then_some(original)
+}
+
 /// Starts `workbench worker --run ID` (the running executable) with stdout piped.
 pub fn spawn_worker(db: &Path, plugin_dirs: &[PathBuf], run_id: i64, resume: bool) -> Result<Child> {
-    let exe = std::env::current_exe().context("cannot find the workbench executable to start a worker")?;
+    let exe = workbench_exe()?;
     let mut cmd = Command::new(exe);
     cmd.arg("--db").arg(db);
     for dir in plugin_dirs {
@@ -31,7 +48,7 @@ pub fn spawn_worker(db: &Path, plugin_dirs: &[PathBuf], run_id: i64, resume: boo
 /// waits for it so it never lingers as a zombie. Returns the worker's pid.
 pub fn spawn_detached(db: &Path, plugin_dirs: &[PathBuf], run_id: i64, resume: bool) -> Result<u32> {
     use std::os::unix::process::CommandExt;
-    let exe = std::env::current_exe().context("cannot find the workbench executable to start a worker")?;
+    let exe = workbench_exe()?;
     let log_path = super::worker::checkpoint_path(db, run_id).with_file_name("worker.log");
     if let Some(dir) = log_path.parent() {
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
@@ -143,4 +160,25 @@ pub async fn follow(store: &Store, mut child: Child, run_id: i64, display: Displ
         anyhow::bail!("worker for run {run_id} exited with {exit}");
     }
     Ok(record.status)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_replaced_executable_is_found_at_its_path() {
+        let dir = std::env::temp_dir().join(format!("wb-exe-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let exe = dir.join("workbench");
+        std::fs::write(&exe, b"new build").unwrap();
+        let deleted = dir.join("workbench (deleted)");
+        assert_eq!(rebuilt_in_place(&deleted), Some(exe.clone()));
+        // A running image that still exists is used as is; a deleted one with nothing at
+        // its path is left for the spawn to report.
+        assert_eq!(rebuilt_in_place(&exe), None);
+        std::fs::remove_file(&exe).unwrap();
+        assert_eq!(rebuilt_in_place(&deleted), None);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

@@ -67,7 +67,7 @@ pub fn spawn(
     updates: Sender<Update>,
 ) -> UnboundedSender<Request> {
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-    let queue = QueueRunner { store: store.clone(), plugin_dirs, jobs, cuda_devices: crate::device::cuda_device_count() };
+    let queue = QueueRunner::new(store.clone(), plugin_dirs, jobs);
     tokio::spawn(Service { store, queue, updates, watched: HashMap::new() }.run(rx));
     tx
 }
