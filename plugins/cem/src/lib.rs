@@ -95,4 +95,6 @@ fn declare() -> Result<Declaration> {
 export_plugin!(declare);
 
 #[cfg(test)]
+mod descent_tests;
+#[cfg(test)]
 mod tests;

@@ -10,7 +10,7 @@ use crate::verify;
 use plugin_api::candle::Tensor;
 use plugin_api::candle_nn::VarBuilder;
 use plugin_api::{
-    check_heads_and_layers, config_error, BlockStack, Config, Energy, GradientIdentity, Layer, Pass, Result,
+    check_heads_and_layers, config_error, BlockStack, Config, DescentCheck, Energy, GradientIdentity, Layer, Pass, Result,
 };
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -243,5 +243,12 @@ impl Layer for Cem {
             }
         }
         Ok(all)
+    }
+
+    fn descent_checks(&self, x: &Tensor, step: f64) -> Result<Vec<DescentCheck>> {
+        match self.blocks().first() {
+            Some(block) => verify::descent_checks(block, x, step),
+            None => Ok(Vec::new()),
+        }
     }
 }

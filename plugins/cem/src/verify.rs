@@ -20,8 +20,8 @@ use crate::attention::CemAttention;
 use crate::block::CemBlock;
 use crate::mlp::CemMlp;
 use crate::model::PreconditionerKind;
-use plugin_api::candle::{Tensor, Var};
-use plugin_api::{GradientIdentity, Result};
+use plugin_api::candle::{DType, Tensor, Var};
+use plugin_api::{DescentCheck, GradientIdentity, Result};
 
 /// The identities of one block at tokens `x` `[B, N, d]`.
 pub fn gradient_identities(block: &CemBlock, x: &Tensor) -> Result<Vec<GradientIdentity>> {
@@ -105,5 +105,36 @@ pub fn mlp_identities(mlp: &CemMlp, x: &Tensor) -> Result<Vec<GradientIdentity>>
             variable: w.as_tensor().clone(),
         });
     }
+    Ok(out)
+}
+
+/// One step of size `step` of each sub-layer of `block` from `x = h`, as the layer takes it
+/// (Eq. 14 and 15: `x + step * update(RMSNorm(x))`, preconditioned), against the energy it
+/// descends at the normalised state (`eps` with the keys of `h`, causal mask; `xi` with the
+/// gate `gamma` of `h`). Descent is expected for small steps: the update is minus the
+/// gradient in `u`, mapped through `P` and the RMSNorm's tangent projection.
+pub fn descent_checks(block: &CemBlock, x: &Tensor, step: f64) -> Result<Vec<DescentCheck>> {
+    let total = |t: Tensor| -> Result<f64> { Ok(t.sum_all()?.to_dtype(DType::F64)?.to_scalar::<f64>()?) };
+    let mut out = Vec::new();
+    if let Some(attention) = block.attention() {
+        let ctx = attention.context(x, true)?;
+        let held = attention.diagonal_in_scores_only();
+        let u = attention.normalise(x)?;
+        let after = (x + (attention.update(&ctx, &u)? * step)?)?;
+        out.push(DescentCheck {
+            name: format!("attention step {step} (Eq. 14): eps(RMSNorm(x)) does not rise"),
+            before: total(attention.energy(&ctx, &u, held)?)?,
+            after: total(attention.energy(&ctx, &attention.normalise(&after)?, held)?)?,
+        });
+    }
+    let mlp = block.mlp();
+    let gamma = mlp.gamma(x)?;
+    let u = mlp.normalise(x)?;
+    let after = (x + (mlp.update(&gamma, &u)? * step)?)?;
+    out.push(DescentCheck {
+        name: format!("feedforward step {step} (Eq. 15): xi(RMSNorm(x)) does not rise"),
+        before: total(mlp.energy(&gamma, &u)?)?,
+        after: total(mlp.energy(&gamma, &mlp.normalise(&after)?)?)?,
+    });
     Ok(out)
 }
