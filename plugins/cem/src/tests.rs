@@ -4,29 +4,24 @@ use crate::phi::phi;
 use crate::preconditioner::Preconditioner;
 use plugin_api::candle::{DType, Device, Module, Shape, Tensor, Var, D};
 use plugin_api::candle_nn::var_builder::SimpleBackend;
-use plugin_api::candle_nn::{self, AdamW, Init, Optimizer, ParamsAdamW, VarBuilder, VarMap};
+use plugin_api::candle_nn::{self, Init, VarBuilder, VarMap};
 use plugin_api::ops::{rms_norm, softmax, weighted_cross_entropy};
 use plugin_api::{Config, GradientIdentity, Layer, Pass, Value};
+use plugin_testkit::{
+    gradient_sizes, max_abs, perturb, random_projection_gradients, relative_error, scalar, text, train,
+};
 use std::sync::{Arc, Mutex};
 
 fn config(pairs: &[(&str, Value)]) -> Config {
-    let mut cfg = Config::defaults(&params());
-    for (k, v) in pairs {
-        cfg.set(k, v.clone());
-    }
-    cfg
+    plugin_testkit::config(&params(), pairs)
 }
 
 fn int(v: i64) -> Value {
     Value::Int(v)
 }
 
-fn text(v: &str) -> Value {
-    Value::Str(v.into())
-}
-
 /// A small configuration: d = 16, 2 heads, 2 blocks over 2 iterations, plus `pairs`.
-fn small(pairs: &[(&str, Value)]) -> Config {
+pub(crate) fn small(pairs: &[(&str, Value)]) -> Config {
     let mut all = vec![
         ("d", int(16)),
         ("heads", int(2)),
@@ -40,23 +35,9 @@ fn small(pairs: &[(&str, Value)]) -> Config {
     config(&all)
 }
 
-fn build(cfg: &Config, dtype: DType) -> (VarMap, Cem) {
-    let map = VarMap::new();
-    let vb = VarBuilder::from_varmap(&map, dtype, &Device::Cpu);
-    let layer = Cem::new(&CemConfig::from_config(cfg).unwrap(), vb).unwrap();
-    (map, layer)
-}
-
-/// Moves every parameter off its initial value (so gains are not 1, `d` and `V` not 0).
-fn perturb(map: &VarMap, scale: f64) {
-    for var in map.all_vars() {
-        let noise = Tensor::randn(0f64, scale, var.shape(), &Device::Cpu).unwrap().to_dtype(var.dtype()).unwrap();
-        var.set(&(var.as_tensor() + noise).unwrap()).unwrap();
-    }
-}
-
-fn max_abs(t: &Tensor) -> f64 {
-    t.abs().unwrap().max_all().unwrap().to_dtype(DType::F64).unwrap().to_scalar::<f64>().unwrap()
+/// Builds the layer on the CPU, its parameters in a fresh `VarMap`.
+pub(crate) fn build(cfg: &Config, dtype: DType) -> (VarMap, Cem) {
+    plugin_testkit::build(dtype, |vb| Cem::new(&CemConfig::from_config(cfg).unwrap(), vb))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -242,20 +223,14 @@ fn energies_follow_the_masking_of_the_last_pass() {
     assert!(max_abs(&(&causal - &bidirectional).unwrap()) > 1e-3);
 }
 
-fn gradient_sizes(map: &VarMap, layer: &Cem, causal: bool) -> Vec<(String, f64)> {
+/// The gradient size of every parameter, by name, for random tokens and a random weighting of
+/// the outputs of a causal or bidirectional pass.
+fn probe_gradients(map: &VarMap, layer: &Cem, causal: bool) -> Vec<(String, f64)> {
     let x = Tensor::randn(0f32, 1.0, (2, 5, 16), &Device::Cpu).unwrap();
     let mut pass = Pass::new(2);
     pass.causal = causal;
     let y = layer.forward(&x, &mut pass).unwrap();
-    let r = Tensor::randn(0f32, 1.0, y.shape(), &Device::Cpu).unwrap();
-    let grads = (y * r).unwrap().sum_all().unwrap().backward().unwrap();
-    let data = map.data().lock().unwrap();
-    let mut out: Vec<(String, f64)> = data
-        .iter()
-        .map(|(name, var): (&String, &Var)| (name.clone(), grads.get(var.as_tensor()).map_or(0.0, max_abs)))
-        .collect();
-    out.sort_by(|a, b| a.0.cmp(&b.0));
-    out
+    gradient_sizes(map, &random_projection_gradients(&y))
 }
 
 /// Once `V` of the low-rank preconditioners has moved off 0, every parameter of every variant
@@ -271,7 +246,7 @@ fn every_parameter_receives_a_gradient() {
     for (i, cfg) in variants.iter().enumerate() {
         let (map, layer) = build(cfg, DType::F32);
         perturb(&map, 0.05);
-        let grads = gradient_sizes(&map, &layer, true);
+        let grads = probe_gradients(&map, &layer, true);
         assert!(grads.len() >= 6, "variant {i}: only {} parameters", grads.len());
         for (name, g) in grads {
             assert!(g > 0.0, "variant {i}: parameter {name} received no gradient");
@@ -291,7 +266,7 @@ fn preconditioner_initialisation() {
     for k in 0..2 {
         assert!(max_abs(&(p.get(k).unwrap() - &expected).unwrap()) < 1e-6);
     }
-    for (name, g) in gradient_sizes(&map, &layer, true) {
+    for (name, g) in probe_gradients(&map, &layer, true) {
         if name.ends_with("precond_u") {
             assert_eq!(g, 0.0, "{name}: U cannot move while V = 0");
         } else {
@@ -370,14 +345,6 @@ fn one_plain_step_is_a_weight_tied_llama_block() {
 // ---------------------------------------------------------------------------------------------
 // Gradient identities (Eq. 2, 8, 14, 15) and the preconditioner / phi building blocks
 // ---------------------------------------------------------------------------------------------
-
-/// `||descent + grad|| / ||grad||`, as `workbench verify` computes it.
-fn relative_error(identity: &GradientIdentity) -> f64 {
-    let grads = identity.energy.backward().unwrap();
-    let grad = grads.get(&identity.variable).expect("the energy does not depend on the variable");
-    let norm = |t: &Tensor| t.sqr().unwrap().sum_all().unwrap().to_scalar::<f64>().unwrap().sqrt();
-    norm(&(&identity.descent + grad).unwrap()) / norm(grad)
-}
 
 /// Every claim of every block holds to 1e-4 (in fact ~1e-15) in f64, at perturbed parameters,
 /// across preconditioners, diagonal sharing and placement, scale and ALiBi.
@@ -541,10 +508,9 @@ fn training_reduces_a_causal_loss() {
     let layer = Cem::new(&CemConfig::from_config(&cfg).unwrap(), vb.pp("layer")).unwrap();
     let embedding = candle_nn::embedding(vocab, d, vb.pp("embed")).unwrap();
     let head = candle_nn::linear_no_bias(d, vocab, vb.pp("head")).unwrap();
-    let mut optimizer =
-        AdamW::new(map.all_vars(), ParamsAdamW { lr: 0.02, weight_decay: 0.0, ..Default::default() }).unwrap();
     let mut state = 0x2545_f491_4f6c_dd1du64;
-    let mut loss_at = |step: usize, optimizer: &mut AdamW| -> f32 {
+    // The loss on the next batch of random tokens.
+    let mut next_loss = || -> Tensor {
         let tokens: Vec<u32> = (0..batch * n)
             .map(|_| {
                 state ^= state << 13;
@@ -561,18 +527,16 @@ fn training_reduces_a_causal_loss() {
         // position i (>= 1) predicts token i - 1
         let logits = head.forward(&h.narrow(1, 1, n - 1).unwrap()).unwrap().reshape((batch * (n - 1), vocab)).unwrap();
         let targets = ids.narrow(1, 0, n - 1).unwrap().flatten_all().unwrap();
-        let loss = weighted_cross_entropy(&logits, &targets, None).unwrap();
-        if step > 0 {
-            optimizer.backward_step(&loss).unwrap();
-        }
-        loss.to_scalar::<f32>().unwrap()
+        weighted_cross_entropy(&logits, &targets, None).unwrap()
     };
-    let start = loss_at(0, &mut optimizer);
+    let start = scalar(&next_loss());
     let mut last = start;
-    for step in 1..=300 {
-        last = loss_at(step, &mut optimizer);
-    }
-    let chance = (vocab as f32).ln();
+    train(map.all_vars(), 0.02, 300, |_| {
+        let loss = next_loss();
+        last = scalar(&loss);
+        loss
+    });
+    let chance = (vocab as f64).ln();
     assert!(last < 0.5 * start, "loss fell only from {start} to {last}");
     assert!(last < 0.3 * chance, "loss {last} is not well below chance {chance}: the layer does not look back");
 }

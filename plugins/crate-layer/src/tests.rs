@@ -2,15 +2,15 @@ use super::*;
 use crate::model::Variant;
 use crate::verify::{compression_total, derived_mssa, orthonormal_bases};
 use plugin_api::candle::{DType, Device, Tensor, D};
-use plugin_api::candle_nn::{AdamW, Optimizer, ParamsAdamW, VarBuilder, VarMap};
-use plugin_api::{Config, GradientIdentity, Layer, Pass, Value};
+use plugin_api::candle_nn::VarMap;
+use plugin_api::{Config, Layer, Pass, Value};
+use plugin_testkit::{
+    gradient_sizes, loss_before_and_after, mean_squared_error, param_count, perturb, random_projection_gradients,
+    relative_error, scalar, sequence_mean,
+};
 
 fn config(pairs: &[(&str, Value)]) -> Config {
-    let mut cfg = Config::defaults(&params());
-    for (k, v) in pairs {
-        cfg.set(k, v.clone());
-    }
-    cfg
+    plugin_testkit::config(&params(), pairs)
 }
 
 fn small(variant: &str) -> Config {
@@ -23,26 +23,7 @@ fn small(variant: &str) -> Config {
 }
 
 fn build(cfg: &Config, dtype: DType) -> (VarMap, Crate) {
-    let map = VarMap::new();
-    let vb = VarBuilder::from_varmap(&map, dtype, &Device::Cpu);
-    let layer = Crate::new(&CrateConfig::from_config(cfg).unwrap(), vb).unwrap();
-    (map, layer)
-}
-
-fn param_count(map: &VarMap) -> usize {
-    map.all_vars().iter().map(|v| v.elem_count()).sum()
-}
-
-/// Moves every parameter off its initial value, as `workbench verify` does.
-fn perturb(map: &VarMap, std: f64) {
-    for var in map.all_vars() {
-        let noise = Tensor::randn(0f64, std, var.shape(), &Device::Cpu).unwrap().to_dtype(var.dtype()).unwrap();
-        var.set(&(var.as_tensor() + noise).unwrap()).unwrap();
-    }
-}
-
-fn scalar(t: &Tensor) -> f64 {
-    t.to_dtype(DType::F64).unwrap().sum_all().unwrap().to_scalar::<f64>().unwrap()
+    plugin_testkit::build(dtype, |vb| Crate::new(&CrateConfig::from_config(cfg).unwrap(), vb))
 }
 
 /// Per layer: `LN + U + W_o + b_o + LN + D = 3d^2 + 5d` (CRATE), `2d^2 + 4d` (CRATE-T).
@@ -139,13 +120,10 @@ fn every_parameter_receives_a_gradient() {
         let (map, layer) = build(&cfg, DType::F32);
         let x = Tensor::randn(0f32, 1.0, (2, 5, 16), &Device::Cpu).unwrap();
         let y = layer.forward(&x, &mut Pass::new(4)).unwrap();
-        let r = Tensor::randn(0f32, 1.0, y.shape(), &Device::Cpu).unwrap();
-        let grads = (y * r).unwrap().sum_all().unwrap().backward().unwrap();
-        let data = map.data().lock().unwrap();
+        let sizes = gradient_sizes(&map, &random_projection_gradients(&y));
         let expected = if variant == "crate" { 2 * 8 } else { 2 * 6 };
-        assert_eq!(data.len(), expected);
-        for (name, var) in data.iter() {
-            let g = grads.get(var.as_tensor()).map(|g| scalar(&g.abs().unwrap())).unwrap_or(0.0);
+        assert_eq!(sizes.len(), expected);
+        for (name, g) in sizes {
             assert!(g > 0.0, "{name} ({variant}) received no gradient");
         }
     }
@@ -180,14 +158,6 @@ fn bad_configurations_are_refused_with_the_fix() {
         .unwrap_err()
         .to_string();
     assert!(err.contains("cannot be split over 4 layers"), "{err}");
-}
-
-/// `||descent + grad|| / ||grad||`, as `workbench verify` computes it.
-fn relative_error(identity: &GradientIdentity) -> f64 {
-    let grads = identity.energy.backward().unwrap();
-    let grad = grads.get(&identity.variable).expect("the energy depends on the variable");
-    let residual = scalar(&(&identity.descent + grad).unwrap().sqr().unwrap()).sqrt();
-    residual / scalar(&grad.sqr().unwrap()).sqrt()
 }
 
 /// The ISTA direction is exactly minus the LASSO gradient (f64, parameters perturbed).
@@ -285,18 +255,9 @@ fn trains_on_a_toy_objective() {
     for variant in ["crate", "crate_t"] {
         let (map, layer) = build(&small(variant), DType::F32);
         let x = Tensor::randn(0f32, 1.0, (8, 5, 16), &Device::Cpu).unwrap();
-        let target = x.mean_keepdim(1).unwrap().broadcast_as(x.shape()).unwrap().relu().unwrap();
-        let mut opt =
-            AdamW::new(map.all_vars(), ParamsAdamW { lr: 1e-2, weight_decay: 0.0, ..Default::default() }).unwrap();
-        let loss = |layer: &Crate| {
-            let y = layer.forward(&x, &mut Pass::new(2)).unwrap();
-            (y - &target).unwrap().sqr().unwrap().mean_all().unwrap()
-        };
-        let initial = scalar(&loss(&layer));
-        for _ in 0..150 {
-            opt.backward_step(&loss(&layer)).unwrap();
-        }
-        let last = scalar(&loss(&layer));
+        let target = sequence_mean(&x).relu().unwrap();
+        let loss = || mean_squared_error(&layer.forward(&x, &mut Pass::new(2)).unwrap(), &target);
+        let (initial, last) = loss_before_and_after(map.all_vars(), 1e-2, 150, loss);
         // Measured: about 0.40 -> 0.01-0.03 in 150 steps.
         assert!(last < 0.25 * initial, "{variant}: loss {initial} -> {last}");
     }

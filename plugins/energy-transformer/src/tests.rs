@@ -1,14 +1,14 @@
 use super::*;
 use plugin_api::candle::{DType, Device, Tensor, D};
-use plugin_api::candle_nn::{AdamW, Optimizer, ParamsAdamW, VarBuilder, VarMap};
-use plugin_api::{Config, GradientIdentity, Layer, Pass, Value};
+use plugin_api::candle_nn::VarMap;
+use plugin_api::{Config, Layer, Pass, Value};
+use plugin_testkit::{
+    gradient_sizes, loss_before_and_after, mean_squared_error, param_count, perturb, random_projection_gradients,
+    relative_error, scalar, sequence_mean,
+};
 
 fn config(pairs: &[(&str, Value)]) -> Config {
-    let mut cfg = Config::defaults(&params());
-    for (k, v) in pairs {
-        cfg.set(k, v.clone());
-    }
-    cfg
+    plugin_testkit::config(&params(), pairs)
 }
 
 fn small() -> Config {
@@ -16,26 +16,7 @@ fn small() -> Config {
 }
 
 fn build(cfg: &Config, dtype: DType) -> (VarMap, EnergyTransformer) {
-    let map = VarMap::new();
-    let vb = VarBuilder::from_varmap(&map, dtype, &Device::Cpu);
-    let layer = EnergyTransformer::new(&EtConfig::from_config(cfg).unwrap(), vb).unwrap();
-    (map, layer)
-}
-
-fn param_count(map: &VarMap) -> usize {
-    map.all_vars().iter().map(|v| v.elem_count()).sum()
-}
-
-/// Moves every parameter off its initial value, as `workbench verify` does.
-fn perturb(map: &VarMap, std: f64) {
-    for var in map.all_vars() {
-        let noise = Tensor::randn(0f64, std, var.shape(), &Device::Cpu).unwrap().to_dtype(var.dtype()).unwrap();
-        var.set(&(var.as_tensor() + noise).unwrap()).unwrap();
-    }
-}
-
-fn scalar(t: &Tensor) -> f64 {
-    t.to_dtype(DType::F64).unwrap().sum_all().unwrap().to_scalar::<f64>().unwrap()
+    plugin_testkit::build(dtype, |vb| EnergyTransformer::new(&EtConfig::from_config(cfg).unwrap(), vb))
 }
 
 /// `gamma + delta + Wq + Wk + Xi = 1 + d + 2 H p d + M d`: `6d^2 + d + 1` at the defaults.
@@ -124,12 +105,9 @@ fn every_parameter_receives_a_gradient() {
     let (map, layer) = build(&cfg, DType::F32);
     let x = Tensor::randn(0f32, 1.0, (2, 5, 16), &Device::Cpu).unwrap();
     let y = layer.forward(&x, &mut Pass::new(4)).unwrap();
-    let r = Tensor::randn(0f32, 1.0, y.shape(), &Device::Cpu).unwrap();
-    let grads = (y * r).unwrap().sum_all().unwrap().backward().unwrap();
-    let data = map.data().lock().unwrap();
-    assert_eq!(data.len(), 2 * 5);
-    for (name, var) in data.iter() {
-        let g = grads.get(var.as_tensor()).map(|g| scalar(&g.abs().unwrap())).unwrap_or(0.0);
+    let sizes = gradient_sizes(&map, &random_projection_gradients(&y));
+    assert_eq!(sizes.len(), 2 * 5);
+    for (name, g) in sizes {
         assert!(g > 0.0, "{name} received no gradient");
     }
 }
@@ -172,14 +150,6 @@ fn beta_defaults_to_inverse_square_root_of_head_dim() {
     assert_eq!(cfg.memories, 256);
     let cfg = EtConfig::from_config(&config(&[("beta", Value::Float(0.7))])).unwrap();
     assert_eq!(cfg.beta, 0.7);
-}
-
-/// `||descent + grad|| / ||grad||`, as `workbench verify` computes it.
-fn relative_error(identity: &GradientIdentity) -> f64 {
-    let grads = identity.energy.backward().unwrap();
-    let grad = grads.get(&identity.variable).expect("the energy depends on the variable");
-    let residual = scalar(&(&identity.descent + grad).unwrap().sqr().unwrap()).sqrt();
-    residual / scalar(&grad.sqr().unwrap()).sqrt()
 }
 
 /// The hand-derived gradients equal autograd's to rounding (f64, parameters perturbed), with
@@ -254,19 +224,10 @@ fn energies_and_head_projections_are_per_sample() {
 fn trains_on_a_toy_objective() {
     let (map, layer) = build(&small(), DType::F32);
     let x = Tensor::randn(0f32, 1.0, (8, 5, 16), &Device::Cpu).unwrap();
-    let target = x.mean_keepdim(1).unwrap().broadcast_as(x.shape()).unwrap().contiguous().unwrap();
-    let mut opt =
-        AdamW::new(map.all_vars(), ParamsAdamW { lr: 3e-2, weight_decay: 0.0, ..Default::default() }).unwrap();
-    let loss = |layer: &EnergyTransformer| {
-        let y = layer.forward(&x, &mut Pass::new(2)).unwrap();
-        (y - &target).unwrap().sqr().unwrap().mean_all().unwrap()
-    };
-    let initial = scalar(&loss(&layer));
-    for _ in 0..300 {
-        opt.backward_step(&loss(&layer)).unwrap();
-    }
-    let last = scalar(&loss(&layer));
-    let untouched = scalar(&(&x - &target).unwrap().sqr().unwrap().mean_all().unwrap());
+    let target = sequence_mean(&x);
+    let loss = || mean_squared_error(&layer.forward(&x, &mut Pass::new(2)).unwrap(), &target);
+    let (initial, last) = loss_before_and_after(map.all_vars(), 3e-2, 300, loss);
+    let untouched = scalar(&mean_squared_error(&x, &target));
     // Measured: about 6.5 -> 0.35, with 0.8 for the untouched tokens.
     assert!(last < 0.7 * initial, "loss {initial} -> {last}");
     assert!(last < 0.7 * untouched, "loss {last} is not well below the untouched tokens' {untouched}");

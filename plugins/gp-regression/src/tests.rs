@@ -3,21 +3,14 @@ use crate::model::RmsePass;
 use crate::params;
 use datasets::gp::{GpDraw, Stream};
 use plugin_api::candle::{DType, Device, Tensor, D};
-use plugin_api::candle_nn::{AdamW, Init, Optimizer, ParamsAdamW, VarBuilder, VarMap};
-use plugin_api::{Batch, Config, MetricTally, Task, TaskModel, Value};
+use plugin_api::candle_nn::{Init, VarBuilder};
+use plugin_api::{Batch, Config, MetricTally, Task, Value};
+use plugin_testkit::{build_task_model, evaluate_all, param_count, task_gradient_sizes, text, train_on_task};
 
 const CPU: &Device = &Device::Cpu;
 
 fn config(pairs: &[(&str, Value)]) -> Config {
-    let mut cfg = Config::defaults(&params());
-    for (key, value) in pairs {
-        cfg.set(key, value.clone());
-    }
-    cfg
-}
-
-fn text(v: &str) -> Value {
-    Value::Str(v.into())
+    plugin_testkit::config(&params(), pairs)
 }
 
 /// One function at 256 training and 128 test points, 16 points per example.
@@ -38,26 +31,6 @@ fn small_in_context(extra: &[(&str, Value)]) -> Config {
     ];
     pairs.extend(extra.iter().cloned());
     config(&pairs)
-}
-
-fn build_model(task: &GpTask, width: usize) -> (VarMap, Box<dyn TaskModel>) {
-    let map = VarMap::new();
-    let model = task.build_model(VarBuilder::from_varmap(&map, DType::F32, CPU), width).unwrap();
-    (map, model)
-}
-
-fn parameter_count(map: &VarMap) -> usize {
-    map.all_vars().iter().map(|v| v.elem_count()).sum()
-}
-
-/// Metrics of `model` over `batches` with the layer `layer` between embedding and head.
-fn evaluate_all(model: &dyn TaskModel, batches: &[Batch], layer: &dyn Fn(&Tensor, &Batch) -> Tensor) -> MetricTally {
-    let mut tally = MetricTally::default();
-    for batch in batches {
-        let h = layer(&model.embed(batch, false).unwrap(), batch);
-        tally.merge(&model.evaluate(&h, batch).unwrap());
-    }
-    tally
 }
 
 fn identity(h: &Tensor, _: &Batch) -> Tensor {
@@ -219,25 +192,20 @@ fn in_context_training_functions_come_from_the_pool() {
 #[test]
 fn embedding_and_head_parameter_counts() {
     let d = 24;
-    let (map, _) = build_model(&GpTask::new(&small_fit(&[]), 0).unwrap(), d);
-    assert_eq!(parameter_count(&map), 10 * d + d + d + 1);
-    let (map, _) = build_model(&GpTask::new(&small_in_context(&[]), 0).unwrap(), d);
-    assert_eq!(parameter_count(&map), 12 * d + d + d + 1);
-    let (map, _) = build_model(&GpTask::new(&small_fit(&[("input_dim", Value::Int(3))]), 0).unwrap(), d);
-    assert_eq!(parameter_count(&map), 3 * d + d + d + 1);
+    let (map, _) = build_task_model(&GpTask::new(&small_fit(&[]), 0).unwrap(), d);
+    assert_eq!(param_count(&map), 10 * d + d + d + 1);
+    let (map, _) = build_task_model(&GpTask::new(&small_in_context(&[]), 0).unwrap(), d);
+    assert_eq!(param_count(&map), 12 * d + d + d + 1);
+    let (map, _) = build_task_model(&GpTask::new(&small_fit(&[("input_dim", Value::Int(3))]), 0).unwrap(), d);
+    assert_eq!(param_count(&map), 3 * d + d + d + 1);
 }
 
 #[test]
 fn every_parameter_receives_a_gradient() {
     for cfg in [small_fit(&[]), small_in_context(&[])] {
         let task = GpTask::new(&cfg, 0).unwrap();
-        let (map, model) = build_model(&task, 16);
-        let batch = task.train_batch(0, 4, CPU).unwrap();
-        let h = model.embed(&batch, true).unwrap();
-        let grads = model.loss(&h.sin().unwrap(), &batch).unwrap().backward().unwrap();
-        for (name, var) in map.data().lock().unwrap().iter() {
-            let g = grads.get(var.as_tensor()).expect(name).abs().unwrap().sum_all().unwrap();
-            assert!(g.to_scalar::<f32>().unwrap() > 0.0, "{name} received no gradient");
+        for (name, g) in task_gradient_sizes(&task, 16, 4, |h| h.sin().unwrap()) {
+            assert!(g > 0.0, "{name} received no gradient");
         }
     }
 }
@@ -246,7 +214,7 @@ fn every_parameter_receives_a_gradient() {
 #[test]
 fn the_loss_counts_scored_tokens_only() {
     let task = GpTask::new(&small_in_context(&[]), 0).unwrap();
-    let (map, model) = build_model(&task, 8);
+    let (map, model) = build_task_model(&task, 8);
     // A zero head predicts 0 everywhere, so the loss is the mean square of the query targets.
     let head = map.data().lock().unwrap().get("head.weight").unwrap().clone();
     head.set(&Tensor::zeros((8, 1), DType::F32, CPU).unwrap()).unwrap();
@@ -263,11 +231,11 @@ fn the_loss_counts_scored_tokens_only() {
 #[test]
 fn rmse_merges_exactly_across_batches() {
     let task = GpTask::new(&small_fit(&[]), 0).unwrap();
-    let (map, model) = build_model(&task, 16);
+    let (map, model) = build_task_model(&task, 16);
     let head = map.data().lock().unwrap().get("head.weight").unwrap().clone();
     head.set(&Tensor::zeros((16, 1), DType::F32, CPU).unwrap()).unwrap();
     let batches = task.eval_batches(5, 1000, CPU).unwrap();
-    let means = evaluate_all(&*model, &batches, &identity).means();
+    let means = evaluate_all(&*model, &batches, identity).means();
     // The zero predictor's RMSE is the root mean square of the observations.
     let data = task.fit_data().unwrap();
     assert!((means["rmse"] - rms(data.test.targets.iter().copied())).abs() < 1e-5, "{means:?}");
@@ -276,9 +244,9 @@ fn rmse_merges_exactly_across_batches() {
     // A trained-looking (non-zero) model: per-batch metrics merge into the whole set's.
     head.set(&Tensor::full(0.3f32, (16, 1), CPU).unwrap()).unwrap();
     let layer = |h: &Tensor, _: &Batch| h.tanh().unwrap();
-    let split = evaluate_all(&*model, &batches, &layer).means();
-    let whole = evaluate_all(&*model, &task.eval_batches(24, 24, CPU).unwrap(), &layer).means();
-    let again = evaluate_all(&*model, &batches, &layer).means();
+    let split = evaluate_all(&*model, &batches, layer).means();
+    let whole = evaluate_all(&*model, &task.eval_batches(24, 24, CPU).unwrap(), layer).means();
+    let again = evaluate_all(&*model, &batches, layer).means();
     for name in ["rmse", "train_rmse", "loss"] {
         assert!((split[name] - whole[name]).abs() < 1e-6, "{name}: {} vs {}", split[name], whole[name]);
         assert!((again[name] - split[name]).abs() < 1e-12, "{name} changed between passes");
@@ -352,17 +320,6 @@ impl TinyMlp {
     }
 }
 
-/// Trains embedding, `layer` and head with AdamW on the task's training batches.
-fn train(task: &GpTask, map: &VarMap, model: &dyn TaskModel, layer: &dyn Fn(&Tensor, &Batch) -> Tensor, steps: u64) {
-    let adam = ParamsAdamW { lr: 3e-3, weight_decay: 0.0, ..Default::default() };
-    let mut opt = AdamW::new(map.all_vars(), adam).unwrap();
-    for step in 0..steps {
-        let batch = task.train_batch(step, 8, CPU).unwrap();
-        let loss = model.loss(&layer(&model.embed(&batch, true).unwrap(), &batch), &batch).unwrap();
-        opt.backward_step(&loss).unwrap();
-    }
-}
-
 /// The seed's setting: an MLP fitted to 512 points of an RBF draw predicts the 256 test
 /// points far better than the prior mean 0 and than the mean of the training targets.
 #[test]
@@ -370,11 +327,11 @@ fn a_tiny_mlp_fits_the_function_far_below_chance() {
     let cfg =
         config(&[("train_points", Value::Int(512)), ("test_points", Value::Int(256)), ("points", Value::Int(16))]);
     let task = GpTask::new(&cfg, 0).unwrap();
-    let (map, model) = build_model(&task, 32);
+    let (map, model) = build_task_model(&task, 32);
     let mlp = TinyMlp::new(VarBuilder::from_varmap(&map, DType::F32, CPU).pp("mlp"), 32, 64);
     let layer = |h: &Tensor, _: &Batch| mlp.forward(h);
-    train(&task, &map, &*model, &layer, 300);
-    let metrics = evaluate_all(&*model, &task.eval_batches(64, 1000, CPU).unwrap(), &layer).means();
+    train_on_task(&task, &*model, layer, map.all_vars(), 3e-3, 300, 8);
+    let metrics = evaluate_all(&*model, &task.eval_batches(64, 1000, CPU).unwrap(), layer).means();
     let data = task.fit_data().unwrap();
     let zero = rms(data.test.targets.iter().copied());
     let train_mean = data.train.targets.iter().sum::<f64>() / 512.0;
@@ -424,12 +381,12 @@ impl TinyAttention {
 fn a_tiny_attention_model_regresses_in_context_below_chance() {
     let cfg = config(&[("setting", text("in_context")), ("eval_functions", Value::Int(64))]);
     let task = GpTask::new(&cfg, 0).unwrap();
-    let (map, model) = build_model(&task, 32);
+    let (map, model) = build_task_model(&task, 32);
     let attention = TinyAttention::new(VarBuilder::from_varmap(&map, DType::F32, CPU).pp("attention"), 32);
     let layer = |h: &Tensor, batch: &Batch| attention.forward(h, batch);
-    train(&task, &map, &*model, &layer, 300);
+    train_on_task(&task, &*model, layer, map.all_vars(), 3e-3, 300, 8);
     let batches = task.eval_batches(64, 64, CPU).unwrap();
-    let metrics = evaluate_all(&*model, &batches, &layer).means();
+    let metrics = evaluate_all(&*model, &batches, layer).means();
     let (mut zero, mut context_mean) = (Vec::new(), Vec::new());
     for k in 0..64 {
         let draw = task.function(Stream::Eval, k).unwrap();

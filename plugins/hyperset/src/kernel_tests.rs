@@ -2,17 +2,11 @@
 //! (`kernels = composed`): the same layer, the same parameters, the same outputs and
 //! gradients for every variant that the fused ops touch.
 
-use crate::test_support::{build, named_vars, normal, perturb, rng, s, small};
-use plugin_api::candle::{DType, Tensor};
+use crate::test_support::{build, s, small};
+use plugin_api::candle::DType;
 use plugin_api::candle_nn::{VarBuilder, VarMap};
 use plugin_api::{Config, Layer, Pass, Value};
-
-/// `max |a - b| / max |b|`.
-fn relative(a: &Tensor, b: &Tensor) -> f64 {
-    let max =
-        |t: &Tensor| t.abs().unwrap().max_all().unwrap().to_dtype(DType::F64).unwrap().to_scalar::<f64>().unwrap();
-    max(&(a - b).unwrap()) / max(b).max(1e-30)
-}
+use plugin_testkit::{named_vars, normal, perturb_seeded, relative_max_diff, rng};
 
 /// A layer of `cfg` with `kernels = name` whose parameters are those of `map`.
 fn with_kernels(cfg: &Config, name: &str, map: &VarMap, dtype: DType) -> crate::model::HyperSet {
@@ -27,7 +21,7 @@ fn with_kernels(cfg: &Config, name: &str, map: &VarMap, dtype: DType) -> crate::
 fn fused_vs_composed(cfg: &Config, dtype: DType, seed: u64) -> (f64, f64) {
     let map = VarMap::new();
     let composed = with_kernels(cfg, "composed", &map, dtype);
-    perturb(&map, 0.1, &mut rng(seed));
+    perturb_seeded(&map, 0.1, &mut rng(seed));
     let fused = with_kernels(cfg, "fused", &map, dtype);
     let x = normal(&[2, 9, 16], 1.0, &mut rng(seed + 1)).to_dtype(dtype).unwrap();
     let r = normal(&[2, 9, 16], 1.0, &mut rng(seed + 2)).to_dtype(dtype).unwrap();
@@ -41,9 +35,9 @@ fn fused_vs_composed(cfg: &Config, dtype: DType, seed: u64) -> (f64, f64) {
     for (name, var) in named_vars(&map) {
         let (a, b) = (g_f.get(var.as_tensor()), g_c.get(var.as_tensor()));
         let (a, b) = (a.unwrap_or_else(|| panic!("{name}: no fused gradient")), b.unwrap());
-        worst_grad = worst_grad.max(relative(a, b));
+        worst_grad = worst_grad.max(relative_max_diff(a, b));
     }
-    (relative(&y_f, &y_c), worst_grad)
+    (relative_max_diff(&y_f, &y_c), worst_grad)
 }
 
 fn variants() -> Vec<Vec<(&'static str, Value)>> {
@@ -99,7 +93,7 @@ fn fused_attention_records_no_score_matrix() {
         let mut cfg = cfg.clone();
         cfg.set("kernels", s(kernels));
         let (map, layer) = build(&cfg, DType::F32);
-        perturb(&map, 0.05, &mut rng(7));
+        perturb_seeded(&map, 0.05, &mut rng(7));
         let x = normal(&[1, n, 16], 1.0, &mut rng(8)).to_dtype(DType::F32).unwrap();
         let y = layer.forward(&x, &mut Pass::new(2)).unwrap();
         let square = y.sorted_nodes().iter().any(|t| t.dims().iter().filter(|&&d| d == n).count() >= 2);

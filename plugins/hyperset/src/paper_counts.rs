@@ -8,9 +8,10 @@
 //! head on the [CLS] output. The layer side is the plugin's: `W`, `D`, the Q/K/V and
 //! feedforward RMSNorm gains, and the `normed` step network with its input RMSNorm.
 
-use crate::test_support::{build, config, param_count, s};
+use crate::test_support::{build, config, s};
 use plugin_api::candle::DType;
 use plugin_api::Value;
+use plugin_testkit::param_count;
 
 /// Features of one patch: 3 channels of `(image / grid)^2` pixels.
 fn patch_features(image: usize, grid: usize) -> usize {

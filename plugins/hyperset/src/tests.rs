@@ -1,26 +1,9 @@
 use super::*;
-use plugin_api::candle::{DType, Device, Tensor, Var};
-use plugin_api::candle_nn::{VarBuilder, VarMap};
-use plugin_api::{Config, Layer, Pass, Value};
-
-fn config(pairs: &[(&str, Value)]) -> Config {
-    let mut cfg = Config::defaults(&params());
-    for (k, v) in pairs {
-        cfg.set(k, v.clone());
-    }
-    cfg
-}
-
-fn build(cfg: &Config, dtype: DType) -> (VarMap, HyperSet) {
-    let map = VarMap::new();
-    let vb = VarBuilder::from_varmap(&map, dtype, &Device::Cpu);
-    let layer = HyperSet::new(&HyperSetConfig::from_config(cfg).unwrap(), vb).unwrap();
-    (map, layer)
-}
-
-fn param_count(map: &VarMap) -> usize {
-    map.all_vars().iter().map(|v| v.elem_count()).sum()
-}
+use crate::test_support::{build, config};
+use plugin_api::candle::{DType, Device, Tensor};
+use plugin_api::candle_nn::VarMap;
+use plugin_api::{Layer, Pass, Value};
+use plugin_testkit::{gradient_sizes, param_count, random_projection_gradients};
 
 /// notes-hyperset.md §8: the Sudoku model (d = 768, 12 heads, M = 4d, time embedding 512)
 /// has 5,195,584 parameters; the task's share (token embedding 10*768, positions 81*768,
@@ -48,18 +31,7 @@ fn randomise(map: &VarMap) {
 fn grads_by_name(map: &VarMap, layer: &HyperSet) -> Vec<(String, f64)> {
     let x = Tensor::randn(0f32, 1.0, (2, 5, 16), &Device::Cpu).unwrap();
     let y = layer.forward(&x, &mut Pass::new(4)).unwrap();
-    let r = Tensor::randn(0f32, 1.0, y.shape(), &Device::Cpu).unwrap();
-    let grads = (y * r).unwrap().sum_all().unwrap().backward().unwrap();
-    let data = map.data().lock().unwrap();
-    let mut out: Vec<(String, f64)> = data
-        .iter()
-        .map(|(name, var): (&String, &Var)| {
-            let g = grads.get(var.as_tensor()).map(|g| g.abs().unwrap().sum_all().unwrap().to_scalar::<f32>().unwrap());
-            (name.clone(), g.unwrap_or(0.0) as f64)
-        })
-        .collect();
-    out.sort_by(|a, b| a.0.cmp(&b.0));
-    out
+    gradient_sizes(map, &random_projection_gradients(&y))
 }
 
 /// Once the step sizes are non-zero (after the first optimiser step), every parameter of the

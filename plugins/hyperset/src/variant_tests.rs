@@ -6,11 +6,15 @@ use crate::block::{linear, split_heads};
 use crate::feedforward::FeedforwardKind;
 use crate::model::HyperSetConfig;
 use crate::step_size::StepSize;
-use crate::test_support::{build, max_abs_diff, named_vars, normal, perturb, relative_error, rng, s, small};
+use crate::test_support::{build, s, small};
 use plugin_api::candle::{DType, Device, Module, Tensor, Var, D};
-use plugin_api::candle_nn::{AdamW, Linear, Optimizer, ParamsAdamW, VarMap};
+use plugin_api::candle_nn::{Linear, VarMap};
 use plugin_api::ops::{bi_softmax, rms_norm, sinusoidal_embedding};
 use plugin_api::{Layer, Pass, Value};
+use plugin_testkit::{
+    gradient_sizes, loss_before_and_after, max_abs_diff, mean_squared_error, named_vars, normal, perturb_seeded,
+    relative_error, relative_error_of, rng, sequence_mean,
+};
 use std::collections::HashMap;
 
 const ATTENTIONS: [&str; 3] = ["bisoftmax", "sigmoid", "linear"];
@@ -61,7 +65,7 @@ fn reference_default_forward(p: &HashMap<String, Tensor>, x0: &Tensor, iteration
 fn defaults_reproduce_the_original_equations_bit_for_bit() {
     let cfg = small(&[("iterations", Value::Int(3)), ("kernels", s("composed"))]);
     let (map, layer) = build(&cfg, DType::F32);
-    perturb(&map, 0.1, &mut rng(1));
+    perturb_seeded(&map, 0.1, &mut rng(1));
     let x = normal(&[2, 5, 16], 1.0, &mut rng(2)).to_dtype(DType::F32).unwrap();
     let y = layer.forward(&x, &mut Pass::new(3)).unwrap();
     let expected = reference_default_forward(&tensors(&map), &x, 3, 2);
@@ -98,14 +102,13 @@ fn every_parameter_receives_a_gradient_for_each_option() {
     ];
     for pairs in options {
         let (map, layer) = build(&small(&pairs), DType::F32);
-        perturb(&map, 0.05, &mut rng(3));
+        perturb_seeded(&map, 0.05, &mut rng(3));
         let x = normal(&[2, 5, 16], 1.0, &mut rng(4)).to_dtype(DType::F32).unwrap();
         let y = layer.forward(&x, &mut Pass::new(4)).unwrap();
         let r = normal(y.dims(), 1.0, &mut rng(5)).to_dtype(DType::F32).unwrap();
         let grads = (y * r).unwrap().sum_all().unwrap().backward().unwrap();
-        for (name, var) in named_vars(&map) {
-            let g = grads.get(var.as_tensor()).map(|g| g.abs().unwrap().sum_all().unwrap().to_scalar::<f32>().unwrap());
-            assert!(g.unwrap_or(0.0) > 0.0, "{pairs:?}: parameter {name} received no gradient");
+        for (name, g) in gradient_sizes(&map, &grads) {
+            assert!(g > 0.0, "{pairs:?}: parameter {name} received no gradient");
         }
     }
 }
@@ -165,15 +168,15 @@ fn gradient_identities_hold_for_every_variant() {
                     ("qkv_gains", Value::Bool(qkv_gains)),
                 ]);
                 let (map, layer) = build(&cfg, DType::F64);
-                perturb(&map, 0.1, &mut rng(7));
+                perturb_seeded(&map, 0.1, &mut rng(7));
                 let x = normal(&[2, 12, 16], 1.0, &mut rng(8));
                 let identities = layer.gradient_identities(&x).unwrap();
                 let expected = if qkv_gains && attention == "linear" { 3 } else { 4 };
                 assert_eq!(identities.len(), expected, "{attention} / {feedforward} / qkv {qkv_gains}");
                 for identity in &identities {
-                    let error = relative_error(identity, &identity.descent);
+                    let error = relative_error(identity);
                     assert!(error < 1e-10, "{}: relative error {error}", identity.name);
-                    let flipped = relative_error(identity, &identity.descent.neg().unwrap());
+                    let flipped = relative_error_of(identity, &identity.descent.neg().unwrap());
                     assert!((flipped - 2.0).abs() < 1e-6, "{}: flipped sign not rejected ({flipped})", identity.name);
                     assert!(
                         identity.name.contains(attention) || identity.name.contains(feedforward),
@@ -191,12 +194,12 @@ fn gradient_identities_hold_for_every_variant() {
 fn gradient_identities_hold_with_lora_and_several_layers() {
     let cfg = small(&[("lora_rank", Value::Int(2)), ("layers", Value::Int(2)), ("attention", s("sigmoid"))]);
     let (map, layer) = build(&cfg, DType::F64);
-    perturb(&map, 0.1, &mut rng(9));
+    perturb_seeded(&map, 0.1, &mut rng(9));
     let identities = layer.gradient_identities(&normal(&[2, 12, 16], 1.0, &mut rng(10))).unwrap();
     assert_eq!(identities.len(), 8);
     for identity in &identities {
         assert!(identity.name.starts_with("layer "), "{}", identity.name);
-        let error = relative_error(identity, &identity.descent);
+        let error = relative_error(identity);
         assert!(error < 1e-10, "{}: relative error {error}", identity.name);
     }
 }
@@ -217,7 +220,7 @@ fn small_fixed_steps_do_not_raise_the_energy_of_any_variant() {
                 ("qkv_gains", Value::Bool(qkv_gains)),
             ]);
             let (map, layer) = build(&cfg, DType::F64);
-            perturb(&map, 0.1, &mut rng(11));
+            perturb_seeded(&map, 0.1, &mut rng(11));
             let x = normal(&[2, 12, 32], 1.0, &mut rng(12));
             for step in [1e-3, 1e-2, 1e-1] {
                 let checks = layer.descent_checks(&x, step).unwrap();
@@ -288,7 +291,7 @@ fn linear_attention_builds_no_token_by_token_matrix() {
         let kernels = if attention == "bisoftmax" { "composed" } else { "fused" };
         let options = [("attention", s(attention)), ("iterations", Value::Int(2)), ("kernels", s(kernels))];
         let (map, layer) = build(&small(&options), DType::F32);
-        perturb(&map, 0.05, &mut rng(14));
+        perturb_seeded(&map, 0.05, &mut rng(14));
         let x = Var::from_tensor(&normal(&[1, n, 16], 1.0, &mut rng(15)).to_dtype(DType::F32).unwrap()).unwrap();
         let y = layer.forward(x.as_tensor(), &mut Pass::new(2)).unwrap();
         assert_eq!(y.dims(), &[1, n, 16]);
@@ -308,7 +311,7 @@ fn linear_attention_builds_no_token_by_token_matrix() {
 fn fixed_step_sizes_use_the_constant_for_both_sub_steps() {
     let cfg = small(&[("step_sizes", s("fixed")), ("step_c", Value::Float(0.3)), ("iterations", Value::Int(2))]);
     let (map, layer) = build(&cfg, DType::F32);
-    perturb(&map, 0.1, &mut rng(16));
+    perturb_seeded(&map, 0.1, &mut rng(16));
     let x = normal(&[2, 5, 16], 1.0, &mut rng(17)).to_dtype(DType::F32).unwrap();
     let y = layer.forward(&x, &mut Pass::new(2)).unwrap();
     let block = layer.block(0);
@@ -375,7 +378,7 @@ fn energies_follow_the_configured_variant() {
         [("bisoftmax", "relu"), ("sigmoid", "gelu"), ("linear", "softmax"), ("linear", "gated")]
     {
         let (map, layer) = build(&small(&[("attention", s(attention)), ("feedforward", s(feedforward))]), DType::F32);
-        perturb(&map, 0.0, &mut rng(19));
+        perturb_seeded(&map, 0.0, &mut rng(19));
         let energies = layer.energies(1, 4, &x, &x).unwrap();
         let w = map.data().lock().unwrap()["block0.w"].as_tensor().clone();
         let z = crate::energy::normalised_heads(&x, &w, 2).unwrap();
@@ -411,16 +414,9 @@ fn every_attention_kind_trains_on_a_toy_objective() {
             }
         }
         let x = normal(&[8, 6, 16], 1.0, &mut draws).to_dtype(DType::F32).unwrap();
-        let target = x.mean_keepdim(1).unwrap().broadcast_as(x.shape()).unwrap().contiguous().unwrap();
-        let loss =
-            || (layer.forward(&x, &mut Pass::new(2)).unwrap() - &target).unwrap().sqr().unwrap().mean_all().unwrap();
-        let params = ParamsAdamW { lr: 1e-2, weight_decay: 0.0, ..Default::default() };
-        let mut opt = AdamW::new(map.all_vars(), params).unwrap();
-        let first = loss().to_scalar::<f32>().unwrap();
-        for _ in 0..40 {
-            opt.backward_step(&loss()).unwrap();
-        }
-        let last = loss().to_scalar::<f32>().unwrap();
+        let target = sequence_mean(&x);
+        let loss = || mean_squared_error(&layer.forward(&x, &mut Pass::new(2)).unwrap(), &target);
+        let (first, last) = loss_before_and_after(map.all_vars(), 1e-2, 40, loss);
         assert!(last < 0.5 * first, "{attention}: loss {first} -> {last}");
     }
 }

@@ -4,24 +4,17 @@ use crate::model::{score, sinusoidal_positions, ImageModel, ModelShape};
 use crate::params;
 use datasets::images::shapes::{self, Split};
 use datasets::images::{patchify, TrainTest};
-use plugin_api::candle::{DType, Device, Result as CandleResult, Shape, Tensor, Var, D};
-use plugin_api::candle_nn::var_builder::SimpleBackend;
-use plugin_api::candle_nn::{AdamW, Init, Optimizer, ParamsAdamW, VarBuilder, VarMap};
+use plugin_api::candle::{DType, Device, Tensor, Var};
+use plugin_api::candle_nn::{VarBuilder, VarMap};
 use plugin_api::{Batch, Config, Task, TaskModel};
-use rand::{Rng, SeedableRng};
-use rand_chacha::ChaCha8Rng;
-use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use plugin_testkit::{
+    build, build_task_model, config_from_text, evaluate_all, param_count, task_gradient_sizes, train_on_task,
+    SeededVars, TinyBlock,
+};
 
 /// The task's defaults with `overrides`, each checked against the schema as the host does.
 fn config(overrides: &[(&str, &str)]) -> Config {
-    let schema = params();
-    let mut cfg = Config::defaults(&schema);
-    for (key, text) in overrides {
-        let spec = schema.iter().find(|p| p.name == *key).unwrap_or_else(|| panic!("no option {key}"));
-        cfg.set(key, spec.parse(text).unwrap_or_else(|e| panic!("{key}={text}: {e}")));
-    }
-    cfg
+    config_from_text(&params(), overrides)
 }
 
 /// A small shapes task: `train` and `test` generated images.
@@ -32,16 +25,11 @@ fn shapes_task(train: usize, test: usize, overrides: &[(&str, &str)], seed: u64)
     ImageTask::new(&config(&all), seed).unwrap()
 }
 
-fn param_count(map: &VarMap) -> usize {
-    map.all_vars().iter().map(|v| v.elem_count()).sum()
-}
-
 #[test]
 fn embedding_gives_cls_plus_patch_tokens_with_sinusoidal_positions() {
     let task = shapes_task(20, 10, &[("patches", "4")], 0);
     assert_eq!(task.info().unwrap().seq_len, 17);
-    let map = VarMap::new();
-    let model = task.build_model(VarBuilder::from_varmap(&map, DType::F32, &Device::Cpu), 24).unwrap();
+    let (_, model) = build_task_model(&task, 24);
     let batch = task.train_batch(0, 3, &Device::Cpu).unwrap();
     assert_eq!(batch.inputs.dims(), &[3, 16, 3 * 8 * 8]);
     let x0 = model.embed(&batch, true).unwrap();
@@ -65,15 +53,12 @@ fn embedding_gives_cls_plus_patch_tokens_with_sinusoidal_positions() {
 #[test]
 fn embedding_and_head_parameter_counts_match_the_paper() {
     for (classes, expected) in [(100, 1_934_268 - 1_577_664), (1000, 2_395_968 - 1_577_664)] {
-        let map = VarMap::new();
         let shape = ModelShape { patch_features: 588, patch_tokens: 256, classes };
-        ImageModel::new(VarBuilder::from_varmap(&map, DType::F32, &Device::Cpu), shape, 512, 0.1).unwrap();
+        let (map, _) = build(DType::F32, |vb| ImageModel::new(vb, shape, 512, 0.1));
         assert_eq!(param_count(&map), expected, "{classes} classes");
     }
     // CIFAR-10, the default grid: f = 3 × 4 × 4 = 48.
-    let task = shapes_task(10, 10, &[], 0);
-    let map = VarMap::new();
-    task.build_model(VarBuilder::from_varmap(&map, DType::F32, &Device::Cpu), 512).unwrap();
+    let (map, _) = build_task_model(&shapes_task(10, 10, &[], 0), 512);
     assert_eq!(param_count(&map), 2 * 48 + 48 * 512 + 512 + 2 * 512 + 512 + 2 * 512 + 512 * 10 + 10);
 }
 
@@ -102,19 +87,11 @@ fn layer_norm_matches_candle_and_passes_gradients() {
 #[test]
 fn every_parameter_receives_a_gradient() {
     let task = shapes_task(20, 10, &[("patches", "4")], 0);
-    let map = VarMap::new();
-    let model = task.build_model(VarBuilder::from_varmap(&map, DType::F32, &Device::Cpu), 16).unwrap();
-    let batch = task.train_batch(0, 4, &Device::Cpu).unwrap();
     // A layer that mixes tokens, so the [CLS] output depends on every patch.
-    let x0 = model.embed(&batch, true).unwrap();
-    let h = x0.broadcast_add(&x0.mean_keepdim(1).unwrap()).unwrap();
-    let grads = model.loss(&h, &batch).unwrap().backward().unwrap();
-    let vars = map.data().lock().unwrap();
-    assert_eq!(vars.len(), 11);
-    for (name, var) in vars.iter() {
-        let g = grads.get(var.as_tensor()).unwrap_or_else(|| panic!("no gradient for {name}"));
-        let size = g.abs().unwrap().sum_all().unwrap().to_scalar::<f32>().unwrap();
-        assert!(size > 0.0, "zero gradient for {name}");
+    let sizes = task_gradient_sizes(&task, 16, 4, |x0| x0.broadcast_add(&x0.mean_keepdim(1).unwrap()).unwrap());
+    assert_eq!(sizes.len(), 11);
+    for (name, size) in sizes {
+        assert!(size > 0.0, "no gradient for {name}");
     }
 }
 
@@ -237,102 +214,6 @@ fn mnist_files_are_padded_to_the_grid() {
     assert_eq!(white, 4);
 }
 
-/// A `VarBuilder` backend whose initial values are drawn from a ChaCha8 RNG seeded by a seed
-/// and the parameter's name (candle's `VarMap` uses the CPU's unseedable global RNG), so the
-/// learning test gives the same numbers on every run.
-#[derive(Clone)]
-struct SeededVars {
-    seed: u64,
-    vars: Arc<Mutex<BTreeMap<String, Var>>>,
-}
-
-impl SeededVars {
-    fn new(seed: u64) -> Self {
-        SeededVars { seed, vars: Arc::default() }
-    }
-
-    fn var_builder(&self) -> VarBuilder<'static> {
-        VarBuilder::from_backend(Box::new(self.clone()), DType::F32, Device::Cpu)
-    }
-
-    fn all(&self) -> Vec<Var> {
-        self.vars.lock().unwrap().values().cloned().collect()
-    }
-}
-
-impl SimpleBackend for SeededVars {
-    fn get(&self, shape: Shape, name: &str, init: Init, dtype: DType, device: &Device) -> CandleResult<Tensor> {
-        let mut vars = self.vars.lock().unwrap();
-        if let Some(var) = vars.get(name) {
-            return Ok(var.as_tensor().clone());
-        }
-        let name_hash =
-            name.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3));
-        let mut rng = ChaCha8Rng::seed_from_u64(self.seed ^ name_hash);
-        let n = shape.elem_count();
-        let values: Vec<f64> = match init {
-            Init::Const(c) => vec![c; n],
-            Init::Randn { mean, stdev } => {
-                (0..n).map(|_| mean + stdev * rng.sample::<f64, _>(rand_distr::StandardNormal)).collect()
-            }
-            Init::Uniform { lo, up } => (0..n).map(|_| rng.random_range(lo..up)).collect(),
-            other => candle_core::bail!("SeededVars does not implement {other:?}"),
-        };
-        let var = Var::from_tensor(&Tensor::from_vec(values, shape, device)?.to_dtype(dtype)?)?;
-        vars.insert(name.to_string(), var.clone());
-        Ok(var.as_tensor().clone())
-    }
-
-    fn get_unchecked(&self, name: &str, _: DType, _: &Device) -> CandleResult<Tensor> {
-        match self.vars.lock().unwrap().get(name) {
-            Some(var) => Ok(var.as_tensor().clone()),
-            None => candle_core::bail!("no parameter `{name}`"),
-        }
-    }
-
-    fn contains_tensor(&self, name: &str) -> bool {
-        self.vars.lock().unwrap().contains_key(name)
-    }
-}
-
-/// The layer of the learning test: one block of single-head self-attention and a ReLU
-/// feedforward, each with a residual, `h = y + relu(y W1) W2` with `y = x + softmax(q k^T /
-/// sqrt(d)) v`.
-struct TinyBlock {
-    query: Tensor,
-    key: Tensor,
-    value: Tensor,
-    up: Tensor,
-    down: Tensor,
-}
-
-impl TinyBlock {
-    fn new(vb: &VarBuilder, width: usize) -> Self {
-        let get = |shape: (usize, usize), name: &str| {
-            let init = plugin_api::candle_nn::Init::Randn { mean: 0.0, stdev: 1.0 / (shape.0 as f64).sqrt() };
-            vb.get_with_hints(shape, name, init).unwrap()
-        };
-        TinyBlock {
-            query: get((width, width), "query"),
-            key: get((width, width), "key"),
-            value: get((width, width), "value"),
-            up: get((width, 2 * width), "up"),
-            down: get((2 * width, width), "down"),
-        }
-    }
-
-    fn forward(&self, x: &Tensor) -> Tensor {
-        let project = |w: &Tensor| x.broadcast_matmul(w).unwrap();
-        let (q, k, v) = (project(&self.query), project(&self.key), project(&self.value));
-        let scale = 1.0 / (x.dim(2).unwrap() as f64).sqrt();
-        let scores = (q.matmul(&k.transpose(1, 2).unwrap()).unwrap() * scale).unwrap();
-        let attention = plugin_api::ops::softmax(&scores, D::Minus1).unwrap();
-        let y = (x + attention.matmul(&v).unwrap()).unwrap();
-        let hidden = y.broadcast_matmul(&self.up).unwrap().relu().unwrap();
-        (&y + hidden.broadcast_matmul(&self.down).unwrap()).unwrap()
-    }
-}
-
 /// The embedding, head and loss train: a tiny model (width 32, one attention block) fitted
 /// with AdamW for 200 steps of 32 images to 300 generated images gets more than half of them
 /// right (65% with these seeds), from the 10% of chance. (Generalising to new images takes far longer: the shapes vary
@@ -349,20 +230,10 @@ fn a_tiny_model_fits_the_shapes() {
     let model = task.build_model(vb.pp("task"), width).unwrap();
     let layer = TinyBlock::new(&vb.pp("layer"), width);
     let fitted = task.eval_batches(100, 300, &dev).unwrap();
-    let accuracy = |model: &dyn TaskModel| -> f64 {
-        let mut tally = plugin_api::MetricTally::default();
-        for batch in &fitted {
-            tally.merge(&model.evaluate(&layer.forward(&model.embed(batch, false).unwrap()), batch).unwrap());
-        }
-        tally.means()["top1"]
-    };
+    let through_layer = |h: &Tensor, _: &Batch| layer.forward(h);
+    let accuracy = |model: &dyn TaskModel| evaluate_all(model, &fitted, through_layer).means()["top1"];
     let before = accuracy(&*model);
-    let mut opt = AdamW::new(vars.all(), ParamsAdamW { lr: 3e-3, weight_decay: 0.0, ..Default::default() }).unwrap();
-    for step in 0..200 {
-        let batch = task.train_batch(step, 32, &dev).unwrap();
-        let loss = model.loss(&layer.forward(&model.embed(&batch, true).unwrap()), &batch).unwrap();
-        opt.backward_step(&loss).unwrap();
-    }
+    train_on_task(&task, &*model, through_layer, vars.all(), 3e-3, 200, 32);
     let after = accuracy(&*model);
     assert!(before < 0.2, "top-1 {before:.3} before training");
     assert!(after > 0.5, "top-1 {after:.3} after training (before: {before:.3}); chance is 0.1");

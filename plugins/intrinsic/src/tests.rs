@@ -4,18 +4,17 @@ use crate::block::Block;
 use crate::config::AttentionKind;
 use nalgebra::DMatrix;
 use plugin_api::candle::{DType, Device, Tensor, Var, D};
-use plugin_api::candle_nn::{AdamW, Optimizer, ParamsAdamW, VarBuilder, VarMap};
+use plugin_api::candle_nn::{VarBuilder, VarMap};
 use plugin_api::{Config, GradientIdentity, Layer, Pass, Value};
+use plugin_testkit::{
+    gradient_sizes, loss_before_and_after, max_abs_diff, mean_squared_error, named_vars, param_count, perturb_seeded,
+    relative_error,
+};
 use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
-use rand_distr::StandardNormal;
+use rand::SeedableRng;
 
 fn config(pairs: &[(&str, Value)]) -> Config {
-    let mut cfg = Config::defaults(&params());
-    for (k, v) in pairs {
-        cfg.set(k, v.clone());
-    }
-    cfg
+    plugin_testkit::config(&params(), pairs)
 }
 
 fn kind_config(kind: AttentionKind, pairs: &[(&str, Value)]) -> Config {
@@ -25,38 +24,23 @@ fn kind_config(kind: AttentionKind, pairs: &[(&str, Value)]) -> Config {
 }
 
 fn build(cfg: &Config, dtype: DType) -> (VarMap, Intrinsic) {
-    let map = VarMap::new();
-    let vb = VarBuilder::from_varmap(&map, dtype, &Device::Cpu);
-    let layer = Intrinsic::new(&IntrinsicConfig::from_config(cfg).unwrap(), vb).unwrap();
-    (map, layer)
+    plugin_testkit::build(dtype, |vb| Intrinsic::new(&IntrinsicConfig::from_config(cfg).unwrap(), vb))
 }
 
 fn build_block(cfg: &Config, dtype: DType) -> (VarMap, Block) {
-    let map = VarMap::new();
-    let vb = VarBuilder::from_varmap(&map, dtype, &Device::Cpu);
-    let block = Block::new(&IntrinsicConfig::from_config(cfg).unwrap(), vb).unwrap();
-    (map, block)
+    plugin_testkit::build(dtype, |vb| Block::new(&IntrinsicConfig::from_config(cfg).unwrap(), vb))
 }
 
-fn param_count(map: &VarMap) -> usize {
-    map.all_vars().iter().map(|v| v.elem_count()).sum()
-}
-
+/// A reproducible `N(0, std^2)` tensor of `dtype`.
 fn normal(rng: &mut StdRng, shape: &[usize], std: f64, dtype: DType) -> Tensor {
-    let n = shape.iter().product();
-    let values: Vec<f64> = (0..n).map(|_| std * rng.sample::<f64, _>(StandardNormal)).collect();
-    Tensor::from_vec(values, shape, &Device::Cpu).unwrap().to_dtype(dtype).unwrap()
+    plugin_testkit::normal(shape, std, rng).to_dtype(dtype).unwrap()
 }
 
 /// Redraws every weight matrix (not the scalars and vectors: gains, biases, beta, eta, T_h,
 /// tau keep their initial values) from `N(0, std^2)` with a fixed seed.
 fn randomise_matrices(map: &VarMap, seed: u64, std: f64) {
     let mut rng = StdRng::seed_from_u64(seed);
-    let data = map.data().lock().unwrap();
-    let mut names: Vec<_> = data.keys().cloned().collect();
-    names.sort();
-    for name in names {
-        let var = &data[&name];
+    for (_, var) in named_vars(map) {
         if var.rank() == 2 {
             var.set(&normal(&mut rng, var.dims(), std, var.dtype())).unwrap();
         }
@@ -66,30 +50,7 @@ fn randomise_matrices(map: &VarMap, seed: u64, std: f64) {
 /// Adds `N(0, std^2)` noise to every parameter (as `workbench verify` does), so gains,
 /// step sizes and temperatures are off their initial values.
 fn perturb_all(map: &VarMap, seed: u64, std: f64) {
-    let mut rng = StdRng::seed_from_u64(seed);
-    let data = map.data().lock().unwrap();
-    let mut names: Vec<_> = data.keys().cloned().collect();
-    names.sort();
-    for name in names {
-        let var = &data[&name];
-        let noise = normal(&mut rng, var.dims(), std, var.dtype());
-        var.set(&(var.as_tensor() + noise).unwrap()).unwrap();
-    }
-}
-
-fn max_abs_diff(a: &Tensor, b: &Tensor) -> f64 {
-    (a - b)
-        .unwrap()
-        .abs()
-        .unwrap()
-        .flatten_all()
-        .unwrap()
-        .max(0)
-        .unwrap()
-        .to_dtype(DType::F64)
-        .unwrap()
-        .to_scalar()
-        .unwrap()
+    perturb_seeded(map, std, &mut StdRng::seed_from_u64(seed));
 }
 
 fn small(kind: AttentionKind) -> Config {
@@ -205,11 +166,10 @@ fn every_parameter_receives_a_gradient_for_every_kind() {
         let mut pass = Pass { iterations: 4, causal: true, observer: None };
         let y = layer.forward(&x, &mut pass).unwrap();
         let grads = (y * r).unwrap().sum_all().unwrap().backward().unwrap();
-        let data = map.data().lock().unwrap();
-        assert!(!data.is_empty());
-        for (name, var) in data.iter() {
-            let g = grads.get(var.as_tensor()).map(|g| g.abs().unwrap().sum_all().unwrap().to_scalar::<f32>().unwrap());
-            assert!(g.unwrap_or(0.0) > 0.0, "{}: parameter {name} received no gradient", kind.name());
+        let sizes = gradient_sizes(&map, &grads);
+        assert!(!sizes.is_empty());
+        for (name, g) in sizes {
+            assert!(g > 0.0, "{}: parameter {name} received no gradient", kind.name());
         }
     }
 }
@@ -415,13 +375,6 @@ fn special_cases_reduce_to_the_softmax_layer() {
     }
 }
 
-fn relative_error(identity: &GradientIdentity) -> f64 {
-    let grads = identity.energy.backward().unwrap();
-    let grad = grads.get(&identity.variable).expect("the energy does not depend on the variable");
-    let norm = |t: &Tensor| t.sqr().unwrap().sum_all().unwrap().to_scalar::<f64>().unwrap().sqrt();
-    norm(&(&identity.descent + grad).unwrap()) / norm(grad)
-}
-
 /// Every claimed identity holds to f64 precision on random tokens, with every parameter off
 /// its initial value (as `workbench verify` runs them).
 #[test]
@@ -541,7 +494,7 @@ fn diagnostics_have_the_contract_shapes() {
 /// A tiny causal objective: each output must become the mean of the tokens up to it,
 /// `y_t = (1/t) sum_{i<=t} x_i`, which needs attention to earlier tokens. AdamW lowers the
 /// mean squared error well below its starting value.
-fn train_prefix_mean(kind: AttentionKind, steps: usize) -> (f32, f32) {
+fn train_prefix_mean(kind: AttentionKind, steps: usize) -> (f64, f64) {
     let cfg = kind_config(
         kind,
         &[
@@ -560,17 +513,11 @@ fn train_prefix_mean(kind: AttentionKind, steps: usize) -> (f32, f32) {
     let x = normal(&mut rng, &[batch, n, d], 1.0, DType::F32);
     let counts = Tensor::arange(1f32, (n + 1) as f32, &Device::Cpu).unwrap().reshape((1, n, 1)).unwrap();
     let target = x.cumsum(1).unwrap().broadcast_div(&counts).unwrap();
-    let mut opt =
-        AdamW::new(map.all_vars(), ParamsAdamW { lr: 1e-2, weight_decay: 0.0, ..Default::default() }).unwrap();
-    let loss_at = |layer: &Intrinsic| {
+    let loss = || {
         let y = layer.forward(&x, &mut Pass { iterations: 1, causal: true, observer: None }).unwrap();
-        (y - &target).unwrap().sqr().unwrap().mean_all().unwrap()
+        mean_squared_error(&y, &target)
     };
-    let first = loss_at(&layer).to_scalar::<f32>().unwrap();
-    for _ in 0..steps {
-        opt.backward_step(&loss_at(&layer)).unwrap();
-    }
-    (first, loss_at(&layer).to_scalar::<f32>().unwrap())
+    loss_before_and_after(map.all_vars(), 1e-2, steps, loss)
 }
 
 #[test]

@@ -2,16 +2,12 @@ use crate::data::LanguageData;
 use crate::model::{sinusoidal_positions, PerplexityPass};
 use crate::params;
 use plugin_api::candle::{DType, Device, Tensor};
-use plugin_api::candle_nn::{AdamW, Optimizer, ParamsAdamW, VarBuilder, VarMap};
-use plugin_api::{Config, MetricTally, Task, TaskModel, Value};
+use plugin_api::{Batch, Config, MetricTally, Task, TaskModel, Value};
+use plugin_testkit::{build_task_model, param_count, task_gradient_sizes, train_on_task};
 use std::f64::consts::LN_2;
 
 fn config(pairs: &[(&str, Value)]) -> Config {
-    let mut cfg = Config::defaults(&params());
-    for (key, value) in pairs {
-        cfg.set(key, value.clone());
-    }
-    cfg
+    plugin_testkit::config(&params(), pairs)
 }
 
 /// A small generated corpus (fast to build in the dev profile).
@@ -25,19 +21,9 @@ fn rows(t: &Tensor) -> Vec<Vec<u32>> {
     t.to_vec2().unwrap()
 }
 
-fn build_model(data: &LanguageData, width: usize) -> (VarMap, Box<dyn TaskModel>) {
-    let map = VarMap::new();
-    let model = data.build_model(VarBuilder::from_varmap(&map, DType::F32, &Device::Cpu), width).unwrap();
-    (map, model)
-}
-
-fn evaluate_all(model: &dyn TaskModel, batches: &[plugin_api::Batch]) -> MetricTally {
-    let mut tally = MetricTally::default();
-    for batch in batches {
-        let h = model.embed(batch, false).unwrap();
-        tally.merge(&model.evaluate(&h, batch).unwrap());
-    }
-    tally
+/// The metrics of `model` over `batches`, the embedding straight into the head.
+fn evaluate_all(model: &dyn TaskModel, batches: &[Batch]) -> MetricTally {
+    plugin_testkit::evaluate_all(model, batches, |h, _| h.clone())
 }
 
 fn temp_file(name: &str, contents: &[u8]) -> String {
@@ -105,8 +91,8 @@ fn training_batches_depend_only_on_seed_and_step() {
 fn parameter_counts() {
     let (v, n, d) = (256, 32, 24);
     let count = |extra: &[(&str, Value)]| {
-        let (map, _) = build_model(&LanguageData::new(&small(extra), 0).unwrap(), d);
-        map.all_vars().iter().map(|v| v.elem_count()).sum::<usize>()
+        let (map, _) = build_task_model(&LanguageData::new(&small(extra), 0).unwrap(), d);
+        param_count(&map)
     };
     assert_eq!(count(&[]), v * d + n * d + d + d * v);
     assert_eq!(count(&[("tie_embeddings", Value::Bool(true))]), v * d + n * d + d);
@@ -117,13 +103,8 @@ fn parameter_counts() {
 fn every_parameter_receives_a_gradient() {
     for tie in [false, true] {
         let data = LanguageData::new(&small(&[("tie_embeddings", Value::Bool(tie))]), 0).unwrap();
-        let (map, model) = build_model(&data, 16);
-        let batch = data.train_batch(0, 4, &Device::Cpu).unwrap();
-        let h = model.embed(&batch, true).unwrap();
-        let grads = model.loss(&h.sin().unwrap(), &batch).unwrap().backward().unwrap();
-        for (name, var) in map.data().lock().unwrap().iter() {
-            let g = grads.get(var.as_tensor()).expect(name).abs().unwrap().sum_all().unwrap();
-            assert!(g.to_scalar::<f32>().unwrap() > 0.0, "{name} (tie_embeddings={tie}) received no gradient");
+        for (name, g) in task_gradient_sizes(&data, 16, 4, |h| h.sin().unwrap()) {
+            assert!(g > 0.0, "{name} (tie_embeddings={tie}) received no gradient");
         }
     }
 }
@@ -142,7 +123,7 @@ fn sinusoidal_positions_follow_vaswani() {
 #[test]
 fn metrics_merge_exactly_across_batches() {
     let data = LanguageData::new(&small(&[]), 0).unwrap();
-    let (_, model) = build_model(&data, 16);
+    let (_, model) = build_task_model(&data, 16);
     let batches = data.eval_batches(3, 8, &Device::Cpu).unwrap();
     let first = evaluate_all(&*model, &batches);
     let means = first.means();
@@ -185,7 +166,7 @@ fn bpe_bits_per_byte_count_the_bytes_of_the_targets() {
             .unwrap();
     let corpus = data.corpus();
     assert_eq!(corpus.tokenizer.vocab_size(), 400);
-    let (_, model) = build_model(&data, 16);
+    let (_, model) = build_task_model(&data, 16);
     let batches = data.eval_batches(4, 6, &Device::Cpu).unwrap();
     let tally = evaluate_all(&*model, &batches);
     let target_bytes: usize =
@@ -260,16 +241,10 @@ fn unigram_bits(train: &[u32], eval: &[u32]) -> f64 {
 #[test]
 fn a_tiny_causal_model_learns_below_chance() {
     let data = LanguageData::new(&small(&[]), 1).unwrap();
-    let (map, model) = build_model(&data, 32);
-    let adam = ParamsAdamW { lr: 0.03, weight_decay: 0.0, ..Default::default() };
-    let mut opt = AdamW::new(map.all_vars(), adam).unwrap();
+    let (map, model) = build_task_model(&data, 32);
     let eval = data.eval_batches(64, 64, &Device::Cpu).unwrap();
     let before = evaluate_all(&*model, &eval).means()["bpb"];
-    for step in 0..60 {
-        let batch = data.train_batch(step, 32, &Device::Cpu).unwrap();
-        let loss = model.loss(&model.embed(&batch, true).unwrap(), &batch).unwrap();
-        opt.backward_step(&loss).unwrap();
-    }
+    train_on_task(&data, &*model, |h, _| h.clone(), map.all_vars(), 0.03, 60, 32);
     let after = evaluate_all(&*model, &eval).means();
     let corpus = data.corpus();
     let eval_targets: Vec<u32> = eval.iter().flat_map(|b| rows(&b.targets).concat()).collect();

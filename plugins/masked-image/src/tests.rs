@@ -5,24 +5,18 @@ use crate::params;
 use crate::quality::{psnr, ssim, PSNR_CAP};
 use datasets::images::shapes::{self, Split};
 use datasets::images::TrainTest;
-use plugin_api::candle::{DType, Device, Result as CandleResult, Shape, Tensor, Var, D};
-use plugin_api::candle_nn::var_builder::SimpleBackend;
-use plugin_api::candle_nn::{AdamW, Init, Optimizer, ParamsAdamW, VarBuilder, VarMap};
+use plugin_api::candle::{DType, Device, Tensor};
 use plugin_api::{Batch, Config, Task, TaskModel};
+use plugin_testkit::{
+    build_task_model, config_from_text, evaluate_all, param_count, task_gradient_sizes, train_on_task, SeededVars,
+    TinyBlock,
+};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
 
 /// The task's defaults with `overrides`, each checked against the schema as the host does.
 fn config(overrides: &[(&str, &str)]) -> Config {
-    let schema = params();
-    let mut cfg = Config::defaults(&schema);
-    for (key, text) in overrides {
-        let spec = schema.iter().find(|p| p.name == *key).unwrap_or_else(|| panic!("no option {key}"));
-        cfg.set(key, spec.parse(text).unwrap_or_else(|e| panic!("{key}={text}: {e}")));
-    }
-    cfg
+    config_from_text(&params(), overrides)
 }
 
 /// A small task on generated shapes: `train` and `test` images, a `codes`-entry codebook.
@@ -97,10 +91,8 @@ fn positions_encode_row_then_column() {
 /// the head RMSNorm + Linear(768 -> 1024 with bias) in its 3,937,856 parameters.
 #[test]
 fn embedding_and_head_parameter_count() {
-    let task = small_task(20, 4, 1024, 0);
-    let map = VarMap::new();
-    task.build_model(VarBuilder::from_varmap(&map, DType::F32, &Device::Cpu), 768).unwrap();
-    let total: usize = map.all_vars().iter().map(|v| v.elem_count()).sum();
+    let (map, _) = build_task_model(&small_task(20, 4, 1024, 0), 768);
+    let total = param_count(&map);
     assert_eq!(total, 1025 * 768 + 768 + 768 * 1024 + 1024);
     assert_eq!(total, 1_575_424);
 }
@@ -208,110 +200,10 @@ fn the_validator_names_the_problem_and_the_fix() {
 #[test]
 fn every_parameter_receives_a_gradient() {
     let task = small_task(20, 4, 32, 0);
-    let map = VarMap::new();
-    let model = task.build_model(VarBuilder::from_varmap(&map, DType::F32, &Device::Cpu), 16).unwrap();
-    let batch = task.train_batch(0, 4, &Device::Cpu).unwrap();
-    let x0 = model.embed(&batch, true).unwrap();
-    let h = x0.broadcast_add(&x0.mean_keepdim(1).unwrap()).unwrap();
-    let grads = model.loss(&h, &batch).unwrap().backward().unwrap();
-    let vars = map.data().lock().unwrap();
-    assert_eq!(vars.len(), 4);
-    for (name, var) in vars.iter() {
-        let g = grads.get(var.as_tensor()).unwrap_or_else(|| panic!("no gradient for {name}"));
-        assert!(g.abs().unwrap().sum_all().unwrap().to_scalar::<f32>().unwrap() > 0.0, "zero gradient for {name}");
-    }
-}
-
-/// A `VarBuilder` backend whose initial values are drawn from a ChaCha8 RNG seeded by a seed
-/// and the parameter's name (candle's `VarMap` uses the CPU's unseedable global RNG).
-#[derive(Clone)]
-struct SeededVars {
-    seed: u64,
-    vars: Arc<Mutex<BTreeMap<String, Var>>>,
-}
-
-impl SeededVars {
-    fn new(seed: u64) -> Self {
-        SeededVars { seed, vars: Arc::default() }
-    }
-
-    fn var_builder(&self) -> VarBuilder<'static> {
-        VarBuilder::from_backend(Box::new(self.clone()), DType::F32, Device::Cpu)
-    }
-
-    fn all(&self) -> Vec<Var> {
-        self.vars.lock().unwrap().values().cloned().collect()
-    }
-}
-
-impl SimpleBackend for SeededVars {
-    fn get(&self, shape: Shape, name: &str, init: Init, dtype: DType, device: &Device) -> CandleResult<Tensor> {
-        let mut vars = self.vars.lock().unwrap();
-        if let Some(var) = vars.get(name) {
-            return Ok(var.as_tensor().clone());
-        }
-        let name_hash =
-            name.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3));
-        let mut rng = ChaCha8Rng::seed_from_u64(self.seed ^ name_hash);
-        let n = shape.elem_count();
-        let values: Vec<f64> = match init {
-            Init::Const(c) => vec![c; n],
-            Init::Randn { mean, stdev } => {
-                (0..n).map(|_| mean + stdev * rng.sample::<f64, _>(rand_distr::StandardNormal)).collect()
-            }
-            Init::Uniform { lo, up } => (0..n).map(|_| rng.random_range(lo..up)).collect(),
-            other => candle_core::bail!("SeededVars does not implement {other:?}"),
-        };
-        let var = Var::from_tensor(&Tensor::from_vec(values, shape, device)?.to_dtype(dtype)?)?;
-        vars.insert(name.to_string(), var.clone());
-        Ok(var.as_tensor().clone())
-    }
-
-    fn get_unchecked(&self, name: &str, _: DType, _: &Device) -> CandleResult<Tensor> {
-        match self.vars.lock().unwrap().get(name) {
-            Some(var) => Ok(var.as_tensor().clone()),
-            None => candle_core::bail!("no parameter `{name}`"),
-        }
-    }
-
-    fn contains_tensor(&self, name: &str) -> bool {
-        self.vars.lock().unwrap().contains_key(name)
-    }
-}
-
-/// One block of single-head self-attention and a ReLU feedforward, each with a residual.
-struct TinyBlock {
-    query: Tensor,
-    key: Tensor,
-    value: Tensor,
-    up: Tensor,
-    down: Tensor,
-}
-
-impl TinyBlock {
-    fn new(vb: &VarBuilder, width: usize) -> Self {
-        let get = |shape: (usize, usize), name: &str| {
-            let init = Init::Randn { mean: 0.0, stdev: 1.0 / (shape.0 as f64).sqrt() };
-            vb.get_with_hints(shape, name, init).unwrap()
-        };
-        TinyBlock {
-            query: get((width, width), "query"),
-            key: get((width, width), "key"),
-            value: get((width, width), "value"),
-            up: get((width, 2 * width), "up"),
-            down: get((2 * width, width), "down"),
-        }
-    }
-
-    fn forward(&self, x: &Tensor) -> Tensor {
-        let project = |w: &Tensor| x.broadcast_matmul(w).unwrap();
-        let (q, k, v) = (project(&self.query), project(&self.key), project(&self.value));
-        let scale = 1.0 / (x.dim(2).unwrap() as f64).sqrt();
-        let scores = (q.matmul(&k.transpose(1, 2).unwrap()).unwrap() * scale).unwrap();
-        let attention = plugin_api::ops::softmax(&scores, D::Minus1).unwrap();
-        let y = (x + attention.matmul(&v).unwrap()).unwrap();
-        let hidden = y.broadcast_matmul(&self.up).unwrap().relu().unwrap();
-        (&y + hidden.broadcast_matmul(&self.down).unwrap()).unwrap()
+    let sizes = task_gradient_sizes(&task, 16, 4, |x0| x0.broadcast_add(&x0.mean_keepdim(1).unwrap()).unwrap());
+    assert_eq!(sizes.len(), 4);
+    for (name, size) in sizes {
+        assert!(size > 0.0, "no gradient for {name}");
     }
 }
 
@@ -328,13 +220,8 @@ fn a_tiny_model_learns_to_fill_in_codes() {
     let model = task.build_model(vb.pp("task"), 32).unwrap();
     let layer = TinyBlock::new(&vb.pp("layer"), 32);
     let eval = task.eval_batches(100, 50, &dev).unwrap();
-    let accuracy = |model: &dyn TaskModel| -> f64 {
-        let mut tally = plugin_api::MetricTally::default();
-        for batch in &eval {
-            tally.merge(&model.evaluate(&layer.forward(&model.embed(batch, false).unwrap()), batch).unwrap());
-        }
-        tally.means()["acc_40"]
-    };
+    let through_layer = |h: &Tensor, _: &Batch| layer.forward(h);
+    let accuracy = |model: &dyn TaskModel| evaluate_all(model, &eval, through_layer).means()["acc_40"];
     // The most frequent code of the test images, as a guess for every hidden one.
     let mut frequency = [0usize; 32];
     let mut hidden = 0usize;
@@ -350,12 +237,7 @@ fn a_tiny_model_learns_to_fill_in_codes() {
     }
     let majority = *frequency.iter().max().unwrap() as f64 / hidden as f64;
     let before = accuracy(&*model);
-    let mut opt = AdamW::new(vars.all(), ParamsAdamW { lr: 3e-3, weight_decay: 0.0, ..Default::default() }).unwrap();
-    for step in 0..100 {
-        let batch = task.train_batch(step, 32, &dev).unwrap();
-        let loss = model.loss(&layer.forward(&model.embed(&batch, true).unwrap()), &batch).unwrap();
-        opt.backward_step(&loss).unwrap();
-    }
+    train_on_task(&task, &*model, through_layer, vars.all(), 3e-3, 100, 32);
     let after = accuracy(&*model);
     assert!(before < majority, "acc_40 {before:.3} before training");
     assert!(

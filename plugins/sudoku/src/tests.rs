@@ -1,9 +1,9 @@
 use crate::data::{batch, SudokuData, CELLS};
 use crate::model::score;
 use datasets::sudoku::{generate, Difficulty};
-use plugin_api::candle::{DType, Device, Tensor};
-use plugin_api::candle_nn::{VarBuilder, VarMap};
+use plugin_api::candle::{Device, Tensor};
 use plugin_api::Task;
+use plugin_testkit::{build_task_model, param_count};
 
 #[test]
 fn batches_mark_blanks_and_shift_targets() {
@@ -51,10 +51,8 @@ fn metrics_count_boards_and_blank_cells() {
 #[test]
 fn embedding_and_head_parameter_count() {
     let data = SudokuData::from_puzzles(generate(3, 4, Difficulty::Easy), generate(4, 2, Difficulty::Easy), 0);
-    let map = VarMap::new();
-    let _model = data.build_model(VarBuilder::from_varmap(&map, DType::F32, &Device::Cpu), 768).unwrap();
-    let total: usize = map.all_vars().iter().map(|v| v.elem_count()).sum();
-    assert_eq!(total, 10 * 768 + 81 * 768 + 768 + 768 * 9);
+    let (map, _model) = build_task_model(&data, 768);
+    assert_eq!(param_count(&map), 10 * 768 + 81 * 768 + 768 + 768 * 9);
 }
 
 #[test]

@@ -1,21 +1,15 @@
 use super::*;
 use plugin_api::candle::{DType, Device, Tensor};
-use plugin_api::candle_nn::{AdamW, Optimizer, ParamsAdamW, VarBuilder, VarMap};
+use plugin_api::candle_nn::{VarBuilder, VarMap};
 use plugin_api::{Config, Layer, Pass, Value};
+use plugin_testkit::{
+    config, gradient_sizes, loss_before_and_after, max_abs_diff, mean_squared_error, param_count, relative_max_diff,
+    sequence_mean,
+};
 
 fn build(pairs: &[(&str, Value)]) -> (VarMap, Transformer) {
-    let mut cfg = Config::defaults(&params());
-    for (k, v) in pairs {
-        cfg.set(k, v.clone());
-    }
-    let map = VarMap::new();
-    let vb = VarBuilder::from_varmap(&map, DType::F32, &Device::Cpu);
-    let layer = Transformer::new(&TransformerConfig::from_config(&cfg).unwrap(), vb).unwrap();
-    (map, layer)
-}
-
-fn count(map: &VarMap) -> usize {
-    map.all_vars().iter().map(|v| v.elem_count()).sum()
+    let cfg = config(&params(), pairs);
+    plugin_testkit::build(DType::F32, |vb| Transformer::new(&TransformerConfig::from_config(&cfg).unwrap(), vb))
 }
 
 #[test]
@@ -23,9 +17,9 @@ fn parameter_counts() {
     let d = 32;
     let (map, _) = build(&[("d", Value::Int(d)), ("heads", Value::Int(4))]);
     let d = d as usize;
-    assert_eq!(count(&map), 4 * d * d + 2 * d * 4 * d + 2 * d);
+    assert_eq!(param_count(&map), 4 * d * d + 2 * d * 4 * d + 2 * d);
     let (map, _) = build(&[("d", Value::Int(d as i64)), ("heads", Value::Int(4)), ("shared_qkv", Value::Bool(true))]);
-    assert_eq!(count(&map), 2 * d * d + 2 * d * 4 * d + 2 * d);
+    assert_eq!(param_count(&map), 2 * d * d + 2 * d * 4 * d + 2 * d);
 }
 
 #[test]
@@ -41,9 +35,7 @@ fn every_parameter_receives_a_gradient() {
         let x = Tensor::randn(0f32, 1.0, (2, 5, 16), &Device::Cpu).unwrap();
         let y = layer.forward(&x, &mut Pass::new(4)).unwrap();
         let grads = y.sqr().unwrap().sum_all().unwrap().backward().unwrap();
-        for (name, var) in map.data().lock().unwrap().iter() {
-            let g =
-                grads.get(var.as_tensor()).expect(name).abs().unwrap().sum_all().unwrap().to_scalar::<f32>().unwrap();
+        for (name, g) in gradient_sizes(&map, &grads) {
             assert!(g > 0.0, "{name} (shared_qkv={shared}) received no gradient");
         }
     }
@@ -62,7 +54,7 @@ fn causal_pass_does_not_look_ahead() {
         pass.causal = true;
         layer.forward(x, &mut pass).unwrap().narrow(1, 0, 5).unwrap()
     };
-    let diff = (run(&x) - run(&x2)).unwrap().abs().unwrap().max_all().unwrap().to_scalar::<f32>().unwrap();
+    let diff = max_abs_diff(&run(&x), &run(&x2));
     assert!(diff < 1e-6, "earlier tokens changed by {diff}");
 }
 
@@ -70,11 +62,8 @@ fn causal_pass_does_not_look_ahead() {
 /// output is subtracted), and the default is the standard sign.
 #[test]
 fn reversed_attention_sign_differs() {
-    let pairs = [("d", Value::Int(16)), ("heads", Value::Int(2)), ("shared_qkv", Value::Bool(true))];
-    let mut cfg = Config::defaults(&params());
-    for (k, v) in &pairs {
-        cfg.set(k, v.clone());
-    }
+    let mut cfg =
+        config(&params(), &[("d", Value::Int(16)), ("heads", Value::Int(2)), ("shared_qkv", Value::Bool(true))]);
     assert!(!TransformerConfig::from_config(&cfg).unwrap().reversed_attention);
     let map = VarMap::new();
     let vb = VarBuilder::from_varmap(&map, DType::F32, &Device::Cpu);
@@ -82,13 +71,11 @@ fn reversed_attention_sign_differs() {
     cfg.set("attention_sign", Value::Str("reversed".into()));
     // Built from the same VarMap: the same parameters.
     let reversed = Transformer::new(&TransformerConfig::from_config(&cfg).unwrap(), vb).unwrap();
-    assert_eq!(count(&map), 2 * 16 * 16 + 2 * 16 * 64 + 2 * 16);
+    assert_eq!(param_count(&map), 2 * 16 * 16 + 2 * 16 * 64 + 2 * 16);
     let x = Tensor::randn(0f32, 1.0, (2, 5, 16), &Device::Cpu).unwrap();
     let a = standard.forward(&x, &mut Pass::new(1)).unwrap();
     let b = reversed.forward(&x, &mut Pass::new(1)).unwrap();
-    let max_diff =
-        |a: &Tensor, b: &Tensor| (a - b).unwrap().abs().unwrap().max_all().unwrap().to_scalar::<f32>().unwrap();
-    let diff = max_diff(&a, &b);
+    let diff = max_abs_diff(&a, &b);
     assert!(diff > 1e-4, "reversed output equals the standard one (max diff {diff})");
     // With a separate output projection the reversal is a reparametrisation: the reversed
     // layer with W_o negated is the standard layer.
@@ -97,7 +84,7 @@ fn reversed_attention_sign_differs() {
     w_o.set(&w_o.as_tensor().neg().unwrap()).unwrap();
     drop(data);
     let b_negated = reversed.forward(&x, &mut Pass::new(1)).unwrap();
-    assert!(max_diff(&a, &b_negated) < 1e-6);
+    assert!(max_abs_diff(&a, &b_negated) < 1e-6);
 }
 
 /// Configurations stored before `attention_sign` existed keep the standard sign.
@@ -125,18 +112,9 @@ fn both_attention_signs_train() {
             ("init_std", Value::Float(0.1)),
         ]);
         let x = Tensor::randn(0f32, 1.0, (8, 5, 16), &Device::Cpu).unwrap();
-        let target = x.mean_keepdim(1).unwrap().broadcast_as(x.shape()).unwrap().contiguous().unwrap();
-        let params = ParamsAdamW { lr: 1e-2, weight_decay: 0.0, ..Default::default() };
-        let mut opt = AdamW::new(map.all_vars(), params).unwrap();
-        let loss = |layer: &Transformer| {
-            let y = layer.forward(&x, &mut Pass::new(2)).unwrap();
-            (y - &target).unwrap().sqr().unwrap().mean_all().unwrap()
-        };
-        let initial = loss(&layer).to_scalar::<f32>().unwrap();
-        for _ in 0..150 {
-            opt.backward_step(&loss(&layer)).unwrap();
-        }
-        let last = loss(&layer).to_scalar::<f32>().unwrap();
+        let target = sequence_mean(&x);
+        let loss = || mean_squared_error(&layer.forward(&x, &mut Pass::new(2)).unwrap(), &target);
+        let (initial, last) = loss_before_and_after(map.all_vars(), 1e-2, 150, loss);
         // Measured: about 1.0 -> 1e-4 or less for both signs.
         assert!(last < 0.05 * initial, "{sign}: loss {initial} -> {last}");
     }
@@ -147,24 +125,19 @@ fn both_attention_signs_train() {
 /// without the causal mask.
 #[test]
 fn fused_kernels_match_the_composition() {
-    let relative = |a: &Tensor, b: &Tensor| {
-        let max =
-            |t: &Tensor| t.abs().unwrap().max_all().unwrap().to_dtype(DType::F64).unwrap().to_scalar::<f64>().unwrap();
-        max(&(a - b).unwrap()) / max(b).max(1e-30)
-    };
     for (dtype, tolerance) in [(DType::F32, 1e-5), (DType::F64, 1e-12)] {
         for (causal, shared) in [(false, false), (true, true)] {
-            let mut cfg = Config::defaults(&params());
-            for (k, v) in [
-                ("d", Value::Int(16)),
-                ("heads", Value::Int(2)),
-                ("iterations", Value::Int(3)),
-                ("shared_qkv", Value::Bool(shared)),
-                ("init_std", Value::Float(0.3)),
-                ("kernels", Value::Str("composed".into())),
-            ] {
-                cfg.set(k, v);
-            }
+            let mut cfg = config(
+                &params(),
+                &[
+                    ("d", Value::Int(16)),
+                    ("heads", Value::Int(2)),
+                    ("iterations", Value::Int(3)),
+                    ("shared_qkv", Value::Bool(shared)),
+                    ("init_std", Value::Float(0.3)),
+                    ("kernels", Value::Str("composed".into())),
+                ],
+            );
             let map = VarMap::new();
             let vb = VarBuilder::from_varmap(&map, dtype, &Device::Cpu);
             let composed = Transformer::new(&TransformerConfig::from_config(&cfg).unwrap(), vb.clone()).unwrap();
@@ -180,11 +153,11 @@ fn fused_kernels_match_the_composition() {
                 (y, grads)
             };
             let ((y_c, g_c), (y_f, g_f)) = (run(&composed), run(&fused));
-            let output = relative(&y_f, &y_c);
+            let output = relative_max_diff(&y_f, &y_c);
             assert!(output <= tolerance, "{dtype:?} causal={causal}: output {output:e}");
             for (name, var) in map.data().lock().unwrap().iter() {
                 let (a, b) = (g_f.get(var.as_tensor()).expect(name), g_c.get(var.as_tensor()).unwrap());
-                let err = relative(a, b);
+                let err = relative_max_diff(a, b);
                 assert!(err <= tolerance, "{dtype:?} causal={causal}: gradient of {name} {err:e}");
             }
         }
