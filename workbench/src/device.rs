@@ -22,7 +22,12 @@ pub fn parse(spec: &str) -> Result<Device> {
 
 #[cfg(feature = "cuda")]
 fn cuda(ordinal: usize, spec: &str) -> Result<Device> {
-    Device::new_cuda(ordinal).map_err(|e| anyhow::anyhow!("device `{spec}` is not available: {e}"))
+    Device::new_cuda(ordinal).map_err(|e| {
+        anyhow::anyhow!(
+            "device `{spec}` is not available ({e}); this machine has {} CUDA device(s): pick one of them or train with device=cpu",
+            cuda_device_count()
+        )
+    })
 }
 
 #[cfg(not(feature = "cuda"))]
