@@ -6,7 +6,7 @@
 use crate::norm::{gelu, gelu_derivative, Activation};
 use crate::real::Real;
 use crate::strided::{for_each_chunk, slice, Rows};
-use candle_core::{bail, CpuStorage, CustomOp1, CustomOp2, Layout, Result, Shape, Tensor};
+use candle_core::{CpuStorage, CustomOp1, CustomOp2, Layout, Result, Shape, Tensor};
 
 fn map<T: Real>(x: &[T], rows: &Rows, f: impl Fn(T) -> T + Sync) -> Vec<T> {
     let len = rows.len;
@@ -66,11 +66,7 @@ impl CustomOp1 for Elementwise {
 
     fn cpu_fwd(&self, s: &CpuStorage, l: &Layout) -> Result<(CpuStorage, Shape)> {
         let rows = Rows::new(l);
-        let out = match s {
-            CpuStorage::F32(_) => CpuStorage::F32(forward(slice::<f32>(s, self.name())?, &rows, self.act)),
-            CpuStorage::F64(_) => CpuStorage::F64(forward(slice::<f64>(s, self.name())?, &rows, self.act)),
-            _ => bail!("{}: only f32 and f64 are supported, got {:?}", self.name(), crate::strided::dtype(s)),
-        };
+        let out = per_real!(s, self.name(), |T| forward(slice::<T>(s, self.name())?, &rows, self.act));
         Ok((out, l.shape().clone()))
     }
 
@@ -92,15 +88,8 @@ impl CustomOp2 for ElementwiseBackward {
     fn cpu_fwd(&self, s: &CpuStorage, l: &Layout, ds: &CpuStorage, dl: &Layout) -> Result<(CpuStorage, Shape)> {
         let (rows, dy_rows) = (Rows::new(l), Rows::new(dl));
         let name = self.name();
-        let out = match s {
-            CpuStorage::F32(_) => {
-                CpuStorage::F32(backward(slice::<f32>(s, name)?, &rows, slice::<f32>(ds, name)?, &dy_rows, self.act))
-            }
-            CpuStorage::F64(_) => {
-                CpuStorage::F64(backward(slice::<f64>(s, name)?, &rows, slice::<f64>(ds, name)?, &dy_rows, self.act))
-            }
-            _ => bail!("{name}: only f32 and f64 are supported, got {:?}", crate::strided::dtype(s)),
-        };
+        let out =
+            per_real!(s, name, |T| backward(slice::<T>(s, name)?, &rows, slice::<T>(ds, name)?, &dy_rows, self.act));
         Ok((out, l.shape().clone()))
     }
 }

@@ -331,17 +331,10 @@ impl CustomOp2 for BiSoftmaxAttention {
     fn cpu_fwd(&self, s: &CpuStorage, l: &Layout, gs: &CpuStorage, gl: &Layout) -> Result<(CpuStorage, Shape)> {
         let (name, d, rows) = (self.name(), Dims::of(l, self.heads, self.name())?, Rows::new(l));
         check_gain(&d, gl, name)?;
-        let out = match s {
-            CpuStorage::F32(_) => {
-                let g = read_vector::<f32>(gs, gl, name)?;
-                CpuStorage::F32(forward(slice::<f32>(s, name)?, &rows, d, &g, self.eps, self.beta))
-            }
-            CpuStorage::F64(_) => {
-                let g = read_vector::<f64>(gs, gl, name)?;
-                CpuStorage::F64(forward(slice::<f64>(s, name)?, &rows, d, &g, self.eps, self.beta))
-            }
-            _ => bail!("{name}: only f32 and f64 are supported, got {:?}", crate::strided::dtype(s)),
-        };
+        let out = per_real!(s, name, |T| {
+            let g = read_vector::<T>(gs, gl, name)?;
+            forward(slice::<T>(s, name)?, &rows, d, &g, self.eps, self.beta)
+        });
         Ok((out, l.shape().clone()))
     }
 
@@ -379,19 +372,11 @@ impl CustomOp3 for BiSoftmaxAttentionBackward {
         let (name, d) = (self.name(), Dims::of(l, self.heads, self.name())?);
         check_gain(&d, gl, name)?;
         let (rows, grad_rows) = (Rows::new(l), Rows::new(dl));
-        let out = match s {
-            CpuStorage::F32(_) => {
-                let g = read_vector::<f32>(gs, gl, name)?;
-                let (xw, grad) = (slice::<f32>(s, name)?, slice::<f32>(ds, name)?);
-                CpuStorage::F32(backward(xw, &rows, d, &g, grad, &grad_rows, self.eps, self.beta))
-            }
-            CpuStorage::F64(_) => {
-                let g = read_vector::<f64>(gs, gl, name)?;
-                let (xw, grad) = (slice::<f64>(s, name)?, slice::<f64>(ds, name)?);
-                CpuStorage::F64(backward(xw, &rows, d, &g, grad, &grad_rows, self.eps, self.beta))
-            }
-            _ => bail!("{name}: only f32 and f64 are supported, got {:?}", crate::strided::dtype(s)),
-        };
+        let out = per_real!(s, name, |T| {
+            let g = read_vector::<T>(gs, gl, name)?;
+            let (xw, grad) = (slice::<T>(s, name)?, slice::<T>(ds, name)?);
+            backward(xw, &rows, d, &g, grad, &grad_rows, self.eps, self.beta)
+        });
         let len = match &out {
             CpuStorage::F32(v) => v.len(),
             CpuStorage::F64(v) => v.len(),

@@ -46,6 +46,27 @@
 //!   bench runs (one run says little on a shared machine);
 //! - `cargo run --release -p kernels --example gemm_peak` measures candle's f32 gemm.
 
+/// `per_real!(storage, op_name, |T| body)`: `body` (a `Vec<T>`) for the storage's float type,
+/// `T = f32` or `f64`, wrapped back into a `CpuStorage`; other dtypes are refused with the
+/// op's name. One place for the dispatch every op's `cpu_fwd` needs.
+macro_rules! per_real {
+    ($storage:expr, $name:expr, |$t:ident| $body:expr) => {
+        match $storage {
+            candle_core::CpuStorage::F32(_) => {
+                type $t = f32;
+                candle_core::CpuStorage::F32($body)
+            }
+            candle_core::CpuStorage::F64(_) => {
+                type $t = f64;
+                candle_core::CpuStorage::F64($body)
+            }
+            other => {
+                candle_core::bail!("{}: only f32 and f64 are supported, got {:?}", $name, crate::strided::dtype(other))
+            }
+        }
+    };
+}
+
 mod activation;
 mod attention;
 mod linear;

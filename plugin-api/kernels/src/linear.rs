@@ -299,17 +299,10 @@ impl CustomOp3 for LinearBackward {
         dl: &Layout,
     ) -> Result<(CpuStorage, Shape)> {
         let name = self.name();
-        let out = match s {
-            CpuStorage::F32(_) => {
-                let (x, w, dy) = (slice::<f32>(s, name)?, slice::<f32>(ws, name)?, slice::<f32>(ds, name)?);
-                CpuStorage::F32(backward(x, l, w, wl, dy, dl, self.with_bias, name)?)
-            }
-            CpuStorage::F64(_) => {
-                let (x, w, dy) = (slice::<f64>(s, name)?, slice::<f64>(ws, name)?, slice::<f64>(ds, name)?);
-                CpuStorage::F64(backward(x, l, w, wl, dy, dl, self.with_bias, name)?)
-            }
-            _ => bail!("{name}: only f32 and f64 are supported, got {:?}", crate::strided::dtype(s)),
-        };
+        let out = per_real!(s, name, |T| {
+            let (x, w, dy) = (slice::<T>(s, name)?, slice::<T>(ws, name)?, slice::<T>(ds, name)?);
+            backward(x, l, w, wl, dy, dl, self.with_bias, name)?
+        });
         let len = storage_len(&out);
         Ok((out, Shape::from(len)))
     }
@@ -341,11 +334,7 @@ impl CustomOp2 for AddRow {
         if vl.dims() != [n] {
             bail!("{name}: the row vector must be [{n}], got {:?}", vl.dims())
         }
-        let out = match s {
-            CpuStorage::F32(_) => CpuStorage::F32(add(slice::<f32>(s, name)?, l, &read_vector::<f32>(vs, vl, name)?)),
-            CpuStorage::F64(_) => CpuStorage::F64(add(slice::<f64>(s, name)?, l, &read_vector::<f64>(vs, vl, name)?)),
-            _ => bail!("{name}: only f32 and f64 are supported, got {:?}", crate::strided::dtype(s)),
-        };
+        let out = per_real!(s, name, |T| add(slice::<T>(s, name)?, l, &read_vector::<T>(vs, vl, name)?));
         Ok((out, l.shape().clone()))
     }
 
@@ -376,11 +365,7 @@ impl candle_core::CustomOp1 for ColumnSums {
         }
         let name = self.name();
         let n = l.dims().last().copied().unwrap_or(1);
-        let out = match s {
-            CpuStorage::F32(_) => CpuStorage::F32(sums(slice::<f32>(s, name)?, l)),
-            CpuStorage::F64(_) => CpuStorage::F64(sums(slice::<f64>(s, name)?, l)),
-            _ => bail!("{name}: only f32 and f64 are supported, got {:?}", crate::strided::dtype(s)),
-        };
+        let out = per_real!(s, name, |T| sums(slice::<T>(s, name)?, l));
         Ok((out, Shape::from(n)))
     }
 }

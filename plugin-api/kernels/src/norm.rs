@@ -196,15 +196,7 @@ impl CustomOp1 for Norm {
 
     fn cpu_fwd(&self, s: &CpuStorage, l: &Layout) -> Result<(CpuStorage, Shape)> {
         let rows = Rows::new(l);
-        let out = match s {
-            CpuStorage::F32(_) => {
-                CpuStorage::F32(forward(slice::<f32>(s, self.name())?, &rows, None, self.eps, self.act))
-            }
-            CpuStorage::F64(_) => {
-                CpuStorage::F64(forward(slice::<f64>(s, self.name())?, &rows, None, self.eps, self.act))
-            }
-            _ => bail!("{}: only f32 and f64 are supported, got {:?}", self.name(), crate::strided::dtype(s)),
-        };
+        let out = per_real!(s, self.name(), |T| forward(slice::<T>(s, self.name())?, &rows, None, self.eps, self.act));
         Ok((out, l.shape().clone()))
     }
 
@@ -227,17 +219,10 @@ impl CustomOp2 for NormGain {
     fn cpu_fwd(&self, s: &CpuStorage, l: &Layout, gs: &CpuStorage, gl: &Layout) -> Result<(CpuStorage, Shape)> {
         let rows = Rows::new(l);
         check_gain(&rows, gl, self.name())?;
-        let out = match s {
-            CpuStorage::F32(_) => {
-                let g = read_vector::<f32>(gs, gl, self.name())?;
-                CpuStorage::F32(forward(slice::<f32>(s, self.name())?, &rows, Some(&g), self.eps, self.act))
-            }
-            CpuStorage::F64(_) => {
-                let g = read_vector::<f64>(gs, gl, self.name())?;
-                CpuStorage::F64(forward(slice::<f64>(s, self.name())?, &rows, Some(&g), self.eps, self.act))
-            }
-            _ => bail!("{}: only f32 and f64 are supported, got {:?}", self.name(), crate::strided::dtype(s)),
-        };
+        let out = per_real!(s, self.name(), |T| {
+            let g = read_vector::<T>(gs, gl, self.name())?;
+            forward(slice::<T>(s, self.name())?, &rows, Some(&g), self.eps, self.act)
+        });
         Ok((out, l.shape().clone()))
     }
 
@@ -264,27 +249,15 @@ impl CustomOp2 for NormBackward {
     fn cpu_fwd(&self, s: &CpuStorage, l: &Layout, ds: &CpuStorage, dl: &Layout) -> Result<(CpuStorage, Shape)> {
         let (rows, dy_rows) = (Rows::new(l), Rows::new(dl));
         let name = self.name();
-        let out = match s {
-            CpuStorage::F32(_) => CpuStorage::F32(backward(
-                slice::<f32>(s, name)?,
-                &rows,
-                None,
-                slice::<f32>(ds, name)?,
-                &dy_rows,
-                self.eps,
-                self.act,
-            )),
-            CpuStorage::F64(_) => CpuStorage::F64(backward(
-                slice::<f64>(s, name)?,
-                &rows,
-                None,
-                slice::<f64>(ds, name)?,
-                &dy_rows,
-                self.eps,
-                self.act,
-            )),
-            _ => bail!("{name}: only f32 and f64 are supported, got {:?}", crate::strided::dtype(s)),
-        };
+        let out = per_real!(s, name, |T| backward(
+            slice::<T>(s, name)?,
+            &rows,
+            None,
+            slice::<T>(ds, name)?,
+            &dy_rows,
+            self.eps,
+            self.act,
+        ));
         Ok((out, l.shape().clone()))
     }
 }
@@ -312,19 +285,11 @@ impl CustomOp3 for NormGainBackward {
         let (rows, dy_rows) = (Rows::new(l), Rows::new(dl));
         check_gain(&rows, gl, self.name())?;
         let name = self.name();
-        let out = match s {
-            CpuStorage::F32(_) => {
-                let g = read_vector::<f32>(gs, gl, name)?;
-                let (x, dy) = (slice::<f32>(s, name)?, slice::<f32>(ds, name)?);
-                CpuStorage::F32(backward(x, &rows, Some(&g), dy, &dy_rows, self.eps, self.act))
-            }
-            CpuStorage::F64(_) => {
-                let g = read_vector::<f64>(gs, gl, name)?;
-                let (x, dy) = (slice::<f64>(s, name)?, slice::<f64>(ds, name)?);
-                CpuStorage::F64(backward(x, &rows, Some(&g), dy, &dy_rows, self.eps, self.act))
-            }
-            _ => bail!("{name}: only f32 and f64 are supported, got {:?}", crate::strided::dtype(s)),
-        };
+        let out = per_real!(s, name, |T| {
+            let g = read_vector::<T>(gs, gl, name)?;
+            let (x, dy) = (slice::<T>(s, name)?, slice::<T>(ds, name)?);
+            backward(x, &rows, Some(&g), dy, &dy_rows, self.eps, self.act)
+        });
         let len = out_len(&out);
         Ok((out, Shape::from(len)))
     }

@@ -85,21 +85,12 @@ impl CustomOp3 for AddScaled {
     ) -> Result<(CpuStorage, Shape)> {
         let name = self.name();
         check_shapes(&[xl, al, ul], name)?;
-        let out = match xs {
-            CpuStorage::F32(_) => CpuStorage::F32(forward(
-                (slice::<f32>(xs, name)?, xl),
-                (slice::<f32>(as_, name)?, al),
-                (slice::<f32>(us, name)?, ul),
-                self.sign as f32,
-            )),
-            CpuStorage::F64(_) => CpuStorage::F64(forward(
-                (slice::<f64>(xs, name)?, xl),
-                (slice::<f64>(as_, name)?, al),
-                (slice::<f64>(us, name)?, ul),
-                self.sign,
-            )),
-            _ => bail!("{name}: only f32 and f64 are supported, got {:?}", crate::strided::dtype(xs)),
-        };
+        let out = per_real!(xs, name, |T| forward(
+            (slice::<T>(xs, name)?, xl),
+            (slice::<T>(as_, name)?, al),
+            (slice::<T>(us, name)?, ul),
+            self.sign as T,
+        ));
         Ok((out, xl.shape().clone()))
     }
 
@@ -141,21 +132,12 @@ impl CustomOp3 for AddScaledBackward {
         let name = self.name();
         check_shapes(&[dl, al, ul], name)?;
         let n = dl.shape().elem_count();
-        let out = match ds {
-            CpuStorage::F32(_) => CpuStorage::F32(backward(
-                (slice::<f32>(ds, name)?, dl),
-                (slice::<f32>(as_, name)?, al),
-                (slice::<f32>(us, name)?, ul),
-                self.sign as f32,
-            )),
-            CpuStorage::F64(_) => CpuStorage::F64(backward(
-                (slice::<f64>(ds, name)?, dl),
-                (slice::<f64>(as_, name)?, al),
-                (slice::<f64>(us, name)?, ul),
-                self.sign,
-            )),
-            _ => bail!("{name}: only f32 and f64 are supported, got {:?}", crate::strided::dtype(ds)),
-        };
+        let out = per_real!(ds, name, |T| backward(
+            (slice::<T>(ds, name)?, dl),
+            (slice::<T>(as_, name)?, al),
+            (slice::<T>(us, name)?, ul),
+            self.sign as T,
+        ));
         Ok((out, Shape::from(2 * n)))
     }
 }

@@ -9,7 +9,7 @@
 use crate::real::Real;
 use crate::strided::{for_each_chunk, slice, Matrices, Rows};
 use crate::vector::{dot, softmax_row};
-use candle_core::{bail, CpuStorage, CustomOp1, CustomOp2, Layout, Result, Shape, Tensor};
+use candle_core::{CpuStorage, CustomOp1, CustomOp2, Layout, Result, Shape, Tensor};
 
 fn softmax_forward<T: Real>(x: &[T], rows: &Rows) -> Vec<T> {
     let len = rows.len;
@@ -129,11 +129,7 @@ impl CustomOp1 for SoftmaxLastDim {
 
     fn cpu_fwd(&self, s: &CpuStorage, l: &Layout) -> Result<(CpuStorage, Shape)> {
         let rows = Rows::new(l);
-        let out = match s {
-            CpuStorage::F32(_) => CpuStorage::F32(softmax_forward(slice::<f32>(s, self.name())?, &rows)),
-            CpuStorage::F64(_) => CpuStorage::F64(softmax_forward(slice::<f64>(s, self.name())?, &rows)),
-            _ => bail!("{}: only f32 and f64 are supported, got {:?}", self.name(), crate::strided::dtype(s)),
-        };
+        let out = per_real!(s, self.name(), |T| softmax_forward(slice::<T>(s, self.name())?, &rows));
         Ok((out, l.shape().clone()))
     }
 
@@ -153,15 +149,8 @@ impl CustomOp2 for SoftmaxBackward {
     fn cpu_fwd(&self, s: &CpuStorage, l: &Layout, ds: &CpuStorage, dl: &Layout) -> Result<(CpuStorage, Shape)> {
         let (rows, dy_rows) = (Rows::new(l), Rows::new(dl));
         let name = self.name();
-        let out = match s {
-            CpuStorage::F32(_) => {
-                CpuStorage::F32(softmax_backward(slice::<f32>(s, name)?, &rows, slice::<f32>(ds, name)?, &dy_rows))
-            }
-            CpuStorage::F64(_) => {
-                CpuStorage::F64(softmax_backward(slice::<f64>(s, name)?, &rows, slice::<f64>(ds, name)?, &dy_rows))
-            }
-            _ => bail!("{name}: only f32 and f64 are supported, got {:?}", crate::strided::dtype(s)),
-        };
+        let out =
+            per_real!(s, name, |T| softmax_backward(slice::<T>(s, name)?, &rows, slice::<T>(ds, name)?, &dy_rows));
         Ok((out, l.shape().clone()))
     }
 }
@@ -176,11 +165,7 @@ impl CustomOp1 for BiSoftmax {
 
     fn cpu_fwd(&self, s: &CpuStorage, l: &Layout) -> Result<(CpuStorage, Shape)> {
         let mats = Matrices::new(l, self.name())?;
-        let out = match s {
-            CpuStorage::F32(_) => CpuStorage::F32(bi_softmax_forward(slice::<f32>(s, self.name())?, &mats)),
-            CpuStorage::F64(_) => CpuStorage::F64(bi_softmax_forward(slice::<f64>(s, self.name())?, &mats)),
-            _ => bail!("{}: only f32 and f64 are supported, got {:?}", self.name(), crate::strided::dtype(s)),
-        };
+        let out = per_real!(s, self.name(), |T| bi_softmax_forward(slice::<T>(s, self.name())?, &mats));
         Ok((out, l.shape().clone()))
     }
 
@@ -200,15 +185,8 @@ impl CustomOp2 for BiSoftmaxBackward {
     fn cpu_fwd(&self, s: &CpuStorage, l: &Layout, ds: &CpuStorage, dl: &Layout) -> Result<(CpuStorage, Shape)> {
         let (mats, ds_mats) = (Matrices::new(l, self.name())?, Matrices::new(dl, self.name())?);
         let name = self.name();
-        let out = match s {
-            CpuStorage::F32(_) => {
-                CpuStorage::F32(bi_softmax_backward(slice::<f32>(s, name)?, &mats, slice::<f32>(ds, name)?, &ds_mats))
-            }
-            CpuStorage::F64(_) => {
-                CpuStorage::F64(bi_softmax_backward(slice::<f64>(s, name)?, &mats, slice::<f64>(ds, name)?, &ds_mats))
-            }
-            _ => bail!("{name}: only f32 and f64 are supported, got {:?}", crate::strided::dtype(s)),
-        };
+        let out =
+            per_real!(s, name, |T| bi_softmax_backward(slice::<T>(s, name)?, &mats, slice::<T>(ds, name)?, &ds_mats));
         Ok((out, l.shape().clone()))
     }
 }
