@@ -24,3 +24,18 @@ fn hyperset_updates_are_energy_gradients() {
         assert!(rows.iter().all(|r| r["passed"] == true), "{stdout}");
     }
 }
+
+/// The random parameters and tokens come from `--seed`: the same seed gives the same numbers,
+/// another seed other numbers.
+#[test]
+fn verify_is_reproducible_for_a_seed() {
+    let dir = temp_dir("verify-seed");
+    let json = |seed: &str| {
+        let (code, stdout, stderr) =
+            run(workbench(&dir).args(["verify", "--json", "--layer", "hyperset", "--seed", seed]));
+        assert_eq!(code, 0, "{stdout}\n{stderr}");
+        stdout
+    };
+    assert_eq!(json("5"), json("5"));
+    assert_ne!(json("5"), json("6"));
+}

@@ -4,6 +4,7 @@
 
 use crate::host::PluginHost;
 use crate::params::Params;
+use rand::{rngs::StdRng, Rng, SeedableRng};
 use anyhow::{anyhow, Result};
 use candle_core::{DType, Device, Tensor};
 use plugin_api::{Config, GradientIdentity, PluginKind};
@@ -79,11 +80,19 @@ pub fn check_layer(host: &PluginHost, name: &str, config: &Config, seed: u64) ->
     let device = Device::Cpu;
     let params = Params::new(seed);
     let layer = host.build_layer(name, config, params.var_builder(DType::F64, &device))?;
+    // Drawn from the seed (parameters in name order), so a given seed checks the same numbers
+    // on every run and every machine.
+    let mut rng = StdRng::seed_from_u64(seed ^ 0x7665_7269_6679);
+    let mut normal = |scale: f64, shape: &candle_core::Shape| -> Result<Tensor> {
+        let values: Vec<f64> =
+            (0..shape.elem_count()).map(|_| scale * rng.sample::<f64, _>(rand_distr::StandardNormal)).collect();
+        Ok(Tensor::from_vec(values, shape, &device)?)
+    };
     for (_, var) in params.vars() {
-        let noise = Tensor::randn(0f64, 0.1, var.shape(), &device)?;
+        let noise = normal(0.1, var.shape())?;
         var.set(&(var.as_tensor() + noise)?)?;
     }
-    let x = Tensor::randn(0f64, 1.0, (2, 12, layer.width()), &device)?;
+    let x = normal(1.0, &candle_core::Shape::from((2, 12, layer.width())))?;
     let mut rows = Vec::new();
     let identities = layer.gradient_identities(&x).map_err(|e| anyhow!("layer `{name}`: {e}"))?;
     for identity in identities {
