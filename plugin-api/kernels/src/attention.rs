@@ -20,7 +20,7 @@
 //! Samples run in parallel; the small products go to the `gemm` crate on one thread each.
 
 use crate::real::Real;
-use crate::strided::{for_each_chunk, map_chunks, read_vector, slice, Rows};
+use crate::strided::{for_each_chunk, map_chunks, read_vector, slice, unpack, Rows};
 use crate::vector::{dot, softmax_in_place, sum_sq};
 use candle_core::{bail, CpuStorage, CustomOp2, CustomOp3, Layout, Result, Shape, Tensor};
 
@@ -340,10 +340,7 @@ impl CustomOp2 for BiSoftmaxAttention {
 
     fn bwd(&self, xw: &Tensor, g: &Tensor, _res: &Tensor, grad: &Tensor) -> Result<(Option<Tensor>, Option<Tensor>)> {
         let op = BiSoftmaxAttentionBackward { heads: self.heads, eps: self.eps, beta: self.beta };
-        let packed = xw.apply_op3_no_bwd(g, grad, &op)?;
-        let n = xw.elem_count();
-        let dxw = packed.narrow(0, 0, n)?.reshape(xw.shape())?;
-        let dg = packed.narrow(0, n, g.elem_count())?.reshape(g.shape())?;
+        let [dxw, dg] = unpack(&xw.apply_op3_no_bwd(g, grad, &op)?, [xw, g])?;
         Ok((Some(dxw), Some(dg)))
     }
 }

@@ -8,7 +8,7 @@
 //! view costs no copy).
 
 use crate::real::Real;
-use crate::strided::{read_vector, slice, Rows};
+use crate::strided::{read_vector, slice, unpack, Rows};
 use candle_core::{bail, CpuStorage, CustomOp2, CustomOp3, Layout, Result, Shape, Tensor};
 
 /// Products smaller than this many multiply-adds run on one thread.
@@ -229,10 +229,7 @@ impl CustomOp2 for Linear {
     }
 
     fn bwd(&self, x: &Tensor, w: &Tensor, _res: &Tensor, dy: &Tensor) -> Result<(Option<Tensor>, Option<Tensor>)> {
-        let packed = x.apply_op3_no_bwd(w, dy, &LinearBackward { with_bias: false })?;
-        let (nx, nw) = (x.elem_count(), w.elem_count());
-        let dx = packed.narrow(0, 0, nx)?.reshape(x.shape())?;
-        let dw = packed.narrow(0, nx, nw)?.reshape(w.shape())?;
+        let [dx, dw] = unpack(&x.apply_op3_no_bwd(w, dy, &LinearBackward { with_bias: false })?, [x, w])?;
         Ok((Some(dx), Some(dw)))
     }
 }
@@ -275,11 +272,7 @@ impl CustomOp3 for LinearBias {
         _res: &Tensor,
         dy: &Tensor,
     ) -> Result<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
-        let packed = x.apply_op3_no_bwd(w, dy, &LinearBackward { with_bias: true })?;
-        let (nx, nw) = (x.elem_count(), w.elem_count());
-        let dx = packed.narrow(0, 0, nx)?.reshape(x.shape())?;
-        let dw = packed.narrow(0, nx, nw)?.reshape(w.shape())?;
-        let db = packed.narrow(0, nx + nw, b.elem_count())?.reshape(b.shape())?;
+        let [dx, dw, db] = unpack(&x.apply_op3_no_bwd(w, dy, &LinearBackward { with_bias: true })?, [x, w, b])?;
         Ok((Some(dx), Some(dw), Some(db)))
     }
 }

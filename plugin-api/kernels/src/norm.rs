@@ -9,7 +9,7 @@
 //! it, so the op holds no memory beyond candle's graph.
 
 use crate::real::Real;
-use crate::strided::{for_each_chunk, map_chunks, read_vector, slice, Rows};
+use crate::strided::{for_each_chunk, map_chunks, read_vector, slice, unpack, Rows};
 use crate::vector::{dot, sum_sq};
 use candle_core::{bail, CpuStorage, CustomOp1, CustomOp2, CustomOp3, Layout, Result, Shape, Tensor};
 
@@ -228,9 +228,7 @@ impl CustomOp2 for NormGain {
 
     fn bwd(&self, x: &Tensor, g: &Tensor, _res: &Tensor, dy: &Tensor) -> Result<(Option<Tensor>, Option<Tensor>)> {
         let packed = x.apply_op3_no_bwd(g, dy, &NormGainBackward { eps: self.eps, act: self.act })?;
-        let n = x.elem_count();
-        let dx = packed.narrow(0, 0, n)?.reshape(x.shape())?;
-        let dg = packed.narrow(0, n, g.elem_count())?.reshape(g.shape())?;
+        let [dx, dg] = unpack(&packed, [x, g])?;
         Ok((Some(dx), Some(dg)))
     }
 }

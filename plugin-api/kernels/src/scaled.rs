@@ -4,7 +4,7 @@
 //! `du = sign dy a`, the last two in one pass.
 
 use crate::real::Real;
-use crate::strided::{for_each_chunk, parallel_plan, slice, Rows};
+use crate::strided::{for_each_chunk, parallel_plan, slice, unpack, Rows};
 use candle_core::{bail, CpuStorage, CustomOp3, Layout, Result, Shape, Tensor};
 use rayon::prelude::*;
 
@@ -102,10 +102,7 @@ impl CustomOp3 for AddScaled {
         _res: &Tensor,
         dy: &Tensor,
     ) -> Result<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
-        let packed = dy.apply_op3_no_bwd(a, u, &AddScaledBackward { sign: self.sign })?;
-        let n = dy.elem_count();
-        let da = packed.narrow(0, 0, n)?.reshape(a.shape())?;
-        let du = packed.narrow(0, n, n)?.reshape(u.shape())?;
+        let [da, du] = unpack(&dy.apply_op3_no_bwd(a, u, &AddScaledBackward { sign: self.sign })?, [a, u])?;
         Ok((Some(dy.clone()), Some(da), Some(du)))
     }
 }

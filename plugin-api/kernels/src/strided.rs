@@ -2,7 +2,7 @@
 //! broadcast views included), and splitting row-wise work over the rayon pool.
 
 use crate::real::Real;
-use candle_core::{bail, CpuStorage, Layout, Result};
+use candle_core::{bail, CpuStorage, Layout, Result, Tensor};
 use rayon::prelude::*;
 
 /// Below this many elements an op runs on the calling thread: waking the pool costs more.
@@ -222,6 +222,19 @@ fn items_per_task(items: usize, item_len: usize) -> usize {
     let by_count = items.div_ceil(4 * threads);
     let by_size = TASK_MIN_ELEMENTS.div_ceil(item_len);
     by_count.max(by_size).max(1)
+}
+
+/// The gradients a backward op returns packed one after the other in a flat tensor, cut back
+/// into the shapes of `like` (each gradient has its argument's shape), in order.
+pub(crate) fn unpack<const K: usize>(packed: &Tensor, like: [&Tensor; K]) -> Result<[Tensor; K]> {
+    let mut start = 0;
+    let mut parts = Vec::with_capacity(K);
+    for t in like {
+        let n = t.elem_count();
+        parts.push(packed.narrow(0, start, n)?.reshape(t.shape())?);
+        start += n;
+    }
+    parts.try_into().map_err(|_| candle_core::Error::Msg("unpack: wrong number of parts".into()))
 }
 
 /// The dtype of a CPU storage, for error messages.
