@@ -103,7 +103,7 @@ fn draw_welcome(frame: &mut Frame, area: Rect) {
         Line::from(""),
         Line::from(vec![Span::styled("Enter", bold().fg(Color::Cyan)), Span::raw("  launch the default experiment:")]),
         Line::from("       Hyper-SET vs Transformer on generated easy Sudoku"),
-        Line::from("       (d=64, 2 iterations, 300 steps each; a few minutes on a CPU)"),
+        Line::from("       (d=64, 2 iterations, 300 steps each; under a minute on 2 cores)"),
         Line::from(vec![
             Span::styled("n", bold().fg(Color::Cyan)),
             Span::raw("      choose a layer, a task and their settings"),
