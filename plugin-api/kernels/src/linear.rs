@@ -134,7 +134,7 @@ fn forward<T: Real>(
     wl: &Layout,
     bias: Option<Vec<T>>,
     op: &'static str,
-) -> Result<(Vec<T>, Shape)> {
+) -> Result<Vec<T>> {
     let mut buf = Vec::new();
     let (x, m, k, sx) = matrix_of(x, xl, &mut buf);
     let (n, sw) = weight_matrix(wl, k, op)?;
@@ -150,9 +150,17 @@ fn forward<T: Real>(
             }
         }
     }
+    Ok(out)
+}
+
+/// `x`'s shape with the last dimension replaced by the weight's output width (once
+/// [`forward`] has checked the weight).
+fn output_shape(xl: &Layout, wl: &Layout) -> Shape {
     let mut dims = xl.dims().to_vec();
-    *dims.last_mut().expect("rank >= 1") = n;
-    Ok((out, Shape::from(dims)))
+    if let (Some(last), Some(&n)) = (dims.last_mut(), wl.dims().last()) {
+        *last = n;
+    }
+    Shape::from(dims)
 }
 
 /// `[dx (x's shape, flattened), dw ([k, n]), db ([n], with a bias)]`.
@@ -215,17 +223,8 @@ impl CustomOp2 for Linear {
 
     fn cpu_fwd(&self, s: &CpuStorage, l: &Layout, ws: &CpuStorage, wl: &Layout) -> Result<(CpuStorage, Shape)> {
         let name = self.name();
-        Ok(match s {
-            CpuStorage::F32(_) => {
-                let (out, shape) = forward(slice::<f32>(s, name)?, l, slice::<f32>(ws, name)?, wl, None, name)?;
-                (CpuStorage::F32(out), shape)
-            }
-            CpuStorage::F64(_) => {
-                let (out, shape) = forward(slice::<f64>(s, name)?, l, slice::<f64>(ws, name)?, wl, None, name)?;
-                (CpuStorage::F64(out), shape)
-            }
-            _ => bail!("{name}: only f32 and f64 are supported, got {:?}", crate::strided::dtype(s)),
-        })
+        let out = per_real!(s, name, |T| forward(slice::<T>(s, name)?, l, slice::<T>(ws, name)?, wl, None, name)?);
+        Ok((out, output_shape(l, wl)))
     }
 
     fn bwd(&self, x: &Tensor, w: &Tensor, _res: &Tensor, dy: &Tensor) -> Result<(Option<Tensor>, Option<Tensor>)> {
@@ -249,19 +248,11 @@ impl CustomOp3 for LinearBias {
         bl: &Layout,
     ) -> Result<(CpuStorage, Shape)> {
         let name = self.name();
-        Ok(match s {
-            CpuStorage::F32(_) => {
-                let b = read_vector::<f32>(bs, bl, name)?;
-                let (out, shape) = forward(slice::<f32>(s, name)?, l, slice::<f32>(ws, name)?, wl, Some(b), name)?;
-                (CpuStorage::F32(out), shape)
-            }
-            CpuStorage::F64(_) => {
-                let b = read_vector::<f64>(bs, bl, name)?;
-                let (out, shape) = forward(slice::<f64>(s, name)?, l, slice::<f64>(ws, name)?, wl, Some(b), name)?;
-                (CpuStorage::F64(out), shape)
-            }
-            _ => bail!("{name}: only f32 and f64 are supported, got {:?}", crate::strided::dtype(s)),
-        })
+        let out = per_real!(s, name, |T| {
+            let b = read_vector::<T>(bs, bl, name)?;
+            forward(slice::<T>(s, name)?, l, slice::<T>(ws, name)?, wl, Some(b), name)?
+        });
+        Ok((out, output_shape(l, wl)))
     }
 
     fn bwd(
