@@ -1,6 +1,7 @@
 //! The command line.
 
 use crate::commands;
+use crate::store::StoreLocation;
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 
@@ -8,10 +9,16 @@ use std::path::PathBuf;
 #[derive(Parser, Debug)]
 #[command(name = "workbench", version, about)]
 pub struct Cli {
-    /// Run database (SQLite). Default: runs.db in the repository root when run from the
-    /// workspace, else in the current directory.
-    #[arg(long, global = true, env = "WORKBENCH_DB")]
-    pub db: Option<PathBuf>,
+    /// Run store: an SQLite file, or a PostgreSQL URL (postgres://user:password@host/db) shared
+    /// by a cluster. Default: runs.db in the repository root when run from the workspace, else
+    /// in the current directory.
+    #[arg(long, global = true, env = "WORKBENCH_DB", value_parser = StoreLocation::parse_arg)]
+    pub db: Option<StoreLocation>,
+
+    /// Directory for run files (checkpoints, worker logs), reachable from every machine that
+    /// runs workers. Default: next to an SQLite file; required with a PostgreSQL store.
+    #[arg(long, global = true, env = "WORKBENCH_ARTIFACTS")]
+    pub artifacts: Option<PathBuf>,
 
     /// Extra directory to search for plugin libraries (repeatable; WORKBENCH_PLUGIN_PATH adds more).
     #[arg(long = "plugin-dir", global = true)]
@@ -174,6 +181,11 @@ pub enum Command {
     /// List the cached real data sets, or fetch one: `datasets fetch cifar10 | cifar100 | mnist |
     /// fashion-mnist | sudoku-hard` (download with resume, checksum, unpack).
     Datasets(crate::commands::datasets::DatasetsArgs),
+    /// Manage run stores: copy every run between two stores (SQLite and PostgreSQL).
+    Db {
+        #[command(subcommand)]
+        action: DbAction,
+    },
     /// Internal: train stored run N (started by `train` and `resume`).
     #[command(hide = true)]
     Worker {
@@ -181,6 +193,24 @@ pub enum Command {
         run: i64,
         #[arg(long)]
         resume: bool,
+    },
+}
+
+/// What `workbench db` does.
+#[derive(Subcommand, Debug)]
+pub enum DbAction {
+    /// Copy every run (metrics, diagnostics, logs, artifact records, notes, tags) and sweep
+    /// from one store to another, e.g. a laptop's runs.db into the lab's PostgreSQL store.
+    Copy {
+        /// Source store: an SQLite file or a postgres:// URL.
+        #[arg(long, value_parser = StoreLocation::parse_arg)]
+        from: StoreLocation,
+        /// Target store (created and migrated if needed).
+        #[arg(long, value_parser = StoreLocation::parse_arg)]
+        to: StoreLocation,
+        /// Machine-readable report.
+        #[arg(long)]
+        json: bool,
     },
 }
 

@@ -62,7 +62,7 @@ impl QueueRunner {
             if run.device.trim() == "cuda" && self.cuda_devices > 1 {
                 self.store.assign_free_cuda_device(run.id, self.cuda_devices).await?;
             }
-            match spawn_detached(self.store.path(), &self.plugin_dirs, run.id, resume) {
+            match spawn_detached(&self.store, &self.plugin_dirs, run.id, resume) {
                 Ok(_) => {
                     self.failures().remove(&run.id);
                     started.push(run.id);

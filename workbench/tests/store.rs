@@ -6,6 +6,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use serde_json::json;
 use sqlx::{Connection, SqliteConnection};
+mod common;
+
+use common::stores::{Backend, TestDb};
 use workbench::store::{process_alive, DiagnosticRow, MetricRow, NewRun, PluginRef, RunStatus, Store, StoreError};
 
 /// A fresh directory for one test, removed (with everything in it) on drop.
@@ -93,18 +96,10 @@ async fn raw(path: &Path) -> SqliteConnection {
     SqliteConnection::connect(&url).await.unwrap()
 }
 
-async fn count(path: &Path, sql: &'static str, run_id: i64) -> i64 {
-    let mut conn = raw(path).await;
-    let n: i64 = sqlx::query_scalar(sql).bind(run_id).fetch_one(&mut conn).await.unwrap();
-    conn.close().await.unwrap();
-    n
-}
-
-#[tokio::test]
-async fn run_round_trip_all_fields() {
-    let dir = TempDir::new("roundtrip");
-    let store = Store::open(&dir.db()).await.unwrap();
-    assert_eq!(store.path(), dir.db());
+async fn run_round_trip_all_fields(backend: Backend) {
+    let Some(dir) = TestDb::new(backend, "roundtrip").await else { return };
+    let store = dir.open().await;
+    assert_eq!(store.location(), &dir.location);
 
     let before = now();
     let spec = new_run(u64::MAX); // largest seed must round-trip bit-for-bit
@@ -162,10 +157,9 @@ async fn run_round_trip_all_fields() {
     store.close().await;
 }
 
-#[tokio::test]
-async fn status_transitions() {
-    let dir = TempDir::new("status");
-    let store = Store::open(&dir.db()).await.unwrap();
+async fn status_transitions(backend: Backend) {
+    let Some(dir) = TestDb::new(backend, "status").await else { return };
+    let store = dir.open().await;
     let id = store.create_run(&new_run(1)).await.unwrap();
 
     store.mark_running(id, 10).await.unwrap();
@@ -237,10 +231,9 @@ fn run_status_text() {
     assert_eq!(terminal, vec![RunStatus::Finished, RunStatus::Failed, RunStatus::Interrupted, RunStatus::Diverged]);
 }
 
-#[tokio::test]
-async fn metrics_and_diagnostics_batched() {
-    let dir = TempDir::new("metrics");
-    let store = Store::open(&dir.db()).await.unwrap();
+async fn metrics_and_diagnostics_batched(backend: Backend) {
+    let Some(dir) = TestDb::new(backend, "metrics").await else { return };
+    let store = dir.open().await;
     let id = store.create_run(&new_run(1)).await.unwrap();
 
     let batch = vec![
@@ -295,10 +288,9 @@ async fn metrics_and_diagnostics_batched() {
     store.close().await;
 }
 
-#[tokio::test]
-async fn artifacts_latest_by_step() {
-    let dir = TempDir::new("artifacts");
-    let store = Store::open(&dir.db()).await.unwrap();
+async fn artifacts_latest_by_step(backend: Backend) {
+    let Some(dir) = TestDb::new(backend, "artifacts").await else { return };
+    let store = dir.open().await;
     let id = store.create_run(&new_run(1)).await.unwrap();
     let other = store.create_run(&new_run(2)).await.unwrap();
 
@@ -329,10 +321,9 @@ async fn artifacts_latest_by_step() {
     store.close().await;
 }
 
-#[tokio::test]
-async fn logs_last_n() {
-    let dir = TempDir::new("logs");
-    let store = Store::open(&dir.db()).await.unwrap();
+async fn logs_last_n(backend: Backend) {
+    let Some(dir) = TestDb::new(backend, "logs").await else { return };
+    let store = dir.open().await;
     let id = store.create_run(&new_run(1)).await.unwrap();
     let other = store.create_run(&new_run(2)).await.unwrap();
 
@@ -351,10 +342,9 @@ async fn logs_last_n() {
     store.close().await;
 }
 
-#[tokio::test]
-async fn notes_and_tags() {
-    let dir = TempDir::new("notes");
-    let store = Store::open(&dir.db()).await.unwrap();
+async fn notes_and_tags(backend: Backend) {
+    let Some(dir) = TestDb::new(backend, "notes").await else { return };
+    let store = dir.open().await;
     let id = store.create_run(&new_run(1)).await.unwrap();
 
     store.set_notes(id, "baseline, lr sweep\nsecond line").await.unwrap();
@@ -376,10 +366,9 @@ async fn notes_and_tags() {
     store.close().await;
 }
 
-#[tokio::test]
-async fn delete_cascades() {
-    let dir = TempDir::new("delete");
-    let store = Store::open(&dir.db()).await.unwrap();
+async fn delete_cascades(backend: Backend) {
+    let Some(dir) = TestDb::new(backend, "delete").await else { return };
+    let store = dir.open().await;
     let doomed = store.create_run(&new_run(1)).await.unwrap();
     let kept = store.create_run(&new_run(2)).await.unwrap();
     for id in [doomed, kept] {
@@ -392,15 +381,14 @@ async fn delete_cascades() {
     store.delete_run(doomed).await.unwrap();
     assert!(matches!(store.run(doomed).await, Err(StoreError::NotFound(_))));
     assert!(matches!(store.delete_run(doomed).await, Err(StoreError::NotFound(_))));
-    let db = dir.db();
     for (sql, expected_kept) in [
-        ("SELECT COUNT(*) FROM metrics WHERE run_id = ?", 1),
-        ("SELECT COUNT(*) FROM diagnostics WHERE run_id = ?", 1),
-        ("SELECT COUNT(*) FROM artifacts WHERE run_id = ?", 1),
-        ("SELECT COUNT(*) FROM logs WHERE run_id = ?", 1),
+        ("SELECT COUNT(*) FROM metrics WHERE run_id = $1", 1),
+        ("SELECT COUNT(*) FROM diagnostics WHERE run_id = $1", 1),
+        ("SELECT COUNT(*) FROM artifacts WHERE run_id = $1", 1),
+        ("SELECT COUNT(*) FROM logs WHERE run_id = $1", 1),
     ] {
-        assert_eq!(count(&db, sql, doomed).await, 0, "{sql}");
-        assert_eq!(count(&db, sql, kept).await, expected_kept, "{sql}");
+        assert_eq!(dir.count(sql, doomed).await, 0, "{sql}");
+        assert_eq!(dir.count(sql, kept).await, expected_kept, "{sql}");
     }
     assert_eq!(store.metrics(kept).await.unwrap().len(), 1);
 
@@ -412,10 +400,9 @@ async fn delete_cascades() {
     store.close().await;
 }
 
-#[tokio::test]
-async fn delete_metrics_after_truncates_metrics_and_diagnostics() {
-    let dir = TempDir::new("truncate");
-    let store = Store::open(&dir.db()).await.unwrap();
+async fn delete_metrics_after_truncates_metrics_and_diagnostics(backend: Backend) {
+    let Some(dir) = TestDb::new(backend, "truncate").await else { return };
+    let store = dir.open().await;
     let id = store.create_run(&new_run(1)).await.unwrap();
     let other = store.create_run(&new_run(2)).await.unwrap();
     let metrics: Vec<_> = (0..10).map(|s| metric(s, "train", "loss", s as f64)).collect();
@@ -442,23 +429,21 @@ async fn delete_metrics_after_truncates_metrics_and_diagnostics() {
     store.close().await;
 }
 
-#[tokio::test]
-async fn reopen_preserves_data_and_two_handles_share_it() {
-    let dir = TempDir::new("reopen");
-    let db = dir.db();
-    let store = Store::open(&db).await.unwrap();
+async fn reopen_preserves_data_and_two_handles_share_it(backend: Backend) {
+    let Some(dir) = TestDb::new(backend, "reopen").await else { return };
+    let store = dir.open().await;
     let id = store.create_run(&new_run(9)).await.unwrap();
     store.insert_metrics(id, &[metric(1, "train", "loss", 2.0)]).await.unwrap();
     let before = store.run(id).await.unwrap();
     store.close().await;
 
-    let store = Store::open(&db).await.unwrap();
+    let store = dir.open().await;
     assert_eq!(store.run(id).await.unwrap(), before);
     assert_eq!(store.metrics(id).await.unwrap(), vec![metric(1, "train", "loss", 2.0)]);
 
     // A second handle on the same file (as worker and TUI have): writes through one are
     // visible through the other, including while both are writing concurrently.
-    let second = Store::open(&db).await.unwrap();
+    let second = dir.open().await;
     assert_eq!(second.run(id).await.unwrap(), before);
     let writer = {
         let second = second.clone();
@@ -490,7 +475,7 @@ async fn migrations_upgrade_an_existing_database() {
     {
         std::fs::File::create(&db).unwrap();
         let mut conn = raw(&db).await;
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("migrations");
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("migrations/sqlite");
         let migrator = sqlx::migrate::Migrator::new(dir.as_path()).await.unwrap();
         migrator.run_to(1, &mut conn).await.unwrap();
         sqlx::query(
@@ -688,10 +673,9 @@ async fn empty_file_becomes_a_database() {
     store.close().await;
 }
 
-#[tokio::test]
-async fn reap_orphans_marks_dead_workers_interrupted() {
-    let dir = TempDir::new("reap");
-    let store = Store::open(&dir.db()).await.unwrap();
+async fn reap_orphans_marks_dead_workers_interrupted(backend: Backend) {
+    let Some(dir) = TestDb::new(backend, "reap").await else { return };
+    let store = dir.open().await;
     let dead_a = store.create_run(&new_run(1)).await.unwrap();
     let alive = store.create_run(&new_run(2)).await.unwrap();
     let dead_b = store.create_run(&new_run(3)).await.unwrap();
@@ -753,10 +737,9 @@ fn process_alive_detects_live_dead_and_zombie_processes() {
     }
 }
 
-#[tokio::test]
-async fn twenty_thousand_metrics_in_batches_read_back_in_order() {
-    let dir = TempDir::new("bulk");
-    let store = Store::open(&dir.db()).await.unwrap();
+async fn twenty_thousand_metrics_in_batches_read_back_in_order(backend: Backend) {
+    let Some(dir) = TestDb::new(backend, "bulk").await else { return };
+    let store = dir.open().await;
     let id = store.create_run(&new_run(1)).await.unwrap();
 
     // 10,000 steps x 2 metrics, interleaved as a worker writes them, 1,000 rows per batch.
@@ -784,10 +767,9 @@ async fn twenty_thousand_metrics_in_batches_read_back_in_order() {
     store.close().await;
 }
 
-#[tokio::test]
-async fn the_queue_claims_at_most_jobs_runs_and_never_one_twice() {
-    let tmp = TempDir::new("queue-claims");
-    let store = Store::open(&tmp.db()).await.unwrap();
+async fn the_queue_claims_at_most_jobs_runs_and_never_one_twice(backend: Backend) {
+    let Some(tmp) = TestDb::new(backend, "queue-claims").await else { return };
+    let store = tmp.open().await;
     let ids = [
         store.create_run(&new_run(1)).await.unwrap(),
         store.create_run(&new_run(2)).await.unwrap(),
@@ -817,10 +799,9 @@ async fn the_queue_claims_at_most_jobs_runs_and_never_one_twice() {
 
 /// Runs asking for `device=cuda` on a machine with several CUDA devices get one each: the
 /// lowest ordinal no running or claimed run holds, recorded in the run and its configuration.
-#[tokio::test]
-async fn claimed_runs_asking_for_cuda_get_a_free_device_each() {
-    let tmp = TempDir::new("queue-devices");
-    let store = Store::open(&tmp.db()).await.unwrap();
+async fn claimed_runs_asking_for_cuda_get_a_free_device_each(backend: Backend) {
+    let Some(tmp) = TestDb::new(backend, "queue-devices").await else { return };
+    let store = tmp.open().await;
     let on_cuda = |seed: u64| NewRun {
         device: "cuda".into(),
         config: json!({"train": {"device": "cuda", "seed": seed}, "layer": "hyperset"}),
@@ -857,12 +838,11 @@ fn the_default_job_count_is_one_per_cuda_device_or_one() {
 /// A worker that cannot be started leaves its run queued for the next pass of the queue
 /// runner, and fails it with the reason after `SPAWN_ATTEMPTS` passes. (Here the worker's log
 /// directory cannot be created: a plain file sits where `runs/` should be.)
-#[tokio::test]
-async fn a_worker_that_cannot_start_is_retried_then_its_run_fails_with_the_reason() {
+async fn a_worker_that_cannot_start_is_retried_then_its_run_fails_with_the_reason(backend: Backend) {
+    let Some(tmp) = TestDb::new(backend, "queue-spawn").await else { return };
     use workbench::queue::{QueueRunner, SPAWN_ATTEMPTS};
-    let tmp = TempDir::new("queue-spawn");
-    let store = Store::open(&tmp.db()).await.unwrap();
-    std::fs::write(tmp.0.join("runs"), b"not a directory").unwrap();
+    let store = tmp.open().await;
+    std::fs::write(tmp.dir.join("runs"), b"not a directory").unwrap();
     let id = store.create_run(&new_run(1)).await.unwrap();
     let runner = QueueRunner::new(store.clone(), Vec::new(), 1);
     for pass in 1..SPAWN_ATTEMPTS {
@@ -876,5 +856,263 @@ async fn a_worker_that_cannot_start_is_retried_then_its_run_fails_with_the_reaso
     let run = store.run(id).await.unwrap();
     assert_eq!(run.status, RunStatus::Failed);
     let error = run.error.unwrap_or_default();
-    assert!(error.contains("cannot start its worker") && error.contains(&format!("{SPAWN_ATTEMPTS} attempts")), "{error}");
+    assert!(
+        error.contains("cannot start its worker") && error.contains(&format!("{SPAWN_ATTEMPTS} attempts")),
+        "{error}"
+    );
 }
+
+/// Many runners claiming from one queue at once (each with its own connection pool, as
+/// separate processes have): every run is claimed exactly once, and the job limit holds.
+async fn concurrent_runners_claim_each_run_once_within_the_limit(backend: Backend) {
+    let Some(db) = TestDb::new(backend, "claim-race").await else { return };
+    let store = db.open().await;
+    let mut ids = Vec::new();
+    for seed in 0..24 {
+        ids.push(store.create_run(&new_run(seed)).await.unwrap());
+    }
+    let jobs = 5;
+    let mut runners = Vec::new();
+    for runner in 0..8u32 {
+        let handle = db.open().await;
+        runners.push(tokio::spawn(async move {
+            let mut mine = Vec::new();
+            loop {
+                match handle.claim_next(1000 + runner, jobs).await.unwrap() {
+                    Some(run) => {
+                        mine.push(run.id);
+                        // The worker starts, trains, ends: its slot frees.
+                        handle.mark_running(run.id, 5000 + runner).await.unwrap();
+                        handle.finish(run.id, RunStatus::Finished, None).await.unwrap();
+                    }
+                    None if handle.list_runs().await.unwrap().iter().all(|r| r.status.is_terminal()) => break,
+                    None => tokio::time::sleep(std::time::Duration::from_millis(5)).await,
+                }
+            }
+            handle.close().await;
+            mine
+        }));
+    }
+    let watcher = {
+        let store = db.open().await;
+        tokio::spawn(async move {
+            let mut most = 0;
+            loop {
+                let runs = store.list_runs().await.unwrap();
+                most = most.max(runs.iter().filter(|r| r.status == RunStatus::Running).count());
+                if runs.iter().all(|r| r.status.is_terminal()) {
+                    store.close().await;
+                    return most;
+                }
+            }
+        })
+    };
+    let mut claimed: Vec<i64> = Vec::new();
+    for r in runners {
+        claimed.extend(r.await.unwrap());
+    }
+    claimed.sort();
+    assert_eq!(claimed, ids, "every run claimed exactly once");
+    assert!(watcher.await.unwrap() <= jobs, "never more than {jobs} running at once");
+    store.close().await;
+}
+
+/// A PostgreSQL database migrated by a newer workbench is refused before anything changes.
+#[tokio::test]
+async fn postgres_newer_schema_is_refused_and_left_unchanged() {
+    let Some(db) = TestDb::new(Backend::Postgres, "pg-newer").await else { return };
+    let store = db.open().await;
+    let id = store.create_run(&new_run(1)).await.unwrap();
+    store.close().await;
+    db.count(
+        "WITH ins AS (INSERT INTO _sqlx_migrations (version, description, success, checksum, execution_time) \
+         VALUES (9999, 'from the future', true, '\\x00', 0) RETURNING version) SELECT COUNT(*) FROM ins WHERE version > $1",
+        0,
+    )
+    .await;
+    let err = Store::connect(&db.location).await.unwrap_err();
+    assert!(matches!(err, StoreError::NewerSchema { version: 9999, .. }), "{err:?}");
+    assert!(err.to_string().contains("upgrade the workbench"), "{err}");
+    assert_eq!(db.count("SELECT COUNT(*) FROM runs WHERE id = $1", id).await, 1);
+    let max = db.count("SELECT MAX(version) FROM _sqlx_migrations WHERE version > $1", 0).await;
+    assert_eq!(max, 9999);
+}
+
+/// A server that does not answer, or a wrong password, is named with the fix, and the
+/// password never appears in a message.
+#[tokio::test]
+async fn unreachable_or_refusing_servers_give_clear_errors() {
+    // Port 9 (discard) on loopback: nothing listens there.
+    let nowhere = workbench::store::StoreLocation::parse("postgres://lab:s3cret@127.0.0.1:9/runs");
+    let err = Store::connect(&nowhere).await.unwrap_err();
+    let msg = err.to_string();
+    assert!(matches!(err, StoreError::CannotOpen { .. }), "{err:?}");
+    assert!(msg.contains("cannot reach the server") && msg.contains("scripts/services start"), "{msg}");
+    assert!(!msg.contains("s3cret") && msg.contains("lab:***@127.0.0.1:9"), "{msg}");
+
+    let Some(admin) = common::stores::postgres_admin_url() else { return };
+    let wrong = admin.replacen("://", "://nobody_here:wrong@", 1);
+    let wrong = match wrong.split_once('@').and_then(|(a, rest)| rest.split_once('@').map(|(_, r)| format!("{a}@{r}")))
+    {
+        Some(fixed) => fixed,
+        None => wrong,
+    };
+    let err = Store::connect(&workbench::store::StoreLocation::parse(&wrong)).await.unwrap_err();
+    let msg = err.to_string();
+    assert!(matches!(err, StoreError::CannotOpen { .. }), "{err:?}");
+    assert!(!msg.contains(":wrong@"), "{msg}");
+}
+
+/// A store on a server has no default place for run files: asking for it names the option.
+#[tokio::test]
+async fn a_server_store_needs_an_artifacts_directory() {
+    let Some(db) = TestDb::new(Backend::Postgres, "pg-artifacts").await else { return };
+    let store = Store::connect(&db.location).await.unwrap();
+    let err = store.artifacts_dir().unwrap_err();
+    assert!(err.to_string().contains("--artifacts DIR") && err.to_string().contains("WORKBENCH_ARTIFACTS"), "{err}");
+    let store = store.with_artifacts_dir(Some(db.dir.clone()));
+    assert_eq!(store.artifacts_dir().unwrap(), db.dir);
+    store.close().await;
+}
+
+/// Fills a store with one of everything a copy must carry: a sweep with two runs, a run with
+/// a NaN metric, diagnostics, artifacts, logs, notes, tags, a held run and a running one.
+async fn fill_for_copy(store: &Store) -> Vec<i64> {
+    let sweep = store.create_sweep("lr sweep", &json!({"axes": ["lr"]})).await.unwrap();
+    let a = store.create_run_in_sweep(&new_run(1), sweep, 0).await.unwrap();
+    let b = store.create_run_in_sweep(&new_run(u64::MAX), sweep, 1).await.unwrap();
+    let c = store.create_run(&new_run(3)).await.unwrap();
+    let d = store.create_run(&new_run(4)).await.unwrap();
+    store.mark_running(a, 77).await.unwrap();
+    store.insert_metrics(a, &[metric(1, "train", "loss", 2.5), metric(2, "train", "loss", f64::NAN)]).await.unwrap();
+    store.insert_metrics(a, &[metric(2, "eval", "acc", 0.5)]).await.unwrap();
+    store.insert_diagnostics(a, &[diag(2, 0, "energy", -1.0), diag(2, 1, "energy", -2.0)]).await.unwrap();
+    store.add_artifact(a, "checkpoint", "runs/1/checkpoint.safetensors", Some(2)).await.unwrap();
+    store.add_artifact(a, "plot", "fig.png", None).await.unwrap();
+    store.append_logs(a, &["step 1".into(), "step 2".into()]).await.unwrap();
+    store.set_progress(a, 2).await.unwrap();
+    store.set_param_count(a, 1234).await.unwrap();
+    store.finish(a, RunStatus::Finished, None).await.unwrap();
+    store.set_notes(b, "a note, with a comma").await.unwrap();
+    store.set_tags(b, &["paper".into(), "table-4".into()]).await.unwrap();
+    store.set_held(b, true).await.unwrap();
+    store.mark_running(c, 88).await.unwrap();
+    store.finish(d, RunStatus::Failed, Some("out of memory")).await.unwrap();
+    vec![a, b, c, d]
+}
+
+/// Everything a store holds, read through its API, for comparing two stores.
+async fn contents(store: &Store) -> Vec<String> {
+    let mut out = Vec::new();
+    for run in store.list_runs().await.unwrap() {
+        let id = run.id;
+        out.push(format!("{run:?}"));
+        out.push(format!("{:?}", store.metrics(id).await.unwrap()));
+        out.push(format!("{:?}", store.diagnostics(id).await.unwrap()));
+        out.push(format!("{:?}", store.artifacts(id).await.unwrap()));
+        out.push(format!("{:?}", store.logs(id, usize::MAX).await.unwrap()));
+    }
+    out.push(format!("{:?}", store.sweeps().await.unwrap()));
+    out
+}
+
+/// SQLite -> PostgreSQL -> SQLite leaves every row equal (ids, timestamps, NaN, the largest
+/// seed); a running run arrives interrupted, saying why.
+#[tokio::test]
+async fn db_copy_round_trip_between_sqlite_and_postgres_keeps_every_row() {
+    let Some(pg) = TestDb::new(Backend::Postgres, "copy-pg").await else { return };
+    let first = TestDb::new(Backend::Sqlite, "copy-a").await.unwrap();
+    let back = TestDb::new(Backend::Sqlite, "copy-b").await.unwrap();
+    let source = first.open().await;
+    let ids = fill_for_copy(&source).await;
+    let running = ids[2];
+    // The running run is copied as interrupted; compare against the source with that change.
+    let to_pg = source.copy_into(&pg.open().await).await.unwrap();
+    assert!(to_pg.kept_ids && to_pg.renumbered.is_empty(), "{to_pg:?}");
+    assert_eq!((to_pg.runs, to_pg.sweeps), (4, 1));
+    assert_eq!(to_pg.rows["metrics"], 3);
+    assert_eq!(to_pg.were_running, vec![running]);
+    let middle = pg.open().await;
+    let copied = middle.run(running).await.unwrap();
+    assert_eq!(copied.status, RunStatus::Interrupted);
+    assert!(copied.error.as_deref().unwrap_or("").contains("while it was running"), "{copied:?}");
+
+    source.finish(running, RunStatus::Interrupted, copied.error.as_deref()).await.unwrap();
+    // `finish` stamps its own time; take the copy's so the rows can be compared whole.
+    let back_report = middle.copy_into(&back.open().await).await.unwrap();
+    assert!(back_report.kept_ids && back_report.were_running.is_empty(), "{back_report:?}");
+    let returned = back.open().await;
+    let mut expected = contents(&source).await;
+    let mut got = contents(&returned).await;
+    let strip = |rows: &mut Vec<String>| {
+        for row in rows.iter_mut() {
+            if let Some(at) = row.find("finished_at: ") {
+                if row.contains(&format!("id: {running},")) {
+                    let end = row[at..].find(", error").map(|e| at + e).unwrap_or(row.len());
+                    row.replace_range(at..end, "finished_at: <copy>");
+                }
+            }
+        }
+    };
+    strip(&mut expected);
+    strip(&mut got);
+    assert_eq!(got, expected);
+    assert_eq!(contents(&middle).await.len(), expected.len());
+    // New runs in a copied PostgreSQL store get fresh ids past the copied ones.
+    let next = middle.create_run(&new_run(9)).await.unwrap();
+    assert!(next > *ids.iter().max().unwrap(), "{next}");
+}
+
+/// Copying into a store that already has runs with those ids numbers the copies anew and says
+/// which became which; nothing in the target is overwritten.
+async fn db_copy_into_a_used_store_renumbers(backend: Backend) {
+    let Some(target_db) = TestDb::new(backend, "copy-used").await else { return };
+    let source_db = TestDb::new(Backend::Sqlite, "copy-src").await.unwrap();
+    let source = source_db.open().await;
+    let ids = fill_for_copy(&source).await;
+    let target = target_db.open().await;
+    let existing = target.create_run(&new_run(42)).await.unwrap();
+    let report = source.copy_into(&target).await.unwrap();
+    assert!(!report.kept_ids);
+    assert_eq!(report.renumbered.len(), ids.len(), "{report:?}");
+    assert_eq!(target.run(existing).await.unwrap().seed, 42, "the target's own run is untouched");
+    let a = report.renumbered[&ids[0]];
+    assert_eq!(target.metrics(a).await.unwrap().len(), 3);
+    let sweep = target.sweeps().await.unwrap();
+    assert_eq!(sweep.len(), 1);
+    let members: Vec<i64> = target.sweep_runs(sweep[0].id).await.unwrap().iter().map(|r| r.id).collect();
+    assert_eq!(members, vec![a, report.renumbered[&ids[1]]], "sweep membership follows the new ids");
+}
+
+/// The copy carries every column of every table (a new column must be added to its lists).
+async fn db_copy_covers_every_column(backend: Backend) {
+    let Some(db) = TestDb::new(backend, "copy-columns").await else { return };
+    let store = db.open().await;
+    for (table, copied) in workbench::store::copied_columns() {
+        let mut schema = store.table_columns(table).await.unwrap();
+        let mut copied: Vec<String> = copied.into_iter().map(String::from).collect();
+        schema.sort();
+        copied.sort();
+        assert_eq!(copied, schema, "columns of {table}");
+    }
+}
+
+on_both_backends!(
+    run_round_trip_all_fields,
+    status_transitions,
+    metrics_and_diagnostics_batched,
+    artifacts_latest_by_step,
+    logs_last_n,
+    notes_and_tags,
+    delete_cascades,
+    delete_metrics_after_truncates_metrics_and_diagnostics,
+    reopen_preserves_data_and_two_handles_share_it,
+    reap_orphans_marks_dead_workers_interrupted,
+    twenty_thousand_metrics_in_batches_read_back_in_order,
+    the_queue_claims_at_most_jobs_runs_and_never_one_twice,
+    claimed_runs_asking_for_cuda_get_a_free_device_each,
+    a_worker_that_cannot_start_is_retried_then_its_run_fails_with_the_reason,
+    concurrent_runners_claim_each_run_once_within_the_limit,
+    db_copy_into_a_used_store_renumbers,
+    db_copy_covers_every_column,
+);

@@ -4,6 +4,7 @@ pub mod ablation;
 mod bench;
 mod bench_reference;
 pub mod datasets;
+mod db;
 pub mod plot;
 mod plugin_new;
 mod plugins;
@@ -13,29 +14,30 @@ pub mod train;
 pub mod verify;
 mod watch;
 
-use crate::cli::{Cli, Command, RunsAction, SweepsAction};
+use crate::cli::{Cli, Command, DbAction, RunsAction, SweepsAction};
 use crate::host::{self, BuildOutcome, PluginHost};
-use crate::store::{process_alive, Store};
+use crate::store::{process_alive, Store, StoreLocation};
 use anyhow::Result;
 use std::path::{Path, PathBuf};
 
 /// Runs the parsed command line; returns the process exit code.
 pub async fn run(cli: Cli) -> Result<i32> {
-    let db = cli.db.clone().unwrap_or_else(default_db_path);
+    let db = cli.db.clone().unwrap_or_else(|| StoreLocation::Sqlite(default_db_path()));
+    let artifacts = cli.artifacts.clone();
     let dirs = cli.plugin_dirs.clone();
     match cli.command {
         None => {
             let host = load_plugins(&dirs);
-            let store = open_store(&db).await?;
+            let store = open_store(&db, &artifacts).await?;
             crate::tui::run(store, host, dirs, crate::queue::default_jobs()).await
         }
         Some(Command::Tui { jobs }) => {
             let host = load_plugins(&dirs);
-            let store = open_store(&db).await?;
+            let store = open_store(&db, &artifacts).await?;
             crate::tui::run(store, host, dirs, jobs.unwrap_or_else(crate::queue::default_jobs)).await
         }
         Some(Command::Ablation { runs, sweep, metrics, format, out }) => {
-            let store = open_store(&db).await?;
+            let store = open_store(&db, &artifacts).await?;
             let selection = match (&runs, &sweep) {
                 (_, Some(s)) => ablation::Selection::Sweeps(s),
                 (Some(r), None) => ablation::Selection::Runs(r),
@@ -45,14 +47,14 @@ pub async fn run(cli: Cli) -> Result<i32> {
         }
         Some(Command::Sweep { layer, task, axes, name, jobs, detach }) => {
             let host = load_plugins(&dirs);
-            let store = open_store(&db).await?;
+            let store = open_store(&db, &artifacts).await?;
             let jobs = jobs.unwrap_or_else(crate::queue::default_jobs);
             let args =
                 sweep::SweepArgs { layers: &layer, task: &task, axes: &axes, name: name.as_deref(), jobs, detach };
             sweep::sweep(&store, &host, &dirs, args).await
         }
         Some(Command::Sweeps { action, json }) => {
-            let store = open_store(&db).await?;
+            let store = open_store(&db, &artifacts).await?;
             match action {
                 None => sweep::list(&store, json).await,
                 Some(SweepsAction::Pause { sweep: id }) => sweep::hold_sweep(&store, id, true).await,
@@ -61,7 +63,7 @@ pub async fn run(cli: Cli) -> Result<i32> {
             }
         }
         Some(Command::Queue { jobs }) => {
-            let store = open_store(&db).await?;
+            let store = open_store(&db, &artifacts).await?;
             sweep::run_until_done(&store, &dirs, jobs.unwrap_or_else(crate::queue::default_jobs), None).await
         }
         Some(Command::Plugins { json }) => plugins::list(&load_plugins(&dirs), json),
@@ -74,15 +76,15 @@ pub async fn run(cli: Cli) -> Result<i32> {
         }
         Some(Command::Train { layer, task, overrides, json }) => {
             let host = load_plugins(&dirs);
-            let store = open_store(&db).await?;
+            let store = open_store(&db, &artifacts).await?;
             train::train(&store, &host, &dirs, &layer, &task, &overrides, json).await
         }
         Some(Command::Resume { run, json }) => {
-            let store = open_store(&db).await?;
+            let store = open_store(&db, &artifacts).await?;
             train::resume(&store, &dirs, run, json).await
         }
         Some(Command::Runs { action, json }) => {
-            let store = open_store(&db).await?;
+            let store = open_store(&db, &artifacts).await?;
             match action {
                 None => runs::list(&store, json).await,
                 Some(RunsAction::Show { run, json: show_json }) => runs::show(&store, run, json || show_json).await,
@@ -93,7 +95,7 @@ pub async fn run(cli: Cli) -> Result<i32> {
             }
         }
         Some(Command::Plot { runs, panels, out, size }) => {
-            let store = open_store(&db).await?;
+            let store = open_store(&db, &artifacts).await?;
             plot::run(&store, &runs, &panels, &out, &size).await
         }
         Some(Command::Verify { layer, overrides, seed, json }) => {
@@ -103,9 +105,10 @@ pub async fn run(cli: Cli) -> Result<i32> {
             bench::run(&load_plugins(&dirs), &layer, steps, reference, &overrides)
         }
         Some(Command::Datasets(args)) => datasets::run(args),
+        Some(Command::Db { action: DbAction::Copy { from, to, json } }) => db::copy(&from, &to, json).await,
         Some(Command::Worker { run, resume }) => {
             let host = PluginHost::load_dirs(&host::search_path(&dirs));
-            let store = Store::open(&db).await?;
+            let store = Store::connect(&db).await?.with_artifacts_dir(artifacts);
             crate::train::worker::run(&store, &host, run, resume).await?;
             Ok(0)
         }
@@ -123,8 +126,8 @@ pub fn default_db_path() -> PathBuf {
 }
 
 /// Opens the store and marks runs whose worker died as interrupted.
-async fn open_store(db: &Path) -> Result<Store> {
-    let store = Store::open(db).await?;
+async fn open_store(db: &StoreLocation, artifacts: &Option<PathBuf>) -> Result<Store> {
+    let store = Store::connect(db).await?.with_artifacts_dir(artifacts.clone());
     for id in store.reap_orphans(process_alive).await? {
         eprintln!("run {id}: its worker is gone; marked interrupted (`workbench resume {id}` continues it)");
     }

@@ -68,7 +68,7 @@ pub async fn list(store: &Store, as_json: bool) -> Result<i32> {
         return Ok(0);
     }
     if runs.is_empty() {
-        println!("no runs yet in {} (start one with `workbench train`)", store.path().display());
+        println!("no runs yet in {} (start one with `workbench train`)", store.location());
         return Ok(0);
     }
     println!(

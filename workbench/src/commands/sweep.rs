@@ -50,7 +50,7 @@ pub async fn sweep(store: &Store, host: &PluginHost, dirs: &[PathBuf], args: Swe
         eprintln!("  run {id}: {} {}", point.layer, point.overrides.join(" "));
     }
     if args.detach {
-        eprintln!("the queue lives in {}: `workbench queue` (or the TUI) starts them", store.path().display());
+        eprintln!("the queue lives in {}: `workbench queue` (or the TUI) starts them", store.location());
         return Ok(0);
     }
     run_until_done(store, dirs, args.jobs, Some(&ids)).await
@@ -97,7 +97,7 @@ pub async fn run_until_done(store: &Store, dirs: &[PathBuf], jobs: usize, only: 
             _ = tokio::time::sleep(POLL) => {}
             _ = &mut interrupted => {
                 bar.finish_and_clear();
-                eprintln!("queue runner stopped; running workers go on, queued runs wait in {} (`workbench queue` continues)", store.path().display());
+                eprintln!("queue runner stopped; running workers go on, queued runs wait in {} (`workbench queue` continues)", store.location());
                 return Ok(130);
             }
         }

@@ -23,9 +23,9 @@ pub async fn train(
     let config = RunConfig::resolve(&layer_plugin.declaration, &task_plugin.declaration, overrides)?;
     let run_id = store.create_claimed_run(&new_run(layer_plugin, task_plugin, &config)?, std::process::id()).await?;
     if !json {
-        eprintln!("run {run_id} queued in {}", store.path().display());
+        eprintln!("run {run_id} queued in {}", store.location());
     }
-    let child = spawn_worker(store.path(), dirs, run_id, false)?;
+    let child = spawn_worker(store, dirs, run_id, false)?;
     finish(store, follow(store, child, run_id, display(json)).await?, run_id, json).await
 }
 
@@ -53,7 +53,7 @@ pub fn new_run(layer: &LoadedPlugin, task: &LoadedPlugin, config: &RunConfig) ->
 pub async fn resume(store: &Store, dirs: &[PathBuf], run_id: i64, json: bool) -> Result<i32> {
     store.requeue(run_id).await?;
     store.claim(run_id, std::process::id()).await?;
-    let child = spawn_worker(store.path(), dirs, run_id, true)?;
+    let child = spawn_worker(store, dirs, run_id, true)?;
     finish(store, follow(store, child, run_id, display(json)).await?, run_id, json).await
 }
 

@@ -1,67 +1,72 @@
 //! Errors of the run store. Every message names the problem and what the user can do about it.
 
-use std::path::{Path, PathBuf};
-
 use sqlx::migrate::MigrateError;
 
-use super::RunStatus;
+use super::{RunStatus, StoreLocation};
 
 /// Errors returned by [`Store`](super::Store) operations.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     /// The database file cannot be opened or created (missing directory, a directory given
     /// instead of a file, no permission, read-only file system, ...).
-    #[error("cannot open run database at {}: {reason}; pass --db PATH or set WORKBENCH_DB to a writable location", path.display())]
+    #[error("cannot open run database at {}: {reason}; pass --db PATH or set WORKBENCH_DB to a writable location", db)]
     CannotOpen {
-        /// Path that was given.
-        path: PathBuf,
+        /// The store that was given.
+        db: StoreLocation,
         /// What went wrong.
         reason: String,
     },
 
     /// The file exists but is not an SQLite database. It is left untouched.
-    #[error("{} is not an SQLite database ({detail}); it was left untouched: pass --db PATH or set WORKBENCH_DB to a run database, or move that file away", path.display())]
+    #[error("{} is not an SQLite database ({detail}); it was left untouched: pass --db PATH or set WORKBENCH_DB to a run database, or move that file away", db)]
     NotSqlite {
-        /// Path that was given.
-        path: PathBuf,
+        /// The store that was given.
+        db: StoreLocation,
         /// Why the file was rejected.
         detail: String,
     },
 
     /// The database has a migration applied that this binary does not know. It is left
     /// untouched.
-    #[error("runs.db at {} was written by a newer workbench (schema version {version}); upgrade the workbench or use another --db", path.display())]
+    #[error("runs.db at {} was written by a newer workbench (schema version {version}); upgrade the workbench or use another --db", db)]
     NewerSchema {
-        /// Path of the database.
-        path: PathBuf,
+        /// The store.
+        db: StoreLocation,
         /// Highest schema (migration) version found in the database.
         version: i64,
     },
 
     /// The database's recorded schema conflicts with this binary's (a migration with the same
     /// version but different contents, or a migration that failed half-way).
-    #[error("run database at {} has an incompatible schema: {detail}; use the workbench build that created it, or pass --db with another file", path.display())]
+    #[error("run database at {} has an incompatible schema: {detail}; use the workbench build that created it, or pass --db with another file", db)]
     IncompatibleSchema {
-        /// Path of the database.
-        path: PathBuf,
+        /// The store.
+        db: StoreLocation,
         /// What does not match.
         detail: String,
     },
 
     /// The database file is damaged, or holds a value this binary cannot interpret.
-    #[error("run database at {} is damaged: {detail}; restore it from a backup or pass --db with another file", path.display())]
+    #[error("run database at {} is damaged: {detail}; restore it from a backup or pass --db with another file", db)]
     Corrupt {
-        /// Path of the database.
-        path: PathBuf,
+        /// The store.
+        db: StoreLocation,
         /// What is wrong.
         detail: String,
     },
 
     /// Another process held a lock for longer than the busy timeout.
-    #[error("run database at {} stayed locked by another process for more than {} s; retry, or look for a stuck workbench process", path.display(), super::BUSY_TIMEOUT.as_secs())]
+    #[error("run database at {} stayed locked by another process for more than {} s; retry, or look for a stuck workbench process", db, super::BUSY_TIMEOUT.as_secs())]
     Busy {
-        /// Path of the database.
-        path: PathBuf,
+        /// The store.
+        db: StoreLocation,
+    },
+
+    /// A store on a server has no place for run files unless one is given.
+    #[error("the run store at {db} is a server, so run files (checkpoints, worker logs) need a directory that every machine running workers can reach: pass --artifacts DIR or set WORKBENCH_ARTIFACTS (for example a shared file system path)")]
+    NoArtifactsDir {
+        /// The store.
+        db: StoreLocation,
     },
 
     /// No run has this id.
@@ -108,10 +113,10 @@ pub enum StoreError {
     },
 
     /// Any other database error.
-    #[error("run database at {}: {message}", path.display())]
+    #[error("run database at {}: {message}", db)]
     Database {
-        /// Path of the database.
-        path: PathBuf,
+        /// The store.
+        db: StoreLocation,
         /// Readable description of the failure.
         message: String,
         /// The underlying error.
@@ -142,74 +147,143 @@ fn sqlite_code(e: &sqlx::Error) -> Option<(i64, String)> {
     }
 }
 
+/// SQLSTATE and message of a PostgreSQL error, if it is one.
+fn postgres_state(e: &sqlx::Error) -> Option<(String, String)> {
+    match e {
+        sqlx::Error::Database(db) => Some((db.code()?.into_owned(), db.message().to_string())),
+        _ => None,
+    }
+}
+
 /// Maps an error met while the store is in use.
-pub(crate) fn from_sqlx(path: &Path, e: sqlx::Error) -> StoreError {
-    let path = path.to_path_buf();
+pub(crate) fn from_sqlx(db: &StoreLocation, e: sqlx::Error) -> StoreError {
+    match db {
+        StoreLocation::Sqlite(_) => from_sqlite(db, e),
+        StoreLocation::Postgres(_) => from_postgres(db, e),
+    }
+}
+
+fn from_sqlite(db: &StoreLocation, e: sqlx::Error) -> StoreError {
+    let db = db.clone();
     match sqlite_code(&e) {
-        Some((SQLITE_BUSY | SQLITE_LOCKED, _)) => StoreError::Busy { path },
-        Some((SQLITE_CORRUPT | SQLITE_NOTADB, msg)) => StoreError::Corrupt { path, detail: msg },
+        Some((SQLITE_BUSY | SQLITE_LOCKED, _)) => StoreError::Busy { db },
+        Some((SQLITE_CORRUPT | SQLITE_NOTADB, msg)) => StoreError::Corrupt { db, detail: msg },
         Some((SQLITE_FULL, msg)) => {
-            StoreError::Database { path, message: format!("{msg} (free some disk space)"), source: e }
+            StoreError::Database { db, message: format!("{msg} (free some disk space)"), source: e }
         }
         Some((SQLITE_READONLY, msg)) => StoreError::Database {
-            path,
+            db,
             message: format!("{msg} (the file or its directory is not writable)"),
             source: e,
         },
-        Some((_, msg)) => StoreError::Database { path, message: msg, source: e },
+        Some((_, msg)) => StoreError::Database { db, message: msg, source: e },
         None => match e {
-            sqlx::Error::PoolTimedOut => StoreError::Busy { path },
-            e => StoreError::Database { path, message: e.to_string(), source: e },
+            sqlx::Error::PoolTimedOut => StoreError::Busy { db },
+            e => StoreError::Database { db, message: e.to_string(), source: e },
+        },
+    }
+}
+
+fn from_postgres(db: &StoreLocation, e: sqlx::Error) -> StoreError {
+    let db = db.clone();
+    match postgres_state(&e) {
+        // lock_not_available, deadlock_detected, serialization_failure: another writer won.
+        Some((state, _)) if matches!(state.as_str(), "55P03" | "40P01" | "40001") => StoreError::Busy { db },
+        // data_corrupted, index_corrupted
+        Some((state, msg)) if matches!(state.as_str(), "XX001" | "XX002") => StoreError::Corrupt { db, detail: msg },
+        // disk_full
+        Some((state, msg)) if state == "53100" => {
+            StoreError::Database { db, message: format!("{msg} (the server's disk is full)"), source: e }
+        }
+        Some((_, msg)) => StoreError::Database { db, message: msg, source: e },
+        None => match e {
+            sqlx::Error::PoolTimedOut => StoreError::Database {
+                message: "no connection to the server became free (is it overloaded, or did it stop?)".into(),
+                db,
+                source: e,
+            },
+            e => StoreError::Database { db, message: e.to_string(), source: e },
         },
     }
 }
 
 /// Maps an error met while opening the database or running migrations.
-pub(crate) fn from_sqlx_open(path: &Path, e: sqlx::Error) -> StoreError {
-    let p = path.to_path_buf();
+pub(crate) fn from_sqlx_open(db: &StoreLocation, e: sqlx::Error) -> StoreError {
+    match db {
+        StoreLocation::Sqlite(path) => from_sqlite_open(db, path, e),
+        StoreLocation::Postgres(_) => from_postgres_open(db, e),
+    }
+}
+
+fn from_sqlite_open(db: &StoreLocation, path: &std::path::Path, e: sqlx::Error) -> StoreError {
+    let p = db.clone();
     match sqlite_code(&e) {
-        Some((SQLITE_NOTADB, msg)) => StoreError::NotSqlite { path: p, detail: msg },
+        Some((SQLITE_NOTADB, msg)) => StoreError::NotSqlite { db: p, detail: msg },
         Some((SQLITE_CANTOPEN | SQLITE_READONLY, msg)) => {
             let dir = match path.parent().filter(|d| !d.as_os_str().is_empty()) {
                 Some(d) => d.display().to_string(),
                 None => "the current directory".to_string(),
             };
             StoreError::CannotOpen {
-                path: p,
+                db: p,
                 reason: format!(
                     "{msg} (the file and its directory {dir} must be writable: SQLite keeps \
                      -wal and -shm files next to the database)"
                 ),
             }
         }
-        Some((SQLITE_PERM | SQLITE_IOERR | SQLITE_FULL, msg)) => StoreError::CannotOpen { path: p, reason: msg },
-        Some(_) => from_sqlx(path, e),
+        Some((SQLITE_PERM | SQLITE_IOERR | SQLITE_FULL, msg)) => StoreError::CannotOpen { db: p, reason: msg },
+        Some(_) => from_sqlite(db, e),
         None => match e {
-            sqlx::Error::Io(io) => StoreError::CannotOpen { path: p, reason: io.to_string() },
-            e => from_sqlx(path, e),
+            sqlx::Error::Io(io) => StoreError::CannotOpen { db: p, reason: io.to_string() },
+            e => from_sqlite(db, e),
         },
     }
 }
 
+fn from_postgres_open(db: &StoreLocation, e: sqlx::Error) -> StoreError {
+    let reason = match postgres_state(&e) {
+        // invalid_password, invalid_authorization_specification
+        Some((state, msg)) if state == "28P01" || state == "28000" => {
+            format!("{msg} (check the user and password in the URL, and the server's pg_hba.conf)")
+        }
+        Some((state, msg)) if state == "3D000" => {
+            format!("{msg} (create it first, e.g. `createdb NAME`, or fix the database name in the URL)")
+        }
+        Some(_) => return from_postgres(db, e),
+        None => match &e {
+            sqlx::Error::Io(io) => format!(
+                "cannot reach the server: {io} (is PostgreSQL running and listening there? \
+                 `scripts/services start` starts a local one)"
+            ),
+            sqlx::Error::PoolTimedOut => "the server did not answer in time (is it running and reachable?)".into(),
+            sqlx::Error::Configuration(c) => format!("the URL is not valid: {c}"),
+            sqlx::Error::Tls(t) => format!("TLS: {t}"),
+            _ => return from_postgres(db, e),
+        },
+    };
+    StoreError::CannotOpen { db: db.clone(), reason }
+}
+
 /// Maps a migration error.
-pub(crate) fn from_migrate(path: &Path, e: MigrateError) -> StoreError {
-    let p = path.to_path_buf();
+pub(crate) fn from_migrate(db: &StoreLocation, e: MigrateError) -> StoreError {
+    let p = db.clone();
     match e {
-        MigrateError::VersionMissing(version) => StoreError::NewerSchema { path: p, version },
+        MigrateError::VersionMissing(version) => StoreError::NewerSchema { db: p, version },
         MigrateError::VersionMismatch(v) => StoreError::IncompatibleSchema {
-            path: p,
+            db: p,
             detail: format!("migration {v} recorded in the database differs from this build's"),
         },
         MigrateError::Dirty(v) => {
-            StoreError::IncompatibleSchema { path: p, detail: format!("migration {v} was started but never completed") }
+            StoreError::IncompatibleSchema { db: p, detail: format!("migration {v} was started but never completed") }
         }
-        MigrateError::Execute(e) => from_sqlx_open(path, e),
-        MigrateError::ExecuteMigration(e, v) => match from_sqlx_open(path, e) {
-            StoreError::Database { path, message, source } => {
-                StoreError::Database { path, message: format!("applying schema migration {v}: {message}"), source }
+        MigrateError::Execute(e) => from_sqlx_open(db, e),
+        MigrateError::ExecuteMigration(e, v) => match from_sqlx_open(db, e) {
+            StoreError::Database { db, message, source } => {
+                StoreError::Database { db, message: format!("applying schema migration {v}: {message}"), source }
             }
             other => other,
         },
-        other => StoreError::IncompatibleSchema { path: p, detail: other.to_string() },
+        other => StoreError::IncompatibleSchema { db: p, detail: other.to_string() },
     }
 }

@@ -1,9 +1,21 @@
 //! The run store: every run, its metrics, diagnostics, artifacts and worker logs, kept in one
-//! SQLite file (`runs.db`).
+//! SQLite file (`runs.db`, the default) or in a PostgreSQL database that the machines of a
+//! cluster share ([`StoreLocation`]: `--db PATH` or `--db postgres://...`).
+//!
+//! # Two backends, one API
+//!
+//! Every method works the same on both: queries go through sqlx's generic (`Any`) driver and
+//! are written in the SQL both engines accept (`$N` parameters, `RETURNING id`, `IS NOT
+//! DISTINCT FROM`, `NULLS LAST`). Where the engines differ, the store says so in one place:
+//! opening (`open.rs`), how a write transaction starts (`Store::begin_write`), how claims are
+//! serialised (`queue.rs`), error mapping (`error.rs`) and the migrations, one directory per
+//! engine (`workbench/migrations/sqlite/`, `.../postgres/`) with the same numbered steps.
+//! Run files (checkpoints, worker logs) live in an artifacts directory ([`Store::artifacts_dir`]),
+//! next to an SQLite file by default; artifact rows record paths relative to it.
 //!
 //! # Schema
 //!
-//! Created by the embedded migrations in `workbench/migrations/` (applied by [`Store::open`]):
+//! Created by the embedded migrations (applied by [`Store::connect`]):
 //!
 //! - `runs`: one row per run: `status` (queued / running / finished / failed / interrupted /
 //!   diverged, enforced by a CHECK), the layer and task plugin identities (`*_name`,
@@ -39,28 +51,40 @@
 //! corrupt the file) and avoids an fsync per metric batch. Foreign keys are enforced on every
 //! connection.
 //!
+//! On PostgreSQL, readers and writers never block each other (MVCC), so none of this is needed;
+//! queue claims take a transaction-scoped advisory lock instead of SQLite's write lock.
+//!
 //! # Opening safely
 //!
 //! [`Store::open`] checks the path before SQLite touches it: a missing parent directory or a
 //! directory path is reported by name, a file that does not start with the SQLite header is
 //! refused unchanged, and a database that records a schema migration this binary does not know
 //! (written by a newer workbench) is refused after a read-only look, so it is never modified.
+//! A PostgreSQL database is checked the same way (its `_sqlx_migrations` table is read before
+//! the migrator runs), and a server that cannot be reached or refuses the login is named with
+//! the reason and the fix, never with the password.
 
+mod copy;
 mod error;
+mod float;
+mod location;
+mod open;
 mod process;
 mod types;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use sqlx::migrate::Migrator;
-use sqlx::sqlite::{
-    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteRow, SqliteSynchronous,
-};
-use sqlx::{Connection, Row, SqliteConnection};
+use sqlx::any::{AnyArguments, AnyRow};
+use sqlx::AnyPool;
+use sqlx::{Any, Row};
 
+pub use copy::{copied_columns, CopyReport};
 pub use error::StoreError;
+use float::Float;
+pub use location::{Backend, StoreLocation};
+pub use open::schema_version;
 pub use process::process_alive;
 pub use types::{
     Artifact, DiagnosticRow, MetricDirection, MetricRow, MetricSummary, NewRun, PluginRef, RunRecord, RunStatus,
@@ -70,22 +94,13 @@ pub use types::{
 /// How long a connection waits for another process's lock before giving up.
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Schema migrations embedded from `workbench/migrations/`.
-static MIGRATOR: Migrator = sqlx::migrate!("./migrations");
-
-/// The first 16 bytes of every SQLite database file.
-const SQLITE_HEADER: &[u8; 16] = b"SQLite format 3\0";
-
-/// Schema version this binary creates and understands (the highest embedded migration).
-pub fn schema_version() -> i64 {
-    MIGRATOR.iter().map(|m| m.version).max().unwrap_or(0)
-}
-
 /// Handle to the run database. Cheap to clone (clones share one connection pool).
 #[derive(Debug, Clone)]
 pub struct Store {
-    pool: SqlitePool,
-    path: Arc<PathBuf>,
+    pool: AnyPool,
+    location: Arc<StoreLocation>,
+    /// Where checkpoints, worker logs and exports go (see [`Store::artifacts_dir`]).
+    artifacts: Option<Arc<PathBuf>>,
 }
 
 /// Current time as unix seconds.
@@ -96,15 +111,6 @@ fn now() -> f64 {
 /// A `u64` that must fit SQLite's signed integers.
 fn to_i64(value: u64, what: &'static str) -> Result<i64, StoreError> {
     i64::try_from(value).map_err(|_| StoreError::OutOfRange { what, value })
-}
-
-/// NaN is stored as NULL (SQLite would do so anyway; being explicit documents it).
-fn nan_to_null(v: f64) -> Option<f64> {
-    if v.is_nan() {
-        None
-    } else {
-        Some(v)
-    }
 }
 
 /// `SELECT <all runs columns> FROM runs` (a macro so `concat!` can extend it into a
@@ -119,107 +125,39 @@ macro_rules! select_runs {
 }
 
 impl Store {
-    /// Opens the run database at `path`, creating it if missing, and brings its schema up to
-    /// date.
-    ///
-    /// The parent directory must exist (it is not created; the error names it). Connections
-    /// use WAL journaling, a 10 s busy timeout, `foreign_keys = ON` and `synchronous = NORMAL`
-    /// (see the module docs for why).
-    ///
-    /// Refuses, without modifying anything: a directory path, a path whose directory is
-    /// missing ([`StoreError::CannotOpen`]); an existing file that is not SQLite
-    /// ([`StoreError::NotSqlite`]); a database written by a newer workbench
-    /// ([`StoreError::NewerSchema`]).
-    pub async fn open(path: &Path) -> Result<Store, StoreError> {
-        let cannot = |reason: String| StoreError::CannotOpen { path: path.to_path_buf(), reason };
-
-        if path.as_os_str().is_empty() {
-            return Err(cannot("the path is empty".into()));
-        }
-        if path.is_dir() {
-            return Err(cannot(format!(
-                "it is a directory, not a file (for example {})",
-                path.join("runs.db").display()
-            )));
-        }
-        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-            if !parent.is_dir() {
-                return Err(cannot(if parent.exists() {
-                    format!("{} is not a directory", parent.display())
-                } else {
-                    format!("directory {} does not exist (create it first)", parent.display())
-                }));
-            }
-        }
-
-        // Set when this call creates the (empty) file, so a failed open can remove it again.
-        let mut created = false;
-        match std::fs::metadata(path) {
-            Ok(meta) if !meta.is_file() => {
-                return Err(cannot("it is not a regular file".into()));
-            }
-            Ok(meta) => {
-                // An empty file is a valid (empty) SQLite database; anything else must carry
-                // the SQLite header. Checked here so SQLite never opens a foreign file for
-                // writing.
-                if meta.len() > 0 {
-                    check_header(path, meta.len())?;
-                }
-                // SQLite silently falls back to read-only for a write-protected file and
-                // would only fail at the first write; ask the OS now (opening for writing
-                // without truncating changes nothing).
-                if let Err(e) = std::fs::OpenOptions::new().write(true).open(path) {
-                    return Err(cannot(format!("the file is not writable: {e}")));
-                }
-                if meta.len() > 0 {
-                    preflight(path).await?;
-                }
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                // Create it ourselves: the OS error ("Permission denied", "Read-only file
-                // system") says more than SQLite's "unable to open database file".
-                match std::fs::OpenOptions::new().write(true).create_new(true).open(path) {
-                    Ok(_) => created = true,
-                    Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-                    Err(e) => return Err(cannot(format!("cannot create the file: {e}"))),
-                }
-            }
-            Err(e) => return Err(cannot(e.to_string())),
-        }
-        let remove_if_created = || {
-            if created && std::fs::metadata(path).is_ok_and(|m| m.len() == 0) {
-                let _ = std::fs::remove_file(path);
-            }
-        };
-
-        let options = SqliteConnectOptions::new()
-            .filename(path)
-            .create_if_missing(true)
-            .journal_mode(SqliteJournalMode::Wal)
-            .busy_timeout(BUSY_TIMEOUT)
-            .foreign_keys(true)
-            .synchronous(SqliteSynchronous::Normal);
-        let pool = SqlitePoolOptions::new()
-            .max_connections(8)
-            .acquire_timeout(BUSY_TIMEOUT + Duration::from_secs(20))
-            .connect_with(options)
-            .await
-            .map_err(|e| {
-                remove_if_created();
-                error::from_sqlx_open(path, e)
-            })?;
-
-        if let Err(e) = MIGRATOR.run(&pool).await {
-            pool.close().await;
-            return Err(error::from_migrate(path, e));
-        }
-
-        Ok(Store { pool, path: Arc::new(path.to_path_buf()) })
+    /// Where the store lives (an SQLite file or a PostgreSQL URL; displayed without password).
+    pub fn location(&self) -> &StoreLocation {
+        &self.location
     }
 
-    /// Path the store was opened with.
-    pub fn path(&self) -> &Path {
-        &self.path
+    /// Which database engine serves the store.
+    pub fn backend(&self) -> Backend {
+        self.location.backend()
+    }
+
+    /// The same store, keeping its artifacts in `dir` (`--artifacts` / `WORKBENCH_ARTIFACTS`).
+    pub fn with_artifacts_dir(mut self, dir: Option<PathBuf>) -> Store {
+        if let Some(dir) = dir {
+            self.artifacts = Some(Arc::new(dir));
+        }
+        self
+    }
+
+    /// The directory under which each run keeps its files (`runs/<id>/`: checkpoint, worker
+    /// log): the one given, else the directory of an SQLite file. A PostgreSQL store has no
+    /// such default, since its workers may run on other machines: it needs a directory every
+    /// node can reach, and says so.
+    pub fn artifacts_dir(&self) -> Result<PathBuf, StoreError> {
+        match (&self.artifacts, self.location.default_artifacts_dir()) {
+            (Some(dir), _) => Ok(dir.to_path_buf()),
+            (None, Some(dir)) => Ok(dir),
+            (None, None) => Err(StoreError::NoArtifactsDir { db: (*self.location).clone() }),
+        }
+    }
+
+    /// The artifacts directory to pass on to a worker, if one was given explicitly.
+    pub fn explicit_artifacts_dir(&self) -> Option<&std::path::Path> {
+        self.artifacts.as_deref().map(PathBuf::as_path)
     }
 
     /// Closes all connections (waiting for running queries). Other clones become unusable.
@@ -229,11 +167,11 @@ impl Store {
     }
 
     fn err(&self, e: sqlx::Error) -> StoreError {
-        error::from_sqlx(&self.path, e)
+        error::from_sqlx(&self.location, e)
     }
 
     fn corrupt(&self, detail: String) -> StoreError {
-        StoreError::Corrupt { path: self.path.to_path_buf(), detail }
+        StoreError::Corrupt { db: (*self.location).clone(), detail }
     }
 
     /// A stored integer that must be non-negative.
@@ -241,14 +179,14 @@ impl Store {
         u64::try_from(v).map_err(|_| self.corrupt(format!("{what} is negative ({v})")))
     }
 
-    fn get<'r, T>(&self, row: &'r SqliteRow, col: &str) -> Result<T, StoreError>
+    fn get<'r, T>(&self, row: &'r AnyRow, col: &str) -> Result<T, StoreError>
     where
-        T: sqlx::Decode<'r, sqlx::Sqlite> + sqlx::Type<sqlx::Sqlite>,
+        T: sqlx::Decode<'r, Any> + sqlx::Type<Any>,
     {
         row.try_get(col).map_err(|e| self.corrupt(format!("cannot read column {col}: {e}")))
     }
 
-    fn map_run(&self, row: &SqliteRow) -> Result<RunRecord, StoreError> {
+    fn map_run(&self, row: &AnyRow) -> Result<RunRecord, StoreError> {
         let id: i64 = self.get(row, "id")?;
         let status: String = self.get(row, "status")?;
         let status =
@@ -316,11 +254,11 @@ impl Store {
         let total_steps = run.total_steps.map(|n| to_i64(n, "total_steps")).transpose()?;
         let config = serde_json::to_string(&run.config)
             .map_err(|e| self.corrupt(format!("cannot serialise the run config: {e}")))?;
-        let result = sqlx::query(
+        let id: i64 = sqlx::query_scalar(
             "INSERT INTO runs (status, layer_name, layer_version, layer_fingerprint, layer_build, \
              task_name, task_version, task_fingerprint, task_build, config, seed, device, \
              git_rev, created_at, total_steps, claimed_by, claimed_at) \
-             VALUES ('queued', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+             VALUES ('queued', $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16) RETURNING id",
         )
         .bind(&run.layer.name)
         .bind(&run.layer.version)
@@ -337,16 +275,16 @@ impl Store {
         .bind(now())
         .bind(total_steps)
         .bind(claimed_by.map(i64::from))
-        .bind(claimed_by.map(|_| now()))
-        .execute(&self.pool)
+        .bind(Float(claimed_by.map(|_| now())))
+        .fetch_one(&self.pool)
         .await
         .map_err(|e| self.err(e))?;
-        Ok(result.last_insert_rowid())
+        Ok(id)
     }
 
     /// The run with this id, or [`StoreError::NotFound`].
     pub async fn run(&self, id: i64) -> Result<RunRecord, StoreError> {
-        let row = sqlx::query(concat!(select_runs!(), " WHERE id = ?"))
+        let row = sqlx::query(concat!(select_runs!(), " WHERE id = $1"))
             .bind(id)
             .fetch_optional(&self.pool)
             .await
@@ -366,7 +304,7 @@ impl Store {
 
     /// Status of a run, or [`StoreError::NotFound`].
     async fn status_of(&self, id: i64) -> Result<RunStatus, StoreError> {
-        let status: Option<String> = sqlx::query_scalar("SELECT status FROM runs WHERE id = ?")
+        let status: Option<String> = sqlx::query_scalar("SELECT status FROM runs WHERE id = $1")
             .bind(id)
             .fetch_optional(&self.pool)
             .await
@@ -386,9 +324,9 @@ impl Store {
     /// [`StoreError::InvalidTransition`]: requeue an interrupted or failed run first.
     pub async fn mark_running(&self, id: i64, pid: u32) -> Result<(), StoreError> {
         let result = sqlx::query(
-            "UPDATE runs SET status = 'running', worker_pid = ?, \
-             started_at = COALESCE(started_at, ?), error = NULL, finished_at = NULL \
-             WHERE id = ? AND status IN ('queued', 'running')",
+            "UPDATE runs SET status = 'running', worker_pid = $1, \
+             started_at = COALESCE(started_at, $2), error = NULL, finished_at = NULL \
+             WHERE id = $3 AND status IN ('queued', 'running')",
         )
         .bind(i64::from(pid))
         .bind(now())
@@ -415,7 +353,7 @@ impl Store {
         if !status.is_terminal() {
             return Err(StoreError::NotTerminal(status));
         }
-        let result = sqlx::query("UPDATE runs SET status = ?, finished_at = ?, error = ? WHERE id = ?")
+        let result = sqlx::query("UPDATE runs SET status = $1, finished_at = $2, error = $3 WHERE id = $4")
             .bind(status.as_str())
             .bind(now())
             .bind(error)
@@ -427,11 +365,7 @@ impl Store {
     }
 
     /// Runs an update of run `id`; [`StoreError::NotFound`] if no row changed.
-    async fn update_one(
-        &self,
-        query: sqlx::query::Query<'_, sqlx::Sqlite, sqlx::sqlite::SqliteArguments>,
-        id: i64,
-    ) -> Result<(), StoreError> {
+    async fn update_one(&self, query: sqlx::query::Query<'_, Any, AnyArguments>, id: i64) -> Result<(), StoreError> {
         let result = query.execute(&self.pool).await.map_err(|e| self.err(e))?;
         self.expect_one(result.rows_affected(), id)
     }
@@ -446,21 +380,23 @@ impl Store {
 
     /// Records the builds of the layer and task libraries that trained the run.
     pub async fn set_builds(&self, id: i64, layer: Option<&str>, task: Option<&str>) -> Result<(), StoreError> {
-        let query =
-            sqlx::query("UPDATE runs SET layer_build = ?, task_build = ? WHERE id = ?").bind(layer).bind(task).bind(id);
+        let query = sqlx::query("UPDATE runs SET layer_build = $1, task_build = $2 WHERE id = $3")
+            .bind(layer)
+            .bind(task)
+            .bind(id);
         self.update_one(query, id).await
     }
 
     /// Records the model's number of trainable parameters.
     pub async fn set_param_count(&self, id: i64, n: u64) -> Result<(), StoreError> {
         let n = to_i64(n, "param_count")?;
-        self.update_one(sqlx::query("UPDATE runs SET param_count = ? WHERE id = ?").bind(n).bind(id), id).await
+        self.update_one(sqlx::query("UPDATE runs SET param_count = $1 WHERE id = $2").bind(n).bind(id), id).await
     }
 
     /// Records the task's metrics and their directions (the first is the headline metric).
     pub async fn set_metric_specs(&self, id: i64, specs: &[MetricDirection]) -> Result<(), StoreError> {
         let json = serde_json::to_string(specs).map_err(|e| self.corrupt(format!("cannot serialise metrics: {e}")))?;
-        self.update_one(sqlx::query("UPDATE runs SET metric_specs = ? WHERE id = ?").bind(json).bind(id), id).await
+        self.update_one(sqlx::query("UPDATE runs SET metric_specs = $1 WHERE id = $2").bind(json).bind(id), id).await
     }
 
     /// Per run and per (split, metric) of every evaluation split and of the train loss: the
@@ -497,14 +433,25 @@ impl Store {
     /// Records the last completed training step (`last_step`).
     pub async fn set_progress(&self, id: i64, step: u64) -> Result<(), StoreError> {
         let step = to_i64(step, "step")?;
-        self.update_one(sqlx::query("UPDATE runs SET last_step = ? WHERE id = ?").bind(step).bind(id), id).await
+        self.update_one(sqlx::query("UPDATE runs SET last_step = $1 WHERE id = $2").bind(step).bind(id), id).await
+    }
+
+    /// Starts a write transaction. On SQLite it takes the write lock up front (`BEGIN
+    /// IMMEDIATE`, see module docs) so it waits for another writer instead of failing when it
+    /// upgrades; PostgreSQL locks rows as they are written.
+    async fn begin_write(&self) -> Result<sqlx::Transaction<'static, Any>, StoreError> {
+        let begin = match self.backend() {
+            Backend::Sqlite => "BEGIN IMMEDIATE",
+            Backend::Postgres => "BEGIN",
+        };
+        self.pool.begin_with(begin).await.map_err(|e| self.err(e))
     }
 
     /// Starts a write transaction that holds the write lock from the start (see module docs)
     /// and checks that run `id` exists.
-    async fn begin_for_run(&self, id: i64) -> Result<sqlx::Transaction<'static, sqlx::Sqlite>, StoreError> {
-        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await.map_err(|e| self.err(e))?;
-        let exists: Option<i64> = sqlx::query_scalar("SELECT id FROM runs WHERE id = ?")
+    async fn begin_for_run(&self, id: i64) -> Result<sqlx::Transaction<'static, Any>, StoreError> {
+        let mut tx = self.begin_write().await?;
+        let exists: Option<i64> = sqlx::query_scalar("SELECT id FROM runs WHERE id = $1")
             .bind(id)
             .fetch_optional(&mut *tx)
             .await
@@ -524,14 +471,14 @@ impl Store {
         for (row, step) in rows.iter().zip(steps) {
             sqlx::query(
                 "INSERT INTO metrics (run_id, step, split, name, value, wall_time) \
-                 VALUES (?, ?, ?, ?, ?, ?)",
+                 VALUES ($1, $2, $3, $4, $5, $6)",
             )
             .bind(run_id)
             .bind(step)
             .bind(&row.split)
             .bind(&row.name)
-            .bind(nan_to_null(row.value))
-            .bind(nan_to_null(row.wall_time))
+            .bind(Float::nan_as_null(row.value))
+            .bind(Float::nan_as_null(row.wall_time))
             .execute(&mut *tx)
             .await
             .map_err(|e| self.err(e))?;
@@ -546,13 +493,13 @@ impl Store {
         for (row, step) in rows.iter().zip(steps) {
             sqlx::query(
                 "INSERT INTO diagnostics (run_id, step, iteration, name, value) \
-                 VALUES (?, ?, ?, ?, ?)",
+                 VALUES ($1, $2, $3, $4, $5)",
             )
             .bind(run_id)
             .bind(step)
             .bind(i64::from(row.iteration))
             .bind(&row.name)
-            .bind(nan_to_null(row.value))
+            .bind(Float::nan_as_null(row.value))
             .execute(&mut *tx)
             .await
             .map_err(|e| self.err(e))?;
@@ -560,7 +507,7 @@ impl Store {
         tx.commit().await.map_err(|e| self.err(e))
     }
 
-    fn map_metric(&self, row: &SqliteRow) -> Result<MetricRow, StoreError> {
+    fn map_metric(&self, row: &AnyRow) -> Result<MetricRow, StoreError> {
         Ok(MetricRow {
             step: self.to_u64(self.get(row, "step")?, "metric step")?,
             split: self.get(row, "split")?,
@@ -586,7 +533,7 @@ impl Store {
         self.ensure_exists(run_id).await?;
         let rows = sqlx::query(
             "SELECT step, split, name, value, wall_time FROM metrics \
-             WHERE run_id = ? AND step > ? ORDER BY name, step, split, rowid",
+             WHERE run_id = $1 AND step > $2 ORDER BY name, step, split, rowid",
         )
         .bind(run_id)
         .bind(after)
@@ -605,8 +552,8 @@ impl Store {
         };
         let mut tx = self.begin_for_run(run_id).await?;
         for sql in [
-            "DELETE FROM metrics WHERE run_id = ? AND step > ?",
-            "DELETE FROM diagnostics WHERE run_id = ? AND step > ?",
+            "DELETE FROM metrics WHERE run_id = $1 AND step > $2",
+            "DELETE FROM diagnostics WHERE run_id = $1 AND step > $2",
         ] {
             sqlx::query(sql).bind(run_id).bind(step).execute(&mut *tx).await.map_err(|e| self.err(e))?;
         }
@@ -618,7 +565,7 @@ impl Store {
         self.ensure_exists(run_id).await?;
         let rows = sqlx::query(
             "SELECT step, iteration, name, value FROM diagnostics \
-             WHERE run_id = ? ORDER BY name, step, iteration, rowid",
+             WHERE run_id = $1 ORDER BY name, step, iteration, rowid",
         )
         .bind(run_id)
         .fetch_all(&self.pool)
@@ -638,7 +585,7 @@ impl Store {
             .collect()
     }
 
-    fn map_artifact(&self, row: &SqliteRow) -> Result<Artifact, StoreError> {
+    fn map_artifact(&self, row: &AnyRow) -> Result<Artifact, StoreError> {
         let step: Option<i64> = self.get(row, "step")?;
         Ok(Artifact {
             id: self.get(row, "id")?,
@@ -661,9 +608,9 @@ impl Store {
         let step = step.map(|s| to_i64(s, "artifact step")).transpose()?;
         // Single statement: inserts only if the run exists, so a missing run is NotFound
         // rather than a foreign-key error.
-        let result = sqlx::query(
+        let id: Option<i64> = sqlx::query_scalar(
             "INSERT INTO artifacts (run_id, kind, path, step, created_at) \
-             SELECT ?, ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM runs WHERE id = ?)",
+             SELECT $1, $2, $3, $4, $5 WHERE EXISTS (SELECT 1 FROM runs WHERE id = $6) RETURNING id",
         )
         .bind(run_id)
         .bind(kind)
@@ -671,11 +618,10 @@ impl Store {
         .bind(step)
         .bind(now())
         .bind(run_id)
-        .execute(&self.pool)
+        .fetch_optional(&self.pool)
         .await
         .map_err(|e| self.err(e))?;
-        self.expect_one(result.rows_affected(), run_id)?;
-        Ok(result.last_insert_rowid())
+        id.ok_or(StoreError::NotFound(run_id))
     }
 
     /// All artifacts of a run, in the order they were added.
@@ -683,7 +629,7 @@ impl Store {
         self.ensure_exists(run_id).await?;
         let rows = sqlx::query(
             "SELECT id, run_id, kind, path, step, created_at FROM artifacts \
-             WHERE run_id = ? ORDER BY id",
+             WHERE run_id = $1 ORDER BY id",
         )
         .bind(run_id)
         .fetch_all(&self.pool)
@@ -696,10 +642,9 @@ impl Store {
     /// steps; artifacts without a step come last). `None` if the run has none of that kind.
     pub async fn latest_artifact(&self, run_id: i64, kind: &str) -> Result<Option<Artifact>, StoreError> {
         self.ensure_exists(run_id).await?;
-        // In SQLite NULLs sort first ascending, hence last with DESC.
         let row = sqlx::query(
             "SELECT id, run_id, kind, path, step, created_at FROM artifacts \
-             WHERE run_id = ? AND kind = ? ORDER BY step DESC, id DESC LIMIT 1",
+             WHERE run_id = $1 AND kind = $2 ORDER BY step DESC NULLS LAST, id DESC LIMIT 1",
         )
         .bind(run_id)
         .bind(kind)
@@ -714,7 +659,7 @@ impl Store {
         let at = now();
         let mut tx = self.begin_for_run(run_id).await?;
         for line in lines {
-            sqlx::query("INSERT INTO logs (run_id, at, line) VALUES (?, ?, ?)")
+            sqlx::query("INSERT INTO logs (run_id, at, line) VALUES ($1, $2, $3)")
                 .bind(run_id)
                 .bind(at)
                 .bind(line)
@@ -730,8 +675,8 @@ impl Store {
         self.ensure_exists(run_id).await?;
         let limit = i64::try_from(last).unwrap_or(i64::MAX);
         sqlx::query_scalar(
-            "SELECT line FROM (SELECT id, line FROM logs WHERE run_id = ? \
-             ORDER BY id DESC LIMIT ?) ORDER BY id",
+            "SELECT line FROM (SELECT id, line FROM logs WHERE run_id = $1 \
+             ORDER BY id DESC LIMIT $2) AS tail ORDER BY id",
         )
         .bind(run_id)
         .bind(limit)
@@ -742,7 +687,7 @@ impl Store {
 
     /// Replaces a run's notes.
     pub async fn set_notes(&self, id: i64, notes: &str) -> Result<(), StoreError> {
-        self.update_one(sqlx::query("UPDATE runs SET notes = ? WHERE id = ?").bind(notes).bind(id), id).await
+        self.update_one(sqlx::query("UPDATE runs SET notes = $1 WHERE id = $2").bind(notes).bind(id), id).await
     }
 
     /// Replaces a run's tags. Tags are trimmed; empty tags and repeats are dropped; a tag
@@ -762,14 +707,14 @@ impl Store {
                 clean.push(tag);
             }
         }
-        self.update_one(sqlx::query("UPDATE runs SET tags = ? WHERE id = ?").bind(clean.join(",")).bind(id), id).await
+        self.update_one(sqlx::query("UPDATE runs SET tags = $1 WHERE id = $2").bind(clean.join(",")).bind(id), id).await
     }
 
     /// Deletes a run and (by cascade) its metrics, diagnostics, artifact records and logs.
     /// Files on disk are not touched. Any status is accepted; a still-running worker's next
     /// write will then fail with [`StoreError::NotFound`].
     pub async fn delete_run(&self, id: i64) -> Result<(), StoreError> {
-        self.update_one(sqlx::query("DELETE FROM runs WHERE id = ?").bind(id), id).await
+        self.update_one(sqlx::query("DELETE FROM runs WHERE id = $1").bind(id), id).await
     }
 
     /// Puts an `interrupted` or `failed` run back to `queued`, clearing `finished_at`, `error`
@@ -779,7 +724,7 @@ impl Store {
         let result = sqlx::query(
             "UPDATE runs SET status = 'queued', finished_at = NULL, error = NULL, \
              worker_pid = NULL, held = 0, claimed_by = NULL, claimed_at = NULL \
-             WHERE id = ? AND status IN ('interrupted', 'failed')",
+             WHERE id = $1 AND status IN ('interrupted', 'failed')",
         )
         .bind(id)
         .execute(&self.pool)
@@ -828,8 +773,8 @@ impl Store {
                 ),
             };
             let result = sqlx::query(
-                "UPDATE runs SET status = 'interrupted', finished_at = ?, error = ? \
-                 WHERE id = ? AND status = 'running' AND worker_pid IS ?",
+                "UPDATE runs SET status = 'interrupted', finished_at = $1, error = $2 \
+                 WHERE id = $3 AND status = 'running' AND worker_pid IS NOT DISTINCT FROM $4",
             )
             .bind(now())
             .bind(message)
@@ -849,53 +794,6 @@ impl Store {
 /// Tags as stored (comma-separated) to a list.
 fn split_tags(s: &str) -> Vec<String> {
     s.split(',').map(str::trim).filter(|t| !t.is_empty()).map(String::from).collect()
-}
-
-/// Refuses a non-empty file that does not start with the SQLite header.
-fn check_header(path: &Path, len: u64) -> Result<(), StoreError> {
-    use std::io::Read;
-    let mut header = [0u8; 16];
-    let read = std::fs::File::open(path).and_then(|mut f| f.read_exact(&mut header));
-    match read {
-        Ok(()) if &header == SQLITE_HEADER && len >= 100 => Ok(()),
-        Ok(()) => Err(StoreError::NotSqlite {
-            path: path.to_path_buf(),
-            detail: "it does not start with the SQLite file header".into(),
-        }),
-        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
-            Err(StoreError::NotSqlite { path: path.to_path_buf(), detail: format!("it is only {len} bytes long") })
-        }
-        Err(e) => Err(StoreError::CannotOpen { path: path.to_path_buf(), reason: e.to_string() }),
-    }
-}
-
-/// Read-only look at an existing database before opening it for writing: refuses one that has
-/// migrations applied that this binary does not know, without modifying it.
-async fn preflight(path: &Path) -> Result<(), StoreError> {
-    let options =
-        SqliteConnectOptions::new().filename(path).read_only(true).create_if_missing(false).busy_timeout(BUSY_TIMEOUT);
-    let mut conn = SqliteConnection::connect_with(&options).await.map_err(|e| error::from_sqlx_open(path, e))?;
-    let result = applied_versions(&mut conn).await;
-    // Closing a read-only connection writes nothing.
-    let _ = conn.close().await;
-    let applied = result.map_err(|e| error::from_sqlx_open(path, e))?;
-    let newest_unknown = applied.into_iter().filter(|v| !MIGRATOR.version_exists(*v)).max();
-    match newest_unknown {
-        Some(version) => Err(StoreError::NewerSchema { path: path.to_path_buf(), version }),
-        None => Ok(()),
-    }
-}
-
-/// Versions recorded in `_sqlx_migrations` (empty if the table does not exist yet).
-async fn applied_versions(conn: &mut SqliteConnection) -> Result<Vec<i64>, sqlx::Error> {
-    let has_table: Option<String> =
-        sqlx::query_scalar("SELECT name FROM sqlite_master WHERE type = 'table' AND name = '_sqlx_migrations'")
-            .fetch_optional(&mut *conn)
-            .await?;
-    if has_table.is_none() {
-        return Ok(Vec::new());
-    }
-    sqlx::query_scalar("SELECT version FROM _sqlx_migrations").fetch_all(&mut *conn).await
 }
 
 // After `select_runs!`, which it uses.

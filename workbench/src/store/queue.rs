@@ -2,30 +2,35 @@
 //! CLI's or the TUI's) that claim them atomically, so two runners never start the same run
 //! and together never exceed the machine's job limit.
 
-use super::{now, RunRecord, Store, StoreError, SweepRecord};
+use super::{now, Backend, RunRecord, Store, StoreError, SweepRecord};
+use sqlx::any::AnyArguments;
+use sqlx::Any;
 use std::collections::BTreeMap;
 
 /// A claim that has not become `running` within this many seconds has failed (the worker
 /// died before it could start) and is released.
 pub const CLAIM_TIMEOUT_S: f64 = 120.0;
 
+/// The PostgreSQL advisory lock that serialises queue claims (an arbitrary constant, the same
+/// in every workbench).
+const CLAIM_LOCK_KEY: i64 = 0x776f_726b_6265_6e63;
+
 impl Store {
     /// Creates a sweep; its runs are added with [`Store::create_run_in_sweep`].
     pub async fn create_sweep(&self, name: &str, spec: &serde_json::Value) -> Result<i64, StoreError> {
-        let result = sqlx::query("INSERT INTO sweeps (name, spec, created_at) VALUES (?, ?, ?)")
+        sqlx::query_scalar("INSERT INTO sweeps (name, spec, created_at) VALUES ($1, $2, $3) RETURNING id")
             .bind(name)
             .bind(spec.to_string())
             .bind(now())
-            .execute(&self.pool)
+            .fetch_one(&self.pool)
             .await
-            .map_err(|e| self.err(e))?;
-        Ok(result.last_insert_rowid())
+            .map_err(|e| self.err(e))
     }
 
     /// Creates a queued run as point `index` of sweep `sweep`.
     pub async fn create_run_in_sweep(&self, run: &super::NewRun, sweep: i64, index: u32) -> Result<i64, StoreError> {
         let id = self.create_run(run).await?;
-        sqlx::query("UPDATE runs SET sweep_id = ?, sweep_index = ? WHERE id = ?")
+        sqlx::query("UPDATE runs SET sweep_id = $1, sweep_index = $2 WHERE id = $3")
             .bind(sweep)
             .bind(i64::from(index))
             .bind(id)
@@ -45,7 +50,7 @@ impl Store {
     /// runner is starting it or it is not queued.
     pub async fn claim(&self, id: i64, pid: u32) -> Result<(), StoreError> {
         let query = sqlx::query(
-            "UPDATE runs SET claimed_by = ?, claimed_at = ? WHERE id = ? AND status = 'queued' AND claimed_by IS NULL",
+            "UPDATE runs SET claimed_by = $1, claimed_at = $2 WHERE id = $3 AND status = 'queued' AND claimed_by IS NULL",
         )
         .bind(i64::from(pid))
         .bind(now())
@@ -60,7 +65,7 @@ impl Store {
             .await
             .map_err(|e| self.err(e))?;
         let counts = sqlx::query(
-            "SELECT sweep_id, status, COUNT(*) AS n, SUM(held) AS held FROM runs \
+            "SELECT sweep_id, status, COUNT(*) AS n, SUM(CASE WHEN held <> 0 THEN 1 ELSE 0 END) AS held FROM runs \
              WHERE sweep_id IS NOT NULL GROUP BY sweep_id, status",
         )
         .fetch_all(&self.pool)
@@ -101,7 +106,7 @@ impl Store {
 
     /// The runs of a sweep in declared order.
     pub async fn sweep_runs(&self, sweep: i64) -> Result<Vec<RunRecord>, StoreError> {
-        let rows = sqlx::query(concat!(select_runs!(), " WHERE sweep_id = ? ORDER BY sweep_index, id"))
+        let rows = sqlx::query(concat!(select_runs!(), " WHERE sweep_id = $1 ORDER BY sweep_index, id"))
             .bind(sweep)
             .fetch_all(&self.pool)
             .await
@@ -113,7 +118,7 @@ impl Store {
     /// refused with the reason.
     pub async fn set_held(&self, id: i64, held: bool) -> Result<(), StoreError> {
         let query =
-            sqlx::query("UPDATE runs SET held = ? WHERE id = ? AND status = 'queued'").bind(i64::from(held)).bind(id);
+            sqlx::query("UPDATE runs SET held = $1 WHERE id = $2 AND status = 'queued'").bind(i64::from(held)).bind(id);
         let action = if held { "be paused" } else { "be unpaused" };
         self.transition(query, id, action, "only queued runs wait in the queue; stop a running run with cancel").await
     }
@@ -121,7 +126,7 @@ impl Store {
     /// Pauses or releases every queued run of a sweep; returns how many changed.
     pub async fn set_sweep_held(&self, sweep: i64, held: bool) -> Result<u64, StoreError> {
         self.sweep(sweep).await?;
-        let result = sqlx::query("UPDATE runs SET held = ? WHERE sweep_id = ? AND status = 'queued'")
+        let result = sqlx::query("UPDATE runs SET held = $1 WHERE sweep_id = $2 AND status = 'queued'")
             .bind(i64::from(held))
             .bind(sweep)
             .execute(&self.pool)
@@ -133,8 +138,8 @@ impl Store {
     /// Cancels a queued run before it starts: it becomes `interrupted` (and can be requeued).
     pub async fn cancel_queued(&self, id: i64) -> Result<(), StoreError> {
         let query = sqlx::query(
-            "UPDATE runs SET status = 'interrupted', finished_at = ?, held = 0, claimed_by = NULL, \
-             error = 'cancelled before it started' WHERE id = ? AND status = 'queued'",
+            "UPDATE runs SET status = 'interrupted', finished_at = $1, held = 0, claimed_by = NULL, \
+             error = 'cancelled before it started' WHERE id = $2 AND status = 'queued'",
         )
         .bind(now())
         .bind(id);
@@ -147,7 +152,7 @@ impl Store {
     /// queued runs are paused or the job limit is reached. Runs start in id order (a sweep's
     /// runs are created in its declared order).
     pub async fn claim_next(&self, pid: u32, jobs: usize) -> Result<Option<RunRecord>, StoreError> {
-        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await.map_err(|e| self.err(e))?;
+        let mut tx = self.begin_claim().await?;
         let busy: i64 = sqlx::query_scalar(
             "SELECT COUNT(*) FROM runs WHERE status = 'running' OR (status = 'queued' AND claimed_by IS NOT NULL)",
         )
@@ -164,7 +169,7 @@ impl Store {
         .await
         .map_err(|e| self.err(e))?;
         let Some(id) = next else { return Ok(None) };
-        sqlx::query("UPDATE runs SET claimed_by = ?, claimed_at = ? WHERE id = ?")
+        sqlx::query("UPDATE runs SET claimed_by = $1, claimed_at = $2 WHERE id = $3")
             .bind(i64::from(pid))
             .bind(now())
             .bind(id)
@@ -181,9 +186,9 @@ impl Store {
     /// `device` in the stored configuration, so the record says where the run trained.
     /// Returns the device chosen; `None` when every ordinal is taken (the run keeps `cuda`).
     pub async fn assign_free_cuda_device(&self, id: i64, devices: usize) -> Result<Option<String>, StoreError> {
-        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await.map_err(|e| self.err(e))?;
+        let mut tx = self.begin_claim().await?;
         let busy: Vec<String> = sqlx::query_scalar(
-            "SELECT device FROM runs WHERE id != ? AND (status = 'running' OR (status = 'queued' AND claimed_by IS NOT NULL))",
+            "SELECT device FROM runs WHERE id != $1 AND (status = 'running' OR (status = 'queued' AND claimed_by IS NOT NULL))",
         )
         .bind(id)
         .fetch_all(&mut *tx)
@@ -191,7 +196,7 @@ impl Store {
         .map_err(|e| self.err(e))?;
         let Some(ordinal) = crate::device::free_cuda_ordinal(devices, &busy) else { return Ok(None) };
         let device = format!("cuda:{ordinal}");
-        let config: String = sqlx::query_scalar("SELECT config FROM runs WHERE id = ?")
+        let config: String = sqlx::query_scalar("SELECT config FROM runs WHERE id = $1")
             .bind(id)
             .fetch_one(&mut *tx)
             .await
@@ -200,7 +205,7 @@ impl Store {
         if let Some(train) = config.get_mut("train").and_then(|t| t.as_object_mut()) {
             train.insert("device".into(), serde_json::Value::String(device.clone()));
         }
-        sqlx::query("UPDATE runs SET device = ?, config = ? WHERE id = ?")
+        sqlx::query("UPDATE runs SET device = $1, config = $2 WHERE id = $3")
             .bind(&device)
             .bind(config.to_string())
             .bind(id)
@@ -213,7 +218,7 @@ impl Store {
 
     /// Releases the claim on queued run `id`, so any runner may take it again.
     pub async fn release_claim(&self, id: i64) -> Result<(), StoreError> {
-        sqlx::query("UPDATE runs SET claimed_by = NULL, claimed_at = NULL WHERE id = ? AND status = 'queued'")
+        sqlx::query("UPDATE runs SET claimed_by = NULL, claimed_at = NULL WHERE id = $1 AND status = 'queued'")
             .bind(id)
             .execute(&self.pool)
             .await
@@ -239,7 +244,7 @@ impl Store {
             if alive && at.is_some_and(|t| now() - t < CLAIM_TIMEOUT_S) {
                 continue;
             }
-            sqlx::query("UPDATE runs SET claimed_by = NULL, claimed_at = NULL WHERE id = ? AND status = 'queued' AND claimed_by = ?")
+            sqlx::query("UPDATE runs SET claimed_by = NULL, claimed_at = NULL WHERE id = $1 AND status = 'queued' AND claimed_by = $2")
                 .bind(id)
                 .bind(pid)
                 .execute(&self.pool)
@@ -250,11 +255,26 @@ impl Store {
         Ok(released)
     }
 
+    /// Starts a transaction in which claims are made one at a time across every runner: on
+    /// SQLite the write lock (`BEGIN IMMEDIATE`), on PostgreSQL a transaction-scoped advisory
+    /// lock, so counting the busy runs and claiming the next one are a single atomic step.
+    async fn begin_claim(&self) -> Result<sqlx::Transaction<'static, Any>, StoreError> {
+        let mut tx = self.begin_write().await?;
+        if self.backend() == Backend::Postgres {
+            sqlx::query("SELECT pg_advisory_xact_lock($1)")
+                .bind(CLAIM_LOCK_KEY)
+                .execute(&mut *tx)
+                .await
+                .map_err(|e| self.err(e))?;
+        }
+        Ok(tx)
+    }
+
     /// Runs an update of run `id` that applies in some states only; when no row changed, the
     /// error names the run's actual status, what was refused and the way forward.
     async fn transition(
         &self,
-        query: sqlx::query::Query<'_, sqlx::Sqlite, sqlx::sqlite::SqliteArguments>,
+        query: sqlx::query::Query<'_, Any, AnyArguments>,
         id: i64,
         action: &'static str,
         hint: &str,

@@ -4,6 +4,7 @@ use super::events::Event;
 use crate::store::{RunStatus, Store};
 use anyhow::{Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use tokio::io::{AsyncBufReadExt, BufReader};
@@ -26,30 +27,40 @@ fn rebuilt_in_place(exe: &Path) -> Option<PathBuf> {
     original.is_file().then_some(original)
 }
 
+/// The arguments of `workbench [--db D] [--artifacts A] [--plugin-dir P]... worker --run ID
+/// [--resume]` for a run of `store`.
+pub fn worker_args(store: &Store, plugin_dirs: &[PathBuf], run_id: i64, resume: bool) -> Vec<OsString> {
+    let mut args: Vec<OsString> = vec!["--db".into(), store.location().to_arg()];
+    if let Some(dir) = store.explicit_artifacts_dir() {
+        args.extend(["--artifacts".into(), dir.as_os_str().to_owned()]);
+    }
+    for dir in plugin_dirs {
+        args.extend(["--plugin-dir".into(), dir.as_os_str().to_owned()]);
+    }
+    args.extend(["worker".into(), "--run".into(), run_id.to_string().into()]);
+    if resume {
+        args.push("--resume".into());
+    }
+    args
+}
+
 /// Starts `workbench worker --run ID` (the running executable) with stdout piped.
-pub fn spawn_worker(db: &Path, plugin_dirs: &[PathBuf], run_id: i64, resume: bool) -> Result<Child> {
+pub fn spawn_worker(store: &Store, plugin_dirs: &[PathBuf], run_id: i64, resume: bool) -> Result<Child> {
     let exe = workbench_exe()?;
     let mut cmd = Command::new(exe);
-    cmd.arg("--db").arg(db);
-    for dir in plugin_dirs {
-        cmd.arg("--plugin-dir").arg(dir);
-    }
-    cmd.args(["worker", "--run", &run_id.to_string()]);
-    if resume {
-        cmd.arg("--resume");
-    }
+    cmd.args(worker_args(store, plugin_dirs, run_id, resume));
     cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).stdin(Stdio::null()).kill_on_drop(false);
     cmd.spawn().context("cannot start the worker process")
 }
 
 /// Starts a worker that outlives the process starting it (the TUI): its own process group, so
 /// terminal signals do not reach it; stdout discarded (progress is in the store); stderr kept
-/// in `runs/<id>/worker.log` next to the database, so a crash leaves its message. A thread
+/// in `runs/<id>/worker.log` in the artifacts directory, so a crash leaves its message. A thread
 /// waits for it so it never lingers as a zombie. Returns the worker's pid.
-pub fn spawn_detached(db: &Path, plugin_dirs: &[PathBuf], run_id: i64, resume: bool) -> Result<u32> {
+pub fn spawn_detached(store: &Store, plugin_dirs: &[PathBuf], run_id: i64, resume: bool) -> Result<u32> {
     use std::os::unix::process::CommandExt;
     let exe = workbench_exe()?;
-    let log_path = super::worker::checkpoint_path(db, run_id).with_file_name("worker.log");
+    let log_path = store.artifacts_dir()?.join(super::worker::run_files(run_id)).join("worker.log");
     if let Some(dir) = log_path.parent() {
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     }
@@ -59,14 +70,7 @@ pub fn spawn_detached(db: &Path, plugin_dirs: &[PathBuf], run_id: i64, resume: b
         .open(&log_path)
         .with_context(|| format!("cannot open {}", log_path.display()))?;
     let mut cmd = std::process::Command::new(exe);
-    cmd.arg("--db").arg(db);
-    for dir in plugin_dirs {
-        cmd.arg("--plugin-dir").arg(dir);
-    }
-    cmd.args(["worker", "--run", &run_id.to_string()]);
-    if resume {
-        cmd.arg("--resume");
-    }
+    cmd.args(worker_args(store, plugin_dirs, run_id, resume));
     cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::from(log)).process_group(0);
     let mut child = cmd.spawn().context("cannot start the worker process")?;
     let pid = child.id();

@@ -11,8 +11,8 @@
 
 use super::checkpoint;
 use super::events::Event;
-use super::parallel;
 use super::optim::{clip_scale, global_grad_norm, AdamW, AdamWConfig};
+use super::parallel;
 use super::schedule::cosine_with_warmup;
 use crate::diagnostics::StateRecorder;
 use crate::host::PluginHost;
@@ -26,10 +26,22 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// Where the checkpoint of run `id` lives: `runs/<id>/checkpoint.safetensors` next to the
-/// database file.
-pub fn checkpoint_path(db: &Path, id: i64) -> PathBuf {
-    db.parent().unwrap_or(Path::new(".")).join("runs").join(id.to_string()).join("checkpoint.safetensors")
+/// The files of run `id`, relative to the artifacts directory: `runs/<id>/`. Artifact rows
+/// record paths relative to that directory, so a store stays valid when every node mounts the
+/// directory at another place.
+pub fn run_files(id: i64) -> PathBuf {
+    Path::new("runs").join(id.to_string())
+}
+
+/// The checkpoint of run `id`, relative to the artifacts directory.
+pub fn checkpoint_file(id: i64) -> PathBuf {
+    run_files(id).join("checkpoint.safetensors")
+}
+
+/// Where the checkpoint of run `id` lives: `runs/<id>/checkpoint.safetensors` in the store's
+/// artifacts directory (next to an SQLite file unless another is given).
+pub fn checkpoint_path(store: &Store, id: i64) -> Result<PathBuf> {
+    Ok(store.artifacts_dir()?.join(checkpoint_file(id)))
 }
 
 /// How a training loop ended.
@@ -156,7 +168,7 @@ async fn train(
     store.set_metric_specs(run_id, &directions).await?;
     let adam = AdamWConfig { beta1: s.beta1, beta2: s.beta2, eps: 1e-8, weight_decay: s.weight_decay };
     let mut opt = AdamW::new(params.vars(), adam)?;
-    let ckpt = checkpoint_path(store.path(), run_id);
+    let ckpt = checkpoint_path(store, run_id)?;
     let mut step = 0;
     if resume && ckpt.is_file() {
         step = checkpoint::load(&ckpt, &mut opt, &device)?;
@@ -295,7 +307,7 @@ async fn save_checkpoint(
         return Ok(());
     }
     checkpoint::save(path, opt, step)?;
-    store.add_artifact(run_id, "checkpoint", &path.to_string_lossy(), Some(step)).await?;
+    store.add_artifact(run_id, "checkpoint", &checkpoint_file(run_id).to_string_lossy(), Some(step)).await?;
     Ok(())
 }
 

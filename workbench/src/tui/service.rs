@@ -114,7 +114,7 @@ impl Service {
 
     async fn refresh(&mut self) {
         if let Err(e) = self.refresh_inner().await {
-            self.send(Update::Error(format!("reading {}: {e:#}", self.store.path().display())));
+            self.send(Update::Error(format!("reading {}: {e:#}", self.store.location())));
         }
     }
 

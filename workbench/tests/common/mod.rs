@@ -87,3 +87,4 @@ pub fn train_tiny(dir: &Path, layer: &str, layer_args: &[&str]) -> (String, Stri
     assert!(stdout.lines().any(|l| l.contains("\"event\":\"finished\"")), "{stdout}\n{stderr}");
     (stdout, stderr)
 }
+pub mod stores;

@@ -1,0 +1,317 @@
+//! Copying everything one store holds into another (`workbench db copy`): runs with their
+//! metrics, diagnostics, artifact records, logs, notes and tags, and sweeps, between any two
+//! stores (SQLite to PostgreSQL and back), so a laptop's runs can join a lab's shared store.
+//!
+//! Rows are copied column by column from the lists below, so every value arrives as it was
+//! stored, timestamps included. Ids are kept when the target has none of them (a copy into an
+//! empty store is exact, and a round trip leaves every row equal); otherwise the copied runs
+//! and sweeps get new ids, and the report says which id became which.
+
+use std::collections::BTreeMap;
+
+use sqlx::any::AnyRow;
+use sqlx::{Any, Row};
+
+use super::{Backend, Float, Store, StoreError};
+
+/// How a column's values are read and written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Int,
+    Real,
+    Text,
+}
+
+/// One stored value (NULL as `None`).
+#[derive(Debug, Clone, PartialEq)]
+enum Value {
+    Int(Option<i64>),
+    Real(Option<f64>),
+    Text(Option<String>),
+}
+
+use Kind::{Int, Real, Text};
+
+/// A table and the columns a copy carries, in order. `id` columns are handled by the copy
+/// itself (kept or renumbered); `run_id` / `sweep_id` references are remapped.
+struct Table {
+    name: &'static str,
+    /// The column that orders rows as they were inserted.
+    order: &'static str,
+    columns: &'static [(&'static str, Kind)],
+}
+
+const SWEEPS: Table = Table {
+    name: "sweeps",
+    order: "id",
+    columns: &[("id", Int), ("name", Text), ("spec", Text), ("created_at", Real)],
+};
+
+const RUNS: Table = Table {
+    name: "runs",
+    order: "id",
+    columns: &[
+        ("id", Int),
+        ("status", Text),
+        ("layer_name", Text),
+        ("layer_version", Text),
+        ("layer_fingerprint", Text),
+        ("layer_build", Text),
+        ("task_name", Text),
+        ("task_version", Text),
+        ("task_fingerprint", Text),
+        ("task_build", Text),
+        ("config", Text),
+        ("seed", Int),
+        ("device", Text),
+        ("param_count", Int),
+        ("git_rev", Text),
+        ("created_at", Real),
+        ("started_at", Real),
+        ("finished_at", Real),
+        ("error", Text),
+        ("worker_pid", Int),
+        ("last_step", Int),
+        ("total_steps", Int),
+        ("notes", Text),
+        ("tags", Text),
+        ("metric_specs", Text),
+        ("sweep_id", Int),
+        ("sweep_index", Int),
+        ("held", Int),
+        ("claimed_by", Int),
+        ("claimed_at", Real),
+    ],
+};
+
+/// Tables whose rows belong to one run.
+const PER_RUN: [Table; 4] = [
+    Table {
+        name: "metrics",
+        order: "rowid",
+        columns: &[
+            ("run_id", Int),
+            ("step", Int),
+            ("split", Text),
+            ("name", Text),
+            ("value", Real),
+            ("wall_time", Real),
+        ],
+    },
+    Table {
+        name: "diagnostics",
+        order: "rowid",
+        columns: &[("run_id", Int), ("step", Int), ("iteration", Int), ("name", Text), ("value", Real)],
+    },
+    Table {
+        name: "artifacts",
+        order: "id",
+        columns: &[("id", Int), ("run_id", Int), ("kind", Text), ("path", Text), ("step", Int), ("created_at", Real)],
+    },
+    Table { name: "logs", order: "id", columns: &[("id", Int), ("run_id", Int), ("at", Real), ("line", Text)] },
+];
+
+/// What a copy did.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct CopyReport {
+    /// Runs copied.
+    pub runs: u64,
+    /// Sweeps copied.
+    pub sweeps: u64,
+    /// Rows copied per run table (`metrics`, `diagnostics`, `artifacts`, `logs`).
+    pub rows: BTreeMap<String, u64>,
+    /// Whether the copied runs and sweeps kept their ids.
+    pub kept_ids: bool,
+    /// Source run id -> target run id, for runs whose id changed.
+    pub renumbered: BTreeMap<i64, i64>,
+    /// Runs that were running in the source: copied as interrupted (no worker writes to the
+    /// copy), their target ids.
+    pub were_running: Vec<i64>,
+}
+
+impl Store {
+    /// Copies every run and sweep of this store into `target` in one transaction of the
+    /// target (all or nothing). See the module docs for ids.
+    pub async fn copy_into(&self, target: &Store) -> Result<CopyReport, StoreError> {
+        let sweeps = self.read_rows(&SWEEPS, None).await?;
+        let runs = self.read_rows(&RUNS, None).await?;
+        let clash = target.any_id_taken("runs", &runs).await? || target.any_id_taken("sweeps", &sweeps).await?;
+        let keep = !clash;
+        let mut report = CopyReport { kept_ids: keep, ..CopyReport::default() };
+
+        let mut tx = target.begin_write().await?;
+        let mut sweep_ids = BTreeMap::new();
+        for row in &sweeps {
+            let old = int(&row[0]);
+            let new = insert(target, &mut tx, &SWEEPS, row, keep).await?;
+            sweep_ids.insert(old, new);
+            report.sweeps += 1;
+        }
+        let status_col = column_index(&RUNS, "status");
+        let error_col = column_index(&RUNS, "error");
+        let sweep_col = column_index(&RUNS, "sweep_id");
+        let claim_cols = [column_index(&RUNS, "claimed_by"), column_index(&RUNS, "claimed_at")];
+        for row in &runs {
+            let old = int(&row[0]);
+            let mut row = row.clone();
+            if let Value::Int(Some(sweep)) = row[sweep_col] {
+                row[sweep_col] = Value::Int(sweep_ids.get(&sweep).copied());
+            }
+            // A claim belongs to a queue runner of the source; the copy waits for its own.
+            row[claim_cols[0]] = Value::Int(None);
+            row[claim_cols[1]] = Value::Real(None);
+            let was_running = row[status_col] == Value::Text(Some("running".into()));
+            if was_running {
+                row[status_col] = Value::Text(Some("interrupted".into()));
+                row[error_col] = Value::Text(Some(format!(
+                    "copied from {} while it was running; its worker goes on writing there, not here",
+                    self.location()
+                )));
+            }
+            let new = insert(target, &mut tx, &RUNS, &row, keep).await?;
+            if was_running {
+                report.were_running.push(new);
+            }
+            if new != old {
+                report.renumbered.insert(old, new);
+            }
+            report.runs += 1;
+            for table in &PER_RUN {
+                let mut copied = 0;
+                for mut child in self.read_rows(table, Some(old)).await? {
+                    let run_col = column_index(table, "run_id");
+                    child[run_col] = Value::Int(Some(new));
+                    insert(target, &mut tx, table, &child, keep).await?;
+                    copied += 1;
+                }
+                *report.rows.entry(table.name.to_string()).or_insert(0) += copied;
+            }
+        }
+        if keep && target.backend() == Backend::Postgres {
+            // Explicit ids do not advance PostgreSQL's sequences: move them past the copy.
+            for (table, column) in [("runs", "id"), ("sweeps", "id"), ("artifacts", "id"), ("logs", "id")] {
+                let sql = format!(
+                    "SELECT setval(pg_get_serial_sequence('{table}', '{column}'), \
+                     GREATEST((SELECT MAX({column}) FROM {table}), 1))"
+                );
+                sqlx::query(sqlx::AssertSqlSafe(sql)).execute(&mut *tx).await.map_err(|e| target.err(e))?;
+            }
+        }
+        tx.commit().await.map_err(|e| target.err(e))?;
+        Ok(report)
+    }
+
+    /// Every row of `table` (of run `run`, for per-run tables) in insertion order.
+    async fn read_rows(&self, table: &Table, run: Option<i64>) -> Result<Vec<Vec<Value>>, StoreError> {
+        let columns: Vec<&str> = table.columns.iter().map(|(c, _)| *c).collect();
+        let filter = if run.is_some() { " WHERE run_id = $1" } else { "" };
+        let sql = format!("SELECT {} FROM {}{filter} ORDER BY {}", columns.join(", "), table.name, table.order);
+        let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
+        if let Some(run) = run {
+            query = query.bind(run);
+        }
+        let rows = query.fetch_all(&self.pool).await.map_err(|e| self.err(e))?;
+        rows.iter().map(|row| self.read_values(table, row)).collect()
+    }
+
+    fn read_values(&self, table: &Table, row: &AnyRow) -> Result<Vec<Value>, StoreError> {
+        table
+            .columns
+            .iter()
+            .enumerate()
+            .map(|(i, (name, kind))| {
+                let bad = |e: sqlx::Error| self.corrupt(format!("cannot read {}.{name}: {e}", table.name));
+                Ok(match kind {
+                    Int => Value::Int(row.try_get(i).map_err(bad)?),
+                    Real => Value::Real(row.try_get(i).map_err(bad)?),
+                    Text => Value::Text(row.try_get(i).map_err(bad)?),
+                })
+            })
+            .collect()
+    }
+
+    /// Whether any id of `rows` (first column) already exists in `table` of this store.
+    async fn any_id_taken(&self, table: &str, rows: &[Vec<Value>]) -> Result<bool, StoreError> {
+        let sql = format!("SELECT COUNT(*) FROM {table} WHERE id = $1");
+        for row in rows {
+            let n: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(sql.clone()))
+                .bind(int(&row[0]))
+                .fetch_one(&self.pool)
+                .await
+                .map_err(|e| self.err(e))?;
+            if n > 0 {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+}
+
+fn column_index(table: &Table, name: &str) -> usize {
+    table.columns.iter().position(|(c, _)| *c == name).unwrap_or_else(|| panic!("{}.{name} is listed", table.name))
+}
+
+fn int(value: &Value) -> i64 {
+    match value {
+        Value::Int(Some(v)) => *v,
+        _ => 0,
+    }
+}
+
+/// Inserts one row; an `id` column is written when `keep_ids`, else left to the target.
+/// Returns the row's id in the target (0 for tables without one).
+async fn insert(
+    target: &Store,
+    tx: &mut sqlx::Transaction<'static, Any>,
+    table: &Table,
+    row: &[Value],
+    keep_ids: bool,
+) -> Result<i64, StoreError> {
+    let has_id = table.columns.first().is_some_and(|(c, _)| *c == "id");
+    let skip = usize::from(has_id && !keep_ids);
+    let columns: Vec<&str> = table.columns[skip..].iter().map(|(c, _)| *c).collect();
+    let params: Vec<String> = (1..=columns.len()).map(|i| format!("${i}")).collect();
+    let returning = if has_id { " RETURNING id" } else { "" };
+    let sql = format!("INSERT INTO {} ({}) VALUES ({}){returning}", table.name, columns.join(", "), params.join(", "));
+    let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
+    for value in &row[skip..] {
+        query = match value {
+            Value::Int(v) => query.bind(*v),
+            Value::Real(v) => query.bind(Float(*v)),
+            Value::Text(v) => query.bind(v.clone()),
+        };
+    }
+    if has_id {
+        let row = query.fetch_one(&mut **tx).await.map_err(|e| target.err(e))?;
+        row.try_get::<i64, _>(0).map_err(|e| target.err(e))
+    } else {
+        query.execute(&mut **tx).await.map_err(|e| target.err(e))?;
+        Ok(0)
+    }
+}
+
+/// The columns a copy carries per table, for the test that checks they cover the schema.
+pub fn copied_columns() -> Vec<(&'static str, Vec<&'static str>)> {
+    std::iter::once(&SWEEPS)
+        .chain(std::iter::once(&RUNS))
+        .chain(PER_RUN.iter())
+        .map(|t| (t.name, t.columns.iter().map(|(c, _)| *c).collect()))
+        .collect()
+}
+
+impl Store {
+    /// The columns `table` has in this store's schema (without PostgreSQL's explicit `rowid`,
+    /// which SQLite keeps implicitly).
+    pub async fn table_columns(&self, table: &str) -> Result<Vec<String>, StoreError> {
+        let sql = match self.backend() {
+            Backend::Sqlite => "SELECT name FROM pragma_table_info($1)",
+            Backend::Postgres => {
+                "SELECT column_name::text FROM information_schema.columns \
+                 WHERE table_name = $1 AND table_schema = current_schema()"
+            }
+        };
+        let columns: Vec<String> =
+            sqlx::query_scalar(sql).bind(table).fetch_all(&self.pool).await.map_err(|e| self.err(e))?;
+        Ok(columns.into_iter().filter(|c| c != "rowid").collect())
+    }
+}

@@ -1,0 +1,240 @@
+//! Opening a store: checks that refuse a wrong target before anything is written, the
+//! connection settings of each backend, and the schema migrations.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
+use sqlx::migrate::Migrator;
+use sqlx::sqlite::SqliteConnectOptions;
+use sqlx::{ConnectOptions, Connection, Executor, SqliteConnection};
+
+use super::{error, Store, StoreError, StoreLocation, BUSY_TIMEOUT};
+
+/// Schema migrations of each backend, embedded from `workbench/migrations/<backend>/`. The two
+/// directories hold the same numbered steps, each written in its engine's SQL.
+static SQLITE_MIGRATOR: Migrator = sqlx::migrate!("./migrations/sqlite");
+static POSTGRES_MIGRATOR: Migrator = sqlx::migrate!("./migrations/postgres");
+
+/// The first 16 bytes of every SQLite database file.
+const SQLITE_HEADER: &[u8; 16] = b"SQLite format 3\0";
+
+/// How long to wait for a PostgreSQL server to accept a connection.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Schema version this binary creates and understands (the highest embedded migration; the
+/// same number on both backends).
+pub fn schema_version() -> i64 {
+    SQLITE_MIGRATOR.iter().map(|m| m.version).max().unwrap_or(0)
+}
+
+impl Store {
+    /// Opens the SQLite run database at `path`, creating it if missing, and brings its schema
+    /// up to date.
+    ///
+    /// The parent directory must exist (it is not created; the error names it). Connections
+    /// use WAL journaling, a 10 s busy timeout, `foreign_keys = ON` and `synchronous = NORMAL`
+    /// (see the module docs for why).
+    ///
+    /// Refuses, without modifying anything: a directory path, a path whose directory is
+    /// missing ([`StoreError::CannotOpen`]); an existing file that is not SQLite
+    /// ([`StoreError::NotSqlite`]); a database written by a newer workbench
+    /// ([`StoreError::NewerSchema`]).
+    pub async fn open(path: &Path) -> Result<Store, StoreError> {
+        Store::connect(&StoreLocation::Sqlite(path.to_path_buf())).await
+    }
+
+    /// Opens the store at `location`: an SQLite file (as [`Store::open`]) or a PostgreSQL
+    /// database, whose schema is brought up to date the same way. A PostgreSQL database
+    /// written by a newer workbench is refused before anything is changed.
+    pub async fn connect(location: &StoreLocation) -> Result<Store, StoreError> {
+        sqlx::any::install_default_drivers();
+        match location {
+            StoreLocation::Sqlite(path) => open_sqlite(location, path).await,
+            StoreLocation::Postgres(url) => open_postgres(location, url).await,
+        }
+    }
+}
+
+async fn open_sqlite(location: &StoreLocation, path: &Path) -> Result<Store, StoreError> {
+    let cannot = |reason: String| StoreError::CannotOpen { db: location.clone(), reason };
+
+    if path.as_os_str().is_empty() {
+        return Err(cannot("the path is empty".into()));
+    }
+    if path.is_dir() {
+        return Err(cannot(format!("it is a directory, not a file (for example {})", path.join("runs.db").display())));
+    }
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        if !parent.is_dir() {
+            return Err(cannot(if parent.exists() {
+                format!("{} is not a directory", parent.display())
+            } else {
+                format!("directory {} does not exist (create it first)", parent.display())
+            }));
+        }
+    }
+
+    // Set when this call creates the (empty) file, so a failed open can remove it again.
+    let mut created = false;
+    match std::fs::metadata(path) {
+        Ok(meta) if !meta.is_file() => {
+            return Err(cannot("it is not a regular file".into()));
+        }
+        Ok(meta) => {
+            // An empty file is a valid (empty) SQLite database; anything else must carry the
+            // SQLite header. Checked here so SQLite never opens a foreign file for writing.
+            if meta.len() > 0 {
+                check_header(location, path, meta.len())?;
+            }
+            // SQLite silently falls back to read-only for a write-protected file and would
+            // only fail at the first write; ask the OS now (opening for writing without
+            // truncating changes nothing).
+            if let Err(e) = std::fs::OpenOptions::new().write(true).open(path) {
+                return Err(cannot(format!("the file is not writable: {e}")));
+            }
+            if meta.len() > 0 {
+                preflight_sqlite(location, path).await?;
+            }
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            // Create it ourselves: the OS error ("Permission denied", "Read-only file system")
+            // says more than SQLite's "unable to open database file".
+            match std::fs::OpenOptions::new().write(true).create_new(true).open(path) {
+                Ok(_) => created = true,
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+                Err(e) => return Err(cannot(format!("cannot create the file: {e}"))),
+            }
+        }
+        Err(e) => return Err(cannot(e.to_string())),
+    }
+    let remove_if_created = || {
+        if created && std::fs::metadata(path).is_ok_and(|m| m.len() == 0) {
+            let _ = std::fs::remove_file(path);
+        }
+    };
+
+    // The generic pool is configured by URL; an absolute path keeps the URL unambiguous, and
+    // sqlx's own encoder escapes the characters a URL cannot hold.
+    let absolute = std::path::absolute(path).map_err(|e| cannot(e.to_string()))?;
+    let url = SqliteConnectOptions::new().filename(&absolute).to_url_lossy();
+    let options = AnyConnectOptions::from_url(&url).map_err(|e| cannot(e.to_string()))?;
+    let pool = AnyPoolOptions::new()
+        .max_connections(8)
+        .acquire_timeout(BUSY_TIMEOUT + Duration::from_secs(20))
+        .after_connect(|conn, _| {
+            Box::pin(async move {
+                let busy_ms = BUSY_TIMEOUT.as_millis();
+                conn.execute(sqlx::AssertSqlSafe(format!(
+                    "PRAGMA busy_timeout = {busy_ms}; PRAGMA foreign_keys = ON; \
+                     PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;"
+                )))
+                .await?;
+                Ok(())
+            })
+        })
+        .connect_with(options)
+        .await
+        .map_err(|e| {
+            remove_if_created();
+            error::from_sqlx_open(location, e)
+        })?;
+
+    if let Err(e) = SQLITE_MIGRATOR.run(&pool).await {
+        pool.close().await;
+        return Err(error::from_migrate(location, e));
+    }
+    Ok(Store { pool, location: Arc::new(location.clone()), artifacts: None })
+}
+
+async fn open_postgres(location: &StoreLocation, url: &str) -> Result<Store, StoreError> {
+    let options: AnyConnectOptions =
+        url.parse().map_err(|e| StoreError::CannotOpen { db: location.clone(), reason: format!("{e}") })?;
+    // One direct connection first: a pool retries until its timeout and then reports only
+    // that it timed out, where the first attempt says why (refused, unknown host, password).
+    let probe = tokio::time::timeout(CONNECT_TIMEOUT, sqlx::AnyConnection::connect_with(&options))
+        .await
+        .map_err(|_| error::from_sqlx_open(location, sqlx::Error::PoolTimedOut))?
+        .map_err(|e| error::from_sqlx_open(location, e))?;
+    let _ = probe.close().await;
+    let pool = AnyPoolOptions::new()
+        .max_connections(8)
+        .acquire_timeout(CONNECT_TIMEOUT)
+        .connect_with(options)
+        .await
+        .map_err(|e| error::from_sqlx_open(location, e))?;
+
+    // Refuse a database that a newer workbench migrated, before the migrator touches it.
+    let applied: Vec<i64> = match pool.fetch_optional("SELECT to_regclass('_sqlx_migrations')::text").await {
+        Ok(row) => {
+            let exists = row.and_then(|r| sqlx::Row::try_get::<Option<String>, _>(&r, 0).ok().flatten()).is_some();
+            if exists {
+                sqlx::query_scalar("SELECT version FROM _sqlx_migrations")
+                    .fetch_all(&pool)
+                    .await
+                    .map_err(|e| error::from_sqlx_open(location, e))?
+            } else {
+                Vec::new()
+            }
+        }
+        Err(e) => return Err(error::from_sqlx_open(location, e)),
+    };
+    if let Some(version) = applied.into_iter().filter(|v| !POSTGRES_MIGRATOR.version_exists(*v)).max() {
+        pool.close().await;
+        return Err(StoreError::NewerSchema { db: location.clone(), version });
+    }
+
+    if let Err(e) = POSTGRES_MIGRATOR.run(&pool).await {
+        pool.close().await;
+        return Err(error::from_migrate(location, e));
+    }
+    Ok(Store { pool, location: Arc::new(location.clone()), artifacts: None })
+}
+
+/// Refuses a non-empty file that does not start with the SQLite header.
+fn check_header(location: &StoreLocation, path: &Path, len: u64) -> Result<(), StoreError> {
+    use std::io::Read;
+    let mut header = [0u8; 16];
+    let read = std::fs::File::open(path).and_then(|mut f| f.read_exact(&mut header));
+    match read {
+        Ok(()) if &header == SQLITE_HEADER && len >= 100 => Ok(()),
+        Ok(()) => Err(StoreError::NotSqlite {
+            db: location.clone(),
+            detail: "it does not start with the SQLite file header".into(),
+        }),
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
+            Err(StoreError::NotSqlite { db: location.clone(), detail: format!("it is only {len} bytes long") })
+        }
+        Err(e) => Err(StoreError::CannotOpen { db: location.clone(), reason: e.to_string() }),
+    }
+}
+
+/// Read-only look at an existing SQLite database before opening it for writing: refuses one
+/// that has migrations applied that this binary does not know, without modifying it.
+async fn preflight_sqlite(location: &StoreLocation, path: &Path) -> Result<(), StoreError> {
+    let options =
+        SqliteConnectOptions::new().filename(path).read_only(true).create_if_missing(false).busy_timeout(BUSY_TIMEOUT);
+    let mut conn = SqliteConnection::connect_with(&options).await.map_err(|e| error::from_sqlx_open(location, e))?;
+    let result = applied_sqlite_versions(&mut conn).await;
+    // Closing a read-only connection writes nothing.
+    let _ = conn.close().await;
+    let applied = result.map_err(|e| error::from_sqlx_open(location, e))?;
+    let newest_unknown = applied.into_iter().filter(|v| !SQLITE_MIGRATOR.version_exists(*v)).max();
+    match newest_unknown {
+        Some(version) => Err(StoreError::NewerSchema { db: location.clone(), version }),
+        None => Ok(()),
+    }
+}
+
+/// Versions recorded in `_sqlx_migrations` (empty if the table does not exist yet).
+async fn applied_sqlite_versions(conn: &mut SqliteConnection) -> Result<Vec<i64>, sqlx::Error> {
+    let has_table: Option<String> =
+        sqlx::query_scalar("SELECT name FROM sqlite_master WHERE type = 'table' AND name = '_sqlx_migrations'")
+            .fetch_optional(&mut *conn)
+            .await?;
+    if has_table.is_none() {
+        return Ok(Vec::new());
+    }
+    sqlx::query_scalar("SELECT version FROM _sqlx_migrations").fetch_all(&mut *conn).await
+}
