@@ -44,6 +44,7 @@ fn record(id: i64) -> RunRecord {
         metric_specs: vec![MetricDirection { name: "cell_acc".into(), higher_is_better: true }],
         sweep: None,
         held: false,
+        supervision: Default::default(),
     }
 }
 

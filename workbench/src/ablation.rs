@@ -475,6 +475,7 @@ mod tests {
             ],
             sweep: None,
             held: false,
+            supervision: Default::default(),
         }
     }
 

@@ -20,6 +20,15 @@ pub struct Cli {
     #[arg(long, global = true, env = "WORKBENCH_ARTIFACTS")]
     pub artifacts: Option<PathBuf>,
 
+    /// Where `train`, `sweep`, `queue` and the TUI run workers: `local` (processes on this
+    /// machine) or `slurm` (one batch job per run; needs a store every node reaches).
+    #[arg(long, global = true, env = "WORKBENCH_EXECUTOR", default_value = "local")]
+    pub executor: String,
+
+    /// Options for Slurm jobs, passed to sbatch: `partition=gpu,time=04:00:00,gres=gpu:1,mem=32G`.
+    #[arg(long, global = true, env = "WORKBENCH_SLURM")]
+    pub slurm: Option<String>,
+
     /// Extra directory to search for plugin libraries (repeatable; WORKBENCH_PLUGIN_PATH adds more).
     #[arg(long = "plugin-dir", global = true)]
     pub plugin_dirs: Vec<PathBuf>,
@@ -241,7 +250,13 @@ pub enum RunsAction {
         json: bool,
     },
     /// Stop a run: a queued one is cancelled, a running one is interrupted with a checkpoint.
-    Cancel { run: i64 },
+    Cancel {
+        run: i64,
+        /// Seconds the worker gets to stop at its next step before it is terminated
+        /// (SIGTERM, then SIGKILL).
+        #[arg(long, default_value_t = crate::train::stop::DEFAULT_GRACE.as_secs_f64())]
+        grace: f64,
+    },
     /// Keep a queued run from starting.
     Pause { run: i64 },
     /// Let a paused run start again.

@@ -3,6 +3,7 @@
 //! - [`host`] finds, loads and checks plugin libraries;
 //! - [`run_config`] resolves `key=value` overrides against the plugins' schemas;
 //! - [`train`] runs a stored run in a worker process and follows it;
+//! - [`executor`] starts workers: local processes, or Slurm batch jobs;
 //! - [`store`] is the SQLite run database;
 //! - [`plot`] turns stored metrics and diagnostics into the series of `workbench plot`;
 //! - [`diagnostics`] measures energies, ranks and angles per layer iteration at evaluations;
@@ -16,6 +17,7 @@ pub mod cli;
 pub mod commands;
 pub mod device;
 pub mod diagnostics;
+pub mod executor;
 pub mod host;
 pub mod params;
 pub mod plot;

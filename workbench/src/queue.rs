@@ -3,11 +3,12 @@
 //! and closing one loses nothing.
 
 use crate::store::{process_alive, RunStatus, Store};
-use crate::train::launch::spawn_detached;
+use crate::executor::Executor;
 use anyhow::Result;
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::Mutex;
+use std::process::ExitStatus;
+use std::sync::{Arc, Mutex};
 
 /// Attempts to start a run's worker before the run is marked failed: a failure can be
 /// passing (the executable being rebuilt, a full process table), so the run waits a tick.
@@ -33,6 +34,10 @@ pub struct QueueRunner {
     pub cuda_devices: usize,
     /// Failed attempts to start each run's worker.
     spawn_failures: Mutex<HashMap<i64, u32>>,
+    /// Workers of this runner that exited: (run, pid, status), examined on the next pass.
+    exits: Arc<Mutex<Vec<(i64, u32, ExitStatus)>>>,
+    /// Where workers run.
+    pub executor: Executor,
 }
 
 impl QueueRunner {
@@ -44,7 +49,15 @@ impl QueueRunner {
             jobs,
             cuda_devices: crate::device::cuda_device_count(),
             spawn_failures: Mutex::default(),
+            exits: Arc::default(),
+            executor: Executor::Local,
         }
+    }
+
+    /// The same runner, starting workers with `executor`.
+    pub fn with_executor(mut self, executor: Executor) -> Self {
+        self.executor = executor;
+        self
     }
 
     /// One pass: marks dead workers' runs interrupted, releases stale claims, then claims and
@@ -52,6 +65,8 @@ impl QueueRunner {
     /// be started leaves its run queued for the next pass, and failed after
     /// [`SPAWN_ATTEMPTS`] attempts, with the reason.
     pub async fn tick(&self) -> Result<Vec<i64>> {
+        self.record_exits().await?;
+        self.executor.reconcile(&self.store).await?;
         self.store.reap_orphans(process_alive).await?;
         self.store.release_stale_claims(process_alive).await?;
         let mut started = Vec::new();
@@ -62,7 +77,10 @@ impl QueueRunner {
             if run.device.trim() == "cuda" && self.cuda_devices > 1 {
                 self.store.assign_free_cuda_device(run.id, self.cuda_devices).await?;
             }
-            match spawn_detached(&self.store, &self.plugin_dirs, run.id, resume) {
+            let exits = self.exits.clone();
+            let id = run.id;
+            let on_exit = move |pid, status| lock(&exits).push((id, pid, status));
+            match self.executor.start(&self.store, &self.plugin_dirs, &run, resume, on_exit).await {
                 Ok(_) => {
                     self.failures().remove(&run.id);
                     started.push(run.id);
@@ -89,6 +107,22 @@ impl QueueRunner {
     }
 
     fn failures(&self) -> std::sync::MutexGuard<'_, HashMap<i64, u32>> {
-        self.spawn_failures.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        lock(&self.spawn_failures)
     }
+
+    /// Runs whose worker exited while still `running` end `interrupted`, with the exit code
+    /// or signal as their cause and the end of the worker's log.
+    async fn record_exits(&self) -> Result<()> {
+        let exits = std::mem::take(&mut *lock(&self.exits));
+        for (run, pid, status) in exits {
+            let log = self.store.artifacts_dir()?.join(crate::train::worker::run_files(run)).join("worker.log");
+            let last = crate::train::exit::tail(&log, 8);
+            crate::train::exit::record_abnormal_end(&self.store, run, pid, &status, &last).await?;
+        }
+        Ok(())
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }

@@ -9,6 +9,7 @@ use sqlx::{Connection, SqliteConnection};
 mod common;
 
 use common::stores::{Backend, TestDb};
+use workbench::store::{Lease, LEASE};
 use workbench::store::{process_alive, DiagnosticRow, MetricRow, NewRun, PluginRef, RunStatus, Store, StoreError};
 
 /// A fresh directory for one test, removed (with everything in it) on drop.
@@ -1097,6 +1098,64 @@ async fn db_copy_covers_every_column(backend: Backend) {
     }
 }
 
+/// Two runners on different hosts share one store: neither reaps the other's live runs
+/// (a pid means nothing on another host), each reaps its own dead workers at once, and any
+/// host reaps a run whose lease expired.
+async fn leases_are_honoured_across_hosts(backend: Backend) {
+    let Some(db) = TestDb::new(backend, "leases").await else { return };
+    let a = db.open().await.with_host("node-a");
+    let b = db.open().await.with_host("node-b");
+    let on_a = a.create_run(&new_run(1)).await.unwrap();
+    let on_b = b.create_run(&new_run(2)).await.unwrap();
+    let dead_on_a = a.create_run(&new_run(3)).await.unwrap();
+    // Pids that exist on no machine here: only the heartbeat says these workers live.
+    a.mark_running(on_a, 3_999_901).await.unwrap();
+    b.mark_running(on_b, 3_999_902).await.unwrap();
+    a.mark_running(dead_on_a, 3_999_903).await.unwrap();
+    let alive_here = |pid: u32| pid != 3_999_903;
+    // b's pid check says every pid is dead: it reaps its own run only, none of a's.
+    assert_eq!(b.reap_orphans(|_| false).await.unwrap(), vec![on_b], "b never reaps a's runs by pid");
+    assert_eq!(a.reap_orphans(alive_here).await.unwrap(), vec![dead_on_a]);
+    assert_eq!(a.run(on_a).await.unwrap().status, RunStatus::Running);
+    let record = a.run(on_a).await.unwrap();
+    assert_eq!(record.supervision.host.as_deref(), Some("node-a"));
+    assert!(record.supervision.heartbeat_at.is_some());
+    let dead = a.run(dead_on_a).await.unwrap();
+    assert_eq!(dead.supervision.cause.as_deref(), Some("worker process 3999903 disappeared"));
+
+    // Heartbeats renew only the holder's lease; a stop request reaches it with the next one.
+    assert_eq!(a.heartbeat(on_a, 3_999_901).await.unwrap(), Lease::Held);
+    assert_eq!(b.heartbeat(on_a, 3_999_901).await.unwrap(), Lease::Lost, "same pid, other host");
+    assert!(b.request_stop(on_a).await.unwrap());
+    assert_eq!(a.heartbeat(on_a, 3_999_901).await.unwrap(), Lease::StopRequested);
+
+    // Silence past the lease: any host reaps it, with the lease as the cause.
+    let silent = LEASE.expiry.as_secs_f64() + 5.0;
+    db.count("UPDATE runs SET heartbeat_at = heartbeat_at - 100000 WHERE id = $1 RETURNING id", on_a).await;
+    assert_eq!(b.reap_orphans(|_| true).await.unwrap(), vec![on_a]);
+    let record = a.run(on_a).await.unwrap();
+    assert_eq!(record.status, RunStatus::Interrupted);
+    let cause = record.supervision.cause.unwrap_or_default();
+    assert!(cause.starts_with("lease expired"), "{cause} (> {silent} s)");
+    assert!(record.error.unwrap_or_default().contains("workbench resume"), "the error says how to continue");
+    // The worker finds out at its next heartbeat and stops without writing.
+    assert_eq!(a.heartbeat(on_a, 3_999_901).await.unwrap(), Lease::Lost);
+    a.close().await;
+    b.close().await;
+}
+
+/// A claim made on another host is never released because its runner's pid is unknown here.
+async fn claims_of_other_hosts_are_left_until_they_time_out(backend: Backend) {
+    let Some(db) = TestDb::new(backend, "claims-hosts").await else { return };
+    let a = db.open().await.with_host("node-a");
+    let b = db.open().await.with_host("node-b");
+    let id = a.create_run(&new_run(1)).await.unwrap();
+    assert_eq!(a.claim_next(3_999_911, 4).await.unwrap().map(|r| r.id), Some(id));
+    assert!(b.release_stale_claims(|_| false).await.unwrap().is_empty(), "a's runner may be alive");
+    assert!(b.claim_next(3_999_912, 4).await.unwrap().is_none(), "so b cannot take the run");
+    assert_eq!(a.release_stale_claims(|_| false).await.unwrap(), vec![id], "a knows its runner died");
+}
+
 on_both_backends!(
     run_round_trip_all_fields,
     status_transitions,
@@ -1115,4 +1174,6 @@ on_both_backends!(
     concurrent_runners_claim_each_run_once_within_the_limit,
     db_copy_into_a_used_store_renumbers,
     db_copy_covers_every_column,
+    leases_are_honoured_across_hosts,
+    claims_of_other_hosts_are_left_until_they_time_out,
 );

@@ -14,6 +14,7 @@ pub mod train;
 pub mod verify;
 mod watch;
 
+use crate::executor::Executor;
 use crate::cli::{Cli, Command, DbAction, RunsAction, SweepsAction};
 use crate::host::{self, BuildOutcome, PluginHost};
 use crate::store::{process_alive, Store, StoreLocation};
@@ -25,16 +26,17 @@ pub async fn run(cli: Cli) -> Result<i32> {
     let db = cli.db.clone().unwrap_or_else(|| StoreLocation::Sqlite(default_db_path()));
     let artifacts = cli.artifacts.clone();
     let dirs = cli.plugin_dirs.clone();
+    let executor = Executor::from_args(&cli.executor, cli.slurm.as_deref())?;
     match cli.command {
         None => {
             let host = load_plugins(&dirs);
             let store = open_store(&db, &artifacts).await?;
-            crate::tui::run(store, host, dirs, crate::queue::default_jobs()).await
+            crate::tui::run(store, host, dirs, crate::queue::default_jobs(), executor).await
         }
         Some(Command::Tui { jobs }) => {
             let host = load_plugins(&dirs);
             let store = open_store(&db, &artifacts).await?;
-            crate::tui::run(store, host, dirs, jobs.unwrap_or_else(crate::queue::default_jobs)).await
+            crate::tui::run(store, host, dirs, jobs.unwrap_or_else(crate::queue::default_jobs), executor).await
         }
         Some(Command::Ablation { runs, sweep, metrics, format, out }) => {
             let store = open_store(&db, &artifacts).await?;
@@ -49,8 +51,15 @@ pub async fn run(cli: Cli) -> Result<i32> {
             let host = load_plugins(&dirs);
             let store = open_store(&db, &artifacts).await?;
             let jobs = jobs.unwrap_or_else(crate::queue::default_jobs);
-            let args =
-                sweep::SweepArgs { layers: &layer, task: &task, axes: &axes, name: name.as_deref(), jobs, detach };
+            let args = sweep::SweepArgs {
+                layers: &layer,
+                task: &task,
+                axes: &axes,
+                name: name.as_deref(),
+                jobs,
+                detach,
+                executor: &executor,
+            };
             sweep::sweep(&store, &host, &dirs, args).await
         }
         Some(Command::Sweeps { action, json }) => {
@@ -64,7 +73,8 @@ pub async fn run(cli: Cli) -> Result<i32> {
         }
         Some(Command::Queue { jobs }) => {
             let store = open_store(&db, &artifacts).await?;
-            sweep::run_until_done(&store, &dirs, jobs.unwrap_or_else(crate::queue::default_jobs), None).await
+            let jobs = jobs.unwrap_or_else(crate::queue::default_jobs);
+            sweep::run_until_done(&store, &dirs, jobs, &executor, None).await
         }
         Some(Command::Plugins { json }) => plugins::list(&load_plugins(&dirs), json),
         Some(Command::Watch) => {
@@ -77,7 +87,7 @@ pub async fn run(cli: Cli) -> Result<i32> {
         Some(Command::Train { layer, task, overrides, json }) => {
             let host = load_plugins(&dirs);
             let store = open_store(&db, &artifacts).await?;
-            train::train(&store, &host, &dirs, &layer, &task, &overrides, json).await
+            train::train(&store, &host, &dirs, &executor, &layer, &task, &overrides, json).await
         }
         Some(Command::Resume { run, json }) => {
             let store = open_store(&db, &artifacts).await?;
@@ -88,7 +98,9 @@ pub async fn run(cli: Cli) -> Result<i32> {
             match action {
                 None => runs::list(&store, json).await,
                 Some(RunsAction::Show { run, json: show_json }) => runs::show(&store, run, json || show_json).await,
-                Some(RunsAction::Cancel { run }) => sweep::cancel_run(&store, run).await,
+                Some(RunsAction::Cancel { run, grace }) => {
+                    sweep::cancel_run(&store, run, grace_period(grace)?).await
+                }
                 Some(RunsAction::Pause { run }) => sweep::hold_run(&store, run, true).await,
                 Some(RunsAction::Unpause { run }) => sweep::hold_run(&store, run, false).await,
                 Some(RunsAction::Requeue { run }) => sweep::requeue(&store, run).await,
@@ -123,6 +135,12 @@ pub fn default_db_path() -> PathBuf {
         (Some(root), Some(out)) if out.starts_with(root.join("target")) => root.join("runs.db"),
         _ => PathBuf::from("runs.db"),
     }
+}
+
+/// A `--grace` value as a duration, refusing what cannot be one.
+fn grace_period(seconds: f64) -> Result<std::time::Duration> {
+    std::time::Duration::try_from_secs_f64(seconds)
+        .map_err(|_| anyhow::anyhow!("--grace {seconds} is not a number of seconds; give e.g. --grace 10"))
 }
 
 /// Opens the store and marks runs whose worker died as interrupted.

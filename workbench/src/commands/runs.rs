@@ -97,6 +97,32 @@ pub async fn list(store: &Store, as_json: bool) -> Result<i32> {
     Ok(0)
 }
 
+/// Where the run's worker runs or ran, and its lease: `process 123 on node7 (local), last
+/// heartbeat 2 s ago`, with the scheduler job when there is one.
+fn worker_line(r: &crate::store::RunRecord) -> Option<String> {
+    let s = &r.supervision;
+    let mut parts = Vec::new();
+    match (r.worker_pid, &s.host) {
+        (Some(pid), Some(host)) => parts.push(format!("process {pid} on {host}")),
+        (Some(pid), None) => parts.push(format!("process {pid}")),
+        _ => {}
+    }
+    if let Some(executor) = &s.executor {
+        parts.push(match &s.job_id {
+            Some(job) => format!("{executor} job {job}"),
+            None => executor.clone(),
+        });
+    }
+    if let (Some(at), crate::store::RunStatus::Running) = (s.heartbeat_at, r.status) {
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs_f64());
+        parts.push(format!("last heartbeat {:.0} s ago", (now.unwrap_or(at) - at).max(0.0)));
+    }
+    if s.stop_requested.is_some() && r.status == crate::store::RunStatus::Running {
+        parts.push("stop requested".into());
+    }
+    (!parts.is_empty()).then(|| parts.join(", "))
+}
+
 pub async fn show(store: &Store, id: i64, as_json: bool) -> Result<i32> {
     let r = store.run(id).await?;
     let summary = summarise(&store.metrics(id).await?);
@@ -110,6 +136,12 @@ pub async fn show(store: &Store, id: i64, as_json: bool) -> Result<i32> {
     println!("run {}: {} — {} on {}", r.id, r.status, r.layer.name, r.task.name);
     if let Some(e) = &r.error {
         println!("error:    {e}");
+    }
+    if let Some(cause) = &r.supervision.cause {
+        println!("cause:    {cause}");
+    }
+    if let Some(line) = worker_line(&r) {
+        println!("worker:   {line}");
     }
     let build = |p: &crate::store::PluginRef| p.build.clone().unwrap_or_else(|| "unknown".into());
     println!("layer:    {} {} build {} ({})", r.layer.name, r.layer.version, build(&r.layer), r.layer.fingerprint);

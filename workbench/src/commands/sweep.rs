@@ -1,11 +1,12 @@
 //! `workbench sweep`, `workbench sweeps`, `workbench queue`, and pausing, cancelling and
 //! requeueing single runs.
 
+use crate::executor::Executor;
 use crate::host::PluginHost;
 use crate::queue::QueueRunner;
 use crate::store::{RunStatus, Store};
 use crate::sweep::{parse_axis, plan, Spec};
-use crate::train::launch::stop_worker;
+use crate::train::stop::{stop_running, StopOutcome};
 use anyhow::{bail, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::path::PathBuf;
@@ -22,6 +23,7 @@ pub struct SweepArgs<'a> {
     pub name: Option<&'a str>,
     pub jobs: usize,
     pub detach: bool,
+    pub executor: &'a Executor,
 }
 
 /// Expands and validates the grid, stores the sweep and its queued runs, then (unless
@@ -32,6 +34,7 @@ pub async fn sweep(store: &Store, host: &PluginHost, dirs: &[PathBuf], args: Swe
         task: args.task.to_string(),
         axes: args.axes.iter().map(|a| parse_axis(a)).collect::<Result<_>>()?,
     };
+    args.executor.check(store)?;
     let points = plan(host, &spec)?;
     let name = args.name.map(str::to_string).unwrap_or_else(|| {
         let keys: Vec<&str> = spec.axes.iter().map(|a| a.key.as_str()).collect();
@@ -53,16 +56,23 @@ pub async fn sweep(store: &Store, host: &PluginHost, dirs: &[PathBuf], args: Swe
         eprintln!("the queue lives in {}: `workbench queue` (or the TUI) starts them", store.location());
         return Ok(0);
     }
-    run_until_done(store, dirs, args.jobs, Some(&ids)).await
+    run_until_done(store, dirs, args.jobs, args.executor, Some(&ids)).await
 }
 
 /// Starts queued runs as slots free up until `only` (or the whole queue) has no queued or
 /// running run left. Ctrl-C stops the runner; workers go on and the queue stays in runs.db.
-pub async fn run_until_done(store: &Store, dirs: &[PathBuf], jobs: usize, only: Option<&[i64]>) -> Result<i32> {
+pub async fn run_until_done(
+    store: &Store,
+    dirs: &[PathBuf],
+    jobs: usize,
+    executor: &Executor,
+    only: Option<&[i64]>,
+) -> Result<i32> {
     if jobs == 0 {
         bail!("--jobs must be at least 1");
     }
-    let runner = QueueRunner::new(store.clone(), dirs.to_vec(), jobs);
+    executor.check(store)?;
+    let runner = QueueRunner::new(store.clone(), dirs.to_vec(), jobs).with_executor(executor.clone());
     let bar = ProgressBar::new(0);
     bar.set_style(
         ProgressStyle::with_template("[{bar:30}] {pos}/{len} runs done  {msg}")
@@ -135,7 +145,7 @@ pub async fn cancel_sweep(store: &Store, sweep: i64) -> Result<i32> {
     store.sweep(sweep).await?;
     for run in store.sweep_runs(sweep).await? {
         if !run.status.is_terminal() {
-            cancel_run(store, run.id).await?;
+            cancel_run(store, run.id, crate::train::stop::DEFAULT_GRACE).await?;
         }
     }
     Ok(0)
@@ -143,18 +153,33 @@ pub async fn cancel_sweep(store: &Store, sweep: i64) -> Result<i32> {
 
 /// Cancels one run: a queued run becomes interrupted, a running one is asked to stop (its
 /// worker saves a checkpoint and records it interrupted).
-pub async fn cancel_run(store: &Store, id: i64) -> Result<i32> {
+pub async fn cancel_run(store: &Store, id: i64, grace: Duration) -> Result<i32> {
     let run = store.run(id).await?;
-    match (run.status, run.worker_pid) {
-        (RunStatus::Queued, _) => {
-            store.cancel_queued(id).await?;
+    match run.status {
+        RunStatus::Queued => {
+            crate::train::stop::cancel_queued(store, id).await?;
             eprintln!("run {id} cancelled before it started");
         }
-        (RunStatus::Running, Some(pid)) => {
-            stop_worker(pid)?;
-            eprintln!("run {id}: asked worker {pid} to stop; it becomes interrupted with a checkpoint");
+        RunStatus::Running => {
+            eprintln!("run {id}: asking its worker to stop at its next step, with a checkpoint");
+            match stop_running(store, id, grace).await? {
+                StopOutcome::Stopped => eprintln!("run {id} stopped: interrupted with a checkpoint"),
+                StopOutcome::Terminated(signal) => eprintln!(
+                    "run {id} did not stop within {} s and was terminated ({signal}); \
+                     it is interrupted and continues from its last checkpoint",
+                    grace.as_secs_f64()
+                ),
+                StopOutcome::Requested { host } => eprintln!(
+                    "run {id} runs on {host}: the stop request is recorded; its worker stops at its next step"
+                ),
+                StopOutcome::JobCancelled { job } => eprintln!(
+                    "run {id} did not stop within {} s: its Slurm job {job} was cancelled (scancel); \
+                     it ends interrupted from its last checkpoint",
+                    grace.as_secs_f64()
+                ),
+            }
         }
-        (status, _) => bail!("run {id} is {status}: nothing to cancel"),
+        status => bail!("run {id} is {status}: nothing to cancel"),
     }
     Ok(0)
 }

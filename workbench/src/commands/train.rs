@@ -3,16 +3,19 @@
 use crate::host::{LoadedPlugin, PluginHost, PLUGIN_PATH_VAR};
 use crate::run_config::RunConfig;
 use crate::store::{NewRun, PluginRef, RunStatus, Store};
-use crate::train::launch::{follow, spawn_worker, Display};
+use crate::executor::Executor;
+use crate::train::launch::{follow, follow_store, spawn_worker, Display};
 use anyhow::{Context, Result};
 use plugin_api::PluginKind;
 use std::path::PathBuf;
 
 /// Validates the configuration, stores a queued run, and trains it in a worker process.
+#[allow(clippy::too_many_arguments)]
 pub async fn train(
     store: &Store,
     host: &PluginHost,
     dirs: &[PathBuf],
+    executor: &Executor,
     layer: &str,
     task: &str,
     overrides: &[String],
@@ -21,9 +24,20 @@ pub async fn train(
     let layer_plugin = host.get(layer, PluginKind::Layer).with_context(hint_plugin_path)?;
     let task_plugin = host.get(task, PluginKind::Task).with_context(hint_plugin_path)?;
     let config = RunConfig::resolve(&layer_plugin.declaration, &task_plugin.declaration, overrides)?;
+    executor.check(store)?;
+    store.artifacts_dir()?;
     let run_id = store.create_claimed_run(&new_run(layer_plugin, task_plugin, &config)?, std::process::id()).await?;
     if !json {
         eprintln!("run {run_id} queued in {}", store.location());
+    }
+    if let Executor::Slurm(_) = executor {
+        let run = store.run(run_id).await?;
+        executor.start(store, dirs, &run, false, |_, _| {}).await?;
+        let job = store.run(run_id).await?.supervision.job_id.unwrap_or_default();
+        if !json {
+            eprintln!("run {run_id} submitted as Slurm job {job}; following it through the store");
+        }
+        return finish(store, follow_store(store, run_id, display(json)).await?, run_id, json).await;
     }
     let child = spawn_worker(store, dirs, run_id, false)?;
     finish(store, follow(store, child, run_id, display(json)).await?, run_id, json).await

@@ -81,6 +81,14 @@ const RUNS: Table = Table {
         ("held", Int),
         ("claimed_by", Int),
         ("claimed_at", Real),
+        ("host", Text),
+        ("pid_start", Int),
+        ("heartbeat_at", Real),
+        ("cause", Text),
+        ("executor", Text),
+        ("job_id", Text),
+        ("stop_requested", Real),
+        ("claimed_host", Text),
     ],
 };
 
@@ -151,6 +159,7 @@ impl Store {
         let error_col = column_index(&RUNS, "error");
         let sweep_col = column_index(&RUNS, "sweep_id");
         let claim_cols = [column_index(&RUNS, "claimed_by"), column_index(&RUNS, "claimed_at")];
+        let claim_host = column_index(&RUNS, "claimed_host");
         for row in &runs {
             let old = int(&row[0]);
             let mut row = row.clone();
@@ -160,6 +169,7 @@ impl Store {
             // A claim belongs to a queue runner of the source; the copy waits for its own.
             row[claim_cols[0]] = Value::Int(None);
             row[claim_cols[1]] = Value::Real(None);
+            row[claim_host] = Value::Text(None);
             let was_running = row[status_col] == Value::Text(Some("running".into()));
             if was_running {
                 row[status_col] = Value::Text(Some("interrupted".into()));

@@ -70,6 +70,7 @@ mod float;
 mod location;
 mod open;
 mod process;
+mod supervision;
 mod types;
 
 use std::path::PathBuf;
@@ -85,10 +86,11 @@ pub use error::StoreError;
 use float::Float;
 pub use location::{Backend, StoreLocation};
 pub use open::schema_version;
-pub use process::process_alive;
+pub use process::{process_alive, process_start, this_host};
+pub use supervision::{Lease, LEASE};
 pub use types::{
     Artifact, DiagnosticRow, MetricDirection, MetricRow, MetricSummary, NewRun, PluginRef, RunRecord, RunStatus,
-    SweepRecord, SweepRef,
+    Supervision, SweepRecord, SweepRef,
 };
 
 /// How long a connection waits for another process's lock before giving up.
@@ -101,6 +103,8 @@ pub struct Store {
     location: Arc<StoreLocation>,
     /// Where checkpoints, worker logs and exports go (see [`Store::artifacts_dir`]).
     artifacts: Option<Arc<PathBuf>>,
+    /// The host this handle's process runs on, as leases name it ([`this_host`]).
+    host: Arc<str>,
 }
 
 /// Current time as unix seconds.
@@ -120,7 +124,8 @@ macro_rules! select_runs {
         "SELECT id, status, layer_name, layer_version, layer_fingerprint, layer_build, \
          task_name, task_version, task_fingerprint, task_build, config, seed, device, \
          param_count, git_rev, created_at, started_at, finished_at, error, worker_pid, \
-         last_step, total_steps, notes, tags, metric_specs, sweep_id, sweep_index, held FROM runs"
+         last_step, total_steps, notes, tags, metric_specs, sweep_id, sweep_index, held, \
+         host, heartbeat_at, cause, executor, job_id, stop_requested FROM runs"
     };
 }
 
@@ -153,6 +158,17 @@ impl Store {
             (None, Some(dir)) => Ok(dir),
             (None, None) => Err(StoreError::NoArtifactsDir { db: (*self.location).clone() }),
         }
+    }
+
+    /// The same store, acting for host `host` (tests simulate several machines this way).
+    pub fn with_host(mut self, host: &str) -> Store {
+        self.host = Arc::from(host);
+        self
+    }
+
+    /// The host this handle acts for.
+    pub fn host(&self) -> &str {
+        &self.host
     }
 
     /// The artifacts directory to pass on to a worker, if one was given explicitly.
@@ -240,6 +256,14 @@ impl Store {
                 _ => None,
             },
             held: self.get::<i64>(row, "held")? != 0,
+            supervision: Supervision {
+                host: self.get(row, "host")?,
+                heartbeat_at: self.get(row, "heartbeat_at")?,
+                cause: self.get(row, "cause")?,
+                executor: self.get(row, "executor")?,
+                job_id: self.get(row, "job_id")?,
+                stop_requested: self.get(row, "stop_requested")?,
+            },
         })
     }
 
@@ -257,8 +281,8 @@ impl Store {
         let id: i64 = sqlx::query_scalar(
             "INSERT INTO runs (status, layer_name, layer_version, layer_fingerprint, layer_build, \
              task_name, task_version, task_fingerprint, task_build, config, seed, device, \
-             git_rev, created_at, total_steps, claimed_by, claimed_at) \
-             VALUES ('queued', $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16) RETURNING id",
+             git_rev, created_at, total_steps, claimed_by, claimed_at, claimed_host) \
+             VALUES ('queued', $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17) RETURNING id",
         )
         .bind(&run.layer.name)
         .bind(&run.layer.version)
@@ -276,6 +300,7 @@ impl Store {
         .bind(total_steps)
         .bind(claimed_by.map(i64::from))
         .bind(Float(claimed_by.map(|_| now())))
+        .bind(claimed_by.map(|_| self.host.to_string()))
         .fetch_one(&self.pool)
         .await
         .map_err(|e| self.err(e))?;
@@ -318,17 +343,24 @@ impl Store {
         self.status_of(id).await.map(|_| ())
     }
 
-    /// Marks a `queued` run as `running` under worker `pid`: sets `started_at` (only the first
-    /// time), `worker_pid` and clears `error` and `finished_at`. Also accepted for a run
-    /// already `running` (the pid is updated). Other states give
-    /// [`StoreError::InvalidTransition`]: requeue an interrupted or failed run first.
+    /// Marks a `queued` run as `running` under worker `pid` on this handle's host: sets
+    /// `started_at` (only the first time), `worker_pid`, the host, the process's start time
+    /// and a first heartbeat (the lease), and clears `error`, `cause`, `finished_at` and any
+    /// stop request. Also accepted for a run already `running` (the worker is replaced).
+    /// Other states give [`StoreError::InvalidTransition`]: requeue an interrupted or failed
+    /// run first.
     pub async fn mark_running(&self, id: i64, pid: u32) -> Result<(), StoreError> {
+        let start = process_start(pid).map(|t| t as i64);
         let result = sqlx::query(
             "UPDATE runs SET status = 'running', worker_pid = $1, \
-             started_at = COALESCE(started_at, $2), error = NULL, finished_at = NULL \
-             WHERE id = $3 AND status IN ('queued', 'running')",
+             started_at = COALESCE(started_at, $2), error = NULL, finished_at = NULL, \
+             host = $3, pid_start = $4, heartbeat_at = $5, cause = NULL, stop_requested = NULL \
+             WHERE id = $6 AND status IN ('queued', 'running')",
         )
         .bind(i64::from(pid))
+        .bind(now())
+        .bind(self.host.to_string())
+        .bind(start)
         .bind(now())
         .bind(id)
         .execute(&self.pool)
@@ -723,7 +755,8 @@ impl Store {
     pub async fn requeue(&self, id: i64) -> Result<(), StoreError> {
         let result = sqlx::query(
             "UPDATE runs SET status = 'queued', finished_at = NULL, error = NULL, \
-             worker_pid = NULL, held = 0, claimed_by = NULL, claimed_at = NULL \
+             worker_pid = NULL, held = 0, claimed_by = NULL, claimed_at = NULL, claimed_host = NULL, \
+             stop_requested = NULL, cause = NULL, job_id = NULL \
              WHERE id = $1 AND status IN ('interrupted', 'failed')",
         )
         .bind(id)
@@ -742,53 +775,6 @@ impl Store {
         Ok(())
     }
 
-    /// Finds runs left `running` whose worker process no longer exists (per `is_alive`, usually
-    /// [`process_alive`]; a run with no recorded pid counts as orphaned) and marks them
-    /// `interrupted`, with `finished_at` = now and an error saying the worker disappeared.
-    /// Returns their ids in increasing order.
-    ///
-    /// Each update re-checks status and pid, so a run that a worker restarted meanwhile is
-    /// left alone.
-    pub async fn reap_orphans(&self, is_alive: impl Fn(u32) -> bool) -> Result<Vec<i64>, StoreError> {
-        let rows = sqlx::query("SELECT id, worker_pid FROM runs WHERE status = 'running' ORDER BY id")
-            .fetch_all(&self.pool)
-            .await
-            .map_err(|e| self.err(e))?;
-        let mut reaped = Vec::new();
-        for row in rows {
-            let id: i64 = self.get(&row, "id")?;
-            let pid: Option<i64> = self.get(&row, "worker_pid")?;
-            let alive = pid.and_then(|p| u32::try_from(p).ok()).is_some_and(&is_alive);
-            if alive {
-                continue;
-            }
-            let message = match pid {
-                Some(p) => format!(
-                    "worker process {p} disappeared while the run was running (it crashed or \
-                     was killed); `workbench resume {id}` continues it from its last checkpoint"
-                ),
-                None => format!(
-                    "the run was marked running but no worker process was recorded; \
-                     `workbench resume {id}` continues it from its last checkpoint"
-                ),
-            };
-            let result = sqlx::query(
-                "UPDATE runs SET status = 'interrupted', finished_at = $1, error = $2 \
-                 WHERE id = $3 AND status = 'running' AND worker_pid IS NOT DISTINCT FROM $4",
-            )
-            .bind(now())
-            .bind(message)
-            .bind(id)
-            .bind(pid)
-            .execute(&self.pool)
-            .await
-            .map_err(|e| self.err(e))?;
-            if result.rows_affected() == 1 {
-                reaped.push(id);
-            }
-        }
-        Ok(reaped)
-    }
 }
 
 /// Tags as stored (comma-separated) to a list.

@@ -145,7 +145,7 @@ async fn open_sqlite(location: &StoreLocation, path: &Path) -> Result<Store, Sto
         pool.close().await;
         return Err(error::from_migrate(location, e));
     }
-    Ok(Store { pool, location: Arc::new(location.clone()), artifacts: None })
+    Ok(Store { pool, location: Arc::new(location.clone()), artifacts: None, host: Arc::from(super::this_host()) })
 }
 
 async fn open_postgres(location: &StoreLocation, url: &str) -> Result<Store, StoreError> {
@@ -189,7 +189,7 @@ async fn open_postgres(location: &StoreLocation, url: &str) -> Result<Store, Sto
         pool.close().await;
         return Err(error::from_migrate(location, e));
     }
-    Ok(Store { pool, location: Arc::new(location.clone()), artifacts: None })
+    Ok(Store { pool, location: Arc::new(location.clone()), artifacts: None, host: Arc::from(super::this_host()) })
 }
 
 /// Refuses a non-empty file that does not start with the SQLite header.

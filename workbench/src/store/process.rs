@@ -1,4 +1,33 @@
-//! Liveness check for worker processes, used by [`Store::reap_orphans`](super::Store::reap_orphans).
+//! Liveness of worker processes on this host, and this host's identity, used by
+//! [`Store::reap_orphans`](super::Store::reap_orphans): a pid means something only on the host
+//! that issued it.
+
+/// The name this process's host goes by in run leases: `WORKBENCH_HOST` if set (to tell
+/// machines apart that share a host name, or to simulate several in tests), else the host
+/// name.
+pub fn this_host() -> String {
+    if let Some(name) = std::env::var("WORKBENCH_HOST").ok().filter(|h| !h.trim().is_empty()) {
+        return name.trim().to_string();
+    }
+    let mut buf = [0u8; 256];
+    // SAFETY: gethostname writes at most `buf.len()` bytes into the buffer it is given.
+    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
+    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    match rc {
+        0 if end > 0 => String::from_utf8_lossy(&buf[..end]).into_owned(),
+        _ => "localhost".to_string(),
+    }
+}
+
+/// When process `pid` started (clock ticks after boot, `/proc/<pid>/stat` field 22), if it
+/// exists and this system says: with the pid it names one process even after the pid is
+/// reused.
+pub fn process_start(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let after = &stat[stat.rfind(')')? + 1..];
+    // Fields after the command name start at field 3 (state); field 22 is the 20th of them.
+    after.split_whitespace().nth(19)?.parse().ok()
+}
 
 /// Whether a process with this id currently exists and is not a zombie.
 ///

@@ -50,10 +50,12 @@ impl Store {
     /// runner is starting it or it is not queued.
     pub async fn claim(&self, id: i64, pid: u32) -> Result<(), StoreError> {
         let query = sqlx::query(
-            "UPDATE runs SET claimed_by = $1, claimed_at = $2 WHERE id = $3 AND status = 'queued' AND claimed_by IS NULL",
+            "UPDATE runs SET claimed_by = $1, claimed_at = $2, claimed_host = $3 \
+             WHERE id = $4 AND status = 'queued' AND claimed_by IS NULL",
         )
         .bind(i64::from(pid))
         .bind(now())
+        .bind(self.host().to_string())
         .bind(id);
         self.transition(query, id, "be started here", "a queue runner is already starting it").await
     }
@@ -138,7 +140,7 @@ impl Store {
     /// Cancels a queued run before it starts: it becomes `interrupted` (and can be requeued).
     pub async fn cancel_queued(&self, id: i64) -> Result<(), StoreError> {
         let query = sqlx::query(
-            "UPDATE runs SET status = 'interrupted', finished_at = $1, held = 0, claimed_by = NULL, \
+            "UPDATE runs SET status = 'interrupted', finished_at = $1, held = 0, claimed_by = NULL, claimed_host = NULL, \
              error = 'cancelled before it started' WHERE id = $2 AND status = 'queued'",
         )
         .bind(now())
@@ -169,9 +171,10 @@ impl Store {
         .await
         .map_err(|e| self.err(e))?;
         let Some(id) = next else { return Ok(None) };
-        sqlx::query("UPDATE runs SET claimed_by = $1, claimed_at = $2 WHERE id = $3")
+        sqlx::query("UPDATE runs SET claimed_by = $1, claimed_at = $2, claimed_host = $3 WHERE id = $4")
             .bind(i64::from(pid))
             .bind(now())
+            .bind(self.host().to_string())
             .bind(id)
             .execute(&mut *tx)
             .await
@@ -218,7 +221,9 @@ impl Store {
 
     /// Releases the claim on queued run `id`, so any runner may take it again.
     pub async fn release_claim(&self, id: i64) -> Result<(), StoreError> {
-        sqlx::query("UPDATE runs SET claimed_by = NULL, claimed_at = NULL WHERE id = $1 AND status = 'queued'")
+        sqlx::query(
+            "UPDATE runs SET claimed_by = NULL, claimed_at = NULL, claimed_host = NULL WHERE id = $1 AND status = 'queued'",
+        )
             .bind(id)
             .execute(&self.pool)
             .await
@@ -226,11 +231,15 @@ impl Store {
         Ok(())
     }
 
-    /// Releases claims on queued runs whose runner is gone (per `is_alive`) or that did not
-    /// start within [`CLAIM_TIMEOUT_S`]; returns their ids.
+    /// Releases claims on queued runs whose runner is gone (per `is_alive`, asked only for
+    /// runners on this handle's host: a pid means nothing elsewhere) or that did not start
+    /// within [`CLAIM_TIMEOUT_S`]; returns their ids. A run submitted to a scheduler keeps its
+    /// claim while its job waits (for hours, on a busy cluster): the executor's reconciling
+    /// ends it if the job goes away.
     pub async fn release_stale_claims(&self, is_alive: impl Fn(u32) -> bool) -> Result<Vec<i64>, StoreError> {
         let rows = sqlx::query(
-            "SELECT id, claimed_by, claimed_at FROM runs WHERE status = 'queued' AND claimed_by IS NOT NULL",
+            "SELECT id, claimed_by, claimed_at, claimed_host FROM runs \
+             WHERE status = 'queued' AND claimed_by IS NOT NULL AND job_id IS NULL",
         )
         .fetch_all(&self.pool)
         .await
@@ -240,16 +249,21 @@ impl Store {
             let id: i64 = self.get(&row, "id")?;
             let pid: i64 = self.get(&row, "claimed_by")?;
             let at: Option<f64> = self.get(&row, "claimed_at")?;
-            let alive = u32::try_from(pid).is_ok_and(&is_alive);
+            let host: Option<String> = self.get(&row, "claimed_host")?;
+            let local = host.as_deref().is_none_or(|h| h == self.host());
+            let alive = !local || u32::try_from(pid).is_ok_and(&is_alive);
             if alive && at.is_some_and(|t| now() - t < CLAIM_TIMEOUT_S) {
                 continue;
             }
-            sqlx::query("UPDATE runs SET claimed_by = NULL, claimed_at = NULL WHERE id = $1 AND status = 'queued' AND claimed_by = $2")
-                .bind(id)
-                .bind(pid)
-                .execute(&self.pool)
-                .await
-                .map_err(|e| self.err(e))?;
+            sqlx::query(
+                "UPDATE runs SET claimed_by = NULL, claimed_at = NULL, claimed_host = NULL \
+                 WHERE id = $1 AND status = 'queued' AND claimed_by = $2",
+            )
+            .bind(id)
+            .bind(pid)
+            .execute(&self.pool)
+            .await
+            .map_err(|e| self.err(e))?;
             released.push(id);
         }
         Ok(released)

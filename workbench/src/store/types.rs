@@ -159,6 +159,27 @@ pub struct RunRecord {
     /// A paused queued run: the queue does not start it.
     #[serde(default)]
     pub held: bool,
+    /// Where and how its worker runs, its lease, and why it ended abnormally.
+    #[serde(default)]
+    pub supervision: Supervision,
+}
+
+/// Who runs a run and how it is watched: the worker's host and its lease (heartbeats), the
+/// executor and scheduler job, and the cause of an abnormal end.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Supervision {
+    /// Host the worker runs (or ran) on.
+    pub host: Option<String>,
+    /// The worker's last heartbeat, unix seconds.
+    pub heartbeat_at: Option<f64>,
+    /// Why the run ended abnormally: exit code or signal, scheduler state, expired lease.
+    pub cause: Option<String>,
+    /// `local` or `slurm`.
+    pub executor: Option<String>,
+    /// The scheduler's job id.
+    pub job_id: Option<String>,
+    /// When a stop was asked for (the worker checkpoints and ends at its next step).
+    pub stop_requested: Option<f64>,
 }
 
 /// A run's place in a sweep.

@@ -19,10 +19,14 @@ pub enum Event {
 }
 
 impl Event {
-    /// Prints the event as one JSON line on stdout.
+    /// Prints the event as one JSON line on stdout. A closed stdout (the process following
+    /// the worker was killed, or its output went to `head`) is ignored: the run goes on and
+    /// is recorded in the store.
     pub fn emit(&self) {
+        use std::io::Write;
         if let Ok(line) = serde_json::to_string(self) {
-            println!("{line}");
+            let mut out = std::io::stdout().lock();
+            let _ = writeln!(out, "{line}").and_then(|()| out.flush());
         }
     }
 }

@@ -13,7 +13,7 @@ use tokio::process::{Child, Command};
 /// The executable that starts workers: the running one. When a rebuild has replaced it on
 /// disk, Linux names the running image `PATH (deleted)`, which cannot be started; workers
 /// then start the new build at `PATH`.
-fn workbench_exe() -> Result<PathBuf> {
+pub fn workbench_exe() -> Result<PathBuf> {
     let exe = std::env::current_exe().context("cannot find the workbench executable to start a worker")?;
     Ok(rebuilt_in_place(&exe).unwrap_or(exe))
 }
@@ -49,6 +49,9 @@ pub fn spawn_worker(store: &Store, plugin_dirs: &[PathBuf], run_id: i64, resume:
     let exe = workbench_exe()?;
     let mut cmd = Command::new(exe);
     cmd.args(worker_args(store, plugin_dirs, run_id, resume));
+    // A process group of its own: the terminal's Ctrl-C and hang-up reach only the command
+    // following it, which turns them into a stop request (see `follow`).
+    cmd.process_group(0);
     cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).stdin(Stdio::null()).kill_on_drop(false);
     cmd.spawn().context("cannot start the worker process")
 }
@@ -56,8 +59,15 @@ pub fn spawn_worker(store: &Store, plugin_dirs: &[PathBuf], run_id: i64, resume:
 /// Starts a worker that outlives the process starting it (the TUI): its own process group, so
 /// terminal signals do not reach it; stdout discarded (progress is in the store); stderr kept
 /// in `runs/<id>/worker.log` in the artifacts directory, so a crash leaves its message. A thread
-/// waits for it so it never lingers as a zombie. Returns the worker's pid.
-pub fn spawn_detached(store: &Store, plugin_dirs: &[PathBuf], run_id: i64, resume: bool) -> Result<u32> {
+/// waits for it, so it never lingers as a zombie, and hands its exit status to `on_exit`.
+/// Returns the worker's pid.
+pub fn spawn_detached(
+    store: &Store,
+    plugin_dirs: &[PathBuf],
+    run_id: i64,
+    resume: bool,
+    on_exit: impl FnOnce(u32, std::process::ExitStatus) + Send + 'static,
+) -> Result<u32> {
     use std::os::unix::process::CommandExt;
     let exe = workbench_exe()?;
     let log_path = store.artifacts_dir()?.join(super::worker::run_files(run_id)).join("worker.log");
@@ -74,7 +84,11 @@ pub fn spawn_detached(store: &Store, plugin_dirs: &[PathBuf], run_id: i64, resum
     cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::from(log)).process_group(0);
     let mut child = cmd.spawn().context("cannot start the worker process")?;
     let pid = child.id();
-    std::thread::spawn(move || child.wait());
+    std::thread::spawn(move || {
+        if let Ok(status) = child.wait() {
+            on_exit(pid, status);
+        }
+    });
     Ok(pid)
 }
 
@@ -100,20 +114,67 @@ pub enum Display {
 }
 
 /// Follows a worker until it exits and returns the run's final status from the store.
+///
+/// The worker runs in a process group of its own (see [`spawn_worker`]), so only this
+/// process sees the terminal's Ctrl-C and hang-up. The first Ctrl-C asks the worker to stop
+/// at its next step with a checkpoint (a stop request in the store, and SIGTERM for speed);
+/// a second one leaves it training and returns. A closed stdout (`| head`) ends the
+/// following, never the worker. A worker that dies before recording its end leaves the run
+/// `interrupted` with the exit code or signal as its cause.
 pub async fn follow(store: &Store, mut child: Child, run_id: i64, display: Display) -> Result<RunStatus> {
+    use std::io::Write;
+    let pid = child.id().context("the worker exited before it could be followed")?;
     let stdout = child.stdout.take().context("worker stdout was not captured")?;
     let stderr = child.stderr.take().context("worker stderr was not captured")?;
     let mut lines = BufReader::new(stdout).lines();
     let mut log_lines = BufReader::new(stderr).lines();
     let mut log_open = true;
+    let mut recent: std::collections::VecDeque<String> = std::collections::VecDeque::new();
     let bar = ProgressBar::hidden();
+    let mut interrupts = 0;
+    let say = |bar: &ProgressBar, text: String| {
+        if bar.is_hidden() {
+            let _ = writeln!(std::io::stderr(), "{text}");
+        } else {
+            bar.println(text);
+        }
+    };
     loop {
         // The worker's log (stderr) is printed above the bar so the two never garble.
         let line = tokio::select! {
+            _ = tokio::signal::ctrl_c() => {
+                interrupts += 1;
+                if interrupts == 1 {
+                    store.request_stop(run_id).await?;
+                    let _ = stop_worker(pid);
+                    say(&bar, format!(
+                        "stopping run {run_id} at its next step, with a checkpoint \
+                         (Ctrl-C again leaves it training in the background)"
+                    ));
+                    continue;
+                }
+                bar.finish_and_clear();
+                say(&bar, format!(
+                    "run {run_id} goes on training in the background (worker {pid}); \
+                     `workbench runs show {run_id}` follows it, `workbench runs cancel {run_id}` stops it"
+                ));
+                return Ok(RunStatus::Running);
+            }
             log = log_lines.next_line(), if log_open => {
                 match log? {
-                    Some(text) if display == Display::Json || bar.is_hidden() => eprintln!("{text}"),
-                    Some(text) => bar.println(text),
+                    Some(text) => {
+                        if !text.starts_with("[run ") {
+                            recent.push_back(text.clone());
+                            if recent.len() > 8 {
+                                recent.pop_front();
+                            }
+                        }
+                        if display == Display::Json || bar.is_hidden() {
+                            let _ = writeln!(std::io::stderr(), "{text}");
+                        } else {
+                            bar.println(text);
+                        }
+                    }
                     None => log_open = false,
                 }
                 continue;
@@ -124,7 +185,11 @@ pub async fn follow(store: &Store, mut child: Child, run_id: i64, display: Displ
             },
         };
         if display == Display::Json {
-            println!("{line}");
+            let mut out = std::io::stdout().lock();
+            if writeln!(out, "{line}").and_then(|()| out.flush()).is_err() {
+                // Nobody reads our output any more; the worker trains on, recorded in the store.
+                return Ok(RunStatus::Running);
+            }
             continue;
         }
         match serde_json::from_str::<Event>(&line) {
@@ -151,19 +216,82 @@ pub async fn follow(store: &Store, mut child: Child, run_id: i64, display: Displ
     }
     while log_open {
         match log_lines.next_line().await? {
-            Some(text) => eprintln!("{text}"),
+            Some(text) => {
+                let _ = writeln!(std::io::stderr(), "{text}");
+                recent.push_back(text);
+            }
             None => log_open = false,
         }
     }
     let exit = child.wait().await.context("waiting for the worker")?;
     bar.finish_and_clear();
-    // A worker killed before it could record its end leaves the run `running`.
-    store.reap_orphans(crate::store::process_alive).await?;
-    let record = store.run(run_id).await?;
-    if !exit.success() && record.status == RunStatus::Running {
-        anyhow::bail!("worker for run {run_id} exited with {exit}");
+    let recent: Vec<String> = recent.into_iter().rev().take(8).rev().collect();
+    super::exit::record_abnormal_end(store, run_id, pid, &exit, &recent).await?;
+    Ok(store.run(run_id).await?.status)
+}
+
+/// Follows a run that trains elsewhere (a Slurm job) through the store until it ends: a
+/// progress bar from its recorded steps and the log lines it stores. Ctrl-C asks it to stop
+/// with a checkpoint; a second one leaves it running and returns.
+pub async fn follow_store(store: &Store, run_id: i64, display: Display) -> Result<RunStatus> {
+    use std::io::Write;
+    let bar = ProgressBar::hidden();
+    if display == Display::Bar {
+        bar.set_draw_target(indicatif::ProgressDrawTarget::stderr());
+        bar.set_style(
+            ProgressStyle::with_template("{prefix} [{bar:30}] {pos}/{len} steps {msg}")
+                .unwrap_or_else(|_| ProgressStyle::default_bar())
+                .progress_chars("=> "),
+        );
+        bar.set_prefix(format!("run {run_id}"));
     }
-    Ok(record.status)
+    let mut shown_logs = 0usize;
+    let mut interrupts = 0;
+    loop {
+        let run = store.run(run_id).await?;
+        bar.set_length(run.total_steps.unwrap_or(0));
+        bar.set_position(run.last_step);
+        bar.set_message(run.status.to_string());
+        let logs = store.logs(run_id, usize::MAX).await?;
+        for line in logs.iter().skip(shown_logs) {
+            if bar.is_hidden() {
+                let _ = writeln!(std::io::stderr(), "[run {run_id}] {line}");
+            } else {
+                bar.println(format!("[run {run_id}] {line}"));
+            }
+        }
+        shown_logs = logs.len();
+        if run.status.is_terminal() {
+            bar.finish_and_clear();
+            if display == Display::Json {
+                Event::Finished { status: run.status.to_string(), error: run.error.clone() }.emit();
+            }
+            return Ok(run.status);
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(std::time::Duration::from_millis(500)) => {}
+            _ = tokio::signal::ctrl_c() => {
+                interrupts += 1;
+                if interrupts == 1 {
+                    if run.status == RunStatus::Queued {
+                        crate::train::stop::cancel_queued(store, run_id).await?;
+                    } else {
+                        store.request_stop(run_id).await?;
+                    }
+                    bar.println(format!(
+                        "stopping run {run_id} at its next step, with a checkpoint (Ctrl-C again leaves it running)"
+                    ));
+                } else {
+                    bar.finish_and_clear();
+                    let _ = writeln!(
+                        std::io::stderr(),
+                        "run {run_id} goes on; `workbench runs show {run_id}` follows it, `workbench runs cancel {run_id}` stops it"
+                    );
+                    return Ok(RunStatus::Running);
+                }
+            }
+        }
+    }
 }
 
 #[cfg(test)]

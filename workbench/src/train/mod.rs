@@ -3,8 +3,10 @@
 
 pub mod checkpoint;
 pub mod events;
+pub mod exit;
 pub mod launch;
 pub mod optim;
 pub mod parallel;
 pub mod schedule;
+pub mod stop;
 pub mod worker;

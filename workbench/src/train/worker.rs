@@ -18,7 +18,7 @@ use crate::diagnostics::StateRecorder;
 use crate::host::PluginHost;
 use crate::params::Params;
 use crate::run_config::{RunConfig, TrainSettings};
-use crate::store::{MetricDirection, MetricRow, RunStatus, Store};
+use crate::store::{Lease, MetricDirection, MetricRow, RunStatus, Store, LEASE};
 use anyhow::{anyhow, Context, Result};
 use candle_core::DType;
 use std::path::{Path, PathBuf};
@@ -48,27 +48,64 @@ pub fn checkpoint_path(store: &Store, id: i64) -> Result<PathBuf> {
 enum Outcome {
     Finished,
     Diverged(String),
-    Interrupted,
+    /// Stopped at this step, with a checkpoint.
+    Interrupted(u64),
+    /// The lease was lost: stopped without writing anything more.
+    Abandoned,
+}
+
+/// Why the training loop should stop: `stop` (signal or stop request: checkpoint and end) or
+/// `lost` (the lease: end without writing).
+#[derive(Clone, Copy)]
+struct StopFlags<'a> {
+    stop: &'a AtomicBool,
+    lost: &'a AtomicBool,
 }
 
 /// Runs the worker for `run_id`; `resume` continues from the run's checkpoint.
+///
+/// The worker holds the run's lease while it trains (a heartbeat thread, see
+/// [`Heartbeat`]). It stops at its next step, with a checkpoint, on SIGINT or SIGTERM or when
+/// a stop is requested through the store; if the lease is lost (the run was marked
+/// interrupted while this worker was frozen or cut off) it ends without writing to the run.
 pub async fn run(store: &Store, host: &PluginHost, run_id: i64, resume: bool) -> Result<()> {
     let record = store.run(run_id).await?;
     let config = RunConfig::from_json(&record.config)?;
-    store.mark_running(run_id, std::process::id()).await?;
-    record_builds(store, host, run_id, &config).await?;
+    let pid = std::process::id();
+    if restarted_by_scheduler(&record) {
+        // Slurm requeued this run's job (preemption, node failure, `scontrol requeue`): the
+        // worker it stopped recorded the run interrupted, and this one continues it.
+        store.requeue(run_id).await?;
+    }
+    store.mark_running(run_id, pid).await?;
     let stop = Arc::new(AtomicBool::new(false));
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(signal, stop.clone()).context("cannot install the signal handler")?;
     }
+    let heartbeat = Heartbeat::start(store, run_id, pid, stop.clone());
+    record_builds(store, host, run_id, &config).await?;
     let mut log = RunLog { store, run_id };
-    let result = train(store, host, run_id, &config, resume, &stop, &mut log).await;
+    let flags = StopFlags { stop: &stop, lost: &heartbeat.lost };
+    let result = train(store, host, run_id, &config, resume, flags, &mut log).await;
+    if heartbeat.finish() {
+        let message = format!(
+            "run {run_id} is no longer this worker's (its lease expired and it was marked interrupted, \
+             requeued or deleted meanwhile); stopped without writing to it"
+        );
+        log_line(run_id, &message);
+        anyhow::bail!(message);
+    }
     let (status, error) = match &result {
         Ok(Outcome::Finished) => (RunStatus::Finished, None),
         Ok(Outcome::Diverged(why)) => (RunStatus::Diverged, Some(why.clone())),
-        Ok(Outcome::Interrupted) => {
-            (RunStatus::Interrupted, Some("stopped by a signal; `workbench resume` continues it".to_string()))
-        }
+        Ok(Outcome::Abandoned) => unreachable!("an abandoned run has lost its lease"),
+        Ok(Outcome::Interrupted(step)) => (
+            RunStatus::Interrupted,
+            Some(format!(
+                "stopped at step {step} (a signal or a stop request), with a checkpoint; \
+                 `workbench resume {run_id}` continues it"
+            )),
+        ),
         Err(e) => (RunStatus::Failed, Some(format!("{e:#}"))),
     };
     if let Some(e) = &error {
@@ -77,6 +114,78 @@ pub async fn run(store: &Store, host: &PluginHost, run_id: i64, resume: bool) ->
     store.finish(run_id, status, error.as_deref()).await?;
     Event::Finished { status: status.to_string(), error }.emit();
     Ok(())
+}
+
+/// Whether this worker is a Slurm job's restart of its own interrupted run.
+fn restarted_by_scheduler(record: &crate::store::RunRecord) -> bool {
+    let job = std::env::var("SLURM_JOB_ID").ok();
+    record.status == RunStatus::Interrupted && job.is_some() && record.supervision.job_id == job
+}
+
+/// The worker's lease: a thread of its own renews it every [`LEASE`] heartbeat, whatever the
+/// training thread is doing (a long step blocks the runtime it runs on), through a connection
+/// of its own. A stop request read there sets the stop flag; a lost lease sets it too and is
+/// reported by [`Heartbeat::finish`].
+struct Heartbeat {
+    done: Arc<AtomicBool>,
+    lost: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Heartbeat {
+    fn start(store: &Store, run_id: i64, pid: u32, stop: Arc<AtomicBool>) -> Heartbeat {
+        let done = Arc::new(AtomicBool::new(false));
+        let lost = Arc::new(AtomicBool::new(false));
+        let (location, host) = (store.location().clone(), store.host().to_string());
+        let (done_flag, lost_flag) = (done.clone(), lost.clone());
+        let thread = std::thread::spawn(move || {
+            let Ok(runtime) = tokio::runtime::Builder::new_current_thread().enable_all().build() else {
+                log_line(run_id, "cannot start the heartbeat thread's runtime; the lease will expire");
+                return;
+            };
+            runtime.block_on(async move {
+                let store = match Store::connect(&location).await {
+                    Ok(store) => store.with_host(&host),
+                    Err(e) => return log_line(run_id, &format!("heartbeat: cannot open the store: {e}")),
+                };
+                let mut next = Instant::now();
+                while !done_flag.load(Ordering::Relaxed) {
+                    if Instant::now() >= next {
+                        next = Instant::now() + LEASE.heartbeat;
+                        match store.heartbeat(run_id, pid).await {
+                            Ok(Lease::Held) => {}
+                            Ok(Lease::StopRequested) => stop.store(true, Ordering::Relaxed),
+                            Ok(Lease::Lost) => {
+                                lost_flag.store(true, Ordering::Relaxed);
+                                stop.store(true, Ordering::Relaxed);
+                                break;
+                            }
+                            // A passing failure (the server restarting): the next beat retries.
+                            Err(e) => log_line(run_id, &format!("heartbeat failed: {e}")),
+                        }
+                    }
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                store.close().await;
+            });
+        });
+        Heartbeat { done, lost, thread: Some(thread) }
+    }
+
+    /// Stops the heartbeats; returns whether the lease was lost.
+    fn finish(mut self) -> bool {
+        self.done.store(true, Ordering::Relaxed);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+        self.lost.load(Ordering::Relaxed)
+    }
+}
+
+/// A log line on stderr that never panics (the process following the worker may be gone).
+fn log_line(run_id: i64, line: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "[run {run_id}] {line}");
 }
 
 /// Records the builds of the libraries this worker actually loaded: a run queued before a
@@ -98,9 +207,9 @@ struct RunLog<'a> {
 
 impl RunLog<'_> {
     async fn line(&mut self, line: String) {
-        eprintln!("[run {}] {line}", self.run_id);
+        log_line(self.run_id, &line);
         if let Err(e) = self.store.append_logs(self.run_id, &[line]).await {
-            eprintln!("[run {}] cannot store log line: {e}", self.run_id);
+            log_line(self.run_id, &format!("cannot store log line: {e}"));
         }
     }
 }
@@ -137,7 +246,7 @@ async fn train(
     run_id: i64,
     config: &RunConfig,
     resume: bool,
-    stop: &AtomicBool,
+    flags: StopFlags<'_>,
     log: &mut RunLog<'_>,
 ) -> Result<Outcome> {
     let s = config.settings()?;
@@ -208,10 +317,13 @@ async fn train(
     let mut metrics = MetricBuffer { rows: Vec::new(), last_flush: Instant::now() };
     let vars: Vec<_> = opt.slots.iter().map(|slot| slot.var.as_tensor().clone()).collect();
     while step < s.steps {
-        if stop.load(Ordering::Relaxed) {
+        if flags.lost.load(Ordering::Relaxed) {
+            return Ok(Outcome::Abandoned);
+        }
+        if flags.stop.load(Ordering::Relaxed) {
             metrics.flush(store, run_id, step).await?;
             save_checkpoint(store, &s, &ckpt, &opt, run_id, step).await?;
-            return Ok(Outcome::Interrupted);
+            return Ok(Outcome::Interrupted(step));
         }
         let t0 = Instant::now();
         let lr = cosine_with_warmup(step, s.steps, s.warmup, s.lr, s.min_lr);

@@ -40,7 +40,13 @@ use std::time::Duration;
 const FRAME: Duration = Duration::from_millis(100);
 
 /// Opens the workbench on `store` until the user quits; its queue runs `jobs` workers at once.
-pub async fn run(store: Store, host: PluginHost, plugin_dirs: Vec<PathBuf>, jobs: usize) -> Result<i32> {
+pub async fn run(
+    store: Store,
+    host: PluginHost,
+    plugin_dirs: Vec<PathBuf>,
+    jobs: usize,
+    executor: crate::executor::Executor,
+) -> Result<i32> {
     if !std::io::stdout().is_terminal() || !std::io::stdin().is_terminal() {
         bail!(
             "the terminal workbench needs an interactive terminal; from scripts use the commands \
@@ -49,7 +55,8 @@ pub async fn run(store: Store, host: PluginHost, plugin_dirs: Vec<PathBuf>, jobs
     }
     let (updates_tx, updates) = std::sync::mpsc::channel();
     let watcher = reload::start(&plugin_dirs, updates_tx.clone());
-    let requests = service::spawn(store, plugin_dirs, jobs, updates_tx);
+    executor.check(&store)?;
+    let requests = service::spawn(store, plugin_dirs, jobs, executor, updates_tx);
     let app = App::new(host, move |r| {
         let _ = requests.send(r);
     });

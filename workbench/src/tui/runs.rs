@@ -216,6 +216,7 @@ mod tests {
             metric_specs: vec![],
             sweep: None,
             held: false,
+            supervision: Default::default(),
         }
     }
 

@@ -7,7 +7,7 @@ use crate::ablation::{RunInput, Table};
 use crate::commands::ablation::Format;
 use crate::queue::QueueRunner;
 use crate::store::{MetricRow, NewRun, RunStatus, Store};
-use crate::train::launch::stop_worker;
+use crate::train::stop::{cancel_queued, stop_running, StopOutcome, DEFAULT_GRACE};
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::mpsc::Sender;
@@ -64,10 +64,11 @@ pub fn spawn(
     store: Store,
     plugin_dirs: Vec<PathBuf>,
     jobs: usize,
+    executor: crate::executor::Executor,
     updates: Sender<Update>,
 ) -> UnboundedSender<Request> {
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-    let queue = QueueRunner::new(store.clone(), plugin_dirs, jobs);
+    let queue = QueueRunner::new(store.clone(), plugin_dirs, jobs).with_executor(executor);
     tokio::spawn(Service { store, queue, updates, watched: HashMap::new() }.run(rx));
     tx
 }
@@ -199,16 +200,33 @@ impl Service {
             }
             Request::Cancel(id) => {
                 let run = self.store.run(id).await?;
-                match (run.status, run.worker_pid) {
-                    (RunStatus::Running, Some(pid)) => {
-                        stop_worker(pid)?;
-                        self.send(Update::Info(format!("run {id}: asked worker {pid} to stop")));
+                match run.status {
+                    RunStatus::Running => {
+                        self.send(Update::Info(format!("run {id}: asked its worker to stop at its next step")));
+                        // The escalation waits out the grace period: off the service's loop.
+                        let (store, updates) = (self.store.clone(), self.updates.clone());
+                        tokio::spawn(async move {
+                            let message = match stop_running(&store, id, DEFAULT_GRACE).await {
+                                Ok(StopOutcome::Stopped) => Update::Info(format!("run {id} stopped with a checkpoint")),
+                                Ok(StopOutcome::Terminated(signal)) => {
+                                    Update::Info(format!("run {id} did not stop in time: terminated ({signal})"))
+                                }
+                                Ok(StopOutcome::Requested { host }) => {
+                                    Update::Info(format!("run {id} runs on {host}: stop requested"))
+                                }
+                                Ok(StopOutcome::JobCancelled { job }) => {
+                                    Update::Info(format!("run {id} did not stop in time: Slurm job {job} cancelled"))
+                                }
+                                Err(e) => Update::Error(format!("stopping run {id}: {e:#}")),
+                            };
+                            let _ = updates.send(message);
+                        });
                     }
-                    (RunStatus::Queued, _) => {
-                        self.store.cancel_queued(id).await?;
+                    RunStatus::Queued => {
+                        cancel_queued(&self.store, id).await?;
                         self.send(Update::Info(format!("run {id} cancelled")));
                     }
-                    (status, _) => anyhow::bail!("run {id} is {status}, not running"),
+                    status => anyhow::bail!("run {id} is {status}, not running"),
                 }
             }
             Request::Resume(id) => {

@@ -39,6 +39,7 @@ fn record(id: i64, layer: &str, status: RunStatus, d: i64, seed: u64) -> RunReco
         metric_specs: vec![MetricDirection { name: "cell_acc".into(), higher_is_better: true }],
         sweep: None,
         held: false,
+        supervision: Default::default(),
     }
 }
 

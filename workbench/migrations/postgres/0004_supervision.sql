@@ -1,0 +1,9 @@
+-- PostgreSQL form of sqlite/0004_supervision.sql.
+ALTER TABLE runs ADD COLUMN host TEXT;
+ALTER TABLE runs ADD COLUMN pid_start BIGINT;
+ALTER TABLE runs ADD COLUMN heartbeat_at DOUBLE PRECISION;
+ALTER TABLE runs ADD COLUMN cause TEXT;
+ALTER TABLE runs ADD COLUMN executor TEXT;
+ALTER TABLE runs ADD COLUMN job_id TEXT;
+ALTER TABLE runs ADD COLUMN stop_requested DOUBLE PRECISION;
+ALTER TABLE runs ADD COLUMN claimed_host TEXT;

@@ -1,0 +1,156 @@
+//! Where runs' workers run: `local` (a process on this machine, the default) or `slurm` (one
+//! batch job per run on a Slurm cluster, workers writing to a shared store).
+//!
+//! The queue runner ([`crate::queue::QueueRunner`]) asks the executor to start each claimed
+//! run, and on every pass lets it reconcile runs with what it knows (Slurm's job states).
+
+pub mod slurm;
+
+use crate::store::{Backend, RunRecord, RunStatus, Store};
+use anyhow::{bail, Result};
+use std::path::PathBuf;
+
+pub use slurm::SlurmOptions;
+
+/// An executor, as chosen with `--executor` (and `--slurm` options).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum Executor {
+    /// Worker processes on this machine.
+    #[default]
+    Local,
+    /// One Slurm batch job per run.
+    Slurm(SlurmOptions),
+}
+
+impl Executor {
+    /// From `--executor NAME` and `--slurm OPTIONS`.
+    pub fn from_args(name: &str, slurm: Option<&str>) -> Result<Executor> {
+        match (name.trim(), slurm) {
+            ("local", None) => Ok(Executor::Local),
+            ("local", Some(_)) => bail!("--slurm options need --executor slurm"),
+            ("slurm", options) => Ok(Executor::Slurm(SlurmOptions::parse(options.unwrap_or(""))?)),
+            (other, _) => bail!("unknown executor `{other}`; use --executor local (this machine) or --executor slurm"),
+        }
+    }
+
+    /// `local` or `slurm`, as stored with each run.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Executor::Local => "local",
+            Executor::Slurm(_) => "slurm",
+        }
+    }
+
+    /// Refuses, with the reason and the fix, a combination that cannot work: Slurm jobs
+    /// writing to an SQLite file on a network file system (its locks and WAL do not work
+    /// across machines), or a store without a place for run files.
+    pub fn check(&self, store: &Store) -> Result<()> {
+        let Executor::Slurm(_) = self else { return Ok(()) };
+        store.artifacts_dir()?;
+        if let (Backend::Sqlite, Some(path)) = (store.backend(), store.location().sqlite_path()) {
+            if slurm::on_network_file_system(path) {
+                bail!(
+                    "{} is on a network file system: Slurm jobs on other nodes would share it, and SQLite's \
+                     locking and write-ahead log do not work there; use a PostgreSQL store \
+                     (--db postgres://user:password@host/db, see Running on a cluster in the README)",
+                    path.display()
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// Starts the worker of claimed run `run`; records the executor (and job) with the run.
+    /// `on_exit` receives a local worker's exit status.
+    pub async fn start(
+        &self,
+        store: &Store,
+        plugin_dirs: &[PathBuf],
+        run: &RunRecord,
+        resume: bool,
+        on_exit: impl FnOnce(u32, std::process::ExitStatus) + Send + 'static,
+    ) -> Result<()> {
+        match self {
+            Executor::Local => {
+                crate::train::launch::spawn_detached(store, plugin_dirs, run.id, resume, on_exit)?;
+                store.set_executor(run.id, "local", None).await?;
+            }
+            Executor::Slurm(options) => {
+                let exe = crate::train::launch::workbench_exe()?;
+                let artifacts = std::path::absolute(store.artifacts_dir()?)?;
+                let spec = slurm::JobSpec {
+                    run_id: run.id,
+                    device: &run.device,
+                    exe: &exe,
+                    location: store.location(),
+                    artifacts: &artifacts,
+                    plugin_dirs,
+                    options,
+                };
+                let job = tokio::task::block_in_place(|| slurm::submit(&spec))?;
+                store.set_executor(run.id, "slurm", Some(&job)).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Brings runs in line with their Slurm jobs: a run whose job has ended while the run is
+    /// still queued or running ends (failed or interrupted) with the job's state as its cause,
+    /// and a run that its worker ended as interrupted because Slurm stopped it gets that
+    /// state as its cause. Returns the runs it ended.
+    pub async fn reconcile(&self, store: &Store) -> Result<Vec<i64>> {
+        let Executor::Slurm(_) = self else { return Ok(Vec::new()) };
+        let runs: Vec<RunRecord> = store
+            .list_runs()
+            .await?
+            .into_iter()
+            .filter(|r| r.supervision.executor.as_deref() == Some("slurm") && r.supervision.job_id.is_some())
+            .filter(|r| {
+                !r.status.is_terminal() || (r.status == RunStatus::Interrupted && r.supervision.cause.is_none())
+            })
+            .collect();
+        let jobs: Vec<String> = runs.iter().filter_map(|r| r.supervision.job_id.clone()).collect();
+        let states = tokio::task::block_in_place(|| slurm::states(&jobs))?;
+        let mut ended = Vec::new();
+        for run in runs {
+            let job = run.supervision.job_id.clone().unwrap_or_default();
+            let Some(state) = states.get(&job) else { continue };
+            if state.active() {
+                continue;
+            }
+            let cause = state.cause();
+            let done = match run.status {
+                RunStatus::Queued => store.end_unstarted_run(
+                    run.id,
+                    &format!(
+                        "its Slurm job {job} ended ({}) before the worker started; see runs/{}/slurm-{job}.log in \
+                         the artifacts directory, then `workbench resume {}`",
+                        state.state, run.id, run.id
+                    ),
+                    &cause,
+                )
+                .await?,
+                RunStatus::Running => store.end_lost_run(
+                    run.id,
+                    run.worker_pid.map(i64::from),
+                    &format!(
+                        "its Slurm job {job} ended ({}) while the run was running; `workbench resume {}` \
+                         continues it from its last checkpoint",
+                        state.state, run.id
+                    ),
+                    &cause,
+                )
+                .await?,
+                _ if state.state != "COMPLETED" => {
+                    store.record_cause(run.id, &cause).await?;
+                    false
+                }
+                _ => false,
+            };
+            if done {
+                ended.push(run.id);
+            }
+        }
+        Ok(ended)
+    }
+}

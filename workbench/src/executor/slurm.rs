@@ -1,0 +1,320 @@
+//! The Slurm executor: one batch job per run (`sbatch`), each running `workbench worker --run
+//! N` against the shared store; job states read back with `squeue` and, once a job has left
+//! the queue, `sacct` (or `scontrol show job` where accounting is off); `scancel` to stop.
+//!
+//! The batch script is written into the run's artifacts (`runs/<id>/slurm.sh`) before it is
+//! submitted, so `sbatch runs/<id>/slurm.sh` repeats the submission by hand. A store URL that
+//! holds a password is not written into it: the job reads `WORKBENCH_DB` from the environment
+//! `sbatch` passes on (its default, `--export=ALL`).
+
+use anyhow::{bail, Context, Result};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::store::StoreLocation;
+
+/// Options passed through to `sbatch` as `--key=value`, from `--slurm
+/// partition=gpu,time=04:00:00,gres=gpu:1,cpus-per-task=8,mem=32G`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SlurmOptions {
+    pub options: BTreeMap<String, String>,
+}
+
+impl SlurmOptions {
+    /// Parses `key=value[,key=value...]`; keys are sbatch long options without the dashes.
+    pub fn parse(text: &str) -> Result<SlurmOptions> {
+        let mut options = BTreeMap::new();
+        for item in text.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            let Some((key, value)) = item.split_once('=') else {
+                bail!("--slurm item `{item}` is not key=value; e.g. --slurm partition=gpu,time=04:00:00,gres=gpu:1")
+            };
+            let key = key.trim().trim_start_matches("--");
+            if key.is_empty() || !key.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
+                bail!("--slurm key `{key}` is not an sbatch option name (letters, digits and dashes, e.g. cpus-per-task)");
+            }
+            if matches!(key, "output" | "error" | "job-name" | "parsable" | "wrap") {
+                bail!("--slurm {key}=... is set by the workbench (job name and log go with the run's artifacts)");
+            }
+            let value = value.trim();
+            if value.contains(['\n', '\'']) {
+                bail!("--slurm {key}: the value may not contain quotes or line breaks");
+            }
+            options.insert(key.to_string(), value.to_string());
+        }
+        Ok(SlurmOptions { options })
+    }
+
+    /// The options for a run on `device`: a run asking for CUDA gets one GPU unless the
+    /// options already ask for GPUs.
+    pub fn for_device(&self, device: &str) -> BTreeMap<String, String> {
+        let mut options = self.options.clone();
+        let asks_gpus = ["gres", "gpus", "gpus-per-node", "gpus-per-task"].iter().any(|k| options.contains_key(*k));
+        if device.trim().starts_with("cuda") && !asks_gpus {
+            options.insert("gres".into(), "gpu:1".into());
+        }
+        options
+    }
+}
+
+/// What a batch script needs to know about the run.
+pub struct JobSpec<'a> {
+    pub run_id: i64,
+    pub device: &'a str,
+    pub exe: &'a Path,
+    pub location: &'a StoreLocation,
+    pub artifacts: &'a Path,
+    pub plugin_dirs: &'a [PathBuf],
+    pub options: &'a SlurmOptions,
+}
+
+/// Single-quotes `text` for the shell.
+fn quote(text: &str) -> String {
+    format!("'{}'", text.replace('\'', r"'\''"))
+}
+
+/// Whether a store location can be written into a file (no password in it).
+fn printable(location: &StoreLocation) -> bool {
+    match location {
+        StoreLocation::Sqlite(_) => true,
+        StoreLocation::Postgres(url) => location.to_string() == *url,
+    }
+}
+
+/// The batch script of a run.
+pub fn batch_script(spec: &JobSpec<'_>) -> String {
+    let id = spec.run_id;
+    let log = spec.artifacts.join("runs").join(id.to_string()).join("slurm-%j.log");
+    let mut s = String::from("#!/bin/bash\n");
+    s.push_str(&format!("#SBATCH --job-name=workbench-run-{id}\n"));
+    s.push_str(&format!("#SBATCH --output={}\n", log.display()));
+    // A preempted or requeued job starts again and continues from the run's checkpoint.
+    s.push_str("#SBATCH --requeue\n");
+    for (key, value) in spec.options.for_device(spec.device) {
+        s.push_str(&format!("#SBATCH --{key}={value}\n"));
+    }
+    s.push_str(&format!("# Run {id} of the workbench store {}.\n", spec.location));
+    let db = if printable(spec.location) {
+        quote(&spec.location.to_arg().to_string_lossy())
+    } else {
+        s.push_str("# The store's URL holds a password, so it is not written here: the job reads it from\n");
+        s.push_str("# WORKBENCH_DB, which sbatch passes on from the submitting shell.\n");
+        "\"$WORKBENCH_DB\"".to_string()
+    };
+    let mut command = vec![
+        quote(&spec.exe.to_string_lossy()),
+        "--db".into(),
+        db,
+        "--artifacts".into(),
+        quote(&spec.artifacts.to_string_lossy()),
+    ];
+    for dir in spec.plugin_dirs {
+        command.push("--plugin-dir".into());
+        command.push(quote(&dir.to_string_lossy()));
+    }
+    command.extend(["worker".into(), "--run".into(), id.to_string(), "--resume".into()]);
+    s.push_str(&format!("exec {}\n", command.join(" ")));
+    s
+}
+
+/// Writes the script into `runs/<id>/slurm.sh` under the artifacts directory and submits it;
+/// returns the job id. `db_env` is the store location for the job's environment.
+pub fn submit(spec: &JobSpec<'_>) -> Result<String> {
+    let dir = spec.artifacts.join("runs").join(spec.run_id.to_string());
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let script = dir.join("slurm.sh");
+    std::fs::write(&script, batch_script(spec)).with_context(|| format!("cannot write {}", script.display()))?;
+    let output = Command::new("sbatch")
+        .arg("--parsable")
+        .arg(&script)
+        .env("WORKBENCH_DB", spec.location.to_arg())
+        .output()
+        .map_err(|e| missing_tool("sbatch", e))?;
+    if !output.status.success() {
+        bail!("sbatch refused run {}: {}", spec.run_id, String::from_utf8_lossy(&output.stderr).trim());
+    }
+    // `--parsable` prints `jobid[;cluster]`.
+    let text = String::from_utf8_lossy(&output.stdout);
+    let job = text.trim().split(';').next().unwrap_or("").to_string();
+    if job.is_empty() || !job.chars().all(|c| c.is_ascii_digit() || c == '_') {
+        bail!("sbatch did not print a job id for run {} (it printed {text:?})", spec.run_id);
+    }
+    Ok(job)
+}
+
+fn missing_tool(tool: &str, e: std::io::Error) -> anyhow::Error {
+    if e.kind() == std::io::ErrorKind::NotFound {
+        anyhow::anyhow!(
+            "`{tool}` is not installed or not on PATH: the Slurm executor needs Slurm's client commands \
+             (Debian: slurm-client; `scripts/services start` sets up a local cluster)"
+        )
+    } else {
+        anyhow::anyhow!("cannot run `{tool}`: {e}")
+    }
+}
+
+/// A job's state as Slurm reports it (`PENDING`, `RUNNING`, `COMPLETED`, `CANCELLED`,
+/// `TIMEOUT`, `NODE_FAIL`, `PREEMPTED`, `OUT_OF_MEMORY`, `FAILED`, ...) and, once ended, its
+/// exit code (`code:signal`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobState {
+    pub state: String,
+    pub exit_code: Option<String>,
+}
+
+impl JobState {
+    /// Whether the job is still in Slurm's queue (waiting, running, or about to run again).
+    pub fn active(&self) -> bool {
+        matches!(
+            self.state.as_str(),
+            "PENDING" | "RUNNING" | "CONFIGURING" | "COMPLETING" | "REQUEUED" | "REQUEUE_HOLD" | "REQUEUE_FED"
+                | "RESIZING" | "SUSPENDED" | "STOPPED" | "SIGNALING" | "STAGE_OUT"
+        )
+    }
+
+    /// The state as a run's cause: `slurm: CANCELLED (exit 0:15)`.
+    pub fn cause(&self) -> String {
+        match &self.exit_code {
+            Some(code) => format!("slurm: {} (exit {code})", self.state),
+            None => format!("slurm: {}", self.state),
+        }
+    }
+}
+
+/// States of `jobs`: from `squeue` while queued or running, else from `sacct`, else from
+/// `scontrol show job` (finished jobs stay there for MinJobAge). Jobs no source knows are
+/// missing from the map.
+pub fn states(jobs: &[String]) -> Result<BTreeMap<String, JobState>> {
+    let mut found = BTreeMap::new();
+    if jobs.is_empty() {
+        return Ok(found);
+    }
+    let list = jobs.join(",");
+    // squeue refuses the whole call when one id is unknown to it; unknown ones are then
+    // looked up below.
+    if let Ok(out) = Command::new("squeue").args(["-h", "-o", "%i|%T", "-j", &list]).output() {
+        for line in String::from_utf8_lossy(&out.stdout).lines() {
+            if let Some((job, state)) = line.trim().split_once('|') {
+                found.insert(job.to_string(), JobState { state: state.to_string(), exit_code: None });
+            }
+        }
+    }
+    let rest: Vec<&String> = jobs.iter().filter(|j| !found.contains_key(*j)).collect();
+    if rest.is_empty() {
+        return Ok(found);
+    }
+    let rest_list: Vec<&str> = rest.iter().map(|j| j.as_str()).collect();
+    let sacct = Command::new("sacct")
+        .args(["-n", "-P", "-X", "-o", "JobID,State,ExitCode", "-j", &rest_list.join(",")])
+        .output();
+    if let Some(out) = sacct.ok().filter(|o| o.status.success()) {
+        for line in String::from_utf8_lossy(&out.stdout).lines() {
+            let fields: Vec<&str> = line.trim().split('|').collect();
+            if let [job, state, code] = fields[..] {
+                // `CANCELLED by 0` -> `CANCELLED`
+                let state = state.split_whitespace().next().unwrap_or(state).to_string();
+                found.insert(job.to_string(), JobState { state, exit_code: Some(code.to_string()) });
+            }
+        }
+    }
+    for job in rest {
+        if found.contains_key(job) {
+            continue;
+        }
+        let Ok(out) = Command::new("scontrol").args(["show", "job", "-o", job]).output() else { continue };
+        if let Some(state) = parse_scontrol(&String::from_utf8_lossy(&out.stdout)) {
+            found.insert(job.clone(), state);
+        }
+    }
+    Ok(found)
+}
+
+/// `JobState=X ... ExitCode=a:b` of a `scontrol show job -o` line.
+fn parse_scontrol(text: &str) -> Option<JobState> {
+    let field = |name: &str| {
+        text.split_whitespace().find_map(|kv| kv.strip_prefix(name).and_then(|v| v.strip_prefix('='))).map(String::from)
+    };
+    Some(JobState { state: field("JobState")?, exit_code: field("ExitCode") })
+}
+
+/// Cancels a job (Slurm signals it with SIGTERM, then SIGKILL after its KillWait).
+pub fn cancel(job: &str) -> Result<()> {
+    let out = Command::new("scancel").arg(job).output().map_err(|e| missing_tool("scancel", e))?;
+    if !out.status.success() {
+        bail!("scancel {job}: {}", String::from_utf8_lossy(&out.stderr).trim());
+    }
+    Ok(())
+}
+
+/// Whether `path` is on a network file system, where SQLite's locking and WAL files do not
+/// work for processes on several machines.
+pub fn on_network_file_system(path: &Path) -> bool {
+    // Magic numbers of statfs(2) f_type: NFS, SMB/CIFS (two), Lustre, GPFS, BeeGFS, Ceph,
+    // GlusterFS/FUSE, 9p.
+    const NETWORK: [i64; 9] =
+        [0x6969, 0x517B, 0xFF53_4D42, 0x0BD0_0BD0, 0x4750_4653, 0x1916_9904, 0x00C3_6400, 0x6573_5546, 0x0102_1997];
+    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let Ok(c_path) = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes()) else { return false };
+    let mut stat: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: statfs writes into the struct it is given; the path is a valid C string.
+    if unsafe { libc::statfs(c_path.as_ptr(), &mut stat) } != 0 {
+        return false;
+    }
+    NETWORK.contains(&(stat.f_type as i64))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn options_parse_and_refuse_what_the_workbench_sets() {
+        let o = SlurmOptions::parse("partition=gpu, time=04:00:00,gres=gpu:1,cpus-per-task=8,mem=32G").unwrap();
+        assert_eq!(o.options["partition"], "gpu");
+        assert_eq!(o.options["cpus-per-task"], "8");
+        assert!(SlurmOptions::parse("partition").unwrap_err().to_string().contains("key=value"));
+        assert!(SlurmOptions::parse("output=x.log").unwrap_err().to_string().contains("set by the workbench"));
+        assert!(SlurmOptions::parse("a b=1").is_err());
+    }
+
+    #[test]
+    fn cuda_runs_ask_for_one_gpu_unless_told_otherwise() {
+        let none = SlurmOptions::default();
+        assert_eq!(none.for_device("cuda").get("gres").map(String::as_str), Some("gpu:1"));
+        assert_eq!(none.for_device("cpu").get("gres"), None);
+        let two = SlurmOptions::parse("gpus=2").unwrap();
+        assert_eq!(two.for_device("cuda:0").get("gres"), None);
+    }
+
+    #[test]
+    fn scripts_never_hold_a_password() {
+        let options = SlurmOptions::parse("partition=debug").unwrap();
+        let with_password = StoreLocation::parse("postgres://lab:s3cret@db/runs");
+        let spec = JobSpec {
+            run_id: 7,
+            device: "cpu",
+            exe: Path::new("/opt/workbench"),
+            location: &with_password,
+            artifacts: Path::new("/shared/art"),
+            plugin_dirs: &[],
+            options: &options,
+        };
+        let script = batch_script(&spec);
+        assert!(!script.contains("s3cret"), "{script}");
+        assert!(script.contains("\"$WORKBENCH_DB\"") && script.contains("#SBATCH --partition=debug"), "{script}");
+        assert!(script.contains("worker --run 7 --resume") && script.contains("#SBATCH --requeue"), "{script}");
+        let file = StoreLocation::parse("/data/runs.db");
+        let script = batch_script(&JobSpec { location: &file, ..spec });
+        assert!(script.contains("--db '/data/runs.db'"), "{script}");
+    }
+
+    #[test]
+    fn scontrol_lines_give_state_and_exit_code() {
+        let line = "JobId=12 JobName=w UserId=root(0) JobState=CANCELLED Reason=None ExitCode=0:15 RunTime=00:00:03";
+        assert_eq!(parse_scontrol(line), Some(JobState { state: "CANCELLED".into(), exit_code: Some("0:15".into()) }));
+        let state = JobState { state: "TIMEOUT".into(), exit_code: Some("0:0".into()) };
+        assert_eq!(state.cause(), "slurm: TIMEOUT (exit 0:0)");
+        assert!(!state.active());
+        assert!(JobState { state: "PENDING".into(), exit_code: None }.active());
+    }
+}

@@ -1,0 +1,205 @@
+//! Supervision by lease: a running run's worker proves it is alive with a heartbeat every few
+//! seconds, and any reader on any host marks a run whose lease expired `interrupted`. A pid
+//! means something only on the host that issued it, so only a reader on the worker's own host
+//! also asks the operating system, which notices a crashed worker at once.
+//!
+//! Stop requests travel the same way: [`Store::request_stop`] records one, and the worker's
+//! next heartbeat reads it and stops at its next step with a checkpoint.
+
+use std::time::Duration;
+
+use super::{now, process_start, Store, StoreError};
+
+/// How often a worker renews its lease, and how long a lease lasts without renewal.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LeaseTimes {
+    /// Between two heartbeats.
+    pub heartbeat: Duration,
+    /// A run whose last heartbeat is older than this has lost its worker.
+    pub expiry: Duration,
+}
+
+/// The lease times in force: 5 s heartbeats and a 30 s lease, or `WORKBENCH_HEARTBEAT_S` and
+/// `WORKBENCH_LEASE_S` (seconds; tests shorten them).
+pub static LEASE: std::sync::LazyLock<LeaseTimes> = std::sync::LazyLock::new(|| {
+    let seconds = |name: &str, default: f64| {
+        std::env::var(name).ok().and_then(|v| v.trim().parse::<f64>().ok()).filter(|s| *s > 0.0).unwrap_or(default)
+    };
+    LeaseTimes {
+        heartbeat: Duration::from_secs_f64(seconds("WORKBENCH_HEARTBEAT_S", 5.0)),
+        expiry: Duration::from_secs_f64(seconds("WORKBENCH_LEASE_S", 30.0)),
+    }
+});
+
+/// What a heartbeat found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lease {
+    /// The lease is renewed; train on.
+    Held,
+    /// Renewed, and a stop was asked for: checkpoint and end as interrupted.
+    StopRequested,
+    /// The run is no longer this worker's (it was marked interrupted, requeued or deleted):
+    /// stop without writing to it.
+    Lost,
+}
+
+impl Store {
+    /// Renews the lease of run `id` held by worker `pid` on this handle's host.
+    pub async fn heartbeat(&self, id: i64, pid: u32) -> Result<Lease, StoreError> {
+        let row: Option<Option<f64>> = sqlx::query_scalar(
+            "UPDATE runs SET heartbeat_at = $1 \
+             WHERE id = $2 AND status = 'running' AND worker_pid = $3 AND host = $4 RETURNING stop_requested",
+        )
+        .bind(now())
+        .bind(id)
+        .bind(i64::from(pid))
+        .bind(self.host().to_string())
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(|e| self.err(e))?;
+        Ok(match row {
+            None => Lease::Lost,
+            Some(Some(_)) => Lease::StopRequested,
+            Some(None) => Lease::Held,
+        })
+    }
+
+    /// Asks the worker of running run `id` to checkpoint and stop; returns false when the run
+    /// is not running (nothing to ask).
+    pub async fn request_stop(&self, id: i64) -> Result<bool, StoreError> {
+        let result = sqlx::query(
+            "UPDATE runs SET stop_requested = COALESCE(stop_requested, $1) WHERE id = $2 AND status = 'running'",
+        )
+        .bind(now())
+        .bind(id)
+        .execute(&self.pool)
+        .await
+        .map_err(|e| self.err(e))?;
+        if result.rows_affected() == 0 {
+            self.ensure_exists(id).await?;
+        }
+        Ok(result.rows_affected() == 1)
+    }
+
+    /// Records why run `id` ended abnormally (exit code, signal, scheduler state, lease).
+    pub async fn record_cause(&self, id: i64, cause: &str) -> Result<(), StoreError> {
+        self.update_one(sqlx::query("UPDATE runs SET cause = $1 WHERE id = $2").bind(cause).bind(id), id).await
+    }
+
+    /// Records how run `id` is executed: `local` or `slurm`, and the scheduler's job id.
+    pub async fn set_executor(&self, id: i64, executor: &str, job_id: Option<&str>) -> Result<(), StoreError> {
+        let query = sqlx::query("UPDATE runs SET executor = $1, job_id = $2 WHERE id = $3")
+            .bind(executor)
+            .bind(job_id)
+            .bind(id);
+        self.update_one(query, id).await
+    }
+
+    /// Ends a running run whose worker is gone: `interrupted` with `error` and `cause`, only if
+    /// it is still running under worker `pid` (a restarted worker is left alone). Returns
+    /// whether it did.
+    pub async fn end_lost_run(&self, id: i64, pid: Option<i64>, error: &str, cause: &str) -> Result<bool, StoreError> {
+        let result = sqlx::query(
+            "UPDATE runs SET status = 'interrupted', finished_at = $1, error = $2, cause = COALESCE(cause, $3) \
+             WHERE id = $4 AND status = 'running' AND worker_pid IS NOT DISTINCT FROM $5",
+        )
+        .bind(now())
+        .bind(error)
+        .bind(cause)
+        .bind(id)
+        .bind(pid)
+        .execute(&self.pool)
+        .await
+        .map_err(|e| self.err(e))?;
+        Ok(result.rows_affected() == 1)
+    }
+
+    /// Ends queued run `id` as `failed` with `error` and `cause`: its worker died before it
+    /// could start it (so it is not left queued, claimed by nobody alive, where `resume`
+    /// would refuse it). Returns whether it did.
+    pub async fn end_unstarted_run(&self, id: i64, error: &str, cause: &str) -> Result<bool, StoreError> {
+        let result = sqlx::query(
+            "UPDATE runs SET status = 'failed', finished_at = $1, error = $2, cause = $3, \
+             claimed_by = NULL, claimed_at = NULL, claimed_host = NULL WHERE id = $4 AND status = 'queued'",
+        )
+        .bind(now())
+        .bind(error)
+        .bind(cause)
+        .bind(id)
+        .execute(&self.pool)
+        .await
+        .map_err(|e| self.err(e))?;
+        Ok(result.rows_affected() == 1)
+    }
+
+    /// Marks `interrupted` every running run whose worker is gone, and returns their ids in
+    /// increasing order:
+    /// - on any host, a run whose lease expired ([`LEASE`]: no heartbeat for that long);
+    /// - on this handle's host, also a run whose worker process no longer exists (per
+    ///   `is_alive`, usually [`process_alive`](super::process_alive)) or whose pid now names a
+    ///   newer process, and a run recorded without a host (by a workbench from before leases,
+    ///   which ran everything on one machine).
+    ///
+    /// The error says what happened and how to continue (`workbench resume N`); `cause` names
+    /// the lease or the vanished process. Each update re-checks status and pid, so a run that
+    /// a worker restarted meanwhile is left alone.
+    pub async fn reap_orphans(&self, is_alive: impl Fn(u32) -> bool) -> Result<Vec<i64>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT id, worker_pid, host, pid_start, heartbeat_at FROM runs WHERE status = 'running' ORDER BY id",
+        )
+        .fetch_all(&self.pool)
+        .await
+        .map_err(|e| self.err(e))?;
+        let expiry = LEASE.expiry.as_secs_f64();
+        let mut reaped = Vec::new();
+        for row in rows {
+            let id: i64 = self.get(&row, "id")?;
+            let pid: Option<i64> = self.get(&row, "worker_pid")?;
+            let host: Option<String> = self.get(&row, "host")?;
+            let start: Option<i64> = self.get(&row, "pid_start")?;
+            let heartbeat: Option<f64> = self.get(&row, "heartbeat_at")?;
+            let local = host.as_deref().is_none_or(|h| h == self.host());
+            let silent = heartbeat.map(|at| now() - at);
+            let (error, cause) = match (pid.and_then(|p| u32::try_from(p).ok()), silent) {
+                (_, Some(silent)) if silent > expiry => (
+                    format!(
+                        "its worker{} stopped renewing its lease ({silent:.0} s without a heartbeat; \
+                         frozen, cut off or killed); `workbench resume {id}` continues it from its last checkpoint",
+                        match (&host, pid) {
+                            (Some(h), Some(p)) => format!(" (process {p} on {h})"),
+                            _ => String::new(),
+                        }
+                    ),
+                    format!("lease expired: no heartbeat for {silent:.0} s"),
+                ),
+                (Some(p), _) if local && (!is_alive(p) || replaced(p, start)) => (
+                    format!(
+                        "worker process {p} disappeared while the run was running (it crashed or \
+                         was killed); `workbench resume {id}` continues it from its last checkpoint"
+                    ),
+                    format!("worker process {p} disappeared"),
+                ),
+                (None, _) if local => (
+                    format!(
+                        "the run was marked running but no worker process was recorded; \
+                         `workbench resume {id}` continues it from its last checkpoint"
+                    ),
+                    "no worker process recorded".to_string(),
+                ),
+                _ => continue,
+            };
+            if self.end_lost_run(id, pid, &error, &cause).await? {
+                reaped.push(id);
+            }
+        }
+        Ok(reaped)
+    }
+}
+
+/// Whether `pid` now names a process other than the one recorded (started at `start`).
+fn replaced(pid: u32, start: Option<i64>) -> bool {
+    match (start, process_start(pid)) {
+        (Some(recorded), Some(now)) => recorded != now as i64,
+        _ => false,
+    }
+}

@@ -1,0 +1,226 @@
+//! Run supervision, process by process: abnormal ends keep their cause, cancel ends a layer
+//! stuck in a loop, the `train` command only follows its worker (killing it, closing its
+//! output or hanging up loses nothing; Ctrl-C stops with a checkpoint), and a frozen worker
+//! loses its lease. Uses the fixture layer `panicking` (workbench/tests/fixtures).
+
+mod common;
+
+use common::{plugin_dir_with, run, temp_dir, workbench};
+use serde_json::Value;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A store directory and a plugin directory with the fixture layer and Sudoku.
+fn setup(tag: &str) -> (PathBuf, PathBuf) {
+    (temp_dir(&format!("{tag}-db")), plugin_dir_with(tag, &["fixture-panicking-plugin", "sudoku"]))
+}
+
+/// `workbench train` of the fixture layer in `mode` for `steps` steps.
+fn train_cmd(dir: &Path, plugins: &Path, mode: &str, steps: u32) -> Command {
+    let mut cmd = workbench(dir);
+    cmd.env("WORKBENCH_PLUGIN_PATH", plugins).args([
+        "train",
+        "--layer",
+        "panicking",
+        "--task",
+        "sudoku",
+        "task.train_puzzles=8",
+        "task.eval_puzzles=4",
+        "eval_examples=4",
+        "eval_depths=",
+    ]);
+    cmd.arg(format!("mode={mode}")).arg(format!("steps={steps}")).arg(format!("eval_every={}", steps.min(5)));
+    cmd
+}
+
+fn show(dir: &Path, id: u32) -> Value {
+    let (code, out, err) = run(workbench(dir).args(["runs", "show", &id.to_string(), "--json"]));
+    assert_eq!(code, 0, "{err}");
+    serde_json::from_str::<Value>(&out).unwrap()["run"].clone()
+}
+
+/// Polls `runs show` until `done` holds (at most `limit`); `null` while the run does not
+/// exist yet.
+fn wait_for(dir: &Path, id: u32, limit: Duration, done: impl Fn(&Value) -> bool) -> Value {
+    let deadline = Instant::now() + limit;
+    loop {
+        let (code, out, _) = run(workbench(dir).args(["runs", "show", &id.to_string(), "--json"]));
+        let run = if code == 0 { serde_json::from_str::<Value>(&out).unwrap()["run"].clone() } else { Value::Null };
+        if done(&run) || Instant::now() > deadline {
+            return run;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+fn running(run: &Value) -> bool {
+    run["status"] == "running" && run["last_step"].as_u64().unwrap_or(0) >= 1
+}
+
+fn signal(pid: u32, signal: i32) {
+    // SAFETY: kill(2) only sends a signal.
+    unsafe { libc::kill(pid as i32, signal) };
+}
+
+fn worker_pid(run: &Value) -> u32 {
+    run["worker_pid"].as_u64().expect("a worker pid is recorded") as u32
+}
+
+/// A layer that aborts or crashes: the run ends `interrupted` with the signal as its cause,
+/// and the host only reports it.
+#[test]
+fn abort_and_segfault_in_a_layer_are_stored_with_their_signal() {
+    for (mode, name) in [("abort", "SIGABRT"), ("segv", "SIGSEGV")] {
+        let (dir, plugins) = setup(&format!("crash-{mode}"));
+        let (code, _, stderr) = run(&mut train_cmd(&dir, &plugins, mode, 3));
+        assert_eq!(code, 1, "{stderr}");
+        let run = show(&dir, 1);
+        assert_eq!(run["status"], "interrupted", "{run}");
+        let cause = run["supervision"]["cause"].as_str().unwrap_or_default();
+        assert!(cause.contains(name), "{mode}: {cause}");
+        assert!(run["error"].as_str().unwrap_or_default().contains("workbench resume 1"), "{run}");
+        let (_, shown, _) = run_show_text(&dir, 1);
+        assert!(shown.contains("cause:    signal") && shown.contains(name), "{shown}");
+    }
+}
+
+fn run_show_text(dir: &Path, id: u32) -> (i32, String, String) {
+    run(workbench(dir).args(["runs", "show", &id.to_string()]))
+}
+
+/// Cancel of a layer stuck in an endless loop: the stop request cannot reach it, so after
+/// the grace period it is terminated, and the run is interrupted with that cause.
+#[test]
+fn cancel_ends_a_layer_that_loops_forever_within_the_grace_period() {
+    let (dir, plugins) = setup("cancel-loop");
+    let mut train = train_cmd(&dir, &plugins, "loop", 5).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+    let started = wait_for(&dir, 1, Duration::from_secs(60), |r| r["status"] == "running");
+    assert_eq!(started["status"], "running", "{started}");
+    std::thread::sleep(Duration::from_millis(500)); // inside the endless forward pass now
+    let started = Instant::now();
+    let (code, _, stderr) = run_cancel(&dir, 1, "1");
+    let took = started.elapsed();
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stderr.contains("terminated"), "{stderr}");
+    assert!(took < Duration::from_secs(1 + 2 + 5 + 5), "cancel took {took:?}");
+    let run = show(&dir, 1);
+    assert_eq!(run["status"], "interrupted", "{run}");
+    assert!(train.wait().unwrap().code().is_some(), "the train command ends too");
+    let cause = run["supervision"]["cause"].as_str().unwrap_or_default().to_string();
+    assert!(cause.contains("SIGTERM") || cause.contains("SIGKILL"), "{cause}");
+}
+
+fn run_cancel(dir: &Path, id: u32, grace: &str) -> (i32, String, String) {
+    run(workbench(dir).args(["runs", "cancel", &id.to_string(), "--grace", grace]))
+}
+
+/// Killing `train`, closing its output, or hanging it up: the worker trains on and the run
+/// finishes.
+#[test]
+fn the_train_command_only_follows_its_worker() {
+    for how in ["kill", "close-stdout", "hangup"] {
+        let (dir, plugins) = setup(&format!("follow-{how}"));
+        let mut train = train_cmd(&dir, &plugins, "slow", 12)
+            .arg("--json")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut stdout = BufReader::new(train.stdout.take().unwrap());
+        let mut first = String::new();
+        stdout.read_line(&mut first).unwrap();
+        assert!(first.contains("\"event\""), "{how}: {first}");
+        match how {
+            "kill" => train.kill().unwrap(),
+            "close-stdout" => drop(stdout),
+            _ => signal(train.id(), libc::SIGHUP),
+        }
+        let _ = train.wait();
+        let run = wait_for(&dir, 1, Duration::from_secs(120), |r| r["status"] != "running" && r["status"] != "queued");
+        assert_eq!(run["status"], "finished", "{how}: {run}");
+        assert_eq!(run["last_step"], 12, "{how}");
+    }
+}
+
+/// Ctrl-C on a foreground `train`: the worker checkpoints, the run is interrupted, a line
+/// says how to resume, and resuming finishes it.
+#[test]
+fn ctrl_c_on_train_stops_with_a_checkpoint_and_says_how_to_resume() {
+    let (dir, plugins) = setup("ctrl-c");
+    let train: Child = train_cmd(&dir, &plugins, "slow", 200).stderr(Stdio::piped()).spawn().unwrap();
+    let started = wait_for(&dir, 1, Duration::from_secs(60), running);
+    assert!(running(&started), "{started}");
+    signal(train.id(), libc::SIGINT);
+    let output = train.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("stopping run 1 at its next step"), "{stderr}");
+    assert!(stderr.contains("workbench resume 1"), "{stderr}");
+    let run = show(&dir, 1);
+    assert_eq!(run["status"], "interrupted", "{run}");
+    let step = run["last_step"].as_u64().unwrap();
+    assert!(step >= 1 && step < 200, "{run}");
+    assert!(dir.join("runs/1/checkpoint.safetensors").is_file(), "checkpoint written");
+}
+
+/// A worker frozen with SIGSTOP stops renewing its lease and is marked interrupted by the
+/// next reader; when it thaws, it finds its lease lost and ends without touching the run.
+#[test]
+fn a_frozen_worker_loses_its_lease() {
+    let (dir, plugins) = setup("frozen");
+    let lease = |cmd: &mut Command| {
+        cmd.env("WORKBENCH_HEARTBEAT_S", "0.3").env("WORKBENCH_LEASE_S", "2");
+    };
+    let mut cmd = train_cmd(&dir, &plugins, "slow", 400);
+    lease(&mut cmd);
+    let mut train = cmd.stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+    let started = wait_for(&dir, 1, Duration::from_secs(60), running);
+    let pid = worker_pid(&started);
+    signal(pid, libc::SIGSTOP);
+    std::thread::sleep(Duration::from_secs(4));
+    let mut runs = workbench(&dir);
+    lease(&mut runs);
+    let (code, _, stderr) = run(runs.arg("runs"));
+    assert_eq!(code, 0, "{stderr}");
+    let frozen = show(&dir, 1);
+    assert_eq!(frozen["status"], "interrupted", "{frozen}");
+    assert!(frozen["supervision"]["cause"].as_str().unwrap_or_default().starts_with("lease expired"), "{frozen}");
+    signal(pid, libc::SIGCONT);
+    let _ = train.wait();
+    std::thread::sleep(Duration::from_secs(1));
+    let after = show(&dir, 1);
+    assert_eq!(after["status"], "interrupted", "the thawed worker did not take the run back: {after}");
+    assert_eq!(after["finished_at"], frozen["finished_at"], "nor did it end it again");
+}
+
+/// A worker that dies before it marks its run running does not strand the run `queued`
+/// (where `resume` would refuse it): the run fails with the exit as its cause, keeping the
+/// worker's last lines, and can be resumed.
+#[tokio::test]
+async fn a_worker_dying_before_it_starts_leaves_a_resumable_failed_run() {
+    use std::os::unix::process::ExitStatusExt;
+    use workbench::store::{NewRun, PluginRef, RunStatus, Store};
+    let dir = temp_dir("unstarted");
+    let store = Store::open(&dir.join("runs.db")).await.unwrap();
+    let plugin = PluginRef { name: "p".into(), version: "1".into(), fingerprint: "f".into(), build: None };
+    let run = NewRun {
+        layer: plugin.clone(),
+        task: plugin,
+        config: serde_json::json!({}),
+        seed: 0,
+        device: "cpu".into(),
+        git_rev: None,
+        total_steps: Some(10),
+    };
+    let id = store.create_claimed_run(&run, std::process::id()).await.unwrap();
+    let lines = vec!["error: cannot open the store".to_string()];
+    let status = std::process::ExitStatus::from_raw(1 << 8);
+    let cause = workbench::train::exit::record_abnormal_end(&store, id, 4242, &status, &lines).await.unwrap();
+    assert_eq!(cause.as_deref(), Some("exit code 1"));
+    let record = store.run(id).await.unwrap();
+    assert_eq!(record.status, RunStatus::Failed);
+    assert!(record.error.unwrap_or_default().contains("before it could start the run"));
+    assert_eq!(store.logs(id, 5).await.unwrap(), vec!["worker stderr: error: cannot open the store"]);
+    store.requeue(id).await.unwrap();
+}
