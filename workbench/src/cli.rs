@@ -302,10 +302,25 @@ fn tune_process(command: Option<&Command>) {
     }
 }
 
+/// Commands that only print end quietly when their output is closed (`workbench runs | head`),
+/// as other Unix tools do, instead of panicking on the broken pipe. Not the worker (it must
+/// train on), nor the commands that follow one or own a terminal (they handle it themselves).
+fn quiet_on_closed_output(command: Option<&Command>) {
+    let follows = matches!(
+        command,
+        None | Some(Command::Worker { .. } | Command::Train { .. } | Command::Resume { .. } | Command::Tui { .. })
+    );
+    if !follows {
+        // SAFETY: restoring the default disposition of SIGPIPE before any thread is started.
+        unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+    }
+}
+
 /// Parses the command line and runs the command; returns the process exit code.
 pub fn main() -> i32 {
     let cli = Cli::parse();
     tune_process(cli.command.as_ref());
+    quiet_on_closed_output(cli.command.as_ref());
     let runtime = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {

@@ -146,6 +146,10 @@ fn grace_period(seconds: f64) -> Result<std::time::Duration> {
 /// Opens the store and marks runs whose worker died as interrupted.
 async fn open_store(db: &StoreLocation, artifacts: &Option<PathBuf>) -> Result<Store> {
     let store = Store::connect(db).await?.with_artifacts_dir(artifacts.clone());
+    // Runs whose Slurm jobs ended are brought in line first (nothing to do without Slurm).
+    for id in Executor::Slurm(Default::default()).reconcile(&store).await? {
+        eprintln!("run {id}: its Slurm job ended; marked accordingly (`workbench runs show {id}`)");
+    }
     for id in store.reap_orphans(process_alive).await? {
         eprintln!("run {id}: its worker is gone; marked interrupted (`workbench resume {id}` continues it)");
     }

@@ -110,6 +110,9 @@ impl Executor {
             })
             .collect();
         let jobs: Vec<String> = runs.iter().filter_map(|r| r.supervision.job_id.clone()).collect();
+        if jobs.is_empty() {
+            return Ok(Vec::new());
+        }
         let states = tokio::task::block_in_place(|| slurm::states(&jobs))?;
         let mut ended = Vec::new();
         for run in runs {

@@ -1,0 +1,238 @@
+//! Runs on a real Slurm cluster with a shared PostgreSQL store: the single-node cluster and the
+//! server that `scripts/services start` runs on this machine (`eval "$(scripts/services env)"`
+//! sets `WORKBENCH_TEST_SLURM` and `WORKBENCH_TEST_POSTGRES`). Without them the tests skip with
+//! a message, except under CI, where they fail.
+
+mod common;
+
+use common::stores::{Backend, TestDb};
+use common::{plugin_dir_with, run, workbench};
+use serde_json::Value;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Whether a Slurm cluster is there to test against (panics under CI when it is not).
+fn slurm_available() -> bool {
+    if std::env::var_os("WORKBENCH_TEST_SLURM").is_some() {
+        return true;
+    }
+    if std::env::var_os("CI").is_some() {
+        panic!(
+            "WORKBENCH_TEST_SLURM is not set, and CI must test the Slurm executor: \
+             run `scripts/services start` and `eval \"$(scripts/services env)\"` first"
+        );
+    }
+    eprintln!("skipped: no Slurm cluster (`scripts/services start` runs one on this machine)");
+    false
+}
+
+/// A PostgreSQL store with its artifacts directory, and the workbench command on it.
+struct Cluster {
+    db: TestDb,
+}
+
+impl Cluster {
+    async fn new(tag: &str) -> Option<Cluster> {
+        if !slurm_available() {
+            return None;
+        }
+        let db = TestDb::new(Backend::Postgres, tag).await?;
+        Some(Cluster { db })
+    }
+
+    /// `workbench` with `--executor slurm` on the shared store and artifacts.
+    fn workbench(&self) -> Command {
+        let mut cmd = workbench(&self.db.dir);
+        cmd.env("WORKBENCH_DB", self.db.db_arg())
+            .env("WORKBENCH_ARTIFACTS", self.db.dir.join("artifacts"))
+            .env("WORKBENCH_EXECUTOR", "slurm")
+            .env("WORKBENCH_SLURM", "cpus-per-task=1");
+        cmd
+    }
+
+    fn show(&self, id: i64) -> Value {
+        let (code, out, err) = run(self.workbench().args(["runs", "show", &id.to_string(), "--json"]));
+        assert_eq!(code, 0, "{err}");
+        serde_json::from_str::<Value>(&out).unwrap()
+    }
+
+    /// Polls until run `id` satisfies `done` (at most `limit`).
+    fn wait_for(&self, id: i64, limit: Duration, done: impl Fn(&Value) -> bool) -> Value {
+        let deadline = Instant::now() + limit;
+        loop {
+            let (code, out, _) = run(self.workbench().args(["runs", "show", &id.to_string(), "--json"]));
+            let run = if code == 0 { serde_json::from_str::<Value>(&out).unwrap()["run"].clone() } else { Value::Null };
+            if done(&run) || Instant::now() > deadline {
+                return run;
+            }
+            std::thread::sleep(Duration::from_millis(300));
+        }
+    }
+}
+
+const TINY: [&str; 9] = [
+    "d=16",
+    "heads=2",
+    "iterations=2",
+    "difficulty=easy",
+    "task.train_puzzles=32",
+    "task.eval_puzzles=8",
+    "eval_examples=8",
+    "eval_depths=",
+    "threads=1",
+];
+
+/// A sweep of four tiny runs through Slurm into PostgreSQL: every run finishes as its own
+/// job, and another process reads their metrics from the store.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sweep_runs_as_slurm_jobs_into_postgres() {
+    let Some(cluster) = Cluster::new("slurm-sweep").await else { return };
+    let mut args = vec!["sweep", "--layer", "hyperset", "--task", "sudoku", "--jobs", "4", "steps=4", "eval_every=2"];
+    args.extend(TINY);
+    args.push("seed=0,1,2,3");
+    let (code, _, stderr) = run(cluster.workbench().args(&args));
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stderr.contains("4 of 4 runs ended (0 not finished)"), "{stderr}");
+    // Another process, another connection: the runs, their jobs and their metrics.
+    let (code, out, err) = run(cluster.workbench().args(["runs", "--json"]));
+    assert_eq!(code, 0, "{err}");
+    let runs: Value = serde_json::from_str(&out).unwrap();
+    let runs = runs.as_array().expect("a list of runs");
+    assert_eq!(runs.len(), 4);
+    let mut jobs = Vec::new();
+    for r in runs {
+        assert_eq!(r["status"], "finished", "{r}");
+        assert_eq!(r["supervision"]["executor"], "slurm", "{r}");
+        jobs.push(r["supervision"]["job_id"].as_str().unwrap().to_string());
+        let id = r["id"].as_i64().unwrap();
+        let shown = cluster.show(id);
+        let metrics = shown["metrics"].as_array().unwrap();
+        assert!(metrics.iter().any(|m| m["split"] == "eval" && m["name"] == "cell_acc"), "{shown}");
+        let script = cluster.db.dir.join(format!("artifacts/runs/{id}/slurm.sh"));
+        let text = std::fs::read_to_string(&script).expect("the batch script is kept with the run");
+        assert!(text.contains(&format!("worker --run {id} --resume")), "{text}");
+        assert!(!text.contains(":workbench@"), "no password in the script: {text}");
+    }
+    jobs.sort();
+    jobs.dedup();
+    assert_eq!(jobs.len(), 4, "one job per run");
+}
+
+/// `scancel` of a running job: the run ends interrupted with Slurm's state as its cause;
+/// requeued, it resumes from its checkpoint and ends with the same loss as an uninterrupted
+/// run of the same configuration.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scancel_interrupts_and_a_requeued_run_ends_as_if_uninterrupted() {
+    let Some(cluster) = Cluster::new("slurm-scancel").await else { return };
+    let plugins = plugin_dir_with("slurm-scancel", &["fixture-panicking-plugin", "sudoku"]);
+    let mut args = vec![
+        "train",
+        "--layer",
+        "panicking",
+        "--task",
+        "sudoku",
+        "--json",
+        "mode=slow",
+        "task.train_puzzles=16",
+        "task.eval_puzzles=4",
+        "eval_examples=4",
+        "eval_depths=",
+        "threads=1",
+        "steps=40",
+        "eval_every=5",
+    ];
+    let mut train = cluster
+        .workbench()
+        .env("WORKBENCH_PLUGIN_PATH", &plugins)
+        .args(&args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let run1 = cluster.wait_for(1, Duration::from_secs(90), |r| r["last_step"].as_u64().unwrap_or(0) >= 12);
+    assert_eq!(run1["status"], "running", "{run1}");
+    let job = run1["supervision"]["job_id"].as_str().unwrap().to_string();
+    let (code, _, err) = run(Command::new("scancel").arg(&job));
+    assert_eq!(code, 0, "{err}");
+    let _ = train.wait();
+    let ended = cluster.wait_for(1, Duration::from_secs(60), |r| r["supervision"]["cause"].is_string());
+    assert_eq!(ended["status"], "interrupted", "{ended}");
+    assert!(ended["supervision"]["cause"].as_str().unwrap().contains("CANCELLED"), "{ended}");
+
+    let (code, _, err) = run(cluster.workbench().args(["runs", "requeue", "1"]));
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) = run(cluster.workbench().env("WORKBENCH_PLUGIN_PATH", &plugins).args(["queue"]));
+    assert_eq!(code, 0, "{err}");
+    let resumed = cluster.show(1);
+    assert_eq!(resumed["run"]["status"], "finished", "{resumed}");
+
+    // The same configuration without interruption, as a second run.
+    args.retain(|a| *a != "--json");
+    let (code, _, err) = run(cluster.workbench().env("WORKBENCH_PLUGIN_PATH", &plugins).args(&args));
+    assert_eq!(code, 0, "{err}");
+    let final_loss = |shown: &Value| {
+        shown["metrics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["split"] == "train" && m["name"] == "loss")
+            .map(|m| m["summary"]["last"].clone())
+            .expect("a train loss")
+    };
+    let uninterrupted = cluster.show(2);
+    assert_eq!(final_loss(&resumed), final_loss(&uninterrupted), "same final loss, bit for bit");
+}
+
+/// A job that Slurm requeues (as on preemption) starts again and continues its run from the
+/// last checkpoint, to the end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_requeued_job_continues_its_run_from_the_checkpoint() {
+    let Some(cluster) = Cluster::new("slurm-requeue").await else { return };
+    let plugins = plugin_dir_with("slurm-requeue", &["fixture-panicking-plugin", "sudoku"]);
+    let args = [
+        "train",
+        "--layer",
+        "panicking",
+        "--task",
+        "sudoku",
+        "mode=slow",
+        "task.train_puzzles=16",
+        "task.eval_puzzles=4",
+        "eval_examples=4",
+        "eval_depths=",
+        "threads=1",
+        "steps=30",
+        "eval_every=5",
+    ];
+    let mut train = cluster
+        .workbench()
+        .env("WORKBENCH_PLUGIN_PATH", &plugins)
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let running = cluster.wait_for(1, Duration::from_secs(90), |r| r["last_step"].as_u64().unwrap_or(0) >= 7);
+    let job = running["supervision"]["job_id"].as_str().unwrap().to_string();
+    let (code, _, err) = run(Command::new("scontrol").args(["requeue", &job]));
+    assert_eq!(code, 0, "{err}");
+    // Slurm holds a requeued job back for a while (its eligible time); once it is back in
+    // the queue, let it start now.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let (_, shown, _) = run(Command::new("scontrol").args(["show", "job", "-o", &job]));
+        if shown.contains("JobState=PENDING") && shown.contains("Restarts=1") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "job {job} did not return to the queue: {shown}");
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    let (code, _, err) = run(Command::new("scontrol").args(["update", &format!("JobId={job}"), "StartTime=now"]));
+    assert_eq!(code, 0, "{err}");
+    let finished = cluster.wait_for(1, Duration::from_secs(120), |r| r["status"] == "finished");
+    let _ = train.kill();
+    assert_eq!(finished["status"], "finished", "{finished}");
+    assert_eq!(finished["last_step"], 30);
+    let (_, shown, _) = run(cluster.workbench().args(["runs", "show", "1"]));
+    assert!(shown.contains("resuming from the checkpoint at step"), "{shown}");
+}
