@@ -112,6 +112,9 @@ async fn a_sweep_runs_as_slurm_jobs_into_postgres() {
         let text = std::fs::read_to_string(&script).expect("the batch script is kept with the run");
         assert!(text.contains(&format!("worker --run {id} --resume")), "{text}");
         assert!(!text.contains(":workbench@"), "no password in the script: {text}");
+        let (_, shown, _) = run(cluster.workbench().args(["runs", "show", &id.to_string()]));
+        assert!(shown.contains("batch script (") && shown.contains("#SBATCH --requeue"), "{shown}");
+        assert!(shown.contains(&format!("slurm job {}", jobs.last().unwrap())), "{shown}");
     }
     jobs.sort();
     jobs.dedup();

@@ -188,5 +188,18 @@ pub async fn show(store: &Store, id: i64, as_json: bool) -> Result<i32> {
             println!("  {line}");
         }
     }
+    if let Some(script) = batch_script(store, &r) {
+        println!("batch script ({}, `sbatch` it to submit again):", script.display());
+        for line in std::fs::read_to_string(&script).unwrap_or_default().lines() {
+            println!("  {line}");
+        }
+    }
     Ok(0)
+}
+
+/// The Slurm batch script kept with a run's artifacts, if there is one.
+fn batch_script(store: &Store, r: &crate::store::RunRecord) -> Option<std::path::PathBuf> {
+    r.supervision.job_id.as_ref()?;
+    let path = store.artifacts_dir().ok()?.join(crate::train::worker::run_files(r.id)).join("slurm.sh");
+    path.is_file().then_some(path)
 }

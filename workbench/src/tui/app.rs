@@ -95,6 +95,8 @@ pub struct App {
     /// Bumped whenever run data changes (cache key of the Compare panels).
     pub data_version: u64,
     pub launch: LaunchForm,
+    /// Where launched runs train, for the Launch screen: `local workers` or `Slurm jobs (...)`.
+    pub executor: String,
     pub plugins: PluginList,
     pub compare: Options,
     pub compare_cache: Option<(CompareKey, Vec<Panel>)>,
@@ -136,6 +138,7 @@ impl App {
             details: HashMap::new(),
             data_version: 0,
             launch,
+            executor: "local workers".to_string(),
             plugins,
             compare: Options::default(),
             compare_cache: None,

@@ -56,10 +56,18 @@ pub async fn run(
     let (updates_tx, updates) = std::sync::mpsc::channel();
     let watcher = reload::start(&plugin_dirs, updates_tx.clone());
     executor.check(&store)?;
+    let executor_text = match &executor {
+        crate::executor::Executor::Local => "local workers".to_string(),
+        crate::executor::Executor::Slurm(o) => {
+            let options: Vec<String> = o.options.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            format!("Slurm jobs{}", if options.is_empty() { String::new() } else { format!(": {}", options.join(",")) })
+        }
+    };
     let requests = service::spawn(store, plugin_dirs, jobs, executor, updates_tx);
-    let app = App::new(host, move |r| {
+    let mut app = App::new(host, move |r| {
         let _ = requests.send(r);
     });
+    app.executor = executor_text;
     // The UI loop blocks on terminal events; it runs beside the runtime's worker threads.
     let result = tokio::task::block_in_place(move || ui_loop(app, updates));
     drop(watcher); // stops watching, and a rebuild in progress

@@ -277,7 +277,7 @@ fn draw_launch(frame: &mut Frame, area: Rect, app: &App) {
     let height = list_area.height.saturating_sub(2).max(1) as usize;
     let offset = form.cursor.saturating_sub(height - 1);
     let mut state = ratatui::widgets::ListState::default().with_selected(Some(form.cursor)).with_offset(offset);
-    let title = "Launch: a layer on a task (Enter edits, ←/→ choose, L launches)";
+    let title = format!("Launch on {}: a layer on a task (Enter edits, ←/→ choose, L launches)", app.executor);
     frame.render_stateful_widget(
         List::new(items).block(Block::default().borders(Borders::ALL).title(title)),
         list_area,
@@ -392,6 +392,17 @@ fn draw_live(frame: &mut Frame, area: Rect, app: &App) {
     let mut lines = vec![Line::from(info.join(" · "))];
     if let Some(e) = &run.error {
         lines.push(Line::from(Span::styled(e.clone(), Style::default().fg(Color::Red))));
+    }
+    if let Some(cause) = &run.supervision.cause {
+        lines.push(Line::from(Span::styled(format!("cause: {cause}"), Style::default().fg(Color::Red))));
+    }
+    let s = &run.supervision;
+    if let (Some(host), Some(pid)) = (&s.host, run.worker_pid) {
+        let job = match (&s.executor, &s.job_id) {
+            (Some(e), Some(j)) => format!(", {e} job {j}"),
+            _ => String::new(),
+        };
+        lines.push(Line::from(format!("worker: process {pid} on {host}{job}")));
     }
     frame.render_widget(Paragraph::new(lines).wrap(Wrap { trim: true }), info_area);
     let inputs = [compare::Input { record: run, data }];
