@@ -492,6 +492,9 @@ async fn migrations_upgrade_an_existing_database() {
     }
 
     let store = Store::open(&db).await.unwrap();
+    // The summaries added later are filled from the rows already there.
+    let summaries = store.metric_summaries().await.unwrap();
+    assert_eq!(summaries.iter().map(|m| (m.run_id, m.last, m.last_step)).collect::<Vec<_>>(), vec![(5, 0.25, 7)]);
     let r = store.run(5).await.unwrap();
     assert_eq!(r.status, RunStatus::Finished);
     assert_eq!(r.config, json!({"k": 1}));
@@ -1156,6 +1159,52 @@ async fn claims_of_other_hosts_are_left_until_they_time_out(backend: Backend) {
     assert_eq!(a.release_stale_claims(|_| false).await.unwrap(), vec![id], "a knows its runner died");
 }
 
+/// The summaries the runs table reads (smallest, largest, last value, last step, latest wall
+/// time per run and metric) are what the rows say, across batches, NaN values, repeated steps
+/// and a truncation on resume; the train split is summarised for the loss only.
+async fn metric_summaries_follow_the_rows(backend: Backend) {
+    let Some(db) = TestDb::new(backend, "summaries").await else { return };
+    let store = db.open().await;
+    let id = store.create_run(&new_run(1)).await.unwrap();
+    let other = store.create_run(&new_run(2)).await.unwrap();
+    let row = |step, split: &str, name: &str, value, wall| MetricRow {
+        step,
+        split: split.into(),
+        name: name.into(),
+        value,
+        wall_time: wall,
+    };
+    store.insert_metrics(id, &[row(1, "train", "loss", 3.0, 1.0), row(1, "train", "lr", 0.1, 1.0)]).await.unwrap();
+    store
+        .insert_metrics(id, &[row(2, "train", "loss", f64::NAN, 2.0), row(2, "eval", "acc", 0.25, 2.5)])
+        .await
+        .unwrap();
+    store.insert_metrics(id, &[row(3, "train", "loss", 1.0, f64::NAN), row(2, "eval", "acc", 0.5, 2.4)]).await.unwrap();
+    store.insert_metrics(other, &[row(7, "eval", "acc", 0.9, 9.0)]).await.unwrap();
+    let summary = |s: &workbench::store::MetricSummary| {
+        (s.run_id, s.split.clone(), s.name.clone(), s.min, s.max, s.last, s.last_step, s.wall_time)
+    };
+    let got: Vec<_> = store.metric_summaries().await.unwrap().iter().map(summary).collect();
+    assert_eq!(
+        got,
+        vec![
+            // At step 2 the later row (0.5) is the last value.
+            (id, "eval".into(), "acc".into(), 0.25, 0.5, 0.5, 2, 2.5),
+            (id, "train".into(), "loss".into(), 1.0, 3.0, 1.0, 3, 2.0),
+            (other, "eval".into(), "acc".into(), 0.9, 0.9, 0.9, 7, 9.0),
+        ]
+    );
+    // Resuming from step 1 drops the later rows; the summaries follow.
+    store.delete_metrics_after(id, 1).await.unwrap();
+    let got: Vec<_> = store.metric_summaries().await.unwrap().iter().map(summary).collect();
+    assert_eq!(got, vec![(id, "train".into(), "loss".into(), 3.0, 3.0, 3.0, 1, 1.0), got[1].clone()]);
+    assert_eq!(got.len(), 2);
+    // A last value that is NaN reads back as NaN.
+    store.insert_metrics(id, &[row(5, "train", "loss", f64::NAN, 5.0)]).await.unwrap();
+    let loss = store.metric_summaries().await.unwrap().into_iter().find(|s| s.run_id == id).unwrap();
+    assert!(loss.last.is_nan() && loss.min == 3.0 && loss.last_step == 5, "{loss:?}");
+}
+
 on_both_backends!(
     run_round_trip_all_fields,
     status_transitions,
@@ -1176,4 +1225,5 @@ on_both_backends!(
     db_copy_covers_every_column,
     leases_are_honoured_across_hosts,
     claims_of_other_hosts_are_left_until_they_time_out,
+    metric_summaries_follow_the_rows,
 );

@@ -2,7 +2,8 @@
 //! metrics, diagnostics, artifact records, logs, notes and tags, and sweeps, between any two
 //! stores (SQLite to PostgreSQL and back), so a laptop's runs can join a lab's shared store.
 //!
-//! Rows are copied column by column from the lists below, so every value arrives as it was
+//! `metric_summaries` is derived from the metric rows and rebuilt in the target. Rows are
+//! copied column by column from the lists below, so every value arrives as it was
 //! stored, timestamps included. Ids are kept when the target has none of them (a copy into an
 //! empty store is exact, and a round trip leaves every row equal); otherwise the copied runs
 //! and sweeps get new ids, and the report says which id became which.
@@ -196,6 +197,8 @@ impl Store {
                 }
                 *report.rows.entry(table.name.to_string()).or_insert(0) += copied;
             }
+            // Summaries are derived from the metric rows: rebuilt, not copied.
+            target.recompute_summaries(&mut tx, new).await?;
         }
         if keep && target.backend() == Backend::Postgres {
             // Explicit ids do not advance PostgreSQL's sequences: move them past the copy.

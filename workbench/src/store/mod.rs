@@ -68,6 +68,7 @@ mod copy;
 mod error;
 mod float;
 mod location;
+mod metrics;
 mod open;
 mod process;
 mod supervision;
@@ -431,37 +432,6 @@ impl Store {
         self.update_one(sqlx::query("UPDATE runs SET metric_specs = $1 WHERE id = $2").bind(json).bind(id), id).await
     }
 
-    /// Per run and per (split, metric) of every evaluation split and of the train loss: the
-    /// last, smallest and largest value, the last step and wall time. One query for the runs
-    /// table, so it never loads whole curves.
-    pub async fn metric_summaries(&self) -> Result<Vec<MetricSummary>, StoreError> {
-        let rows = sqlx::query(
-            "SELECT run_id, split, name, MIN(value) AS lo, MAX(value) AS hi, MAX(step) AS last_step, \
-             MAX(wall_time) AS wall, \
-             (SELECT value FROM metrics l WHERE l.run_id = m.run_id AND l.split = m.split \
-              AND l.name = m.name ORDER BY l.step DESC, l.rowid DESC LIMIT 1) AS last \
-             FROM metrics m WHERE split != 'train' OR name = 'loss' \
-             GROUP BY run_id, split, name ORDER BY run_id, split, name",
-        )
-        .fetch_all(&self.pool)
-        .await
-        .map_err(|e| self.err(e))?;
-        rows.iter()
-            .map(|r| {
-                Ok(MetricSummary {
-                    run_id: self.get(r, "run_id")?,
-                    split: self.get(r, "split")?,
-                    name: self.get(r, "name")?,
-                    min: self.get::<Option<f64>>(r, "lo")?.unwrap_or(f64::NAN),
-                    max: self.get::<Option<f64>>(r, "hi")?.unwrap_or(f64::NAN),
-                    last: self.get::<Option<f64>>(r, "last")?.unwrap_or(f64::NAN),
-                    last_step: self.to_u64(self.get(r, "last_step")?, "metric step")?,
-                    wall_time: self.get::<Option<f64>>(r, "wall")?.unwrap_or(f64::NAN),
-                })
-            })
-            .collect()
-    }
-
     /// Records the last completed training step (`last_step`).
     pub async fn set_progress(&self, id: i64, step: u64) -> Result<(), StoreError> {
         let step = to_i64(step, "step")?;
@@ -493,50 +463,6 @@ impl Store {
             return Err(StoreError::NotFound(id));
         }
         Ok(tx)
-    }
-
-    /// Appends metric rows in one transaction (all or nothing). NaN values are stored as NULL
-    /// and read back as NaN.
-    pub async fn insert_metrics(&self, run_id: i64, rows: &[MetricRow]) -> Result<(), StoreError> {
-        let steps = rows.iter().map(|r| to_i64(r.step, "metric step")).collect::<Result<Vec<_>, _>>()?;
-        let mut tx = self.begin_for_run(run_id).await?;
-        for (row, step) in rows.iter().zip(steps) {
-            sqlx::query(
-                "INSERT INTO metrics (run_id, step, split, name, value, wall_time) \
-                 VALUES ($1, $2, $3, $4, $5, $6)",
-            )
-            .bind(run_id)
-            .bind(step)
-            .bind(&row.split)
-            .bind(&row.name)
-            .bind(Float::nan_as_null(row.value))
-            .bind(Float::nan_as_null(row.wall_time))
-            .execute(&mut *tx)
-            .await
-            .map_err(|e| self.err(e))?;
-        }
-        tx.commit().await.map_err(|e| self.err(e))
-    }
-
-    /// Appends diagnostic rows in one transaction (all or nothing).
-    pub async fn insert_diagnostics(&self, run_id: i64, rows: &[DiagnosticRow]) -> Result<(), StoreError> {
-        let steps = rows.iter().map(|r| to_i64(r.step, "diagnostic step")).collect::<Result<Vec<_>, _>>()?;
-        let mut tx = self.begin_for_run(run_id).await?;
-        for (row, step) in rows.iter().zip(steps) {
-            sqlx::query(
-                "INSERT INTO diagnostics (run_id, step, iteration, name, value) \
-                 VALUES ($1, $2, $3, $4, $5)",
-            )
-            .bind(run_id)
-            .bind(step)
-            .bind(i64::from(row.iteration))
-            .bind(&row.name)
-            .bind(Float::nan_as_null(row.value))
-            .execute(&mut *tx)
-            .await
-            .map_err(|e| self.err(e))?;
-        }
-        tx.commit().await.map_err(|e| self.err(e))
     }
 
     fn map_metric(&self, row: &AnyRow) -> Result<MetricRow, StoreError> {
@@ -589,6 +515,7 @@ impl Store {
         ] {
             sqlx::query(sql).bind(run_id).bind(step).execute(&mut *tx).await.map_err(|e| self.err(e))?;
         }
+        self.recompute_summaries(&mut tx, run_id).await?;
         tx.commit().await.map_err(|e| self.err(e))
     }
 

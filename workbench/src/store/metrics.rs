@@ -1,0 +1,198 @@
+//! Writing metric and diagnostic rows, and the per-metric summaries the runs table reads.
+//!
+//! Rows go in as multi-row `INSERT`s (a few hundred rows a statement), which both engines take
+//! far faster than a statement per row, over a network above all. Each metric batch also
+//! updates `metric_summaries` (smallest, largest and last value per run and metric) in the same
+//! transaction, so the runs table never scans the metric rows themselves.
+
+use std::collections::BTreeMap;
+
+use sqlx::Any;
+
+use super::{to_i64, DiagnosticRow, Float, MetricRow, MetricSummary, Store, StoreError};
+
+/// Rows per `INSERT` statement: well under both engines' limits on parameters per statement
+/// (SQLite 32,766, PostgreSQL 65,535) at six parameters a row.
+const ROWS_PER_STATEMENT: usize = 500;
+
+/// What one batch adds to the summary of one (split, name).
+struct BatchSummary {
+    lo: Option<f64>,
+    hi: Option<f64>,
+    last: Option<f64>,
+    last_step: i64,
+    wall: Option<f64>,
+}
+
+fn keep(current: Option<f64>, candidate: Option<f64>, better: impl Fn(f64, f64) -> bool) -> Option<f64> {
+    match (current, candidate) {
+        (Some(c), Some(n)) if better(n, c) => Some(n),
+        (None, n) => n,
+        (c, _) => c,
+    }
+}
+
+/// `INSERT INTO table (columns) VALUES ($1, ..), ($k, ..), ...` for `rows` rows.
+fn multi_insert(table: &str, columns: &[&str], rows: usize) -> String {
+    let width = columns.len();
+    let tuples: Vec<String> = (0..rows)
+        .map(|r| {
+            let params: Vec<String> = (1..=width).map(|c| format!("${}", r * width + c)).collect();
+            format!("({})", params.join(", "))
+        })
+        .collect();
+    format!("INSERT INTO {table} ({}) VALUES {}", columns.join(", "), tuples.join(", "))
+}
+
+impl Store {
+    /// Appends metric rows in one transaction (all or nothing), and updates the run's metric
+    /// summaries. NaN values are stored as NULL and read back as NaN.
+    pub async fn insert_metrics(&self, run_id: i64, rows: &[MetricRow]) -> Result<(), StoreError> {
+        let steps = rows.iter().map(|r| to_i64(r.step, "metric step")).collect::<Result<Vec<_>, _>>()?;
+        let mut tx = self.begin_for_run(run_id).await?;
+        let columns = ["run_id", "step", "split", "name", "value", "wall_time"];
+        for (chunk, chunk_steps) in rows.chunks(ROWS_PER_STATEMENT).zip(steps.chunks(ROWS_PER_STATEMENT)) {
+            let sql = multi_insert("metrics", &columns, chunk.len());
+            let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
+            for (row, step) in chunk.iter().zip(chunk_steps) {
+                query = query
+                    .bind(run_id)
+                    .bind(*step)
+                    .bind(row.split.clone())
+                    .bind(row.name.clone())
+                    .bind(Float::nan_as_null(row.value))
+                    .bind(Float::nan_as_null(row.wall_time));
+            }
+            query.execute(&mut *tx).await.map_err(|e| self.err(e))?;
+        }
+        self.add_to_summaries(&mut tx, run_id, rows, &steps).await?;
+        tx.commit().await.map_err(|e| self.err(e))
+    }
+
+    /// Folds a batch of metric rows into the stored summaries.
+    async fn add_to_summaries(
+        &self,
+        tx: &mut sqlx::Transaction<'static, Any>,
+        run_id: i64,
+        rows: &[MetricRow],
+        steps: &[i64],
+    ) -> Result<(), StoreError> {
+        let mut batch: BTreeMap<(&str, &str), BatchSummary> = BTreeMap::new();
+        for (row, &step) in rows.iter().zip(steps) {
+            let value = (!row.value.is_nan()).then_some(row.value);
+            let wall = (!row.wall_time.is_nan()).then_some(row.wall_time);
+            let s = batch.entry((row.split.as_str(), row.name.as_str())).or_insert(BatchSummary {
+                lo: None,
+                hi: None,
+                last: value,
+                last_step: step,
+                wall: None,
+            });
+            s.lo = keep(s.lo, value, |n, c| n < c);
+            s.hi = keep(s.hi, value, |n, c| n > c);
+            s.wall = keep(s.wall, wall, |n, c| n > c);
+            // Later rows win among equal steps, as they do when reading the rows back.
+            if step >= s.last_step {
+                s.last_step = step;
+                s.last = value;
+            }
+        }
+        for ((split, name), s) in batch {
+            sqlx::query(
+                "INSERT INTO metric_summaries (run_id, split, name, lo, hi, last, last_step, wall) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8) \
+                 ON CONFLICT (run_id, split, name) DO UPDATE SET \
+                 lo = CASE WHEN excluded.lo IS NULL OR (metric_summaries.lo IS NOT NULL AND metric_summaries.lo <= excluded.lo) \
+                      THEN metric_summaries.lo ELSE excluded.lo END, \
+                 hi = CASE WHEN excluded.hi IS NULL OR (metric_summaries.hi IS NOT NULL AND metric_summaries.hi >= excluded.hi) \
+                      THEN metric_summaries.hi ELSE excluded.hi END, \
+                 last = CASE WHEN excluded.last_step >= metric_summaries.last_step THEN excluded.last \
+                        ELSE metric_summaries.last END, \
+                 last_step = CASE WHEN excluded.last_step >= metric_summaries.last_step THEN excluded.last_step \
+                             ELSE metric_summaries.last_step END, \
+                 wall = CASE WHEN excluded.wall IS NULL OR (metric_summaries.wall IS NOT NULL AND metric_summaries.wall >= excluded.wall) \
+                        THEN metric_summaries.wall ELSE excluded.wall END",
+            )
+            .bind(run_id)
+            .bind(split.to_string())
+            .bind(name.to_string())
+            .bind(Float(s.lo))
+            .bind(Float(s.hi))
+            .bind(Float(s.last))
+            .bind(s.last_step)
+            .bind(Float(s.wall))
+            .execute(&mut **tx)
+            .await
+            .map_err(|e| self.err(e))?;
+        }
+        Ok(())
+    }
+
+    /// Rebuilds run `run_id`'s summaries from its metric rows (after rows were deleted, or
+    /// copied in from another store).
+    pub(super) async fn recompute_summaries(
+        &self,
+        tx: &mut sqlx::Transaction<'static, Any>,
+        run_id: i64,
+    ) -> Result<(), StoreError> {
+        for sql in [
+            "DELETE FROM metric_summaries WHERE run_id = $1",
+            "INSERT INTO metric_summaries (run_id, split, name, lo, hi, last, last_step, wall) \
+             SELECT run_id, split, name, MIN(value), MAX(value), \
+             (SELECT value FROM metrics l WHERE l.run_id = m.run_id AND l.split = m.split AND l.name = m.name \
+              ORDER BY l.step DESC, l.rowid DESC LIMIT 1), MAX(step), MAX(wall_time) \
+             FROM metrics m WHERE run_id = $1 GROUP BY run_id, split, name",
+        ] {
+            sqlx::query(sql).bind(run_id).execute(&mut **tx).await.map_err(|e| self.err(e))?;
+        }
+        Ok(())
+    }
+
+    /// Per run and per (split, metric) of every evaluation split and of the train loss: the
+    /// last, smallest and largest value, the last step and wall time. Read from the summaries
+    /// kept as metrics are written, so the runs table never loads or scans whole curves.
+    pub async fn metric_summaries(&self) -> Result<Vec<MetricSummary>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT run_id, split, name, lo, hi, last, last_step, wall FROM metric_summaries \
+             WHERE split != 'train' OR name = 'loss' ORDER BY run_id, split, name",
+        )
+        .fetch_all(&self.pool)
+        .await
+        .map_err(|e| self.err(e))?;
+        rows.iter()
+            .map(|r| {
+                Ok(MetricSummary {
+                    run_id: self.get(r, "run_id")?,
+                    split: self.get(r, "split")?,
+                    name: self.get(r, "name")?,
+                    min: self.get::<Option<f64>>(r, "lo")?.unwrap_or(f64::NAN),
+                    max: self.get::<Option<f64>>(r, "hi")?.unwrap_or(f64::NAN),
+                    last: self.get::<Option<f64>>(r, "last")?.unwrap_or(f64::NAN),
+                    last_step: self.to_u64(self.get(r, "last_step")?, "metric step")?,
+                    wall_time: self.get::<Option<f64>>(r, "wall")?.unwrap_or(f64::NAN),
+                })
+            })
+            .collect()
+    }
+
+    /// Appends diagnostic rows in one transaction (all or nothing).
+    pub async fn insert_diagnostics(&self, run_id: i64, rows: &[DiagnosticRow]) -> Result<(), StoreError> {
+        let steps = rows.iter().map(|r| to_i64(r.step, "diagnostic step")).collect::<Result<Vec<_>, _>>()?;
+        let mut tx = self.begin_for_run(run_id).await?;
+        let columns = ["run_id", "step", "iteration", "name", "value"];
+        for (chunk, chunk_steps) in rows.chunks(ROWS_PER_STATEMENT).zip(steps.chunks(ROWS_PER_STATEMENT)) {
+            let sql = multi_insert("diagnostics", &columns, chunk.len());
+            let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
+            for (row, step) in chunk.iter().zip(chunk_steps) {
+                query = query
+                    .bind(run_id)
+                    .bind(*step)
+                    .bind(i64::from(row.iteration))
+                    .bind(row.name.clone())
+                    .bind(Float::nan_as_null(row.value));
+            }
+            query.execute(&mut *tx).await.map_err(|e| self.err(e))?;
+        }
+        tx.commit().await.map_err(|e| self.err(e))
+    }
+}
