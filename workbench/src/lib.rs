@@ -9,6 +9,7 @@
 //! - [`diagnostics`] measures energies, ranks and angles per layer iteration at evaluations;
 //! - [`ablation`] groups runs into mean ± std tables (Markdown, LaTeX, CSV);
 //! - [`scaffold`] makes new plugin crates from templates (`workbench plugin new`);
+//! - [`ops`] are the operations on runs that the CLI and the TUI share;
 //! - [`tui`] is the terminal workbench;
 //! - [`commands`] and [`cli`] are the command line on top.
 
@@ -19,6 +20,7 @@ pub mod device;
 pub mod diagnostics;
 pub mod executor;
 pub mod host;
+pub mod ops;
 pub mod params;
 pub mod plot;
 pub mod queue;

@@ -6,7 +6,7 @@
 mod common;
 
 use common::stores::{Backend, TestDb};
-use common::{plugin_dir_with, run, workbench};
+use common::{fixture_train_args, plugin_dir_with, run, workbench};
 use serde_json::Value;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -128,22 +128,8 @@ async fn a_sweep_runs_as_slurm_jobs_into_postgres() {
 async fn scancel_interrupts_and_a_requeued_run_ends_as_if_uninterrupted() {
     let Some(cluster) = Cluster::new("slurm-scancel").await else { return };
     let plugins = plugin_dir_with("slurm-scancel", &["fixture-panicking-plugin", "sudoku"]);
-    let mut args = vec![
-        "train",
-        "--layer",
-        "panicking",
-        "--task",
-        "sudoku",
-        "--json",
-        "mode=slow",
-        "task.train_puzzles=16",
-        "task.eval_puzzles=4",
-        "eval_examples=4",
-        "eval_depths=",
-        "threads=1",
-        "steps=40",
-        "eval_every=5",
-    ];
+    let mut args = fixture_train_args("slow", 40, 5);
+    args.push("--json".into());
     let mut train = cluster
         .workbench()
         .env("WORKBENCH_PLUGIN_PATH", &plugins)
@@ -170,7 +156,7 @@ async fn scancel_interrupts_and_a_requeued_run_ends_as_if_uninterrupted() {
     assert_eq!(resumed["run"]["status"], "finished", "{resumed}");
 
     // The same configuration without interruption, as a second run.
-    args.retain(|a| *a != "--json");
+    args.retain(|a| a != "--json");
     let (code, _, err) = run(cluster.workbench().env("WORKBENCH_PLUGIN_PATH", &plugins).args(&args));
     assert_eq!(code, 0, "{err}");
     let final_loss = |shown: &Value| {
@@ -192,25 +178,11 @@ async fn scancel_interrupts_and_a_requeued_run_ends_as_if_uninterrupted() {
 async fn a_requeued_job_continues_its_run_from_the_checkpoint() {
     let Some(cluster) = Cluster::new("slurm-requeue").await else { return };
     let plugins = plugin_dir_with("slurm-requeue", &["fixture-panicking-plugin", "sudoku"]);
-    let args = [
-        "train",
-        "--layer",
-        "panicking",
-        "--task",
-        "sudoku",
-        "mode=slow",
-        "task.train_puzzles=16",
-        "task.eval_puzzles=4",
-        "eval_examples=4",
-        "eval_depths=",
-        "threads=1",
-        "steps=30",
-        "eval_every=5",
-    ];
+    let args = fixture_train_args("slow", 30, 5);
     let mut train = cluster
         .workbench()
         .env("WORKBENCH_PLUGIN_PATH", &plugins)
-        .args(args)
+        .args(&args)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{plugin_dir_with, run, temp_dir, workbench};
+use common::{fixture_train_args, plugin_dir_with, run, temp_dir, workbench};
 use serde_json::Value;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -20,18 +20,7 @@ fn setup(tag: &str) -> (PathBuf, PathBuf) {
 /// `workbench train` of the fixture layer in `mode` for `steps` steps.
 fn train_cmd(dir: &Path, plugins: &Path, mode: &str, steps: u32) -> Command {
     let mut cmd = workbench(dir);
-    cmd.env("WORKBENCH_PLUGIN_PATH", plugins).args([
-        "train",
-        "--layer",
-        "panicking",
-        "--task",
-        "sudoku",
-        "task.train_puzzles=8",
-        "task.eval_puzzles=4",
-        "eval_examples=4",
-        "eval_depths=",
-    ]);
-    cmd.arg(format!("mode={mode}")).arg(format!("steps={steps}")).arg(format!("eval_every={}", steps.min(5)));
+    cmd.env("WORKBENCH_PLUGIN_PATH", plugins).args(fixture_train_args(mode, steps, steps.min(5)));
     cmd
 }
 
@@ -62,6 +51,21 @@ fn running(run: &Value) -> bool {
 fn signal(pid: u32, signal: i32) {
     // SAFETY: kill(2) only sends a signal.
     unsafe { libc::kill(pid as i32, signal) };
+}
+
+/// Kills the processes of a test that failed half-way (a worker looping forever would
+/// otherwise outlive it).
+struct KillOnDrop(Vec<u32>);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        // Only when the test failed: the pids of a test that passed may be reused already.
+        if std::thread::panicking() {
+            for &pid in &self.0 {
+                signal(pid, libc::SIGKILL);
+            }
+        }
+    }
 }
 
 fn worker_pid(run: &Value) -> u32 {
@@ -96,8 +100,10 @@ fn run_show_text(dir: &Path, id: u32) -> (i32, String, String) {
 fn cancel_ends_a_layer_that_loops_forever_within_the_grace_period() {
     let (dir, plugins) = setup("cancel-loop");
     let mut train = train_cmd(&dir, &plugins, "loop", 5).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+    let mut guard = KillOnDrop(vec![train.id()]);
     let started = wait_for(&dir, 1, Duration::from_secs(60), |r| r["status"] == "running");
     assert_eq!(started["status"], "running", "{started}");
+    guard.0.push(worker_pid(&started));
     std::thread::sleep(Duration::from_millis(500)); // inside the endless forward pass now
     let started = Instant::now();
     let (code, _, stderr) = run_cancel(&dir, 1, "1");

@@ -98,12 +98,10 @@ pub async fn run(cli: Cli) -> Result<i32> {
             match action {
                 None => runs::list(&store, json).await,
                 Some(RunsAction::Show { run, json: show_json }) => runs::show(&store, run, json || show_json).await,
-                Some(RunsAction::Cancel { run, grace }) => {
-                    sweep::cancel_run(&store, run, grace_period(grace)?).await
-                }
-                Some(RunsAction::Pause { run }) => sweep::hold_run(&store, run, true).await,
-                Some(RunsAction::Unpause { run }) => sweep::hold_run(&store, run, false).await,
-                Some(RunsAction::Requeue { run }) => sweep::requeue(&store, run).await,
+                Some(RunsAction::Cancel { run, grace }) => runs::cancel(&store, run, grace_period(grace)?).await,
+                Some(RunsAction::Pause { run }) => runs::hold(&store, run, true).await,
+                Some(RunsAction::Unpause { run }) => runs::hold(&store, run, false).await,
+                Some(RunsAction::Requeue { run }) => runs::requeue(&store, run).await,
             }
         }
         Some(Command::Plot { runs, panels, out, size }) => {

@@ -1,5 +1,6 @@
 //! `workbench runs` and `workbench runs show N`.
 
+use crate::ops;
 use crate::store::{MetricRow, RunRecord, Store};
 use anyhow::Result;
 use serde_json::json;
@@ -202,4 +203,29 @@ fn batch_script(store: &Store, r: &crate::store::RunRecord) -> Option<std::path:
     r.supervision.job_id.as_ref()?;
     let path = store.artifacts_dir().ok()?.join(crate::train::worker::run_files(r.id)).join("slurm.sh");
     path.is_file().then_some(path)
+}
+
+/// `workbench runs cancel N`: takes a queued run out of the queue, or stops a running one
+/// (escalating after `grace`).
+pub async fn cancel(store: &Store, id: i64, grace: std::time::Duration) -> Result<i32> {
+    if store.run(id).await?.status == crate::store::RunStatus::Running {
+        eprintln!("run {id}: asking its worker to stop at its next step, with a checkpoint");
+    }
+    let cancelled = ops::runs::cancel(store, id, grace).await?;
+    eprintln!("{}", cancelled.describe(id, grace));
+    Ok(0)
+}
+
+/// `workbench runs requeue N`: back in the queue, continuing from its checkpoint.
+pub async fn requeue(store: &Store, id: i64) -> Result<i32> {
+    ops::runs::requeue(store, id).await?;
+    eprintln!("run {id} queued again; the queue resumes it from its last checkpoint");
+    Ok(0)
+}
+
+/// `workbench runs pause|unpause N`.
+pub async fn hold(store: &Store, id: i64, held: bool) -> Result<i32> {
+    ops::runs::hold(store, id, held).await?;
+    eprintln!("run {id} {}", if held { "paused" } else { "released" });
+    Ok(0)
 }

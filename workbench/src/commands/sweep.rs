@@ -1,12 +1,11 @@
-//! `workbench sweep`, `workbench sweeps`, `workbench queue`, and pausing, cancelling and
-//! requeueing single runs.
+//! `workbench sweep`, `workbench sweeps` and `workbench queue`.
 
 use crate::executor::Executor;
 use crate::host::PluginHost;
 use crate::queue::QueueRunner;
 use crate::store::{RunStatus, Store};
 use crate::sweep::{parse_axis, plan, Spec};
-use crate::train::stop::{stop_running, StopOutcome};
+use crate::ops;
 use anyhow::{bail, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::path::PathBuf;
@@ -135,65 +134,16 @@ pub async fn list(store: &Store, json: bool) -> Result<i32> {
 
 /// Pauses or resumes the queued runs of a sweep.
 pub async fn hold_sweep(store: &Store, sweep: i64, held: bool) -> Result<i32> {
-    let n = store.set_sweep_held(sweep, held).await?;
+    let n = ops::runs::hold_sweep(store, sweep, held).await?;
     eprintln!("sweep {sweep}: {n} queued runs {}", if held { "paused" } else { "released" });
     Ok(0)
 }
 
 /// Cancels a sweep: queued runs become interrupted, running ones are stopped.
 pub async fn cancel_sweep(store: &Store, sweep: i64) -> Result<i32> {
-    store.sweep(sweep).await?;
-    for run in store.sweep_runs(sweep).await? {
-        if !run.status.is_terminal() {
-            cancel_run(store, run.id, crate::train::stop::DEFAULT_GRACE).await?;
-        }
+    let grace = crate::train::stop::DEFAULT_GRACE;
+    for (id, cancelled) in ops::runs::cancel_sweep(store, sweep, grace).await? {
+        eprintln!("{}", cancelled.describe(id, grace));
     }
-    Ok(0)
-}
-
-/// Cancels one run: a queued run becomes interrupted, a running one is asked to stop (its
-/// worker saves a checkpoint and records it interrupted).
-pub async fn cancel_run(store: &Store, id: i64, grace: Duration) -> Result<i32> {
-    let run = store.run(id).await?;
-    match run.status {
-        RunStatus::Queued => {
-            crate::train::stop::cancel_queued(store, id).await?;
-            eprintln!("run {id} cancelled before it started");
-        }
-        RunStatus::Running => {
-            eprintln!("run {id}: asking its worker to stop at its next step, with a checkpoint");
-            match stop_running(store, id, grace).await? {
-                StopOutcome::Stopped => eprintln!("run {id} stopped: interrupted with a checkpoint"),
-                StopOutcome::Terminated(signal) => eprintln!(
-                    "run {id} did not stop within {} s and was terminated ({signal}); \
-                     it is interrupted and continues from its last checkpoint",
-                    grace.as_secs_f64()
-                ),
-                StopOutcome::Requested { host } => eprintln!(
-                    "run {id} runs on {host}: the stop request is recorded; its worker stops at its next step"
-                ),
-                StopOutcome::JobCancelled { job } => eprintln!(
-                    "run {id} did not stop within {} s: its Slurm job {job} was cancelled (scancel); \
-                     it ends interrupted from its last checkpoint",
-                    grace.as_secs_f64()
-                ),
-            }
-        }
-        status => bail!("run {id} is {status}: nothing to cancel"),
-    }
-    Ok(0)
-}
-
-/// Puts an interrupted or failed run back in the queue (it continues from its checkpoint).
-pub async fn requeue(store: &Store, id: i64) -> Result<i32> {
-    store.requeue(id).await?;
-    eprintln!("run {id} queued again; the queue resumes it from its last checkpoint");
-    Ok(0)
-}
-
-/// Pauses or releases one queued run.
-pub async fn hold_run(store: &Store, id: i64, held: bool) -> Result<i32> {
-    store.set_held(id, held).await?;
-    eprintln!("run {id} {}", if held { "paused" } else { "released" });
     Ok(0)
 }

@@ -97,6 +97,9 @@ pub use types::{
 /// How long a connection waits for another process's lock before giving up.
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// How long a write keeps trying to take SQLite's write lock, over several busy timeouts.
+pub const WRITE_PATIENCE: Duration = Duration::from_secs(120);
+
 /// Handle to the run database. Cheap to clone (clones share one connection pool).
 #[derive(Debug, Clone)]
 pub struct Store {
@@ -441,12 +444,27 @@ impl Store {
     /// Starts a write transaction. On SQLite it takes the write lock up front (`BEGIN
     /// IMMEDIATE`, see module docs) so it waits for another writer instead of failing when it
     /// upgrades; PostgreSQL locks rows as they are written.
+    ///
+    /// With many writers at once (dozens of workers on one SQLite file), SQLite's busy handler
+    /// is not fair and a writer can lose the lock for longer than the busy timeout; taking the
+    /// lock is then retried, after a short random pause, for up to [`WRITE_PATIENCE`] in all,
+    /// before the store reports [`StoreError::Busy`] (a worker would otherwise fail its run
+    /// over a moment of contention).
     async fn begin_write(&self) -> Result<sqlx::Transaction<'static, Any>, StoreError> {
         let begin = match self.backend() {
             Backend::Sqlite => "BEGIN IMMEDIATE",
             Backend::Postgres => "BEGIN",
         };
-        self.pool.begin_with(begin).await.map_err(|e| self.err(e))
+        let started = std::time::Instant::now();
+        loop {
+            match self.pool.begin_with(begin).await.map_err(|e| self.err(e)) {
+                Err(StoreError::Busy { .. }) if started.elapsed() < WRITE_PATIENCE => {
+                    let pause = 20 + u64::from(rand::random::<u8>());
+                    tokio::time::sleep(Duration::from_millis(pause)).await;
+                }
+                result => return result,
+            }
+        }
     }
 
     /// Starts a write transaction that holds the write lock from the start (see module docs)

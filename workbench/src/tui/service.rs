@@ -7,7 +7,8 @@ use crate::ablation::{RunInput, Table};
 use crate::commands::ablation::Format;
 use crate::queue::QueueRunner;
 use crate::store::{MetricRow, NewRun, RunStatus, Store};
-use crate::train::stop::{cancel_queued, stop_running, StopOutcome, DEFAULT_GRACE};
+use crate::ops;
+use crate::train::stop::DEFAULT_GRACE;
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::mpsc::Sender;
@@ -187,67 +188,41 @@ impl Service {
                 let held = !run.held;
                 match (sweep, run.sweep) {
                     (true, Some(s)) => {
-                        let n = self.store.set_sweep_held(s.id, held).await?;
+                        let n = ops::runs::hold_sweep(&self.store, s.id, held).await?;
                         let what = if held { "paused" } else { "released" };
                         self.send(Update::Info(format!("sweep {}: {n} queued runs {what}", s.id)));
                     }
                     (true, None) => anyhow::bail!("run {id} is not part of a sweep"),
                     (false, _) => {
-                        self.store.set_held(id, held).await?;
+                        ops::runs::hold(&self.store, id, held).await?;
                         self.send(Update::Info(format!("run {id} {}", if held { "paused" } else { "released" })));
                     }
                 }
             }
             Request::Cancel(id) => {
-                let run = self.store.run(id).await?;
-                match run.status {
-                    RunStatus::Running => {
-                        self.send(Update::Info(format!("run {id}: asked its worker to stop at its next step")));
-                        // The escalation waits out the grace period: off the service's loop.
-                        let (store, updates) = (self.store.clone(), self.updates.clone());
-                        tokio::spawn(async move {
-                            let message = match stop_running(&store, id, DEFAULT_GRACE).await {
-                                Ok(StopOutcome::Stopped) => Update::Info(format!("run {id} stopped with a checkpoint")),
-                                Ok(StopOutcome::Terminated(signal)) => {
-                                    Update::Info(format!("run {id} did not stop in time: terminated ({signal})"))
-                                }
-                                Ok(StopOutcome::Requested { host }) => {
-                                    Update::Info(format!("run {id} runs on {host}: stop requested"))
-                                }
-                                Ok(StopOutcome::JobCancelled { job }) => {
-                                    Update::Info(format!("run {id} did not stop in time: Slurm job {job} cancelled"))
-                                }
-                                Err(e) => Update::Error(format!("stopping run {id}: {e:#}")),
-                            };
-                            let _ = updates.send(message);
-                        });
-                    }
-                    RunStatus::Queued => {
-                        cancel_queued(&self.store, id).await?;
-                        self.send(Update::Info(format!("run {id} cancelled")));
-                    }
-                    status => anyhow::bail!("run {id} is {status}, not running"),
+                if self.store.run(id).await?.status == RunStatus::Running {
+                    self.send(Update::Info(format!("run {id}: asked its worker to stop at its next step")));
                 }
+                // A stop waits out the grace period before it escalates: off the service's loop.
+                let (store, updates) = (self.store.clone(), self.updates.clone());
+                tokio::spawn(async move {
+                    let message = match ops::runs::cancel(&store, id, DEFAULT_GRACE).await {
+                        Ok(done) => Update::Info(done.describe(id, DEFAULT_GRACE)),
+                        Err(e) => Update::Error(format!("cancelling run {id}: {e:#}")),
+                    };
+                    let _ = updates.send(message);
+                });
             }
             Request::Resume(id) => {
-                self.store.requeue(id).await?;
+                ops::runs::requeue(&self.store, id).await?;
                 self.send(Update::Info(format!("run {id} queued again; it continues from its last checkpoint")));
             }
             Request::Delete(ids) => {
-                for &id in &ids {
-                    let run = self.store.run(id).await?;
-                    if run.status == RunStatus::Running {
-                        anyhow::bail!("run {id} is running: cancel it first (x)");
-                    }
-                }
-                for &id in &ids {
-                    self.store.delete_run(id).await?;
-                }
+                ops::runs::delete(&self.store, &ids).await?;
                 self.send(Update::Info(format!("deleted {} run(s)", ids.len())));
             }
             Request::Annotate { id, notes, tags } => {
-                self.store.set_notes(id, &notes).await?;
-                self.store.set_tags(id, &tags).await?;
+                ops::runs::annotate(&self.store, id, Some(&notes), Some(&tags)).await?;
                 self.send(Update::Info(format!("run {id}: notes and tags saved")));
             }
             Request::ExportPlot { runs, out } => {

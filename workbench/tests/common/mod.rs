@@ -88,3 +88,24 @@ pub fn train_tiny(dir: &Path, layer: &str, layer_args: &[&str]) -> (String, Stri
     (stdout, stderr)
 }
 pub mod stores;
+
+/// `train` arguments for the fixture layer `panicking` in `mode` on a few Sudoku puzzles, one
+/// thread, no extra evaluation depths: `steps` steps, a checkpoint every `eval_every`.
+pub fn fixture_train_args(mode: &str, steps: u32, eval_every: u32) -> Vec<String> {
+    let mut args: Vec<String> = [
+        "train",
+        "--layer",
+        "panicking",
+        "--task",
+        "sudoku",
+        "task.train_puzzles=16",
+        "task.eval_puzzles=4",
+        "eval_examples=4",
+        "eval_depths=",
+        "threads=1",
+    ]
+    .map(String::from)
+    .to_vec();
+    args.extend([format!("mode={mode}"), format!("steps={steps}"), format!("eval_every={eval_every}")]);
+    args
+}

@@ -1,0 +1,105 @@
+//! Changing the state of runs that exist: stop, pause, requeue, delete, annotate.
+
+use crate::store::{RunStatus, Store};
+use crate::train::stop::{cancel_queued, stop_running, StopOutcome};
+use anyhow::{bail, Result};
+use std::time::Duration;
+
+/// What a cancel did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Cancelled {
+    /// A queued run was taken out of the queue (it is `interrupted` and can be requeued).
+    BeforeStart,
+    /// A running run was stopped, as the outcome says.
+    Stopped(StopOutcome),
+}
+
+impl Cancelled {
+    /// One line saying what happened to run `id` (`grace`: the grace period it had).
+    pub fn describe(&self, id: i64, grace: Duration) -> String {
+        let grace = grace.as_secs_f64();
+        match self {
+            Cancelled::BeforeStart => format!("run {id} cancelled before it started"),
+            Cancelled::Stopped(StopOutcome::Stopped) => format!("run {id} stopped: interrupted with a checkpoint"),
+            Cancelled::Stopped(StopOutcome::Terminated(signal)) => format!(
+                "run {id} did not stop within {grace} s and was terminated ({signal}); \
+                 it is interrupted and continues from its last checkpoint"
+            ),
+            Cancelled::Stopped(StopOutcome::Requested { host }) => {
+                format!("run {id} runs on {host}: the stop request is recorded; its worker stops at its next step")
+            }
+            Cancelled::Stopped(StopOutcome::JobCancelled { job }) => format!(
+                "run {id} did not stop within {grace} s: its Slurm job {job} was cancelled (scancel); \
+                 it ends interrupted from its last checkpoint"
+            ),
+        }
+    }
+}
+
+/// Cancels run `id`: a queued run leaves the queue (and its Slurm job, if submitted); a running
+/// one is stopped, escalating after `grace` (see [`crate::train::stop`]).
+pub async fn cancel(store: &Store, id: i64, grace: Duration) -> Result<Cancelled> {
+    match store.run(id).await?.status {
+        RunStatus::Queued => {
+            cancel_queued(store, id).await?;
+            Ok(Cancelled::BeforeStart)
+        }
+        RunStatus::Running => Ok(Cancelled::Stopped(stop_running(store, id, grace).await?)),
+        status => bail!("run {id} is {status}: nothing to cancel"),
+    }
+}
+
+/// Cancels every run of sweep `sweep` that has not ended; returns what happened to each.
+pub async fn cancel_sweep(store: &Store, sweep: i64, grace: Duration) -> Result<Vec<(i64, Cancelled)>> {
+    store.sweep(sweep).await?;
+    let mut done = Vec::new();
+    for run in store.sweep_runs(sweep).await? {
+        if !run.status.is_terminal() {
+            done.push((run.id, cancel(store, run.id, grace).await?));
+        }
+    }
+    Ok(done)
+}
+
+/// Pauses (`held`) or releases a queued run.
+pub async fn hold(store: &Store, id: i64, held: bool) -> Result<()> {
+    store.set_held(id, held).await?;
+    Ok(())
+}
+
+/// Pauses or releases every queued run of a sweep; returns how many changed.
+pub async fn hold_sweep(store: &Store, sweep: i64, held: bool) -> Result<u64> {
+    Ok(store.set_sweep_held(sweep, held).await?)
+}
+
+/// Puts an interrupted or failed run back in the queue; the queue continues it from its last
+/// checkpoint.
+pub async fn requeue(store: &Store, id: i64) -> Result<()> {
+    store.requeue(id).await?;
+    Ok(())
+}
+
+/// Deletes runs and everything recorded for them, all or none: a running run is refused
+/// before anything is deleted.
+pub async fn delete(store: &Store, ids: &[i64]) -> Result<()> {
+    for &id in ids {
+        if store.run(id).await?.status == RunStatus::Running {
+            bail!("run {id} is running: cancel it first (`workbench runs cancel {id}`, x in the TUI)");
+        }
+    }
+    for &id in ids {
+        store.delete_run(id).await?;
+    }
+    Ok(())
+}
+
+/// Replaces a run's notes and tags (either left as it is when `None`).
+pub async fn annotate(store: &Store, id: i64, notes: Option<&str>, tags: Option<&[String]>) -> Result<()> {
+    if let Some(notes) = notes {
+        store.set_notes(id, notes).await?;
+    }
+    if let Some(tags) = tags {
+        store.set_tags(id, tags).await?;
+    }
+    Ok(())
+}
