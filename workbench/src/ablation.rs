@@ -564,3 +564,32 @@ mod tests {
         assert_eq!(table.rows.iter().map(|r| r.runs[0]).collect::<Vec<_>>(), vec![1, 3, 2]);
     }
 }
+
+/// Export format of the table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    Markdown,
+    Latex,
+    Csv,
+}
+
+impl Format {
+    /// Parses `md`, `markdown`, `latex`, `tex` or `csv`.
+    pub fn parse(s: &str) -> anyhow::Result<Format> {
+        match s.to_ascii_lowercase().as_str() {
+            "md" | "markdown" => Ok(Format::Markdown),
+            "latex" | "tex" => Ok(Format::Latex),
+            "csv" => Ok(Format::Csv),
+            other => anyhow::bail!("unknown format `{other}`: use md, latex or csv"),
+        }
+    }
+
+    /// The table in this format.
+    pub fn render(self, table: &Table) -> String {
+        match self {
+            Format::Markdown => table.to_markdown(),
+            Format::Latex => table.to_latex(),
+            Format::Csv => table.to_csv(),
+        }
+    }
+}

@@ -2,8 +2,8 @@
 //! runs.db, so any runner (`workbench queue`, `workbench sweep`, the TUI) can pick it up,
 //! and closing one loses nothing.
 
-use crate::store::{process_alive, RunStatus, Store};
 use crate::executor::Executor;
+use crate::store::{process_alive, RunStatus, Store};
 use anyhow::Result;
 use std::collections::HashMap;
 use std::path::PathBuf;

@@ -9,8 +9,8 @@ use sqlx::{Connection, SqliteConnection};
 mod common;
 
 use common::stores::{Backend, TestDb};
-use workbench::store::{Lease, LEASE};
 use workbench::store::{process_alive, DiagnosticRow, MetricRow, NewRun, PluginRef, RunStatus, Store, StoreError};
+use workbench::store::{Lease, LEASE};
 
 /// A fresh directory for one test, removed (with everything in it) on drop.
 struct TempDir(PathBuf);

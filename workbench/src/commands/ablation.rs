@@ -1,39 +1,10 @@
 //! `workbench ablation`: the ablation table of stored runs as Markdown, LaTeX or CSV.
 
-use crate::ablation::{RunInput, Table};
+use crate::ablation::{Format, RunInput, Table};
 use crate::plot::parse_run_ids;
 use crate::store::{RunStatus, Store};
 use anyhow::{anyhow, bail, Context, Result};
 use std::path::Path;
-
-/// Export format of the table.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Format {
-    Markdown,
-    Latex,
-    Csv,
-}
-
-impl Format {
-    /// Parses `md`, `markdown`, `latex`, `tex` or `csv`.
-    pub fn parse(s: &str) -> Result<Format> {
-        match s.to_ascii_lowercase().as_str() {
-            "md" | "markdown" => Ok(Format::Markdown),
-            "latex" | "tex" => Ok(Format::Latex),
-            "csv" => Ok(Format::Csv),
-            other => bail!("unknown format `{other}`: use md, latex or csv"),
-        }
-    }
-
-    /// The table in this format.
-    pub fn render(self, table: &Table) -> String {
-        match self {
-            Format::Markdown => table.to_markdown(),
-            Format::Latex => table.to_latex(),
-            Format::Csv => table.to_csv(),
-        }
-    }
-}
 
 /// Which runs go into the table.
 pub enum Selection<'a> {

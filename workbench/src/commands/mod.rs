@@ -14,8 +14,8 @@ pub mod train;
 pub mod verify;
 mod watch;
 
-use crate::executor::Executor;
 use crate::cli::{Cli, Command, DbAction, RunsAction, SweepsAction};
+use crate::executor::Executor;
 use crate::host::{self, BuildOutcome, PluginHost};
 use crate::store::{process_alive, Store, StoreLocation};
 use anyhow::Result;
@@ -162,10 +162,4 @@ fn load_plugins(extra_dirs: &[PathBuf]) -> PluginHost {
     let mut plugins = PluginHost::load_dirs(&host::search_path(extra_dirs));
     host::stamp_builds(&mut plugins);
     plugins
-}
-
-/// The current git revision of the working directory, if any.
-fn git_revision() -> Option<String> {
-    let out = std::process::Command::new("git").args(["rev-parse", "--short=12", "HEAD"]).output().ok()?;
-    out.status.success().then(|| String::from_utf8_lossy(&out.stdout).trim().to_string()).filter(|s| !s.is_empty())
 }

@@ -2,10 +2,10 @@
 
 use crate::executor::Executor;
 use crate::host::PluginHost;
+use crate::ops;
 use crate::queue::QueueRunner;
 use crate::store::{RunStatus, Store};
 use crate::sweep::{parse_axis, plan, Spec};
-use crate::ops;
 use anyhow::{bail, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::path::PathBuf;
@@ -44,7 +44,7 @@ pub async fn sweep(store: &Store, host: &PluginHost, dirs: &[PathBuf], args: Swe
     for (index, point) in points.iter().enumerate() {
         let layer = host.get(&point.layer, plugin_api::PluginKind::Layer)?;
         let task = host.get(&spec.task, plugin_api::PluginKind::Task)?;
-        let run = super::train::new_run(layer, task, &point.config)?;
+        let run = ops::launch::new_run(layer, task, &point.config)?;
         ids.push(store.create_run_in_sweep(&run, sweep_id, index as u32).await?);
     }
     eprintln!("sweep {sweep_id} ({name}): {} runs queued", ids.len());

@@ -1,9 +1,10 @@
 //! `workbench train` and `workbench resume`.
 
-use crate::host::{LoadedPlugin, PluginHost, PLUGIN_PATH_VAR};
-use crate::run_config::RunConfig;
-use crate::store::{NewRun, PluginRef, RunStatus, Store};
 use crate::executor::Executor;
+use crate::host::{PluginHost, PLUGIN_PATH_VAR};
+use crate::ops;
+use crate::run_config::RunConfig;
+use crate::store::{RunStatus, Store};
 use crate::train::launch::{follow, follow_store, spawn_worker, Display};
 use anyhow::{Context, Result};
 use plugin_api::PluginKind;
@@ -26,7 +27,9 @@ pub async fn train(
     let config = RunConfig::resolve(&layer_plugin.declaration, &task_plugin.declaration, overrides)?;
     executor.check(store)?;
     store.artifacts_dir()?;
-    let run_id = store.create_claimed_run(&new_run(layer_plugin, task_plugin, &config)?, std::process::id()).await?;
+    let run_id = store
+        .create_claimed_run(&ops::launch::new_run(layer_plugin, task_plugin, &config)?, std::process::id())
+        .await?;
     if !json {
         eprintln!("run {run_id} queued in {}", store.location());
     }
@@ -41,26 +44,6 @@ pub async fn train(
     }
     let child = spawn_worker(store, dirs, run_id, false)?;
     finish(store, follow(store, child, run_id, display(json)).await?, run_id, json).await
-}
-
-/// The stored form of a new run of `config` with these plugins.
-pub fn new_run(layer: &LoadedPlugin, task: &LoadedPlugin, config: &RunConfig) -> Result<NewRun> {
-    let settings = config.settings()?;
-    let plugin_ref = |p: &LoadedPlugin| PluginRef {
-        name: p.declaration.name.clone(),
-        version: p.declaration.version.clone(),
-        fingerprint: plugin_api::FINGERPRINT.to_string(),
-        build: crate::host::build_of(p),
-    };
-    Ok(NewRun {
-        layer: plugin_ref(layer),
-        task: plugin_ref(task),
-        config: config.to_json(),
-        seed: settings.seed,
-        device: settings.device.clone(),
-        git_rev: super::git_revision(),
-        total_steps: Some(settings.steps),
-    })
 }
 
 /// Requeues an interrupted or failed run and continues it from its checkpoint.

@@ -123,27 +123,33 @@ impl Executor {
             }
             let cause = state.cause();
             let done = match run.status {
-                RunStatus::Queued => store.end_unstarted_run(
-                    run.id,
-                    &format!(
+                RunStatus::Queued => {
+                    store
+                        .end_unstarted_run(
+                            run.id,
+                            &format!(
                         "its Slurm job {job} ended ({}) before the worker started; see runs/{}/slurm-{job}.log in \
                          the artifacts directory, then `workbench resume {}`",
                         state.state, run.id, run.id
                     ),
-                    &cause,
-                )
-                .await?,
-                RunStatus::Running => store.end_lost_run(
-                    run.id,
-                    run.worker_pid.map(i64::from),
-                    &format!(
-                        "its Slurm job {job} ended ({}) while the run was running; `workbench resume {}` \
+                            &cause,
+                        )
+                        .await?
+                }
+                RunStatus::Running => {
+                    store
+                        .end_lost_run(
+                            run.id,
+                            run.worker_pid.map(i64::from),
+                            &format!(
+                                "its Slurm job {job} ended ({}) while the run was running; `workbench resume {}` \
                          continues it from its last checkpoint",
-                        state.state, run.id
-                    ),
-                    &cause,
-                )
-                .await?,
+                                state.state, run.id
+                            ),
+                            &cause,
+                        )
+                        .await?
+                }
                 _ if state.state != "COMPLETED" => {
                     store.record_cause(run.id, &cause).await?;
                     false

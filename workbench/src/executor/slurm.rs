@@ -31,7 +31,9 @@ impl SlurmOptions {
             };
             let key = key.trim().trim_start_matches("--");
             if key.is_empty() || !key.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
-                bail!("--slurm key `{key}` is not an sbatch option name (letters, digits and dashes, e.g. cpus-per-task)");
+                bail!(
+                    "--slurm key `{key}` is not an sbatch option name (letters, digits and dashes, e.g. cpus-per-task)"
+                );
             }
             if matches!(key, "output" | "error" | "job-name" | "parsable" | "wrap") {
                 bail!("--slurm {key}=... is set by the workbench (job name and log go with the run's artifacts)");
@@ -167,8 +169,18 @@ impl JobState {
     pub fn active(&self) -> bool {
         matches!(
             self.state.as_str(),
-            "PENDING" | "RUNNING" | "CONFIGURING" | "COMPLETING" | "REQUEUED" | "REQUEUE_HOLD" | "REQUEUE_FED"
-                | "RESIZING" | "SUSPENDED" | "STOPPED" | "SIGNALING" | "STAGE_OUT"
+            "PENDING"
+                | "RUNNING"
+                | "CONFIGURING"
+                | "COMPLETING"
+                | "REQUEUED"
+                | "REQUEUE_HOLD"
+                | "REQUEUE_FED"
+                | "RESIZING"
+                | "SUSPENDED"
+                | "STOPPED"
+                | "SIGNALING"
+                | "STAGE_OUT"
         )
     }
 

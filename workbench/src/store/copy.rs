@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use sqlx::any::AnyRow;
 use sqlx::{Any, Row};
 
-use super::{Backend, Float, Store, StoreError};
+use super::{Backend, Float, Store, StoreError, WriteTx};
 
 /// How a column's values are read and written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -207,7 +207,7 @@ impl Store {
                     "SELECT setval(pg_get_serial_sequence('{table}', '{column}'), \
                      GREATEST((SELECT MAX({column}) FROM {table}), 1))"
                 );
-                sqlx::query(sqlx::AssertSqlSafe(sql)).execute(&mut *tx).await.map_err(|e| target.err(e))?;
+                sqlx::query::<Any>(sqlx::AssertSqlSafe(sql)).execute(&mut *tx).await.map_err(|e| target.err(e))?;
             }
         }
         tx.commit().await.map_err(|e| target.err(e))?;
@@ -219,7 +219,7 @@ impl Store {
         let columns: Vec<&str> = table.columns.iter().map(|(c, _)| *c).collect();
         let filter = if run.is_some() { " WHERE run_id = $1" } else { "" };
         let sql = format!("SELECT {} FROM {}{filter} ORDER BY {}", columns.join(", "), table.name, table.order);
-        let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
+        let mut query = sqlx::query::<Any>(sqlx::AssertSqlSafe(sql));
         if let Some(run) = run {
             query = query.bind(run);
         }
@@ -247,7 +247,7 @@ impl Store {
     async fn any_id_taken(&self, table: &str, rows: &[Vec<Value>]) -> Result<bool, StoreError> {
         let sql = format!("SELECT COUNT(*) FROM {table} WHERE id = $1");
         for row in rows {
-            let n: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(sql.clone()))
+            let n: i64 = sqlx::query_scalar::<Any, _>(sqlx::AssertSqlSafe(sql.clone()))
                 .bind(int(&row[0]))
                 .fetch_one(&self.pool)
                 .await
@@ -275,7 +275,7 @@ fn int(value: &Value) -> i64 {
 /// Returns the row's id in the target (0 for tables without one).
 async fn insert(
     target: &Store,
-    tx: &mut sqlx::Transaction<'static, Any>,
+    tx: &mut WriteTx,
     table: &Table,
     row: &[Value],
     keep_ids: bool,
@@ -286,7 +286,7 @@ async fn insert(
     let params: Vec<String> = (1..=columns.len()).map(|i| format!("${i}")).collect();
     let returning = if has_id { " RETURNING id" } else { "" };
     let sql = format!("INSERT INTO {} ({}) VALUES ({}){returning}", table.name, columns.join(", "), params.join(", "));
-    let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
+    let mut query = sqlx::query::<Any>(sqlx::AssertSqlSafe(sql));
     for value in &row[skip..] {
         query = match value {
             Value::Int(v) => query.bind(*v),
@@ -324,7 +324,7 @@ impl Store {
             }
         };
         let columns: Vec<String> =
-            sqlx::query_scalar(sql).bind(table).fetch_all(&self.pool).await.map_err(|e| self.err(e))?;
+            sqlx::query_scalar::<Any, _>(sql).bind(table).fetch_all(&self.pool).await.map_err(|e| self.err(e))?;
         Ok(columns.into_iter().filter(|c| c != "rowid").collect())
     }
 }

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use sqlx::Any;
 
-use super::{to_i64, DiagnosticRow, Float, MetricRow, MetricSummary, Store, StoreError};
+use super::{to_i64, Backend, DiagnosticRow, Float, MetricRow, MetricSummary, Store, StoreError, WriteTx};
 
 /// Rows per `INSERT` statement: well under both engines' limits on parameters per statement
 /// (SQLite 32,766, PostgreSQL 65,535) at six parameters a row.
@@ -32,12 +32,19 @@ fn keep(current: Option<f64>, candidate: Option<f64>, better: impl Fn(f64, f64) 
     }
 }
 
-/// `INSERT INTO table (columns) VALUES ($1, ..), ($k, ..), ...` for `rows` rows.
-fn multi_insert(table: &str, columns: &[&str], rows: usize) -> String {
+/// `INSERT INTO table (columns) VALUES (..), (..), ...` for `rows` rows. SQLite gets
+/// anonymous `?` parameters: it looks a numbered parameter's name up by a linear scan, so a
+/// statement of thousands of `$N` would spend most of its time binding them.
+fn multi_insert(backend: Backend, table: &str, columns: &[&str], rows: usize) -> String {
     let width = columns.len();
     let tuples: Vec<String> = (0..rows)
         .map(|r| {
-            let params: Vec<String> = (1..=width).map(|c| format!("${}", r * width + c)).collect();
+            let params: Vec<String> = (1..=width)
+                .map(|c| match backend {
+                    Backend::Sqlite => "?".to_string(),
+                    Backend::Postgres => format!("${}", r * width + c),
+                })
+                .collect();
             format!("({})", params.join(", "))
         })
         .collect();
@@ -52,8 +59,8 @@ impl Store {
         let mut tx = self.begin_for_run(run_id).await?;
         let columns = ["run_id", "step", "split", "name", "value", "wall_time"];
         for (chunk, chunk_steps) in rows.chunks(ROWS_PER_STATEMENT).zip(steps.chunks(ROWS_PER_STATEMENT)) {
-            let sql = multi_insert("metrics", &columns, chunk.len());
-            let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
+            let sql = multi_insert(self.backend(), "metrics", &columns, chunk.len());
+            let mut query = sqlx::query::<Any>(sqlx::AssertSqlSafe(sql));
             for (row, step) in chunk.iter().zip(chunk_steps) {
                 query = query
                     .bind(run_id)
@@ -72,7 +79,7 @@ impl Store {
     /// Folds a batch of metric rows into the stored summaries.
     async fn add_to_summaries(
         &self,
-        tx: &mut sqlx::Transaction<'static, Any>,
+        tx: &mut WriteTx,
         run_id: i64,
         rows: &[MetricRow],
         steps: &[i64],
@@ -98,7 +105,7 @@ impl Store {
             }
         }
         for ((split, name), s) in batch {
-            sqlx::query(
+            sqlx::query::<Any>(
                 "INSERT INTO metric_summaries (run_id, split, name, lo, hi, last, last_step, wall) \
                  VALUES ($1, $2, $3, $4, $5, $6, $7, $8) \
                  ON CONFLICT (run_id, split, name) DO UPDATE SET \
@@ -130,11 +137,7 @@ impl Store {
 
     /// Rebuilds run `run_id`'s summaries from its metric rows (after rows were deleted, or
     /// copied in from another store).
-    pub(super) async fn recompute_summaries(
-        &self,
-        tx: &mut sqlx::Transaction<'static, Any>,
-        run_id: i64,
-    ) -> Result<(), StoreError> {
+    pub(super) async fn recompute_summaries(&self, tx: &mut WriteTx, run_id: i64) -> Result<(), StoreError> {
         for sql in [
             "DELETE FROM metric_summaries WHERE run_id = $1",
             "INSERT INTO metric_summaries (run_id, split, name, lo, hi, last, last_step, wall) \
@@ -143,7 +146,7 @@ impl Store {
               ORDER BY l.step DESC, l.rowid DESC LIMIT 1), MAX(step), MAX(wall_time) \
              FROM metrics m WHERE run_id = $1 GROUP BY run_id, split, name",
         ] {
-            sqlx::query(sql).bind(run_id).execute(&mut **tx).await.map_err(|e| self.err(e))?;
+            sqlx::query::<Any>(sql).bind(run_id).execute(&mut **tx).await.map_err(|e| self.err(e))?;
         }
         Ok(())
     }
@@ -152,7 +155,7 @@ impl Store {
     /// last, smallest and largest value, the last step and wall time. Read from the summaries
     /// kept as metrics are written, so the runs table never loads or scans whole curves.
     pub async fn metric_summaries(&self) -> Result<Vec<MetricSummary>, StoreError> {
-        let rows = sqlx::query(
+        let rows = sqlx::query::<Any>(
             "SELECT run_id, split, name, lo, hi, last, last_step, wall FROM metric_summaries \
              WHERE split != 'train' OR name = 'loss' ORDER BY run_id, split, name",
         )
@@ -181,8 +184,8 @@ impl Store {
         let mut tx = self.begin_for_run(run_id).await?;
         let columns = ["run_id", "step", "iteration", "name", "value"];
         for (chunk, chunk_steps) in rows.chunks(ROWS_PER_STATEMENT).zip(steps.chunks(ROWS_PER_STATEMENT)) {
-            let sql = multi_insert("diagnostics", &columns, chunk.len());
-            let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
+            let sql = multi_insert(self.backend(), "diagnostics", &columns, chunk.len());
+            let mut query = sqlx::query::<Any>(sqlx::AssertSqlSafe(sql));
             for (row, step) in chunk.iter().zip(chunk_steps) {
                 query = query
                     .bind(run_id)

@@ -44,7 +44,7 @@
 //! reader and vice versa; in WAL (write-ahead log) mode readers see a consistent snapshot while
 //! one writer appends, so the TUI never stalls a worker. Writers still take turns, and a
 //! connection that finds the database locked would fail immediately with `SQLITE_BUSY`; the
-//! 10 s busy timeout makes it wait for the other writer instead. Write transactions start with
+//! 30 s busy timeout makes it wait for the other writer instead. Write transactions start with
 //! `BEGIN IMMEDIATE` so they take the write lock up front and wait for it, rather than failing
 //! when a read transaction tries to upgrade after another process has written.
 //! `synchronous = NORMAL` is safe with WAL (a power cut can lose the last transactions, never
@@ -72,6 +72,7 @@ mod metrics;
 mod open;
 mod process;
 mod supervision;
+mod turnstile;
 mod types;
 
 use std::path::PathBuf;
@@ -89,13 +90,16 @@ pub use location::{Backend, StoreLocation};
 pub use open::schema_version;
 pub use process::{process_alive, process_start, this_host};
 pub use supervision::{Lease, LEASE};
+use turnstile::{Turnstile, Write, WriteReturning, WriteTx};
 pub use types::{
     Artifact, DiagnosticRow, MetricDirection, MetricRow, MetricSummary, NewRun, PluginRef, RunRecord, RunStatus,
     Supervision, SweepRecord, SweepRef,
 };
 
-/// How long a connection waits for another process's lock before giving up.
-pub const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a connection waits for another process's lock before giving up (SQLite). Dozens
+/// of workers writing to one file take turns at its one write lock, and SQLite's busy handler
+/// is not fair, so the wait is generous.
+pub const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// How long a write keeps trying to take SQLite's write lock, over several busy timeouts.
 pub const WRITE_PATIENCE: Duration = Duration::from_secs(120);
@@ -109,6 +113,8 @@ pub struct Store {
     artifacts: Option<Arc<PathBuf>>,
     /// The host this handle's process runs on, as leases name it ([`this_host`]).
     host: Arc<str>,
+    /// Writers take turns through it (SQLite only; see `turnstile.rs`).
+    turnstile: Option<Arc<Turnstile>>,
 }
 
 /// Current time as unix seconds.
@@ -282,7 +288,7 @@ impl Store {
         let total_steps = run.total_steps.map(|n| to_i64(n, "total_steps")).transpose()?;
         let config = serde_json::to_string(&run.config)
             .map_err(|e| self.corrupt(format!("cannot serialise the run config: {e}")))?;
-        let id: i64 = sqlx::query_scalar(
+        let id: i64 = sqlx::query_scalar::<Any, _>(
             "INSERT INTO runs (status, layer_name, layer_version, layer_fingerprint, layer_build, \
              task_name, task_version, task_fingerprint, task_build, config, seed, device, \
              git_rev, created_at, total_steps, claimed_by, claimed_at, claimed_host) \
@@ -305,15 +311,15 @@ impl Store {
         .bind(claimed_by.map(i64::from))
         .bind(Float(claimed_by.map(|_| now())))
         .bind(claimed_by.map(|_| self.host.to_string()))
-        .fetch_one(&self.pool)
-        .await
-        .map_err(|e| self.err(e))?;
+        .write_returning(self)
+        .await?
+        .ok_or_else(|| self.corrupt("a write returned no row".into()))?;
         Ok(id)
     }
 
     /// The run with this id, or [`StoreError::NotFound`].
     pub async fn run(&self, id: i64) -> Result<RunRecord, StoreError> {
-        let row = sqlx::query(concat!(select_runs!(), " WHERE id = $1"))
+        let row = sqlx::query::<Any>(concat!(select_runs!(), " WHERE id = $1"))
             .bind(id)
             .fetch_optional(&self.pool)
             .await
@@ -324,7 +330,7 @@ impl Store {
 
     /// All runs, ordered by id.
     pub async fn list_runs(&self) -> Result<Vec<RunRecord>, StoreError> {
-        let rows = sqlx::query(concat!(select_runs!(), " ORDER BY id"))
+        let rows = sqlx::query::<Any>(concat!(select_runs!(), " ORDER BY id"))
             .fetch_all(&self.pool)
             .await
             .map_err(|e| self.err(e))?;
@@ -333,7 +339,7 @@ impl Store {
 
     /// Status of a run, or [`StoreError::NotFound`].
     async fn status_of(&self, id: i64) -> Result<RunStatus, StoreError> {
-        let status: Option<String> = sqlx::query_scalar("SELECT status FROM runs WHERE id = $1")
+        let status: Option<String> = sqlx::query_scalar::<Any, _>("SELECT status FROM runs WHERE id = $1")
             .bind(id)
             .fetch_optional(&self.pool)
             .await
@@ -355,7 +361,7 @@ impl Store {
     /// run first.
     pub async fn mark_running(&self, id: i64, pid: u32) -> Result<(), StoreError> {
         let start = process_start(pid).map(|t| t as i64);
-        let result = sqlx::query(
+        let result = sqlx::query::<Any>(
             "UPDATE runs SET status = 'running', worker_pid = $1, \
              started_at = COALESCE(started_at, $2), error = NULL, finished_at = NULL, \
              host = $3, pid_start = $4, heartbeat_at = $5, cause = NULL, stop_requested = NULL \
@@ -367,9 +373,8 @@ impl Store {
         .bind(start)
         .bind(now())
         .bind(id)
-        .execute(&self.pool)
-        .await
-        .map_err(|e| self.err(e))?;
+        .write(self)
+        .await?;
         if result.rows_affected() == 0 {
             let status = self.status_of(id).await?;
             let hint = match status {
@@ -389,20 +394,19 @@ impl Store {
         if !status.is_terminal() {
             return Err(StoreError::NotTerminal(status));
         }
-        let result = sqlx::query("UPDATE runs SET status = $1, finished_at = $2, error = $3 WHERE id = $4")
+        let result = sqlx::query::<Any>("UPDATE runs SET status = $1, finished_at = $2, error = $3 WHERE id = $4")
             .bind(status.as_str())
             .bind(now())
             .bind(error)
             .bind(id)
-            .execute(&self.pool)
-            .await
-            .map_err(|e| self.err(e))?;
+            .write(self)
+            .await?;
         self.expect_one(result.rows_affected(), id)
     }
 
     /// Runs an update of run `id`; [`StoreError::NotFound`] if no row changed.
     async fn update_one(&self, query: sqlx::query::Query<'_, Any, AnyArguments>, id: i64) -> Result<(), StoreError> {
-        let result = query.execute(&self.pool).await.map_err(|e| self.err(e))?;
+        let result = query.write(self).await?;
         self.expect_one(result.rows_affected(), id)
     }
 
@@ -416,7 +420,7 @@ impl Store {
 
     /// Records the builds of the layer and task libraries that trained the run.
     pub async fn set_builds(&self, id: i64, layer: Option<&str>, task: Option<&str>) -> Result<(), StoreError> {
-        let query = sqlx::query("UPDATE runs SET layer_build = $1, task_build = $2 WHERE id = $3")
+        let query = sqlx::query::<Any>("UPDATE runs SET layer_build = $1, task_build = $2 WHERE id = $3")
             .bind(layer)
             .bind(task)
             .bind(id);
@@ -426,19 +430,21 @@ impl Store {
     /// Records the model's number of trainable parameters.
     pub async fn set_param_count(&self, id: i64, n: u64) -> Result<(), StoreError> {
         let n = to_i64(n, "param_count")?;
-        self.update_one(sqlx::query("UPDATE runs SET param_count = $1 WHERE id = $2").bind(n).bind(id), id).await
+        self.update_one(sqlx::query::<Any>("UPDATE runs SET param_count = $1 WHERE id = $2").bind(n).bind(id), id).await
     }
 
     /// Records the task's metrics and their directions (the first is the headline metric).
     pub async fn set_metric_specs(&self, id: i64, specs: &[MetricDirection]) -> Result<(), StoreError> {
         let json = serde_json::to_string(specs).map_err(|e| self.corrupt(format!("cannot serialise metrics: {e}")))?;
-        self.update_one(sqlx::query("UPDATE runs SET metric_specs = $1 WHERE id = $2").bind(json).bind(id), id).await
+        self.update_one(sqlx::query::<Any>("UPDATE runs SET metric_specs = $1 WHERE id = $2").bind(json).bind(id), id)
+            .await
     }
 
     /// Records the last completed training step (`last_step`).
     pub async fn set_progress(&self, id: i64, step: u64) -> Result<(), StoreError> {
         let step = to_i64(step, "step")?;
-        self.update_one(sqlx::query("UPDATE runs SET last_step = $1 WHERE id = $2").bind(step).bind(id), id).await
+        self.update_one(sqlx::query::<Any>("UPDATE runs SET last_step = $1 WHERE id = $2").bind(step).bind(id), id)
+            .await
     }
 
     /// Starts a write transaction. On SQLite it takes the write lock up front (`BEGIN
@@ -450,10 +456,17 @@ impl Store {
     /// lock is then retried, after a short random pause, for up to [`WRITE_PATIENCE`] in all,
     /// before the store reports [`StoreError::Busy`] (a worker would otherwise fail its run
     /// over a moment of contention).
-    async fn begin_write(&self) -> Result<sqlx::Transaction<'static, Any>, StoreError> {
+    async fn begin_write(&self) -> Result<WriteTx, StoreError> {
         let begin = match self.backend() {
             Backend::Sqlite => "BEGIN IMMEDIATE",
             Backend::Postgres => "BEGIN",
+        };
+        let mut turn = match &self.turnstile {
+            Some(t) => Some(t.enter().await.map_err(|e| StoreError::CannotOpen {
+                db: (*self.location).clone(),
+                reason: format!("cannot take the writers' lock file next to it: {e}"),
+            })?),
+            None => None,
         };
         let started = std::time::Instant::now();
         loop {
@@ -462,16 +475,17 @@ impl Store {
                     let pause = 20 + u64::from(rand::random::<u8>());
                     tokio::time::sleep(Duration::from_millis(pause)).await;
                 }
-                result => return result,
+                Ok(tx) => return Ok(WriteTx::new(tx, turn.take())),
+                Err(e) => return Err(e),
             }
         }
     }
 
     /// Starts a write transaction that holds the write lock from the start (see module docs)
     /// and checks that run `id` exists.
-    async fn begin_for_run(&self, id: i64) -> Result<sqlx::Transaction<'static, Any>, StoreError> {
+    async fn begin_for_run(&self, id: i64) -> Result<WriteTx, StoreError> {
         let mut tx = self.begin_write().await?;
-        let exists: Option<i64> = sqlx::query_scalar("SELECT id FROM runs WHERE id = $1")
+        let exists: Option<i64> = sqlx::query_scalar::<Any, _>("SELECT id FROM runs WHERE id = $1")
             .bind(id)
             .fetch_optional(&mut *tx)
             .await
@@ -507,7 +521,7 @@ impl Store {
 
     async fn metrics_after_i64(&self, run_id: i64, after: i64) -> Result<Vec<MetricRow>, StoreError> {
         self.ensure_exists(run_id).await?;
-        let rows = sqlx::query(
+        let rows = sqlx::query::<Any>(
             "SELECT step, split, name, value, wall_time FROM metrics \
              WHERE run_id = $1 AND step > $2 ORDER BY name, step, split, rowid",
         )
@@ -531,7 +545,7 @@ impl Store {
             "DELETE FROM metrics WHERE run_id = $1 AND step > $2",
             "DELETE FROM diagnostics WHERE run_id = $1 AND step > $2",
         ] {
-            sqlx::query(sql).bind(run_id).bind(step).execute(&mut *tx).await.map_err(|e| self.err(e))?;
+            sqlx::query::<Any>(sql).bind(run_id).bind(step).execute(&mut *tx).await.map_err(|e| self.err(e))?;
         }
         self.recompute_summaries(&mut tx, run_id).await?;
         tx.commit().await.map_err(|e| self.err(e))
@@ -540,7 +554,7 @@ impl Store {
     /// All diagnostic rows of a run, ordered by name, step, iteration.
     pub async fn diagnostics(&self, run_id: i64) -> Result<Vec<DiagnosticRow>, StoreError> {
         self.ensure_exists(run_id).await?;
-        let rows = sqlx::query(
+        let rows = sqlx::query::<Any>(
             "SELECT step, iteration, name, value FROM diagnostics \
              WHERE run_id = $1 ORDER BY name, step, iteration, rowid",
         )
@@ -585,7 +599,7 @@ impl Store {
         let step = step.map(|s| to_i64(s, "artifact step")).transpose()?;
         // Single statement: inserts only if the run exists, so a missing run is NotFound
         // rather than a foreign-key error.
-        let id: Option<i64> = sqlx::query_scalar(
+        let id: Option<i64> = sqlx::query_scalar::<Any, _>(
             "INSERT INTO artifacts (run_id, kind, path, step, created_at) \
              SELECT $1, $2, $3, $4, $5 WHERE EXISTS (SELECT 1 FROM runs WHERE id = $6) RETURNING id",
         )
@@ -595,16 +609,15 @@ impl Store {
         .bind(step)
         .bind(now())
         .bind(run_id)
-        .fetch_optional(&self.pool)
-        .await
-        .map_err(|e| self.err(e))?;
+        .write_returning(self)
+        .await?;
         id.ok_or(StoreError::NotFound(run_id))
     }
 
     /// All artifacts of a run, in the order they were added.
     pub async fn artifacts(&self, run_id: i64) -> Result<Vec<Artifact>, StoreError> {
         self.ensure_exists(run_id).await?;
-        let rows = sqlx::query(
+        let rows = sqlx::query::<Any>(
             "SELECT id, run_id, kind, path, step, created_at FROM artifacts \
              WHERE run_id = $1 ORDER BY id",
         )
@@ -619,7 +632,7 @@ impl Store {
     /// steps; artifacts without a step come last). `None` if the run has none of that kind.
     pub async fn latest_artifact(&self, run_id: i64, kind: &str) -> Result<Option<Artifact>, StoreError> {
         self.ensure_exists(run_id).await?;
-        let row = sqlx::query(
+        let row = sqlx::query::<Any>(
             "SELECT id, run_id, kind, path, step, created_at FROM artifacts \
              WHERE run_id = $1 AND kind = $2 ORDER BY step DESC NULLS LAST, id DESC LIMIT 1",
         )
@@ -636,7 +649,7 @@ impl Store {
         let at = now();
         let mut tx = self.begin_for_run(run_id).await?;
         for line in lines {
-            sqlx::query("INSERT INTO logs (run_id, at, line) VALUES ($1, $2, $3)")
+            sqlx::query::<Any>("INSERT INTO logs (run_id, at, line) VALUES ($1, $2, $3)")
                 .bind(run_id)
                 .bind(at)
                 .bind(line)
@@ -651,7 +664,7 @@ impl Store {
     pub async fn logs(&self, run_id: i64, last: usize) -> Result<Vec<String>, StoreError> {
         self.ensure_exists(run_id).await?;
         let limit = i64::try_from(last).unwrap_or(i64::MAX);
-        sqlx::query_scalar(
+        sqlx::query_scalar::<Any, _>(
             "SELECT line FROM (SELECT id, line FROM logs WHERE run_id = $1 \
              ORDER BY id DESC LIMIT $2) AS tail ORDER BY id",
         )
@@ -664,7 +677,7 @@ impl Store {
 
     /// Replaces a run's notes.
     pub async fn set_notes(&self, id: i64, notes: &str) -> Result<(), StoreError> {
-        self.update_one(sqlx::query("UPDATE runs SET notes = $1 WHERE id = $2").bind(notes).bind(id), id).await
+        self.update_one(sqlx::query::<Any>("UPDATE runs SET notes = $1 WHERE id = $2").bind(notes).bind(id), id).await
     }
 
     /// Replaces a run's tags. Tags are trimmed; empty tags and repeats are dropped; a tag
@@ -684,30 +697,33 @@ impl Store {
                 clean.push(tag);
             }
         }
-        self.update_one(sqlx::query("UPDATE runs SET tags = $1 WHERE id = $2").bind(clean.join(",")).bind(id), id).await
+        self.update_one(
+            sqlx::query::<Any>("UPDATE runs SET tags = $1 WHERE id = $2").bind(clean.join(",")).bind(id),
+            id,
+        )
+        .await
     }
 
     /// Deletes a run and (by cascade) its metrics, diagnostics, artifact records and logs.
     /// Files on disk are not touched. Any status is accepted; a still-running worker's next
     /// write will then fail with [`StoreError::NotFound`].
     pub async fn delete_run(&self, id: i64) -> Result<(), StoreError> {
-        self.update_one(sqlx::query("DELETE FROM runs WHERE id = $1").bind(id), id).await
+        self.update_one(sqlx::query::<Any>("DELETE FROM runs WHERE id = $1").bind(id), id).await
     }
 
     /// Puts an `interrupted` or `failed` run back to `queued`, clearing `finished_at`, `error`
     /// and `worker_pid` (`started_at`, `last_step` and recorded data are kept). Other states
     /// give [`StoreError::InvalidTransition`].
     pub async fn requeue(&self, id: i64) -> Result<(), StoreError> {
-        let result = sqlx::query(
+        let result = sqlx::query::<Any>(
             "UPDATE runs SET status = 'queued', finished_at = NULL, error = NULL, \
              worker_pid = NULL, held = 0, claimed_by = NULL, claimed_at = NULL, claimed_host = NULL, \
              stop_requested = NULL, cause = NULL, job_id = NULL \
              WHERE id = $1 AND status IN ('interrupted', 'failed')",
         )
         .bind(id)
-        .execute(&self.pool)
-        .await
-        .map_err(|e| self.err(e))?;
+        .write(self)
+        .await?;
         if result.rows_affected() == 0 {
             let status = self.status_of(id).await?;
             let hint = match status {
@@ -719,7 +735,6 @@ impl Store {
         }
         Ok(())
     }
-
 }
 
 /// Tags as stored (comma-separated) to a list.

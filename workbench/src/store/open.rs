@@ -20,6 +20,9 @@ static POSTGRES_MIGRATOR: Migrator = sqlx::migrate!("./migrations/postgres");
 /// The first 16 bytes of every SQLite database file.
 const SQLITE_HEADER: &[u8; 16] = b"SQLite format 3\0";
 
+/// Connections one process opens to a PostgreSQL server at most.
+const POSTGRES_CONNECTIONS: u32 = 4;
+
 /// How long to wait for a PostgreSQL server to accept a connection.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -34,7 +37,7 @@ impl Store {
     /// up to date.
     ///
     /// The parent directory must exist (it is not created; the error names it). Connections
-    /// use WAL journaling, a 10 s busy timeout, `foreign_keys = ON` and `synchronous = NORMAL`
+    /// use WAL journaling, a 30 s busy timeout, `foreign_keys = ON` and `synchronous = NORMAL`
     /// (see the module docs for why).
     ///
     /// Refuses, without modifying anything: a directory path, a path whose directory is
@@ -145,7 +148,13 @@ async fn open_sqlite(location: &StoreLocation, path: &Path) -> Result<Store, Sto
         pool.close().await;
         return Err(error::from_migrate(location, e));
     }
-    Ok(Store { pool, location: Arc::new(location.clone()), artifacts: None, host: Arc::from(super::this_host()) })
+    Ok(Store {
+        pool,
+        location: Arc::new(location.clone()),
+        artifacts: None,
+        host: Arc::from(super::this_host()),
+        turnstile: location.sqlite_path().map(|p| Arc::new(super::Turnstile::for_database(p))),
+    })
 }
 
 async fn open_postgres(location: &StoreLocation, url: &str) -> Result<Store, StoreError> {
@@ -158,8 +167,10 @@ async fn open_postgres(location: &StoreLocation, url: &str) -> Result<Store, Sto
         .map_err(|_| error::from_sqlx_open(location, sqlx::Error::PoolTimedOut))?
         .map_err(|e| error::from_sqlx_open(location, e))?;
     let _ = probe.close().await;
+    // A few connections per process: a cluster's workers, runners and TUIs all connect to
+    // one server, whose connection limit (100 by default) they share.
     let pool = AnyPoolOptions::new()
-        .max_connections(8)
+        .max_connections(POSTGRES_CONNECTIONS)
         .acquire_timeout(CONNECT_TIMEOUT)
         .connect_with(options)
         .await
@@ -189,7 +200,13 @@ async fn open_postgres(location: &StoreLocation, url: &str) -> Result<Store, Sto
         pool.close().await;
         return Err(error::from_migrate(location, e));
     }
-    Ok(Store { pool, location: Arc::new(location.clone()), artifacts: None, host: Arc::from(super::this_host()) })
+    Ok(Store {
+        pool,
+        location: Arc::new(location.clone()),
+        artifacts: None,
+        host: Arc::from(super::this_host()),
+        turnstile: location.sqlite_path().map(|p| Arc::new(super::Turnstile::for_database(p))),
+    })
 }
 
 /// Refuses a non-empty file that does not start with the SQLite header.

@@ -2,7 +2,8 @@
 //! CLI's or the TUI's) that claim them atomically, so two runners never start the same run
 //! and together never exceed the machine's job limit.
 
-use super::{now, Backend, RunRecord, Store, StoreError, SweepRecord};
+use super::turnstile::{Write, WriteReturning};
+use super::{now, Backend, RunRecord, Store, StoreError, SweepRecord, WriteTx};
 use sqlx::any::AnyArguments;
 use sqlx::Any;
 use std::collections::BTreeMap;
@@ -18,25 +19,24 @@ const CLAIM_LOCK_KEY: i64 = 0x776f_726b_6265_6e63;
 impl Store {
     /// Creates a sweep; its runs are added with [`Store::create_run_in_sweep`].
     pub async fn create_sweep(&self, name: &str, spec: &serde_json::Value) -> Result<i64, StoreError> {
-        sqlx::query_scalar("INSERT INTO sweeps (name, spec, created_at) VALUES ($1, $2, $3) RETURNING id")
+        sqlx::query_scalar::<Any, _>("INSERT INTO sweeps (name, spec, created_at) VALUES ($1, $2, $3) RETURNING id")
             .bind(name)
             .bind(spec.to_string())
             .bind(now())
-            .fetch_one(&self.pool)
-            .await
-            .map_err(|e| self.err(e))
+            .write_returning(self)
+            .await?
+            .ok_or_else(|| self.corrupt("creating a sweep returned no id".into()))
     }
 
     /// Creates a queued run as point `index` of sweep `sweep`.
     pub async fn create_run_in_sweep(&self, run: &super::NewRun, sweep: i64, index: u32) -> Result<i64, StoreError> {
         let id = self.create_run(run).await?;
-        sqlx::query("UPDATE runs SET sweep_id = $1, sweep_index = $2 WHERE id = $3")
+        sqlx::query::<Any>("UPDATE runs SET sweep_id = $1, sweep_index = $2 WHERE id = $3")
             .bind(sweep)
             .bind(i64::from(index))
             .bind(id)
-            .execute(&self.pool)
-            .await
-            .map_err(|e| self.err(e))?;
+            .write(self)
+            .await?;
         Ok(id)
     }
 
@@ -49,7 +49,7 @@ impl Store {
     /// Claims queued run `id` for process `pid` (which starts it itself); refused if another
     /// runner is starting it or it is not queued.
     pub async fn claim(&self, id: i64, pid: u32) -> Result<(), StoreError> {
-        let query = sqlx::query(
+        let query = sqlx::query::<Any>(
             "UPDATE runs SET claimed_by = $1, claimed_at = $2, claimed_host = $3 \
              WHERE id = $4 AND status = 'queued' AND claimed_by IS NULL",
         )
@@ -62,11 +62,11 @@ impl Store {
 
     /// Every sweep with its runs counted by status, newest first.
     pub async fn sweeps(&self) -> Result<Vec<SweepRecord>, StoreError> {
-        let rows = sqlx::query("SELECT id, name, spec, created_at FROM sweeps ORDER BY id DESC")
+        let rows = sqlx::query::<Any>("SELECT id, name, spec, created_at FROM sweeps ORDER BY id DESC")
             .fetch_all(&self.pool)
             .await
             .map_err(|e| self.err(e))?;
-        let counts = sqlx::query(
+        let counts = sqlx::query::<Any>(
             "SELECT sweep_id, status, COUNT(*) AS n, SUM(CASE WHEN held <> 0 THEN 1 ELSE 0 END) AS held FROM runs \
              WHERE sweep_id IS NOT NULL GROUP BY sweep_id, status",
         )
@@ -108,7 +108,7 @@ impl Store {
 
     /// The runs of a sweep in declared order.
     pub async fn sweep_runs(&self, sweep: i64) -> Result<Vec<RunRecord>, StoreError> {
-        let rows = sqlx::query(concat!(select_runs!(), " WHERE sweep_id = $1 ORDER BY sweep_index, id"))
+        let rows = sqlx::query::<Any>(concat!(select_runs!(), " WHERE sweep_id = $1 ORDER BY sweep_index, id"))
             .bind(sweep)
             .fetch_all(&self.pool)
             .await
@@ -119,8 +119,9 @@ impl Store {
     /// Pauses (`held = true`) or releases a queued run. Pausing a run that is not queued is
     /// refused with the reason.
     pub async fn set_held(&self, id: i64, held: bool) -> Result<(), StoreError> {
-        let query =
-            sqlx::query("UPDATE runs SET held = $1 WHERE id = $2 AND status = 'queued'").bind(i64::from(held)).bind(id);
+        let query = sqlx::query::<Any>("UPDATE runs SET held = $1 WHERE id = $2 AND status = 'queued'")
+            .bind(i64::from(held))
+            .bind(id);
         let action = if held { "be paused" } else { "be unpaused" };
         self.transition(query, id, action, "only queued runs wait in the queue; stop a running run with cancel").await
     }
@@ -128,18 +129,17 @@ impl Store {
     /// Pauses or releases every queued run of a sweep; returns how many changed.
     pub async fn set_sweep_held(&self, sweep: i64, held: bool) -> Result<u64, StoreError> {
         self.sweep(sweep).await?;
-        let result = sqlx::query("UPDATE runs SET held = $1 WHERE sweep_id = $2 AND status = 'queued'")
+        let result = sqlx::query::<Any>("UPDATE runs SET held = $1 WHERE sweep_id = $2 AND status = 'queued'")
             .bind(i64::from(held))
             .bind(sweep)
-            .execute(&self.pool)
-            .await
-            .map_err(|e| self.err(e))?;
+            .write(self)
+            .await?;
         Ok(result.rows_affected())
     }
 
     /// Cancels a queued run before it starts: it becomes `interrupted` (and can be requeued).
     pub async fn cancel_queued(&self, id: i64) -> Result<(), StoreError> {
-        let query = sqlx::query(
+        let query = sqlx::query::<Any>(
             "UPDATE runs SET status = 'interrupted', finished_at = $1, held = 0, claimed_by = NULL, claimed_host = NULL, \
              error = 'cancelled before it started' WHERE id = $2 AND status = 'queued'",
         )
@@ -155,7 +155,7 @@ impl Store {
     /// runs are created in its declared order).
     pub async fn claim_next(&self, pid: u32, jobs: usize) -> Result<Option<RunRecord>, StoreError> {
         let mut tx = self.begin_claim().await?;
-        let busy: i64 = sqlx::query_scalar(
+        let busy: i64 = sqlx::query_scalar::<Any, _>(
             "SELECT COUNT(*) FROM runs WHERE status = 'running' OR (status = 'queued' AND claimed_by IS NOT NULL)",
         )
         .fetch_one(&mut *tx)
@@ -164,14 +164,14 @@ impl Store {
         if busy as usize >= jobs {
             return Ok(None);
         }
-        let next: Option<i64> = sqlx::query_scalar(
+        let next: Option<i64> = sqlx::query_scalar::<Any, _>(
             "SELECT id FROM runs WHERE status = 'queued' AND held = 0 AND claimed_by IS NULL ORDER BY id LIMIT 1",
         )
         .fetch_optional(&mut *tx)
         .await
         .map_err(|e| self.err(e))?;
         let Some(id) = next else { return Ok(None) };
-        sqlx::query("UPDATE runs SET claimed_by = $1, claimed_at = $2, claimed_host = $3 WHERE id = $4")
+        sqlx::query::<Any>("UPDATE runs SET claimed_by = $1, claimed_at = $2, claimed_host = $3 WHERE id = $4")
             .bind(i64::from(pid))
             .bind(now())
             .bind(self.host().to_string())
@@ -190,7 +190,7 @@ impl Store {
     /// Returns the device chosen; `None` when every ordinal is taken (the run keeps `cuda`).
     pub async fn assign_free_cuda_device(&self, id: i64, devices: usize) -> Result<Option<String>, StoreError> {
         let mut tx = self.begin_claim().await?;
-        let busy: Vec<String> = sqlx::query_scalar(
+        let busy: Vec<String> = sqlx::query_scalar::<Any, _>(
             "SELECT device FROM runs WHERE id != $1 AND (status = 'running' OR (status = 'queued' AND claimed_by IS NOT NULL))",
         )
         .bind(id)
@@ -199,7 +199,7 @@ impl Store {
         .map_err(|e| self.err(e))?;
         let Some(ordinal) = crate::device::free_cuda_ordinal(devices, &busy) else { return Ok(None) };
         let device = format!("cuda:{ordinal}");
-        let config: String = sqlx::query_scalar("SELECT config FROM runs WHERE id = $1")
+        let config: String = sqlx::query_scalar::<Any, _>("SELECT config FROM runs WHERE id = $1")
             .bind(id)
             .fetch_one(&mut *tx)
             .await
@@ -208,7 +208,7 @@ impl Store {
         if let Some(train) = config.get_mut("train").and_then(|t| t.as_object_mut()) {
             train.insert("device".into(), serde_json::Value::String(device.clone()));
         }
-        sqlx::query("UPDATE runs SET device = $1, config = $2 WHERE id = $3")
+        sqlx::query::<Any>("UPDATE runs SET device = $1, config = $2 WHERE id = $3")
             .bind(&device)
             .bind(config.to_string())
             .bind(id)
@@ -221,13 +221,12 @@ impl Store {
 
     /// Releases the claim on queued run `id`, so any runner may take it again.
     pub async fn release_claim(&self, id: i64) -> Result<(), StoreError> {
-        sqlx::query(
+        sqlx::query::<Any>(
             "UPDATE runs SET claimed_by = NULL, claimed_at = NULL, claimed_host = NULL WHERE id = $1 AND status = 'queued'",
         )
             .bind(id)
-            .execute(&self.pool)
-            .await
-            .map_err(|e| self.err(e))?;
+            .write(self)
+            .await?;
         Ok(())
     }
 
@@ -237,7 +236,7 @@ impl Store {
     /// claim while its job waits (for hours, on a busy cluster): the executor's reconciling
     /// ends it if the job goes away.
     pub async fn release_stale_claims(&self, is_alive: impl Fn(u32) -> bool) -> Result<Vec<i64>, StoreError> {
-        let rows = sqlx::query(
+        let rows = sqlx::query::<Any>(
             "SELECT id, claimed_by, claimed_at, claimed_host FROM runs \
              WHERE status = 'queued' AND claimed_by IS NOT NULL AND job_id IS NULL",
         )
@@ -255,15 +254,14 @@ impl Store {
             if alive && at.is_some_and(|t| now() - t < CLAIM_TIMEOUT_S) {
                 continue;
             }
-            sqlx::query(
+            sqlx::query::<Any>(
                 "UPDATE runs SET claimed_by = NULL, claimed_at = NULL, claimed_host = NULL \
                  WHERE id = $1 AND status = 'queued' AND claimed_by = $2",
             )
             .bind(id)
             .bind(pid)
-            .execute(&self.pool)
-            .await
-            .map_err(|e| self.err(e))?;
+            .write(self)
+            .await?;
             released.push(id);
         }
         Ok(released)
@@ -272,10 +270,10 @@ impl Store {
     /// Starts a transaction in which claims are made one at a time across every runner: on
     /// SQLite the write lock (`BEGIN IMMEDIATE`), on PostgreSQL a transaction-scoped advisory
     /// lock, so counting the busy runs and claiming the next one are a single atomic step.
-    async fn begin_claim(&self) -> Result<sqlx::Transaction<'static, Any>, StoreError> {
+    async fn begin_claim(&self) -> Result<WriteTx, StoreError> {
         let mut tx = self.begin_write().await?;
         if self.backend() == Backend::Postgres {
-            sqlx::query("SELECT pg_advisory_xact_lock($1)")
+            sqlx::query::<Any>("SELECT pg_advisory_xact_lock($1)")
                 .bind(CLAIM_LOCK_KEY)
                 .execute(&mut *tx)
                 .await
@@ -293,7 +291,7 @@ impl Store {
         action: &'static str,
         hint: &str,
     ) -> Result<(), StoreError> {
-        let result = query.execute(&self.pool).await.map_err(|e| self.err(e))?;
+        let result = query.write(self).await?;
         if result.rows_affected() == 0 {
             let status = self.status_of(id).await?;
             return Err(StoreError::InvalidTransition { id, status, action, hint: hint.to_string() });

@@ -8,7 +8,9 @@
 
 use std::time::Duration;
 
+use super::turnstile::{Write, WriteReturning};
 use super::{now, process_start, Store, StoreError};
+use sqlx::Any;
 
 /// How often a worker renews its lease, and how long a lease lasts without renewal.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -46,7 +48,7 @@ pub enum Lease {
 impl Store {
     /// Renews the lease of run `id` held by worker `pid` on this handle's host.
     pub async fn heartbeat(&self, id: i64, pid: u32) -> Result<Lease, StoreError> {
-        let row: Option<Option<f64>> = sqlx::query_scalar(
+        let row: Option<Option<f64>> = sqlx::query_scalar::<Any, _>(
             "UPDATE runs SET heartbeat_at = $1 \
              WHERE id = $2 AND status = 'running' AND worker_pid = $3 AND host = $4 RETURNING stop_requested",
         )
@@ -54,9 +56,8 @@ impl Store {
         .bind(id)
         .bind(i64::from(pid))
         .bind(self.host().to_string())
-        .fetch_optional(&self.pool)
-        .await
-        .map_err(|e| self.err(e))?;
+        .write_returning(self)
+        .await?;
         Ok(match row {
             None => Lease::Lost,
             Some(Some(_)) => Lease::StopRequested,
@@ -67,14 +68,13 @@ impl Store {
     /// Asks the worker of running run `id` to checkpoint and stop; returns false when the run
     /// is not running (nothing to ask).
     pub async fn request_stop(&self, id: i64) -> Result<bool, StoreError> {
-        let result = sqlx::query(
+        let result = sqlx::query::<Any>(
             "UPDATE runs SET stop_requested = COALESCE(stop_requested, $1) WHERE id = $2 AND status = 'running'",
         )
         .bind(now())
         .bind(id)
-        .execute(&self.pool)
-        .await
-        .map_err(|e| self.err(e))?;
+        .write(self)
+        .await?;
         if result.rows_affected() == 0 {
             self.ensure_exists(id).await?;
         }
@@ -83,12 +83,12 @@ impl Store {
 
     /// Records why run `id` ended abnormally (exit code, signal, scheduler state, lease).
     pub async fn record_cause(&self, id: i64, cause: &str) -> Result<(), StoreError> {
-        self.update_one(sqlx::query("UPDATE runs SET cause = $1 WHERE id = $2").bind(cause).bind(id), id).await
+        self.update_one(sqlx::query::<Any>("UPDATE runs SET cause = $1 WHERE id = $2").bind(cause).bind(id), id).await
     }
 
     /// Records how run `id` is executed: `local` or `slurm`, and the scheduler's job id.
     pub async fn set_executor(&self, id: i64, executor: &str, job_id: Option<&str>) -> Result<(), StoreError> {
-        let query = sqlx::query("UPDATE runs SET executor = $1, job_id = $2 WHERE id = $3")
+        let query = sqlx::query::<Any>("UPDATE runs SET executor = $1, job_id = $2 WHERE id = $3")
             .bind(executor)
             .bind(job_id)
             .bind(id);
@@ -99,7 +99,7 @@ impl Store {
     /// it is still running under worker `pid` (a restarted worker is left alone). Returns
     /// whether it did.
     pub async fn end_lost_run(&self, id: i64, pid: Option<i64>, error: &str, cause: &str) -> Result<bool, StoreError> {
-        let result = sqlx::query(
+        let result = sqlx::query::<Any>(
             "UPDATE runs SET status = 'interrupted', finished_at = $1, error = $2, cause = COALESCE(cause, $3) \
              WHERE id = $4 AND status = 'running' AND worker_pid IS NOT DISTINCT FROM $5",
         )
@@ -108,9 +108,8 @@ impl Store {
         .bind(cause)
         .bind(id)
         .bind(pid)
-        .execute(&self.pool)
-        .await
-        .map_err(|e| self.err(e))?;
+        .write(self)
+        .await?;
         Ok(result.rows_affected() == 1)
     }
 
@@ -118,7 +117,7 @@ impl Store {
     /// could start it (so it is not left queued, claimed by nobody alive, where `resume`
     /// would refuse it). Returns whether it did.
     pub async fn end_unstarted_run(&self, id: i64, error: &str, cause: &str) -> Result<bool, StoreError> {
-        let result = sqlx::query(
+        let result = sqlx::query::<Any>(
             "UPDATE runs SET status = 'failed', finished_at = $1, error = $2, cause = $3, \
              claimed_by = NULL, claimed_at = NULL, claimed_host = NULL WHERE id = $4 AND status = 'queued'",
         )
@@ -126,9 +125,8 @@ impl Store {
         .bind(error)
         .bind(cause)
         .bind(id)
-        .execute(&self.pool)
-        .await
-        .map_err(|e| self.err(e))?;
+        .write(self)
+        .await?;
         Ok(result.rows_affected() == 1)
     }
 
@@ -144,7 +142,7 @@ impl Store {
     /// the lease or the vanished process. Each update re-checks status and pid, so a run that
     /// a worker restarted meanwhile is left alone.
     pub async fn reap_orphans(&self, is_alive: impl Fn(u32) -> bool) -> Result<Vec<i64>, StoreError> {
-        let rows = sqlx::query(
+        let rows = sqlx::query::<Any>(
             "SELECT id, worker_pid, host, pid_start, heartbeat_at FROM runs WHERE status = 'running' ORDER BY id",
         )
         .fetch_all(&self.pool)

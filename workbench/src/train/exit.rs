@@ -10,7 +10,9 @@ fn signal_name(signal: i32) -> String {
     let (name, hint) = match signal {
         libc::SIGSEGV => ("SIGSEGV", " (segmentation fault: invalid memory access, often in plugin code)"),
         libc::SIGABRT => ("SIGABRT", " (aborted, e.g. by a failed assertion or allocation in native code)"),
-        libc::SIGKILL => ("SIGKILL", " (killed outright; without a stop request this is often the out-of-memory killer)"),
+        libc::SIGKILL => {
+            ("SIGKILL", " (killed outright; without a stop request this is often the out-of-memory killer)")
+        }
         libc::SIGBUS => ("SIGBUS", " (bus error)"),
         libc::SIGFPE => ("SIGFPE", " (arithmetic fault)"),
         libc::SIGILL => ("SIGILL", " (illegal instruction: a binary built for another CPU?)"),

@@ -6,8 +6,7 @@ use super::data::{PluginList, RunData, Snapshot};
 use super::launch::{LaunchForm, Row as FormRow};
 use super::runs::RunsState;
 use super::service::{Request, Update};
-use crate::ablation::{RunInput, Table};
-use crate::commands::ablation::Format;
+use crate::ablation::{Format, RunInput, Table};
 use crate::host::PluginHost;
 use crate::run_config::RunConfig;
 use crate::store::{NewRun, RunRecord, RunStatus};
@@ -592,7 +591,7 @@ impl App {
             .map(|&seed| {
                 let mut c = config.clone();
                 c.train.set("seed", plugin_api::Value::Int(seed as i64));
-                crate::commands::train::new_run(layer, task, &c)
+                crate::ops::launch::new_run(layer, task, &c)
             })
             .collect()
     }

@@ -3,11 +3,10 @@
 //! so drawing and keys never wait on I/O, however many rows a worker writes.
 
 use super::data::{RunData, Snapshot};
-use crate::ablation::{RunInput, Table};
-use crate::commands::ablation::Format;
+use crate::ablation::{Format, RunInput, Table};
+use crate::ops;
 use crate::queue::QueueRunner;
 use crate::store::{MetricRow, NewRun, RunStatus, Store};
-use crate::ops;
 use crate::train::stop::DEFAULT_GRACE;
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
