@@ -4,7 +4,7 @@
 //! The same table feeds the TUI's Ablation screen and `workbench ablation` (Markdown,
 //! LaTeX with booktabs, CSV).
 
-use crate::plot::flatten_config;
+use crate::run_config::flatten_config;
 use crate::store::{MetricRow, RunRecord};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;

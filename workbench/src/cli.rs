@@ -1,6 +1,9 @@
 //! The command line.
 
 use crate::commands;
+use crate::executor::Executor;
+use crate::host::{self, PluginHost};
+use crate::store::Store;
 use crate::store::StoreLocation;
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
@@ -328,11 +331,119 @@ pub fn main() -> i32 {
             return 1;
         }
     };
-    match runtime.block_on(commands::run(cli)) {
+    match runtime.block_on(run(cli)) {
         Ok(code) => code,
         Err(e) => {
             eprintln!("error: {e:#}");
             1
+        }
+    }
+}
+
+/// Runs the parsed command line; returns the process exit code.
+async fn run(cli: Cli) -> anyhow::Result<i32> {
+    let db = cli.db.clone().unwrap_or_else(|| StoreLocation::Sqlite(commands::default_db_path()));
+    let artifacts = cli.artifacts.clone();
+    let dirs = cli.plugin_dirs.clone();
+    let executor = Executor::from_args(&cli.executor, cli.slurm.as_deref())?;
+    match cli.command {
+        None => {
+            let host = commands::load_plugins(&dirs);
+            let store = commands::open_store(&db, &artifacts).await?;
+            crate::tui::run(store, host, dirs, crate::queue::default_jobs(), executor).await
+        }
+        Some(Command::Tui { jobs }) => {
+            let host = commands::load_plugins(&dirs);
+            let store = commands::open_store(&db, &artifacts).await?;
+            crate::tui::run(store, host, dirs, jobs.unwrap_or_else(crate::queue::default_jobs), executor).await
+        }
+        Some(Command::Ablation { runs, sweep, metrics, format, out }) => {
+            let store = commands::open_store(&db, &artifacts).await?;
+            let selection = match (&runs, &sweep) {
+                (_, Some(s)) => commands::ablation::Selection::Sweeps(s),
+                (Some(r), None) => commands::ablation::Selection::Runs(r),
+                (None, None) => commands::ablation::Selection::Finished,
+            };
+            commands::ablation::run(&store, selection, metrics.as_deref(), &format, out.as_deref()).await
+        }
+        Some(Command::Sweep { layer, task, axes, name, jobs, detach }) => {
+            let host = commands::load_plugins(&dirs);
+            let store = commands::open_store(&db, &artifacts).await?;
+            let jobs = jobs.unwrap_or_else(crate::queue::default_jobs);
+            let args = commands::sweep::SweepArgs {
+                layers: &layer,
+                task: &task,
+                axes: &axes,
+                name: name.as_deref(),
+                jobs,
+                detach,
+                executor: &executor,
+            };
+            commands::sweep::sweep(&store, &host, &dirs, args).await
+        }
+        Some(Command::Sweeps { action, json }) => {
+            let store = commands::open_store(&db, &artifacts).await?;
+            match action {
+                None => commands::sweep::list(&store, json).await,
+                Some(SweepsAction::Pause { sweep: id }) => commands::sweep::hold_sweep(&store, id, true).await,
+                Some(SweepsAction::Resume { sweep: id }) => commands::sweep::hold_sweep(&store, id, false).await,
+                Some(SweepsAction::Cancel { sweep: id }) => commands::sweep::cancel_sweep(&store, id).await,
+            }
+        }
+        Some(Command::Queue { jobs }) => {
+            let store = commands::open_store(&db, &artifacts).await?;
+            let jobs = jobs.unwrap_or_else(crate::queue::default_jobs);
+            commands::sweep::run_until_done(&store, &dirs, jobs, &executor, None).await
+        }
+        Some(Command::Plugins { json }) => commands::plugins::list(&commands::load_plugins(&dirs), json),
+        Some(Command::Watch) => {
+            let host = commands::load_plugins(&dirs);
+            tokio::task::block_in_place(|| commands::watch::run(host, &dirs))
+        }
+        Some(Command::Plugin { action: PluginAction::New { name, kind, no_build } }) => {
+            tokio::task::block_in_place(|| commands::plugin_new::run(&name, kind, !no_build, &dirs))
+        }
+        Some(Command::Train { layer, task, overrides, json }) => {
+            let host = commands::load_plugins(&dirs);
+            let store = commands::open_store(&db, &artifacts).await?;
+            commands::train::train(&store, &host, &dirs, &executor, &layer, &task, &overrides, json).await
+        }
+        Some(Command::Resume { run, json }) => {
+            let store = commands::open_store(&db, &artifacts).await?;
+            commands::train::resume(&store, &dirs, run, json).await
+        }
+        Some(Command::Runs { action, json }) => {
+            let store = commands::open_store(&db, &artifacts).await?;
+            match action {
+                None => commands::runs::list(&store, json).await,
+                Some(RunsAction::Show { run, json: show_json }) => {
+                    commands::runs::show(&store, run, json || show_json).await
+                }
+                Some(RunsAction::Cancel { run, grace }) => {
+                    commands::runs::cancel(&store, run, commands::grace_period(grace)?).await
+                }
+                Some(RunsAction::Pause { run }) => commands::runs::hold(&store, run, true).await,
+                Some(RunsAction::Unpause { run }) => commands::runs::hold(&store, run, false).await,
+                Some(RunsAction::Requeue { run }) => commands::runs::requeue(&store, run).await,
+            }
+        }
+        Some(Command::Plot { runs, panels, out, size }) => {
+            let store = commands::open_store(&db, &artifacts).await?;
+            commands::plot::run(&store, &runs, &panels, &out, &size).await
+        }
+        Some(Command::Verify { layer, overrides, seed, json }) => {
+            commands::verify::run(&commands::load_plugins(&dirs), layer.as_deref(), &overrides, seed, json)
+        }
+        Some(Command::Bench { layer, steps, reference, overrides }) => {
+            commands::bench::run(&commands::load_plugins(&dirs), &layer, steps, reference, &overrides)
+        }
+        Some(Command::Datasets(args)) => commands::datasets::run(args),
+        Some(Command::Db { action: DbAction::Copy { from, to, json } }) => commands::db::copy(&from, &to, json).await,
+        Some(Command::Worker { run, resume }) => {
+            let host = PluginHost::load_dirs(&host::search_path(&dirs));
+            let store = Store::connect(&db).await?.with_artifacts_dir(artifacts);
+            crate::train::worker::run(&store, &host, run, resume).await?;
+            Ok(0)
         }
     }
 }

@@ -6,6 +6,7 @@
 //! - [`executor`] starts workers: local processes, or Slurm batch jobs;
 //! - [`store`] is the SQLite run database;
 //! - [`plot`] turns stored metrics and diagnostics into the series of `workbench plot`;
+//! - [`figure`] draws them into PNG or SVG files;
 //! - [`diagnostics`] measures energies, ranks and angles per layer iteration at evaluations;
 //! - [`ablation`] groups runs into mean ± std tables (Markdown, LaTeX, CSV);
 //! - [`scaffold`] makes new plugin crates from templates (`workbench plugin new`);
@@ -19,6 +20,7 @@ pub mod commands;
 pub mod device;
 pub mod diagnostics;
 pub mod executor;
+pub mod figure;
 pub mod host;
 pub mod ops;
 pub mod params;

@@ -3,6 +3,7 @@
 //! Everything here is pure (slices of [`MetricRow`] / [`DiagnosticRow`] in, points out), so it
 //! is unit-tested without drawing; `commands::plot` draws the result with plotters.
 
+use crate::run_config::flatten_config;
 use crate::store::{DiagnosticRow, MetricRow, RunRecord};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -242,38 +243,6 @@ fn value_as_u32(v: &serde_json::Value) -> Option<u32> {
     }
     // Tagged enum forms such as {"Int": 8}.
     v.as_object().and_then(|o| o.values().next()).and_then(|n| n.as_u64()).and_then(|n| u32::try_from(n).ok())
-}
-
-fn value_text(v: &serde_json::Value) -> String {
-    match v {
-        serde_json::Value::String(s) => s.clone(),
-        serde_json::Value::Object(o) if o.len() == 1 => value_text(o.values().next().unwrap()),
-        other => other.to_string(),
-    }
-}
-
-/// Flattened `key → value` of a run configuration (`layer_config`, `task_config`, `train`);
-/// a key present in several sections is prefixed with its section (`layer.`, `task.`, `train.`).
-pub fn flatten_config(config: &serde_json::Value) -> BTreeMap<String, String> {
-    let sections = [("layer_config", "layer"), ("task_config", "task"), ("train", "train")];
-    let mut count: BTreeMap<String, usize> = BTreeMap::new();
-    for (section, _) in sections {
-        if let Some(o) = config.get(section).and_then(|v| v.as_object()) {
-            for k in o.keys() {
-                *count.entry(k.clone()).or_default() += 1;
-            }
-        }
-    }
-    let mut out = BTreeMap::new();
-    for (section, prefix) in sections {
-        if let Some(o) = config.get(section).and_then(|v| v.as_object()) {
-            for (k, v) in o {
-                let key = if count[k] > 1 { format!("{prefix}.{k}") } else { k.clone() };
-                out.insert(key, value_text(v));
-            }
-        }
-    }
-    out
 }
 
 /// Legend entries `run N: layer (key=value ...)`, naming the configuration keys whose values

@@ -4,6 +4,7 @@
 use anyhow::{anyhow, bail, Context, Result};
 use plugin_api::{Config, Declaration, ParamSpec};
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 
 /// Hyperparameters owned by the trainer rather than a plugin.
 pub fn train_schema() -> Vec<ParamSpec> {
@@ -53,16 +54,17 @@ pub struct RunConfig {
     pub train: Config,
 }
 
-/// The three namespaces an override can address.
+/// The three namespaces an override can address (and the Launch form's fields belong to).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum Scope {
+pub enum Scope {
     Layer,
     Task,
     Train,
 }
 
 impl Scope {
-    fn prefix(self) -> &'static str {
+    /// The key prefix that addresses it: `layer`, `task` or `train`.
+    pub fn prefix(self) -> &'static str {
         match self {
             Scope::Layer => "layer",
             Scope::Task => "task",
@@ -222,4 +224,38 @@ fn check_device_spelling(spec: &str) -> Result<()> {
         return Ok(());
     }
     crate::device::parse(spec).map(|_| ())
+}
+
+/// Flattened `key → value` of a run configuration (`layer_config`, `task_config`, `train`);
+/// a key present in several sections is prefixed with its section (`layer.`, `task.`, `train.`).
+pub fn flatten_config(config: &serde_json::Value) -> BTreeMap<String, String> {
+    let sections = [("layer_config", "layer"), ("task_config", "task"), ("train", "train")];
+    let mut count: BTreeMap<String, usize> = BTreeMap::new();
+    for (section, _) in sections {
+        if let Some(o) = config.get(section).and_then(|v| v.as_object()) {
+            for k in o.keys() {
+                *count.entry(k.clone()).or_default() += 1;
+            }
+        }
+    }
+    let mut out = BTreeMap::new();
+    for (section, prefix) in sections {
+        if let Some(o) = config.get(section).and_then(|v| v.as_object()) {
+            for (k, v) in o {
+                let key = if count[k] > 1 { format!("{prefix}.{k}") } else { k.clone() };
+                out.insert(key, value_text(v));
+            }
+        }
+    }
+    out
+}
+
+/// A stored configuration value as text: strings bare, tagged values (`{"Int": 8}`) by their
+/// content.
+fn value_text(v: &serde_json::Value) -> String {
+    match v {
+        serde_json::Value::String(s) => s.clone(),
+        serde_json::Value::Object(o) if o.len() == 1 => value_text(o.values().next().unwrap()),
+        other => other.to_string(),
+    }
 }

@@ -549,32 +549,23 @@ impl App {
     }
 
     /// Runs the plugins' own validators on the whole form; the reason shows under the form.
-    fn validate_form(&mut self) -> Option<(Vec<RunConfig>, Vec<u64>)> {
+    fn validate_form(&mut self) -> Option<Vec<RunConfig>> {
         let result = self.resolve_form();
         self.launch.error = result.as_ref().err().cloned();
         result.ok()
     }
 
-    /// Every configuration of the form (several when fields hold lists) and the seeds.
-    fn resolve_form(&self) -> Result<(Vec<RunConfig>, Vec<u64>), String> {
-        let (axes, seeds) = self.launch.axes()?;
+    /// Every configuration of the form (several when fields hold lists, one per seed), planned
+    /// as `workbench sweep` plans a grid: every bad point is reported, not only the first.
+    fn resolve_form(&self) -> Result<Vec<RunConfig>, String> {
+        let (mut axes, seeds) = self.launch.axes()?;
         let (Some(layer), Some(task)) = (self.launch.layer_name(), self.launch.task_name()) else {
             return Err("no layer or task plugin is loaded: see the Plugins screen".into());
         };
-        let mut configs = Vec::new();
-        for point in crate::sweep::expand(&axes) {
-            let overrides: Vec<String> = point.iter().map(|(k, v)| format!("{k}={v}")).collect();
-            let config = self.resolve(layer, task, &overrides).map_err(|e| {
-                let at = if point.len() > 1 || axes.iter().any(|a| a.values.len() > 1) {
-                    format!(" (at {})", overrides.join(" "))
-                } else {
-                    String::new()
-                };
-                format!("{e:#}{at}")
-            })?;
-            configs.push(config);
-        }
-        Ok((configs, seeds))
+        axes.push(crate::sweep::Axis { key: "train.seed".into(), values: seeds.iter().map(u64::to_string).collect() });
+        let spec = crate::sweep::Spec { layers: vec![layer.to_string()], task: task.to_string(), axes };
+        let points = crate::sweep::plan(&self.host, &spec).map_err(|e| format!("{e:#}"))?;
+        Ok(points.into_iter().map(|p| p.config).collect())
     }
 
     fn resolve(&self, layer: &str, task: &str, overrides: &[String]) -> anyhow::Result<RunConfig> {
@@ -583,27 +574,19 @@ impl App {
         RunConfig::resolve(&l.declaration, &t.declaration, overrides)
     }
 
-    fn new_runs(&self, config: &RunConfig, seeds: &[u64]) -> anyhow::Result<Vec<NewRun>> {
+    fn new_run(&self, config: &RunConfig) -> anyhow::Result<NewRun> {
         let layer = self.host.get(&config.layer, plugin_api::PluginKind::Layer)?;
         let task = self.host.get(&config.task, plugin_api::PluginKind::Task)?;
-        seeds
-            .iter()
-            .map(|&seed| {
-                let mut c = config.clone();
-                c.train.set("seed", plugin_api::Value::Int(seed as i64));
-                crate::ops::launch::new_run(layer, task, &c)
-            })
-            .collect()
+        crate::ops::launch::new_run(layer, task, config)
     }
 
     fn launch_form(&mut self) {
-        let Some((configs, seeds)) = self.validate_form() else {
+        let Some(configs) = self.validate_form() else {
             let reason = self.launch.error.clone().unwrap_or_default();
             self.say(format!("cannot launch: {reason}"), true);
             return;
         };
-        let runs: anyhow::Result<Vec<NewRun>> =
-            configs.iter().map(|c| self.new_runs(c, &seeds)).collect::<anyhow::Result<Vec<_>>>().map(|v| v.concat());
+        let runs: anyhow::Result<Vec<NewRun>> = configs.iter().map(|c| self.new_run(c)).collect();
         match runs {
             Ok(runs) => {
                 self.send(Request::Launch(runs));
@@ -619,8 +602,8 @@ impl App {
         let mut runs = Vec::new();
         for (layer, overrides) in DEFAULT_EXPERIMENT {
             let owned: Vec<String> = overrides.iter().map(|s| s.to_string()).collect();
-            match self.resolve(layer, "sudoku", &owned).and_then(|c| self.new_runs(&c, &[0])) {
-                Ok(r) => runs.extend(r),
+            match self.resolve(layer, "sudoku", &owned).and_then(|c| self.new_run(&c)) {
+                Ok(r) => runs.push(r),
                 Err(e) => {
                     self.say(format!("cannot launch the default experiment: {e:#}"), true);
                     return;
@@ -767,5 +750,3 @@ fn export_path(name: &str, ext: &str) -> std::path::PathBuf {
     let dir = std::env::current_dir().unwrap_or_default();
     dir.join(format!("{name}-{}.{ext}", now() as u64))
 }
-
-

@@ -3,25 +3,8 @@
 
 use super::data::PluginList;
 use crate::run_config::train_schema;
+pub use crate::run_config::Scope;
 use plugin_api::{ParamKind, ParamSpec, PluginKind};
-
-/// Which schema a field belongs to (its key prefix in overrides).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Scope {
-    Layer,
-    Task,
-    Train,
-}
-
-impl Scope {
-    pub fn prefix(self) -> &'static str {
-        match self {
-            Scope::Layer => "layer",
-            Scope::Task => "task",
-            Scope::Train => "train",
-        }
-    }
-}
 
 /// One editable hyperparameter.
 #[derive(Debug, Clone)]

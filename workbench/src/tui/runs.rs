@@ -1,7 +1,7 @@
 //! The Runs screen's model: filtering, sorting and the columns of the runs table.
 
 use super::data::Snapshot;
-use crate::plot::flatten_config;
+use crate::run_config::flatten_config;
 use crate::store::RunRecord;
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -225,9 +225,9 @@ impl Service {
                 self.send(Update::Info(format!("run {id}: notes and tags saved")));
             }
             Request::ExportPlot { runs, out } => {
-                let list = runs.iter().map(|r| r.to_string()).collect::<Vec<_>>().join(",");
-                let panels = "loss,metric,energy,erank,angle,depth";
-                let line = crate::commands::plot::write_image(&self.store, &list, panels, &out, "1600x900").await?;
+                let panels =
+                    crate::plot::parse_panels("loss,metric,energy,erank,angle,depth").map_err(anyhow::Error::msg)?;
+                let line = crate::figure::write_image(&self.store, &runs, &panels, &out, (1600, 900)).await?;
                 self.send(Update::Info(line));
             }
             Request::ExportAblation { runs, format, out } => {

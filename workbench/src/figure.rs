@@ -1,0 +1,272 @@
+//! Figures: runs compared in one image (PNG or SVG), panels side by side, drawn with plotters
+//! (`workbench plot`, the TUI's Compare export).
+
+use crate::plot::{self as data, IterationData, Panel, Series};
+use crate::store::Store;
+use anyhow::{anyhow, bail, Result};
+use plotters::coord::Shift;
+use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
+use std::path::Path;
+
+/// DejaVu Sans, shipped in `workbench/assets` (see its README for the licence).
+const FONT: &[u8] = include_bytes!("../assets/DejaVuSans.ttf");
+const FAMILY: &str = "sans-serif";
+
+const PALETTE: [RGBColor; 8] = [
+    RGBColor(31, 119, 180),
+    RGBColor(214, 39, 40),
+    RGBColor(44, 160, 44),
+    RGBColor(255, 127, 14),
+    RGBColor(148, 103, 189),
+    RGBColor(140, 86, 75),
+    RGBColor(227, 119, 194),
+    RGBColor(23, 190, 207),
+];
+
+/// The output format, from the file extension.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    Png,
+    Svg,
+}
+
+pub fn format_of(path: &Path) -> Result<Format> {
+    match path.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase).as_deref() {
+        Some("png") => Ok(Format::Png),
+        Some("svg") => Ok(Format::Svg),
+        _ => bail!("cannot write `{}`: the output file must end in .png or .svg", path.display()),
+    }
+}
+
+/// One panel ready to draw: per run (index into the legend), its lines.
+struct PanelPlot {
+    title: String,
+    x_label: &'static str,
+    lines: Vec<(usize, Series)>,
+    /// Vertical lines: (run index, x).
+    vlines: Vec<(usize, f64)>,
+    integer_x: bool,
+}
+
+struct RunData {
+    config: serde_json::Value,
+    metrics: Vec<crate::store::MetricRow>,
+    diagnostics: Vec<crate::store::DiagnosticRow>,
+}
+
+fn build_panel(panel: Panel, runs: &[RunData]) -> PanelPlot {
+    let mut lines = Vec::new();
+    let mut vlines = Vec::new();
+    let mut iteration_panel = |title: &str, f: fn(&[crate::store::DiagnosticRow]) -> IterationData| {
+        for (i, r) in runs.iter().enumerate() {
+            let d = f(&r.diagnostics);
+            let show_labels = d.series.len() > 1;
+            for mut s in d.series {
+                if !show_labels {
+                    s.label.clear();
+                }
+                lines.push((i, s));
+            }
+            if let Some(depth) = d.training_depth {
+                vlines.push((i, depth as f64));
+            }
+        }
+        PanelPlot {
+            title: format!("{title} at the last evaluation (| training depth)"),
+            x_label: "iteration t",
+            lines: std::mem::take(&mut lines),
+            vlines: std::mem::take(&mut vlines),
+            integer_x: true,
+        }
+    };
+    match panel {
+        Panel::Energy => iteration_panel("energy", data::energy_data),
+        Panel::Erank => iteration_panel("effective rank", data::erank_data),
+        Panel::Angle => iteration_panel("mean token angle (deg)", data::angle_data),
+        Panel::Loss => PanelPlot {
+            title: "loss (solid: train, dashed: eval)".into(),
+            x_label: "step",
+            lines: runs
+                .iter()
+                .enumerate()
+                .flat_map(|(i, r)| data::loss_series(&r.metrics).into_iter().map(move |s| (i, s)))
+                .collect(),
+            vlines: vec![],
+            integer_x: true,
+        },
+        Panel::Metric => PanelPlot {
+            title: "eval metrics".into(),
+            x_label: "step",
+            lines: runs
+                .iter()
+                .enumerate()
+                .flat_map(|(i, r)| data::metric_series(&r.metrics).into_iter().map(move |s| (i, s)))
+                .collect(),
+            vlines: vec![],
+            integer_x: true,
+        },
+        Panel::Depth => {
+            let mut names = std::collections::BTreeSet::new();
+            for (i, r) in runs.iter().enumerate() {
+                let depth = data::training_depth(&r.config, &r.diagnostics);
+                if let Some(name) = data::headline_metric(&r.metrics) {
+                    if let Some(s) = data::depth_series(&r.metrics, &name, depth) {
+                        names.insert(name);
+                        lines.push((i, Series { dashed: true, ..s }));
+                    }
+                }
+                if let Some(depth) = depth {
+                    vlines.push((i, depth as f64));
+                }
+            }
+            let names: Vec<_> = names.into_iter().collect();
+            let what = if names.is_empty() { "headline metric".to_string() } else { names.join(", ") };
+            PanelPlot {
+                title: format!("{what} at the last evaluation vs depth (| training depth)"),
+                x_label: "evaluation depth (iterations)",
+                lines,
+                vlines,
+                integer_x: true,
+            }
+        }
+    }
+}
+
+fn range(values: impl Iterator<Item = f64>) -> Option<(f64, f64)> {
+    let (lo, hi) =
+        values.filter(|v| v.is_finite()).fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| (lo.min(v), hi.max(v)));
+    if lo > hi {
+        return None;
+    }
+    let pad = if hi > lo { (hi - lo) * 0.05 } else { lo.abs().max(1.0) * 0.05 };
+    Some((lo - pad, hi + pad))
+}
+
+type DrawResult = std::result::Result<(), Box<dyn std::error::Error>>;
+
+fn draw_panel<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, p: &PanelPlot) -> DrawResult
+where
+    DB::ErrorType: 'static,
+{
+    let x_range =
+        range(p.lines.iter().flat_map(|(_, s)| s.points.iter().map(|q| q.0)).chain(p.vlines.iter().map(|v| v.1)));
+    let y_range = range(p.lines.iter().flat_map(|(_, s)| s.points.iter().map(|q| q.1)));
+    let (Some((x0, x1)), Some((y0, y1))) = (x_range, y_range) else {
+        // No data: the frame, the title and a note.
+        let mut chart = ChartBuilder::on(area)
+            .caption(&p.title, (FAMILY, 18))
+            .margin(10)
+            .x_label_area_size(35)
+            .y_label_area_size(50)
+            .build_cartesian_2d(0f64..1f64, 0f64..1f64)?;
+        chart.configure_mesh().disable_mesh().x_labels(0).y_labels(0).x_desc(p.x_label).draw()?;
+        chart.draw_series(std::iter::once(Text::new(
+            "no data",
+            (0.45, 0.5),
+            (FAMILY, 20).into_font().color(&BLACK),
+        )))?;
+        return Ok(());
+    };
+    let mut chart = ChartBuilder::on(area)
+        .caption(&p.title, (FAMILY, 18))
+        .margin(10)
+        .x_label_area_size(35)
+        .y_label_area_size(60)
+        .build_cartesian_2d(x0..x1, y0..y1)?;
+    let integer_x = p.integer_x;
+    chart
+        .configure_mesh()
+        .light_line_style(RGBColor(235, 235, 235))
+        .x_desc(p.x_label)
+        .x_label_formatter(&|x| {
+            if integer_x && (x - x.round()).abs() < 1e-9 {
+                format!("{}", x.round() as i64)
+            } else if integer_x {
+                String::new()
+            } else {
+                format!("{x:.2}")
+            }
+        })
+        .y_label_formatter(&|y| format!("{y:.3}"))
+        .label_style((FAMILY, 13))
+        .draw()?;
+    for (run, x) in &p.vlines {
+        let c = PALETTE[run % PALETTE.len()].mix(0.6);
+        chart.draw_series(DashedLineSeries::new([(*x, y0), (*x, y1)], 4, 4, c.stroke_width(1)))?;
+    }
+    for (run, s) in &p.lines {
+        let color = PALETTE[run % PALETTE.len()];
+        if s.dashed {
+            chart.draw_series(DashedLineSeries::new(s.points.iter().copied(), 8, 5, color.stroke_width(2)))?;
+            chart.draw_series(s.points.iter().map(|q| Circle::new(*q, 3, color.filled())))?;
+        } else {
+            chart.draw_series(LineSeries::new(s.points.iter().copied(), color.stroke_width(2)))?;
+            if s.points.len() == 1 {
+                chart.draw_series(s.points.iter().map(|q| Circle::new(*q, 3, color.filled())))?;
+            }
+        }
+        if !s.label.is_empty() {
+            if let Some(last) = s.points.last() {
+                chart.draw_series(std::iter::once(Text::new(
+                    s.label.clone(),
+                    *last,
+                    (FAMILY, 12).into_font().color(&color).pos(Pos::new(HPos::Right, VPos::Bottom)),
+                )))?;
+            }
+        }
+    }
+    Ok(())
+}
+
+fn draw<DB: DrawingBackend>(root: DrawingArea<DB, Shift>, legend: &[String], panels: &[PanelPlot]) -> DrawResult
+where
+    DB::ErrorType: 'static,
+{
+    root.fill(&WHITE)?;
+    let line_h = 22;
+    let legend_h = (legend.len() as u32 * line_h as u32 + 16).min(root.dim_in_pixel().1 / 3);
+    let (top, body) = root.split_vertically(legend_h);
+    for (i, text) in legend.iter().enumerate() {
+        let color = PALETTE[i % PALETTE.len()];
+        let y = 8 + i as i32 * line_h;
+        top.draw(&PathElement::new(vec![(16, y + 9), (48, y + 9)], color.stroke_width(3)))?;
+        top.draw(&Text::new(text.clone(), (56, y), (FAMILY, 16).into_font().color(&BLACK)))?;
+    }
+    let cols = if panels.len() > 1 { 2 } else { 1 };
+    let rows = panels.len().div_ceil(cols);
+    let areas = body.split_evenly((rows, cols));
+    for (area, p) in areas.iter().zip(panels) {
+        draw_panel(area, p)?;
+    }
+    root.present()?;
+    Ok(())
+}
+
+/// Draws `panels` of runs `ids` into `out` (PNG or SVG by its extension) at `size` pixels;
+/// returns a line saying what was written.
+pub async fn write_image(store: &Store, ids: &[i64], panels: &[Panel], out: &Path, size: (u32, u32)) -> Result<String> {
+    let format = format_of(out)?;
+    let (w, h) = size;
+    let mut records = Vec::new();
+    let mut run_data = Vec::new();
+    for &id in ids {
+        let r = store.run(id).await?;
+        run_data.push(RunData {
+            config: r.config.clone(),
+            metrics: store.metrics(id).await?,
+            diagnostics: store.diagnostics(id).await?,
+        });
+        records.push(r);
+    }
+    let legend = data::run_legend(&records.iter().collect::<Vec<_>>());
+    let plots: Vec<PanelPlot> = panels.iter().map(|p| build_panel(*p, &run_data)).collect();
+    plotters::style::register_font(FAMILY, FontStyle::Normal, FONT)
+        .map_err(|_| anyhow!("the embedded font is invalid"))?;
+    let result = match format {
+        Format::Png => draw(BitMapBackend::new(out, (w, h)).into_drawing_area(), &legend, &plots),
+        Format::Svg => draw(SVGBackend::new(out, (w, h)).into_drawing_area(), &legend, &plots),
+    };
+    result.map_err(|e| anyhow!("cannot draw {}: {e}", out.display()))?;
+    Ok(format!("wrote {} ({} panels, {} runs)", out.display(), plots.len(), ids.len()))
+}
