@@ -50,6 +50,18 @@ impl Cluster {
         cmd
     }
 
+    /// `train` of the fixture layer with `args`, in the background (it follows its Slurm job).
+    fn spawn_fixture_train(&self, tag: &str, args: &[String]) -> std::process::Child {
+        let plugins = plugin_dir_with(tag, &["fixture-panicking-plugin", "sudoku"]);
+        self.workbench()
+            .env("WORKBENCH_PLUGIN_PATH", &plugins)
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap()
+    }
+
     fn show(&self, id: i64) -> Value {
         let (code, out, err) = run(self.workbench().args(["runs", "show", &id.to_string(), "--json"]));
         assert_eq!(code, 0, "{err}");
@@ -130,14 +142,7 @@ async fn scancel_interrupts_and_a_requeued_run_ends_as_if_uninterrupted() {
     let plugins = plugin_dir_with("slurm-scancel", &["fixture-panicking-plugin", "sudoku"]);
     let mut args = fixture_train_args("slow", 40, 5);
     args.push("--json".into());
-    let mut train = cluster
-        .workbench()
-        .env("WORKBENCH_PLUGIN_PATH", &plugins)
-        .args(&args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut train = cluster.spawn_fixture_train("slurm-scancel", &args);
     let run1 = cluster.wait_for(1, Duration::from_secs(90), |r| r["last_step"].as_u64().unwrap_or(0) >= 12);
     assert_eq!(run1["status"], "running", "{run1}");
     let job = run1["supervision"]["job_id"].as_str().unwrap().to_string();
@@ -177,16 +182,7 @@ async fn scancel_interrupts_and_a_requeued_run_ends_as_if_uninterrupted() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_requeued_job_continues_its_run_from_the_checkpoint() {
     let Some(cluster) = Cluster::new("slurm-requeue").await else { return };
-    let plugins = plugin_dir_with("slurm-requeue", &["fixture-panicking-plugin", "sudoku"]);
-    let args = fixture_train_args("slow", 30, 5);
-    let mut train = cluster
-        .workbench()
-        .env("WORKBENCH_PLUGIN_PATH", &plugins)
-        .args(&args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut train = cluster.spawn_fixture_train("slurm-requeue", &fixture_train_args("slow", 30, 5));
     let running = cluster.wait_for(1, Duration::from_secs(90), |r| r["last_step"].as_u64().unwrap_or(0) >= 7);
     let job = running["supervision"]["job_id"].as_str().unwrap().to_string();
     let (code, _, err) = run(Command::new("scontrol").args(["requeue", &job]));

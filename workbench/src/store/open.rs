@@ -8,7 +8,7 @@ use std::time::Duration;
 use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
 use sqlx::migrate::Migrator;
 use sqlx::sqlite::SqliteConnectOptions;
-use sqlx::{ConnectOptions, Connection, Executor, SqliteConnection};
+use sqlx::{AnyPool, ConnectOptions, Connection, Executor, SqliteConnection};
 
 use super::{error, Store, StoreError, StoreLocation, BUSY_TIMEOUT};
 
@@ -144,17 +144,7 @@ async fn open_sqlite(location: &StoreLocation, path: &Path) -> Result<Store, Sto
             error::from_sqlx_open(location, e)
         })?;
 
-    if let Err(e) = SQLITE_MIGRATOR.run(&pool).await {
-        pool.close().await;
-        return Err(error::from_migrate(location, e));
-    }
-    Ok(Store {
-        pool,
-        location: Arc::new(location.clone()),
-        artifacts: None,
-        host: Arc::from(super::this_host()),
-        turnstile: location.sqlite_path().map(|p| Arc::new(super::Turnstile::for_database(p))),
-    })
+    migrated(pool, location, &SQLITE_MIGRATOR).await
 }
 
 async fn open_postgres(location: &StoreLocation, url: &str) -> Result<Store, StoreError> {
@@ -196,7 +186,12 @@ async fn open_postgres(location: &StoreLocation, url: &str) -> Result<Store, Sto
         return Err(StoreError::NewerSchema { db: location.clone(), version });
     }
 
-    if let Err(e) = POSTGRES_MIGRATOR.run(&pool).await {
+    migrated(pool, location, &POSTGRES_MIGRATOR).await
+}
+
+/// Brings the schema up to date with `migrator` and makes the store handle.
+async fn migrated(pool: AnyPool, location: &StoreLocation, migrator: &Migrator) -> Result<Store, StoreError> {
+    if let Err(e) = migrator.run(&pool).await {
         pool.close().await;
         return Err(error::from_migrate(location, e));
     }
