@@ -60,7 +60,7 @@ pub async fn run(
         crate::executor::Executor::Local => "local workers".to_string(),
         crate::executor::Executor::Slurm(o) => {
             let options: Vec<String> = o.options.iter().map(|(k, v)| format!("{k}={v}")).collect();
-            format!("Slurm jobs{}", if options.is_empty() { String::new() } else { format!(": {}", options.join(",")) })
+            format!("Slurm jobs{}", if options.is_empty() { String::new() } else { format!(" ({})", options.join(",")) })
         }
     };
     let requests = service::spawn(store, plugin_dirs, jobs, executor, updates_tx);
