@@ -17,7 +17,8 @@
 //!    check, every run, every run's metric summary: what the TUI's Runs screen reads twice a
 //!    second) is timed: median and slowest of five.
 //!
-//! The database must be new (an empty file, or a freshly created PostgreSQL database).
+//! The database must be new (an empty file, or a freshly created PostgreSQL database), except
+//! with `--refresh-only`, which times step 2's refresh on a store filled before.
 
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
@@ -34,6 +35,8 @@ struct Args {
     table_runs: usize,
     table_rows: usize,
     worker_mode: bool,
+    /// Only time the runs table's refresh, on a store filled before.
+    refresh_only: bool,
 }
 
 fn parse_args() -> Args {
@@ -46,6 +49,7 @@ fn parse_args() -> Args {
         table_runs: 10_000,
         table_rows: 10_000_000,
         worker_mode: false,
+        refresh_only: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -60,6 +64,7 @@ fn parse_args() -> Args {
             "--table-runs" => args.table_runs = number(value()),
             "--table-rows" => args.table_rows = number(value()),
             "--worker" => args.worker_mode = true,
+            "--refresh-only" => args.refresh_only = true,
             other => panic!("unknown option {other}; see the doc comment of examples/store_scale.rs"),
         }
     }
@@ -221,6 +226,11 @@ async fn runs_table(args: &Args, store: &Store) {
         started.elapsed().as_secs_f64(),
         total as f64 / started.elapsed().as_secs_f64()
     );
+    time_refresh(args, store).await;
+}
+
+/// Times the runs table's refresh five times.
+async fn time_refresh(args: &Args, store: &Store) {
     let (mut times, mut parts) = (Vec::new(), Vec::new());
     for _ in 0..5 {
         let t = Instant::now();
@@ -258,6 +268,9 @@ async fn main() {
         return worker(&args).await;
     }
     let store = Store::connect(&args.db).await.unwrap_or_else(|e| panic!("{e}"));
+    if args.refresh_only {
+        return time_refresh(&args, &store).await;
+    }
     assert!(store.list_runs().await.unwrap().is_empty(), "{} is not empty: give a new database", args.db);
     ingest(&args, &store).await;
     tokio::time::sleep(Duration::from_millis(100)).await;
