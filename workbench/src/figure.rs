@@ -1,8 +1,9 @@
 //! Figures: runs compared in one image (PNG or SVG), panels side by side, drawn with plotters
-//! (`workbench plot`, the TUI's Compare export).
+//! from runs already read (`ops::export::plot` reads them for `workbench plot` and the TUI's
+//! Compare export).
 
 use crate::plot::{self as data, IterationData, Panel, Series};
-use crate::store::Store;
+use crate::store::{DiagnosticRow, MetricRow, RunRecord};
 use anyhow::{anyhow, bail, Result};
 use plotters::coord::Shift;
 use plotters::prelude::*;
@@ -49,13 +50,14 @@ struct PanelPlot {
     integer_x: bool,
 }
 
-struct RunData {
-    config: serde_json::Value,
-    metrics: Vec<crate::store::MetricRow>,
-    diagnostics: Vec<crate::store::DiagnosticRow>,
+/// One run as a figure draws it: its record (configuration, legend) and what it recorded.
+pub struct FigureRun {
+    pub record: RunRecord,
+    pub metrics: Vec<MetricRow>,
+    pub diagnostics: Vec<DiagnosticRow>,
 }
 
-fn build_panel(panel: Panel, runs: &[RunData]) -> PanelPlot {
+fn build_panel(panel: Panel, runs: &[FigureRun]) -> PanelPlot {
     let mut lines = Vec::new();
     let mut vlines = Vec::new();
     let mut iteration_panel = |title: &str, f: fn(&[crate::store::DiagnosticRow]) -> IterationData| {
@@ -109,7 +111,7 @@ fn build_panel(panel: Panel, runs: &[RunData]) -> PanelPlot {
         Panel::Depth => {
             let mut names = std::collections::BTreeSet::new();
             for (i, r) in runs.iter().enumerate() {
-                let depth = data::training_depth(&r.config, &r.diagnostics);
+                let depth = data::training_depth(&r.record.config, &r.diagnostics);
                 if let Some(name) = data::headline_metric(&r.metrics) {
                     if let Some(s) = data::depth_series(&r.metrics, &name, depth) {
                         names.insert(name);
@@ -243,30 +245,17 @@ where
     Ok(())
 }
 
-/// Draws `panels` of runs `ids` into `out` (PNG or SVG by its extension) at `size` pixels;
-/// returns a line saying what was written.
-pub async fn write_image(store: &Store, ids: &[i64], panels: &[Panel], out: &Path, size: (u32, u32)) -> Result<String> {
+/// Draws `panels` of `runs` into `out` (PNG or SVG by its extension) at `size` pixels.
+pub fn write_image(runs: &[FigureRun], panels: &[Panel], out: &Path, size: (u32, u32)) -> Result<()> {
     let format = format_of(out)?;
     let (w, h) = size;
-    let mut records = Vec::new();
-    let mut run_data = Vec::new();
-    for &id in ids {
-        let r = store.run(id).await?;
-        run_data.push(RunData {
-            config: r.config.clone(),
-            metrics: store.metrics(id).await?,
-            diagnostics: store.diagnostics(id).await?,
-        });
-        records.push(r);
-    }
-    let legend = data::run_legend(&records.iter().collect::<Vec<_>>());
-    let plots: Vec<PanelPlot> = panels.iter().map(|p| build_panel(*p, &run_data)).collect();
+    let legend = data::run_legend(&runs.iter().map(|r| &r.record).collect::<Vec<_>>());
+    let plots: Vec<PanelPlot> = panels.iter().map(|p| build_panel(*p, runs)).collect();
     plotters::style::register_font(FAMILY, FontStyle::Normal, FONT)
         .map_err(|_| anyhow!("the embedded font is invalid"))?;
     let result = match format {
         Format::Png => draw(BitMapBackend::new(out, (w, h)).into_drawing_area(), &legend, &plots),
         Format::Svg => draw(SVGBackend::new(out, (w, h)).into_drawing_area(), &legend, &plots),
     };
-    result.map_err(|e| anyhow!("cannot draw {}: {e}", out.display()))?;
-    Ok(format!("wrote {} ({} panels, {} runs)", out.display(), plots.len(), ids.len()))
+    result.map_err(|e| anyhow!("cannot draw {}: {e}", out.display()))
 }

@@ -29,6 +29,5 @@ pub mod queue;
 pub mod run_config;
 pub mod scaffold;
 pub mod store;
-pub mod sweep;
 pub mod train;
 pub mod tui;

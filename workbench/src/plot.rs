@@ -1,7 +1,7 @@
 //! Data for `workbench plot`: store rows turned into the series of each panel.
 //!
 //! Everything here is pure (slices of [`MetricRow`] / [`DiagnosticRow`] in, points out), so it
-//! is unit-tested without drawing; `commands::plot` draws the result with plotters.
+//! is unit-tested without drawing; `figure` draws the result with plotters.
 
 use crate::run_config::flatten_config;
 use crate::store::{DiagnosticRow, MetricRow, RunRecord};

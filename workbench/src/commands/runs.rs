@@ -225,7 +225,6 @@ pub async fn requeue(store: &Store, id: i64) -> Result<i32> {
 
 /// `workbench runs pause|unpause N`.
 pub async fn hold(store: &Store, id: i64, held: bool) -> Result<i32> {
-    ops::runs::hold(store, id, held).await?;
-    eprintln!("run {id} {}", if held { "paused" } else { "released" });
+    eprintln!("{}", ops::runs::hold(store, id, held).await?.describe());
     Ok(0)
 }

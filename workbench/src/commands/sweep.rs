@@ -3,9 +3,9 @@
 use crate::executor::Executor;
 use crate::host::PluginHost;
 use crate::ops;
+use crate::ops::grid::{parse_axis, plan, Spec};
 use crate::queue::QueueRunner;
 use crate::store::{RunStatus, Store};
-use crate::sweep::{parse_axis, plan, Spec};
 use anyhow::{bail, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::path::PathBuf;
@@ -25,8 +25,8 @@ pub struct SweepArgs<'a> {
     pub executor: &'a Executor,
 }
 
-/// Expands and validates the grid, stores the sweep and its queued runs, then (unless
-/// detached) runs the queue until the sweep is done.
+/// Plans the grid (every bad point reported), queues it as one sweep, then (unless detached)
+/// runs the queue until the sweep is done.
 pub async fn sweep(store: &Store, host: &PluginHost, dirs: &[PathBuf], args: SweepArgs<'_>) -> Result<i32> {
     let spec = Spec {
         layers: args.layers.split(',').map(|l| l.trim().to_string()).filter(|l| !l.is_empty()).collect(),
@@ -35,27 +35,18 @@ pub async fn sweep(store: &Store, host: &PluginHost, dirs: &[PathBuf], args: Swe
     };
     args.executor.check(store)?;
     let points = plan(host, &spec)?;
-    let name = args.name.map(str::to_string).unwrap_or_else(|| {
-        let keys: Vec<&str> = spec.axes.iter().map(|a| a.key.as_str()).collect();
-        format!("{} on {}: {}", spec.layers.join(","), spec.task, keys.join(" x "))
-    });
-    let sweep_id = store.create_sweep(&name, &serde_json::to_value(&spec)?).await?;
-    let mut ids = Vec::new();
-    for (index, point) in points.iter().enumerate() {
-        let layer = host.get(&point.layer, plugin_api::PluginKind::Layer)?;
-        let task = host.get(&spec.task, plugin_api::PluginKind::Task)?;
-        let run = ops::launch::new_run(layer, task, &point.config)?;
-        ids.push(store.create_run_in_sweep(&run, sweep_id, index as u32).await?);
-    }
-    eprintln!("sweep {sweep_id} ({name}): {} runs queued", ids.len());
-    for (id, point) in ids.iter().zip(&points) {
+    let name = args.name.map(str::to_string).unwrap_or_else(|| spec.default_name());
+    let runs = points.iter().map(|p| ops::launch::new_run_of(host, &p.config)).collect::<Result<Vec<_>>>()?;
+    let queued = ops::launch::queue_sweep(store, &name, &serde_json::to_value(&spec)?, &runs).await?;
+    eprintln!("sweep {} ({name}): {} runs queued", queued.sweep, queued.runs.len());
+    for (id, point) in queued.runs.iter().zip(&points) {
         eprintln!("  run {id}: {} {}", point.layer, point.overrides.join(" "));
     }
     if args.detach {
         eprintln!("the queue lives in {}: `workbench queue` (or the TUI) starts them", store.location());
         return Ok(0);
     }
-    run_until_done(store, dirs, args.jobs, args.executor, Some(&ids)).await
+    run_until_done(store, dirs, args.jobs, args.executor, Some(&queued.runs)).await
 }
 
 /// Starts queued runs as slots free up until `only` (or the whole queue) has no queued or
@@ -134,8 +125,7 @@ pub async fn list(store: &Store, json: bool) -> Result<i32> {
 
 /// Pauses or resumes the queued runs of a sweep.
 pub async fn hold_sweep(store: &Store, sweep: i64, held: bool) -> Result<i32> {
-    let n = ops::runs::hold_sweep(store, sweep, held).await?;
-    eprintln!("sweep {sweep}: {n} queued runs {}", if held { "paused" } else { "released" });
+    eprintln!("{}", ops::runs::hold_sweep(store, sweep, held).await?.describe());
     Ok(0)
 }
 

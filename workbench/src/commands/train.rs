@@ -48,7 +48,7 @@ pub async fn train(
 
 /// Requeues an interrupted or failed run and continues it from its checkpoint.
 pub async fn resume(store: &Store, dirs: &[PathBuf], run_id: i64, json: bool) -> Result<i32> {
-    store.requeue(run_id).await?;
+    ops::runs::requeue(store, run_id).await?;
     store.claim(run_id, std::process::id()).await?;
     let child = spawn_worker(store, dirs, run_id, true)?;
     finish(store, follow(store, child, run_id, display(json)).await?, run_id, json).await

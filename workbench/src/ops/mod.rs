@@ -1,11 +1,18 @@
-//! Operations on runs, below both front ends: the command line and the terminal workbench call
-//! the same functions here, so an operation behaves the same wherever it is asked for. They
-//! talk to the store and the executor and print nothing: each returns what it did, which the
-//! front end words (a line on stderr, a status-bar message).
+//! Operations on runs, below both front ends: the command line (`commands/`) and the terminal
+//! workbench (`tui/service.rs`) call the same functions here, so an operation behaves the same
+//! wherever it is asked for. They talk to the store and the executor and print nothing: each
+//! returns what it did (or an error that names the problem and the fix), which the front end
+//! words as a line on stderr or in the status bar. Runs are named by their ids (`i64`), never
+//! by text to parse again.
 //!
-//! - [`launch`]: the stored form of a new run;
+//! - [`grid`]: a grid of configurations planned from axes, every point validated, every bad
+//!   point reported;
+//! - [`launch`]: the stored form of a new run, and queueing new runs alone or as a sweep;
 //! - [`runs`]: cancel (escalating stop), pause and release, requeue, delete, notes and tags,
-//!   of single runs and of sweeps.
+//!   of single runs and of sweeps;
+//! - [`export`]: figures and ablation tables of runs, written to files.
 
+pub mod export;
+pub mod grid;
 pub mod launch;
 pub mod runs;

@@ -1,4 +1,5 @@
-//! Changing the state of runs that exist: stop, pause, requeue, delete, annotate.
+//! Changing the state of runs that exist: cancel, pause and release, requeue, delete,
+//! annotate; each returns what it did, with a line that says so where both front ends print it.
 
 use crate::store::{RunStatus, Store};
 use crate::train::stop::{cancel_queued, stop_running, StopOutcome};
@@ -61,15 +62,47 @@ pub async fn cancel_sweep(store: &Store, sweep: i64, grace: Duration) -> Result<
     Ok(done)
 }
 
-/// Pauses (`held`) or releases a queued run.
-pub async fn hold(store: &Store, id: i64, held: bool) -> Result<()> {
-    store.set_held(id, held).await?;
-    Ok(())
+/// What a pause or a release did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Held {
+    /// Run `id` is now paused (`held`) or released.
+    Run { id: i64, held: bool },
+    /// `count` queued runs of sweep `sweep` are now paused or released.
+    Sweep { sweep: i64, count: u64, held: bool },
 }
 
-/// Pauses or releases every queued run of a sweep; returns how many changed.
-pub async fn hold_sweep(store: &Store, sweep: i64, held: bool) -> Result<u64> {
-    Ok(store.set_sweep_held(sweep, held).await?)
+impl Held {
+    /// One line saying what changed.
+    pub fn describe(&self) -> String {
+        let word = |held: bool| if held { "paused" } else { "released" };
+        match self {
+            Held::Run { id, held } => format!("run {id} {}", word(*held)),
+            Held::Sweep { sweep, count, held } => format!("sweep {sweep}: {count} queued runs {}", word(*held)),
+        }
+    }
+}
+
+/// Pauses (`held`) or releases a queued run.
+pub async fn hold(store: &Store, id: i64, held: bool) -> Result<Held> {
+    store.set_held(id, held).await?;
+    Ok(Held::Run { id, held })
+}
+
+/// Pauses or releases every queued run of a sweep.
+pub async fn hold_sweep(store: &Store, sweep: i64, held: bool) -> Result<Held> {
+    Ok(Held::Sweep { sweep, count: store.set_sweep_held(sweep, held).await?, held })
+}
+
+/// Pauses run `id` if it is not paused, else releases it; with `whole_sweep`, does the same
+/// to every queued run of its sweep.
+pub async fn toggle_hold(store: &Store, id: i64, whole_sweep: bool) -> Result<Held> {
+    let run = store.run(id).await?;
+    let held = !run.held;
+    match (whole_sweep, run.sweep) {
+        (true, Some(s)) => hold_sweep(store, s.id, held).await,
+        (true, None) => bail!("run {id} is not part of a sweep"),
+        (false, _) => hold(store, id, held).await,
+    }
 }
 
 /// Puts an interrupted or failed run back in the queue; the queue continues it from its last

@@ -8,6 +8,7 @@ use super::runs::RunsState;
 use super::service::{Request, Update};
 use crate::ablation::{Format, RunInput, Table};
 use crate::host::PluginHost;
+use crate::ops::{self, grid};
 use crate::run_config::RunConfig;
 use crate::store::{NewRun, RunRecord, RunStatus};
 use ratatui::crossterm::event::{Event, KeyCode, KeyEvent, KeyEventKind, KeyModifiers, MouseButton, MouseEventKind};
@@ -562,22 +563,10 @@ impl App {
         let (Some(layer), Some(task)) = (self.launch.layer_name(), self.launch.task_name()) else {
             return Err("no layer or task plugin is loaded: see the Plugins screen".into());
         };
-        axes.push(crate::sweep::Axis { key: "train.seed".into(), values: seeds.iter().map(u64::to_string).collect() });
-        let spec = crate::sweep::Spec { layers: vec![layer.to_string()], task: task.to_string(), axes };
-        let points = crate::sweep::plan(&self.host, &spec).map_err(|e| format!("{e:#}"))?;
+        axes.push(grid::Axis { key: "train.seed".into(), values: seeds.iter().map(u64::to_string).collect() });
+        let spec = grid::Spec { layers: vec![layer.to_string()], task: task.to_string(), axes };
+        let points = grid::plan(&self.host, &spec).map_err(|e| format!("{e:#}"))?;
         Ok(points.into_iter().map(|p| p.config).collect())
-    }
-
-    fn resolve(&self, layer: &str, task: &str, overrides: &[String]) -> anyhow::Result<RunConfig> {
-        let l = self.host.get(layer, plugin_api::PluginKind::Layer)?;
-        let t = self.host.get(task, plugin_api::PluginKind::Task)?;
-        RunConfig::resolve(&l.declaration, &t.declaration, overrides)
-    }
-
-    fn new_run(&self, config: &RunConfig) -> anyhow::Result<NewRun> {
-        let layer = self.host.get(&config.layer, plugin_api::PluginKind::Layer)?;
-        let task = self.host.get(&config.task, plugin_api::PluginKind::Task)?;
-        crate::ops::launch::new_run(layer, task, config)
     }
 
     fn launch_form(&mut self) {
@@ -586,7 +575,8 @@ impl App {
             self.say(format!("cannot launch: {reason}"), true);
             return;
         };
-        let runs: anyhow::Result<Vec<NewRun>> = configs.iter().map(|c| self.new_run(c)).collect();
+        let runs: anyhow::Result<Vec<NewRun>> =
+            configs.iter().map(|c| ops::launch::new_run_of(&self.host, c)).collect();
         match runs {
             Ok(runs) => {
                 self.send(Request::Launch(runs));
@@ -602,7 +592,7 @@ impl App {
         let mut runs = Vec::new();
         for (layer, overrides) in DEFAULT_EXPERIMENT {
             let owned: Vec<String> = overrides.iter().map(|s| s.to_string()).collect();
-            match self.resolve(layer, "sudoku", &owned).and_then(|c| self.new_run(&c)) {
+            match ops::launch::resolve_run(&self.host, layer, "sudoku", &owned) {
                 Ok(r) => runs.push(r),
                 Err(e) => {
                     self.say(format!("cannot launch the default experiment: {e:#}"), true);

@@ -213,7 +213,7 @@ impl LaunchForm {
     /// The sweep axes of the fields that differ from their defaults (one value each, or
     /// several for a grid; the seed field excluded: it is expanded into one run per seed),
     /// or the first field error.
-    pub fn axes(&self) -> Result<(Vec<crate::sweep::Axis>, Vec<u64>), String> {
+    pub fn axes(&self) -> Result<(Vec<crate::ops::grid::Axis>, Vec<u64>), String> {
         let mut axes = Vec::new();
         let mut seeds = vec![0];
         for f in &self.fields {
@@ -224,7 +224,7 @@ impl LaunchForm {
                 seeds = seeds_of(&f.text, &f.spec)?;
             } else if f.changed() {
                 let key = format!("{}.{}", f.scope.prefix(), f.spec.name);
-                axes.push(crate::sweep::Axis { key, values: f.values() });
+                axes.push(crate::ops::grid::Axis { key, values: f.values() });
             }
         }
         Ok((axes, seeds))

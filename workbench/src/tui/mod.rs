@@ -4,7 +4,8 @@
 //! after every key or mouse event and at least ten times a second; it never waits on the
 //! database, the workers or the file system. Those belong to the background
 //! [`service`], which re-reads the run store twice a second, keeps the curves of the runs a
-//! screen shows, starts and stops worker processes, and writes exports; it answers with
+//! screen shows, and turns the UI's requests (launch, cancel, pause, export, ...) into calls of
+//! [`crate::ops`], the operations the command line calls too; it answers with
 //! [`service::Update`]s the UI applies between frames. It also runs the job queue: launched
 //! runs are queued in runs.db and started as worker slots free up. Workers are separate processes
 //! (`workbench worker`), so quitting the TUI leaves them training, and a crashing plugin
@@ -60,7 +61,10 @@ pub async fn run(
         crate::executor::Executor::Local => "local workers".to_string(),
         crate::executor::Executor::Slurm(o) => {
             let options: Vec<String> = o.options.iter().map(|(k, v)| format!("{k}={v}")).collect();
-            format!("Slurm jobs{}", if options.is_empty() { String::new() } else { format!(" ({})", options.join(",")) })
+            format!(
+                "Slurm jobs{}",
+                if options.is_empty() { String::new() } else { format!(" ({})", options.join(",")) }
+            )
         }
     };
     let requests = service::spawn(store, plugin_dirs, jobs, executor, updates_tx);

@@ -1,10 +1,11 @@
 //! The background service: the only part of the TUI that touches the database, the worker
 //! processes and the file system. The UI thread sends [`Request`]s and receives [`Update`]s,
-//! so drawing and keys never wait on I/O, however many rows a worker writes.
+//! so drawing and keys never wait on I/O, however many rows a worker writes. Each request that
+//! changes runs is one call of [`crate::ops`], worded as a status-bar line.
 
 use super::data::{RunData, Snapshot};
-use crate::ablation::{Format, RunInput, Table};
-use crate::ops;
+use crate::ablation::Format;
+use crate::ops::{self, export};
 use crate::queue::QueueRunner;
 use crate::store::{MetricRow, NewRun, RunStatus, Store};
 use crate::train::stop::DEFAULT_GRACE;
@@ -164,39 +165,25 @@ impl Service {
                 }
             }
             Request::Launch(runs) => {
-                let mut ids = Vec::new();
-                if let [run] = runs.as_slice() {
-                    ids.push(self.store.create_run(run).await?);
-                } else {
-                    let name = format!(
-                        "{} on {}: {} runs from the Launch screen",
-                        runs[0].layer.name,
-                        runs[0].task.name,
-                        runs.len()
-                    );
-                    let sweep = self.store.create_sweep(&name, &serde_json::json!({"launched": runs.len()})).await?;
-                    for (i, run) in runs.iter().enumerate() {
-                        ids.push(self.store.create_run_in_sweep(run, sweep, i as u32).await?);
+                let ids = match runs.as_slice() {
+                    [run] => vec![ops::launch::queue_run(&self.store, run).await?],
+                    _ => {
+                        let name = format!(
+                            "{} on {}: {} runs from the Launch screen",
+                            runs[0].layer.name,
+                            runs[0].task.name,
+                            runs.len()
+                        );
+                        let spec = serde_json::json!({"launched": runs.len()});
+                        ops::launch::queue_sweep(&self.store, &name, &spec, &runs).await?.runs
                     }
-                }
+                };
                 let list = ids.iter().map(|i| i.to_string()).collect::<Vec<_>>().join(", ");
                 self.send(Update::Info(format!("queued run {list}")));
             }
             Request::Pause { id, sweep } => {
-                let run = self.store.run(id).await?;
-                let held = !run.held;
-                match (sweep, run.sweep) {
-                    (true, Some(s)) => {
-                        let n = ops::runs::hold_sweep(&self.store, s.id, held).await?;
-                        let what = if held { "paused" } else { "released" };
-                        self.send(Update::Info(format!("sweep {}: {n} queued runs {what}", s.id)));
-                    }
-                    (true, None) => anyhow::bail!("run {id} is not part of a sweep"),
-                    (false, _) => {
-                        ops::runs::hold(&self.store, id, held).await?;
-                        self.send(Update::Info(format!("run {id} {}", if held { "paused" } else { "released" })));
-                    }
-                }
+                let toggled = ops::runs::toggle_hold(&self.store, id, sweep).await?;
+                self.send(Update::Info(toggled.describe()));
             }
             Request::Cancel(id) => {
                 if self.store.run(id).await?.status == RunStatus::Running {
@@ -227,19 +214,12 @@ impl Service {
             Request::ExportPlot { runs, out } => {
                 let panels =
                     crate::plot::parse_panels("loss,metric,energy,erank,angle,depth").map_err(anyhow::Error::msg)?;
-                let line = crate::figure::write_image(&self.store, &runs, &panels, &out, (1600, 900)).await?;
-                self.send(Update::Info(line));
+                let figure = export::plot(&self.store, &runs, &panels, &out, (1600, 900)).await?;
+                self.send(Update::Info(figure.describe()));
             }
             Request::ExportAblation { runs, format, out } => {
-                let mut records = Vec::new();
-                let mut metrics = Vec::new();
-                for id in runs {
-                    records.push(self.store.run(id).await?);
-                    metrics.push(self.store.metrics(id).await?);
-                }
-                let inputs: Vec<RunInput> =
-                    records.iter().zip(&metrics).map(|(record, metrics)| RunInput { record, metrics }).collect();
-                std::fs::write(&out, format.render(&Table::build(&inputs)))?;
+                let selected = export::select(&self.store, &export::TableRuns::Runs(runs)).await?;
+                export::write_text(&out, &export::ablation(&self.store, &selected.records, None, format).await?)?;
                 self.send(Update::Info(format!("wrote {}", out.display())));
             }
         }

@@ -1,5 +1,6 @@
-//! Sweeps: a grid of configurations from `key=a,b,c` lists and `key=lo:hi:logN` ranges,
-//! over one or several layer plugins, each point validated before anything is queued.
+//! Planning a grid of configurations: `key=a,b,c` lists and `key=lo:hi:logN` ranges over one
+//! or several layer plugins, every point validated before anything is queued (`workbench
+//! sweep` and the TUI's Launch form plan the same way; [`super::launch`] queues the result).
 
 use crate::host::PluginHost;
 use crate::run_config::{train_schema, RunConfig};
@@ -116,6 +117,14 @@ pub struct Spec {
     pub layers: Vec<String>,
     pub task: String,
     pub axes: Vec<Axis>,
+}
+
+impl Spec {
+    /// The name of a sweep not named otherwise: `hyperset,transformer on sudoku: lr x heads`.
+    pub fn default_name(&self) -> String {
+        let keys: Vec<&str> = self.axes.iter().map(|a| a.key.as_str()).collect();
+        format!("{} on {}: {}", self.layers.join(","), self.task, keys.join(" x "))
+    }
 }
 
 /// Whether `key` (bare or prefixed) names a parameter of the layer, the task or the trainer.

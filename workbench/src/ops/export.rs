@@ -1,0 +1,112 @@
+//! Exports of stored runs named by their ids: figures (PNG, SVG) and ablation tables
+//! (Markdown, LaTeX, CSV), written to files.
+
+use crate::ablation::{Format, RunInput, Table};
+use crate::figure::FigureRun;
+use crate::plot::Panel;
+use crate::store::{RunRecord, RunStatus, Store};
+use anyhow::{anyhow, Context, Result};
+use std::path::{Path, PathBuf};
+
+/// A figure written to a file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Figure {
+    pub path: PathBuf,
+    pub panels: usize,
+    pub runs: usize,
+}
+
+impl Figure {
+    /// One line saying what was written.
+    pub fn describe(&self) -> String {
+        format!("wrote {} ({} panels, {} runs)", self.path.display(), self.panels, self.runs)
+    }
+}
+
+/// Draws `panels` of runs `ids` into `out` (PNG or SVG by its extension) at `size` pixels.
+pub async fn plot(store: &Store, ids: &[i64], panels: &[Panel], out: &Path, size: (u32, u32)) -> Result<Figure> {
+    crate::figure::format_of(out)?; // refuse a bad file name before reading anything
+    let mut runs = Vec::with_capacity(ids.len());
+    for &id in ids {
+        runs.push(FigureRun {
+            record: store.run(id).await?,
+            metrics: store.metrics(id).await?,
+            diagnostics: store.diagnostics(id).await?,
+        });
+    }
+    crate::figure::write_image(&runs, panels, out, size)?;
+    Ok(Figure { path: out.to_path_buf(), panels: panels.len(), runs: ids.len() })
+}
+
+/// Which runs an ablation table is made of.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TableRuns {
+    /// These runs, in this order.
+    Runs(Vec<i64>),
+    /// The finished runs of these sweeps, in declared order.
+    Sweeps(Vec<i64>),
+    /// Every finished run.
+    Finished,
+}
+
+/// The runs a table is made of, and how many of the named sweeps' runs were left out because
+/// they have not finished.
+#[derive(Debug, Clone)]
+pub struct Selected {
+    pub records: Vec<RunRecord>,
+    pub unfinished: usize,
+}
+
+/// Reads the runs `which` names.
+pub async fn select(store: &Store, which: &TableRuns) -> Result<Selected> {
+    let mut records = Vec::new();
+    let mut unfinished = 0;
+    match which {
+        TableRuns::Runs(ids) => {
+            for &id in ids {
+                records.push(store.run(id).await.with_context(|| format!("run {id}"))?);
+            }
+        }
+        TableRuns::Sweeps(ids) => {
+            for &id in ids {
+                store.sweep(id).await.map_err(|_| anyhow!("no sweep {id} (`workbench sweeps` lists them)"))?;
+                records.extend(store.sweep_runs(id).await?);
+            }
+            // A sweep's unfinished runs (queued, cancelled, failed) would count as seeds
+            // without values: only finished runs make the table.
+            let total = records.len();
+            records.retain(|r| r.status == RunStatus::Finished);
+            unfinished = total - records.len();
+        }
+        TableRuns::Finished => {
+            records = store.list_runs().await?.into_iter().filter(|r| r.status == RunStatus::Finished).collect();
+        }
+    }
+    Ok(Selected { records, unfinished })
+}
+
+/// The ablation table of `records` in `format`, keeping only the `metrics` named (all when
+/// `None`).
+pub async fn ablation(
+    store: &Store,
+    records: &[RunRecord],
+    metrics: Option<&[&str]>,
+    format: Format,
+) -> Result<String> {
+    let mut rows = Vec::with_capacity(records.len());
+    for r in records {
+        rows.push(store.metrics(r.id).await?);
+    }
+    let inputs: Vec<RunInput> =
+        records.iter().zip(&rows).map(|(record, metrics)| RunInput { record, metrics }).collect();
+    let mut table = Table::build(&inputs);
+    if let Some(wanted) = metrics {
+        table.keep_metrics(wanted).map_err(|e| anyhow!(e))?;
+    }
+    Ok(format.render(&table))
+}
+
+/// Writes an exported text (a table) to `path`.
+pub fn write_text(path: &Path, text: &str) -> Result<()> {
+    std::fs::write(path, text).with_context(|| format!("cannot write {}", path.display()))
+}
