@@ -102,7 +102,12 @@ fn built_layer(tag: &str, name: &str) -> (PluginCrate, WatchConfig, PluginHost) 
 fn edit(path: &Path, from: &str, to: &str) {
     let text = std::fs::read_to_string(path).unwrap();
     assert!(text.contains(from), "{} has no `{from}`", path.display());
-    std::fs::write(path, text.replacen(from, to, 1)).unwrap();
+    // Saved as editors save: a whole new file renamed over the old one, so the watcher never
+    // reads a half-written file (a truncate-then-write can be seen in between on a busy
+    // machine, and the sources it hashed would then not be the ones cargo built).
+    let saving = path.with_extension("rs.tmp");
+    std::fs::write(&saving, text.replacen(from, to, 1)).unwrap();
+    std::fs::rename(&saving, path).unwrap();
 }
 
 /// The layer output of `layer` on fixed tokens.
@@ -197,7 +202,9 @@ fn a_broken_edit_keeps_the_old_version_and_reports_the_compiler_error() {
     assert!(host.build_layer(name, &cfg, Params::new(0).var_builder(DType::F32, &Device::Cpu)).is_ok());
     // Saving the same broken file again does not rebuild it.
     let broken = std::fs::read_to_string(&layer_rs).unwrap();
-    std::fs::write(&layer_rs, &broken).unwrap();
+    let saving = layer_rs.with_extension("rs.tmp");
+    std::fs::write(&saving, &broken).unwrap();
+    std::fs::rename(&saving, &layer_rs).unwrap();
     let again = events.drain(Duration::from_secs(2));
     assert!(!again.iter().any(|e| matches!(e, WatchEvent::Building { .. })), "{again:?}");
     watcher.stop();
