@@ -10,7 +10,7 @@ mod common;
 
 use common::stores::{Backend, TestDb};
 use workbench::store::{process_alive, DiagnosticRow, MetricRow, NewRun, PluginRef, RunStatus, Store, StoreError};
-use workbench::store::{Lease, LEASE};
+use workbench::store::{Lease, Refreshed, RunsFollower, LEASE};
 
 /// A fresh directory for one test, removed (with everything in it) on drop.
 struct TempDir(PathBuf);
@@ -1205,6 +1205,87 @@ async fn metric_summaries_follow_the_rows(backend: Backend) {
     assert!(loss.last.is_nan() && loss.min == 3.0 && loss.last_step == 5, "{loss:?}");
 }
 
+/// A follower of the runs table reads what changed since its last refresh and ends up with
+/// what a full read gives: new runs, changes made through another handle (status, notes,
+/// tags), deletions, and the summaries of running runs as their metrics are written.
+async fn a_runs_follower_reads_only_what_changed(backend: Backend) {
+    let Some(db) = TestDb::new(backend, "follow").await else { return };
+    let store = db.open().await;
+    let other = db.open().await;
+    let ids: Vec<i64> = queued_runs(&store, 3).await;
+    let mut table = RunsFollower::new();
+    let first = table.refresh(&store).await.unwrap();
+    assert_eq!((first.changed, first.deleted), (3, 0));
+    let same = |table: &RunsFollower, full: Vec<workbench::store::RunRecord>| {
+        let got: Vec<String> = table.runs().map(|r| format!("{r:?}")).collect();
+        let want: Vec<String> = full.iter().map(|r| format!("{r:?}")).collect();
+        assert_eq!(got, want);
+    };
+    same(&table, store.list_runs().await.unwrap());
+    // Nothing changed: nothing is read. (On PostgreSQL runs changed by a transaction that was
+    // still open anywhere on the server at the last refresh are read again, and the tests
+    // share the server: only SQLite's counts are exact.)
+    let exact = backend == Backend::Sqlite;
+    let idle = table.refresh(&store).await.unwrap();
+    assert!(!exact || idle == Refreshed::default(), "{idle:?}");
+
+    other.set_notes(ids[0], "seen from elsewhere").await.unwrap();
+    other.set_tags(ids[0], &["a".into()]).await.unwrap();
+    other.mark_running(ids[1], std::process::id()).await.unwrap();
+    let fourth = other.create_run(&new_run(4)).await.unwrap();
+    let step = table.refresh(&store).await.unwrap();
+    assert!(step.changed >= 3 && (!exact || step.changed == 3) && step.deleted == 0, "{step:?}");
+    same(&table, store.list_runs().await.unwrap());
+
+    // Metrics of a running run reach its summaries without any change to its run row.
+    let row = MetricRow { step: 5, split: "eval".into(), name: "acc".into(), value: 0.5, wall_time: 1.0 };
+    other.insert_metrics(ids[1], &[row]).await.unwrap();
+    let step = table.refresh(&store).await.unwrap();
+    assert!(!exact || step.changed == 0, "{step:?}");
+    assert_eq!(table.summaries()[&ids[1]][0].max, 0.5);
+
+    other.delete_run(ids[2]).await.unwrap();
+    other.delete_run(fourth).await.unwrap();
+    let fifth = other.create_run(&new_run(5)).await.unwrap();
+    let step = table.refresh(&store).await.unwrap();
+    assert!(step.changed >= 1 && (!exact || step.changed == 1) && step.deleted == 2, "{step:?}");
+    same(&table, store.list_runs().await.unwrap());
+    assert!(table.runs().any(|r| r.id == fifth) && !table.summaries().contains_key(&ids[2]));
+}
+
+async fn queued_runs(store: &Store, n: u64) -> Vec<i64> {
+    let mut ids = Vec::new();
+    for seed in 0..n {
+        ids.push(store.create_run(&new_run(seed)).await.unwrap());
+    }
+    ids
+}
+
+/// On PostgreSQL writers commit in any order: a change whose transaction began before the
+/// follower's refresh but committed after it is still read by the next refresh.
+#[tokio::test]
+async fn a_runs_follower_sees_a_change_that_commits_late() {
+    let Some(db) = TestDb::new(Backend::Postgres, "follow-late").await else { return };
+    let store = db.open().await;
+    let id = store.create_run(&new_run(1)).await.unwrap();
+    let early = store.create_run(&new_run(2)).await.unwrap();
+    let mut table = RunsFollower::new();
+    table.refresh(&store).await.unwrap();
+    let url = db.db_arg().into_string().unwrap();
+    let mut late = sqlx::PgConnection::connect(&url).await.unwrap();
+    let mut tx = late.begin().await.unwrap();
+    sqlx::query("UPDATE runs SET notes = 'late' WHERE id = $1").bind(id).execute(&mut *tx).await.unwrap();
+    // A change that commits meanwhile is read, and the late one is not visible yet.
+    store.set_notes(early, "early").await.unwrap();
+    table.refresh(&store).await.unwrap();
+    let notes: Vec<&str> = table.runs().map(|r| r.notes.as_str()).collect();
+    assert_eq!(notes, vec!["", "early"]);
+    tx.commit().await.unwrap();
+    table.refresh(&store).await.unwrap();
+    let notes: Vec<&str> = table.runs().map(|r| r.notes.as_str()).collect();
+    assert_eq!(notes, vec!["late", "early"]);
+}
+
 on_both_backends!(
     run_round_trip_all_fields,
     status_transitions,
@@ -1226,4 +1307,5 @@ on_both_backends!(
     leases_are_honoured_across_hosts,
     claims_of_other_hosts_are_left_until_they_time_out,
     metric_summaries_follow_the_rows,
+    a_runs_follower_reads_only_what_changed,
 );

@@ -90,6 +90,8 @@ const RUNS: Table = Table {
         ("job_id", Text),
         ("stop_requested", Real),
         ("claimed_host", Text),
+        // Carried for completeness only: the target's triggers stamp a revision of its own.
+        ("revision", Int),
     ],
 };
 

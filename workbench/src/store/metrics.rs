@@ -5,7 +5,7 @@
 //! updates `metric_summaries` (smallest, largest and last value per run and metric) in the same
 //! transaction, so the runs table never scans the metric rows themselves.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use sqlx::Any;
 
@@ -155,13 +155,26 @@ impl Store {
     /// last, smallest and largest value, the last step and wall time. Read from the summaries
     /// kept as metrics are written, so the runs table never loads or scans whole curves.
     pub async fn metric_summaries(&self) -> Result<Vec<MetricSummary>, StoreError> {
-        let rows = sqlx::query::<Any>(
+        self.summaries_where("").await
+    }
+
+    /// The summaries of the runs `ids` only (as [`Store::metric_summaries`]).
+    pub async fn metric_summaries_of(&self, ids: &BTreeSet<i64>) -> Result<Vec<MetricSummary>, StoreError> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let list = ids.iter().map(i64::to_string).collect::<Vec<_>>().join(", ");
+        self.summaries_where(&format!("run_id IN ({list}) AND")).await
+    }
+
+    /// The summaries read by the runs table; `filter` is a condition followed by `AND` (or
+    /// empty), built from integers only.
+    async fn summaries_where(&self, filter: &str) -> Result<Vec<MetricSummary>, StoreError> {
+        let sql = format!(
             "SELECT run_id, split, name, lo, hi, last, last_step, wall FROM metric_summaries \
-             WHERE split != 'train' OR name = 'loss' ORDER BY run_id, split, name",
-        )
-        .fetch_all(&self.pool)
-        .await
-        .map_err(|e| self.err(e))?;
+             WHERE {filter} (split != 'train' OR name = 'loss') ORDER BY run_id, split, name"
+        );
+        let rows = sqlx::query::<Any>(sqlx::AssertSqlSafe(sql)).fetch_all(&self.pool).await.map_err(|e| self.err(e))?;
         rows.iter()
             .map(|r| {
                 Ok(MetricSummary {

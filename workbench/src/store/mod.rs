@@ -743,5 +743,7 @@ fn split_tags(s: &str) -> Vec<String> {
 }
 
 // After `select_runs!`, which it uses.
+mod follow;
 mod queue;
+pub use follow::{Refreshed, RunsFollower};
 pub use queue::CLAIM_TIMEOUT_S;

@@ -7,7 +7,7 @@ use super::data::{RunData, Snapshot};
 use crate::ablation::Format;
 use crate::ops::{self, export};
 use crate::queue::QueueRunner;
-use crate::store::{MetricRow, NewRun, RunStatus, Store};
+use crate::store::{MetricRow, NewRun, Refreshed, RunStatus, RunsFollower, Store};
 use crate::train::stop::DEFAULT_GRACE;
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
@@ -70,7 +70,7 @@ pub fn spawn(
 ) -> UnboundedSender<Request> {
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
     let queue = QueueRunner::new(store.clone(), plugin_dirs, jobs).with_executor(executor);
-    tokio::spawn(Service { store, queue, updates, watched: HashMap::new() }.run(rx));
+    tokio::spawn(Service { store, queue, updates, table: RunsFollower::new(), sent: false, watched: HashMap::new() }.run(rx));
     tx
 }
 
@@ -87,6 +87,10 @@ struct Service {
     store: Store,
     queue: QueueRunner,
     updates: Sender<Update>,
+    /// The runs table, read incrementally.
+    table: RunsFollower,
+    /// Whether the UI has a snapshot (the first one is sent even for an empty store).
+    sent: bool,
     watched: HashMap<i64, Watched>,
 }
 
@@ -124,14 +128,12 @@ impl Service {
         for id in self.queue.tick().await? {
             self.send(Update::Info(format!("run {id} started")));
         }
-        let runs = self.store.list_runs().await?;
-        let mut summaries: HashMap<i64, Vec<_>> = HashMap::new();
-        for s in self.store.metric_summaries().await? {
-            summaries.entry(s.run_id).or_default().push(s);
-        }
-        let ids: HashSet<i64> = runs.iter().map(|r| r.id).collect();
+        // Only the runs changed since the last refresh are read (see store::follow).
+        let refreshed = self.table.refresh(&self.store).await?;
+        let summaries = self.table.summaries();
+        let ids: HashSet<i64> = self.table.runs().map(|r| r.id).collect();
         self.watched.retain(|id, _| ids.contains(id));
-        for run in &runs {
+        for run in self.table.runs() {
             let Some(w) = self.watched.get_mut(&run.id) else { continue };
             let rows = summaries.get(&run.id).map_or(0, Vec::len);
             let now = (run.last_step, run.status, rows);
@@ -150,7 +152,12 @@ impl Service {
             w.seen = Some(now);
             let _ = self.updates.send(Update::Run(run.id, w.data.clone()));
         }
-        self.send(Update::Runs(Snapshot { runs, summaries, loaded: true }));
+        if !self.sent || refreshed != Refreshed::default() {
+            let runs = self.table.runs().cloned().collect();
+            let summaries = self.table.summaries().clone();
+            self.send(Update::Runs(Snapshot { runs, summaries, loaded: true }));
+            self.sent = true;
+        }
         Ok(())
     }
 
