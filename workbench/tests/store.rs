@@ -556,6 +556,77 @@ async fn newer_schema_is_refused_and_left_unchanged() {
     assert_eq!(versions.len() as i64, workbench::store::schema_version() + 1);
 }
 
+/// The names and bytes of every file in `dir`.
+fn files_in(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut files: Vec<(String, Vec<u8>)> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .map(|p| (p.file_name().unwrap().to_string_lossy().into_owned(), std::fs::read(&p).unwrap()))
+        .collect();
+    files.sort();
+    files
+}
+
+/// A workbench database changed by `damage` (plain SQL) is refused when opened, with a
+/// message naming `expected`, and nothing on disk changes: no byte of the file, no `-wal` or
+/// `-shm` file left behind, no table created.
+async fn refused_unchanged(tag: &str, damage: &str, expected: &str) {
+    let dir = TempDir::new(tag);
+    let db = dir.db();
+    let store = Store::open(&db).await.unwrap();
+    store.create_run(&new_run(1)).await.unwrap();
+    store.close().await;
+    let mut conn = raw(&db).await;
+    sqlx::raw_sql(sqlx::AssertSqlSafe(damage.to_string())).execute(&mut conn).await.unwrap();
+    conn.close().await.unwrap();
+    let before = files_in(&dir.0);
+    let names: Vec<&String> = before.iter().map(|f| &f.0).collect();
+    assert!(!names.iter().any(|n| n.ends_with("-wal") || n.ends_with("-shm")), "{names:?}");
+
+    let err = Store::open(&db).await.unwrap_err();
+    let msg = err.to_string();
+    assert!(matches!(err, StoreError::IncompatibleSchema { .. }), "{err:?}");
+    assert!(msg.contains(expected), "{msg}");
+    assert_eq!(files_in(&dir.0), before, "a refused open changes nothing on disk");
+}
+
+#[tokio::test]
+async fn a_database_without_its_migration_record_is_refused_unchanged() {
+    refused_unchanged("no-migrations", "DROP TABLE _sqlx_migrations", "no record of the workbench's migrations").await;
+}
+
+#[tokio::test]
+async fn a_database_missing_a_table_is_refused_unchanged() {
+    refused_unchanged("no-metrics", "DROP TABLE metric_summaries; DROP TABLE metrics", "table metrics is missing").await;
+}
+
+#[tokio::test]
+async fn a_database_missing_a_column_is_refused_unchanged() {
+    refused_unchanged("no-column", "ALTER TABLE logs DROP COLUMN line", "table logs lacks column(s) line").await;
+}
+
+#[tokio::test]
+async fn a_database_claimed_by_another_program_is_refused_unchanged() {
+    refused_unchanged("user-version", "PRAGMA user_version = 999", "user_version is 999").await;
+}
+
+/// On PostgreSQL a dropped table is found after the (empty) migration step, before any run
+/// is stored.
+#[tokio::test]
+async fn postgres_missing_a_table_is_refused() {
+    let Some(db) = TestDb::new(Backend::Postgres, "no-metrics").await else { return };
+    let store = db.open().await;
+    sqlx::query::<sqlx::Any>("DROP TABLE metric_summaries").execute(&store_pool(&db).await).await.unwrap();
+    store.close().await;
+    let err = Store::connect(&workbench::store::StoreLocation::parse(db.db_arg().to_str().unwrap())).await.unwrap_err();
+    assert!(err.to_string().contains("table metric_summaries is missing"), "{err}");
+}
+
+async fn store_pool(db: &TestDb) -> sqlx::AnyPool {
+    sqlx::any::install_default_drivers();
+    sqlx::AnyPool::connect(db.db_arg().to_str().unwrap()).await.unwrap()
+}
+
 #[tokio::test]
 async fn unusable_paths_give_clear_errors() {
     let dir = TempDir::new("paths");

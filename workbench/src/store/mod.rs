@@ -71,6 +71,7 @@ mod location;
 mod metrics;
 mod open;
 mod process;
+mod schema;
 mod supervision;
 mod turnstile;
 mod types;

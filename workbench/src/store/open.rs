@@ -10,7 +10,7 @@ use sqlx::migrate::Migrator;
 use sqlx::sqlite::SqliteConnectOptions;
 use sqlx::{AnyPool, ConnectOptions, Connection, Executor, SqliteConnection};
 
-use super::{error, Store, StoreError, StoreLocation, BUSY_TIMEOUT};
+use super::{error, schema, Store, StoreError, StoreLocation, BUSY_TIMEOUT};
 
 /// Schema migrations of each backend, embedded from `workbench/migrations/<backend>/`. The two
 /// directories hold the same numbered steps, each written in its engine's SQL.
@@ -195,13 +195,26 @@ async fn migrated(pool: AnyPool, location: &StoreLocation, migrator: &Migrator) 
         pool.close().await;
         return Err(error::from_migrate(location, e));
     }
-    Ok(Store {
+    let store = Store {
         pool,
         location: Arc::new(location.clone()),
         artifacts: None,
         host: Arc::from(super::this_host()),
         turnstile: location.sqlite_path().map(|p| Arc::new(super::Turnstile::for_database(p))),
-    })
+    };
+    // Migrations assume the tables of earlier ones: a table dropped by hand is found here.
+    let mut columns = std::collections::HashMap::new();
+    for table in schema::table_names() {
+        columns.insert(table, store.table_columns(table).await?.into_iter().collect());
+    }
+    if let Some(what) = schema::missing(|t| columns.get(t).cloned().unwrap_or_default()) {
+        store.close().await;
+        return Err(StoreError::IncompatibleSchema {
+            db: location.clone(),
+            detail: format!("{what} (this workbench needs it)"),
+        });
+    }
+    Ok(store)
 }
 
 /// Refuses a non-empty file that does not start with the SQLite header.
@@ -222,21 +235,53 @@ fn check_header(location: &StoreLocation, path: &Path, len: u64) -> Result<(), S
     }
 }
 
-/// Read-only look at an existing SQLite database before opening it for writing: refuses one
-/// that has migrations applied that this binary does not know, without modifying it.
+/// Read-only look at an existing SQLite database before opening it for writing. Refuses,
+/// without modifying it: migrations applied that this binary does not know; tables with no
+/// record of the workbench's migrations (another program's database, or a removed record); a
+/// fully migrated database missing a table or column this binary needs, or claimed by
+/// another program (`user_version`).
 async fn preflight_sqlite(location: &StoreLocation, path: &Path) -> Result<(), StoreError> {
-    let options =
-        SqliteConnectOptions::new().filename(path).read_only(true).create_if_missing(false).busy_timeout(BUSY_TIMEOUT);
+    // A database that no process has open in WAL mode has no `-wal` file. Opened immutable,
+    // SQLite then creates no `-wal`/`-shm` files either, so a refusal leaves the directory as
+    // it was; with a `-wal` file (workers may be writing) it reads as any reader does.
+    let mut wal = path.as_os_str().to_owned();
+    wal.push("-wal");
+    let immutable = !Path::new(&wal).exists();
+    let options = SqliteConnectOptions::new()
+        .filename(path)
+        .read_only(true)
+        .immutable(immutable)
+        .create_if_missing(false)
+        .busy_timeout(BUSY_TIMEOUT);
     let mut conn = SqliteConnection::connect_with(&options).await.map_err(|e| error::from_sqlx_open(location, e))?;
-    let result = applied_sqlite_versions(&mut conn).await;
-    // Closing a read-only connection writes nothing.
-    let _ = conn.close().await;
-    let applied = result.map_err(|e| error::from_sqlx_open(location, e))?;
-    let newest_unknown = applied.into_iter().filter(|v| !SQLITE_MIGRATOR.version_exists(*v)).max();
-    match newest_unknown {
-        Some(version) => Err(StoreError::NewerSchema { db: location.clone(), version }),
-        None => Ok(()),
+    let result = inspect_sqlite(location, &mut conn).await;
+    schema::close(conn).await;
+    result
+}
+
+async fn inspect_sqlite(location: &StoreLocation, conn: &mut SqliteConnection) -> Result<(), StoreError> {
+    let applied = applied_sqlite_versions(conn).await.map_err(|e| error::from_sqlx_open(location, e))?;
+    if let Some(version) = applied.iter().copied().filter(|v| !SQLITE_MIGRATOR.version_exists(*v)).max() {
+        return Err(StoreError::NewerSchema { db: location.clone(), version });
     }
+    if applied.is_empty() {
+        let tables = schema::has_tables(conn).await.map_err(|e| error::from_sqlx_open(location, e))?;
+        if !tables.is_empty() {
+            return Err(StoreError::IncompatibleSchema {
+                db: location.clone(),
+                detail: format!(
+                    "it has tables ({}) but no record of the workbench's migrations (_sqlx_migrations): \
+                     it belongs to another program, or that record was removed",
+                    tables.join(", ")
+                ),
+            });
+        }
+        return Ok(());
+    }
+    if SQLITE_MIGRATOR.iter().all(|m| applied.contains(&m.version)) {
+        schema::check_sqlite(location, conn).await?;
+    }
+    Ok(())
 }
 
 /// Versions recorded in `_sqlx_migrations` (empty if the table does not exist yet).
