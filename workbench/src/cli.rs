@@ -224,6 +224,12 @@ pub enum DbAction {
         #[arg(long)]
         json: bool,
     },
+    /// Write a consistent copy of the store (--db) to a new SQLite file, while workers may be
+    /// writing to it.
+    Backup {
+        /// The new file (refused if it exists).
+        file: PathBuf,
+    },
 }
 
 /// What `workbench plugin` does.
@@ -340,8 +346,15 @@ pub fn main() -> i32 {
     }
 }
 
-/// Runs the parsed command line; returns the process exit code.
+/// Runs the parsed command line; returns the process exit code. Stores the command opened
+/// are closed at the end (an SQLite store folds its write-ahead log into the file).
 async fn run(cli: Cli) -> anyhow::Result<i32> {
+    let code = dispatch(cli).await;
+    commands::close_stores().await;
+    code
+}
+
+async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
     let db = cli.db.clone().unwrap_or_else(|| StoreLocation::Sqlite(commands::default_db_path()));
     let artifacts = cli.artifacts.clone();
     let dirs = cli.plugin_dirs.clone();
@@ -439,6 +452,7 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
         }
         Some(Command::Datasets(args)) => commands::datasets::run(args),
         Some(Command::Db { action: DbAction::Copy { from, to, json } }) => commands::db::copy(&from, &to, json).await,
+        Some(Command::Db { action: DbAction::Backup { file } }) => commands::db::backup(&db, &file).await,
         Some(Command::Worker { run, resume }) => {
             let host = PluginHost::load_dirs(&host::search_path(&dirs));
             let store = Store::connect(&db).await?.with_artifacts_dir(artifacts);

@@ -627,6 +627,42 @@ async fn store_pool(db: &TestDb) -> sqlx::AnyPool {
     sqlx::AnyPool::connect(db.db_arg().to_str().unwrap()).await.unwrap()
 }
 
+/// Closing a store folds the write-ahead log into the database file even while another
+/// process keeps the database open, so `runs.db` copied alone holds every run.
+#[tokio::test]
+async fn closing_a_store_leaves_its_runs_in_the_database_file() {
+    let dir = TempDir::new("checkpoint");
+    let db = dir.db();
+    Store::open(&db).await.unwrap().close().await;
+    // Another process with the database open (a read maps the write-ahead log's index).
+    let mut reader = raw(&db).await;
+    let _: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM runs").fetch_one(&mut reader).await.unwrap();
+    let store = Store::open(&db).await.unwrap();
+    let id = store.create_run(&new_run(7)).await.unwrap();
+    store.close().await;
+    let alone = dir.0.join("copied-alone.db");
+    std::fs::copy(&db, &alone).unwrap();
+    reader.close().await.unwrap();
+    let copy = Store::open(&alone).await.unwrap();
+    assert_eq!(copy.run(id).await.unwrap().seed, 7);
+}
+
+/// `db backup` writes a new SQLite file holding everything, from either backend, and never
+/// overwrites a file.
+async fn a_backup_holds_every_row(backend: Backend) {
+    let Some(db) = TestDb::new(backend, "backup").await else { return };
+    let store = db.open().await;
+    let ids = fill_for_copy(&store).await;
+    store.finish(ids[2], RunStatus::Finished, None).await.unwrap(); // nothing running
+    let dir = TempDir::new("backup-file");
+    let file = dir.0.join("backup.db");
+    store.backup(&file).await.unwrap();
+    let copy = Store::open(&file).await.unwrap();
+    assert_eq!(contents(&copy).await, contents(&store).await);
+    let again = store.backup(&file).await.unwrap_err().to_string();
+    assert!(again.contains("the file exists"), "{again}");
+}
+
 #[tokio::test]
 async fn unusable_paths_give_clear_errors() {
     let dir = TempDir::new("paths");
@@ -1379,4 +1415,5 @@ on_both_backends!(
     claims_of_other_hosts_are_left_until_they_time_out,
     metric_summaries_follow_the_rows,
     a_runs_follower_reads_only_what_changed,
+    a_backup_holds_every_row,
 );

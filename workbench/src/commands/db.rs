@@ -1,4 +1,5 @@
-//! `workbench db copy`: every run and sweep of one store into another.
+//! `workbench db copy`: every run and sweep of one store into another; `workbench db backup`:
+//! a consistent copy of a store in a new SQLite file.
 
 use crate::store::{Store, StoreLocation};
 use anyhow::{bail, Context, Result};
@@ -34,5 +35,16 @@ pub async fn copy(from: &StoreLocation, to: &StoreLocation, json: bool) -> Resul
             ids.join(", ")
         );
     }
+    Ok(0)
+}
+
+/// Writes a consistent copy of the store at `db` to the new SQLite file `file`.
+pub async fn backup(db: &StoreLocation, file: &std::path::Path) -> Result<i32> {
+    let store = Store::connect(db).await.with_context(|| format!("opening {db}"))?;
+    let result = store.backup(file).await.with_context(|| format!("backing {db} up to {}", file.display()));
+    store.close().await;
+    result?;
+    let size = std::fs::metadata(file).map(|m| m.len()).unwrap_or(0);
+    println!("backed up {db} to {} ({:.1} MB); open it with --db {}", file.display(), size as f64 / 1e6, file.display());
     Ok(0)
 }

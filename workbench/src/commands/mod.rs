@@ -41,6 +41,7 @@ pub fn grace_period(seconds: f64) -> Result<std::time::Duration> {
 /// Opens the store and marks runs whose worker died as interrupted.
 pub async fn open_store(db: &StoreLocation, artifacts: &Option<PathBuf>) -> Result<Store> {
     let store = Store::connect(db).await?.with_artifacts_dir(artifacts.clone());
+    OPEN_STORES.lock().unwrap_or_else(|e| e.into_inner()).push(store.clone());
     // Runs whose Slurm jobs ended are brought in line first (nothing to do without Slurm).
     for id in Executor::Slurm(Default::default()).reconcile(&store).await? {
         eprintln!("run {id}: its Slurm job ended; marked accordingly (`workbench runs show {id}`)");
@@ -49,6 +50,17 @@ pub async fn open_store(db: &StoreLocation, artifacts: &Option<PathBuf>) -> Resu
         eprintln!("run {id}: its worker is gone; marked interrupted (`workbench resume {id}` continues it)");
     }
     Ok(store)
+}
+
+/// Stores opened by [`open_store`], closed by [`close_stores`] when the command ends.
+static OPEN_STORES: std::sync::Mutex<Vec<Store>> = std::sync::Mutex::new(Vec::new());
+
+/// Closes every store the command opened.
+pub async fn close_stores() {
+    let stores = std::mem::take(&mut *OPEN_STORES.lock().unwrap_or_else(|e| e.into_inner()));
+    for store in stores {
+        store.close().await;
+    }
 }
 
 /// Builds stale workspace plugins if needed, then loads every plugin on the search path.

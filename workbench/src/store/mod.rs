@@ -189,8 +189,42 @@ impl Store {
 
     /// Closes all connections (waiting for running queries). Other clones become unusable.
     /// Dropping every clone also closes the store; this just makes it deterministic.
+    ///
+    /// An SQLite store first copies its write-ahead log into the database file, as far as
+    /// readers elsewhere allow: otherwise the runs just written can live only in `runs.db-wal`,
+    /// and a user who copies `runs.db` alone would lose them.
     pub async fn close(&self) {
+        if self.backend() == Backend::Sqlite && !self.pool.is_closed() {
+            let _ = sqlx::query::<Any>("PRAGMA wal_checkpoint(PASSIVE)").fetch_all(&self.pool).await;
+        }
         self.pool.close().await;
+    }
+
+    /// A consistent copy of the whole store in a new SQLite file at `file`, taken while
+    /// workers may be writing: SQLite's `VACUUM INTO`, or a copy of every row into a new SQLite
+    /// store for a PostgreSQL one. Refuses a file that exists.
+    pub async fn backup(&self, file: &std::path::Path) -> Result<(), StoreError> {
+        let cannot = |reason: String| StoreError::CannotOpen { db: StoreLocation::Sqlite(file.to_path_buf()), reason };
+        if file.exists() {
+            return Err(cannot("the file exists; give a new file name (a backup never overwrites)".into()));
+        }
+        match self.backend() {
+            Backend::Sqlite => {
+                let target = file.to_str().ok_or_else(|| cannot("the path is not valid UTF-8".into()))?;
+                sqlx::query::<Any>("VACUUM INTO $1")
+                    .bind(target.to_string())
+                    .execute(&self.pool)
+                    .await
+                    .map_err(|e| self.err(e))?;
+                Ok(())
+            }
+            Backend::Postgres => {
+                let target = Store::open(file).await?;
+                let copied = self.copy_into(&target).await;
+                target.close().await;
+                copied.map(|_| ())
+            }
+        }
     }
 
     fn err(&self, e: sqlx::Error) -> StoreError {
