@@ -8,11 +8,12 @@ use std::path::{Path, PathBuf};
 
 const TINY: [&str; 7] = ["--steps", "2", "d=16", "heads=2", "iterations=2", "time_dim=8", "batch_size=4"];
 
-/// An executable stand-in for `python3` that prints `stdout`, `stderr` and exits with `code`.
+/// An executable stand-in for `python3` that keeps the script it is given on its standard
+/// input as `received.py`, prints `stdout`, `stderr` and exits with `code`.
 fn fake_python(dir: &Path, stdout: &str, stderr: &str, code: i32) -> PathBuf {
     use std::os::unix::fs::PermissionsExt;
     let path = dir.join("python");
-    std::fs::write(&path, format!("#!/bin/sh\necho '{stdout}'\necho \"{stderr}\" >&2\nexit {code}\n")).unwrap();
+    std::fs::write(&path, format!("#!/bin/sh\ncat > \"$(dirname \"$0\")/received.py\"\necho '{stdout}'\necho \"{stderr}\" >&2\nexit {code}\n")).unwrap();
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
     path
 }
@@ -43,6 +44,8 @@ fn the_reference_ratio_is_printed_side_by_side() {
     let (code, stdout, stderr) = bench(&dir, Some(&python), &["--reference"]);
     assert_eq!(code, 0, "{stderr}");
     assert!(stdout.contains("reference PyTorch 9.9.9 CPU eager, 2 threads"), "{stdout}");
+    // The script arrives on standard input, never as a file in a shared directory.
+    assert!(std::fs::read_to_string(dir.join("received.py")).unwrap().contains("import torch"));
     // The stand-in's parameter count is not the model's: said, not hidden.
     assert!(stdout.contains("(differs: not the same model)"), "{stdout}");
     let ours: f64 = stdout

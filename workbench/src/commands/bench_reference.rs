@@ -6,7 +6,8 @@
 use anyhow::{anyhow, bail, Context, Result};
 use plugin_api::{Config, ParamSpec};
 use serde::Deserialize;
-use std::process::Command;
+use std::io::Write;
+use std::process::{Command, Stdio};
 
 /// The reference model's source.
 const SCRIPT: &str = include_str!("../../bench/hyperset_reference.py");
@@ -49,30 +50,21 @@ pub fn check_modelled(layer: &str, cfg: &Config, schema: &[ParamSpec]) -> Result
 /// Runs the reference on `cfg` (the layer's options) with the given batch, steps and threads.
 pub fn run(cfg: &Config, batch: usize, steps: usize, threads: usize) -> Result<Reference> {
     let python = std::env::var("WORKBENCH_PYTHON").unwrap_or_else(|_| "python3".into());
-    let script = std::env::temp_dir().join(format!("workbench-hyperset-reference-{}.py", std::process::id()));
-    std::fs::write(&script, SCRIPT).with_context(|| format!("cannot write {}", script.display()))?;
-    let result = run_script(&python, &script, cfg, batch, steps, threads);
-    let _ = std::fs::remove_file(&script);
-    result
-}
-
-fn run_script(
-    python: &str,
-    script: &std::path::Path,
-    cfg: &Config,
-    batch: usize,
-    steps: usize,
-    threads: usize,
-) -> Result<Reference> {
-    let mut cmd = Command::new(python);
-    cmd.arg(script);
+    // The script goes to Python on its standard input (`python3 -`), so no file is written
+    // where another user could have placed a link.
+    let mut cmd = Command::new(&python);
+    cmd.arg("-");
     for key in ["d", "heads", "iterations", "ff_ratio", "time_dim"] {
         cmd.arg(format!("--{}", key.replace('_', "-"))).arg(cfg.usize(key)?.to_string());
     }
     cmd.args(["--batch", &batch.to_string(), "--steps", &steps.to_string(), "--threads", &threads.to_string()]);
-    let output = cmd.output().map_err(|e| {
-        anyhow!("cannot run `{python}` for the PyTorch reference: {e}; install Python 3 or set WORKBENCH_PYTHON")
-    })?;
+    let cannot_run =
+        |e| anyhow!("cannot run `{python}` for the PyTorch reference: {e}; install Python 3 or set WORKBENCH_PYTHON");
+    let mut child = cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().map_err(cannot_run)?;
+    let mut stdin = child.stdin.take().expect("stdin is piped");
+    let fed = stdin.write_all(SCRIPT.as_bytes());
+    drop(stdin);
+    let output = child.wait_with_output().map_err(cannot_run)?;
     if !output.status.success() {
         let stderr = String::from_utf8_lossy(&output.stderr);
         let hint = if stderr.contains("No module named 'torch'") {
@@ -82,6 +74,7 @@ fn run_script(
         };
         bail!("the PyTorch reference failed{hint}:\n{}", stderr.trim_end());
     }
+    fed.with_context(|| format!("cannot pass the reference script to `{python}`"))?;
     let stdout = String::from_utf8_lossy(&output.stdout);
     let line = stdout.lines().rev().find(|l| l.trim_start().starts_with('{')).unwrap_or("");
     serde_json::from_str(line)
