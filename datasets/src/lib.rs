@@ -1,5 +1,6 @@
 //! Seeded generators and loaders for the workbench tasks.
 pub mod fetch;
+pub mod files;
 pub mod gp;
 pub mod images;
 pub mod sudoku;

@@ -61,6 +61,26 @@ fn a_malformed_csv_row_is_reported_with_its_line() {
     assert!(stderr.contains("puzzles.csv") && stderr.contains("line 3"), "{stderr}");
 }
 
+/// Data files must be regular files: a named pipe would block the command forever and
+/// `/dev/zero` never ends; both are refused at once, naming what they are.
+#[cfg(unix)]
+#[test]
+fn pipes_and_devices_given_as_data_files_are_refused_at_once() {
+    let dir = temp_dir("bad-files");
+    let fifo = dir.join("puzzles.csv");
+    let status = std::process::Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(status.success());
+    let fifo_arg = format!("task.train_csv={}", fifo.display());
+    let cases: [(&str, &str); 2] =
+        [(&fifo_arg, "a named pipe (FIFO), not a regular file"), ("task.train_csv=/dev/zero", "a character device")];
+    for (arg, expected) in cases {
+        let (code, stderr) = train(&dir, &[arg]);
+        assert_ne!(code, 0, "{arg} was accepted");
+        assert!(stderr.contains(expected), "{arg}: {stderr}");
+    }
+    assert_eq!(run_count(&dir), 0);
+}
+
 #[test]
 fn an_unwritable_database_path_is_refused_with_the_fix() {
     let dir = temp_dir("bad-db");

@@ -77,24 +77,24 @@ fn read_content(variant: MnistVariant, path: &Path) -> Result<Vec<u8>, ImageData
     if !is_gzip(&bytes) {
         return Ok(bytes);
     }
-    let mut out = Vec::new();
-    flate2::read::MultiGzDecoder::new(&bytes[..]).read_to_end(&mut out).map_err(|error| ImageDataError::Io {
+    crate::files::gunzip_bounded(&bytes).map_err(|error| ImageDataError::Io {
         dataset: variant.name(),
         path: path.to_path_buf(),
-        error: std::io::Error::new(error.kind(), format!("the gzip data is corrupt or cut short ({error})")),
-    })?;
-    Ok(out)
+        error: match error.kind() {
+            std::io::ErrorKind::InvalidData => error,
+            kind => std::io::Error::new(kind, format!("the gzip data is corrupt or cut short ({error})")),
+        },
+    })
 }
 
 /// The first `n` bytes of the content of `path` (decompressed if gzip, or fewer if the
 /// content is shorter) and, for a raw file, its full length.
 fn read_head(variant: MnistVariant, path: &Path, n: usize) -> Result<(Vec<u8>, Option<u64>), ImageDataError> {
     let io = |error| super::io_error(variant.name(), path, variant.fix(), error);
-    let file = std::fs::File::open(path).map_err(io)?;
-    let len = file.metadata().map_err(io)?.len();
+    let (file, len) = crate::files::open_regular(path).map_err(io)?;
     let mut magic = Vec::new();
     file.take(2).read_to_end(&mut magic).map_err(io)?;
-    let file = std::fs::File::open(path).map_err(io)?;
+    let (file, _) = crate::files::open_regular(path).map_err(io)?;
     let mut head = Vec::with_capacity(n);
     if is_gzip(&magic) {
         flate2::read::MultiGzDecoder::new(file).take(n as u64).read_to_end(&mut head).map_err(io)?;

@@ -252,7 +252,7 @@ pub enum ImageDataError {
 
 /// Reads a whole file, mapping "not found" to [`ImageDataError::NotFound`] with `fix`.
 fn read_file(dataset: &'static str, path: &Path, fix: &str) -> Result<Vec<u8>, ImageDataError> {
-    std::fs::read(path).map_err(|error| io_error(dataset, path, fix, error))
+    crate::files::read_regular(path).map_err(|error| io_error(dataset, path, fix, error))
 }
 
 /// The size of a file, mapping "not found" to [`ImageDataError::NotFound`] with `fix`.

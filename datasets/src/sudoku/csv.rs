@@ -95,7 +95,7 @@ fn at_line(line: &Option<usize>) -> String {
 /// Loads every puzzle of the CSV file at `path` (see [`parse_csv`] for the format).
 pub fn load_csv(path: &Path) -> Result<Vec<Puzzle>, CsvError> {
     let name = path.display().to_string();
-    let file = std::fs::File::open(path).map_err(|error| {
+    let (file, _) = crate::files::open_regular(path).map_err(|error| {
         if error.kind() == std::io::ErrorKind::NotFound {
             CsvError::NotFound { path: name.clone() }
         } else {
@@ -104,6 +104,9 @@ pub fn load_csv(path: &Path) -> Result<Vec<Puzzle>, CsvError> {
     })?;
     parse_csv(std::io::BufReader::new(file), &name)
 }
+
+/// The longest line read (a line holds two grids of 81 characters and perhaps a rating).
+const MAX_LINE: u64 = 64 * 1024;
 
 /// Parses `puzzle,solution` lines; `source` names the input in error messages.
 ///
@@ -126,13 +129,21 @@ pub fn parse_csv<R: BufRead>(mut reader: R, source: &str) -> Result<Vec<Puzzle>,
     loop {
         buf.clear();
         line_no += 1;
-        let n = reader.read_until(b'\n', &mut buf).map_err(|error| CsvError::Io {
+        // A line is read up to MAX_LINE bytes, so a file without line breaks cannot fill memory.
+        let n = std::io::Read::take(&mut reader, MAX_LINE + 1).read_until(b'\n', &mut buf).map_err(|error| CsvError::Io {
             source_name: source.to_string(),
             line: Some(line_no),
             error,
         })?;
         if n == 0 {
             break;
+        }
+        if n as u64 > MAX_LINE {
+            let error = std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!("the line is longer than {MAX_LINE} bytes, where a line holds two 81-character grids"),
+            );
+            return Err(CsvError::Io { source_name: source.to_string(), line: Some(line_no), error });
         }
         // Invalid UTF-8 becomes U+FFFD and is then reported as a bad character.
         let text = String::from_utf8_lossy(&buf);

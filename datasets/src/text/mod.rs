@@ -127,7 +127,7 @@ pub enum TextError {
 /// The bytes of the file at `path`, refusing a missing or empty file.
 pub fn read_text_file(path: &Path) -> Result<Vec<u8>, TextError> {
     let shown = path.display().to_string();
-    let bytes = std::fs::read(path).map_err(|error| match error.kind() {
+    let bytes = crate::files::read_regular(path).map_err(|error| match error.kind() {
         std::io::ErrorKind::NotFound => TextError::NotFound { path: shown.clone() },
         _ => TextError::Io { path: shown.clone(), error },
     })?;
@@ -196,6 +196,23 @@ impl TokenizedCorpus {
             });
         }
         Ok(TokenizedCorpus { tokenizer, train, eval, train_bytes: train_text.len(), eval_bytes: eval_text.len() })
+    }
+
+    /// The refusals of [`TokenizedCorpus::new`] that can be found in time linear in the text,
+    /// before a run is stored: for bytes, all of them; for BPE, text that is not UTF-8 and
+    /// parts too short even at one token per byte (BPE tokens are never shorter). Training a
+    /// BPE on a large corpus takes the worker a while, so it is left to the worker.
+    pub fn check(
+        text: &[u8],
+        source_name: &str,
+        kind: TokenizerKind,
+        eval_fraction: f64,
+        seq_len: usize,
+    ) -> Result<(), TextError> {
+        if let TokenizerKind::Bpe { .. } = kind {
+            tokenizer::check_utf8(text, source_name)?;
+        }
+        TokenizedCorpus::new(text, source_name, TokenizerKind::Bytes, eval_fraction, seq_len).map(|_| ())
     }
 }
 

@@ -89,12 +89,17 @@ impl LanguageData {
 
     /// Builds the corpus once, so that a missing, empty, non-UTF-8 (for BPE) or too short
     /// text, or a `path` without `corpus=file`, is reported before a run is stored.
+    ///
+    /// Only what is linear in the text is checked here (a BPE is trained by the worker, see
+    /// [`TokenizedCorpus::check`]), so a large corpus is accepted in a moment.
     pub fn validate(cfg: &Config) -> Result<()> {
         model_options(cfg)?;
-        tokenized_corpus(cfg).map(|_| ()).map_err(|e| match e {
+        let (text, name) = Source::from_config(cfg)?.text().map_err(|e| match e {
             PluginError::Data(message) => config_error(message),
             other => other,
-        })
+        })?;
+        TokenizedCorpus::check(&text, &name, tokenizer_kind(cfg)?, cfg.f64("eval_fraction")?, cfg.usize("seq_len")?)
+            .map_err(|e| config_error(e.to_string()))
     }
 
     /// The task over an already tokenized corpus.
