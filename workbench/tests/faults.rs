@@ -1,0 +1,156 @@
+//! Faults at random moments: training workers killed with SIGKILL at seeded random points, over
+//! and over, while the database stays intact, no committed row is lost, and the run, resumed
+//! after every kill, ends with exactly the rows of an uninterrupted run.
+
+mod common;
+
+use common::{run, temp_dir, workbench};
+use rand::{Rng, SeedableRng};
+use sqlx::{Connection, SqliteConnection};
+use std::path::Path;
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+/// Kills of one run's worker (each followed by a resume).
+const KILLS: usize = 30;
+
+/// A tiny Hyper-SET on easy Sudoku: a few hundred quick steps, a checkpoint every 5.
+const RUN: &[&str] = &[
+    "--layer",
+    "hyperset",
+    "--task",
+    "sudoku",
+    "d=16",
+    "heads=2",
+    "iterations=2",
+    "difficulty=easy",
+    "task.train_puzzles=64",
+    "task.eval_puzzles=8",
+    "eval_examples=8",
+    "eval_depths=",
+    "threads=1",
+    "batch_size=4",
+    "steps=240",
+    "eval_every=5",
+];
+
+/// Every metric row of run 1 (step, split, name, value), in a stable order.
+async fn rows(db: &Path) -> Vec<(i64, String, String, Option<f64>)> {
+    let mut conn = open(db).await;
+    // Throughput is the one metric that depends on the clock.
+    let rows = sqlx::query_as(
+        "SELECT step, split, name, value FROM metrics WHERE run_id = 1 AND name != 'samples_per_s' \
+         ORDER BY step, split, name",
+    )
+        .fetch_all(&mut conn)
+        .await
+        .unwrap();
+    conn.close().await.unwrap();
+    rows
+}
+
+async fn open(db: &Path) -> SqliteConnection {
+    SqliteConnection::connect(&format!("sqlite://{}", db.display())).await.unwrap()
+}
+
+/// The step of run 1's last checkpoint (0: none yet).
+async fn checkpoint_step(db: &Path) -> i64 {
+    if !db.exists() {
+        return 0;
+    }
+    let mut conn = open(db).await;
+    let step: Option<i64> = sqlx::query_scalar("SELECT MAX(step) FROM artifacts WHERE run_id = 1 AND kind = 'checkpoint'")
+        .fetch_one(&mut conn)
+        .await
+        .unwrap();
+    conn.close().await.unwrap();
+    step.unwrap_or(0)
+}
+
+/// SQLite's own check of the whole file.
+async fn integrity(db: &Path) -> String {
+    let mut conn = open(db).await;
+    let verdict: String = sqlx::query_scalar("PRAGMA integrity_check").fetch_one(&mut conn).await.unwrap();
+    conn.close().await.unwrap();
+    verdict
+}
+
+/// The stored run as `runs show --json` prints it (`null` before it is stored).
+fn show(dir: &Path) -> serde_json::Value {
+    let (code, out, _) = run(workbench(dir).args(["runs", "show", "1", "--json"]));
+    if code != 0 {
+        return serde_json::Value::Null;
+    }
+    serde_json::from_str::<serde_json::Value>(&out).unwrap()["run"].clone()
+}
+
+/// Starts `train` (first time) or `resume 1`, following the worker in the background.
+fn start(dir: &Path, first: bool) -> Child {
+    let mut cmd = workbench(dir);
+    if first {
+        cmd.arg("train").args(RUN).arg("--json");
+    } else {
+        cmd.args(["resume", "1", "--json"]);
+    }
+    cmd.stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap()
+}
+
+/// Waits until run 1's worker trains (a step past `after`), then returns its pid; `None` when
+/// the run finished first.
+fn training_worker(dir: &Path, after: u64) -> Option<u32> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while Instant::now() < deadline {
+        let run = show(dir);
+        if run["status"] == "finished" {
+            return None;
+        }
+        if run["status"] == "running" && run["last_step"].as_u64().unwrap_or(0) > after {
+            return run["worker_pid"].as_u64().map(|p| p as u32);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    panic!("run 1 never trained: {}", show(dir));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_workers_lose_no_row_and_resume_to_the_uninterrupted_result() {
+    // The reference: the same run, never interrupted.
+    let reference = temp_dir("faults-reference");
+    let (code, _, err) = run(workbench(&reference).arg("train").args(RUN).arg("--json"));
+    assert_eq!(code, 0, "{err}");
+    let expected = rows(&reference.join("runs.db")).await;
+
+    let dir = temp_dir("faults-kill");
+    let db = dir.join("runs.db");
+    let mut rng = rand::rngs::StdRng::seed_from_u64(20_261_125);
+    let mut kills = 0;
+    let mut child = start(&dir, true);
+    let mut checkpointed_rows = Vec::new();
+    while kills < KILLS {
+        let Some(pid) = training_worker(&dir, checkpoint_step(&db).await as u64) else { break };
+        std::thread::sleep(Duration::from_millis(rng.random_range(0..150)));
+        // SAFETY: kill(2) only sends a signal.
+        unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+        child.wait().unwrap();
+        kills += 1;
+        assert_eq!(integrity(&db).await, "ok", "after kill {kills}");
+        let run = show(&dir);
+        assert_eq!(run["status"], "interrupted", "after kill {kills}: {run}");
+        // Rows up to the last checkpoint survive the kill and stay as the reference has them.
+        let now = rows(&db).await;
+        let kept: Vec<_> = now.iter().filter(|r| checkpointed_rows.contains(*r)).collect();
+        assert_eq!(kept.len(), checkpointed_rows.len(), "kill {kills} lost committed rows");
+        let checkpoint = checkpoint_step(&db).await;
+        checkpointed_rows = now.into_iter().filter(|r| r.0 <= checkpoint).collect();
+        for row in &checkpointed_rows {
+            assert!(expected.contains(row), "kill {kills}: row {row:?} differs from the uninterrupted run");
+        }
+        child = start(&dir, false);
+    }
+    let status = child.wait().unwrap();
+    assert!(status.success(), "the last resume ends the run");
+    assert!(kills >= KILLS, "only {kills} kills: the run finished first (make it longer)");
+    assert_eq!(show(&dir)["status"], "finished");
+    assert_eq!(integrity(&db).await, "ok");
+    assert_eq!(rows(&db).await, expected, "the resumed run ends with the uninterrupted run's rows");
+}
