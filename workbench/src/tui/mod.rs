@@ -19,11 +19,15 @@
 pub mod app;
 pub mod chart;
 pub mod compare;
+pub mod component;
 pub mod data;
-pub mod help;
+pub mod experiment;
+pub mod keys;
 pub mod launch;
+pub mod layout;
 pub mod reload;
 pub mod runs;
+pub mod screens;
 pub mod service;
 pub mod ui;
 
@@ -86,7 +90,10 @@ fn ui_loop(mut app: App, updates: std::sync::mpsc::Receiver<service::Update>) ->
             while let Ok(update) = updates.try_recv() {
                 app.apply(update);
             }
-            terminal.draw(|f| ui::draw(f, &mut app)).context("cannot draw the terminal")?;
+            // Lay the frame out first (mouse clicks are tested against it), then draw it.
+            let size = terminal.size().context("cannot read the terminal size")?;
+            app.layout(ratatui::layout::Rect::new(0, 0, size.width, size.height));
+            terminal.draw(|f| ui::draw(f, &app)).context("cannot draw the terminal")?;
             if event::poll(FRAME).context("cannot read terminal events")? {
                 app.handle(event::read().context("cannot read terminal events")?);
                 // Take every queued event before drawing again (fast scrolling, pastes).

@@ -47,8 +47,10 @@ pub struct RunsState {
     pub descending: bool,
     /// Filter text (space-separated terms, all must match).
     pub filter: String,
-    /// Runs marked for Compare and Ablation.
+    /// Runs marked for Compare and Ablation (only those the filter shows are used).
     pub selected: BTreeSet<i64>,
+    /// Typing into the filter box.
+    pub filtering: bool,
 }
 
 /// The visible rows and columns of the table.
