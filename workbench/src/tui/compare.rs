@@ -370,7 +370,10 @@ pub fn legend_lines(legend: &[String], toggles: &str, width: u16, max_lines: u16
     }
     let toggles_fit = used + toggles.len() <= width;
     if toggles_fit {
-        lines.last_mut().expect("never empty").push(Span::styled(toggles.to_string(), Style::default().fg(Color::DarkGray)));
+        lines
+            .last_mut()
+            .expect("never empty")
+            .push(Span::styled(toggles.to_string(), Style::default().fg(Color::DarkGray)));
     } else if lines.len() < max_lines {
         lines.push(vec![Span::styled(toggles.to_string(), Style::default().fg(Color::DarkGray))]);
     }

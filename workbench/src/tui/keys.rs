@@ -121,14 +121,7 @@ pub const fn hint(
 /// Keys that work on every screen (after the screen's own commands).
 pub const GLOBAL: &[Command] = &[
     cmd(
-        &[
-            Key::char('1'),
-            Key::char('2'),
-            Key::char('3'),
-            Key::char('4'),
-            Key::char('5'),
-            Key::char('6'),
-        ],
+        &[Key::char('1'), Key::char('2'), Key::char('3'), Key::char('4'), Key::char('5'), Key::char('6')],
         "1-6",
         "switch to that screen (or click its tab)",
         Action::GoTo(0),

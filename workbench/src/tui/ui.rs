@@ -100,8 +100,10 @@ fn draw_footer(frame: &mut Frame, area: Rect, app: &App) {
                 0 => String::new(),
                 n => format!(" ({n} hidden by the filter)"),
             };
-            let mut spans =
-                vec![Span::raw(format!("{} runs, {running} running, {marked} marked{hidden}   ", app.snapshot.runs.len()))];
+            let mut spans = vec![Span::raw(format!(
+                "{} runs, {running} running, {marked} marked{hidden}   ",
+                app.snapshot.runs.len()
+            ))];
             spans.extend(hints(app));
             Line::from(spans)
         }

@@ -152,13 +152,9 @@ fn draw_ablation(frame: &mut Frame, area: Rect, app: &App) {
             .block(Block::default().borders(Borders::ALL).title(title)),
         table_area,
     );
-    let mut note = format!(
-        "{} runs",
-        table.rows.iter().map(|r| r.runs.len()).sum::<usize>()
-    );
+    let mut note = format!("{} runs", table.rows.iter().map(|r| r.runs.len()).sum::<usize>());
     if loading > 0 {
         note.push_str(&format!(" · {loading} still loading"));
     }
     frame.render_widget(Paragraph::new(note).style(dim()), note_area);
 }
-

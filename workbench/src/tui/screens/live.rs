@@ -153,4 +153,3 @@ fn draw_live(frame: &mut Frame, area: Rect, app: &App) {
         .unwrap_or_default();
     frame.render_widget(Paragraph::new(log_lines).block(Block::default().borders(Borders::ALL).title("log")), logs);
 }
-

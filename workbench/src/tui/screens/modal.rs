@@ -111,4 +111,3 @@ pub fn draw(frame: &mut Frame, modal: &Modal) {
         }
     }
 }
-

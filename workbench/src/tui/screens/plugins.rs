@@ -89,4 +89,3 @@ fn draw_plugins(frame: &mut Frame, area: Rect, app: &App) {
         frame.render_widget(Paragraph::new(lines).wrap(Wrap { trim: true }).block(block), fail_area);
     }
 }
-

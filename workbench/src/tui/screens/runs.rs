@@ -1,17 +1,17 @@
 //! The Runs screen: the table of every run, its filter box, sort, marks, notes, delete, stop,
 //! requeue and pause. The table's model (filter terms, columns, sort) is [`crate::tui::runs`].
 
+use crate::ops::launch as ops_launch;
+use crate::store::RunStatus;
 use crate::tui::app::{now, App, Confirmed, Modal, Screen};
 use crate::tui::component::Component;
 use crate::tui::experiment::DEFAULT_EXPERIMENT;
 use crate::tui::keys::{cmd, hint, Action, Command, Key};
 use crate::tui::layout::Areas;
-use crate::ops::launch as ops_launch;
-use crate::tui::runs::{cell, Column};
 pub use crate::tui::runs::RunsState;
+use crate::tui::runs::{cell, Column};
 use crate::tui::service::Request;
 use crate::tui::ui::{bold, centred, dim, status_colour};
-use crate::store::RunStatus;
 use ratatui::crossterm::event::{KeyCode, KeyEvent};
 use ratatui::layout::Rect;
 use ratatui::style::{Color, Modifier, Style};
@@ -31,7 +31,8 @@ const COMMANDS: &[Command] = &[
     cmd(&[Key::char('G'), Key::plain(KeyCode::End)], "G, End", "last run", Action::Bottom),
     hint(
         &[Key::char(' ')],
-        "space", "mark",
+        "space",
+        "mark",
         "mark or unmark the run for Compare and Ablation, then move to the next run",
         Action::ToggleMark,
     ),
@@ -43,7 +44,8 @@ const COMMANDS: &[Command] = &[
     ),
     hint(
         &[Key::char('/')],
-        "/", "filter",
+        "/",
+        "filter",
         "filter: status:S layer:L task:T plugin:P tag:T sweep:N key=value (by value: lr=1e-3 finds 0.001) \
          or any word; Enter keeps the filter, Esc clears it",
         Action::Filter,
@@ -53,7 +55,8 @@ const COMMANDS: &[Command] = &[
     cmd(&[Key::char('S')], "S", "reverse the sort", Action::SortReverse),
     hint(
         &[Key::plain(KeyCode::Enter)],
-        "Enter", "live",
+        "Enter",
+        "live",
         "watch the run live (on an empty database: launch the default experiment)",
         Action::OpenRun,
     ),
@@ -134,7 +137,10 @@ impl Component for Runs {
             Action::DeleteMarked => {
                 let ids = app.marked_visible();
                 if ids.is_empty() {
-                    app.say("no marked runs to delete: mark some with space (d deletes the run under the cursor)", true);
+                    app.say(
+                        "no marked runs to delete: mark some with space (d deletes the run under the cursor)",
+                        true,
+                    );
                     return;
                 }
                 let list = ids.iter().map(|i| i.to_string()).collect::<Vec<_>>().join(", ");
