@@ -79,9 +79,14 @@ fn draw_tabs(frame: &mut Frame, areas: &Areas, app: &App) {
 
 /// The hints of the current screen's commands and the global ones, as `keys what`.
 fn hints(app: &App) -> Vec<Span<'static>> {
-    let screen: &[Command] = if app.help { screens::help::COMMANDS } else { screens::component(app.screen).commands() };
+    // While the overlay is open only its own keys work.
+    let (screen, global): (&[Command], &[Command]) = if app.help {
+        (screens::help::COMMANDS, &[])
+    } else {
+        (screens::component(app.screen).commands(), keys::GLOBAL)
+    };
     let mut spans = Vec::new();
-    for c in screen.iter().chain(keys::GLOBAL).filter(|c| c.hint.is_some()) {
+    for c in screen.iter().chain(global).filter(|c| c.hint.is_some()) {
         spans.push(Span::styled(c.label.to_string(), bold().fg(Color::Cyan)));
         spans.push(Span::styled(format!(" {}  ", c.hint.unwrap_or_default()), dim()));
     }

@@ -4,7 +4,7 @@
 //! PgUp/PgDn; Esc, ? or q close it (any other key too).
 
 use crate::tui::app::App;
-use crate::tui::keys::{self, cmd, Action, Command, Key};
+use crate::tui::keys::{self, cmd, hint, Action, Command, Key};
 use crate::tui::ui::{bold, centred};
 use ratatui::crossterm::event::KeyCode;
 use ratatui::layout::{Constraint, Layout, Rect};
@@ -15,13 +15,14 @@ use ratatui::Frame;
 
 /// The overlay's own commands (any key not listed here closes it).
 pub const COMMANDS: &[Command] = &[
-    cmd(&[Key::char('j'), Key::plain(KeyCode::Down)], "j, ↓", "scroll this list down", Action::Down(1)),
+    hint(&[Key::char('j'), Key::plain(KeyCode::Down)], "j, ↓", "scroll", "scroll this list down", Action::Down(1)),
     cmd(&[Key::char('k'), Key::plain(KeyCode::Up)], "k, ↑", "scroll this list up", Action::Up(1)),
     cmd(&[Key::plain(KeyCode::PageDown)], "PgDn", "scroll a page down", Action::Down(10)),
     cmd(&[Key::plain(KeyCode::PageUp)], "PgUp", "scroll a page up", Action::Up(10)),
-    cmd(
+    hint(
         &[Key::plain(KeyCode::Esc), Key::char('?'), Key::char('q')],
         "Esc, ?, q",
+        "close",
         "close this list (any other key closes it too)",
         Action::CloseHelp,
     ),

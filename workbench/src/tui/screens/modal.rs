@@ -60,7 +60,9 @@ pub fn draw(frame: &mut Frame, modal: &Modal) {
     let area = frame.area();
     match modal {
         Modal::Confirm { question, .. } => {
-            let rect = centred(area, 72, 9);
+            // Tall enough for the whole question: it names every run it acts on.
+            let lines = super::help::wrap(question, 68).len() as u16;
+            let rect = centred(area, 72, lines + 5);
             frame.render_widget(Clear, rect);
             let text = vec![
                 Line::from(question.clone()),
