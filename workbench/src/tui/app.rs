@@ -8,7 +8,7 @@ use super::data::{PluginList, RunData, Snapshot};
 use super::keys::{self, Action};
 use super::launch::LaunchForm;
 use super::layout::Areas;
-use super::screens::{self, ablation::AblationState, compare::CompareState, runs::RunsState};
+use super::screens::{self, ablation::AblationState, compare::CompareState, live::LiveState, runs::RunsState};
 use super::service::{Request, Update};
 use crate::host::PluginHost;
 use crate::store::{RunRecord, RunStatus};
@@ -84,8 +84,7 @@ pub struct App {
     pub launch: LaunchForm,
     /// Where launched runs train, for the Launch screen: `local workers` or `Slurm jobs (...)`.
     pub executor: String,
-    /// The run shown on the Live screen (default: the first running one).
-    pub live_run: Option<i64>,
+    pub live: LiveState,
     pub compare: CompareState,
     pub ablation: AblationState,
     /// Every action run, in order (tests check that each key reaches its action).
@@ -122,7 +121,7 @@ impl App {
             runs: RunsState::default(),
             launch,
             executor: "local workers".to_string(),
-            live_run: None,
+            live: LiveState::default(),
             compare: CompareState::default(),
             ablation: AblationState::default(),
             #[cfg(test)]
@@ -228,7 +227,7 @@ impl App {
     /// The run the Live screen shows.
     pub fn live_id(&self) -> Option<i64> {
         let candidates = self.live_candidates();
-        match self.live_run {
+        match self.live.run {
             Some(id) if candidates.iter().any(|r| r.id == id) => Some(id),
             _ => candidates.first().map(|r| r.id),
         }

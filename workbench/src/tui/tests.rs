@@ -485,7 +485,7 @@ fn state(app: &App, sent: &Arc<Mutex<Vec<Request>>>) -> String {
         app.runs,
         (app.launch.cursor, app.launch.layer, app.launch.editing),
         app.launch.fields.iter().map(|f| f.text.as_str()).collect::<Vec<_>>().join(","),
-        app.live_run,
+        app.live.run,
         app.compare.options,
         app.ablation.sort,
         app.quit,
@@ -516,7 +516,7 @@ fn every_declared_key_runs_its_action_and_changes_something() {
                     app.runs.cursor = 1;
                     app.runs.selected.insert(1);
                     app.launch.cursor = 3; // layer.attention, a choice
-                    app.live_run = Some(3);
+                    app.live.run = Some(3);
                     app.ablation.sort = Some((0, false));
                     app.help = in_help;
                     app.help_scroll = 1;

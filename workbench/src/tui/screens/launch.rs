@@ -138,7 +138,7 @@ fn launch_form(app: &mut App) {
     match runs {
         Ok(runs) => {
             app.send(Request::Launch(runs));
-            app.live_run = None;
+            app.live.run = None;
             app.screen = Screen::Runs;
         }
         Err(e) => app.say(format!("cannot launch: {e:#}"), true),

@@ -19,6 +19,13 @@ use ratatui::Frame;
 /// The Live screen.
 pub struct Live;
 
+/// The run the Live screen shows.
+#[derive(Debug, Clone, Default)]
+pub struct LiveState {
+    /// Chosen with j/k or Enter on the Runs screen; default: the first running run.
+    pub run: Option<i64>,
+}
+
 const COMMANDS: &[Command] = &[
     hint(&[Key::char('j'), Key::plain(KeyCode::Down)], "j, ↓", "another run", "next run", Action::Down(1)),
     cmd(&[Key::char('k'), Key::plain(KeyCode::Up)], "k, ↑", "previous run", Action::Up(1)),
@@ -35,8 +42,8 @@ impl Component for Live {
         let ids: Vec<i64> = app.live_candidates().iter().map(|r| r.id).collect();
         let at = app.live_id().and_then(|id| ids.iter().position(|i| *i == id)).unwrap_or(0);
         match action {
-            Action::Down(n) if !ids.is_empty() => app.live_run = Some(ids[(at + n).min(ids.len() - 1)]),
-            Action::Up(n) if !ids.is_empty() => app.live_run = Some(ids[at.saturating_sub(n)]),
+            Action::Down(n) if !ids.is_empty() => app.live.run = Some(ids[(at + n).min(ids.len() - 1)]),
+            Action::Up(n) if !ids.is_empty() => app.live.run = Some(ids[at.saturating_sub(n)]),
             Action::StopRun => super::runs::ask_cancel(app, app.live_id()),
             _ => {}
         }

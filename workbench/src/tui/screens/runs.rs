@@ -85,7 +85,7 @@ impl Component for Runs {
         match action {
             Action::OpenRun if empty => launch_default(app),
             Action::OpenRun => {
-                app.live_run = app.cursor_run().map(|r| r.id);
+                app.live.run = app.cursor_run().map(|r| r.id);
                 app.screen = Screen::Live;
             }
             Action::NewRun => app.screen = Screen::Launch,
