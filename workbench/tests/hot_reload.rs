@@ -327,7 +327,7 @@ fn the_terminal_workbench_swaps_reloaded_plugins_and_shows_the_log() {
     app.screen = Screen::Plugins;
     let (w, h) = (150, 30);
     let mut terminal = ratatui::Terminal::new(TestBackend::new(w, h)).unwrap();
-    terminal.draw(|f| workbench::tui::ui::draw(f, &mut app)).unwrap();
+    terminal.draw(|f| workbench::tui::ui::draw(f, &app)).unwrap();
     let buffer = terminal.backend().buffer().clone();
     let screen: String =
         (0..h).map(|y| (0..w).map(|x| buffer[(x, y)].symbol().to_string()).collect::<String>() + "\n").collect();

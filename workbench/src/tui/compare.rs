@@ -69,6 +69,8 @@ pub struct Panel {
     pub marks: Vec<(usize, f64)>,
     /// What to say when there is nothing to draw.
     pub empty: &'static str,
+    /// The y values are log10 of the data (the axis labels show the data's values).
+    pub log_y: bool,
     /// The curves downsampled for the last width drawn (`columns`, curves): most frames
     /// redraw the same data at the same size.
     pub sampled: RefCell<Option<(usize, Vec<Points>)>>,
@@ -76,7 +78,7 @@ pub struct Panel {
 
 impl Panel {
     fn new(title: String, x_label: &'static str, empty: &'static str) -> Panel {
-        Panel { title, x_label, curves: vec![], marks: vec![], empty, sampled: RefCell::new(None) }
+        Panel { title, x_label, curves: vec![], marks: vec![], empty, log_y: false, sampled: RefCell::new(None) }
     }
 }
 
@@ -109,9 +111,6 @@ pub fn panels(runs: &[Input<'_>], opts: Options) -> Vec<Panel> {
     let transform = |mut p: Vec<(f64, f64)>, smoothable: bool| {
         if smoothable && opts.smooth {
             p = smooth(&p, 0.1);
-        }
-        if opts.log_y {
-            p = log10(&p);
         }
         p
     };
@@ -172,10 +171,44 @@ pub fn panels(runs: &[Input<'_>], opts: Options) -> Vec<Panel> {
     let mut out = vec![loss, metric, energy, erank, angle, depth];
     if opts.log_y {
         for p in &mut out {
-            p.title.push_str(" [log10]");
+            to_log_scale(p);
         }
     }
     out
+}
+
+/// What a panel says when every value is <= 0 and the y axis is logarithmic.
+pub const NOT_ON_A_LOG_SCALE: &str = "cannot be drawn on a log scale: every value is <= 0 (l: linear y axis)";
+
+/// The panel with log10 of its y values; points <= 0 cannot be drawn and are left out, and
+/// a panel left with none says why (rather than claiming there is no data).
+fn to_log_scale(panel: &mut Panel) {
+    let had_data = !panel.curves.is_empty();
+    for c in &mut panel.curves {
+        c.points = log10(&c.points);
+    }
+    panel.curves.retain(|c| !c.points.is_empty());
+    if had_data && panel.curves.is_empty() {
+        panel.empty = NOT_ON_A_LOG_SCALE;
+    }
+    panel.log_y = true;
+    panel.title.push_str(" [log10]");
+}
+
+/// An axis label for the log10 value `v`: the value itself, short (`1e-3`, `0.01`, `2.5`).
+pub fn log_label(v: f64) -> String {
+    let real = 10f64.powf(v);
+    if (0.01..10_000.0).contains(&real) {
+        let decimals = (2.0 - real.log10().floor()).clamp(0.0, 4.0) as usize;
+        let text = format!("{real:.decimals$}");
+        if text.contains('.') {
+            text.trim_end_matches('0').trim_end_matches('.').to_string()
+        } else {
+            text
+        }
+    } else {
+        format!("{real:.1e}").replace(".0e", "e")
+    }
 }
 
 fn add_iteration(
@@ -256,29 +289,29 @@ pub fn draw_panel(frame: &mut Frame, area: Rect, panel: &Panel) {
                 .bounds(x)
                 .labels(labels(x[0], x[1], &x).into_iter().map(Line::from).collect::<Vec<_>>()),
         )
-        .y_axis(Axis::default().style(axis_style).bounds(y).labels(
-            labels(y[0], y[1], &[y[0], (y[0] + y[1]) / 2.0, y[1]]).into_iter().map(Line::from).collect::<Vec<_>>(),
-        ));
+        .y_axis(Axis::default().style(axis_style).bounds(y).labels(y_labels(panel, y)));
     frame.render_widget(chart, area);
+}
+
+/// The y axis labels: bottom, middle and top, as the data's values on a log scale.
+fn y_labels(panel: &Panel, y: [f64; 2]) -> Vec<Line<'static>> {
+    let at = [y[0], (y[0] + y[1]) / 2.0, y[1]];
+    let texts = if panel.log_y { at.iter().map(|v| log_label(*v)).collect() } else { labels(y[0], y[1], &at) };
+    texts.into_iter().map(Line::from).collect()
 }
 
 /// Draws the legend line and the six panels (3 x 2, or stacked when narrow).
 pub fn draw(frame: &mut Frame, area: Rect, legend: &[String], panels: &[Panel], opts: Options) {
-    let [top, body] =
-        Layout::vertical([Constraint::Length(legend_height(legend, area.width)), Constraint::Min(0)]).areas(area);
-    let mut spans = Vec::new();
-    for (i, l) in legend.iter().enumerate() {
-        spans.push(Span::styled("■ ", Style::default().fg(colour(i))));
-        spans.push(Span::raw(format!("{l}   ")));
-    }
     let toggles = format!(
         "[m] smoothing {}  [w] x: {}  [l] log y {}",
         on_off(opts.smooth),
         if opts.wall_time { "wall time" } else { "step" },
         on_off(opts.log_y)
     );
-    spans.push(Span::styled(toggles, Style::default().fg(Color::DarkGray)));
-    frame.render_widget(Paragraph::new(Line::from(spans)).wrap(Wrap { trim: true }), top);
+    // The legend takes at most a third of the height, so the panels keep theirs.
+    let lines = legend_lines(legend, &toggles, area.width, (area.height / 3).max(1));
+    let [top, body] = Layout::vertical([Constraint::Length(lines.len() as u16), Constraint::Min(0)]).areas(area);
+    frame.render_widget(Paragraph::new(lines), top);
     let (cols, rows) = if body.width >= 120 {
         (3, 2)
     } else if body.width >= 60 {
@@ -297,9 +330,54 @@ pub fn draw(frame: &mut Frame, area: Rect, legend: &[String], panels: &[Panel], 
     }
 }
 
-fn legend_height(legend: &[String], width: u16) -> u16 {
-    let chars: usize = legend.iter().map(|l| l.chars().count() + 5).sum::<usize>() + 60;
-    (chars / width.max(1) as usize + 1).min(6) as u16
+/// The legend as lines of at most `width` cells, at most `max_lines` of them: one coloured
+/// entry per run, then the toggles; entries that do not fit become `+N more`.
+pub fn legend_lines(legend: &[String], toggles: &str, width: u16, max_lines: u16) -> Vec<Line<'static>> {
+    let width = width.max(1) as usize;
+    let max_lines = max_lines.max(1) as usize;
+    let mut lines: Vec<Vec<Span<'static>>> = vec![vec![]];
+    let mut used = 0;
+    let mut shown = 0;
+    for (i, text) in legend.iter().enumerate() {
+        let text: String = text.chars().take(width.saturating_sub(5)).collect();
+        let w = text.chars().count() + 5;
+        if used > 0 && used + w > width {
+            if lines.len() == max_lines {
+                break;
+            }
+            lines.push(vec![]);
+            used = 0;
+        }
+        let line = lines.last_mut().expect("never empty");
+        line.push(Span::styled("■ ", Style::default().fg(colour(i))));
+        line.push(Span::raw(format!("{text}   ")));
+        used += w;
+        shown += 1;
+    }
+    let hidden = legend.len() - shown;
+    if hidden > 0 {
+        // Make room for the count on the last line by dropping entries from its end.
+        let more = format!("+{hidden} more");
+        let line = lines.last_mut().expect("never empty");
+        let mut hidden = hidden;
+        while line.len() > 2 && used + more.len() > width {
+            let text = line.pop().expect("an entry");
+            line.pop();
+            used -= text.content.chars().count() + 2;
+            hidden += 1;
+        }
+        line.push(Span::styled(format!("+{hidden} more"), Style::default().fg(Color::Yellow)));
+    }
+    let toggles_fit = used + toggles.len() <= width;
+    if toggles_fit {
+        lines
+            .last_mut()
+            .expect("never empty")
+            .push(Span::styled(toggles.to_string(), Style::default().fg(Color::DarkGray)));
+    } else if lines.len() < max_lines {
+        lines.push(vec![Span::styled(toggles.to_string(), Style::default().fg(Color::DarkGray))]);
+    }
+    lines.into_iter().map(Line::from).collect()
 }
 
 fn on_off(b: bool) -> &'static str {

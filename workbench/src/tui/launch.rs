@@ -15,12 +15,15 @@ pub struct Field {
     pub text: String,
     /// Why the value is refused, if it is.
     pub error: Option<String>,
+    /// The user set this value (typed or cycled it away from the default): only such values
+    /// survive a change of layer or task.
+    pub edited: bool,
 }
 
 impl Field {
     fn new(scope: Scope, spec: ParamSpec) -> Field {
         let text = value_text(&spec.default);
-        Field { scope, spec, text, error: None }
+        Field { scope, spec, text, error: None, edited: false }
     }
 
     /// Whether this is the seed field, which accepts a list (one run per seed).
@@ -67,6 +70,7 @@ impl Field {
         let n = options.len();
         self.text = options[if forward { (at + 1) % n } else { (at + n - 1) % n }].clone();
         self.check();
+        self.edited = self.changed();
     }
 
     /// Whether left / right cycle this field's value.
@@ -120,6 +124,8 @@ pub struct LaunchForm {
     pub before_edit: String,
     /// An error that concerns several fields (the plugins' own validators).
     pub error: Option<String>,
+    /// What the last change of layer or task did to the values the user had set.
+    pub notice: Option<String>,
 }
 
 impl LaunchForm {
@@ -142,11 +148,14 @@ impl LaunchForm {
         self.tasks.get(self.task).map(String::as_str)
     }
 
-    /// Rebuilds the fields after the layer or task changed, keeping typed values of keys that
-    /// still exist.
+    /// Rebuilds the fields after the layer or task changed: every field starts at the new
+    /// plugin's default, except values the user set, kept where the key still exists and the
+    /// value is valid for the new schema; [`LaunchForm::notice`] says which were kept and
+    /// which were dropped.
     pub fn rebuild(&mut self, plugins: &PluginList) {
         let old = std::mem::take(&mut self.fields);
         let mut fields = Vec::new();
+        let (mut kept, mut dropped) = (Vec::new(), Vec::new());
         let schema =
             |name: Option<&str>| name.and_then(|n| plugins.get(n)).map(|p| p.params.clone()).unwrap_or_default();
         for (scope, specs) in [
@@ -156,16 +165,41 @@ impl LaunchForm {
         ] {
             for spec in specs {
                 let mut field = Field::new(scope, spec);
-                if let Some(prev) = old.iter().find(|f| f.scope == scope && f.spec.name == field.spec.name) {
-                    field.text = prev.text.clone();
-                    field.check();
+                let previous = old.iter().find(|f| f.edited && f.scope == scope && f.spec.name == field.spec.name);
+                if let Some(prev) = previous {
+                    let mut candidate = field.clone();
+                    candidate.text = prev.text.clone();
+                    candidate.check();
+                    let name = format!("{}.{}={}", scope.prefix(), prev.spec.name, prev.text.trim());
+                    if candidate.error.is_none() {
+                        candidate.edited = candidate.changed();
+                        field = candidate;
+                        kept.push(name);
+                    } else {
+                        dropped.push(name);
+                    }
                 }
                 fields.push(field);
+            }
+        }
+        // Set values whose key the new plugins do not have are dropped too.
+        for prev in old.iter().filter(|f| f.edited) {
+            let exists = fields.iter().any(|f| f.scope == prev.scope && f.spec.name == prev.spec.name);
+            if !exists {
+                dropped.push(format!("{}.{}={}", prev.scope.prefix(), prev.spec.name, prev.text.trim()));
             }
         }
         self.fields = fields;
         self.cursor = self.cursor.min(self.rows().len().saturating_sub(1));
         self.error = None;
+        let mut notice = Vec::new();
+        if !kept.is_empty() {
+            notice.push(format!("kept your {}", kept.join(", ")));
+        }
+        if !dropped.is_empty() {
+            notice.push(format!("reset to the defaults (unknown or invalid here): {}", dropped.join(", ")));
+        }
+        self.notice = (!notice.is_empty()).then(|| notice.join("; "));
     }
 
     /// The rows in display order.

@@ -1,29 +1,42 @@
 //! The terminal workbench (ratatui + crossterm).
 //!
-//! Architecture: one UI thread owns the [`app::App`] state and draws it with [`ui::draw`]
-//! after every key or mouse event and at least ten times a second; it never waits on the
-//! database, the workers or the file system. Those belong to the background
-//! [`service`], which re-reads the run store twice a second, keeps the curves of the runs a
-//! screen shows, and turns the UI's requests (launch, cancel, pause, export, ...) into calls of
-//! [`crate::ops`], the operations the command line calls too; it answers with
-//! [`service::Update`]s the UI applies between frames. It also runs the job queue: launched
-//! runs are queued in runs.db and started as worker slots free up. Workers are separate processes
-//! (`workbench worker`), so quitting the TUI leaves them training, and a crashing plugin
-//! never takes the TUI down.
+//! Architecture: one UI thread owns the [`app::App`] state. Before each frame it lays the frame
+//! out ([`layout::Areas`]: tabs, body, footer, the runs table's columns and scroll offset) and
+//! then draws it with [`ui::draw`], which reads the state by shared reference and changes
+//! nothing; mouse clicks are tested against the same layout. It draws after every key or
+//! mouse event and at least ten times a second, and never waits on the database, the workers
+//! or the file system. Those belong to the background [`service`], which re-reads the run
+//! store twice a second, keeps the curves of the runs a screen shows, and turns the UI's
+//! requests (launch, cancel, pause, export, ...) into calls of [`crate::ops`], the operations
+//! the command line calls too; it answers with [`service::Update`]s the UI applies between
+//! frames. It also runs the job queue: launched runs are queued in runs.db and started as
+//! worker slots free up. Workers are separate processes (`workbench worker`), so quitting the
+//! TUI leaves them training, and a crashing plugin never takes the TUI down.
 //!
-//! Screens: Runs (table, filter, sort, marks, notes and tags, delete), Launch (a form from the
-//! plugins' schemas), Live (progress, curves and log of a run), Compare (panels side by
-//! side), Ablation (mean ± std per configuration) and Plugins (loaded and refused libraries,
-//! and the hot-reload log: see [`reload`]).
+//! Screens ([`screens`]): Runs (table, filter, sort, marks, notes and tags, delete), Launch (a
+//! form from the plugins' schemas), Live (progress, curves and log of a run), Compare (panels
+//! side by side), Ablation (mean ± std per configuration) and Plugins (loaded and refused
+//! libraries, and the hot-reload log: see [`reload`]). Each is a [`component::Component`]: it
+//! declares its commands once as (keys, action, help) in a [`keys::Command`] list, runs their
+//! actions and draws itself. The same lists, with the global one ([`keys::GLOBAL`]), dispatch
+//! the keys and generate the `?` overlay ([`screens::help`]) and the footer's hints, so the
+//! help cannot drift from what the keys do. The models behind the screens: [`runs`] (filter,
+//! columns, sort), [`launch`] (the form), [`compare`] and [`chart`] (panels), [`data`]
+//! (snapshots); the default experiment of the welcome screen is defined once in
+//! [`experiment`].
 
 pub mod app;
 pub mod chart;
 pub mod compare;
+pub mod component;
 pub mod data;
-pub mod help;
+pub mod experiment;
+pub mod keys;
 pub mod launch;
+pub mod layout;
 pub mod reload;
 pub mod runs;
+pub mod screens;
 pub mod service;
 pub mod ui;
 
@@ -86,7 +99,10 @@ fn ui_loop(mut app: App, updates: std::sync::mpsc::Receiver<service::Update>) ->
             while let Ok(update) = updates.try_recv() {
                 app.apply(update);
             }
-            terminal.draw(|f| ui::draw(f, &mut app)).context("cannot draw the terminal")?;
+            // Lay the frame out first (mouse clicks are tested against it), then draw it.
+            let size = terminal.size().context("cannot read the terminal size")?;
+            app.layout(ratatui::layout::Rect::new(0, 0, size.width, size.height));
+            terminal.draw(|f| ui::draw(f, &app)).context("cannot draw the terminal")?;
             if event::poll(FRAME).context("cannot read terminal events")? {
                 app.handle(event::read().context("cannot read terminal events")?);
                 // Take every queued event before drawing again (fast scrolling, pastes).

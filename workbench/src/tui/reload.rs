@@ -110,7 +110,7 @@ pub fn apply(
 }
 
 /// The Launch form after the plugins changed: the same layer and task when they still
-/// exist, typed values kept for keys that still exist.
+/// exist, values the user set kept where their key still exists and they are still valid.
 pub fn refresh_form(form: &mut LaunchForm, plugins: &PluginList) {
     let (layer, task) = (form.layer_name().map(str::to_string), form.task_name().map(str::to_string));
     form.layers = plugins.names(PluginKind::Layer);

@@ -47,8 +47,10 @@ pub struct RunsState {
     pub descending: bool,
     /// Filter text (space-separated terms, all must match).
     pub filter: String,
-    /// Runs marked for Compare and Ablation.
+    /// Runs marked for Compare and Ablation (only those the filter shows are used).
     pub selected: BTreeSet<i64>,
+    /// Typing into the filter box.
+    pub filtering: bool,
 }
 
 /// The visible rows and columns of the table.
@@ -59,8 +61,8 @@ pub struct RunsTable<'a> {
 }
 
 /// Whether `run` passes every term of `filter`: `status:S`, `layer:L`, `task:T`,
-/// `plugin:P` (layer or task), `tag:T`, `sweep:N`, `key=value` (a configuration value), or a bare word
-/// matched against status, plugins, tags and notes.
+/// `plugin:P` (layer or task), `tag:T`, `sweep:N`, `key=value` (a configuration value, compared
+/// by type: see [`same_value`]), or a bare word matched against status, plugins, tags and notes.
 pub fn matches(run: &RunRecord, flat: &BTreeMap<String, String>, filter: &str) -> bool {
     filter.split_whitespace().all(|term| {
         let term_lc = term.to_lowercase();
@@ -77,12 +79,25 @@ pub fn matches(run: &RunRecord, flat: &BTreeMap<String, String>, filter: &str) -
             };
         }
         if let Some((key, want)) = term.split_once('=') {
-            return flat.iter().any(|(k, v)| (k == key || k.rsplit('.').next() == Some(key)) && v == want);
+            return flat.iter().any(|(k, v)| (k == key || k.rsplit('.').next() == Some(key)) && same_value(v, want));
         }
         let hay = [run.status.as_str(), &run.layer.name, &run.task.name, &run.notes];
         hay.iter().any(|h| h.to_lowercase().contains(&term_lc))
             || run.tags.iter().any(|t| t.to_lowercase().contains(&term_lc))
     })
+}
+
+/// Whether a configuration value equals what the filter asks for, compared by type: numbers
+/// numerically (`lr=1e-3` finds `0.001`, `d=64.0` finds `64`), booleans as booleans, any
+/// other text ignoring case.
+pub fn same_value(have: &str, want: &str) -> bool {
+    if let (Ok(a), Ok(b)) = (have.trim().parse::<f64>(), want.trim().parse::<f64>()) {
+        return a == b || (a - b).abs() <= 1e-12 * a.abs().max(b.abs());
+    }
+    if let (Ok(a), Ok(b)) = (have.trim().parse::<bool>(), want.trim().to_lowercase().parse::<bool>()) {
+        return a == b;
+    }
+    have.trim().eq_ignore_ascii_case(want.trim())
 }
 
 /// Seconds the run has trained (to its end, or to `now` while running).
@@ -231,7 +246,21 @@ mod tests {
         assert!(matches(&r, &f, "d=64"));
         assert!(!matches(&r, &f, "d=32"));
         assert!(matches(&r, &f, "TRY"));
+        assert!(matches(&r, &f, "d=64.0") && matches(&r, &f, "d=6.4e1") && matches(&r, &f, "difficulty=EASY"));
         assert!(!matches(&r, &f, "nothing-like-this"));
+    }
+
+    #[test]
+    fn key_values_compare_by_type() {
+        assert!(same_value("0.001", "1e-3") && same_value("0.001", "1E-3") && same_value("0.001", ".001"));
+        assert!(!same_value("0.001", "1e-2"));
+        assert!(same_value("true", "TRUE") && !same_value("false", "true"));
+        assert!(same_value("row_col_box", "row_col_box") && !same_value("row_col_box", "row"));
+        let mut r = run(1, "hyperset", RunStatus::Finished, 64, &[]);
+        r.config = json!({"layer_config": {"d": 64}, "task_config": {}, "train": {"lr": 0.001, "seed": 0}});
+        let f = flatten_config(&r.config);
+        assert!(matches(&r, &f, "lr=1e-3") && matches(&r, &f, "lr=0.0010"), "{f:?}");
+        assert!(!matches(&r, &f, "lr=3e-3"));
     }
 
     #[test]

@@ -402,3 +402,379 @@ fn every_screen_draws_in_a_tiny_terminal() {
     app.help = true;
     render(&mut app, 30, 8);
 }
+
+// ---- The command lists: help generated from them, keys dispatched by them. ----
+
+use super::keys::{self, action_of, Action, Command};
+use super::screens::{self, help::Overlay};
+use ratatui::crossterm::event::{MouseButton, MouseEvent, MouseEventKind};
+use ratatui::layout::Rect;
+
+/// Lays the frame out as the UI loop does, then draws it.
+fn render_laid_out(app: &mut App, w: u16, h: u16) -> String {
+    app.layout(Rect::new(0, 0, w, h));
+    render(app, w, h)
+}
+
+/// Every line the `?` overlay shows, scrolling through it with j.
+fn overlay_text(app: &mut App, w: u16, h: u16) -> String {
+    app.layout(Rect::new(0, 0, w, h));
+    press(app, KeyCode::Char('?'));
+    let mut seen = render(app, w, h);
+    let max = Overlay::of(app, Rect::new(0, 0, w, h)).max_scroll();
+    for _ in 0..max {
+        press(app, KeyCode::Char('j'));
+        seen.push('\n');
+        seen.push_str(&render(app, w, h));
+    }
+    assert!(app.help, "j scrolls, it does not close");
+    assert_eq!(app.help_scroll, max);
+    press(app, KeyCode::Esc);
+    assert!(!app.help, "Esc closes the overlay");
+    seen
+}
+
+/// The commands the overlay must list on `screen`.
+fn listed(screen: Screen) -> Vec<Command> {
+    let mut all = screens::component(screen).commands().to_vec();
+    all.extend_from_slice(keys::GLOBAL);
+    all.extend_from_slice(screens::help::COMMANDS);
+    all
+}
+
+#[test]
+fn help_overlay_lists_every_command_and_scrolls_at_any_size() {
+    for (w, h) in [(200, 50), (60, 16)] {
+        for screen in Screen::ALL {
+            let (mut app, _) = app();
+            app.screen = screen;
+            let text = overlay_text(&mut app, w, h);
+            for c in listed(screen) {
+                // The keys, and the description's first words (it may wrap after them).
+                let first = screens::help::wrap(c.help, 20).remove(0);
+                assert!(text.contains(c.label), "{w}x{h} {screen:?}: `{}` missing:\n{text}", c.label);
+                assert!(text.contains(&first), "{w}x{h} {screen:?}: `{first}` missing:\n{text}");
+            }
+            assert!(text.contains(&screens::help::wrap(keys::MOUSE.1, 20)[0]), "{text}");
+        }
+    }
+    // At 200x50 the whole Runs list fits without scrolling, and sweep:N is documented.
+    let (mut app, _) = app();
+    app.layout(Rect::new(0, 0, 200, 50));
+    assert_eq!(Overlay::of(&app, Rect::new(0, 0, 200, 50)).max_scroll(), 0);
+    press(&mut app, KeyCode::Char('?'));
+    let text = render(&mut app, 200, 50);
+    for needle in ["q, Ctrl-C", "mouse", "sweep:N", "move to the next run", "Esc, ?, q"] {
+        assert!(text.contains(needle), "{needle} missing:\n{text}");
+    }
+}
+
+#[test]
+fn help_wraps_between_words() {
+    assert_eq!(screens::help::wrap("delete the marked runs", 11), vec!["delete the", "marked runs"]);
+}
+
+/// What a key can change, as text (compared before and after a key).
+fn state(app: &App, sent: &Arc<Mutex<Vec<Request>>>) -> String {
+    format!(
+        "{:?} {} {} {:?} {:?} {:?} {} {:?} {:?} {:?} {} {:?} {:?} {}",
+        app.screen,
+        app.help,
+        app.help_scroll,
+        app.modal,
+        app.runs,
+        (app.launch.cursor, app.launch.layer, app.launch.editing),
+        app.launch.fields.iter().map(|f| f.text.as_str()).collect::<Vec<_>>().join(","),
+        app.live.run,
+        app.compare.options,
+        app.ablation.sort,
+        app.quit,
+        app.status.as_ref().map(|s| &s.0),
+        app.launch.error,
+        sent.lock().unwrap().iter().filter(|r| !matches!(r, Request::Watch(_))).count(),
+    )
+}
+
+#[test]
+fn every_declared_key_runs_its_action_and_changes_something() {
+    let mut overlay = vec![(None, screens::help::COMMANDS)];
+    overlay.extend(Screen::ALL.iter().map(|s| (Some(*s), screens::component(*s).commands())));
+    overlay.push((None, keys::GLOBAL));
+    for screen in Screen::ALL {
+        for (owner, commands) in &overlay {
+            if owner.is_some_and(|o| o != screen) {
+                continue;
+            }
+            let in_help = std::ptr::eq(*commands, screens::help::COMMANDS);
+            for c in *commands {
+                for (i, key) in c.keys.iter().enumerate() {
+                    let (mut app, sent) = app();
+                    app.layout(Rect::new(0, 0, 60, 16));
+                    // A state in which every action has something to do.
+                    app.screen = screen;
+                    app.runs.filter = "sudoku".into();
+                    app.runs.cursor = 1;
+                    app.runs.selected.insert(1);
+                    app.launch.cursor = 3; // layer.attention, a choice
+                    app.live.run = Some(3);
+                    app.ablation.sort = Some((0, false));
+                    app.help = in_help;
+                    app.help_scroll = 1;
+                    let before = state(&app, &sent);
+                    app.performed.clear();
+                    app.handle(Event::Key(key.event()));
+                    let want = action_of(c, i);
+                    assert_eq!(app.performed.first(), Some(&want), "{screen:?}: {} ({key:?})", c.label);
+                    let to_here = match want {
+                        Action::GoTo(n) => Screen::ALL[n] == screen,
+                        Action::OpenCompare => screen == Screen::Compare,
+                        Action::OpenAblation => screen == Screen::Ablation,
+                        _ => false,
+                    };
+                    if !to_here {
+                        assert_ne!(before, state(&app, &sent), "{screen:?}: {} ({key:?}) changed nothing", c.label);
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn no_key_is_declared_twice_where_it_is_dispatched() {
+    for screen in Screen::ALL {
+        let mut seen: Vec<keys::Key> = Vec::new();
+        for c in screens::component(screen).commands().iter().chain(keys::GLOBAL) {
+            for k in c.keys {
+                assert!(!seen.contains(k), "{screen:?}: {k:?} declared twice");
+                seen.push(*k);
+            }
+        }
+    }
+}
+
+#[test]
+fn compare_and_ablation_keys_work_and_are_listed_on_every_screen() {
+    for screen in Screen::ALL {
+        let (mut app, _) = app();
+        app.screen = screen;
+        press(&mut app, KeyCode::Char('c'));
+        assert_eq!(app.screen, Screen::Compare);
+        app.screen = screen;
+        press(&mut app, KeyCode::Char('A'));
+        assert_eq!(app.screen, Screen::Ablation);
+        app.screen = screen;
+        let text = overlay_text(&mut app, 120, 40);
+        assert!(text.contains("compare the marked runs") && text.contains("ablation table"), "{text}");
+    }
+}
+
+#[test]
+fn marks_hidden_by_the_filter_feed_neither_compare_nor_ablation() {
+    let (mut app, sent) = app();
+    press(&mut app, KeyCode::Char('a'));
+    assert_eq!(app.runs.selected.len(), 3);
+    press(&mut app, KeyCode::Char('/'));
+    chars(&mut app, "layer:hyperset");
+    press(&mut app, KeyCode::Enter);
+    assert_eq!(app.compared_runs(), vec![1, 3]);
+    assert_eq!(app.ablation_runs(), vec![1, 3]);
+    let screen = render_laid_out(&mut app, 140, 20);
+    assert!(screen.contains("3 marked (1 hidden by the filter)"), "{screen}");
+    assert!(screen.contains("1 marked runs hidden by the filter (not compared)"), "{screen}");
+    // Marking all under a filter touches only the visible runs.
+    press(&mut app, KeyCode::Char('a'));
+    assert_eq!(app.runs.selected.iter().copied().collect::<Vec<_>>(), vec![2]);
+    // The hidden mark feeds nothing: Compare falls back to the cursor's run.
+    assert_eq!(app.compared_runs(), vec![1]);
+    press(&mut app, KeyCode::Char('D'));
+    assert!(app.modal.is_none(), "no visible marked runs to delete");
+    press(&mut app, KeyCode::Esc);
+    assert_eq!(app.compared_runs(), vec![2]);
+    assert!(!sent.lock().unwrap().iter().any(|r| matches!(r, Request::Delete(_))));
+}
+
+#[test]
+fn d_deletes_the_run_under_the_cursor_and_capital_d_the_marked_runs() {
+    let (mut app, sent) = app();
+    press(&mut app, KeyCode::Char('j'));
+    press(&mut app, KeyCode::Char(' ')); // marks run 2, moves to run 3
+    press(&mut app, KeyCode::Char(' ')); // marks run 3
+    press(&mut app, KeyCode::Char('g')); // cursor on run 1, not marked
+    press(&mut app, KeyCode::Char('d'));
+    let screen = render_laid_out(&mut app, 120, 30);
+    assert!(screen.contains("Delete run 1 (the run under the cursor)"), "{screen}");
+    press(&mut app, KeyCode::Char('y'));
+    assert!(sent.lock().unwrap().iter().any(|r| matches!(r, Request::Delete(ids) if ids == &vec![1])));
+    press(&mut app, KeyCode::Char('D'));
+    let screen = render_laid_out(&mut app, 120, 30);
+    assert!(screen.contains("Delete the 2 marked runs 2, 3"), "{screen}");
+    press(&mut app, KeyCode::Char('y'));
+    assert!(sent.lock().unwrap().iter().any(|r| matches!(r, Request::Delete(ids) if ids == &vec![2, 3])));
+    assert!(app.runs.selected.is_empty());
+}
+
+#[test]
+fn one_esc_leaves_the_filter_box_and_clears_the_filter() {
+    let (mut app, _) = app();
+    press(&mut app, KeyCode::Char('/'));
+    chars(&mut app, "layer:hyperset");
+    press(&mut app, KeyCode::Esc);
+    assert!(!app.runs.filtering && app.runs.filter.is_empty());
+    assert_eq!(app.visible_runs().len(), 3);
+    // Enter keeps it.
+    press(&mut app, KeyCode::Char('/'));
+    chars(&mut app, "layer:hyperset");
+    press(&mut app, KeyCode::Enter);
+    assert!(!app.runs.filtering && app.runs.filter == "layer:hyperset");
+    assert_eq!(app.visible_runs().len(), 2);
+}
+
+#[test]
+fn space_marks_and_moves_down_as_the_help_says() {
+    let (mut app, _) = app();
+    press(&mut app, KeyCode::Char(' '));
+    assert!(app.runs.selected.contains(&1) && app.runs.cursor == 1);
+    let text = overlay_text(&mut app, 200, 50);
+    assert!(text.contains("mark or unmark the run for Compare and Ablation, then move to the next run"), "{text}");
+}
+
+#[test]
+fn changing_the_layer_resets_fields_to_its_defaults_keeping_valid_edits() {
+    let (mut app, _) = app();
+    let layer = |name: &str, d: i64, heads: i64, max_heads: i64| PluginInfo {
+        name: name.into(),
+        kind: PluginKind::Layer,
+        version: "0.1.0".into(),
+        description: String::new(),
+        path: PathBuf::new(),
+        params: vec![ParamSpec::int("d", d, 2, 8192, "width"), ParamSpec::int("heads", heads, 1, max_heads, "heads")],
+    };
+    let mut list = plugins();
+    list.plugins[0] = layer("hyperset", 128, 4, 16);
+    list.plugins.push(layer("tiny", 32, 2, 2));
+    app.plugins = list;
+    app.launch = LaunchForm::new(&app.plugins);
+    press(&mut app, KeyCode::Char('2'));
+    let field = |app: &App, name: &str| app.launch.fields.iter().find(|f| f.spec.name == name).unwrap().text.clone();
+    assert_eq!((field(&app, "d"), field(&app, "heads")), ("128".into(), "4".into()));
+    // Set heads=8 (row 3); d stays at hyperset's default.
+    for _ in 0..3 {
+        press(&mut app, KeyCode::Down);
+    }
+    press(&mut app, KeyCode::Enter);
+    press(&mut app, KeyCode::Backspace);
+    chars(&mut app, "8");
+    press(&mut app, KeyCode::Enter);
+    // Another layer: d takes tiny's default; heads=8 is invalid there (1..=2) and is reset.
+    press(&mut app, KeyCode::Char('g'));
+    app.launch.cursor = 0;
+    press(&mut app, KeyCode::Right);
+    assert_eq!(app.launch.layer_name(), Some("tiny"));
+    assert_eq!((field(&app, "d"), field(&app, "heads")), ("32".into(), "2".into()));
+    assert!(render(&mut app, 150, 30).contains("reset to the defaults (unknown or invalid here): layer.heads=8"));
+    // A valid edit survives the switch back, and the form says so.
+    app.launch.cursor = 2;
+    press(&mut app, KeyCode::Enter);
+    press(&mut app, KeyCode::Backspace);
+    press(&mut app, KeyCode::Backspace);
+    chars(&mut app, "48");
+    press(&mut app, KeyCode::Enter);
+    app.launch.cursor = 0;
+    press(&mut app, KeyCode::Left);
+    assert_eq!(app.launch.layer_name(), Some("hyperset"));
+    assert_eq!((field(&app, "d"), field(&app, "heads")), ("48".into(), "4".into()));
+    assert!(render(&mut app, 150, 30).contains("kept your layer.d=48"));
+}
+
+#[test]
+fn mouse_clicks_hit_what_was_drawn() {
+    let (mut app, _) = app();
+    let click = |app: &mut App, x: u16, y: u16| {
+        app.handle(Event::Mouse(MouseEvent {
+            kind: MouseEventKind::Down(MouseButton::Left),
+            column: x,
+            row: y,
+            modifiers: KeyModifiers::NONE,
+        }))
+    };
+    let screen = render_laid_out(&mut app, 140, 20);
+    let header = screen.lines().nth(1).unwrap();
+    let x = header.find("status").unwrap() as u16;
+    click(&mut app, x, 1);
+    assert_eq!(app.runs.sort.as_deref(), Some("status"));
+    click(&mut app, 5, 4);
+    assert_eq!(app.runs.cursor, 2);
+    let tabs = screen.lines().next().unwrap();
+    let x = tabs.find("4 Compare").unwrap() as u16;
+    click(&mut app, x, 0);
+    assert_eq!(app.screen, Screen::Compare);
+}
+
+#[test]
+fn the_runs_table_scrolls_with_the_cursor_and_clicks_follow() {
+    let (mut app, _) = app();
+    let mut snapshot = app.snapshot.clone();
+    snapshot.runs = (1..=30).map(|i| record(i, "hyperset", RunStatus::Finished, 64, i as u64)).collect();
+    app.apply(Update::Runs(snapshot));
+    render_laid_out(&mut app, 120, 12);
+    for _ in 0..20 {
+        press(&mut app, KeyCode::Char('j'));
+    }
+    let screen = render_laid_out(&mut app, 120, 12);
+    let offset = app.areas.runs.as_ref().unwrap().offset;
+    assert!(offset > 0 && screen.contains("\n  21 "), "{offset}\n{screen}");
+    // A click on the first row shown selects the run drawn there.
+    app.handle(Event::Mouse(MouseEvent {
+        kind: MouseEventKind::Down(MouseButton::Left),
+        column: 5,
+        row: 2,
+        modifiers: KeyModifiers::NONE,
+    }));
+    assert_eq!(app.runs.cursor, offset);
+}
+
+#[test]
+fn compare_legend_is_capped_and_the_panels_keep_their_room() {
+    let (mut app, _) = app();
+    let mut snapshot = app.snapshot.clone();
+    snapshot.runs = (1..=20).map(|i| record(i, "hyperset", RunStatus::Finished, 32 + i, i as u64)).collect();
+    app.apply(Update::Runs(snapshot));
+    for i in 1..=20 {
+        app.apply(Update::Run(i, run_data(i as f64 / 20.0)));
+    }
+    app.runs.selected.extend(1..=20);
+    press(&mut app, KeyCode::Char('4'));
+    let screen = render_laid_out(&mut app, 80, 24);
+    assert!(screen.contains("more"), "{screen}");
+    // The body is 22 rows; the legend takes at most a third, every panel keeps a border.
+    let legend_rows = screen.lines().skip(1).take_while(|l| !l.contains('┌')).count();
+    assert!(legend_rows <= 22 / 3, "{legend_rows} legend rows:\n{screen}");
+    for title in ["loss (train", "energy vs iteration", "effective rank", "mean angle"] {
+        assert!(screen.contains(title), "{title} missing:\n{screen}");
+    }
+}
+
+#[test]
+fn log_scale_says_why_a_panel_is_empty_and_labels_show_real_values() {
+    let (mut app, _) = app();
+    let mut zeros = run_data(1.0);
+    for m in &mut zeros.metrics {
+        if m.name == "cell_acc" {
+            m.value = 0.0;
+        }
+    }
+    app.apply(Update::Run(1, zeros));
+    app.runs.selected.insert(1);
+    press(&mut app, KeyCode::Char('4'));
+    press(&mut app, KeyCode::Char('l'));
+    let screen = render_laid_out(&mut app, 150, 45);
+    assert!(screen.contains("cannot be drawn on a log scale"), "{screen}");
+    assert!(!screen.contains("no evaluation yet"), "{screen}");
+    // The loss axis is labelled with losses (about 1.2 to 2.2), not their log10.
+    assert!(screen.contains("2.2") && !screen.contains("0.34"), "{screen}");
+    assert_eq!(super::compare::log_label(-3.0), "1e-3");
+    assert_eq!(super::compare::log_label(-2.0), "0.01");
+    assert_eq!(super::compare::log_label(0.0), "1");
+    assert_eq!(super::compare::log_label(2.0f64.log10()), "2");
+}

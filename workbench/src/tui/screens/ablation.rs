@@ -1,0 +1,160 @@
+//! The Ablation screen: the marked runs the filter shows (or every visible finished run)
+//! grouped by their differing keys, mean ± std over seeds, sortable and exportable.
+
+use crate::ablation::{Format, RunInput, Table};
+use crate::store::RunRecord;
+use crate::tui::app::{export_path, App};
+use crate::tui::component::Component;
+use crate::tui::data::RunData;
+use crate::tui::keys::{cmd, hint, Action, Command, Key};
+use crate::tui::layout::Areas;
+use crate::tui::service::Request;
+use crate::tui::ui::{bold, dim};
+use ratatui::crossterm::event::KeyCode;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::{Color, Style};
+use ratatui::widgets::{Block, Borders, Cell, Paragraph, Row, Table as TableWidget, Wrap};
+use ratatui::Frame;
+
+/// The Ablation screen.
+pub struct Ablation;
+
+/// The sort of the ablation table.
+#[derive(Debug, Clone, Default)]
+pub struct AblationState {
+    /// Sort column and direction (descending).
+    pub sort: Option<(usize, bool)>,
+}
+
+const COMMANDS: &[Command] = &[
+    hint(&[Key::char('s')], "s", "sort", "sort by the next metric column", Action::SortNext),
+    cmd(&[Key::char('S')], "S", "reverse the sort", Action::SortReverse),
+    hint(&[Key::char('M')], "M", "export", "export Markdown in the current directory", Action::ExportMarkdown),
+    cmd(&[Key::char('T')], "T", "export LaTeX in the current directory", Action::ExportLatex),
+    cmd(&[Key::char('C')], "C", "export CSV in the current directory", Action::ExportCsv),
+    cmd(&[Key::plain(KeyCode::Esc)], "Esc", "back to Runs", Action::Back),
+];
+
+impl Component for Ablation {
+    fn commands(&self) -> &'static [Command] {
+        COMMANDS
+    }
+
+    fn act(&self, app: &mut App, action: Action) {
+        let columns = ablation_table(app).0.columns.len();
+        let sort = app.ablation.sort;
+        match action {
+            Action::SortNext if columns > 0 => {
+                let next = sort.map_or(0, |(c, _)| (c + 1) % columns);
+                app.ablation.sort = Some((next, sort.is_some_and(|s| s.1)));
+            }
+            Action::SortReverse => {
+                if let Some((c, d)) = sort {
+                    app.ablation.sort = Some((c, !d));
+                }
+            }
+            Action::ExportMarkdown | Action::ExportLatex | Action::ExportCsv => {
+                let (format, ext) = match action {
+                    Action::ExportMarkdown => (Format::Markdown, "md"),
+                    Action::ExportLatex => (Format::Latex, "tex"),
+                    _ => (Format::Csv, "csv"),
+                };
+                let runs = app.ablation_runs();
+                if runs.is_empty() {
+                    app.say("no runs in the table: mark some on the Runs screen, or finish one", true);
+                } else {
+                    app.send(Request::ExportAblation { runs, format, out: export_path("ablation", ext) });
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn draw(&self, frame: &mut Frame, area: Rect, app: &App, _: &Areas) {
+        draw_ablation(frame, area, app)
+    }
+}
+
+/// The ablation table of the ablation runs whose data is loaded, and how many still load.
+pub fn ablation_table(app: &App) -> (Table, usize) {
+    let ids = app.ablation_runs();
+    let loaded: Vec<(&RunRecord, &RunData)> =
+        ids.iter().filter_map(|id| Some((app.snapshot.run(*id)?, app.details.get(id)?))).collect();
+    let inputs: Vec<RunInput> = loaded.iter().map(|(record, d)| RunInput { record, metrics: &d.metrics }).collect();
+    let mut table = Table::build(&inputs);
+    if let Some((col, desc)) = app.ablation.sort {
+        table.sort_by_column(col, desc);
+    }
+    (table, ids.len() - loaded.len())
+}
+
+fn draw_ablation(frame: &mut Frame, area: Rect, app: &App) {
+    let (table, loading) = ablation_table(app);
+    if table.rows.is_empty() {
+        let text = if loading > 0 {
+            format!("loading {loading} run(s)…")
+        } else {
+            "No runs to tabulate: mark runs on the Runs screen with space, or finish some (every visible finished run is used when none is marked).".into()
+        };
+        frame.render_widget(Paragraph::new(text).wrap(Wrap { trim: true }), area);
+        return;
+    }
+    let [table_area, note_area] = Layout::vertical([Constraint::Min(0), Constraint::Length(2)]).areas(area);
+    let header_cells = table.header();
+    let fixed = 2 + table.keys.len();
+    let best = table.best_rows();
+    let sort = app.ablation.sort;
+    let header = Row::new(
+        header_cells
+            .iter()
+            .enumerate()
+            .map(|(i, h)| {
+                let mark = match sort {
+                    Some((c, desc)) if i >= fixed && c == i - fixed => {
+                        if desc {
+                            " ▼"
+                        } else {
+                            " ▲"
+                        }
+                    }
+                    _ => "",
+                };
+                Cell::from(format!("{h}{mark}"))
+            })
+            .collect::<Vec<_>>(),
+    )
+    .style(bold().fg(Color::Cyan));
+    let mut widths: Vec<usize> = header_cells.iter().map(|h| h.chars().count() + 2).collect();
+    let rows: Vec<Row> = (0..table.rows.len())
+        .map(|r| {
+            let texts = table.cells_text(r);
+            for (i, t) in texts.iter().enumerate() {
+                widths[i] = widths[i].max(t.chars().count());
+            }
+            Row::new(
+                texts
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, t)| {
+                        let is_best = i >= fixed && best[i - fixed] == Some(r);
+                        Cell::from(t).style(if is_best { bold().fg(Color::Green) } else { Style::default() })
+                    })
+                    .collect::<Vec<_>>(),
+            )
+        })
+        .collect();
+    let constraints: Vec<Constraint> = widths.iter().map(|w| Constraint::Length((*w).min(24) as u16)).collect();
+    let title = format!("Ablation: {} configurations, mean ± std over seeds (best in green)", table.rows.len());
+    frame.render_widget(
+        TableWidget::new(rows, constraints)
+            .header(header)
+            .column_spacing(2)
+            .block(Block::default().borders(Borders::ALL).title(title)),
+        table_area,
+    );
+    let mut note = format!("{} runs", table.rows.iter().map(|r| r.runs.len()).sum::<usize>());
+    if loading > 0 {
+        note.push_str(&format!(" · {loading} still loading"));
+    }
+    frame.render_widget(Paragraph::new(note).style(dim()), note_area);
+}

@@ -1,0 +1,90 @@
+//! The Compare screen: six panels side by side for the compared runs (drawing and panel
+//! building in [`crate::tui::compare`]); its toggles, exports and panel cache.
+
+use crate::store::RunRecord;
+use crate::tui::app::{export_path, App};
+use crate::tui::compare::{self, Options, Panel};
+use crate::tui::component::Component;
+use crate::tui::keys::{cmd, hint, Action, Command, Key};
+use crate::tui::layout::Areas;
+use crate::tui::service::Request;
+use ratatui::crossterm::event::KeyCode;
+use ratatui::layout::Rect;
+use ratatui::widgets::{Paragraph, Wrap};
+use ratatui::Frame;
+use std::cell::RefCell;
+use std::rc::Rc;
+
+/// The Compare screen.
+pub struct Compare;
+
+/// What the cached panels were built from: run ids, data version, toggles.
+pub type CompareKey = (Vec<i64>, u64, Options);
+
+/// The toggles, and the panels last built (rebuilt only when their inputs change; filled
+/// while drawing through a shared reference, as a cache that changes no visible state).
+#[derive(Default)]
+pub struct CompareState {
+    pub options: Options,
+    cache: RefCell<Option<(CompareKey, Rc<Vec<Panel>>)>>,
+}
+
+const COMMANDS: &[Command] = &[
+    hint(&[Key::char('m')], "m", "smoothing", "smoothing of the step curves on / off", Action::ToggleSmooth),
+    hint(&[Key::char('w')], "w", "x axis", "x axis: step or wall time", Action::ToggleWallTime),
+    hint(&[Key::char('l')], "l", "log y", "logarithmic y axis on / off", Action::ToggleLogY),
+    cmd(&[Key::char('p')], "p", "export the panels as PNG in the current directory", Action::ExportPng),
+    cmd(&[Key::char('P')], "P", "export the panels as SVG in the current directory", Action::ExportSvg),
+    cmd(&[Key::plain(KeyCode::Esc)], "Esc", "back to Runs", Action::Back),
+];
+
+impl Component for Compare {
+    fn commands(&self) -> &'static [Command] {
+        COMMANDS
+    }
+
+    fn act(&self, app: &mut App, action: Action) {
+        let options = &mut app.compare.options;
+        match action {
+            Action::ToggleSmooth => options.smooth = !options.smooth,
+            Action::ToggleWallTime => options.wall_time = !options.wall_time,
+            Action::ToggleLogY => options.log_y = !options.log_y,
+            Action::ExportPng | Action::ExportSvg => {
+                let ids = app.compared_runs();
+                if ids.is_empty() {
+                    app.say("no runs to export: mark some on the Runs screen with space", true);
+                    return;
+                }
+                let ext = if action == Action::ExportPng { "png" } else { "svg" };
+                app.send(Request::ExportPlot { runs: ids, out: export_path("compare", ext) });
+            }
+            _ => {}
+        }
+    }
+
+    fn draw(&self, frame: &mut Frame, area: Rect, app: &App, _: &Areas) {
+        if app.compared_runs().is_empty() {
+            let text =
+                "Nothing to compare: mark runs on the Runs screen with space (or put the cursor on one), then press c.";
+            frame.render_widget(Paragraph::new(text).wrap(Wrap { trim: true }), area);
+            return;
+        }
+        let (legend, panels) = panels(app);
+        compare::draw(frame, area, &legend, &panels, app.compare.options);
+    }
+}
+
+/// The legend and the panels of the compared runs, from the cache when nothing changed.
+pub fn panels(app: &App) -> (Vec<String>, Rc<Vec<Panel>>) {
+    let ids = app.compared_runs();
+    let records: Vec<&RunRecord> = ids.iter().filter_map(|id| app.snapshot.run(*id)).collect();
+    let legend = crate::plot::run_legend(&records);
+    let key = (ids.clone(), app.data_version, app.compare.options);
+    let mut cache = app.compare.cache.borrow_mut();
+    if cache.as_ref().map(|(k, _)| k) != Some(&key) {
+        let inputs: Vec<compare::Input> =
+            records.iter().map(|r| compare::Input { record: r, data: app.details.get(&r.id) }).collect();
+        *cache = Some((key, Rc::new(compare::panels(&inputs, app.compare.options))));
+    }
+    (legend, cache.as_ref().expect("just filled").1.clone())
+}

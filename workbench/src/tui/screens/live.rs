@@ -1,0 +1,162 @@
+//! The Live screen: the running (and recent) runs, and for the chosen one its progress, rate
+//! and ETA, loss and metric curves, where its worker runs and its last log lines.
+
+use crate::store::MetricRow;
+use crate::tui::app::App;
+use crate::tui::compare;
+use crate::tui::component::Component;
+use crate::tui::keys::{cmd, hint, Action, Command, Key};
+use crate::tui::layout::Areas;
+use crate::tui::runs::format_duration;
+use crate::tui::ui::status_colour;
+use ratatui::crossterm::event::KeyCode;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::{Color, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Borders, Gauge, List, ListItem, Paragraph, Wrap};
+use ratatui::Frame;
+
+/// The Live screen.
+pub struct Live;
+
+/// The run the Live screen shows.
+#[derive(Debug, Clone, Default)]
+pub struct LiveState {
+    /// Chosen with j/k or Enter on the Runs screen; default: the first running run.
+    pub run: Option<i64>,
+}
+
+const COMMANDS: &[Command] = &[
+    hint(&[Key::char('j'), Key::plain(KeyCode::Down)], "j, ↓", "another run", "next run", Action::Down(1)),
+    cmd(&[Key::char('k'), Key::plain(KeyCode::Up)], "k, ↑", "previous run", Action::Up(1)),
+    hint(&[Key::char('x')], "x", "stop", "stop the run, after confirmation", Action::StopRun),
+    cmd(&[Key::plain(KeyCode::Esc)], "Esc", "back to Runs", Action::Back),
+];
+
+impl Component for Live {
+    fn commands(&self) -> &'static [Command] {
+        COMMANDS
+    }
+
+    fn act(&self, app: &mut App, action: Action) {
+        let ids: Vec<i64> = app.live_candidates().iter().map(|r| r.id).collect();
+        let at = app.live_id().and_then(|id| ids.iter().position(|i| *i == id)).unwrap_or(0);
+        match action {
+            Action::Down(n) if !ids.is_empty() => app.live.run = Some(ids[(at + n).min(ids.len() - 1)]),
+            Action::Up(n) if !ids.is_empty() => app.live.run = Some(ids[at.saturating_sub(n)]),
+            Action::StopRun => super::runs::ask_cancel(app, app.live_id()),
+            _ => {}
+        }
+    }
+
+    fn draw(&self, frame: &mut Frame, area: Rect, app: &App, _: &Areas) {
+        draw_live(frame, area, app)
+    }
+}
+
+/// Steps per second over the last stretch of the train curve, and the ETA in seconds.
+pub fn rate_and_eta(metrics: &[MetricRow], last_step: u64, total: Option<u64>) -> Option<(f64, Option<f64>)> {
+    let train: Vec<&MetricRow> =
+        metrics.iter().filter(|m| m.split == "train" && m.name == "loss" && m.wall_time.is_finite()).collect();
+    let last = train.iter().max_by_key(|m| m.step)?;
+    let window = last.step.saturating_sub(50);
+    let first = train.iter().filter(|m| m.step >= window && m.step < last.step).min_by_key(|m| m.step)?;
+    let dt = last.wall_time - first.wall_time;
+    if dt <= 0.0 {
+        return None;
+    }
+    let rate = (last.step - first.step) as f64 / dt;
+    Some((rate, total.map(|t| t.saturating_sub(last_step) as f64 / rate)))
+}
+
+fn draw_live(frame: &mut Frame, area: Rect, app: &App) {
+    let [list_area, main] = Layout::horizontal([Constraint::Length(30), Constraint::Min(0)]).areas(area);
+    let candidates = app.live_candidates();
+    let live = app.live_id();
+    let items: Vec<ListItem> = candidates
+        .iter()
+        .map(|r| {
+            let mark = if Some(r.id) == live { "▶ " } else { "  " };
+            ListItem::new(Line::from(vec![
+                Span::raw(format!("{mark}{:>4} ", r.id)),
+                Span::raw(format!("{:<12.12} ", r.layer.name)),
+                Span::styled(r.status.as_str(), Style::default().fg(status_colour(r.status))),
+            ]))
+        })
+        .collect();
+    frame.render_widget(List::new(items).block(Block::default().borders(Borders::ALL).title("runs")), list_area);
+    let Some(run) = live.and_then(|id| app.snapshot.run(id)) else {
+        frame.render_widget(
+            Paragraph::new("No runs yet: launch one (n on the Runs screen, or the Launch screen).")
+                .block(Block::default().borders(Borders::ALL)),
+            main,
+        );
+        return;
+    };
+    let data = app.details.get(&run.id);
+    let [gauge_area, info_area, charts, logs] =
+        Layout::vertical([Constraint::Length(3), Constraint::Length(2), Constraint::Min(6), Constraint::Length(8)])
+            .areas(main);
+    let total = run.total_steps.unwrap_or(0);
+    let ratio = if total > 0 { (run.last_step as f64 / total as f64).clamp(0.0, 1.0) } else { 0.0 };
+    let rate = data.and_then(|d| rate_and_eta(&d.metrics, run.last_step, run.total_steps));
+    let mut label = format!("step {}/{}", run.last_step, total);
+    if let Some((r, eta)) = rate {
+        label.push_str(&format!(" · {r:.2} steps/s"));
+        if let (Some(eta), false) = (eta, run.status.is_terminal()) {
+            label.push_str(&format!(" · ETA {}", format_duration(eta)));
+        }
+    }
+    let title = format!("run {}: {} on {} ({})", run.id, run.layer.name, run.task.name, run.status);
+    frame.render_widget(
+        Gauge::default()
+            .block(Block::default().borders(Borders::ALL).title(title))
+            .gauge_style(Style::default().fg(status_colour(run.status)))
+            .ratio(ratio)
+            .label(label),
+        gauge_area,
+    );
+    let mut info = vec![];
+    if let Some(p) = run.param_count {
+        info.push(format!("{p} parameters"));
+    }
+    if let Some(loss) = app.snapshot.train_loss(run.id) {
+        info.push(format!("train loss {:.4}", loss.last));
+    }
+    if let Some((name, v)) = app.snapshot.best_headline(run) {
+        info.push(format!("best {name} {v:.4}"));
+    }
+    let mut lines = vec![Line::from(info.join(" · "))];
+    if let Some(e) = &run.error {
+        lines.push(Line::from(Span::styled(e.clone(), Style::default().fg(Color::Red))));
+    }
+    if let Some(cause) = &run.supervision.cause {
+        lines.push(Line::from(Span::styled(format!("cause: {cause}"), Style::default().fg(Color::Red))));
+    }
+    let s = &run.supervision;
+    if let (Some(host), Some(pid)) = (&s.host, run.worker_pid) {
+        let job = match (&s.executor, &s.job_id) {
+            (Some(e), Some(j)) => format!(", {e} job {j}"),
+            _ => String::new(),
+        };
+        lines.push(Line::from(format!("worker: process {pid} on {host}{job}")));
+    }
+    frame.render_widget(Paragraph::new(lines).wrap(Wrap { trim: true }), info_area);
+    let inputs = [compare::Input { record: run, data }];
+    let panels = compare::panels(&inputs, compare::Options::default());
+    let [a, b] = Layout::horizontal([Constraint::Ratio(1, 2), Constraint::Ratio(1, 2)]).areas(charts);
+    compare::draw_panel(frame, a, &panels[0]);
+    compare::draw_panel(frame, b, &panels[1]);
+    let log_lines: Vec<Line> = data
+        .map(|d| {
+            d.logs
+                .iter()
+                .rev()
+                .take(logs.height.saturating_sub(2) as usize)
+                .rev()
+                .map(|l| Line::from(l.clone()))
+                .collect()
+        })
+        .unwrap_or_default();
+    frame.render_widget(Paragraph::new(log_lines).block(Block::default().borders(Borders::ALL).title("log")), logs);
+}

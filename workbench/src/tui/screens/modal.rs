@@ -1,0 +1,115 @@
+//! The dialogs over a screen: a confirmation before something is lost, and the notes and
+//! tags editor. While one is open it takes every key.
+
+use crate::tui::app::{App, Confirmed, Modal};
+use crate::tui::service::Request;
+use crate::tui::ui::{bold, centred, dim};
+use ratatui::crossterm::event::{KeyCode, KeyEvent};
+use ratatui::style::{Color, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Borders, Clear, Paragraph, Wrap};
+use ratatui::Frame;
+
+/// A key while `modal` is open (taken out of the app; put back unless the key closes it).
+pub fn key(app: &mut App, modal: Modal, key: KeyEvent) {
+    match modal {
+        Modal::Confirm { action, question } => match key.code {
+            KeyCode::Char('y') | KeyCode::Char('Y') => match action {
+                Confirmed::Delete(ids) => {
+                    app.runs.selected.retain(|id| !ids.contains(id));
+                    app.send(Request::Delete(ids));
+                }
+                Confirmed::Cancel(id) => app.send(Request::Cancel(id)),
+            },
+            KeyCode::Char('n') | KeyCode::Esc => {}
+            _ => app.modal = Some(Modal::Confirm { question, action }),
+        },
+        Modal::Annotate { id, mut notes, mut tags, mut on_tags } => {
+            match key.code {
+                KeyCode::Esc => return,
+                KeyCode::Enter => {
+                    let tags: Vec<String> =
+                        tags.split(',').map(|t| t.trim().to_string()).filter(|t| !t.is_empty()).collect();
+                    app.send(Request::Annotate { id, notes, tags });
+                    return;
+                }
+                KeyCode::Tab | KeyCode::BackTab | KeyCode::Up | KeyCode::Down => on_tags = !on_tags,
+                KeyCode::Backspace => {
+                    if on_tags {
+                        tags.pop()
+                    } else {
+                        notes.pop()
+                    };
+                }
+                KeyCode::Char(c) => {
+                    if on_tags {
+                        tags.push(c)
+                    } else {
+                        notes.push(c)
+                    }
+                }
+                _ => {}
+            }
+            app.modal = Some(Modal::Annotate { id, notes, tags, on_tags });
+        }
+    }
+}
+
+/// Draws the open dialog over the frame.
+pub fn draw(frame: &mut Frame, modal: &Modal) {
+    let area = frame.area();
+    match modal {
+        Modal::Confirm { question, .. } => {
+            // Tall enough for the whole question: it names every run it acts on.
+            let lines = super::help::wrap(question, 68).len() as u16;
+            let rect = centred(area, 72, lines + 5);
+            frame.render_widget(Clear, rect);
+            let text = vec![
+                Line::from(question.clone()),
+                Line::from(""),
+                Line::from(vec![
+                    Span::styled("y", bold().fg(Color::Cyan)),
+                    Span::raw(" yes    "),
+                    Span::styled("n / Esc", bold().fg(Color::Cyan)),
+                    Span::raw(" no"),
+                ]),
+            ];
+            frame.render_widget(
+                Paragraph::new(text).wrap(Wrap { trim: true }).block(
+                    Block::default()
+                        .borders(Borders::ALL)
+                        .title("Confirm")
+                        .border_style(Style::default().fg(Color::Yellow)),
+                ),
+                rect,
+            );
+        }
+        Modal::Annotate { id, notes, tags, on_tags } => {
+            let rect = centred(area, 70, 9);
+            frame.render_widget(Clear, rect);
+            let field = |label: &str, value: &str, focused: bool| {
+                Line::from(vec![
+                    Span::styled(format!("{label:<7}"), bold()),
+                    Span::styled(
+                        format!("{value}{}", if focused { "▏" } else { "" }),
+                        if focused { Style::default().fg(Color::Cyan) } else { Style::default() },
+                    ),
+                ])
+            };
+            let text = vec![
+                field("notes", notes, !on_tags),
+                Line::from(""),
+                field("tags", tags, *on_tags),
+                Line::from(Span::styled("       comma-separated", dim())),
+                Line::from(""),
+                Line::from(Span::styled("Tab switch field · Enter save · Esc cancel", dim())),
+            ];
+            frame.render_widget(
+                Paragraph::new(text)
+                    .wrap(Wrap { trim: false })
+                    .block(Block::default().borders(Borders::ALL).title(format!("Run {id}: notes and tags"))),
+                rect,
+            );
+        }
+    }
+}

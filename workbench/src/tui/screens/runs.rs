@@ -1,0 +1,396 @@
+//! The Runs screen: the table of every run, its filter box, sort, marks, notes, delete, stop,
+//! requeue and pause. The table's model (filter terms, columns, sort) is [`crate::tui::runs`].
+
+use crate::ops::launch as ops_launch;
+use crate::store::RunStatus;
+use crate::tui::app::{now, App, Confirmed, Modal, Screen};
+use crate::tui::component::Component;
+use crate::tui::experiment::DEFAULT_EXPERIMENT;
+use crate::tui::keys::{cmd, hint, Action, Command, Key};
+use crate::tui::layout::Areas;
+pub use crate::tui::runs::RunsState;
+use crate::tui::runs::{cell, Column};
+use crate::tui::service::Request;
+use crate::tui::ui::{bold, centred, dim, status_colour};
+use ratatui::crossterm::event::{KeyCode, KeyEvent};
+use ratatui::layout::Rect;
+use ratatui::style::{Color, Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Borders, Cell, Paragraph, Row, Table, TableState, Wrap};
+use ratatui::Frame;
+
+/// The Runs screen.
+pub struct Runs;
+
+const COMMANDS: &[Command] = &[
+    hint(&[Key::char('j'), Key::plain(KeyCode::Down)], "j, ↓", "move", "next run", Action::Down(1)),
+    cmd(&[Key::char('k'), Key::plain(KeyCode::Up)], "k, ↑", "previous run", Action::Up(1)),
+    cmd(&[Key::plain(KeyCode::PageDown)], "PgDn", "ten runs down", Action::Down(10)),
+    cmd(&[Key::plain(KeyCode::PageUp)], "PgUp", "ten runs up", Action::Up(10)),
+    cmd(&[Key::char('g'), Key::plain(KeyCode::Home)], "g, Home", "first run", Action::Top),
+    cmd(&[Key::char('G'), Key::plain(KeyCode::End)], "G, End", "last run", Action::Bottom),
+    hint(
+        &[Key::char(' ')],
+        "space",
+        "mark",
+        "mark or unmark the run for Compare and Ablation, then move to the next run",
+        Action::ToggleMark,
+    ),
+    cmd(
+        &[Key::char('a')],
+        "a",
+        "mark every visible run (again: unmark them); marks on runs the filter hides are kept but not used",
+        Action::ToggleMarkAll,
+    ),
+    hint(
+        &[Key::char('/')],
+        "/",
+        "filter",
+        "filter: status:S layer:L task:T plugin:P tag:T sweep:N key=value (by value: lr=1e-3 finds 0.001) \
+         or any word; Enter keeps the filter, Esc clears it",
+        Action::Filter,
+    ),
+    cmd(&[Key::plain(KeyCode::Esc)], "Esc", "clear the filter", Action::ClearFilter),
+    cmd(&[Key::char('s')], "s", "sort by the next column (or click a header)", Action::SortNext),
+    cmd(&[Key::char('S')], "S", "reverse the sort", Action::SortReverse),
+    hint(
+        &[Key::plain(KeyCode::Enter)],
+        "Enter",
+        "live",
+        "watch the run live (on an empty database: launch the default experiment)",
+        Action::OpenRun,
+    ),
+    hint(&[Key::char('n')], "n", "new run", "launch a new run (the Launch screen)", Action::NewRun),
+    cmd(&[Key::char('e')], "e", "edit the run's notes and tags", Action::Annotate),
+    cmd(&[Key::char('d')], "d", "delete the run under the cursor, after confirmation", Action::DeleteCursor),
+    cmd(&[Key::char('D')], "D", "delete the marked runs the filter shows, after confirmation", Action::DeleteMarked),
+    cmd(&[Key::char('x')], "x", "stop a running run or cancel a queued one, after confirmation", Action::StopRun),
+    cmd(
+        &[Key::char('r')],
+        "r",
+        "requeue an interrupted or failed run (it continues from its checkpoint)",
+        Action::Requeue,
+    ),
+    cmd(&[Key::char('p')], "p", "pause or release a queued run", Action::Pause),
+    cmd(&[Key::char('P')], "P", "pause or release every queued run of its sweep", Action::PauseSweep),
+];
+
+impl Component for Runs {
+    fn commands(&self) -> &'static [Command] {
+        COMMANDS
+    }
+
+    fn act(&self, app: &mut App, action: Action) {
+        let empty = app.snapshot.loaded && app.snapshot.runs.is_empty();
+        match action {
+            Action::OpenRun if empty => launch_default(app),
+            Action::OpenRun => {
+                app.live.run = app.cursor_run().map(|r| r.id);
+                app.screen = Screen::Live;
+            }
+            Action::NewRun => app.screen = Screen::Launch,
+            Action::Down(n) => move_cursor(app, n as isize),
+            Action::Up(n) => move_cursor(app, -(n as isize)),
+            Action::Top => app.runs.cursor = 0,
+            Action::Bottom => move_cursor(app, isize::MAX / 2),
+            Action::Filter => app.runs.filtering = true,
+            Action::ClearFilter => app.runs.filter.clear(),
+            Action::ToggleMark => {
+                if let Some(id) = app.cursor_run().map(|r| r.id) {
+                    if !app.runs.selected.remove(&id) {
+                        app.runs.selected.insert(id);
+                    }
+                    move_cursor(app, 1);
+                }
+            }
+            Action::ToggleMarkAll => {
+                // Only the visible runs: the filter decides what `a` touches.
+                let visible: Vec<i64> = app.visible_runs().iter().map(|r| r.id).collect();
+                if visible.iter().all(|id| app.runs.selected.contains(id)) {
+                    app.runs.selected.retain(|id| !visible.contains(id));
+                } else {
+                    app.runs.selected.extend(visible);
+                }
+            }
+            Action::SortNext => cycle_sort(app),
+            Action::SortReverse => app.runs.descending = !app.runs.descending,
+            Action::Annotate => {
+                if let Some(r) = app.cursor_run() {
+                    app.modal = Some(Modal::Annotate {
+                        id: r.id,
+                        notes: r.notes.clone(),
+                        tags: r.tags.join(", "),
+                        on_tags: false,
+                    });
+                }
+            }
+            Action::DeleteCursor => {
+                if let Some(id) = app.cursor_run().map(|r| r.id) {
+                    app.modal = Some(Modal::Confirm {
+                        question: format!(
+                            "Delete run {id} (the run under the cursor) and all its metrics, diagnostics and logs?"
+                        ),
+                        action: Confirmed::Delete(vec![id]),
+                    });
+                }
+            }
+            Action::DeleteMarked => {
+                let ids = app.marked_visible();
+                if ids.is_empty() {
+                    app.say(
+                        "no marked runs to delete: mark some with space (d deletes the run under the cursor)",
+                        true,
+                    );
+                    return;
+                }
+                let list = ids.iter().map(|i| i.to_string()).collect::<Vec<_>>().join(", ");
+                let hidden = match app.marked_hidden() {
+                    0 => String::new(),
+                    n => format!(" ({n} marked runs hidden by the filter are kept)"),
+                };
+                app.modal = Some(Modal::Confirm {
+                    question: format!(
+                        "Delete the {} marked runs {list} and all their metrics, diagnostics and logs?{hidden}",
+                        ids.len()
+                    ),
+                    action: Confirmed::Delete(ids),
+                });
+            }
+            Action::StopRun => ask_cancel(app, app.cursor_run().map(|r| r.id)),
+            Action::Pause | Action::PauseSweep => {
+                if let Some(r) = app.cursor_run() {
+                    app.send(Request::Pause { id: r.id, sweep: action == Action::PauseSweep });
+                }
+            }
+            Action::Requeue => {
+                if let Some(r) = app.cursor_run() {
+                    if matches!(r.status, RunStatus::Interrupted | RunStatus::Failed) {
+                        app.send(Request::Resume(r.id));
+                    } else {
+                        let text = format!("run {} is {}: only interrupted or failed runs resume", r.id, r.status);
+                        app.say(text, true);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn draw(&self, frame: &mut Frame, area: Rect, app: &App, areas: &Areas) {
+        draw(frame, area, app, areas)
+    }
+}
+
+/// A key while typing into the filter box: Enter keeps the filter, Esc leaves and clears it.
+pub fn filter_key(app: &mut App, key: KeyEvent) {
+    match key.code {
+        KeyCode::Enter => app.runs.filtering = false,
+        KeyCode::Esc => {
+            app.runs.filtering = false;
+            app.runs.filter.clear();
+        }
+        KeyCode::Backspace => {
+            app.runs.filter.pop();
+        }
+        KeyCode::Char(c) => app.runs.filter.push(c),
+        _ => {}
+    }
+    app.runs.cursor = 0;
+}
+
+fn move_cursor(app: &mut App, delta: isize) {
+    let n = app.visible_runs().len();
+    if n > 0 {
+        app.runs.cursor = (app.runs.cursor as isize).saturating_add(delta).clamp(0, n as isize - 1) as usize;
+    }
+}
+
+fn cycle_sort(app: &mut App) {
+    let table = app.runs.table(&app.snapshot, now());
+    let titles: Vec<String> = table.columns.iter().map(|c| c.title()).collect();
+    let next = match &app.runs.sort {
+        None => 0,
+        Some(s) => titles.iter().position(|t| t == s).map_or(0, |i| (i + 1) % titles.len()),
+    };
+    app.runs.sort = titles.get(next).cloned();
+}
+
+/// Asks before stopping run `id` (the Runs and Live screens' `x`).
+pub fn ask_cancel(app: &mut App, id: Option<i64>) {
+    let Some(run) = id.and_then(|id| app.snapshot.run(id)) else { return };
+    if run.status.is_terminal() {
+        let text = format!("run {} is {}: nothing to cancel", run.id, run.status);
+        app.say(text, true);
+        return;
+    }
+    app.modal = Some(Modal::Confirm {
+        question: format!("Stop run {}? It becomes `interrupted` and keeps its data; `r` resumes it.", run.id),
+        action: Confirmed::Cancel(run.id),
+    });
+}
+
+/// Launches the default experiment (the welcome screen's Enter).
+pub fn launch_default(app: &mut App) {
+    let overrides = DEFAULT_EXPERIMENT.override_list();
+    let mut runs = Vec::new();
+    for layer in DEFAULT_EXPERIMENT.layers {
+        match ops_launch::resolve_run(&app.host, layer, DEFAULT_EXPERIMENT.task, &overrides) {
+            Ok(r) => runs.push(r),
+            Err(e) => {
+                app.say(format!("cannot launch the default experiment: {e:#}"), true);
+                return;
+            }
+        }
+    }
+    app.runs.selected.clear();
+    app.send(Request::Launch(runs));
+    app.say(format!("launched {} ({})", DEFAULT_EXPERIMENT.what(), DEFAULT_EXPERIMENT.size()), false);
+}
+
+/// A left click at (x, y): on a header sorts by that column (again: reverses), on a row
+/// moves the cursor there.
+pub fn click(app: &mut App, x: u16, y: u16) {
+    let Some(table) = app.areas.runs.clone() else { return };
+    if !table.table.contains((x, y).into()) {
+        return;
+    }
+    if y == table.table.y {
+        if let Some(i) = table.columns.iter().position(|(a, b)| (*a..*b).contains(&x)) {
+            let titles: Vec<String> = app.runs.table(&app.snapshot, now()).columns.iter().map(|c| c.title()).collect();
+            if let Some(t) = titles.get(i) {
+                if app.runs.sort.as_ref() == Some(t) {
+                    app.runs.descending = !app.runs.descending;
+                } else {
+                    app.runs.sort = Some(t.clone());
+                }
+            }
+        }
+    } else {
+        let row = (y - table.table.y - 1) as usize + table.offset;
+        if row < app.visible_runs().len() {
+            app.runs.cursor = row;
+        }
+    }
+}
+
+/// The width of each column of the runs table (the layout computes it once per frame).
+pub fn column_widths(app: &App) -> Vec<u16> {
+    let now = now();
+    let table = app.runs.table(&app.snapshot, now);
+    table
+        .columns
+        .iter()
+        .map(|c| {
+            let longest = table
+                .runs
+                .iter()
+                .zip(&table.flat)
+                .map(|(r, f)| cell(c, r, f, &app.snapshot, now).chars().count())
+                .max()
+                .unwrap_or(0);
+            let cap = match c {
+                Column::Key(_) | Column::Layer | Column::Task => 16,
+                Column::Best | Column::Tags => 22,
+                _ => 14,
+            };
+            (longest.max(c.title().chars().count() + 1)).min(cap) as u16
+        })
+        .collect()
+}
+
+fn draw_welcome(frame: &mut Frame, area: Rect) {
+    let key = |k: &'static str| Span::styled(k, bold().fg(Color::Cyan));
+    let text = vec![
+        Line::from(Span::styled("Welcome to the energy-layer workbench", bold())),
+        Line::from(""),
+        Line::from("There are no runs in this database yet."),
+        Line::from(""),
+        Line::from(vec![key("Enter"), Span::raw("  launch the default experiment:")]),
+        Line::from(format!("       {}", DEFAULT_EXPERIMENT.what())),
+        Line::from(format!("       ({})", DEFAULT_EXPERIMENT.size())),
+        Line::from(vec![key("n"), Span::raw("      choose a layer, a task and their settings")]),
+        Line::from(vec![key("?"), Span::raw("      every key of this screen")]),
+        Line::from(vec![key("q"), Span::raw("      quit")]),
+    ];
+    let rect = centred(area, 72, 14);
+    frame.render_widget(
+        Paragraph::new(text).block(Block::default().borders(Borders::ALL)).wrap(Wrap { trim: false }),
+        rect,
+    );
+}
+
+fn draw(frame: &mut Frame, area: Rect, app: &App, areas: &Areas) {
+    if !app.snapshot.loaded {
+        frame.render_widget(Paragraph::new("reading the run database…").style(dim()), area);
+        return;
+    }
+    let Some(layout) = &areas.runs else {
+        draw_welcome(frame, area);
+        return;
+    };
+    let now = now();
+    let table = app.runs.table(&app.snapshot, now);
+    let cursor = app.runs.cursor.min(table.runs.len().saturating_sub(1));
+    let sort_mark = |c: &Column| match &app.runs.sort {
+        Some(s) if *s == c.title() => {
+            if app.runs.descending {
+                " ▼"
+            } else {
+                " ▲"
+            }
+        }
+        _ => "",
+    };
+    let header = Row::new(
+        std::iter::once(Cell::from(" "))
+            .chain(table.columns.iter().map(|c| Cell::from(format!("{}{}", c.title(), sort_mark(c)))))
+            .collect::<Vec<_>>(),
+    )
+    .style(bold().fg(Color::Cyan));
+    let rows: Vec<Row> = table
+        .runs
+        .iter()
+        .zip(&table.flat)
+        .map(|(r, f)| {
+            let mark = if app.runs.selected.contains(&r.id) { "●" } else { " " };
+            let mut cells = vec![Cell::from(mark).style(Style::default().fg(Color::Cyan))];
+            for c in &table.columns {
+                let style = match c {
+                    Column::Status => Style::default().fg(status_colour(r.status)),
+                    _ => Style::default(),
+                };
+                cells.push(Cell::from(cell(c, r, f, &app.snapshot, now)).style(style));
+            }
+            Row::new(cells)
+        })
+        .collect();
+    let mut constraints = vec![ratatui::layout::Constraint::Length(1)];
+    constraints.extend(layout.widths.iter().map(|w| ratatui::layout::Constraint::Length(*w)));
+    let widget = Table::new(rows, constraints)
+        .header(header)
+        .column_spacing(1)
+        .row_highlight_style(Style::default().bg(Color::Rgb(40, 40, 60)).add_modifier(Modifier::BOLD));
+    // The offset comes from the layout; the widget's own adjustment is thrown away with the
+    // local state, so what is drawn is what a click hits.
+    let mut state = TableState::default().with_selected(Some(cursor)).with_offset(layout.offset);
+    frame.render_stateful_widget(widget, layout.table, &mut state);
+    if layout.filter.height > 0 {
+        let cursor_mark = if app.runs.filtering { "▏" } else { "" };
+        let mut spans = vec![
+            Span::styled("/ ", bold().fg(Color::Cyan)),
+            Span::raw(format!("{}{cursor_mark}", app.runs.filter)),
+            Span::styled(format!("   {} of {} runs", table.runs.len(), app.snapshot.runs.len()), dim()),
+        ];
+        let hidden = app.marked_hidden();
+        if hidden > 0 {
+            spans.push(Span::styled(
+                format!(" · {hidden} marked runs hidden by the filter (not compared)"),
+                Style::default().fg(Color::Yellow),
+            ));
+        }
+        if app.runs.filtering {
+            spans.push(Span::styled("   Enter keeps · Esc clears", dim()));
+        }
+        frame.render_widget(Paragraph::new(Line::from(spans)), layout.filter);
+    }
+}
