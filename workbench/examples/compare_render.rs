@@ -45,6 +45,7 @@ fn record(id: i64) -> RunRecord {
         sweep: None,
         held: false,
         supervision: Default::default(),
+        damage: None,
     }
 }
 
@@ -109,7 +110,7 @@ fn main() {
 
     // A toggle rebuilds the panels from the raw rows (the cost after new data arrives).
     let start = Instant::now();
-    app.compare.smooth = !app.compare.smooth;
+    app.compare.options.smooth = !app.compare.options.smooth;
     terminal.draw(|f| ui::draw(f, &mut app)).expect("draw");
     let rebuild = start.elapsed().as_secs_f64() * 1e3;
 

@@ -476,6 +476,7 @@ mod tests {
             sweep: None,
             held: false,
             supervision: Default::default(),
+            damage: None,
         }
     }
 

@@ -663,6 +663,42 @@ async fn a_backup_holds_every_row(backend: Backend) {
     assert!(again.contains("the file exists"), "{again}");
 }
 
+/// A run whose stored configuration is not valid JSON is listed as damaged, with the reason,
+/// beside the others (it used to hide every run), and cannot be trained again.
+#[tokio::test]
+async fn a_run_with_a_damaged_configuration_is_shown_as_damaged_beside_the_others() {
+    let dir = TempDir::new("damaged");
+    let db = dir.db();
+    let store = Store::open(&db).await.unwrap();
+    let bad = store.create_run(&new_run(1)).await.unwrap();
+    let good = store.create_run(&new_run(2)).await.unwrap();
+    store.finish(bad, RunStatus::Failed, Some("x")).await.unwrap();
+    let mut conn = raw(&db).await;
+    sqlx::query("UPDATE runs SET config = '{\"layer\": ' WHERE id = ?").bind(bad).execute(&mut conn).await.unwrap();
+    conn.close().await.unwrap();
+
+    let runs = store.list_runs().await.unwrap();
+    assert_eq!(runs.len(), 2);
+    let damage = runs[0].damage.clone().unwrap_or_default();
+    assert!(damage.contains("configuration is not valid JSON"), "{damage}");
+    assert_eq!((runs[1].id, runs[1].damage.clone()), (good, None));
+    let refused = workbench::ops::runs::requeue(&store, bad).await.unwrap_err().to_string();
+    assert!(refused.contains("cannot be trained again") && refused.contains("not valid JSON"), "{refused}");
+    store.close().await;
+
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_workbench"))
+        .args(["runs"])
+        .env("WORKBENCH_DB", &db)
+        .env("WORKBENCH_NO_BUILD", "1")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(lines.iter().any(|l| l.trim_start().starts_with(&format!("{bad} ")) && l.contains("damaged")), "{text}");
+    assert!(lines.iter().any(|l| l.trim_start().starts_with(&format!("{good} ")) && l.contains("queued")), "{text}");
+}
+
 #[tokio::test]
 async fn unusable_paths_give_clear_errors() {
     let dir = TempDir::new("paths");

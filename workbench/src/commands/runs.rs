@@ -86,7 +86,7 @@ pub async fn list(store: &Store, as_json: bool) -> Result<i32> {
         println!(
             "{:>4}  {:<11}  {:<12}  {:<10}  {:>11}  {:>9}  {:>7}  {}",
             r.id,
-            r.status.as_str(),
+            if r.damage.is_some() { "damaged" } else { r.status.as_str() },
             r.layer.name,
             r.task.name,
             steps,
@@ -135,6 +135,9 @@ pub async fn show(store: &Store, id: i64, as_json: bool) -> Result<i32> {
         return Ok(0);
     }
     println!("run {}: {} — {} on {}", r.id, r.status, r.layer.name, r.task.name);
+    if let Some(damage) = &r.damage {
+        println!("damaged:  {damage}");
+    }
     if let Some(e) = &r.error {
         println!("error:    {e}");
     }

@@ -108,6 +108,9 @@ pub async fn toggle_hold(store: &Store, id: i64, whole_sweep: bool) -> Result<He
 /// Puts an interrupted or failed run back in the queue; the queue continues it from its last
 /// checkpoint.
 pub async fn requeue(store: &Store, id: i64) -> Result<()> {
+    if let Some(damage) = store.run(id).await?.damage {
+        bail!("run {id} cannot be trained again: {damage}");
+    }
     store.requeue(id).await?;
     Ok(())
 }

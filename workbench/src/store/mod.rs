@@ -252,9 +252,14 @@ impl Store {
         let status: String = self.get(row, "status")?;
         let status =
             status.parse::<RunStatus>().map_err(|_| self.corrupt(format!("run {id} has unknown status {status:?}")))?;
+        // A configuration or metric list that is not valid JSON damages this run only: it is
+        // read with what can be read, and says what is wrong.
+        let mut damage = Vec::new();
         let config: String = self.get(row, "config")?;
-        let config =
-            serde_json::from_str(&config).map_err(|e| self.corrupt(format!("run {id} has an invalid config: {e}")))?;
+        let config = serde_json::from_str(&config).unwrap_or_else(|e| {
+            damage.push(format!("its stored configuration is not valid JSON ({e})"));
+            serde_json::Value::Null
+        });
         let opt_u64 = |v: Option<i64>, what: &str| -> Result<Option<u64>, StoreError> {
             v.map(|v| self.to_u64(v, &format!("run {id} {what}"))).transpose()
         };
@@ -264,8 +269,10 @@ impl Store {
             .transpose()?;
         let tags: String = self.get(row, "tags")?;
         let specs: String = self.get(row, "metric_specs")?;
-        let metric_specs = serde_json::from_str(&specs)
-            .map_err(|e| self.corrupt(format!("run {id} has invalid metric_specs: {e}")))?;
+        let metric_specs = serde_json::from_str(&specs).unwrap_or_else(|e| {
+            damage.push(format!("its stored metric list is not valid JSON ({e})"));
+            Vec::new()
+        });
         Ok(RunRecord {
             id,
             status,
@@ -309,6 +316,7 @@ impl Store {
                 job_id: self.get(row, "job_id")?,
                 stop_requested: self.get(row, "stop_requested")?,
             },
+            damage: (!damage.is_empty()).then(|| damage.join("; ")),
         })
     }
 

@@ -162,6 +162,11 @@ pub struct RunRecord {
     /// Where and how its worker runs, its lease, and why it ended abnormally.
     #[serde(default)]
     pub supervision: Supervision,
+    /// Why part of the stored row could not be read (its configuration or metric list is
+    /// not valid JSON), if so. The run is still listed, so one damaged row hides nothing
+    /// else; it cannot be trained again.
+    #[serde(default)]
+    pub damage: Option<String>,
 }
 
 /// Who runs a run and how it is watched: the worker's host and its lease (heartbeats), the

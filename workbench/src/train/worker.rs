@@ -70,6 +70,9 @@ struct StopFlags<'a> {
 /// interrupted while this worker was frozen or cut off) it ends without writing to the run.
 pub async fn run(store: &Store, host: &PluginHost, run_id: i64, resume: bool) -> Result<()> {
     let record = store.run(run_id).await?;
+    if let Some(damage) = &record.damage {
+        anyhow::bail!("run {run_id} cannot be trained: {damage}; its data can still be read, exported or deleted");
+    }
     let config = RunConfig::from_json(&record.config)?;
     let pid = std::process::id();
     if restarted_by_scheduler(&record) {

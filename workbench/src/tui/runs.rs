@@ -187,6 +187,7 @@ pub fn cell(col: &Column, run: &RunRecord, flat: &BTreeMap<String, String>, snap
     match col {
         Column::Id => run.id.to_string(),
         Column::Status if run.held => "paused".into(),
+        Column::Status if run.damage.is_some() => "damaged".into(),
         Column::Status => run.status.to_string(),
         Column::Layer => run.layer.name.clone(),
         Column::Task => run.task.name.clone(),
@@ -232,6 +233,7 @@ mod tests {
             sweep: None,
             held: false,
             supervision: Default::default(),
+            damage: None,
         }
     }
 

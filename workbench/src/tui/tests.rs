@@ -40,6 +40,7 @@ fn record(id: i64, layer: &str, status: RunStatus, d: i64, seed: u64) -> RunReco
         sweep: None,
         held: false,
         supervision: Default::default(),
+        damage: None,
     }
 }
 
