@@ -55,13 +55,9 @@ pub struct HyperSetConfig {
 
 impl HyperSetConfig {
     /// Reads and checks the plugin's options; every refusal names the problem and the fix.
-    /// Keys the configuration lacks (one stored before an option existed) take their defaults.
-    pub fn from_config(given: &Config) -> Result<Self> {
-        let mut cfg = Config::defaults(&crate::params());
-        for (key, value) in &given.0 {
-            cfg.set(key, value.clone());
-        }
-        let cfg = &cfg;
+    /// `cfg` has every key of the schema (the contract fills in those a stored configuration
+    /// lacks: `Declaration::complete`).
+    pub fn from_config(cfg: &Config) -> Result<Self> {
         let step_sizes = match cfg.str("step_sizes")? {
             "learned" => StepSizeMode::Learned(StepNetForm::parse(cfg.str("step_net")?)?),
             "fixed" => StepSizeMode::Fixed(cfg.f64("step_c")?),

@@ -39,20 +39,17 @@ impl TransformerConfig {
     }
 }
 
-/// Reads `kernels`; configurations stored before the option existed get the default.
+/// Reads `kernels`.
 fn kernels_option(cfg: &Config) -> Result<Kernels> {
-    let Ok(name) = cfg.str("kernels") else { return Ok(Kernels::Fused) };
+    let name = cfg.str("kernels")?;
     Kernels::parse(name).ok_or_else(|| {
         config_error(format!("kernels = {name} is unknown; choose one of {}", Kernels::NAMES.join(" | ")))
     })
 }
 
-/// Reads `attention_sign`; configurations stored before the option existed lack the key and
-/// keep the standard sign.
+/// Reads `attention_sign` (`standard` is its default, so configurations stored before the
+/// option existed keep the standard sign).
 fn reversed_attention(cfg: &Config) -> Result<bool> {
-    if !cfg.0.contains_key("attention_sign") {
-        return Ok(false);
-    }
     match cfg.str("attention_sign")? {
         "standard" => Ok(false),
         "reversed" => Ok(true),
