@@ -2,5 +2,6 @@
 pub mod fetch;
 pub mod gp;
 pub mod images;
+pub mod seeding;
 pub mod sudoku;
 pub mod text;
