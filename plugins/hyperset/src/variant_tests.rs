@@ -4,7 +4,7 @@
 use crate::attention::{linear as linear_attention, sigmoid as sigmoid_attention, AttentionKind};
 use crate::block::{linear, split_heads};
 use crate::feedforward::FeedforwardKind;
-use crate::model::HyperSetConfig;
+use crate::config::HyperSetConfig;
 use crate::step_size::StepSize;
 use crate::test_support::{build, s, small};
 use plugin_api::candle::{DType, Device, Module, Tensor, Var, D};
