@@ -25,7 +25,6 @@ pub fn generate(seed: u64, count: usize, difficulty: Difficulty) -> Vec<Puzzle> 
         .collect()
 }
 
-
 fn generate_one<R: Rng + ?Sized>(rng: &mut R, difficulty: Difficulty) -> Puzzle {
     let solution = random_full_grid(rng);
     let target = match difficulty {

@@ -1,9 +1,9 @@
 //! One Hyper-SET iteration: an attention step then a feedforward step (seed 000, Eq. 9, 11).
 
 use crate::attention::{bisoftmax, AttentionKind};
+use crate::config::{HyperSetConfig, RMS_EPS};
 use crate::feedforward::FeedforwardKind;
 use crate::lora::DepthwiseLora;
-use crate::config::{HyperSetConfig, RMS_EPS};
 use crate::step_size::StepSize;
 use kernels::Kernels;
 use plugin_api::candle::Tensor;

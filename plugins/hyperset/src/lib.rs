@@ -43,8 +43,8 @@ mod step_size;
 mod verify;
 
 use attention::AttentionKind;
-use feedforward::FeedforwardKind;
 use config::HyperSetConfig;
+use feedforward::FeedforwardKind;
 use model::HyperSet;
 use plugin_api::{export_plugin, Declaration, ParamSpec, Result};
 use step_size::StepNetForm;

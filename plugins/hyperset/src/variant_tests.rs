@@ -3,8 +3,8 @@
 
 use crate::attention::{linear as linear_attention, sigmoid as sigmoid_attention, AttentionKind};
 use crate::block::{linear, split_heads};
-use crate::feedforward::FeedforwardKind;
 use crate::config::HyperSetConfig;
+use crate::feedforward::FeedforwardKind;
 use crate::step_size::StepSize;
 use crate::test_support::{build, s, small};
 use plugin_api::candle::{DType, Device, Module, Tensor, Var, D};

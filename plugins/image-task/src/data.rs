@@ -1,8 +1,8 @@
 //! The images of a run, their augmentation and their cutting into patch tokens.
 
 use crate::model::{ImageModel, ModelShape};
-use datasets::seeding::item_seed;
 use datasets::images::{patchify, CropFlip, ImageDataError, ImageSet, ImageSource, TrainTest};
+use datasets::seeding::item_seed;
 use plugin_api::candle::{Device, Tensor};
 use plugin_api::candle_nn::VarBuilder;
 use plugin_api::{config_error, Batch, Config, MetricSpec, PluginError, Result, Task, TaskInfo, TaskModel};

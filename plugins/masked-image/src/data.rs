@@ -2,8 +2,8 @@
 
 use crate::codebook::Codebook;
 use crate::model::{CodeGrid, MaskedImageModel};
-use datasets::seeding::{item_seed, splitmix64};
 use datasets::images::{patchify, ImageSet, ImageSource, TrainTest};
+use datasets::seeding::{item_seed, splitmix64};
 use plugin_api::candle::{Device, Tensor};
 use plugin_api::candle_nn::VarBuilder;
 use plugin_api::{config_error, Batch, Config, MetricSpec, PluginError, Result, Task, TaskInfo, TaskModel};

@@ -169,7 +169,8 @@ fn fused_kernels_match_the_composition() {
 /// plugin's declaration, with the same parameters as the defaults.
 #[test]
 fn configurations_without_the_newer_keys_build_with_their_defaults() {
-    let mut stored = config(&params(), &[("d", Value::Int(8)), ("heads", Value::Int(2)), ("iterations", Value::Int(2))]);
+    let mut stored =
+        config(&params(), &[("d", Value::Int(8)), ("heads", Value::Int(2)), ("iterations", Value::Int(2))]);
     stored.0.remove("kernels");
     stored.0.remove("attention_sign");
     let declaration = declare().unwrap();

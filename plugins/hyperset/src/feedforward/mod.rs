@@ -72,7 +72,13 @@ impl FeedforwardKind {
     /// `gain`: the activated units of Eq. 11. With fused kernels ReLU, GELU and softmax run
     /// their variant's fused op (`fused_normed` in its file); gated, and every variant with
     /// composed kernels, are built from candle's primitives.
-    pub fn normed_activation(self, hidden: &Tensor, gain: Option<&Tensor>, eps: f64, kernels: Kernels) -> Result<Tensor> {
+    pub fn normed_activation(
+        self,
+        hidden: &Tensor,
+        gain: Option<&Tensor>,
+        eps: f64,
+        kernels: Kernels,
+    ) -> Result<Tensor> {
         Ok(match (kernels, self) {
             (Kernels::Fused, FeedforwardKind::Relu) => relu::fused_normed(hidden, gain, eps)?,
             (Kernels::Fused, FeedforwardKind::Gelu) => gelu::fused_normed(hidden, gain, eps)?,
