@@ -3,5 +3,6 @@ pub mod fetch;
 pub mod files;
 pub mod gp;
 pub mod images;
+pub mod seeding;
 pub mod sudoku;
 pub mod text;

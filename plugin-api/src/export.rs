@@ -136,10 +136,17 @@ impl Declaration {
         self
     }
 
+    /// `config` with every key of the plugin's schema it lacks set to its default: how a
+    /// configuration stored before an option existed is read. Every call into the plugin
+    /// below passes its configuration through this first.
+    pub fn complete(&self, config: &Config) -> Config {
+        config.with_defaults(&self.params)
+    }
+
     /// Runs the plugin's configuration check, if it declared one.
     pub fn validate(&self, config: &Config) -> Result<()> {
         match &self.validator {
-            Some(validate) => validate(config),
+            Some(validate) => validate(&self.complete(config)),
             None => Ok(()),
         }
     }
@@ -152,18 +159,20 @@ impl Declaration {
         }
     }
 
-    /// Builds the layer (its parameters come from `vb`). Errors if this is a task plugin.
+    /// Builds the layer (its parameters come from `vb`) from the completed `config`. Errors if
+    /// this is a task plugin.
     pub fn build_layer(&self, config: &Config, vb: VarBuilder) -> Result<Box<dyn Layer>> {
         match &self.constructor {
-            Constructor::Layer(ctor) => ctor(config, vb),
+            Constructor::Layer(ctor) => ctor(&self.complete(config), vb),
             Constructor::Task(_) => Err(PluginError::Other(format!("`{}` is a task plugin, not a layer", self.name))),
         }
     }
 
-    /// Builds the task with the run's seed. Errors if this is a layer plugin.
+    /// Builds the task from the completed `config` with the run's seed. Errors if this is a
+    /// layer plugin.
     pub fn build_task(&self, config: &Config, seed: u64) -> Result<Box<dyn Task>> {
         match &self.constructor {
-            Constructor::Task(ctor) => ctor(config, seed),
+            Constructor::Task(ctor) => ctor(&self.complete(config), seed),
             Constructor::Layer(_) => Err(PluginError::Other(format!("`{}` is a layer plugin, not a task", self.name))),
         }
     }
@@ -276,4 +285,90 @@ macro_rules! export_plugin {
             &ENTRY
         }
     };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schema::Value;
+    use std::sync::{Arc, Mutex};
+
+    /// What a constructor or validator was given.
+    type Seen = Arc<Mutex<Vec<Config>>>;
+
+    fn schema() -> Vec<ParamSpec> {
+        vec![ParamSpec::int("d", 8, 1, 64, ""), ParamSpec::choice("kernels", "fused", &["fused", "composed"], "")]
+    }
+
+    /// A configuration stored before `kernels` existed.
+    fn stored() -> Config {
+        let mut cfg = Config::default();
+        cfg.set("d", Value::Int(4));
+        cfg
+    }
+
+    fn expected() -> Config {
+        let mut cfg = Config::defaults(&schema());
+        cfg.set("d", Value::Int(4));
+        cfg
+    }
+
+    struct Identity;
+
+    impl Layer for Identity {
+        fn width(&self) -> usize {
+            4
+        }
+        fn train_iterations(&self) -> usize {
+            1
+        }
+        fn forward(&self, x0: &Tensor, _pass: &mut Pass<'_>) -> Result<Tensor> {
+            Ok(x0.clone())
+        }
+    }
+
+    /// Never built: its constructor only records its configuration and refuses.
+    struct NoTask;
+
+    impl Task for NoTask {
+        fn info(&self) -> Result<TaskInfo> {
+            unreachable!()
+        }
+        fn train_batch(&self, _: u64, _: usize, _: &Device) -> Result<Batch> {
+            unreachable!()
+        }
+        fn eval_batches(&self, _: usize, _: usize, _: &Device) -> Result<Vec<Batch>> {
+            unreachable!()
+        }
+        fn build_model(&self, _: VarBuilder, _: usize) -> Result<Box<dyn TaskModel>> {
+            unreachable!()
+        }
+    }
+
+    /// Validator, layer constructor and task constructor all receive the stored
+    /// configuration with the missing key at its default.
+    #[test]
+    fn every_call_into_a_plugin_sees_missing_keys_at_their_defaults() {
+        let seen = Seen::default();
+        let (by_validator, by_ctor) = (seen.clone(), seen.clone());
+        let layer = Declaration::layer("l", "0", "", schema(), move |cfg: &Config, _vb| {
+            by_ctor.lock().unwrap().push(cfg.clone());
+            Ok(Identity)
+        })
+        .with_validator(move |cfg| {
+            by_validator.lock().unwrap().push(cfg.clone());
+            Ok(())
+        });
+        let by_task = seen.clone();
+        let task = Declaration::task("t", "0", "", schema(), move |cfg: &Config, _seed| -> Result<NoTask> {
+            by_task.lock().unwrap().push(cfg.clone());
+            Err(PluginError::Other("not built".into()))
+        });
+        layer.validate(&stored()).unwrap();
+        let vb = VarBuilder::zeros(candle_core::DType::F32, &Device::Cpu);
+        layer.build_layer(&stored(), vb).unwrap();
+        assert!(task.build_task(&stored(), 0).is_err());
+        assert_eq!(*seen.lock().unwrap(), vec![expected(); 3]);
+        assert_eq!(layer.complete(&stored()), expected());
+    }
 }

@@ -175,8 +175,14 @@ impl<B> BlockStack<B> {
     /// The block that produced the state after global iteration `t` of a pass of
     /// `iterations` iterations (block 0 for `t = 0`).
     pub fn at(&self, t: usize, iterations: usize) -> Result<&B> {
-        let (b, _) = BlockSchedule::new(iterations, self.blocks.len())?.locate(t);
-        Ok(&self.blocks[b])
+        Ok(self.locate(t, iterations)?.0)
+    }
+
+    /// As [`at`](Self::at), with the block-local iteration (1-based; `t = 0` maps to block
+    /// 0's first) for blocks whose weights or step sizes depend on it.
+    pub fn locate(&self, t: usize, iterations: usize) -> Result<(&B, usize)> {
+        let (b, local_t) = BlockSchedule::new(iterations, self.blocks.len())?.locate(t);
+        Ok((&self.blocks[b], local_t))
     }
 
     /// Runs a pass: `x_t = step(block(t), x_{t-1})` for `t = 1..=pass.iterations`, reporting
@@ -188,12 +194,23 @@ impl<B> BlockStack<B> {
         pass: &mut Pass<'_>,
         mut step: impl FnMut(&B, &Tensor) -> Result<Tensor>,
     ) -> Result<Tensor> {
+        self.run_local(x0, pass, |block, _, x| step(block, x))
+    }
+
+    /// As [`run`](Self::run), also giving `step` the block-local iteration `1..=I/k` (for
+    /// per-iteration weights such as depth-wise adapters, or step sizes of the iteration).
+    pub fn run_local(
+        &self,
+        x0: &Tensor,
+        pass: &mut Pass<'_>,
+        mut step: impl FnMut(&B, usize, &Tensor) -> Result<Tensor>,
+    ) -> Result<Tensor> {
         let schedule = BlockSchedule::new(pass.iterations, self.blocks.len())?;
         let mut x = x0.clone();
         pass.observe(0, &x)?;
         for t in 1..=pass.iterations {
-            let (b, _) = schedule.locate(t);
-            x = step(&self.blocks[b], &x)?;
+            let (b, local_t) = schedule.locate(t);
+            x = step(&self.blocks[b], local_t, &x)?;
             pass.observe(t, &x)?;
         }
         Ok(x)
@@ -278,6 +295,16 @@ mod tests {
         assert_eq!(x.to_vec1::<f32>().unwrap(), vec![4.0]);
         assert_eq!(*stack.at(0, 4).unwrap(), 0);
         assert_eq!(*stack.at(3, 4).unwrap(), 1);
+        assert_eq!(stack.locate(3, 4).map(|(b, local)| (*b, local)).unwrap(), (1, 1));
+        assert_eq!(stack.locate(4, 4).map(|(b, local)| (*b, local)).unwrap(), (1, 2));
+        let mut local = Vec::new();
+        stack
+            .run_local(&x0, &mut Pass::new(4), |_, t, x| {
+                local.push(t);
+                Ok(x.clone())
+            })
+            .unwrap();
+        assert_eq!(local, vec![1, 2, 1, 2]);
         assert!(stack.at(1, 3).is_err(), "3 iterations cannot be split over 2 blocks");
         let mut pass = Pass::new(3);
         assert!(stack.run(&x0, &mut pass, |_, x| Ok(x.clone())).is_err());

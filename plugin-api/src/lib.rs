@@ -10,6 +10,10 @@
 //!   and per-head projections so the host can record per-iteration diagnostics;
 //! - a **task** ([`Task`], [`TaskModel`]) owns data, embedding, head, loss and metrics.
 //!
+//! A configuration stored before a key was added lacks it; the declaration fills in its
+//! default before the plugin's validator or constructors run ([`Declaration::complete`]), so
+//! plugins read every key of their schema and need no fallbacks of their own.
+//!
 //! Rust has no stable ABI, so host and plugin must be built by the same rustc with the same
 //! candle and features: both sides carry a [`FINGERPRINT`] and the host refuses a mismatch.
 //! Every call into a plugin is wrapped in a panic guard ([`guard`]).

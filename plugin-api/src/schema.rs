@@ -2,6 +2,11 @@
 //!
 //! The host validates every `key=value` override against the schema before a run is stored,
 //! so a plugin's constructor only ever sees complete, well-typed, in-range values.
+//!
+//! A configuration stored before a key existed lacks that key. The contract fills it in:
+//! [`Config::with_defaults`] adds every missing key with its default, and
+//! [`Declaration`](crate::Declaration) does so before every call into a plugin (its
+//! validator and constructors), so plugins never handle a missing key themselves.
 
 use crate::error::{config_error, Result};
 use serde::{Deserialize, Serialize};
@@ -174,7 +179,8 @@ impl ParamSpec {
     }
 }
 
-/// Validated hyperparameter values, keyed by name. Every key of the schema is present.
+/// Validated hyperparameter values, keyed by name. Every key of the schema is present when a
+/// plugin receives it (missing keys are filled by [`Config::with_defaults`]).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Config(pub BTreeMap<String, Value>);
 
@@ -182,6 +188,17 @@ impl Config {
     /// The defaults of a schema.
     pub fn defaults(schema: &[ParamSpec]) -> Self {
         Config(schema.iter().map(|p| (p.name.clone(), p.default.clone())).collect())
+    }
+
+    /// This configuration with every key of `schema` it lacks set to the key's default, so
+    /// that one stored before an option existed reads as if the option had been left at its
+    /// default. Keys the schema does not declare are kept as they are.
+    pub fn with_defaults(&self, schema: &[ParamSpec]) -> Self {
+        let mut complete = self.clone();
+        for spec in schema {
+            complete.0.entry(spec.name.clone()).or_insert_with(|| spec.default.clone());
+        }
+        complete
     }
 
     /// Sets one value (already checked by the caller).
@@ -269,5 +286,20 @@ mod tests {
         assert_eq!(back.usize("d").unwrap(), 128);
         assert_eq!(back.f64("lr").unwrap(), 0.5);
         assert!(back.usize("a").is_err());
+    }
+
+    /// A configuration stored before `b` existed reads `b`'s default; stored values win over
+    /// defaults, and keys outside the schema stay.
+    #[test]
+    fn missing_keys_take_their_defaults() {
+        let schema = vec![ParamSpec::int("d", 128, 1, 4096, ""), ParamSpec::bool("b", false, "")];
+        let mut stored = Config::default();
+        stored.set("d", Value::Int(64));
+        stored.set("retired", Value::Str("kept".into()));
+        let read = stored.with_defaults(&schema);
+        assert_eq!(read.usize("d").unwrap(), 64);
+        assert!(!read.bool("b").unwrap());
+        assert_eq!(read.str("retired").unwrap(), "kept");
+        assert_eq!(Config::default().with_defaults(&schema), Config::defaults(&schema));
     }
 }

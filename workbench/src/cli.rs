@@ -328,6 +328,7 @@ fn quiet_on_closed_output(command: Option<&Command>) {
 /// Parses the command line and runs the command; returns the process exit code.
 pub fn main() -> i32 {
     let cli = Cli::parse();
+    crate::logging::init();
     tune_process(cli.command.as_ref());
     quiet_on_closed_output(cli.command.as_ref());
     let runtime = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
@@ -340,6 +341,7 @@ pub fn main() -> i32 {
     match runtime.block_on(run(cli)) {
         Ok(code) => code,
         Err(e) => {
+            // The command's result, printed whatever RUST_LOG filters (module `logging`).
             eprintln!("error: {e:#}");
             1
         }

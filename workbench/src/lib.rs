@@ -12,7 +12,8 @@
 //! - [`scaffold`] makes new plugin crates from templates (`workbench plugin new`);
 //! - [`ops`] are the operations on runs that the CLI and the TUI share;
 //! - [`tui`] is the terminal workbench;
-//! - [`commands`] and [`cli`] are the command line on top.
+//! - [`commands`] and [`cli`] are the command line on top;
+//! - [`logging`] prints their messages (`tracing`) on stderr, filtered by `RUST_LOG`.
 
 pub mod ablation;
 pub mod cli;
@@ -22,6 +23,7 @@ pub mod diagnostics;
 pub mod executor;
 pub mod figure;
 pub mod host;
+pub mod logging;
 pub mod ops;
 pub mod params;
 pub mod plot;

@@ -118,9 +118,10 @@ impl RunConfig {
         Ok(run)
     }
 
-    /// The trainer settings as typed values.
+    /// The trainer settings as typed values; keys a stored configuration lacks (it predates
+    /// them) take their defaults, as plugin keys do (`Config::with_defaults`).
     pub fn settings(&self) -> Result<TrainSettings> {
-        TrainSettings::from_config(&self.train)
+        TrainSettings::from_config(&self.train.with_defaults(&train_schema()))
     }
 
     /// JSON form stored in the run database.
@@ -207,8 +208,7 @@ impl TrainSettings {
             seed: c.i64("seed")? as u64,
             device: c.str("device")?.to_string(),
             checkpoint: c.bool("checkpoint")?,
-            // Runs stored before the option existed take its default.
-            threads: if c.0.contains_key("threads") { c.usize("threads")? } else { 0 },
+            threads: c.usize("threads")?,
         };
         if s.min_lr > s.lr {
             bail!("min_lr = {} is above lr = {}; the cosine schedule decays from lr to min_lr", s.min_lr, s.lr);
@@ -257,5 +257,26 @@ fn value_text(v: &serde_json::Value) -> String {
         serde_json::Value::String(s) => s.clone(),
         serde_json::Value::Object(o) if o.len() == 1 => value_text(o.values().next().unwrap()),
         other => other.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A run stored before `threads` existed reads it at its default (0: one per core).
+    #[test]
+    fn stored_train_configurations_without_newer_keys_take_their_defaults() {
+        let mut train = Config::defaults(&train_schema());
+        train.0.remove("threads");
+        let run = RunConfig {
+            layer: "hyperset".into(),
+            task: "sudoku".into(),
+            layer_config: Config::default(),
+            task_config: Config::default(),
+            train,
+        };
+        let stored = RunConfig::from_json(&run.to_json()).unwrap();
+        assert_eq!(stored.settings().unwrap().threads, 0);
     }
 }

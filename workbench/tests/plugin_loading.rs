@@ -3,7 +3,7 @@
 mod common;
 
 use common::{library, plugin_dir_with, run, temp_dir, workbench};
-use plugin_api::PluginKind;
+use plugin_api::{Config, PluginKind};
 use workbench::host::{load, LoadError, PluginHost};
 
 #[test]
@@ -17,6 +17,53 @@ fn workspace_plugins_load_with_their_declarations() {
     assert!(err.contains("is a layer plugin"), "{err}");
     let err = host.get("nope", PluginKind::Layer).unwrap_err().to_string();
     assert!(err.contains("available: hyperset, transformer"), "{err}");
+}
+
+/// Every workspace plugin.
+const WORKSPACE_PLUGINS: [&str; 11] = [
+    "hyperset",
+    "transformer",
+    "crate-layer",
+    "energy-transformer",
+    "intrinsic",
+    "cem",
+    "sudoku",
+    "language",
+    "image-task",
+    "masked-image",
+    "gp-regression",
+];
+
+/// A run stored before any one of a plugin's keys existed lacks that key: for every plugin
+/// and every key, the contract reads it at its default and the plugin's validator accepts
+/// it; every layer builds from a configuration with no keys at all, as from its defaults.
+#[test]
+fn stored_configurations_missing_a_key_load_with_its_default_for_every_plugin() {
+    let host = PluginHost::load_dirs(&[plugin_dir_with("defaults", &WORKSPACE_PLUGINS)]);
+    assert!(host.errors.is_empty(), "{:?}", host.errors);
+    assert_eq!(host.plugins.len(), WORKSPACE_PLUGINS.len());
+    for plugin in &host.plugins {
+        let declaration = &plugin.declaration;
+        let defaults = Config::defaults(&declaration.params);
+        for spec in &declaration.params {
+            let mut stored = defaults.clone();
+            stored.0.remove(&spec.name);
+            assert_eq!(declaration.complete(&stored), defaults, "{} without {}", declaration.name, spec.name);
+            if let Err(e) = declaration.validate(&stored) {
+                panic!("{} without {}: {e}", declaration.name, spec.name);
+            }
+        }
+        if declaration.kind() == PluginKind::Layer {
+            let count = |config: &Config| {
+                let params = workbench::params::Params::new(0);
+                let device = candle_core::Device::Cpu;
+                host.build_layer(&declaration.name, config, params.var_builder(candle_core::DType::F32, &device))
+                    .unwrap();
+                params.count()
+            };
+            assert_eq!(count(&Config::default()), count(&defaults), "{}", declaration.name);
+        }
+    }
 }
 
 #[test]

@@ -64,18 +64,8 @@ impl Stream {
     }
 }
 
-/// SplitMix64 finaliser: neighbouring inputs give unrelated outputs.
-pub fn splitmix64(mut z: u64) -> u64 {
-    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
-
-/// The seed of item `index` of stream `stream` under `seed`.
-pub fn mix_seed(seed: u64, stream: u64, index: u64) -> u64 {
-    splitmix64(splitmix64(splitmix64(seed) ^ stream) ^ index)
-}
+/// The seed of item `index` of stream `stream` under `seed` (kept here for the plugin).
+pub use crate::seeding::mix_seed;
 
 /// Tag of the one function of the fitting setting.
 const FIT_TAG: u64 = 0x4649_5400_0000_0003;

@@ -38,6 +38,7 @@
 //! count. (ChaCha8 rather than `StdRng`, whose algorithm may change between rand releases.)
 
 use super::ImageSet;
+use crate::seeding::mix_seed;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rand_distr::{Distribution, Normal};
@@ -86,22 +87,13 @@ pub fn class_of(index: usize) -> usize {
     index % CLASSES
 }
 
-/// SplitMix64 finaliser: a cheap bijective mix so neighbouring seeds and indices give
-/// unrelated RNG streams.
-fn splitmix64(mut z: u64) -> u64 {
-    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
-
 /// The RNG seed of image `index` of `split`.
 fn image_seed(seed: u64, split: Split, index: u64) -> u64 {
     let split_tag = match split {
         Split::Train => 1,
         Split::Test => 2,
     };
-    splitmix64(splitmix64(splitmix64(seed) ^ split_tag) ^ index)
+    mix_seed(seed, split_tag, index)
 }
 
 type Rgb = [f32; 3];

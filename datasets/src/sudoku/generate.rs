@@ -2,6 +2,7 @@
 
 use super::solve::{has_other_solution, random_full_grid};
 use super::{Difficulty, Puzzle};
+use crate::seeding::item_seed;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -18,24 +19,10 @@ pub fn generate(seed: u64, count: usize, difficulty: Difficulty) -> Vec<Puzzle> 
         .map(|index| {
             // ChaCha8 rather than `StdRng`: its output is specified and fixed, while `StdRng`
             // may change algorithm between rand releases and would silently change the data.
-            let mut rng = ChaCha8Rng::seed_from_u64(puzzle_seed(seed, index as u64));
+            let mut rng = ChaCha8Rng::seed_from_u64(item_seed(seed, index as u64));
             generate_one(&mut rng, difficulty)
         })
         .collect()
-}
-
-/// SplitMix64 finaliser: a cheap bijective mix so neighbouring seeds and indices give
-/// unrelated RNG streams.
-fn splitmix64(mut z: u64) -> u64 {
-    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
-
-/// The RNG seed of puzzle `index`; mixing twice keeps (seed, index) and (index, seed) apart.
-fn puzzle_seed(seed: u64, index: u64) -> u64 {
-    splitmix64(splitmix64(seed) ^ index)
 }
 
 fn generate_one<R: Rng + ?Sized>(rng: &mut R, difficulty: Difficulty) -> Puzzle {

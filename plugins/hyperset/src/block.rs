@@ -1,17 +1,14 @@
 //! One Hyper-SET iteration: an attention step then a feedforward step (seed 000, Eq. 9, 11).
 
-use crate::attention::AttentionKind;
+use crate::attention::{bisoftmax, AttentionKind};
+use crate::config::{HyperSetConfig, RMS_EPS};
 use crate::feedforward::FeedforwardKind;
 use crate::lora::DepthwiseLora;
-use crate::model::HyperSetConfig;
 use crate::step_size::StepSize;
-use kernels::{Activation, Kernels};
-use plugin_api::candle::{Tensor, D};
+use kernels::Kernels;
+use plugin_api::candle::Tensor;
 use plugin_api::candle_nn::{Init, VarBuilder};
 use plugin_api::Result;
-
-/// The epsilon of every RMSNorm of the layer.
-pub(crate) const RMS_EPS: f64 = 1e-6;
 
 /// The learnable gains of the per-head RMSNorm (Eq. 8).
 pub enum AttentionGains {
@@ -182,20 +179,18 @@ impl HyperSetBlock {
     /// `Z~ = RMSNorm(W_h^T X)`: the direction of Eq. 9, i.e. the gradient of the attention
     /// energy with respect to the normalised projections, mapped back through `W`.
     /// Row-major for bi-softmax: `((P + P^T) Z) W^T`. With fused kernels, bi-softmax on one
-    /// shared normalisation runs as one op from `X W` to the merged heads.
+    /// shared normalisation runs as one op from `X W` to the merged heads
+    /// (`attention::bisoftmax::fused_update`).
     pub fn attention_update(&self, x: &Tensor, w: &Tensor) -> Result<Tensor> {
         let (b, n, d) = x.dims3()?;
         if let (Kernels::Fused, AttentionKind::BiSoftmax) = (self.kernels, self.attention) {
-            let gain = match &self.attn_gains {
+            let shared_gain = match &self.attn_gains {
                 AttentionGains::None => Some(None),
                 AttentionGains::Shared(g) => Some(Some(g)),
                 AttentionGains::PerRole { .. } => None,
             };
-            if let Some(gain) = gain {
-                let beta = 1.0 / (self.head_dim as f64).sqrt(); // as attention::inverse_temperature
-                let projected = kernels::linear(x, w, None)?;
-                let merged = kernels::bi_softmax_attention(&projected, gain, self.heads, beta, RMS_EPS)?;
-                return Ok(kernels::linear(&merged, &w.t()?, None)?);
+            if let Some(gain) = shared_gain {
+                return Ok(bisoftmax::fused_update(x, w, gain, self.heads, RMS_EPS)?);
             }
         }
         let z = self.project(x, w)?;
@@ -207,22 +202,12 @@ impl HyperSetBlock {
     /// `D a(RMSNorm(D^T X))` with the variant's `a = -dE_FF/dU~` (module `feedforward`):
     /// for ReLU, minus the gradient of E_FF (Eq. 5, 10) under the norm constraint, the
     /// direction of Eq. 11.
-    /// With fused kernels the RMSNorm and a ReLU, GELU or softmax activation are one op.
+    /// With fused kernels the RMSNorm and a ReLU, GELU or softmax activation are one op
+    /// (`FeedforwardKind::normed_activation`).
     pub fn feedforward_update(&self, x: &Tensor, d_ff: &Tensor) -> Result<Tensor> {
         let hidden = self.kernels.linear(x, d_ff, None)?;
         let gain = self.ff_gain.as_ref();
-        let activated = match (self.kernels, self.feedforward) {
-            (Kernels::Fused, FeedforwardKind::Relu) => {
-                kernels::normed_activation(&hidden, gain, RMS_EPS, Activation::Relu)?
-            }
-            (Kernels::Fused, FeedforwardKind::Gelu) => {
-                kernels::normed_activation(&hidden, gain, RMS_EPS, Activation::Gelu)?
-            }
-            (Kernels::Fused, FeedforwardKind::Softmax) => {
-                kernels::softmax(&kernels::rms_norm(&hidden, gain, RMS_EPS)?, D::Minus1)?
-            }
-            (kernels, kind) => kind.activation(&kernels.rms_norm(&hidden, gain, RMS_EPS)?)?,
-        };
+        let activated = self.feedforward.normed_activation(&hidden, gain, RMS_EPS, self.kernels)?;
         Ok(self.kernels.linear(&activated, &d_ff.t()?, None)?)
     }
 }

@@ -3,7 +3,8 @@
 //! attention and feedforward variants the layer is configured with.
 
 use crate::attention::AttentionKind;
-use crate::block::{linear, split_heads, RMS_EPS};
+use crate::block::{linear, split_heads};
+use crate::config::RMS_EPS;
 use crate::feedforward::FeedforwardKind;
 use plugin_api::candle::Tensor;
 use plugin_api::ops::rms_norm;

@@ -13,7 +13,7 @@ fn with_kernels(cfg: &Config, name: &str, map: &VarMap, dtype: DType) -> crate::
     let mut cfg = cfg.clone();
     cfg.set("kernels", s(name));
     let vb = VarBuilder::from_varmap(map, dtype, &plugin_api::candle::Device::Cpu);
-    crate::model::HyperSet::new(&crate::model::HyperSetConfig::from_config(&cfg).unwrap(), vb).unwrap()
+    crate::model::HyperSet::new(&crate::config::HyperSetConfig::from_config(&cfg).unwrap(), vb).unwrap()
 }
 
 /// The largest relative differences (output, worst parameter gradient) between the fused and
@@ -103,6 +103,6 @@ fn fused_attention_records_no_score_matrix() {
 
 #[test]
 fn unknown_kernels_are_refused_with_the_choices() {
-    let err = crate::model::HyperSetConfig::from_config(&small(&[("kernels", s("fast"))])).unwrap_err().to_string();
+    let err = crate::config::HyperSetConfig::from_config(&small(&[("kernels", s("fast"))])).unwrap_err().to_string();
     assert!(err.contains("kernels = fast is unknown") && err.contains("fused | composed"), "{err}");
 }

@@ -22,10 +22,18 @@
 //!   GELU as the fused CPU ops of `plugin-api/kernels` (one graph node each, hand-written
 //!   backward; the same values within f32 rounding); `composed` builds every step from
 //!   candle's differentiable primitives as `plugin_api::ops` does. The energies and the
-//!   gradient identities of `verify` are always the composition.
+//!   gradient identities of `verify` are always the composition. Each fused op sits with
+//!   its variant (`attention::bisoftmax::fused_update`, `feedforward::*::fused_normed`).
+//!
+//! Layout: `config` reads and checks the options (`HyperSetConfig`), `block` is one
+//! iteration (attention step, then feedforward step), `step_size` the step sizes, `model`
+//! the layer: `k` blocks in a `plugin_api::BlockStack` sharing one step network, whose
+//! block-local iteration index picks the step sizes and the LoRA adapters
+//! (`BlockStack::run_local`).
 
 mod attention;
 mod block;
+mod config;
 mod energy;
 mod feedforward;
 mod lora;
@@ -35,8 +43,9 @@ mod step_size;
 mod verify;
 
 use attention::AttentionKind;
+use config::HyperSetConfig;
 use feedforward::FeedforwardKind;
-use model::{HyperSet, HyperSetConfig};
+use model::HyperSet;
 use plugin_api::{export_plugin, Declaration, ParamSpec, Result};
 use step_size::StepNetForm;
 

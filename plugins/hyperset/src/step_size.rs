@@ -23,8 +23,7 @@
 //! `alpha_t = gamma_t = c` (`step_c`), one scalar for both sub-steps as in the authors'
 //! code; the whole network is removed (0.91M instead of 1.55M parameters at d = 384).
 
-use crate::block::RMS_EPS;
-use crate::model::HyperSetConfig;
+use crate::config::{HyperSetConfig, RMS_EPS};
 use kernels::Kernels;
 use plugin_api::candle::{Module, Tensor, D};
 use plugin_api::candle_nn::{Init, Linear, VarBuilder};

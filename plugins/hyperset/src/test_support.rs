@@ -1,7 +1,8 @@
 //! Building the layer: shared by the variant, kernel and parameter-count tests (the generic
 //! measures come from `plugin_testkit`).
 
-use crate::model::{HyperSet, HyperSetConfig};
+use crate::config::HyperSetConfig;
+use crate::model::HyperSet;
 use plugin_api::candle::DType;
 use plugin_api::candle_nn::VarMap;
 use plugin_api::{Config, Value};

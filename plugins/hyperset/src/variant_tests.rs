@@ -3,8 +3,8 @@
 
 use crate::attention::{linear as linear_attention, sigmoid as sigmoid_attention, AttentionKind};
 use crate::block::{linear, split_heads};
+use crate::config::HyperSetConfig;
 use crate::feedforward::FeedforwardKind;
-use crate::model::HyperSetConfig;
 use crate::step_size::StepSize;
 use crate::test_support::{build, s, small};
 use plugin_api::candle::{DType, Device, Module, Tensor, Var, D};
@@ -422,7 +422,7 @@ fn every_attention_kind_trains_on_a_toy_objective() {
 }
 
 /// A configuration stored before the variant options existed (no such keys) reads as the
-/// defaults, so older runs can still be rebuilt.
+/// defaults once the contract has completed it, so older runs can still be rebuilt.
 #[test]
 fn configurations_without_the_new_keys_read_as_defaults() {
     let mut stored = small(&[]);
@@ -430,6 +430,6 @@ fn configurations_without_the_new_keys_read_as_defaults() {
     {
         stored.0.remove(key);
     }
-    let read = HyperSetConfig::from_config(&stored).unwrap();
+    let read = HyperSetConfig::from_config(&crate::declare().unwrap().complete(&stored)).unwrap();
     assert_eq!(read, HyperSetConfig::from_config(&small(&[])).unwrap());
 }

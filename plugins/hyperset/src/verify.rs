@@ -16,7 +16,8 @@
 //! - With depth-wise LoRA the claims are checked on the effective weights of each block's
 //!   first iteration (they hold for any weights).
 
-use crate::block::{linear, split_heads, AttentionGains, HyperSetBlock, IterationWeights, RMS_EPS};
+use crate::block::{linear, split_heads, AttentionGains, HyperSetBlock, IterationWeights};
+use crate::config::RMS_EPS;
 use crate::energy;
 use plugin_api::candle::{Tensor, Var};
 use plugin_api::ops::rms_norm;

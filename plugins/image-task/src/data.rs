@@ -2,6 +2,7 @@
 
 use crate::model::{ImageModel, ModelShape};
 use datasets::images::{patchify, CropFlip, ImageDataError, ImageSet, ImageSource, TrainTest};
+use datasets::seeding::item_seed;
 use plugin_api::candle::{Device, Tensor};
 use plugin_api::candle_nn::VarBuilder;
 use plugin_api::{config_error, Batch, Config, MetricSpec, PluginError, Result, Task, TaskInfo, TaskModel};
@@ -142,14 +143,6 @@ impl ImageTask {
     }
 }
 
-/// SplitMix64 finaliser, to turn (seed, step) into unrelated RNG seeds.
-fn splitmix64(mut z: u64) -> u64 {
-    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
-
 impl Task for ImageTask {
     fn info(&self) -> Result<TaskInfo> {
         Ok(TaskInfo {
@@ -164,7 +157,7 @@ impl Task for ImageTask {
     /// Images drawn with replacement by a ChaCha8 RNG seeded from (run seed, step), each
     /// cropped and flipped by the same RNG: the batch depends on nothing else.
     fn train_batch(&self, step: u64, batch_size: usize, device: &Device) -> Result<Batch> {
-        let mut rng = ChaCha8Rng::seed_from_u64(splitmix64(splitmix64(self.seed) ^ step));
+        let mut rng = ChaCha8Rng::seed_from_u64(item_seed(self.seed, step));
         let set = &self.train;
         let picked: Vec<_> = (0..batch_size)
             .map(|_| {

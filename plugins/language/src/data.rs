@@ -1,6 +1,7 @@
 //! The corpus of a run, its split and its batches of shifted windows.
 
 use crate::model::{LanguageModel, ModelOptions, Positions};
+use datasets::seeding::item_seed;
 use datasets::text::{generate_text, read_text_file, TokenizedCorpus, TokenizerKind};
 use plugin_api::candle::{Device, Tensor};
 use plugin_api::candle_nn::VarBuilder;
@@ -140,14 +141,6 @@ pub fn windows(tokens: &[u32], starts: &[usize], seq_len: usize, device: &Device
     })
 }
 
-/// SplitMix64 finaliser: neighbouring (seed, step) pairs give unrelated RNG streams.
-fn splitmix64(mut z: u64) -> u64 {
-    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
-
 impl Task for LanguageData {
     fn info(&self) -> Result<TaskInfo> {
         Ok(TaskInfo {
@@ -168,7 +161,7 @@ impl Task for LanguageData {
     /// ChaCha8 RNG seeded from (run seed, step): the batch depends on nothing else.
     fn train_batch(&self, step: u64, batch_size: usize, device: &Device) -> Result<Batch> {
         let last_start = self.corpus.train.len() - self.seq_len - 1;
-        let mut rng = ChaCha8Rng::seed_from_u64(splitmix64(splitmix64(self.seed) ^ step));
+        let mut rng = ChaCha8Rng::seed_from_u64(item_seed(self.seed, step));
         let starts: Vec<usize> = (0..batch_size).map(|_| rng.random_range(0..=last_start)).collect();
         windows(&self.corpus.train, &starts, self.seq_len, device)
     }

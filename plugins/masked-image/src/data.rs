@@ -3,6 +3,7 @@
 use crate::codebook::Codebook;
 use crate::model::{CodeGrid, MaskedImageModel};
 use datasets::images::{patchify, ImageSet, ImageSource, TrainTest};
+use datasets::seeding::{item_seed, splitmix64};
 use plugin_api::candle::{Device, Tensor};
 use plugin_api::candle_nn::VarBuilder;
 use plugin_api::{config_error, Batch, Config, MetricSpec, PluginError, Result, Task, TaskInfo, TaskModel};
@@ -209,14 +210,6 @@ pub fn masked_positions<R: Rng + ?Sized>(rng: &mut R, n: usize, ratio: f64) -> V
     sample(rng, n, count).into_vec()
 }
 
-/// SplitMix64 finaliser, to turn (seed, step) into unrelated RNG seeds.
-fn splitmix64(mut z: u64) -> u64 {
-    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
-
 impl Task for MaskedImageTask {
     fn info(&self) -> Result<TaskInfo> {
         let mut metrics =
@@ -239,7 +232,7 @@ impl Task for MaskedImageTask {
     /// Images drawn with replacement, each masked at a ratio from `U[0, max_mask_ratio]`
     /// (seed 000 §5.3), by a ChaCha8 RNG seeded from (run seed, step) only.
     fn train_batch(&self, step: u64, batch_size: usize, device: &Device) -> Result<Batch> {
-        let mut rng = ChaCha8Rng::seed_from_u64(splitmix64(splitmix64(self.seed) ^ step));
+        let mut rng = ChaCha8Rng::seed_from_u64(item_seed(self.seed, step));
         let n = self.grid.tokens();
         let rows: Vec<(&[u32], Vec<usize>)> = (0..batch_size)
             .map(|_| {

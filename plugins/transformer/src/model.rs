@@ -1,10 +1,11 @@
-//! k Transformer blocks, block `b` applied for iterations `b * L/k + 1 ..= (b + 1) * L/k`.
+//! k Transformer blocks, block `b` applied for iterations `b * L/k + 1 ..= (b + 1) * L/k`
+//! (a `plugin_api::BlockStack`).
 
 use crate::block::TransformerBlock;
 use kernels::Kernels;
 use plugin_api::candle::Tensor;
 use plugin_api::candle_nn::VarBuilder;
-use plugin_api::{check_heads_and_layers, config_error, BlockSchedule, Config, Layer, Pass, Result};
+use plugin_api::{check_heads_and_layers, config_error, BlockStack, Config, Layer, Pass, Result};
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct TransformerConfig {
@@ -39,20 +40,17 @@ impl TransformerConfig {
     }
 }
 
-/// Reads `kernels`; configurations stored before the option existed get the default.
+/// Reads `kernels`.
 fn kernels_option(cfg: &Config) -> Result<Kernels> {
-    let Ok(name) = cfg.str("kernels") else { return Ok(Kernels::Fused) };
+    let name = cfg.str("kernels")?;
     Kernels::parse(name).ok_or_else(|| {
         config_error(format!("kernels = {name} is unknown; choose one of {}", Kernels::NAMES.join(" | ")))
     })
 }
 
-/// Reads `attention_sign`; configurations stored before the option existed lack the key and
-/// keep the standard sign.
+/// Reads `attention_sign` (`standard` is its default, so configurations stored before the
+/// option existed keep the standard sign).
 fn reversed_attention(cfg: &Config) -> Result<bool> {
-    if !cfg.0.contains_key("attention_sign") {
-        return Ok(false);
-    }
     match cfg.str("attention_sign")? {
         "standard" => Ok(false),
         "reversed" => Ok(true),
@@ -62,20 +60,13 @@ fn reversed_attention(cfg: &Config) -> Result<bool> {
 
 pub struct Transformer {
     cfg: TransformerConfig,
-    blocks: Vec<TransformerBlock>,
+    blocks: BlockStack<TransformerBlock>,
 }
 
 impl Transformer {
     pub fn new(cfg: &TransformerConfig, vb: VarBuilder) -> Result<Self> {
-        let blocks = (0..cfg.layers)
-            .map(|b| TransformerBlock::new(cfg, vb.pp(format!("block{b}"))))
-            .collect::<Result<Vec<_>>>()?;
+        let blocks = BlockStack::new(cfg.layers, &vb, |vb| TransformerBlock::new(cfg, vb))?;
         Ok(Transformer { cfg: cfg.clone(), blocks })
-    }
-
-    fn block_for(&self, t: usize, iterations: usize) -> Result<&TransformerBlock> {
-        let (b, _) = BlockSchedule::new(iterations, self.cfg.layers)?.locate(t);
-        Ok(&self.blocks[b])
     }
 }
 
@@ -93,17 +84,12 @@ impl Layer for Transformer {
     }
 
     fn forward(&self, x0: &Tensor, pass: &mut Pass<'_>) -> Result<Tensor> {
-        let mut x = x0.clone();
-        pass.observe(0, &x)?;
-        for t in 1..=pass.iterations {
-            x = self.block_for(t, pass.iterations)?.forward(&x, pass.causal)?;
-            pass.observe(t, &x)?;
-        }
-        Ok(x)
+        let causal = pass.causal;
+        self.blocks.run(x0, pass, |block, x| block.forward(x, causal))
     }
 
     fn head_projections(&self, t: usize, iterations: usize, x: &Tensor) -> Result<Option<Tensor>> {
-        let block = self.block_for(t, iterations)?;
+        let block = self.blocks.at(t, iterations)?;
         Ok(Some(block.normalised_queries(x)?))
     }
 }

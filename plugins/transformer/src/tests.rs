@@ -87,12 +87,13 @@ fn reversed_attention_sign_differs() {
     assert!(max_abs_diff(&a, &b_negated) < 1e-6);
 }
 
-/// Configurations stored before `attention_sign` existed keep the standard sign.
+/// Configurations stored before `attention_sign` existed keep the standard sign once the
+/// contract has completed them.
 #[test]
 fn configurations_without_attention_sign_keep_the_standard_sign() {
     let mut cfg = Config::defaults(&params());
     cfg.0.remove("attention_sign");
-    assert!(!TransformerConfig::from_config(&cfg).unwrap().reversed_attention);
+    assert!(!TransformerConfig::from_config(&declare().unwrap().complete(&cfg)).unwrap().reversed_attention);
     cfg.set("attention_sign", Value::Str("sideways".into()));
     let err = TransformerConfig::from_config(&cfg).unwrap_err().to_string();
     assert!(err.contains("use standard or reversed"), "{err}");
@@ -162,4 +163,23 @@ fn fused_kernels_match_the_composition() {
             }
         }
     }
+}
+
+/// A configuration stored before `kernels` and `attention_sign` existed builds through the
+/// plugin's declaration, with the same parameters as the defaults.
+#[test]
+fn configurations_without_the_newer_keys_build_with_their_defaults() {
+    let mut stored =
+        config(&params(), &[("d", Value::Int(8)), ("heads", Value::Int(2)), ("iterations", Value::Int(2))]);
+    stored.0.remove("kernels");
+    stored.0.remove("attention_sign");
+    let declaration = declare().unwrap();
+    assert!(declaration.validate(&stored).is_ok());
+    let complete = declaration.complete(&stored);
+    assert_eq!(complete.str("kernels").unwrap(), "fused");
+    assert_eq!(complete.str("attention_sign").unwrap(), "standard");
+    let map = VarMap::new();
+    declaration.build_layer(&stored, VarBuilder::from_varmap(&map, DType::F32, &Device::Cpu)).unwrap();
+    let (defaults, _) = build(&[("d", Value::Int(8)), ("heads", Value::Int(2)), ("iterations", Value::Int(2))]);
+    assert_eq!(param_count(&map), param_count(&defaults));
 }

@@ -38,7 +38,7 @@ pub async fn run(
     let selected = export::select(store, &selection.parse()?).await?;
     if selected.unfinished > 0 {
         let total = selected.records.len() + selected.unfinished;
-        eprintln!("{} of the sweeps' {total} runs are not finished and are left out", selected.unfinished);
+        tracing::info!("{} of the sweeps' {total} runs are not finished and are left out", selected.unfinished);
     }
     if selected.records.is_empty() {
         bail!("no runs to tabulate: name some with --runs 3,4,7 or --sweep N (`workbench runs` lists them)");
@@ -49,7 +49,7 @@ pub async fn run(
     match out {
         Some(path) => {
             export::write_text(path, &text)?;
-            eprintln!("wrote {}", path.display());
+            tracing::info!("wrote {}", path.display());
         }
         None => print!("{text}"),
     }

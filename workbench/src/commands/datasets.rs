@@ -82,8 +82,8 @@ pub fn run(args: DatasetsArgs) -> Result<i32> {
             if let Some(checksum) = given {
                 source = source.with_checksum(checksum)?;
             }
-            eprintln!("{}: {}", source.name, source.title);
-            eprintln!("cache: {}", cache.display());
+            tracing::info!("{}: {}", source.name, source.title);
+            tracing::info!("cache: {}", cache.display());
             let settings = FetchSettings { retries, retry_delay: Duration::from_secs(1), ..FetchSettings::default() };
             let fetched = fetch::fetch(&source, &cache, &settings, &mut Bar::default())?;
             check_layout(&name, &fetched.dir)?;
@@ -252,8 +252,8 @@ impl Progress for Bar {
 
     fn note(&mut self, text: &str) {
         match &self.bar {
-            Some(bar) => bar.suspend(|| eprintln!("{text}")),
-            None => eprintln!("{text}"),
+            Some(bar) => bar.suspend(|| tracing::info!("{text}")),
+            None => tracing::info!("{text}"),
         }
     }
 }

@@ -44,10 +44,10 @@ pub async fn open_store(db: &StoreLocation, artifacts: &Option<PathBuf>) -> Resu
     OPEN_STORES.lock().unwrap_or_else(|e| e.into_inner()).push(store.clone());
     // Runs whose Slurm jobs ended are brought in line first (nothing to do without Slurm).
     for id in Executor::Slurm(Default::default()).reconcile(&store).await? {
-        eprintln!("run {id}: its Slurm job ended; marked accordingly (`workbench runs show {id}`)");
+        tracing::info!("run {id}: its Slurm job ended; marked accordingly (`workbench runs show {id}`)");
     }
     for id in store.reap_orphans(process_alive).await? {
-        eprintln!("run {id}: its worker is gone; marked interrupted (`workbench resume {id}` continues it)");
+        tracing::info!("run {id}: its worker is gone; marked interrupted (`workbench resume {id}` continues it)");
     }
     Ok(store)
 }
@@ -66,7 +66,7 @@ pub async fn close_stores() {
 /// Builds stale workspace plugins if needed, then loads every plugin on the search path.
 pub fn load_plugins(extra_dirs: &[PathBuf]) -> PluginHost {
     if let BuildOutcome::Failed(why) = host::ensure_workspace_plugins_built() {
-        eprintln!("warning: rebuilding the workspace plugins failed ({why}); using the libraries already built");
+        tracing::warn!("rebuilding the workspace plugins failed ({why}); using the libraries already built");
     }
     let mut plugins = PluginHost::load_dirs(&host::search_path(extra_dirs));
     host::stamp_builds(&mut plugins);

@@ -30,14 +30,14 @@ pub fn run(name: &str, kind: TemplateKind, build: bool, dirs: &[PathBuf]) -> Res
     let loaded = PluginHost::load_dirs(&host::search_path(dirs));
     let names: Vec<String> = loaded.plugins.iter().map(|p| p.declaration.name.clone()).collect();
     let created = scaffold::create(&root, name, kind, &names)?;
-    eprintln!(
+    tracing::info!(
         "created {} ({}); added plugins/{name} to the workspace members",
         created.dir.display(),
         created.files.join(", ")
     );
     let main_file = format!("plugins/{name}/{}", kind.main_file());
     if !build {
-        eprintln!("build it with `cargo build -p {name}`, then edit {main_file}");
+        tracing::info!("build it with `cargo build -p {name}`, then edit {main_file}");
         return Ok(0);
     }
     let krate = PluginCrate::read(&created.dir).context("the new crate's Cargo.toml cannot be read")?;
@@ -51,9 +51,9 @@ pub fn run(name: &str, kind: TemplateKind, build: bool, dirs: &[PathBuf]) -> Res
         cargo_env: Vec::new(),
         debounce: DEBOUNCE,
     };
-    eprintln!("building {name} (cargo build --profile {} -p {name})", config.profile);
+    tracing::info!("building {name} (cargo build --profile {} -p {name})", config.profile);
     let library = config
-        .cargo_build(&krate, &mut |line| eprintln!("  {line}"))
+        .cargo_build(&krate, &mut |line| tracing::info!("  {line}"))
         .map_err(|summary| anyhow!("the new crate did not build:\n{summary}"))?;
     let plugin = host::load(&library)?;
     let declared = &plugin.declaration;

@@ -212,22 +212,22 @@ fn batch_script(store: &Store, r: &crate::store::RunRecord) -> Option<std::path:
 /// (escalating after `grace`).
 pub async fn cancel(store: &Store, id: i64, grace: std::time::Duration) -> Result<i32> {
     if store.run(id).await?.status == crate::store::RunStatus::Running {
-        eprintln!("run {id}: asking its worker to stop at its next step, with a checkpoint");
+        tracing::info!("run {id}: asking its worker to stop at its next step, with a checkpoint");
     }
     let cancelled = ops::runs::cancel(store, id, grace).await?;
-    eprintln!("{}", cancelled.describe(id, grace));
+    tracing::info!("{}", cancelled.describe(id, grace));
     Ok(0)
 }
 
 /// `workbench runs requeue N`: back in the queue, continuing from its checkpoint.
 pub async fn requeue(store: &Store, id: i64) -> Result<i32> {
     ops::runs::requeue(store, id).await?;
-    eprintln!("run {id} queued again; the queue resumes it from its last checkpoint");
+    tracing::info!("run {id} queued again; the queue resumes it from its last checkpoint");
     Ok(0)
 }
 
 /// `workbench runs pause|unpause N`.
 pub async fn hold(store: &Store, id: i64, held: bool) -> Result<i32> {
-    eprintln!("{}", ops::runs::hold(store, id, held).await?.describe());
+    tracing::info!("{}", ops::runs::hold(store, id, held).await?.describe());
     Ok(0)
 }

@@ -38,12 +38,12 @@ pub async fn sweep(store: &Store, host: &PluginHost, dirs: &[PathBuf], args: Swe
     let name = args.name.map(str::to_string).unwrap_or_else(|| spec.default_name());
     let runs = points.iter().map(|p| ops::launch::new_run_of(host, &p.config)).collect::<Result<Vec<_>>>()?;
     let queued = ops::launch::queue_sweep(store, &name, &serde_json::to_value(&spec)?, &runs).await?;
-    eprintln!("sweep {} ({name}): {} runs queued", queued.sweep, queued.runs.len());
+    tracing::info!("sweep {} ({name}): {} runs queued", queued.sweep, queued.runs.len());
     for (id, point) in queued.runs.iter().zip(&points) {
-        eprintln!("  run {id}: {} {}", point.layer, point.overrides.join(" "));
+        tracing::info!("  run {id}: {} {}", point.layer, point.overrides.join(" "));
     }
     if args.detach {
-        eprintln!("the queue lives in {}: `workbench queue` (or the TUI) starts them", store.location());
+        tracing::info!("the queue lives in {}: `workbench queue` (or the TUI) starts them", store.location());
         return Ok(0);
     }
     run_until_done(store, dirs, args.jobs, args.executor, Some(&queued.runs)).await
@@ -86,7 +86,7 @@ pub async fn run_until_done(
         if active.is_empty() || active.len() == held {
             bar.finish_and_clear();
             let failed = mine.iter().filter(|r| r.status != RunStatus::Finished && r.status.is_terminal()).count();
-            eprintln!(
+            tracing::info!(
                 "{done} of {} runs ended ({failed} not finished){}",
                 mine.len(),
                 if held > 0 { format!("; {held} paused") } else { String::new() }
@@ -97,7 +97,7 @@ pub async fn run_until_done(
             _ = tokio::time::sleep(POLL) => {}
             _ = &mut interrupted => {
                 bar.finish_and_clear();
-                eprintln!("queue runner stopped; running workers go on, queued runs wait in {} (`workbench queue` continues)", store.location());
+                tracing::info!("queue runner stopped; running workers go on, queued runs wait in {} (`workbench queue` continues)", store.location());
                 return Ok(130);
             }
         }
@@ -125,7 +125,7 @@ pub async fn list(store: &Store, json: bool) -> Result<i32> {
 
 /// Pauses or resumes the queued runs of a sweep.
 pub async fn hold_sweep(store: &Store, sweep: i64, held: bool) -> Result<i32> {
-    eprintln!("{}", ops::runs::hold_sweep(store, sweep, held).await?.describe());
+    tracing::info!("{}", ops::runs::hold_sweep(store, sweep, held).await?.describe());
     Ok(0)
 }
 
@@ -133,7 +133,7 @@ pub async fn hold_sweep(store: &Store, sweep: i64, held: bool) -> Result<i32> {
 pub async fn cancel_sweep(store: &Store, sweep: i64) -> Result<i32> {
     let grace = crate::train::stop::DEFAULT_GRACE;
     for (id, cancelled) in ops::runs::cancel_sweep(store, sweep, grace).await? {
-        eprintln!("{}", cancelled.describe(id, grace));
+        tracing::info!("{}", cancelled.describe(id, grace));
     }
     Ok(0)
 }

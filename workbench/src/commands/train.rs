@@ -31,14 +31,14 @@ pub async fn train(
         .create_claimed_run(&ops::launch::new_run(layer_plugin, task_plugin, &config)?, std::process::id())
         .await?;
     if !json {
-        eprintln!("run {run_id} queued in {}", store.location());
+        tracing::info!("run {run_id} queued in {}", store.location());
     }
     if let Executor::Slurm(_) = executor {
         let run = store.run(run_id).await?;
         executor.start(store, dirs, &run, false, |_, _| {}).await?;
         let job = store.run(run_id).await?.supervision.job_id.unwrap_or_default();
         if !json {
-            eprintln!("run {run_id} submitted as Slurm job {job}; following it through the store");
+            tracing::info!("run {run_id} submitted as Slurm job {job}; following it through the store");
         }
         return finish(store, follow_store(store, run_id, display(json)).await?, run_id, json).await;
     }
@@ -66,8 +66,8 @@ async fn finish(store: &Store, status: RunStatus, run_id: i64, json: bool) -> Re
     let record = store.run(run_id).await?;
     if !json {
         match &record.error {
-            Some(error) => eprintln!("run {run_id} {status}: {error}"),
-            None => eprintln!("run {run_id} {status} (details: workbench runs show {run_id})"),
+            Some(error) => tracing::info!("run {run_id} {status}: {error}"),
+            None => tracing::info!("run {run_id} {status} (details: workbench runs show {run_id})"),
         }
     }
     Ok(if status == RunStatus::Finished { 0 } else { 1 })

@@ -106,5 +106,10 @@ impl AttentionKind {
 
 /// `beta = 1 / sqrt(p)` for projections `[B, H, N, p]` (notes-hyperset.md §1.1).
 pub fn inverse_temperature(z: &Tensor) -> Result<f64> {
-    Ok(1.0 / (z.dim(3)? as f64).sqrt())
+    Ok(head_inverse_temperature(z.dim(3)?))
+}
+
+/// `beta = 1 / sqrt(p)` for heads of width `p`: the one place beta is computed.
+pub fn head_inverse_temperature(head_dim: usize) -> f64 {
+    1.0 / (head_dim as f64).sqrt()
 }

@@ -12,12 +12,18 @@
 //! Eq. 20 asks for: negative pre-activations are pushed slightly further negative. The
 //! exact (erf) GELU is used, as PyTorch's `nn.GELU()` default.
 
+use kernels::Activation;
 use plugin_api::candle::{Result, Tensor};
 use std::f64::consts::{FRAC_1_SQRT_2, PI};
 
 /// `GELU(U) = U Ncdf(U)`.
 pub fn activation(u: &Tensor) -> Result<Tensor> {
     u.gelu_erf()
+}
+
+/// `GELU(RMSNorm(H))` of the hidden pre-activations `H` as one fused op.
+pub fn fused_normed(hidden: &Tensor, gain: Option<&Tensor>, eps: f64) -> Result<Tensor> {
+    kernels::normed_activation(hidden, gain, eps, Activation::Gelu)
 }
 
 /// `-sum H(U)` per sample, `H(u) = 1/2 (u^2 - 1) Ncdf(u) + 1/2 u npdf(u)`.

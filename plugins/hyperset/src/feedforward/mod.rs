@@ -23,6 +23,7 @@ pub mod gelu;
 pub mod relu;
 pub mod softmax;
 
+use kernels::Kernels;
 use plugin_api::candle::Tensor;
 use plugin_api::{config_error, Result};
 
@@ -64,6 +65,25 @@ impl FeedforwardKind {
             FeedforwardKind::Gelu => gelu::activation(u)?,
             FeedforwardKind::Softmax => softmax::activation(u)?,
             FeedforwardKind::Gated => gated::activation(u)?,
+        })
+    }
+
+    /// `a(RMSNorm(H))` of the hidden pre-activations `H` (`[B, N, M]`) with the RMSNorm
+    /// `gain`: the activated units of Eq. 11. With fused kernels ReLU, GELU and softmax run
+    /// their variant's fused op (`fused_normed` in its file); gated, and every variant with
+    /// composed kernels, are built from candle's primitives.
+    pub fn normed_activation(
+        self,
+        hidden: &Tensor,
+        gain: Option<&Tensor>,
+        eps: f64,
+        kernels: Kernels,
+    ) -> Result<Tensor> {
+        Ok(match (kernels, self) {
+            (Kernels::Fused, FeedforwardKind::Relu) => relu::fused_normed(hidden, gain, eps)?,
+            (Kernels::Fused, FeedforwardKind::Gelu) => gelu::fused_normed(hidden, gain, eps)?,
+            (Kernels::Fused, FeedforwardKind::Softmax) => softmax::fused_normed(hidden, gain, eps)?,
+            (kernels, kind) => kind.activation(&kernels.rms_norm(hidden, gain, eps)?)?,
         })
     }
 

@@ -12,6 +12,11 @@ pub fn activation(u: &Tensor) -> Result<Tensor> {
     softmax(u, D::Minus1)
 }
 
+/// `softmax(RMSNorm(H))` of the hidden pre-activations `H` with the fused ops.
+pub fn fused_normed(hidden: &Tensor, gain: Option<&Tensor>, eps: f64) -> Result<Tensor> {
+    kernels::softmax(&kernels::rms_norm(hidden, gain, eps)?, D::Minus1)
+}
+
 /// `-sum_i logsumexp_m(U_im)` per sample.
 pub fn energy(u: &Tensor) -> Result<Tensor> {
     let max = u.max_keepdim(D::Minus1)?.detach();
