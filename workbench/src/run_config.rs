@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 pub fn train_schema() -> Vec<ParamSpec> {
     vec![
         ParamSpec::int("steps", 600, 1, 1_000_000_000, "optimisation steps"),
-        ParamSpec::int("batch_size", 16, 1, 1_000_000, "training examples per step"),
+        ParamSpec::int("batch_size", 16, 1, 65_536, "training examples per step"),
         ParamSpec::float("lr", 1e-3, 0.0, 10.0, "peak learning rate (AdamW)"),
         ParamSpec::float("min_lr", 1e-5, 0.0, 10.0, "learning rate at the end of the cosine decay"),
         ParamSpec::int("warmup", 50, 0, 1_000_000_000, "linear warm-up steps"),
@@ -20,7 +20,7 @@ pub fn train_schema() -> Vec<ParamSpec> {
         ParamSpec::float("grad_clip", 1.0, 0.0, 1e9, "clip the global gradient norm to this value (0: off)"),
         ParamSpec::int("eval_every", 100, 1, 1_000_000_000, "evaluate (and checkpoint) every N steps and at the end"),
         ParamSpec::int("eval_examples", 256, 1, 100_000_000, "evaluation examples used at each evaluation"),
-        ParamSpec::int("eval_batch", 64, 1, 1_000_000, "evaluation batch size"),
+        ParamSpec::int("eval_batch", 64, 1, 65_536, "evaluation batch size"),
         ParamSpec::text(
             "eval_depths",
             "2",
@@ -32,7 +32,8 @@ pub fn train_schema() -> Vec<ParamSpec> {
             "threads",
             0,
             0,
-            4096,
+            // Each shard is a thread of its own: thousands fail to spawn.
+            256,
             "CPU threads: each batch is split into this many shards trained in parallel (0: one per core)",
         ),
         ParamSpec::bool("checkpoint", true, "save a safetensors checkpoint at each evaluation"),
@@ -155,6 +156,11 @@ fn describe_keys(schemas: &[(Scope, &Vec<ParamSpec>); 3]) -> String {
         .join("\n")
 }
 
+/// The deepest extra evaluation, as a multiple of the training iterations.
+pub const MAX_EVAL_DEPTH: f64 = 64.0;
+/// How many extra evaluation depths a run may list.
+pub const MAX_EVAL_DEPTHS: usize = 16;
+
 /// Typed trainer settings.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TrainSettings {
@@ -187,10 +193,17 @@ impl TrainSettings {
             .map(str::trim)
             .filter(|s| !s.is_empty())
             .map(|s| match s.trim_end_matches('x').parse::<f64>() {
-                Ok(v) if v > 0.0 && v.is_finite() => Ok(v),
+                Ok(v) if v > 0.0 && v <= MAX_EVAL_DEPTH => Ok(v),
+                Ok(v) if v > MAX_EVAL_DEPTH => Err(anyhow!(
+                    "eval_depths: {s} times the training iterations is more than the {MAX_EVAL_DEPTH} allowed \
+                     (each extra depth runs the layer that many times over at every evaluation)"
+                )),
                 _ => Err(anyhow!("eval_depths: `{s}` is not a positive number (e.g. eval_depths=1.5,2)")),
             })
             .collect::<Result<Vec<f64>>>()?;
+        if eval_depths.len() > MAX_EVAL_DEPTHS {
+            bail!("eval_depths lists {} depths; at most {MAX_EVAL_DEPTHS} are evaluated", eval_depths.len());
+        }
         let s = TrainSettings {
             steps: c.i64("steps")? as u64,
             batch_size: c.usize("batch_size")?,

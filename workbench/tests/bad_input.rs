@@ -38,6 +38,12 @@ fn refusals_name_the_problem_and_store_nothing() {
         (&["lr=1e-5", "min_lr=1e-3"], &["min_lr"]),
         (&["device=tpu"], &["device `tpu` is not valid"]),
         (&["task.train_csv=/no/such/file.csv"], &["/no/such/file.csv", "does not exist"]),
+        // Limits before any work: each of these used to exhaust memory or panic the worker.
+        (&["eval_depths=1e300"], &["more than the 64 allowed"]),
+        (&["eval_depths=1e6"], &["more than the 64 allowed"]),
+        (&["threads=4096"], &["`threads=4096`", "outside the allowed range 0..=256"]),
+        (&["batch_size=1000000"], &["`batch_size=1000000`", "outside the allowed range"]),
+        (&["eval_puzzles=1000000"], &["`eval_puzzles=1000000`", "outside the allowed range"]),
     ];
     for (args, expected) in cases {
         let (code, stderr) = train(&dir, args);

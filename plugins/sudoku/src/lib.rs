@@ -14,7 +14,7 @@ fn params() -> Vec<ParamSpec> {
     vec![
         ParamSpec::choice("difficulty", "hard", &["hard", "easy"], "generated puzzles: hard (minimal, ~17-30 givens) or easy (30-45 givens)"),
         ParamSpec::int("train_puzzles", 9000, 1, 10_000_000, "generated training puzzles (the seeds train on 9k)"),
-        ParamSpec::int("eval_puzzles", 1000, 1, 1_000_000, "generated evaluation puzzles (the seeds evaluate on 1k)"),
+        ParamSpec::int("eval_puzzles", 1000, 1, 100_000, "generated evaluation puzzles (the seeds evaluate on 1k)"),
         ParamSpec::int("eval_seed", 20_240_601, 0, i64::MAX, "seed of the evaluation set, shared by all runs so they compare"),
         ParamSpec::bool("augment", true, "apply a random validity-preserving symmetry to each training puzzle"),
         ParamSpec::text("train_csv", "", "puzzle,solution CSV to train on instead of generated puzzles"),
