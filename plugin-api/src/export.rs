@@ -68,6 +68,7 @@ impl PluginKind {
 type LayerCtor = Box<dyn Fn(&Config, VarBuilder) -> Result<Box<dyn Layer>> + Send + Sync>;
 type TaskCtor = Box<dyn Fn(&Config, u64) -> Result<Box<dyn Task>> + Send + Sync>;
 type Validator = Box<dyn Fn(&Config) -> Result<()> + Send + Sync>;
+type NeedsCausal = Box<dyn Fn(&Config) -> bool + Send + Sync>;
 
 enum Constructor {
     Layer(LayerCtor),
@@ -86,6 +87,19 @@ pub struct Declaration {
     pub params: Vec<ParamSpec>,
     constructor: Constructor,
     validator: Option<Validator>,
+    /// Layer: it can run with a causal mask. Task: when its layer must run causally.
+    causal: Causal,
+}
+
+/// What a plugin declares about causal passes, so the host can refuse a non-causal layer on
+/// a causal task before a run is stored (the pass itself would fail only in the worker).
+enum Causal {
+    /// A layer that cannot mask, or a task that never needs it.
+    No,
+    /// A layer with a causal mask ([`Layer::supports_causal`] is true).
+    LayerMasks,
+    /// A task that needs a causal layer for configurations where this holds.
+    TaskNeeds(NeedsCausal),
 }
 
 impl Declaration {
@@ -123,6 +137,36 @@ impl Declaration {
             params,
             constructor,
             validator: None,
+            causal: Causal::No,
+        }
+    }
+
+    /// Declares that this layer can run causally (its [`Layer::supports_causal`] is true).
+    pub fn with_causal_mask(mut self) -> Self {
+        self.causal = Causal::LayerMasks;
+        self
+    }
+
+    /// Declares that this task needs a causal layer for the configurations where `needs`
+    /// holds (its [`crate::TaskInfo::causal`] then is true).
+    pub fn needs_causal_layer<F>(mut self, needs: F) -> Self
+    where
+        F: Fn(&Config) -> bool + Send + Sync + 'static,
+    {
+        self.causal = Causal::TaskNeeds(Box::new(move |cfg| guard(|| Ok(needs(cfg))).unwrap_or(false)));
+        self
+    }
+
+    /// Whether a layer plugin declared a causal mask.
+    pub fn masks_causally(&self) -> bool {
+        matches!(self.causal, Causal::LayerMasks)
+    }
+
+    /// Whether a task plugin with `config` needs a causal layer.
+    pub fn needs_causal(&self, config: &Config) -> bool {
+        match &self.causal {
+            Causal::TaskNeeds(needs) => needs(&self.complete(config)),
+            _ => false,
         }
     }
 

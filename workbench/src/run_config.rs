@@ -114,6 +114,15 @@ impl RunConfig {
         let [layer_config, task_config, train] = configs;
         layer.validate(&layer_config).map_err(|e| anyhow!("layer `{}`: {e}", layer.name))?;
         task.validate(&task_config).map_err(|e| anyhow!("task `{}`: {e}", task.name))?;
+        if task.needs_causal(&task_config) && !layer.masks_causally() {
+            bail!(
+                "layer `{}` cannot run causally (it has no causal mask), and task `{}` needs a causal layer \
+                 with this configuration: choose a layer with a causal mask (the transformer has one) or a \
+                 non-causal task",
+                layer.name,
+                task.name
+            );
+        }
         let run = RunConfig { layer: layer.name.clone(), task: task.name.clone(), layer_config, task_config, train };
         run.settings().context("invalid training settings")?;
         Ok(run)

@@ -44,6 +44,10 @@ fn refusals_name_the_problem_and_store_nothing() {
         (&["threads=4096"], &["`threads=4096`", "outside the allowed range 0..=256"]),
         (&["batch_size=1000000"], &["`batch_size=1000000`", "outside the allowed range"]),
         (&["eval_puzzles=1000000"], &["`eval_puzzles=1000000`", "outside the allowed range"]),
+        // A layer without a causal mask on a causal task is refused before it is stored.
+        (&["--layer", "energy-transformer", "--task", "language"], &["`energy-transformer` cannot run causally"]),
+        (&["--task", "language"], &["layer `hyperset` cannot run causally", "task `language` needs a causal layer"]),
+        (&["--layer", "energy-transformer", "--task", "gp-regression", "task.causal=true"], &["cannot run causally"]),
     ];
     for (args, expected) in cases {
         let (code, stderr) = train(&dir, args);

@@ -66,6 +66,26 @@ fn stored_configurations_missing_a_key_load_with_its_default_for_every_plugin() 
     }
 }
 
+/// What each layer declares about a causal mask (checked by the host before a run is stored)
+/// is what the built layer says (checked again at every causal pass).
+#[test]
+fn every_layer_declares_the_causal_mask_it_has() {
+    let host = PluginHost::load_dirs(&[plugin_dir_with("causal", &WORKSPACE_PLUGINS)]);
+    let mut masking = Vec::new();
+    for plugin in host.plugins.iter().filter(|p| p.declaration.kind() == PluginKind::Layer) {
+        let declaration = &plugin.declaration;
+        let params = workbench::params::Params::new(0);
+        let vb = params.var_builder(candle_core::DType::F32, &candle_core::Device::Cpu);
+        let layer = host.build_layer(&declaration.name, &Config::default(), vb).unwrap();
+        assert_eq!(declaration.masks_causally(), layer.supports_causal(), "{}", declaration.name);
+        if layer.supports_causal() {
+            masking.push(declaration.name.clone());
+        }
+    }
+    masking.sort();
+    assert_eq!(masking, ["cem", "crate", "intrinsic", "transformer"]);
+}
+
 #[test]
 fn a_file_that_is_not_a_library_is_reported() {
     let dir = temp_dir("garbage");

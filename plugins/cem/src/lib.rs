@@ -89,6 +89,7 @@ fn declare() -> Result<Declaration> {
         params(),
         |cfg, vb| Cem::new(&CemConfig::from_config(cfg)?, vb),
     )
+    .with_causal_mask()
     .with_validator(|cfg| CemConfig::from_config(cfg).map(|_| ())))
 }
 

@@ -72,6 +72,7 @@ fn declare() -> Result<Declaration> {
         params(),
         |cfg, vb| Crate::new(&CrateConfig::from_config(cfg)?, vb),
     )
+    .with_causal_mask()
     .with_validator(|cfg| CrateConfig::from_config(cfg).map(|_| ())))
 }
 

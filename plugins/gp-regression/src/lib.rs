@@ -129,7 +129,8 @@ fn declare() -> Result<Declaration> {
         params(),
         GpTask::new,
     )
-    .with_validator(GpTask::validate))
+    .with_validator(GpTask::validate)
+    .needs_causal_layer(|cfg| cfg.bool("causal").unwrap_or(false)))
 }
 
 export_plugin!(declare);

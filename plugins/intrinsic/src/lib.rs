@@ -74,6 +74,7 @@ fn declare() -> Result<Declaration> {
         params(),
         |cfg, vb| Intrinsic::new(&IntrinsicConfig::from_config(cfg)?, vb),
     )
+    .with_causal_mask()
     .with_validator(|cfg| IntrinsicConfig::from_config(cfg).map(|_| ())))
 }
 

@@ -90,7 +90,8 @@ fn declare() -> Result<Declaration> {
         params(),
         LanguageData::new,
     )
-    .with_validator(LanguageData::validate))
+    .with_validator(LanguageData::validate)
+    .needs_causal_layer(|_| true))
 }
 
 export_plugin!(declare);

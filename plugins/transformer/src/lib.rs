@@ -55,6 +55,7 @@ fn declare() -> Result<Declaration> {
         params(),
         |cfg, vb| Transformer::new(&TransformerConfig::from_config(cfg)?, vb),
     )
+    .with_causal_mask()
     .with_validator(|cfg| TransformerConfig::from_config(cfg).map(|_| ())))
 }
 
