@@ -13,16 +13,19 @@
 //! paths and contents, so it is the same on every machine and checkout; [`short`] gives the 7
 //! digits shown in legends (`hyperset@1a2b3c4`).
 //!
-//! A workspace library older than its sources (a rebuild failed) gets no id: its sources no
-//! longer say what it was built from.
+//! A workspace library the host built records the id of the sources it was built from
+//! ([`super::build::record_build`]); when the sources have changed since (a rebuild failed),
+//! it gets no id: its sources no longer say what it was built from. A library cargo built
+//! without the host (`WORKBENCH_NO_BUILD=1`) records nothing and is taken to be built from
+//! the current sources.
 
-use super::autobuild::{workspace_plugin_libraries, workspace_root, PluginCrate};
+use super::build::recorded_build;
+use super::workspace::{build_output_workspace, plugin_crates, PluginCrate};
 use super::{LoadedPlugin, PluginHost};
 use crate::store::PluginRef;
 use sha2::{Digest, Sha256};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::time::SystemTime;
 
 /// Hex digits of a stored build id.
 pub const ID_DIGITS: usize = 16;
@@ -161,39 +164,32 @@ fn hex_id(digest: &[u8]) -> String {
     digest.iter().map(|b| format!("{b:02x}")).collect::<String>()[..ID_DIGITS].to_string()
 }
 
-/// The workspace crate a library in the workspace's build output was built from, with the
-/// workspace root.
+/// The workspace crate a library in the running binary's build output was built from, with
+/// the workspace root.
 pub fn workspace_crate_of(library: &Path) -> Option<(PluginCrate, PathBuf)> {
-    let (out_dir, names) = workspace_plugin_libraries()?;
+    let (root, out_dir) = build_output_workspace()?;
     let file = library.file_name()?.to_str()?;
-    if library.parent()? != out_dir || !names.iter().any(|n| n == file) {
+    if library.parent()? != out_dir {
         return None;
     }
-    let root = workspace_root()?;
-    let krate = super::autobuild::plugin_crates(&root).into_iter().find(|c| c.library_file_name() == file)?;
+    let krate = plugin_crates(&root).into_iter().find(|c| c.library_file_name() == file)?;
     Some((krate, root))
 }
 
-fn modified(path: &Path) -> Option<SystemTime> {
-    std::fs::metadata(path).ok()?.modified().ok()
-}
-
 /// The build id of a loaded plugin: the one it was stamped with, else (workspace crate) the
-/// hash of its sources when the library is newer than all of them, else (library built
-/// elsewhere) the hash of the file.
+/// hash of its sources unless the host recorded another for its last build, else (library
+/// built elsewhere) the hash of the file.
 pub fn build_of(plugin: &LoadedPlugin) -> Option<String> {
     if plugin.build.is_some() {
         return plugin.build.clone();
     }
     match workspace_crate_of(&plugin.path) {
         Some((krate, root)) => {
-            let files = source_files(&source_dirs(&krate, Some(&root)));
-            let newest = files.iter().filter_map(|(_, p)| modified(p)).max();
-            let built = modified(&plugin.path)?;
-            if newest.is_some_and(|n| n > built) {
-                return None;
+            let current = crate_build_id(&krate, Some(&root)).ok()?;
+            match recorded_build(&plugin.path) {
+                Some(recorded) if recorded != current => None,
+                _ => Some(current),
             }
-            hash_files(&files).ok()
         }
         None => library_build_id(&plugin.path).ok(),
     }

@@ -62,6 +62,7 @@ fn naming(error: LoadError, path: &Path) -> LoadError {
             LoadError::Fingerprint { rebuild: rebuild_command(&path), path, plugin, host }
         }
         LoadError::Declare { reason, .. } => LoadError::Declare { path, reason },
+        LoadError::Build { errors, .. } => LoadError::Build { path, errors },
     }
 }
 
