@@ -11,6 +11,7 @@
 use super::build::{build_crates, feature_args, has_workbench_member, record_build, recorded_build, BuildSettings};
 use super::build_id::crate_build_id;
 use super::workspace::{plugin_crates, running_from_workspace, running_profile, PluginCrate};
+use std::path::Path;
 
 /// Set to `1` to never run cargo from the workbench (e.g. in tests that build beforehand).
 pub const NO_BUILD_VAR: &str = "WORKBENCH_NO_BUILD";
@@ -35,7 +36,7 @@ pub enum BuildOutcome {
 
 /// The build settings of the running binary for the workspace at `root`: its profile, and
 /// its features.
-pub fn settings_for(root: &std::path::Path) -> BuildSettings {
+pub fn settings_for(root: &Path) -> BuildSettings {
     BuildSettings {
         root: root.to_path_buf(),
         profile: running_profile(),
@@ -51,9 +52,19 @@ pub fn ensure_workspace_plugins_built() -> BuildOutcome {
         return BuildOutcome::NotApplicable;
     }
     let Some((root, out_dir)) = running_from_workspace() else { return BuildOutcome::NotApplicable };
+    build_stale_plugins(&settings_for(&root), &out_dir, &mut |line| {
+        // cargo's own output, shown where `cargo run` shows it (not a log message).
+        eprintln!("{line}")
+    })
+}
+
+/// Builds the plugin crates of `settings.root` whose library in `out_dir` is missing or was
+/// built from other sources; cargo's output goes to `on_line`.
+pub fn build_stale_plugins(settings: &BuildSettings, out_dir: &Path, on_line: &mut dyn FnMut(String)) -> BuildOutcome {
+    let root = &settings.root;
     let mut stale = Vec::new();
-    for krate in plugin_crates(&root) {
-        let Ok(id) = crate_build_id(&krate, Some(&root)) else { continue };
+    for krate in plugin_crates(root) {
+        let Ok(id) = crate_build_id(&krate, Some(root)) else { continue };
         if recorded_build(&out_dir.join(krate.library_file_name())).as_deref() != Some(id.as_str()) {
             stale.push((krate, id));
         }
@@ -61,11 +72,10 @@ pub fn ensure_workspace_plugins_built() -> BuildOutcome {
     if stale.is_empty() {
         return BuildOutcome::UpToDate;
     }
-    let settings = settings_for(&root);
     let names: Vec<&str> = stale.iter().map(|(c, _)| c.package.as_str()).collect();
     tracing::info!("building plugins: {} ({})", names.join(", "), settings.profile);
     let crates: Vec<PluginCrate> = stale.iter().map(|(c, _)| c.clone()).collect();
-    let report = match build_crates(&settings, &crates, &mut |line| eprintln!("{line}"), None) {
+    let report = match build_crates(settings, &crates, on_line, None) {
         Ok(report) => report,
         Err(why) => return BuildOutcome::Failed(why),
     };

@@ -20,7 +20,8 @@ mod load;
 pub mod watch;
 pub mod workspace;
 
-pub use autobuild::{ensure_workspace_plugins_built, settings_for as autobuild_settings, BuildOutcome, NO_BUILD_VAR};
+pub use autobuild::{
+    build_stale_plugins, ensure_workspace_plugins_built, settings_for as autobuild_settings, BuildOutcome, NO_BUILD_VAR};
 pub use workspace::{
     plugin_crates, workspace, workspace_plugin_libraries, workspace_root, PluginCrate, Workspace, WORKSPACE_VAR,
 };
