@@ -65,7 +65,8 @@ pub fn build_stale_plugins(settings: &BuildSettings, out_dir: &Path, on_line: &m
     let mut stale = Vec::new();
     for krate in plugin_crates(root) {
         let Ok(id) = crate_build_id(&krate, Some(root)) else { continue };
-        if recorded_build(&out_dir.join(krate.library_file_name())).as_deref() != Some(id.as_str()) {
+        let library = out_dir.join(krate.library_file_name());
+        if !library.is_file() || recorded_build(&library).as_deref() != Some(id.as_str()) {
             stale.push((krate, id));
         }
     }

@@ -73,6 +73,13 @@ pub fn has_workbench_member(root: &Path) -> bool {
     members.iter().any(|m| m.as_str().is_some_and(|s| s.trim_end_matches('/') == "workbench"))
 }
 
+/// The crate as cargo's package id spec, by path: a plugin may share its name with a registry
+/// package of the dependency tree (`ring`), which makes `-p ring` ambiguous.
+fn package_spec(krate: &PluginCrate) -> String {
+    let dir = krate.dir.canonicalize().unwrap_or_else(|_| krate.dir.clone());
+    format!("path+file://{}#{}", dir.display(), krate.package)
+}
+
 /// One line of cargo's output, from either stream.
 enum Output {
     Stderr(String),
@@ -94,7 +101,7 @@ pub fn build_crates(
         command.args(["-p", "workbench"]);
     }
     for krate in crates {
-        command.args(["-p", &krate.package]);
+        command.args(["-p", &package_spec(krate)]);
     }
     command
         .args(["--message-format=json", "--color", "never"])

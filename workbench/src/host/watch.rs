@@ -8,11 +8,12 @@
 //!   plugin new`) is picked up once it is a workspace member;
 //! - plugin directories outside the workspace's build output, for libraries built elsewhere.
 //!
-//! After [`DEBOUNCE`] of quiet, each changed crate whose sources hash differently from its
-//! last build attempt is rebuilt through [`super::build::build_crates`] (the running binary's
-//! profile and features, the workspace's feature resolution, so only that crate compiles),
-//! cargo's output passed on line by line; a changed library file is taken as it is. The new library is loaded from a fresh copy and its fingerprint checked
-//! ([`super::hot`]), then handed over in a [`WatchEvent::Loaded`]: whoever owns the
+//! After [`DEBOUNCE`] of quiet, each changed crate whose build id ([`super::build_id`])
+//! differs from its last build attempt is rebuilt through [`super::build::build_crates`] (the
+//! running binary's profile and features, the workspace's feature resolution, so only that
+//! crate compiles), cargo's output passed on line by line, and the build recorded beside the
+//! library; a changed library file is taken as it is. The new library is loaded from a fresh
+//! copy and its fingerprint checked ([`super::hot`]), then handed over in a [`WatchEvent::Loaded`]: whoever owns the
 //! [`PluginHost`] makes it active with [`PluginHost::accept`] (the TUI on its UI thread,
 //! `workbench watch` on its main thread). A failed build or load is reported and changes
 //! nothing: the previous version stays active.
