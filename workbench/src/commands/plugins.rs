@@ -42,7 +42,10 @@ pub fn list(host: &PluginHost, as_json: bool) -> Result<i32> {
         println!("{} ({} {}) — {}", d.name, d.kind().as_str(), d.version, d.description);
         println!("  path:        {}", p.path.display());
         println!("  fingerprint: {}", plugin_api::FINGERPRINT);
-        println!("  build:       {}", p.build.as_deref().unwrap_or("unknown (its sources changed since the library was built)"));
+        println!(
+            "  build:       {}",
+            p.build.as_deref().unwrap_or("unknown (its sources changed since the library was built)")
+        );
         for s in &d.params {
             println!(
                 "  {:<14} {:<6} default {:<10} {:<22} {}",

@@ -93,9 +93,9 @@ fn metadata_for(krate: &PluginCrate, root: Option<&Path>) -> std::io::Result<Arc
     static CACHE: Mutex<Vec<CachedMetadata>> = Mutex::new(Vec::new());
     let manifest = krate.dir.join("Cargo.toml");
     let mut cache = CACHE.lock().unwrap_or_else(|p| p.into_inner());
-    let fresh = cache.iter().find(|c| {
-        c.manifests.iter().any(|m| same_dir(m, &manifest)) && digest_of(&c.manifests) == c.digest
-    });
+    let fresh = cache
+        .iter()
+        .find(|c| c.manifests.iter().any(|m| same_dir(m, &manifest)) && digest_of(&c.manifests) == c.digest);
     if let Some(cached) = fresh {
         return Ok(cached.metadata.clone());
     }
@@ -126,9 +126,11 @@ fn metadata_for(krate: &PluginCrate, root: Option<&Path>) -> std::io::Result<Arc
 pub fn crate_sources(krate: &PluginCrate, root: Option<&Path>) -> std::io::Result<CrateSources> {
     let metadata = metadata_for(krate, root)?;
     let package_in = |dir: &Path| {
-        metadata.packages.iter().filter(|p| p.source.is_none()).find(|p| {
-            p.manifest_path.parent().is_some_and(|d| same_dir(d.as_std_path(), dir))
-        })
+        metadata
+            .packages
+            .iter()
+            .filter(|p| p.source.is_none())
+            .find(|p| p.manifest_path.parent().is_some_and(|d| same_dir(d.as_std_path(), dir)))
     };
     let Some(top) = package_in(&krate.dir) else {
         return Err(std::io::Error::other(format!("cargo metadata does not list {}", krate.dir.display())));

@@ -98,9 +98,7 @@ impl PluginHost {
         // A crate reported as not building at start has built since.
         let file = plugin.path.file_name().map(|n| n.to_string_lossy().into_owned());
         self.errors.retain(|e| match e {
-            LoadError::Build { path, .. } => {
-                PluginCrate::read(path).map(|c| c.library_file_name()) != file
-            }
+            LoadError::Build { path, .. } => PluginCrate::read(path).map(|c| c.library_file_name()) != file,
             _ => true,
         });
         match at {

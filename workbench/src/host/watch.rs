@@ -22,8 +22,8 @@ use super::autobuild::{building_disabled, settings_for};
 use super::build::{build_crates, record_build, BuildSettings};
 use super::build_id::{crate_build_id, is_editor_leftover, library_build_id, short, source_dirs};
 use super::discover::search_path;
-use super::workspace::{plugin_crates, running_from_workspace, running_profile, PluginCrate};
 use super::hot::load_fresh;
+use super::workspace::{plugin_crates, running_from_workspace, running_profile, PluginCrate};
 use super::{LoadedPlugin, PluginHost};
 use notify_debouncer_mini::notify::{self, RecommendedWatcher, RecursiveMode};
 use notify_debouncer_mini::{new_debouncer, DebounceEventResult, Debouncer};
@@ -72,10 +72,8 @@ impl WatchConfig {
             (Some(r), true) => plugin_crates(r),
             _ => Vec::new(),
         };
-        let library_dirs = search_path(extra_dirs)
-            .into_iter()
-            .filter(|d| d.is_dir() && out_dir.as_ref() != Some(d))
-            .collect();
+        let library_dirs =
+            search_path(extra_dirs).into_iter().filter(|d| d.is_dir() && out_dir.as_ref() != Some(d)).collect();
         let settings = root.as_deref().map(settings_for);
         WatchConfig {
             root: root.unwrap_or_default(),
