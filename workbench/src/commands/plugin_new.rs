@@ -1,5 +1,6 @@
 //! `workbench plugin new NAME --kind layer|task`: creates the crate, adds it to the
-//! workspace, builds it with the running binary's profile and loads it.
+//! workspace, builds it with the running binary's profile and features (through the host's
+//! one build path, [`crate::host::build`]) and loads it.
 
 use crate::host::autobuild_settings;
 use crate::host::build::record_build;
@@ -50,7 +51,8 @@ pub fn run(name: &str, kind: TemplateKind, build: bool, dirs: &[PathBuf]) -> Res
         cargo_env: settings.cargo_env,
         debounce: host::watch::DEBOUNCE,
     };
-    eprintln!("building {name} (cargo build --profile {} -p {name})", config.profile);
+    let with = if host::build::has_workbench_member(&config.root) { "-p workbench " } else { "" };
+    eprintln!("building {name} (cargo build --profile {} {with}-p {name})", config.profile);
     let library = config
         .cargo_build(&krate, &mut |line| eprintln!("  {line}"))
         .map_err(|summary| anyhow!("the new crate did not build:\n{summary}"))?;
