@@ -65,10 +65,17 @@ pub async fn close_stores() {
 
 /// Builds stale workspace plugins if needed, then loads every plugin on the search path.
 pub fn load_plugins(extra_dirs: &[PathBuf]) -> PluginHost {
-    if let BuildOutcome::Failed(why) = host::ensure_workspace_plugins_built() {
+    let outcome = host::ensure_workspace_plugins_built();
+    if let BuildOutcome::Failed(why) = &outcome {
         tracing::warn!("rebuilding the workspace plugins failed ({why}); using the libraries already built");
     }
     let mut plugins = PluginHost::load_dirs(&host::search_path(extra_dirs));
+    if let BuildOutcome::Built { failed, .. } = outcome {
+        for (krate, errors) in failed {
+            eprintln!("warning: plugin crate {} does not build (see `workbench plugins`)", krate.package);
+            plugins.errors.push(host::LoadError::Build { path: krate.dir, errors });
+        }
+    }
     host::stamp_builds(&mut plugins);
     plugins
 }

@@ -1,27 +1,25 @@
 //! `workbench plugin new NAME --kind layer|task`: creates the crate, adds it to the
-//! workspace, builds it with the running binary's profile and loads it.
+//! workspace, builds it with the running binary's profile and features (through the host's
+//! one build path, [`crate::host::build`]) and loads it.
 
-use crate::host::watch::{feature_args, running_profile, DEBOUNCE};
+use crate::host::autobuild_settings;
+use crate::host::build::record_build;
+use crate::host::build_id::crate_build_id;
 use crate::host::{self, PluginCrate, PluginHost, WatchConfig};
 use crate::scaffold::{self, TemplateKind};
 use anyhow::{anyhow, bail, Context, Result};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-/// The workspace to add the plugin to: the one around the current directory, else the one
-/// the binary was built from.
+/// The workspace to add the plugin to: the one in use (`WORKBENCH_WORKSPACE`, the one around
+/// the current directory, else the one the binary was built from).
 fn workspace() -> Result<PathBuf> {
-    let here = std::env::current_dir().context("cannot read the current directory")?;
-    let around = here.ancestors().find(|dir| is_workbench_workspace(dir)).map(Path::to_path_buf);
-    around.or_else(host::workspace_root).ok_or_else(|| {
+    host::workspace_root().ok_or_else(|| {
         anyhow!(
-            "no workbench workspace here: run `workbench plugin new` inside the repository (the folder with plugins/)"
+            "no workbench workspace here: run `workbench plugin new` inside the repository (the folder with plugins/), \
+             or name it with {}",
+            host::WORKSPACE_VAR
         )
     })
-}
-
-fn is_workbench_workspace(dir: &Path) -> bool {
-    dir.join("plugins").is_dir()
-        && std::fs::read_to_string(dir.join("Cargo.toml")).is_ok_and(|text| text.contains("[workspace]"))
 }
 
 /// Creates, builds and loads the plugin; `build = false` stops after creating it.
@@ -41,20 +39,26 @@ pub fn run(name: &str, kind: TemplateKind, build: bool, dirs: &[PathBuf]) -> Res
         return Ok(0);
     }
     let krate = PluginCrate::read(&created.dir).context("the new crate's Cargo.toml cannot be read")?;
+    let settings = autobuild_settings(&root);
+    let id = crate_build_id(&krate, Some(&root)).ok();
     let config = WatchConfig {
-        root,
+        root: settings.root,
         crates: Vec::new(),
         discover_new_crates: false,
         library_dirs: Vec::new(),
-        profile: running_profile(),
-        cargo_args: feature_args(),
-        cargo_env: Vec::new(),
-        debounce: DEBOUNCE,
+        profile: settings.profile,
+        cargo_args: settings.cargo_args,
+        cargo_env: settings.cargo_env,
+        debounce: host::watch::DEBOUNCE,
     };
-    tracing::info!("building {name} (cargo build --profile {} -p {name})", config.profile);
+    let with = if host::build::has_workbench_member(&config.root) { "-p workbench " } else { "" };
+    tracing::info!("building {name} (cargo build --profile {} {with}-p {name})", config.profile);
     let library = config
         .cargo_build(&krate, &mut |line| tracing::info!("  {line}"))
         .map_err(|summary| anyhow!("the new crate did not build:\n{summary}"))?;
+    if let Some(id) = id {
+        record_build(&library, &id);
+    }
     let plugin = host::load(&library)?;
     let declared = &plugin.declaration;
     if declared.name != name {

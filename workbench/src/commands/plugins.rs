@@ -23,8 +23,16 @@ pub fn list(host: &PluginHost, as_json: bool) -> Result<i32> {
             })
             .collect();
         let errors: Vec<_> = host.errors.iter().map(|e| json!({"path": e.path(), "error": e.to_string()})).collect();
-        println!("{}", serde_json::to_string_pretty(&json!({"plugins": plugins, "errors": errors}))?);
+        let workspace = crate::host::workspace().map(|w| w.root.clone());
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&json!({"plugins": plugins, "errors": errors, "workspace": workspace}))?
+        );
         return Ok(0);
+    }
+    match crate::host::workspace() {
+        Some(workspace) => println!("{}\n", workspace.describe()),
+        None => println!("no workbench workspace (plugins are loaded, never built)\n"),
     }
     if host.plugins.is_empty() {
         println!("no plugins found (build them with `cargo build --release --workspace`, or add a directory with --plugin-dir)");
@@ -34,7 +42,10 @@ pub fn list(host: &PluginHost, as_json: bool) -> Result<i32> {
         println!("{} ({} {}) — {}", d.name, d.kind().as_str(), d.version, d.description);
         println!("  path:        {}", p.path.display());
         println!("  fingerprint: {}", plugin_api::FINGERPRINT);
-        println!("  build:       {}", p.build.as_deref().unwrap_or("unknown (the library is older than its sources)"));
+        println!(
+            "  build:       {}",
+            p.build.as_deref().unwrap_or("unknown (its sources changed since the library was built)")
+        );
         for s in &d.params {
             println!(
                 "  {:<14} {:<6} default {:<10} {:<22} {}",

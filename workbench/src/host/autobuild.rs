@@ -1,162 +1,99 @@
 //! Building the workspace's own plugins before they are loaded.
 //!
-//! `cargo run` builds only the workbench binary; the plugins are separate `cdylib` crates.
-//! When the running binary belongs to this workspace's build output, stale or missing plugin
-//! libraries are rebuilt with the same profile and features, so a fresh clone works with
-//! one command.
+//! `cargo run` builds only the workbench (the workspace's default member); the plugins are
+//! separate `cdylib` crates. When the running binary belongs to the workspace's build output
+//! ([`running_from_workspace`]), every plugin crate whose sources changed since the host last
+//! built it (the content rule of [`super::build`]) is built with the same profile and
+//! features, in one cargo invocation that keeps going past a broken crate. A crate that does
+//! not build is reported with its compiler errors (`workbench plugins`, the Plugins screen);
+//! the others load, and so does the library it had before, if any.
 
-use super::discover::build_output_dir;
-use std::path::{Path, PathBuf};
-use std::process::Command;
-use std::time::SystemTime;
+use super::build::{build_crates, feature_args, has_workbench_member, record_build, recorded_build, BuildSettings};
+use super::build_id::crate_build_id;
+use super::workspace::{plugin_crates, running_from_workspace, running_profile, PluginCrate};
+use std::path::Path;
 
 /// Set to `1` to never run cargo from the workbench (e.g. in tests that build beforehand).
 pub const NO_BUILD_VAR: &str = "WORKBENCH_NO_BUILD";
 
+/// Whether building is turned off by [`NO_BUILD_VAR`].
+pub fn building_disabled() -> bool {
+    std::env::var(NO_BUILD_VAR).is_ok_and(|v| v == "1")
+}
+
 /// What [`ensure_workspace_plugins_built`] did.
 #[derive(Debug, PartialEq, Eq)]
 pub enum BuildOutcome {
-    /// Not running from this workspace's build output, or disabled: nothing to do.
+    /// Not running from the workspace's build output, or disabled: nothing to do.
     NotApplicable,
-    /// Every plugin library was newer than its sources.
+    /// Every plugin library was built from the current sources.
     UpToDate,
-    /// cargo rebuilt these crates.
-    Rebuilt(Vec<String>),
-    /// cargo failed; the libraries that exist are used as they are.
+    /// cargo ran: the crates it built, and those that failed with their compiler errors.
+    Built { rebuilt: Vec<String>, failed: Vec<(PluginCrate, String)> },
+    /// cargo could not be run; the libraries that exist are used as they are.
     Failed(String),
 }
 
-/// The workspace the running binary was built from, when its manifest is still there.
-pub fn workspace_root() -> Option<PathBuf> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent()?.to_path_buf();
-    let manifest = std::fs::read_to_string(root.join("Cargo.toml")).ok()?;
-    manifest.contains("[workspace]").then_some(root)
-}
-
-/// A plugin crate of the workspace: its folder, its package name (for `cargo build -p`) and
-/// its library name (the file cargo writes), read from its Cargo.toml.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PluginCrate {
-    pub dir: PathBuf,
-    pub package: String,
-    pub lib: String,
-}
-
-impl PluginCrate {
-    /// Reads `dir/Cargo.toml`; `None` if it is missing or has no package name.
-    pub fn read(dir: &Path) -> Option<PluginCrate> {
-        let manifest: toml::Table = std::fs::read_to_string(dir.join("Cargo.toml")).ok()?.parse().ok()?;
-        let package = manifest.get("package")?.get("name")?.as_str()?.to_string();
-        let lib = manifest
-            .get("lib")
-            .and_then(|l| l.get("name"))
-            .and_then(|n| n.as_str())
-            .map_or_else(|| package.replace('-', "_"), str::to_string);
-        Some(PluginCrate { dir: dir.to_path_buf(), package, lib })
-    }
-
-    /// The library file name cargo writes for this crate (`libhyperset.so`).
-    pub fn library_file_name(&self) -> String {
-        format!("{}{}{}", std::env::consts::DLL_PREFIX, self.lib, std::env::consts::DLL_SUFFIX)
+/// The build settings of the running binary for the workspace at `root`: its profile, and
+/// its features.
+pub fn settings_for(root: &Path) -> BuildSettings {
+    BuildSettings {
+        root: root.to_path_buf(),
+        profile: running_profile(),
+        cargo_args: feature_args(has_workbench_member(root)),
+        cargo_env: Vec::new(),
     }
 }
 
-/// The plugin crates: the directories under `plugins/` with a readable Cargo.toml, by name.
-pub fn plugin_crates(root: &Path) -> Vec<PluginCrate> {
-    let Ok(entries) = std::fs::read_dir(root.join("plugins")) else { return Vec::new() };
-    let mut crates: Vec<PluginCrate> =
-        entries.filter_map(|e| e.ok()).filter_map(|e| PluginCrate::read(&e.path())).collect();
-    crates.sort_by(|a, b| a.package.cmp(&b.package));
-    crates
-}
-
-fn newest_mtime(path: &Path) -> Option<SystemTime> {
-    let meta = std::fs::metadata(path).ok()?;
-    if meta.is_file() {
-        return meta.modified().ok();
-    }
-    std::fs::read_dir(path).ok()?.filter_map(|e| e.ok()).filter_map(|e| newest_mtime(&e.path())).max()
-}
-
-/// When the binary runs from this workspace's build output: that directory and the library
-/// file names of the workspace's plugin crates. Only those are loaded from it, so test
-/// fixtures and other libraries cargo put there are never mistaken for plugins.
-pub fn workspace_plugin_libraries() -> Option<(PathBuf, Vec<String>)> {
-    let (root, out_dir) = (workspace_root()?, build_output_dir()?);
-    if !out_dir.starts_with(root.join("target")) {
-        return None;
-    }
-    let names = plugin_crates(&root).iter().map(PluginCrate::library_file_name).collect();
-    Some((out_dir, names))
-}
-
-/// Rebuilds stale or missing workspace plugin libraries next to the running binary.
+/// Builds the workspace's plugin crates whose library is missing or was built from other
+/// sources, next to the running binary. cargo's output goes to stderr, as `cargo run`'s does.
 pub fn ensure_workspace_plugins_built() -> BuildOutcome {
-    if std::env::var(NO_BUILD_VAR).is_ok_and(|v| v == "1") {
+    if building_disabled() {
         return BuildOutcome::NotApplicable;
     }
-    let (Some(root), Some(out_dir)) = (workspace_root(), build_output_dir()) else {
-        return BuildOutcome::NotApplicable;
-    };
-    if !out_dir.starts_with(root.join("target")) {
-        return BuildOutcome::NotApplicable;
+    let Some((root, out_dir)) = running_from_workspace() else { return BuildOutcome::NotApplicable };
+    build_stale_plugins(&settings_for(&root), &out_dir, &mut |line| {
+        // cargo's own output, shown where `cargo run` shows it (not a log message).
+        eprintln!("{line}")
+    })
+}
+
+/// Builds the plugin crates of `settings.root` whose library in `out_dir` is missing or was
+/// built from other sources; cargo's output goes to `on_line`.
+pub fn build_stale_plugins(settings: &BuildSettings, out_dir: &Path, on_line: &mut dyn FnMut(String)) -> BuildOutcome {
+    let root = &settings.root;
+    let mut stale = Vec::new();
+    for krate in plugin_crates(root) {
+        let Ok(id) = crate_build_id(&krate, Some(root)) else { continue };
+        let library = out_dir.join(krate.library_file_name());
+        if !library.is_file() || recorded_build(&library).as_deref() != Some(id.as_str()) {
+            stale.push((krate, id));
+        }
     }
-    let profile = out_dir.file_name().and_then(|n| n.to_str()).unwrap_or("debug").to_string();
-    let shared_sources = ["plugin-api", "datasets", "Cargo.lock"].map(|p| newest_mtime(&root.join(p)));
-    let shared_newest = shared_sources.into_iter().flatten().max();
-    let stale: Vec<String> = plugin_crates(&root)
-        .into_iter()
-        .filter(|c| {
-            let Some(built) = newest_mtime(&out_dir.join(c.library_file_name())) else { return true };
-            let sources = [newest_mtime(&c.dir), shared_newest].into_iter().flatten().max();
-            sources.is_some_and(|s| s > built)
-        })
-        .map(|c| c.package)
-        .collect();
     if stale.is_empty() {
         return BuildOutcome::UpToDate;
     }
-    eprintln!("building plugins: {} ({profile})", stale.join(", "));
-    let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
-    cmd.arg("build").current_dir(&root);
-    if profile != "debug" {
-        cmd.args(["--profile", &profile]);
+    let names: Vec<&str> = stale.iter().map(|(c, _)| c.package.as_str()).collect();
+    tracing::info!("building plugins: {} ({})", names.join(", "), settings.profile);
+    let crates: Vec<PluginCrate> = stale.iter().map(|(c, _)| c.clone()).collect();
+    let report = match build_crates(settings, &crates, on_line, None) {
+        Ok(report) => report,
+        Err(why) => return BuildOutcome::Failed(why),
+    };
+    let mut rebuilt = Vec::new();
+    let mut failed = Vec::new();
+    for (krate, id) in stale {
+        match (report.built.get(&krate.package), report.failed.get(&krate.package)) {
+            (Some(library), _) => {
+                record_build(library, &id);
+                rebuilt.push(krate.package);
+            }
+            (None, summary) => {
+                let summary = summary.cloned().unwrap_or_else(|| "cargo reported nothing about it".into());
+                tracing::error!("plugin crate {} does not build:\n{summary}", krate.package);
+                failed.push((krate, summary));
+            }
+        }
     }
-    for name in &stale {
-        cmd.args(["-p", name]);
-    }
-    if cfg!(feature = "cuda") {
-        cmd.args(["--features", "plugin-api/cuda"]);
-    }
-    match cmd.status() {
-        Ok(status) if status.success() => BuildOutcome::Rebuilt(stale),
-        Ok(status) => BuildOutcome::Failed(format!("cargo build exited with {status}")),
-        Err(e) => BuildOutcome::Failed(format!("could not run cargo: {e}")),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn plugin_crates_read_package_and_library_names() {
-        let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
-        let crates = plugin_crates(root);
-        let sudoku = crates.iter().find(|c| c.package == "sudoku").expect("the sudoku plugin");
-        assert_eq!(
-            sudoku.library_file_name(),
-            format!("{}sudoku{}", std::env::consts::DLL_PREFIX, std::env::consts::DLL_SUFFIX)
-        );
-        let dir = std::env::temp_dir().join(format!("wb-crate-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        std::fs::write(dir.join("Cargo.toml"), "[package]\nname = \"image-task\"\n[lib]\nname = \"image\"\n").unwrap();
-        let c = PluginCrate::read(&dir).unwrap();
-        assert_eq!((c.package.as_str(), c.lib.as_str()), ("image-task", "image"));
-        std::fs::write(dir.join("Cargo.toml"), "[package]\nname = \"my-layer\"\n").unwrap();
-        assert_eq!(PluginCrate::read(&dir).unwrap().lib, "my_layer");
-        std::fs::write(dir.join("Cargo.toml"), "not toml [").unwrap();
-        assert!(PluginCrate::read(&dir).is_none());
-        std::fs::remove_dir_all(&dir).unwrap();
-    }
+    BuildOutcome::Built { rebuilt, failed }
 }

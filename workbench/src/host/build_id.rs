@@ -5,7 +5,10 @@
 //! - for a plugin crate of the workspace, a hash of its sources: every file of the crate
 //!   directory except `target/`, hidden files and editor leftovers (`*~`, `*.swp`), plus the
 //!   same of the crates it depends on by path (`datasets`), except `plugin-api`, whose
-//!   sources are already part of the fingerprint every plugin is checked against;
+//!   sources are already part of the fingerprint every plugin is checked against, plus the
+//!   `Cargo.lock` entries of the registry and git packages it is built with. The path
+//!   dependencies and packages are cargo's answer (`cargo metadata`), so renamed and
+//!   target-specific dependencies count, and `cargo update` gives another id;
 //! - for a library built elsewhere, a hash of the library file.
 //!
 //! Two runs of `hyperset` made by different code therefore never carry the same id, whatever
@@ -13,16 +16,20 @@
 //! paths and contents, so it is the same on every machine and checkout; [`short`] gives the 7
 //! digits shown in legends (`hyperset@1a2b3c4`).
 //!
-//! A workspace library older than its sources (a rebuild failed) gets no id: its sources no
-//! longer say what it was built from.
+//! A workspace library the host built records the id of the sources it was built from
+//! ([`super::build::record_build`]); when the sources have changed since (a rebuild failed),
+//! it gets no id: its sources no longer say what it was built from. A library cargo built
+//! without the host (`WORKBENCH_NO_BUILD=1`) records nothing and is taken to be built from
+//! the current sources.
 
-use super::autobuild::{workspace_plugin_libraries, workspace_root, PluginCrate};
+use super::build::recorded_build;
+use super::workspace::{build_output_workspace, plugin_crates, PluginCrate};
 use super::{LoadedPlugin, PluginHost};
 use crate::store::PluginRef;
 use sha2::{Digest, Sha256};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::time::SystemTime;
+use std::sync::{Arc, Mutex};
 
 /// Hex digits of a stored build id.
 pub const ID_DIGITS: usize = 16;
@@ -44,51 +51,164 @@ pub fn tagged(plugin: &PluginRef) -> String {
     format!("{}@{}", plugin.name, plugin.build.as_deref().map_or("?", short))
 }
 
-/// The directories whose files make a crate's build id, labelled: the crate itself (label
-/// `""`) and, recursively, its path dependencies (labelled by package name). `root` is the
-/// workspace whose `[workspace.dependencies]` resolve `dep.workspace = true`.
-pub fn source_dirs(krate: &PluginCrate, root: Option<&Path>) -> Vec<(String, PathBuf)> {
-    let mut out = vec![(String::new(), krate.dir.clone())];
-    let mut seen: BTreeSet<PathBuf> = BTreeSet::new();
-    let mut pending = vec![krate.dir.clone()];
-    while let Some(dir) = pending.pop() {
-        for (name, dep_dir) in path_dependencies(&dir, root) {
-            if NOT_HASHED.contains(&name.as_str()) || !seen.insert(dep_dir.clone()) {
+/// What a crate is built from, as `cargo metadata` says: the directories whose files make its
+/// build id, labelled (the crate itself `""`, then each path dependency, normal or build,
+/// renamed or target-specific, recursively, by package name), and the `Cargo.lock` entries of
+/// the registry and git packages it depends on.
+#[derive(Debug, Default)]
+pub struct CrateSources {
+    pub dirs: Vec<(String, PathBuf)>,
+    pub locked: Vec<String>,
+}
+
+fn metadata_error(e: cargo_metadata::Error) -> std::io::Error {
+    std::io::Error::other(format!("cargo metadata: {e}"))
+}
+
+fn same_dir(a: &Path, b: &Path) -> bool {
+    a == b || a.canonicalize().ok().zip(b.canonicalize().ok()).is_some_and(|(a, b)| a == b)
+}
+
+/// `cargo metadata` of a workspace, with the digest of the manifests and lock file it was
+/// read from.
+struct CachedMetadata {
+    manifests: Vec<PathBuf>,
+    digest: Vec<u8>,
+    metadata: Arc<cargo_metadata::Metadata>,
+}
+
+fn digest_of(files: &[PathBuf]) -> Vec<u8> {
+    let mut hasher = Sha256::new();
+    for file in files {
+        hasher.update(file.as_os_str().as_encoded_bytes());
+        hasher.update(std::fs::read(file).unwrap_or_default());
+    }
+    hasher.finalize().to_vec()
+}
+
+/// `cargo metadata` for the workspace of `krate`, run again only when one of the workspace's
+/// manifests or its lock file changed (it takes a few tenths of a second, and every plugin
+/// of a workspace asks the same question).
+fn metadata_for(krate: &PluginCrate, root: Option<&Path>) -> std::io::Result<Arc<cargo_metadata::Metadata>> {
+    static CACHE: Mutex<Vec<CachedMetadata>> = Mutex::new(Vec::new());
+    let manifest = krate.dir.join("Cargo.toml");
+    let mut cache = CACHE.lock().unwrap_or_else(|p| p.into_inner());
+    let fresh = cache
+        .iter()
+        .find(|c| c.manifests.iter().any(|m| same_dir(m, &manifest)) && digest_of(&c.manifests) == c.digest);
+    if let Some(cached) = fresh {
+        return Ok(cached.metadata.clone());
+    }
+    let mut command = cargo_metadata::MetadataCommand::new();
+    command.manifest_path(&manifest);
+    if let Some(root) = root {
+        command.current_dir(root);
+    }
+    let metadata = Arc::new(command.exec().map_err(metadata_error)?);
+    let workspace_root = metadata.workspace_root.as_std_path().to_path_buf();
+    let mut manifests: Vec<PathBuf> = metadata
+        .packages
+        .iter()
+        .filter(|p| p.source.is_none())
+        .map(|p| p.manifest_path.as_std_path().to_path_buf())
+        .chain([workspace_root.join("Cargo.toml"), workspace_root.join("Cargo.lock")])
+        .collect();
+    manifests.sort();
+    manifests.dedup();
+    let digest = digest_of(&manifests);
+    cache.retain(|c| c.metadata.workspace_root != metadata.workspace_root);
+    cache.push(CachedMetadata { manifests, digest, metadata: metadata.clone() });
+    Ok(metadata)
+}
+
+/// Reads what `krate` is built from (see [`CrateSources`]); `root`, when given, is where
+/// cargo runs (cargo finds the workspace from the crate either way).
+pub fn crate_sources(krate: &PluginCrate, root: Option<&Path>) -> std::io::Result<CrateSources> {
+    let metadata = metadata_for(krate, root)?;
+    let package_in = |dir: &Path| {
+        metadata
+            .packages
+            .iter()
+            .filter(|p| p.source.is_none())
+            .find(|p| p.manifest_path.parent().is_some_and(|d| same_dir(d.as_std_path(), dir)))
+    };
+    let Some(top) = package_in(&krate.dir) else {
+        return Err(std::io::Error::other(format!("cargo metadata does not list {}", krate.dir.display())));
+    };
+    let mut dirs = vec![(String::new(), krate.dir.clone())];
+    let mut pending = vec![top];
+    let mut seen = BTreeSet::new();
+    while let Some(package) = pending.pop() {
+        for dep in &package.dependencies {
+            let Some(path) = &dep.path else { continue };
+            let dir = path.as_std_path().to_path_buf();
+            if dep.kind == cargo_metadata::DependencyKind::Development
+                || NOT_HASHED.contains(&dep.name.as_str())
+                || !seen.insert(dir.clone())
+            {
                 continue;
             }
-            pending.push(dep_dir.clone());
-            out.push((name, dep_dir));
+            if let Some(found) = package_in(&dir) {
+                pending.push(found);
+            }
+            dirs.push((dep.name.clone(), dir));
         }
     }
-    out
+    Ok(CrateSources { dirs, locked: locked_dependencies(&metadata, &top.id) })
 }
 
-/// `(package name, directory)` of the path dependencies (normal and build) of the crate in `dir`.
-fn path_dependencies(dir: &Path, root: Option<&Path>) -> Vec<(String, PathBuf)> {
-    let Some(manifest) = read_toml(&dir.join("Cargo.toml")) else { return Vec::new() };
-    let workspace_deps = root
-        .and_then(|r| read_toml(&r.join("Cargo.toml")))
-        .and_then(|m| m.get("workspace").and_then(|w| w.get("dependencies")).and_then(|d| d.as_table()).cloned());
-    let mut out = Vec::new();
-    for section in ["dependencies", "build-dependencies"] {
-        let Some(deps) = manifest.get(section).and_then(|d| d.as_table()) else { continue };
-        for (name, spec) in deps {
-            let local = spec.get("path").and_then(|p| p.as_str()).map(|p| dir.join(p));
-            let inherited = || {
-                let inherits = spec.get("workspace").and_then(|w| w.as_bool()) == Some(true);
-                let path = workspace_deps.as_ref()?.get(name)?.get("path")?.as_str()?;
-                inherits.then(|| root.map(|r| r.join(path))).flatten()
-            };
-            if let Some(dep_dir) = local.or_else(inherited) {
-                out.push((name.clone(), dep_dir));
+/// The `Cargo.lock` entries (name, version, source, checksum) of the registry and git packages
+/// `id` depends on, directly or not, for building (not dev-dependencies), sorted.
+fn locked_dependencies(metadata: &cargo_metadata::Metadata, id: &cargo_metadata::PackageId) -> Vec<String> {
+    let Some(resolve) = &metadata.resolve else { return Vec::new() };
+    let lock: Vec<toml::Value> = std::fs::read_to_string(metadata.workspace_root.join("Cargo.lock"))
+        .ok()
+        .and_then(|t| t.parse::<toml::Table>().ok())
+        .and_then(|t| t.get("package")?.as_array().cloned())
+        .unwrap_or_default();
+    let mut reached = BTreeSet::from([id.clone()]);
+    let mut pending = vec![id.clone()];
+    while let Some(at) = pending.pop() {
+        let Some(node) = resolve.nodes.iter().find(|n| n.id == at) else { continue };
+        for dep in &node.deps {
+            let building = dep.dep_kinds.iter().any(|k| k.kind != cargo_metadata::DependencyKind::Development);
+            if building && reached.insert(dep.pkg.clone()) {
+                pending.push(dep.pkg.clone());
             }
         }
     }
-    out
+    let mut entries: Vec<String> = metadata
+        .packages
+        .iter()
+        .filter(|p| p.source.is_some() && reached.contains(&p.id))
+        .map(|p| {
+            let (name, version) = (p.name.to_string(), p.version.to_string());
+            let entry = lock.iter().find(|e| {
+                e.get("name").and_then(|n| n.as_str()) == Some(name.as_str())
+                    && e.get("version").and_then(|v| v.as_str()) == Some(version.as_str())
+            });
+            match entry {
+                Some(entry) => entry.to_string(),
+                None => format!("{name} {version} {}", p.source.as_ref().map(|s| s.repr.as_str()).unwrap_or("")),
+            }
+        })
+        .collect();
+    entries.sort();
+    entries
 }
 
-fn read_toml(path: &Path) -> Option<toml::Table> {
-    std::fs::read_to_string(path).ok()?.parse().ok()
+/// [`crate_sources`], or the crate's own directory alone when cargo cannot read its manifest
+/// (mid-edit, say): its id still follows its files, and the build that follows reports why.
+fn crate_sources_or_own(krate: &PluginCrate, root: Option<&Path>) -> CrateSources {
+    crate_sources(krate, root).unwrap_or_else(|e| {
+        tracing::warn!("{}: {e}", krate.dir.display());
+        CrateSources { dirs: vec![(String::new(), krate.dir.clone())], locked: Vec::new() }
+    })
+}
+
+/// The directories whose files make a crate's build id (see [`CrateSources`]).
+pub fn source_dirs(krate: &PluginCrate, root: Option<&Path>) -> Vec<(String, PathBuf)> {
+    crate_sources_or_own(krate, root).dirs
 }
 
 /// Whether a file name is an editor's or the system's, not a source: hidden files, backups
@@ -134,6 +254,10 @@ pub fn source_files(dirs: &[(String, PathBuf)]) -> Vec<(String, PathBuf)> {
 /// The build id of these source files: SHA-256 over each relative path, its length and
 /// content, in order.
 pub fn hash_files(files: &[(String, PathBuf)]) -> std::io::Result<String> {
+    Ok(hex_id(&hash_sources(files, &[])?.finalize()))
+}
+
+fn hash_sources(files: &[(String, PathBuf)], locked: &[String]) -> std::io::Result<Sha256> {
     let mut hasher = Sha256::new();
     for (name, path) in files {
         let bytes = std::fs::read(path)?;
@@ -142,12 +266,19 @@ pub fn hash_files(files: &[(String, PathBuf)]) -> std::io::Result<String> {
         hasher.update((bytes.len() as u64).to_le_bytes());
         hasher.update(&bytes);
     }
-    Ok(hex_id(&hasher.finalize()))
+    for entry in locked {
+        hasher.update(b"Cargo.lock\0");
+        hasher.update((entry.len() as u64).to_le_bytes());
+        hasher.update(entry.as_bytes());
+    }
+    Ok(hasher)
 }
 
-/// The build id of a plugin crate's sources (see the module doc).
+/// The build id of a plugin crate (see the module doc): its sources, those of its path
+/// dependencies and the locked versions of the packages it depends on.
 pub fn crate_build_id(krate: &PluginCrate, root: Option<&Path>) -> std::io::Result<String> {
-    hash_files(&source_files(&source_dirs(krate, root)))
+    let sources = crate_sources_or_own(krate, root);
+    Ok(hex_id(&hash_sources(&source_files(&sources.dirs), &sources.locked)?.finalize()))
 }
 
 /// The build id of a library built elsewhere: a hash of the file.
@@ -161,39 +292,32 @@ fn hex_id(digest: &[u8]) -> String {
     digest.iter().map(|b| format!("{b:02x}")).collect::<String>()[..ID_DIGITS].to_string()
 }
 
-/// The workspace crate a library in the workspace's build output was built from, with the
-/// workspace root.
+/// The workspace crate a library in the running binary's build output was built from, with
+/// the workspace root.
 pub fn workspace_crate_of(library: &Path) -> Option<(PluginCrate, PathBuf)> {
-    let (out_dir, names) = workspace_plugin_libraries()?;
+    let (root, out_dir) = build_output_workspace()?;
     let file = library.file_name()?.to_str()?;
-    if library.parent()? != out_dir || !names.iter().any(|n| n == file) {
+    if library.parent()? != out_dir {
         return None;
     }
-    let root = workspace_root()?;
-    let krate = super::autobuild::plugin_crates(&root).into_iter().find(|c| c.library_file_name() == file)?;
+    let krate = plugin_crates(&root).into_iter().find(|c| c.library_file_name() == file)?;
     Some((krate, root))
 }
 
-fn modified(path: &Path) -> Option<SystemTime> {
-    std::fs::metadata(path).ok()?.modified().ok()
-}
-
 /// The build id of a loaded plugin: the one it was stamped with, else (workspace crate) the
-/// hash of its sources when the library is newer than all of them, else (library built
-/// elsewhere) the hash of the file.
+/// hash of its sources unless the host recorded another for its last build, else (library
+/// built elsewhere) the hash of the file.
 pub fn build_of(plugin: &LoadedPlugin) -> Option<String> {
     if plugin.build.is_some() {
         return plugin.build.clone();
     }
     match workspace_crate_of(&plugin.path) {
         Some((krate, root)) => {
-            let files = source_files(&source_dirs(&krate, Some(&root)));
-            let newest = files.iter().filter_map(|(_, p)| modified(p)).max();
-            let built = modified(&plugin.path)?;
-            if newest.is_some_and(|n| n > built) {
-                return None;
+            let current = crate_build_id(&krate, Some(&root)).ok()?;
+            match recorded_build(&plugin.path) {
+                Some(recorded) if recorded != current => None,
+                _ => Some(current),
             }
-            hash_files(&files).ok()
         }
         None => library_build_id(&plugin.path).ok(),
     }
@@ -281,6 +405,7 @@ mod tests {
         std::fs::write(root.join("plugins/probe/src/lib.rs"), "").unwrap();
         std::fs::write(root.join("data/Cargo.toml"), "[package]\nname = \"data\"\n").unwrap();
         std::fs::write(root.join("data/src/lib.rs"), "1").unwrap();
+        std::fs::write(root.join("plugin-api/Cargo.toml"), "[package]\nname = \"plugin-api\"\n").unwrap();
         std::fs::write(root.join("plugin-api/src/lib.rs"), "1").unwrap();
         let krate = PluginCrate::read(&root.join("plugins/probe")).unwrap();
         let labels: Vec<String> = source_dirs(&krate, Some(&root)).into_iter().map(|(l, _)| l).collect();
@@ -290,6 +415,80 @@ mod tests {
         assert_eq!(crate_build_id(&krate, Some(&root)).unwrap(), before);
         std::fs::write(root.join("data/src/lib.rs"), "2").unwrap();
         assert_ne!(crate_build_id(&krate, Some(&root)).unwrap(), before);
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    /// A workspace with `data` and the crate `probe` whose `[package]` and dependency
+    /// sections are `probe_manifest`.
+    fn workspace_with(tag: &str, probe_manifest: &str) -> (PathBuf, PluginCrate) {
+        let root = std::env::temp_dir().join(format!("wb-build-id-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        for dir in ["plugins/probe/src", "data/src"] {
+            std::fs::create_dir_all(root.join(dir)).unwrap();
+        }
+        std::fs::write(root.join("Cargo.toml"), "[workspace]\nmembers = [\"plugins/probe\", \"data\"]\n").unwrap();
+        std::fs::write(root.join("plugins/probe/Cargo.toml"), probe_manifest).unwrap();
+        std::fs::write(root.join("plugins/probe/src/lib.rs"), "").unwrap();
+        std::fs::write(root.join("data/Cargo.toml"), "[package]\nname = \"data\"\n").unwrap();
+        std::fs::write(root.join("data/src/lib.rs"), "1").unwrap();
+        let krate = PluginCrate::read(&root.join("plugins/probe")).unwrap();
+        (root, krate)
+    }
+
+    fn labels(krate: &PluginCrate, root: &Path) -> Vec<String> {
+        source_dirs(krate, Some(root)).into_iter().map(|(l, _)| l).collect()
+    }
+
+    #[test]
+    fn a_renamed_path_dependency_counts_under_its_package_name() {
+        let (root, krate) = workspace_with(
+            "renamed",
+            "[package]\nname = \"probe\"\n[dependencies]\nhelper = { package = \"data\", path = \"../../data\" }\n",
+        );
+        assert_eq!(labels(&krate, &root), vec!["".to_string(), "data".to_string()]);
+        let before = crate_build_id(&krate, Some(&root)).unwrap();
+        std::fs::write(root.join("data/src/lib.rs"), "2").unwrap();
+        assert_ne!(crate_build_id(&krate, Some(&root)).unwrap(), before);
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn a_target_specific_path_dependency_counts() {
+        let (root, krate) = workspace_with(
+            "target",
+            "[package]\nname = \"probe\"\n[target.'cfg(windows)'.dependencies]\ndata = { path = \"../../data\" }\n",
+        );
+        assert_eq!(labels(&krate, &root), vec!["".to_string(), "data".to_string()]);
+        let before = crate_build_id(&krate, Some(&root)).unwrap();
+        std::fs::write(root.join("data/src/lib.rs"), "2").unwrap();
+        assert_ne!(crate_build_id(&krate, Some(&root)).unwrap(), before);
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn another_locked_version_of_a_dependency_is_another_build() {
+        // syn 2 and syn 3 are both in this workspace's lock file, so both resolve offline.
+        let (root, krate) = workspace_with(
+            "lock",
+            "[package]\nname = \"probe\"\n[dependencies]\nsyn = { version = \">=2, <4\", default-features = false }\n",
+        );
+        let main_lock = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().join("Cargo.lock");
+        std::fs::copy(main_lock, root.join("Cargo.lock")).unwrap();
+        let pin = |version: &str| {
+            let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+            let status = std::process::Command::new(cargo)
+                .current_dir(&root)
+                .args(["update", "--offline", "--quiet", "-p", "syn", "--precise", version])
+                .status()
+                .unwrap();
+            assert!(status.success(), "cargo update syn --precise {version}");
+        };
+        let first = crate_build_id(&krate, Some(&root)).unwrap();
+        assert_eq!(crate_build_id(&krate, Some(&root)).unwrap(), first, "the same lock, the same id");
+        // Resolving kept one syn in the lock file; pin the other.
+        let lock = std::fs::read_to_string(root.join("Cargo.lock")).unwrap();
+        pin(if lock.contains("version = \"3.0.10\"") { "2.0.119" } else { "3.0.10" });
+        assert_ne!(crate_build_id(&krate, Some(&root)).unwrap(), first);
         std::fs::remove_dir_all(&root).unwrap();
     }
 

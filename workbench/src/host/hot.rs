@@ -13,7 +13,7 @@
 //! library is closed when the last of them is dropped.
 
 use super::load::{load, rebuild_command, LoadError, LoadedPlugin};
-use super::PluginHost;
+use super::{PluginCrate, PluginHost};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -62,6 +62,7 @@ fn naming(error: LoadError, path: &Path) -> LoadError {
             LoadError::Fingerprint { rebuild: rebuild_command(&path), path, plugin, host }
         }
         LoadError::Declare { reason, .. } => LoadError::Declare { path, reason },
+        LoadError::Build { errors, .. } => LoadError::Build { path, errors },
     }
 }
 
@@ -94,6 +95,12 @@ impl PluginHost {
         while let Some(i) = find_file(self.errors.iter().map(|e| e.path()), &plugin.path) {
             self.errors.remove(i);
         }
+        // A crate reported as not building at start has built since.
+        let file = plugin.path.file_name().map(|n| n.to_string_lossy().into_owned());
+        self.errors.retain(|e| match e {
+            LoadError::Build { path, .. } => PluginCrate::read(path).map(|c| c.library_file_name()) != file,
+            _ => true,
+        });
         match at {
             Some(i) => Ok(Some(std::mem::replace(&mut self.plugins[i], plugin))),
             None => {

@@ -26,6 +26,10 @@ pub enum LoadError {
     /// `declare` returned an error or panicked.
     #[error("{path}: failed while registering: {reason}")]
     Declare { path: PathBuf, reason: String },
+    /// The plugin's crate does not build (`path` is its directory); a library built before,
+    /// if any, is loaded as it is.
+    #[error("{path}: the crate does not build; a library built before, if any, is used as it is\n{errors}")]
+    Build { path: PathBuf, errors: String },
 }
 
 impl LoadError {
@@ -36,7 +40,8 @@ impl LoadError {
             | LoadError::NoEntry { path }
             | LoadError::BadMagic { path }
             | LoadError::Fingerprint { path, .. }
-            | LoadError::Declare { path, .. } => path,
+            | LoadError::Declare { path, .. }
+            | LoadError::Build { path, .. } => path,
         }
     }
 }

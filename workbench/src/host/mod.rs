@@ -1,20 +1,29 @@
 //! The plugin host: finds plugin libraries, loads them, and hands out the objects they build.
 //!
+//! - [`workspace`]: which workspace is used, and whether the binary runs from its build;
+//! - [`build`]: the one way plugin crates are built, and the content rule for when;
+//! - `autobuild`: building stale plugin crates at start; [`watch`] and [`hot`]: hot reload;
+//! - `discover` and `load`: where libraries are looked for, and loading one;
+//! - [`build_id`]: which build of a plugin made a run.
+//!
 //! Libraries stay mapped while anything built from them is alive: every object comes back
 //! wrapped in [`Plugged`], which holds an `Arc` to its library. Compute runs only in worker
 //! processes; the long-lived TUI process loads plugins for their declarations alone (each
 //! plugin carries its own candle and thread pool, which would stay behind after use).
 
 mod autobuild;
+pub mod build;
 pub mod build_id;
 mod discover;
 pub mod hot;
 mod load;
 pub mod watch;
+pub mod workspace;
 
 pub use autobuild::{
-    ensure_workspace_plugins_built, plugin_crates, workspace_plugin_libraries, workspace_root, BuildOutcome,
-    PluginCrate, NO_BUILD_VAR,
+    build_stale_plugins, ensure_workspace_plugins_built, settings_for as autobuild_settings, BuildOutcome, NO_BUILD_VAR};
+pub use workspace::{
+    plugin_crates, workspace, workspace_plugin_libraries, workspace_root, PluginCrate, Workspace, WORKSPACE_VAR,
 };
 pub use build_id::{build_of, stamp_builds};
 pub use discover::{build_output_dir, library_files, search_path, PLUGIN_PATH_VAR};

@@ -8,26 +8,27 @@
 //!   plugin new`) is picked up once it is a workspace member;
 //! - plugin directories outside the workspace's build output, for libraries built elsewhere.
 //!
-//! After [`DEBOUNCE`] of quiet, each changed crate whose sources hash differently from its
-//! last build is rebuilt with `cargo build --profile P -p PACKAGE` (the running binary's
-//! profile), cargo's output passed on line by line; a changed library file is taken as it
-//! is. The new library is loaded from a fresh copy and its fingerprint checked
-//! ([`super::hot`]), then handed over in a [`WatchEvent::Loaded`]: whoever owns the
+//! After [`DEBOUNCE`] of quiet, each changed crate whose build id ([`super::build_id`])
+//! differs from its last build attempt is rebuilt through [`super::build::build_crates`] (the
+//! running binary's profile and features, the workspace's feature resolution, so only that
+//! crate compiles), cargo's output passed on line by line, and the build recorded beside the
+//! library; a changed library file is taken as it is. The new library is loaded from a fresh
+//! copy and its fingerprint checked ([`super::hot`]), then handed over in a [`WatchEvent::Loaded`]: whoever owns the
 //! [`PluginHost`] makes it active with [`PluginHost::accept`] (the TUI on its UI thread,
 //! `workbench watch` on its main thread). A failed build or load is reported and changes
 //! nothing: the previous version stays active.
 
-use super::autobuild::{plugin_crates, workspace_root, PluginCrate, NO_BUILD_VAR};
+use super::autobuild::{building_disabled, settings_for};
+use super::build::{build_crates, record_build, BuildSettings};
 use super::build_id::{crate_build_id, is_editor_leftover, library_build_id, short, source_dirs};
-use super::discover::{build_output_dir, search_path};
+use super::discover::search_path;
 use super::hot::load_fresh;
+use super::workspace::{plugin_crates, running_from_workspace, running_profile, PluginCrate};
 use super::{LoadedPlugin, PluginHost};
 use notify_debouncer_mini::notify::{self, RecommendedWatcher, RecursiveMode};
 use notify_debouncer_mini::{new_debouncer, DebounceEventResult, Debouncer};
 use std::collections::{BTreeSet, HashMap};
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
@@ -36,9 +37,6 @@ use std::time::{Duration, Instant};
 
 /// Quiet time after the last change before a rebuild starts.
 pub const DEBOUNCE: Duration = Duration::from_millis(300);
-
-/// Most lines of compiler errors kept in a [`WatchEvent::BuildFailed`] summary.
-const SUMMARY_LINES: usize = 12;
 
 /// What a [`Watcher`] watches and how it builds.
 #[derive(Debug, Clone)]
@@ -61,61 +59,45 @@ pub struct WatchConfig {
     pub debounce: Duration,
 }
 
-/// The cargo profile the running binary was built with: `dev` for `target/debug`, the
-/// directory's name for other profiles of the workspace, `dev` elsewhere.
-pub fn running_profile() -> String {
-    let out = build_output_dir();
-    let name = out.as_ref().and_then(|d| d.file_name()).and_then(|n| n.to_str()).unwrap_or("debug").to_string();
-    let in_workspace = match (workspace_root(), &out) {
-        (Some(root), Some(out)) => out.starts_with(root.join("target")),
-        _ => false,
-    };
-    match name.as_str() {
-        "debug" => "dev".into(),
-        "release" => "release".into(),
-        _ if in_workspace => name,
-        _ => "dev".into(),
-    }
-}
-
-/// `--features plugin-api/cuda` when the host was built with CUDA (plugins must match).
-pub fn feature_args() -> Vec<String> {
-    if cfg!(feature = "cuda") {
-        vec!["--features".into(), "plugin-api/cuda".into()]
-    } else {
-        Vec::new()
-    }
-}
-
 impl WatchConfig {
     /// What the running binary should watch: when it runs from the workspace's build output
     /// (and `WORKBENCH_NO_BUILD` is not `1`), the workspace's plugin crates; always, the
     /// plugin directories of the search path other than the workspace's build output.
     pub fn for_running_binary(extra_dirs: &[PathBuf]) -> WatchConfig {
-        let out_dir = build_output_dir();
-        let root = workspace_root().filter(|r| out_dir.as_ref().is_some_and(|o| o.starts_with(r.join("target"))));
-        let building = root.is_some() && !std::env::var(NO_BUILD_VAR).is_ok_and(|v| v == "1");
+        let from_workspace = running_from_workspace();
+        let out_dir = from_workspace.as_ref().map(|(_, out)| out.clone());
+        let root = from_workspace.map(|(root, _)| root);
+        let building = root.is_some() && !building_disabled();
         let crates = match (&root, building) {
             (Some(r), true) => plugin_crates(r),
             _ => Vec::new(),
         };
-        let library_dirs = search_path(extra_dirs)
-            .into_iter()
-            .filter(|d| d.is_dir() && !(root.is_some() && out_dir.as_ref() == Some(d)))
-            .collect();
+        let library_dirs =
+            search_path(extra_dirs).into_iter().filter(|d| d.is_dir() && out_dir.as_ref() != Some(d)).collect();
+        let settings = root.as_deref().map(settings_for);
         WatchConfig {
             root: root.unwrap_or_default(),
             crates,
             discover_new_crates: building,
             library_dirs,
-            profile: running_profile(),
-            cargo_args: feature_args(),
+            profile: settings.as_ref().map_or_else(running_profile, |s| s.profile.clone()),
+            cargo_args: settings.map(|s| s.cargo_args).unwrap_or_default(),
             cargo_env: Vec::new(),
             debounce: DEBOUNCE,
         }
     }
 
-    /// `cargo build --profile P -p PACKAGE` in the workspace, each line of cargo's output
+    /// How this configuration builds (see [`super::build`]).
+    pub fn build_settings(&self) -> BuildSettings {
+        BuildSettings {
+            root: self.root.clone(),
+            profile: self.profile.clone(),
+            cargo_args: self.cargo_args.clone(),
+            cargo_env: self.cargo_env.clone(),
+        }
+    }
+
+    /// Builds one crate (see [`super::build::build_crates`]), each line of cargo's output
     /// passed to `on_line` as it comes; the path of the built library, or a summary of the
     /// compiler errors.
     pub fn cargo_build(&self, krate: &PluginCrate, on_line: &mut dyn FnMut(String)) -> Result<PathBuf, String> {
@@ -128,79 +110,12 @@ impl WatchConfig {
         on_line: &mut dyn FnMut(String),
         running: Option<&Mutex<Option<u32>>>,
     ) -> Result<PathBuf, String> {
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let mut command = Command::new(&cargo);
-        command
-            .current_dir(&self.root)
-            .args(["build", "--profile", &self.profile, "-p", &krate.package])
-            .args(["--message-format=json-render-diagnostics", "--color", "never"])
-            .args(&self.cargo_args)
-            .envs(self.cargo_env.iter().map(|(k, v)| (k, v)))
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        let mut child = command.spawn().map_err(|e| format!("cannot run `{cargo}`: {e}"))?;
-        if let Some(slot) = running {
-            *slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(child.id());
-        }
-        let wanted = krate.library_file_name();
-        let stdout = child.stdout.take().expect("piped");
-        let looked_for = wanted.clone();
-        let artifacts = std::thread::spawn(move || {
-            let mut found = None;
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                let Ok(message) = serde_json::from_str::<serde_json::Value>(&line) else { continue };
-                if message["reason"] != "compiler-artifact" {
-                    continue;
-                }
-                let files = message["filenames"].as_array().cloned().unwrap_or_default();
-                for file in files.iter().filter_map(|f| f.as_str()).map(PathBuf::from) {
-                    if file.file_name().is_some_and(|n| n.to_string_lossy() == looked_for) {
-                        found = Some(file);
-                    }
-                }
-            }
-            found
-        });
-        let mut lines = Vec::new();
-        for line in BufReader::new(child.stderr.take().expect("piped")).lines().map_while(Result::ok) {
-            on_line(line.clone());
-            lines.push(line);
-        }
-        let status = child.wait();
-        if let Some(slot) = running {
-            *slot.lock().unwrap_or_else(|p| p.into_inner()) = None;
-        }
-        let library = artifacts.join().ok().flatten();
-        match status {
-            Ok(s) if s.success() => library.ok_or_else(|| {
-                format!("cargo built {} but reported no {wanted}: is it a `cdylib` crate?", krate.package)
-            }),
-            Ok(s) => Err(error_summary(&lines, &s.to_string())),
-            Err(e) => Err(format!("cargo did not finish: {e}")),
+        let mut report = build_crates(&self.build_settings(), std::slice::from_ref(krate), on_line, running)?;
+        match report.built.remove(&krate.package) {
+            Some(library) => Ok(library),
+            None => Err(report.failed.remove(&krate.package).unwrap_or_else(|| "cargo reported nothing".into())),
         }
     }
-}
-
-/// The compiler's error lines (with their `-->` locations), at most [`SUMMARY_LINES`]; the
-/// last lines of output when there are none.
-fn error_summary(lines: &[String], status: &str) -> String {
-    let mut out = Vec::new();
-    for (i, line) in lines.iter().enumerate() {
-        if line.starts_with("error") && !line.starts_with("error: could not compile") {
-            out.push(line.trim().to_string());
-            if let Some(next) = lines.get(i + 1).filter(|n| n.trim_start().starts_with("-->")) {
-                out.push(format!("  {}", next.trim()));
-            }
-        }
-    }
-    if out.is_empty() {
-        let tail: Vec<&String> = lines.iter().rev().filter(|l| !l.trim().is_empty()).take(5).collect();
-        out = tail.into_iter().rev().cloned().collect();
-        out.push(format!("cargo {status}"));
-    }
-    out.truncate(SUMMARY_LINES);
-    out.join("\n")
 }
 
 /// A new version of a plugin, loaded and checked, waiting to be made active.
@@ -611,6 +526,7 @@ impl State {
             Err(summary) => self.emit(WatchEvent::BuildFailed { package, summary }),
             Ok(library) => {
                 let built_at = Instant::now();
+                record_build(&library, &id);
                 match load_fresh(&library) {
                     Ok((mut plugin, load_time)) => {
                         plugin.build = Some(id);
@@ -644,41 +560,5 @@ impl State {
             }
             Err(e) => self.emit(WatchEvent::LoadFailed { source, reason: e.to_string() }),
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn build_failures_are_summarised_by_their_errors_and_locations() {
-        let lines: Vec<String> = [
-            "   Compiling probe v0.1.0",
-            "error[E0425]: cannot find value `x` in this scope",
-            "  --> plugins/probe/src/lib.rs:3:5",
-            "   |",
-            "3  |     x",
-            "error: could not compile `probe` (lib) due to 1 previous error",
-        ]
-        .map(String::from)
-        .to_vec();
-        let summary = error_summary(&lines, "exit status: 101");
-        assert_eq!(summary, "error[E0425]: cannot find value `x` in this scope\n  --> plugins/probe/src/lib.rs:3:5");
-        let other = error_summary(&["error: could not find `Cargo.toml`".to_string()], "exit status: 101");
-        assert!(other.contains("could not find"), "{other}");
-        let silent = error_summary(&["warning: something".to_string()], "exit status: 1");
-        assert!(silent.ends_with("cargo exit status: 1"), "{silent}");
-    }
-
-    #[test]
-    fn the_profile_follows_the_build_directory() {
-        // Unit tests run from target/<profile>/deps of this workspace.
-        let dir = build_output_dir().unwrap();
-        let expected = match dir.file_name().unwrap().to_str().unwrap() {
-            "debug" => "dev".to_string(),
-            other => other.to_string(),
-        };
-        assert_eq!(running_profile(), expected);
     }
 }

@@ -77,6 +77,8 @@ pub struct PluginFailure {
 pub struct PluginList {
     pub plugins: Vec<PluginInfo>,
     pub failures: Vec<PluginFailure>,
+    /// Which workspace plugins are built in (`workspace: /path (from ...)`), if any.
+    pub workspace: Option<String>,
 }
 
 impl PluginList {
@@ -89,6 +91,7 @@ impl PluginList {
                 .iter()
                 .map(|e| PluginFailure { path: e.path().to_path_buf(), reason: e.to_string() })
                 .collect(),
+            workspace: crate::host::workspace().map(|w| w.describe()),
         }
     }
 

@@ -145,6 +145,7 @@ fn plugins() -> PluginList {
             path: "/plugins/libbroken.so".into(),
             reason: "not a library: invalid ELF header".into(),
         }],
+        workspace: None,
     }
 }
 

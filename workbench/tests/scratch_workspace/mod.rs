@@ -34,6 +34,7 @@ pub fn create(tag: &str) -> PathBuf {
     let mut doc: toml_edit::DocumentMut = text.parse().unwrap();
     let workspace = doc["workspace"].as_table_mut().expect("[workspace]");
     workspace.remove("exclude");
+    workspace.remove("default-members");
     workspace["members"] = toml_edit::value(toml_edit::Array::new());
     let absolute = |relative: &str| main.join(relative).display().to_string();
     let dependencies = workspace["dependencies"].as_table_like_mut().expect("[workspace.dependencies]");

@@ -32,7 +32,7 @@ fn draw_plugins(frame: &mut Frame, area: Rect, app: &App) {
     let reload_lines = if app.reload_log.is_empty() { 0 } else { area.height / 3 };
     let [table_area, fp_area, fail_area, reload_area] = Layout::vertical([
         Constraint::Min(3),
-        Constraint::Length(2),
+        Constraint::Length(3),
         Constraint::Length(if failures > 0 { (failures * 2 + 2).min(area.height / 2) } else { 0 }),
         Constraint::Length(reload_lines),
     ])
@@ -68,7 +68,11 @@ fn draw_plugins(frame: &mut Frame, area: Rect, app: &App) {
         table_area,
     );
     frame.render_widget(
-        Paragraph::new(format!("fingerprint (host and every loaded plugin): {}", plugin_api::FINGERPRINT))
+        Paragraph::new(format!(
+            "fingerprint (host and every loaded plugin): {}\n{}",
+            plugin_api::FINGERPRINT,
+            app.plugins.workspace.as_deref().unwrap_or("no workbench workspace: plugins are loaded, never built")
+        ))
             .style(dim())
             .wrap(Wrap { trim: true }),
         fp_area,
