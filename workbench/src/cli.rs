@@ -36,6 +36,11 @@ pub struct Cli {
     #[arg(long = "plugin-dir", global = true)]
     pub plugin_dirs: Vec<PathBuf>,
 
+    /// The workspace whose plugins are built and watched. Default: the one holding the
+    /// current directory, else the one this binary was built from.
+    #[arg(long, global = true, env = "WORKBENCH_WORKSPACE")]
+    pub workspace: Option<PathBuf>,
+
     #[command(subcommand)]
     pub command: Option<Command>,
 }
@@ -329,6 +334,10 @@ fn quiet_on_closed_output(command: Option<&Command>) {
 pub fn main() -> i32 {
     let cli = Cli::parse();
     crate::logging::init();
+    if let Some(workspace) = &cli.workspace {
+        // Read by the plugin host (host::workspace) and passed on to workers; single-threaded here.
+        std::env::set_var("WORKBENCH_WORKSPACE", workspace);
+    }
     tune_process(cli.command.as_ref());
     quiet_on_closed_output(cli.command.as_ref());
     let runtime = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {

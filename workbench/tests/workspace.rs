@@ -31,4 +31,9 @@ fn the_workspace_is_found_from_the_variable_the_current_directory_or_the_build()
     assert_eq!(code, 0, "{stderr}");
     let canonical = scratch.canonicalize().unwrap();
     assert_eq!(first_line(&stdout), format!("workspace: {} (from WORKBENCH_WORKSPACE)", canonical.display()));
+    // The option sets the same variable (workers started by this process inherit it).
+    let (code, stdout, stderr) =
+        run(workbench(&elsewhere).env_remove("WORKBENCH_WORKSPACE").arg("--workspace").arg(&scratch).arg("plugins"));
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(first_line(&stdout), format!("workspace: {} (from WORKBENCH_WORKSPACE)", canonical.display()));
 }
