@@ -203,6 +203,10 @@ pub enum Command {
         #[command(subcommand)]
         action: DbAction,
     },
+    /// Internal: load one library in this short-lived process, so a library whose loading
+    /// crashes or hangs cannot take the host down (see host::probe).
+    #[command(hide = true, name = "probe-plugin")]
+    ProbePlugin { path: PathBuf },
     /// Internal: train stored run N (started by `train` and `resume`).
     #[command(hide = true)]
     Worker {
@@ -464,6 +468,12 @@ async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         Some(Command::Datasets(args)) => commands::datasets::run(args),
         Some(Command::Db { action: DbAction::Copy { from, to, json } }) => commands::db::copy(&from, &to, json).await,
         Some(Command::Db { action: DbAction::Backup { file } }) => commands::db::backup(&db, &file).await,
+        Some(Command::ProbePlugin { path }) => {
+            // What the plugin then declares (or why it is refused) is found again by the host.
+            let _ = host::load(&path);
+            println!("{}", host::probe::LOADED_MARK);
+            Ok(0)
+        }
         Some(Command::Worker { run, resume }) => {
             let host = PluginHost::load_dirs(&host::search_path(&dirs));
             let store = Store::connect(&db).await?.with_artifacts_dir(artifacts);

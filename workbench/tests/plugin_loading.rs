@@ -164,6 +164,35 @@ fn a_plugin_panicking_at_registration_is_reported_and_the_others_load() {
     assert!(message.contains("panicked") && message.contains("fixture panics while registering"), "{message}");
 }
 
+/// A library whose ELF constructor aborts, or never returns, is loaded first by a probing
+/// child process: `workbench plugins` reports it with the cause and lists the others (loading
+/// it in the host used to kill the command with SIGABRT, or hang it).
+#[test]
+fn a_library_that_aborts_or_hangs_while_loading_is_reported_and_the_host_lives() {
+    let plugins = plugin_dir_with("on-load", &["fixture-panicking-plugin", "sudoku"]);
+    for (mode, expected) in [("abort", "SIGABRT"), ("hang", "did not end within 2 s")] {
+        let dir = temp_dir(&format!("on-load-{mode}"));
+        let (code, stdout, stderr) = run(workbench(&dir)
+            .env("WORKBENCH_PLUGIN_PATH", &plugins)
+            .env("WB_FIXTURE_ON_LOAD", mode)
+            .env("XDG_CACHE_HOME", dir.join("cache"))
+            .env("WORKBENCH_PROBE_TIMEOUT_S", "2")
+            .args(["plugins", "--json"]));
+        assert_eq!(code, 0, "{mode}: {stderr}");
+        let listing: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+        let names: Vec<&str> =
+            listing["plugins"].as_array().unwrap().iter().map(|p| p["name"].as_str().unwrap()).collect();
+        assert!(names.contains(&"sudoku") && !names.contains(&"panicking"), "{mode}: {names:?}");
+        let errors = listing["errors"].as_array().unwrap();
+        let message = errors
+            .iter()
+            .find(|e| e["path"].as_str().unwrap().contains("fixture_panicking"))
+            .and_then(|e| e["error"].as_str())
+            .expect("the library is reported");
+        assert!(message.contains(expected) && message.contains("it was not loaded"), "{mode}: {message}");
+    }
+}
+
 /// Trains the fixture layer `panicking` (with `extra` overrides) on a few Sudoku puzzles;
 /// returns the exit code, stderr and `runs show 1 --json`.
 fn train_fixture(tag: &str, extra: &[&str]) -> (i32, String, serde_json::Value) {

@@ -63,6 +63,7 @@ fn naming(error: LoadError, path: &Path) -> LoadError {
         }
         LoadError::Declare { reason, .. } => LoadError::Declare { path, reason },
         LoadError::Build { errors, .. } => LoadError::Build { path, errors },
+        LoadError::Probe { reason, .. } => LoadError::Probe { path, reason },
     }
 }
 

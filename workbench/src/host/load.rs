@@ -26,6 +26,10 @@ pub enum LoadError {
     /// `declare` returned an error or panicked.
     #[error("{path}: failed while registering: {reason}")]
     Declare { path: PathBuf, reason: String },
+    /// Loading it in a probing child process crashed or hung (see `host::probe`); it was not
+    /// loaded into this process.
+    #[error("{path}: {reason}; it was not loaded (remove it from the plugin path, or rebuild it)")]
+    Probe { path: PathBuf, reason: String },
     /// The plugin's crate does not build (`path` is its directory); a library built before,
     /// if any, is loaded as it is.
     #[error("{path}: the crate does not build; a library built before, if any, is used as it is\n{errors}")]
@@ -41,6 +45,7 @@ impl LoadError {
             | LoadError::BadMagic { path }
             | LoadError::Fingerprint { path, .. }
             | LoadError::Declare { path, .. }
+            | LoadError::Probe { path, .. }
             | LoadError::Build { path, .. } => path,
         }
     }

@@ -17,6 +17,7 @@ pub mod build_id;
 mod discover;
 pub mod hot;
 mod load;
+pub mod probe;
 pub mod watch;
 pub mod workspace;
 
@@ -88,15 +89,29 @@ impl PluginHost {
                         && !file.file_name().and_then(|n| n.to_str()).is_some_and(|n| names.iter().any(|x| x == n))
                 });
                 if !skip {
-                    host.add(file);
+                    let built_here = workspace.as_ref().is_some_and(|(out_dir, names)| built_by(&file, out_dir, names));
+                    host.add_library(file, built_here);
                 }
             }
         }
         host
     }
 
-    /// Loads one library file into the host.
+    /// Loads one library file into the host, probing it in a child process first (see
+    /// [`probe`]) unless this workspace's build made it.
     pub fn add(&mut self, file: PathBuf) {
+        let built_here =
+            workspace_plugin_libraries().is_some_and(|(out_dir, names)| built_by(&file, &out_dir, &names));
+        self.add_library(file, built_here);
+    }
+
+    fn add_library(&mut self, file: PathBuf, built_here: bool) {
+        if !built_here {
+            if let Err(e) = probe::probe(&file) {
+                self.errors.push(e);
+                return;
+            }
+        }
         match load(&file) {
             Ok(plugin) => {
                 if let Some(first) = self.plugins.iter().find(|p| p.declaration.name == plugin.declaration.name) {
@@ -157,4 +172,14 @@ impl PluginHost {
         let task = plugin.declaration.build_task(config, seed).map_err(|e| anyhow::anyhow!("task `{name}`: {e}"))?;
         Ok(Plugged::new(task, plugin.library()))
     }
+}
+
+/// Whether `file` (links followed) is one of the plugin libraries `names` in this workspace's
+/// build output `out_dir`: code the host built from the workspace's own sources, which needs
+/// no probe.
+fn built_by(file: &std::path::Path, out_dir: &std::path::Path, names: &[String]) -> bool {
+    let real = std::fs::canonicalize(file).unwrap_or_else(|_| file.to_path_buf());
+    let out = std::fs::canonicalize(out_dir).unwrap_or_else(|_| out_dir.to_path_buf());
+    real.parent() == Some(out.as_path())
+        && real.file_name().and_then(|n| n.to_str()).is_some_and(|n| names.iter().any(|x| x == n))
 }

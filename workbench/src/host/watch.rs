@@ -553,6 +553,11 @@ impl State {
         }
         self.libraries.insert(path.to_path_buf(), id.clone());
         let settled = Instant::now();
+        // A library dropped into a watched directory is unknown code: probed before it is loaded.
+        if let Err(e) = super::probe::probe(path) {
+            self.emit(WatchEvent::LoadFailed { source, reason: e.to_string() });
+            return;
+        }
         match load_fresh(path) {
             Ok((mut plugin, load_time)) => {
                 plugin.build = id;
