@@ -682,6 +682,9 @@ async fn a_run_with_a_damaged_configuration_is_shown_as_damaged_beside_the_other
     let damage = runs[0].damage.clone().unwrap_or_default();
     assert!(damage.contains("configuration is not valid JSON"), "{damage}");
     assert_eq!((runs[1].id, runs[1].damage.clone()), (good, None));
+    // The list shows the last evaluation metrics, from the stored summaries.
+    let acc = MetricRow { step: 3, split: "eval".into(), name: "acc".into(), value: 0.5, wall_time: 1.0 };
+    store.insert_metrics(good, &[acc]).await.unwrap();
     let refused = workbench::ops::runs::requeue(&store, bad).await.unwrap_err().to_string();
     assert!(refused.contains("cannot be trained again") && refused.contains("not valid JSON"), "{refused}");
     store.close().await;
@@ -696,7 +699,8 @@ async fn a_run_with_a_damaged_configuration_is_shown_as_damaged_beside_the_other
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let lines: Vec<&str> = text.lines().collect();
     assert!(lines.iter().any(|l| l.trim_start().starts_with(&format!("{bad} ")) && l.contains("damaged")), "{text}");
-    assert!(lines.iter().any(|l| l.trim_start().starts_with(&format!("{good} ")) && l.contains("queued")), "{text}");
+    let good_line = lines.iter().find(|l| l.trim_start().starts_with(&format!("{good} "))).expect("the good run");
+    assert!(good_line.contains("queued") && good_line.ends_with("acc 0.500"), "{text}");
 }
 
 #[tokio::test]

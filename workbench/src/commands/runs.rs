@@ -1,7 +1,7 @@
 //! `workbench runs` and `workbench runs show N`.
 
 use crate::ops;
-use crate::store::{MetricRow, RunRecord, Store};
+use crate::store::{MetricRow, MetricSummary, RunRecord, Store};
 use anyhow::Result;
 use serde_json::json;
 use std::collections::BTreeMap;
@@ -52,12 +52,13 @@ fn duration(r: &RunRecord) -> String {
     }
 }
 
-/// The last evaluation metrics (training depth, without the loss) as `name value` pairs.
-fn eval_summary(summary: &BTreeMap<(String, String), SeriesSummary>) -> String {
-    summary
+/// The last evaluation metrics (training depth, without the loss) as `name value` pairs,
+/// from the stored per-metric summaries (ordered by split and name).
+fn eval_summary(summaries: &[MetricSummary]) -> String {
+    summaries
         .iter()
-        .filter(|((split, name), _)| split == "eval" && name != "loss")
-        .map(|((_, name), s)| format!("{name} {:.3}", s.last))
+        .filter(|s| s.split == "eval" && s.name != "loss")
+        .map(|s| format!("{} {:.3}", s.name, s.last))
         .collect::<Vec<_>>()
         .join(", ")
 }
@@ -76,8 +77,12 @@ pub async fn list(store: &Store, as_json: bool) -> Result<i32> {
         "{:>4}  {:<11}  {:<12}  {:<10}  {:>11}  {:>9}  {:>7}  last eval",
         "id", "status", "layer", "task", "steps", "params", "time"
     );
+    // One read of the summaries kept as metrics are written, not every run's metric rows.
+    let mut summaries: BTreeMap<i64, Vec<MetricSummary>> = BTreeMap::new();
+    for s in store.metric_summaries().await? {
+        summaries.entry(s.run_id).or_default().push(s);
+    }
     for r in &runs {
-        let summary = summarise(&store.metrics(r.id).await?);
         let steps = match r.total_steps {
             Some(total) => format!("{}/{}", r.last_step, total),
             None => r.last_step.to_string(),
@@ -92,7 +97,7 @@ pub async fn list(store: &Store, as_json: bool) -> Result<i32> {
             steps,
             params,
             duration(r),
-            eval_summary(&summary)
+            eval_summary(summaries.get(&r.id).map_or(&[], Vec::as_slice))
         );
     }
     Ok(0)
