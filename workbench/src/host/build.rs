@@ -96,6 +96,15 @@ pub fn build_crates(
 ) -> Result<BuildReport, String> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let mut command = Command::new(&cargo);
+    // `cargo run` describes the workbench package to it in the environment; a build script of
+    // the shared dependencies (ring's) reruns when those variables change, so passing them on
+    // would rebuild ring, rustls, ureq, datasets and the workbench here and again at the next
+    // `cargo run` (a minute each time on two cores).
+    for (name, _) in std::env::vars_os() {
+        if name.to_str().is_some_and(describes_the_running_package) {
+            command.env_remove(name);
+        }
+    }
     command.current_dir(&settings.root).args(["build", "--profile", &settings.profile, "--keep-going"]);
     if has_workbench_member(&settings.root) {
         command.args(["-p", "workbench"]);
@@ -267,9 +276,26 @@ pub fn recorded_build(library: &Path) -> Option<String> {
     Some(text.trim().to_string()).filter(|t| !t.is_empty())
 }
 
+/// Variables cargo sets for the package it runs (`cargo run`), which a build of other
+/// packages must not inherit.
+fn describes_the_running_package(name: &str) -> bool {
+    ["CARGO_PKG_", "CARGO_MANIFEST_", "CARGO_CRATE_", "CARGO_BIN_"].iter().any(|p| name.starts_with(p))
+        || name == "CARGO_PRIMARY_PACKAGE"
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_variables_cargo_run_sets_for_the_workbench_are_not_passed_to_plugin_builds() {
+        for name in ["CARGO_PKG_NAME", "CARGO_PKG_VERSION", "CARGO_MANIFEST_DIR", "CARGO_MANIFEST_PATH", "CARGO_PRIMARY_PACKAGE"] {
+            assert!(describes_the_running_package(name), "{name}");
+        }
+        for name in ["CARGO", "CARGO_HOME", "CARGO_TARGET_DIR", "CARGO_BUILD_JOBS", "CARGO_PROFILE_RELEASE_DEBUG"] {
+            assert!(!describes_the_running_package(name), "{name}");
+        }
+    }
 
     #[test]
     fn build_failures_are_summarised_by_their_errors_and_locations() {
