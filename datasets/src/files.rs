@@ -50,8 +50,11 @@ pub fn open_regular(path: &Path) -> io::Result<(File, u64)> {
 pub fn read_regular(path: &Path) -> io::Result<Vec<u8>> {
     let (file, len) = open_regular(path)?;
     let mut bytes = Vec::with_capacity(len as usize);
-    // A file that grows while it is read stops at the limit too.
-    file.take(MAX_BYTES).read_to_end(&mut bytes)?;
+    // A file that grows past the limit while it is read is refused, not cut short.
+    file.take(MAX_BYTES + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > MAX_BYTES {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, "it grew past the size a data file may have while it was read"));
+    }
     Ok(bytes)
 }
 

@@ -96,13 +96,10 @@ impl Store {
 
     /// Runs stamped with revision `since` or later, ordered by id (every run for `None`).
     async fn runs_revised_since(&self, since: Option<i64>) -> Result<Vec<RunRecord>, StoreError> {
-        let Some(since) = since else { return self.list_runs().await };
-        let rows = sqlx::query::<Any>(concat!(select_runs!(), " WHERE revision >= $1 ORDER BY id"))
-            .bind(since)
-            .fetch_all(&self.pool)
-            .await
-            .map_err(|e| self.err(e))?;
-        rows.iter().map(|r| self.map_run(r)).collect()
+        match since {
+            Some(since) => self.runs_where(concat!(select_runs!(), " WHERE revision >= $1 ORDER BY id"), since).await,
+            None => self.list_runs().await,
+        }
     }
 
     /// How many runs the store holds.

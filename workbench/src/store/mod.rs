@@ -371,6 +371,12 @@ impl Store {
         self.map_run(&row)
     }
 
+    /// The runs `sql` (a `select_runs!()` query with one integer parameter `$1`) selects.
+    async fn runs_where(&self, sql: &'static str, value: i64) -> Result<Vec<RunRecord>, StoreError> {
+        let rows = sqlx::query::<Any>(sql).bind(value).fetch_all(&self.pool).await.map_err(|e| self.err(e))?;
+        rows.iter().map(|r| self.map_run(r)).collect()
+    }
+
     /// All runs, ordered by id.
     pub async fn list_runs(&self) -> Result<Vec<RunRecord>, StoreError> {
         let rows = sqlx::query::<Any>(concat!(select_runs!(), " ORDER BY id"))

@@ -108,12 +108,7 @@ impl Store {
 
     /// The runs of a sweep in declared order.
     pub async fn sweep_runs(&self, sweep: i64) -> Result<Vec<RunRecord>, StoreError> {
-        let rows = sqlx::query::<Any>(concat!(select_runs!(), " WHERE sweep_id = $1 ORDER BY sweep_index, id"))
-            .bind(sweep)
-            .fetch_all(&self.pool)
-            .await
-            .map_err(|e| self.err(e))?;
-        rows.iter().map(|r| self.map_run(r)).collect()
+        self.runs_where(concat!(select_runs!(), " WHERE sweep_id = $1 ORDER BY sweep_index, id"), sweep).await
     }
 
     /// Pauses (`held = true`) or releases a queued run. Pausing a run that is not queued is
