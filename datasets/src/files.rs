@@ -53,7 +53,10 @@ pub fn read_regular(path: &Path) -> io::Result<Vec<u8>> {
     // A file that grows past the limit while it is read is refused, not cut short.
     file.take(MAX_BYTES + 1).read_to_end(&mut bytes)?;
     if bytes.len() as u64 > MAX_BYTES {
-        return Err(io::Error::new(io::ErrorKind::InvalidInput, "it grew past the size a data file may have while it was read"));
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "it grew past the size a data file may have while it was read",
+        ));
     }
     Ok(bytes)
 }

@@ -9,7 +9,7 @@
 use crate::error::{PluginError, Result};
 use crate::layer::{DescentCheck, Energy, GradientIdentity, Layer, Pass};
 use crate::schema::{Config, ParamSpec};
-use crate::task::{Batch, MetricTally, Task, TaskInfo, TaskModel};
+use crate::task::{Batch, Footprint, MetricTally, Progress, Task, TaskInfo, TaskModel};
 use candle_core::{Device, Tensor};
 use candle_nn::VarBuilder;
 use std::ffi::c_char;
@@ -66,9 +66,10 @@ impl PluginKind {
 }
 
 type LayerCtor = Box<dyn Fn(&Config, VarBuilder) -> Result<Box<dyn Layer>> + Send + Sync>;
-type TaskCtor = Box<dyn Fn(&Config, u64) -> Result<Box<dyn Task>> + Send + Sync>;
+type TaskCtor = Box<dyn Fn(&Config, u64, Progress<'_>) -> Result<Box<dyn Task>> + Send + Sync>;
 type Validator = Box<dyn Fn(&Config) -> Result<()> + Send + Sync>;
 type NeedsCausal = Box<dyn Fn(&Config) -> bool + Send + Sync>;
+type FootprintFn = Box<dyn Fn(&Config, VarBuilder, usize) -> Result<Footprint> + Send + Sync>;
 
 enum Constructor {
     Layer(LayerCtor),
@@ -89,6 +90,8 @@ pub struct Declaration {
     validator: Option<Validator>,
     /// Layer: it can run with a causal mask. Task: when its layer must run causally.
     causal: Causal,
+    footprint: Option<FootprintFn>,
+    activation_floats: Option<u32>,
 }
 
 /// What a plugin declares about causal passes, so the host can refuse a non-causal layer on
@@ -122,8 +125,18 @@ impl Declaration {
         T: Task + 'static,
         F: Fn(&Config, u64) -> Result<T> + Send + Sync + 'static,
     {
-        let ctor: TaskCtor = Box::new(move |cfg, seed| {
-            let task = guard(|| build(cfg, seed))?;
+        Self::task_reporting(name, version, description, params, move |cfg, seed, _| build(cfg, seed))
+    }
+
+    /// Declares a task plugin whose constructor `build(config, seed, progress)` reports how
+    /// far its data preparation has come.
+    pub fn task_reporting<T, F>(name: &str, version: &str, description: &str, params: Vec<ParamSpec>, build: F) -> Self
+    where
+        T: Task + 'static,
+        F: Fn(&Config, u64, Progress<'_>) -> Result<T> + Send + Sync + 'static,
+    {
+        let ctor: TaskCtor = Box::new(move |cfg, seed, progress| {
+            let task = guard(|| build(cfg, seed, progress))?;
             Ok(Box::new(Guarded(task)) as Box<dyn Task>)
         });
         Self::new(name, version, description, params, Constructor::Task(ctor))
@@ -138,6 +151,8 @@ impl Declaration {
             constructor,
             validator: None,
             causal: Causal::No,
+            footprint: None,
+            activation_floats: None,
         }
     }
 
@@ -180,6 +195,38 @@ impl Declaration {
         self
     }
 
+    /// Declares what this task needs in memory for a configuration: `footprint(config, vb,
+    /// width)` builds the task's model into `vb` (as `Task::build_model` would, with shapes
+    /// taken from the configuration, upper bounds where only the data can tell) and returns the
+    /// sequence length and data size, all without making or reading data.
+    pub fn with_footprint<F>(mut self, footprint: F) -> Self
+    where
+        F: Fn(&Config, VarBuilder, usize) -> Result<Footprint> + Send + Sync + 'static,
+    {
+        self.footprint = Some(Box::new(move |cfg, vb, width| guard(|| footprint(cfg, vb, width))));
+        self
+    }
+
+    /// The task's footprint for `config` at `width`, its model built into `vb`; `None` if
+    /// the plugin declares none.
+    pub fn footprint(&self, config: &Config, vb: VarBuilder, width: usize) -> Option<Result<Footprint>> {
+        self.footprint.as_ref().map(|footprint| footprint(&self.complete(config), vb, width))
+    }
+
+    /// Declares how many floats this layer's pass keeps for the backward pass, per token,
+    /// width unit, example and iteration (the host's memory estimate; measured, e.g. by
+    /// running a few steps under `/usr/bin/time -v`). Layers that declare none are taken to
+    /// keep the host's default.
+    pub fn with_activation_floats(mut self, floats: u32) -> Self {
+        self.activation_floats = Some(floats);
+        self
+    }
+
+    /// What [`Declaration::with_activation_floats`] declared.
+    pub fn activation_floats(&self) -> Option<u32> {
+        self.activation_floats
+    }
+
     /// `config` with every key of the plugin's schema it lacks set to its default: how a
     /// configuration stored before an option existed is read. Every call into the plugin
     /// below passes its configuration through this first.
@@ -215,8 +262,13 @@ impl Declaration {
     /// Builds the task from the completed `config` with the run's seed. Errors if this is a
     /// layer plugin.
     pub fn build_task(&self, config: &Config, seed: u64) -> Result<Box<dyn Task>> {
+        self.build_task_reporting(config, seed, Progress::ignored())
+    }
+
+    /// [`Declaration::build_task`], the task reporting its data preparation to `progress`.
+    pub fn build_task_reporting(&self, config: &Config, seed: u64, progress: Progress<'_>) -> Result<Box<dyn Task>> {
         match &self.constructor {
-            Constructor::Task(ctor) => ctor(&self.complete(config), seed),
+            Constructor::Task(ctor) => ctor(&self.complete(config), seed, progress),
             Constructor::Layer(_) => Err(PluginError::Other(format!("`{}` is a layer plugin, not a task", self.name))),
         }
     }

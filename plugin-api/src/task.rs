@@ -40,6 +40,41 @@ pub struct TaskInfo {
     pub eval_examples: usize,
 }
 
+/// What a configured task needs, known from its configuration alone (no data made or read),
+/// so the host can estimate a run's memory before the run is stored. Declared with
+/// [`crate::Declaration::with_footprint`], whose function also builds the task's model into
+/// the `VarBuilder` it is given (the host's counts parameters there without allocating them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Footprint {
+    /// Tokens per example `N` (as [`TaskInfo::seq_len`] will say).
+    pub seq_len: usize,
+    /// Bytes the task's training and evaluation data hold in memory (an upper bound where
+    /// only the data can tell).
+    pub data_bytes: u64,
+}
+
+/// Where a task reports how far the preparation of its data has come, so the host can show
+/// the progress of a long generation or read (`puzzles 2400000/10000000`).
+#[derive(Clone, Copy)]
+pub struct Progress<'a>(&'a (dyn Fn(&str, u64, u64) + Sync));
+
+impl<'a> Progress<'a> {
+    /// Progress reported to `report(what, done, total)`.
+    pub fn new(report: &'a (dyn Fn(&str, u64, u64) + Sync)) -> Self {
+        Progress(report)
+    }
+
+    /// Progress that nobody follows.
+    pub fn ignored() -> Progress<'static> {
+        Progress(&|_, _, _| {})
+    }
+
+    /// `done` of `total` units of `what` (e.g. "training puzzles") are ready.
+    pub fn report(&self, what: &str, done: u64, total: u64) {
+        (self.0)(what, done, total)
+    }
+}
+
 /// One batch of examples, already on the device.
 pub struct Batch {
     /// Model inputs (token ids, pixels...), first dimension the batch.

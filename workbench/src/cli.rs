@@ -374,6 +374,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
     let artifacts = cli.artifacts.clone();
     let dirs = cli.plugin_dirs.clone();
     let executor = Executor::from_args(&cli.executor, cli.slurm.as_deref())?;
+    crate::memory::Budget::set(executor.memory_budget());
     match cli.command {
         None => {
             let host = commands::load_plugins(&dirs);

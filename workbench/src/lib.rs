@@ -24,6 +24,7 @@ pub mod executor;
 pub mod figure;
 pub mod host;
 pub mod logging;
+pub mod memory;
 pub mod ops;
 pub mod params;
 pub mod plot;

@@ -110,3 +110,74 @@ fn unknown_runs_are_reported() {
     assert_ne!(code, 0);
     assert!(stderr.contains("run 42 does not exist"), "{stderr}");
 }
+
+#[test]
+fn a_run_that_cannot_fit_in_memory_is_refused_with_the_estimate_and_the_fix() {
+    let dir = temp_dir("memory-refusal");
+    // Terabytes of activations and gigabytes of parameters: refused on any machine.
+    let (code, stderr) = train(&dir, &["d=8192", "batch_size=65536"]);
+    assert_ne!(code, 0, "accepted:\n{stderr}");
+    for expected in ["this run needs about", "parameters", "activations of one step", "is available on this machine"] {
+        assert!(stderr.contains(expected), "expected `{expected}` in:\n{stderr}");
+    }
+    assert!(stderr.contains("lower train.batch_size"), "the fix names the largest part:\n{stderr}");
+    let (code, stderr) = train(&dir, &["d=8192", "iterations=1", "batch_size=1", "eval_batch=1", "threads=256"]);
+    assert_ne!(code, 0, "accepted:\n{stderr}");
+    assert!(stderr.contains("lower the layer's width d"), "the fix names the parameters:\n{stderr}");
+    assert_eq!(run_count(&dir), 0, "a refused configuration created a run");
+}
+
+/// Runs `workbench train` with the memory estimate logged and returns (estimate, peak resident
+/// bytes of the command and its worker), the peak from `wait4` (which covers waited-for
+/// descendants).
+fn estimate_and_peak(dir: &Path, args: &[&str]) -> (f64, f64) {
+    let mut cmd = workbench(dir);
+    cmd.env("RUST_LOG", "workbench::memory=debug").arg("train").args(args);
+    cmd.stdout(std::process::Stdio::null()).stderr(std::process::Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut stderr).unwrap();
+    let (mut status, mut usage) = (0, unsafe { std::mem::zeroed::<libc::rusage>() });
+    // SAFETY: waits for our own child, which std has not reaped.
+    assert_eq!(unsafe { libc::wait4(child.id() as i32, &mut status, 0, &mut usage) }, child.id() as i32);
+    assert_eq!(status, 0, "{args:?} failed:\n{stderr}");
+    let gib: f64 = stderr
+        .split("needs about ")
+        .nth(1)
+        .and_then(|rest| rest.split(" GiB").next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no estimate logged:\n{stderr}"));
+    // The parameters are counted exactly: as many as the worker then builds.
+    let counted = stderr.split(" GiB for ").nth(1).and_then(|rest| rest.split(' ').next());
+    let built = stderr
+        .lines()
+        .find(|l| l.contains(" parameters) from step"))
+        .and_then(|l| l.split('(').nth(1))
+        .and_then(|rest| rest.split(' ').next());
+    assert!(counted.is_some() && counted == built, "{args:?}: counted {counted:?}, built {built:?}");
+    (gib * (1u64 << 30) as f64, usage.ru_maxrss as f64 * 1024.0)
+}
+
+#[test]
+fn memory_estimate_brackets_the_measured_peak() {
+    let dir = temp_dir("memory-estimate");
+    let short = ["steps=2", "eval_every=2", "eval_examples=16", "eval_depths=1", "checkpoint=false", "threads=2"];
+    let sudoku = ["--task", "sudoku", "train_puzzles=1000", "eval_puzzles=16"];
+    let cases: [Vec<&str>; 4] = [
+        [&["--layer", "hyperset"][..], &sudoku, &["eval_batch=16"]].concat(),
+        vec!["--layer", "transformer", "--task", "language", "eval_batch=16"],
+        vec!["--layer", "cem", "--task", "language", "batch_size=64", "eval_batch=8"],
+        // Parameters dominate.
+        [&["--layer", "hyperset"][..], &sudoku, &["d=1024", "iterations=1", "batch_size=1", "eval_batch=1"]].concat(),
+    ];
+    for case in cases {
+        let args: Vec<&str> = case.iter().chain(short.iter()).copied().collect();
+        let (estimate, peak) = estimate_and_peak(&dir, &args);
+        let ratio = estimate / peak;
+        let gib = |bytes: f64| bytes / (1u64 << 30) as f64;
+        println!("{case:?}: estimate {:.2} GiB, peak {:.2} GiB, ratio {ratio:.2}", gib(estimate), gib(peak));
+        // Never below what the run takes (a margin for allocator noise), never so far above
+        // that sensible runs are refused.
+        assert!((0.9..=3.0).contains(&ratio), "{case:?}: estimate {estimate:.3e} B against a peak of {peak:.3e} B");
+    }
+}

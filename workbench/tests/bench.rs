@@ -13,7 +13,13 @@ const TINY: [&str; 7] = ["--steps", "2", "d=16", "heads=2", "iterations=2", "tim
 fn fake_python(dir: &Path, stdout: &str, stderr: &str, code: i32) -> PathBuf {
     use std::os::unix::fs::PermissionsExt;
     let path = dir.join("python");
-    std::fs::write(&path, format!("#!/bin/sh\ncat > \"$(dirname \"$0\")/received.py\"\necho '{stdout}'\necho \"{stderr}\" >&2\nexit {code}\n")).unwrap();
+    std::fs::write(
+        &path,
+        format!(
+            "#!/bin/sh\ncat > \"$(dirname \"$0\")/received.py\"\necho '{stdout}'\necho \"{stderr}\" >&2\nexit {code}\n"
+        ),
+    )
+    .unwrap();
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
     path
 }
@@ -82,7 +88,8 @@ fn the_reference_refuses_what_it_does_not_model_before_timing() {
     assert_ne!(code, 0);
     assert!(stderr.contains("attention=sigmoid") && stderr.contains("default hyperset"), "{stderr}");
     assert!(!stdout.contains("throughput"), "timed before refusing: {stdout}");
-    let (code, _, stderr) = run(workbench(&dir).args(["bench", "--layer", "transformer", "--reference", "--steps", "1"]));
+    let (code, _, stderr) =
+        run(workbench(&dir).args(["bench", "--layer", "transformer", "--reference", "--steps", "1"]));
     assert_ne!(code, 0);
     assert!(stderr.contains("hyperset layer only"), "{stderr}");
 }

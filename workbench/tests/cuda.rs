@@ -52,15 +52,8 @@ fn tiny_models_learn_sudoku_on_cuda() {
 #[test]
 fn the_bench_runs_the_paper_size_on_cuda() {
     let dir = temp_dir("cuda-bench");
-    let (code, stdout, stderr) = run(workbench(&dir).args([
-        "bench",
-        "--steps",
-        "2",
-        "d=768",
-        "heads=12",
-        "iterations=24",
-        "device=cuda:0",
-    ]));
+    let (code, stdout, stderr) =
+        run(workbench(&dir).args(["bench", "--steps", "2", "d=768", "heads=12", "iterations=24", "device=cuda:0"]));
     assert_eq!(code, 0, "{stderr}");
     assert!(stdout.contains("no fused kernels off the CPU"), "{stdout}");
     println!("{stdout}");

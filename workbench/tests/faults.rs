@@ -42,9 +42,9 @@ async fn rows(db: &Path) -> Vec<(i64, String, String, Option<f64>)> {
         "SELECT step, split, name, value FROM metrics WHERE run_id = 1 AND name != 'samples_per_s' \
          ORDER BY step, split, name",
     )
-        .fetch_all(&mut conn)
-        .await
-        .unwrap();
+    .fetch_all(&mut conn)
+    .await
+    .unwrap();
     conn.close().await.unwrap();
     rows
 }
@@ -59,10 +59,11 @@ async fn checkpoint_step(db: &Path) -> i64 {
         return 0;
     }
     let mut conn = open(db).await;
-    let step: Option<i64> = sqlx::query_scalar("SELECT MAX(step) FROM artifacts WHERE run_id = 1 AND kind = 'checkpoint'")
-        .fetch_one(&mut conn)
-        .await
-        .unwrap();
+    let step: Option<i64> =
+        sqlx::query_scalar("SELECT MAX(step) FROM artifacts WHERE run_id = 1 AND kind = 'checkpoint'")
+            .fetch_one(&mut conn)
+            .await
+            .unwrap();
     conn.close().await.unwrap();
     step.unwrap_or(0)
 }

@@ -39,7 +39,9 @@ fn value_for(spec: &ParamSpec, rng: &mut StdRng) -> String {
             false => "none-of-them".to_string(),
         },
         ParamKind::Bool => ["true", "false", "yes", "2"].choose(rng).unwrap().to_string(),
-        ParamKind::Text => ["", "x", "1.5,2", "1e9", "/no/such/file", "/dev/zero", "a,b"].choose(rng).unwrap().to_string(),
+        ParamKind::Text => {
+            ["", "x", "1.5,2", "1e9", "/no/such/file", "/dev/zero", "a,b"].choose(rng).unwrap().to_string()
+        }
     }
 }
 

@@ -135,8 +135,12 @@ fn split_batches_give_the_whole_batch_loss_and_gradients() {
         PluginKind::Layer,
         &[("d", Value::Int(8)), ("heads", Value::Int(2)), ("iterations", Value::Int(2)), ("time_dim", Value::Int(4))],
     );
-    let task_cfg =
-        config(&host, "sudoku", PluginKind::Task, &[("train_puzzles", Value::Int(16)), ("eval_puzzles", Value::Int(7))]);
+    let task_cfg = config(
+        &host,
+        "sudoku",
+        PluginKind::Task,
+        &[("train_puzzles", Value::Int(16)), ("eval_puzzles", Value::Int(7))],
+    );
     let params = Params::new(5);
     let vb = params.var_builder(DType::F64, &Device::Cpu);
     let task = host.build_task("sudoku", &task_cfg, 0).unwrap();

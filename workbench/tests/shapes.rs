@@ -52,7 +52,8 @@ fn every_layer_fits_every_task_it_can_serve() {
                     let sudoku = &host.get("sudoku", PluginKind::Task).unwrap().declaration;
                     let task_only: Vec<String> = task_overrides.iter().map(|o| format!("task.{o}")).collect();
                     let mut config = RunConfig::resolve(causal_layer, task_decl, &task_only).unwrap();
-                    config.layer_config = RunConfig::resolve(layer_decl, sudoku, &layer_overrides).unwrap().layer_config;
+                    config.layer_config =
+                        RunConfig::resolve(layer_decl, sudoku, &layer_overrides).unwrap().layer_config;
                     config
                 }
                 Err(e) => panic!("{layer_name} on {task_name}: {e:#}"),

@@ -597,7 +597,8 @@ async fn a_database_without_its_migration_record_is_refused_unchanged() {
 
 #[tokio::test]
 async fn a_database_missing_a_table_is_refused_unchanged() {
-    refused_unchanged("no-metrics", "DROP TABLE metric_summaries; DROP TABLE metrics", "table metrics is missing").await;
+    refused_unchanged("no-metrics", "DROP TABLE metric_summaries; DROP TABLE metrics", "table metrics is missing")
+        .await;
 }
 
 #[tokio::test]

@@ -88,7 +88,9 @@ fn check_tar_entry<R: std::io::Read>(entry: &tar::Entry<R>) -> Result<(), String
     // Any `..` is refused, not only one that climbs out: the tar crate would skip the entry.
     let plain = path.components().all(|c| matches!(c, std::path::Component::Normal(_) | std::path::Component::CurDir));
     if !plain {
-        return Err(format!("entry `{shown}` has an absolute path or `..` in it, which would write outside the folder"));
+        return Err(format!(
+            "entry `{shown}` has an absolute path or `..` in it, which would write outside the folder"
+        ));
     }
     let depth = path.components().filter(|c| matches!(c, std::path::Component::Normal(_))).count();
     let Some(target) = entry.link_name().map_err(|e| e.to_string())? else { return Ok(()) };
@@ -96,10 +98,7 @@ fn check_tar_entry<R: std::io::Read>(entry: &tar::Entry<R>) -> Result<(), String
     let from_depth = if entry.header().entry_type().is_symlink() { depth.saturating_sub(1) } else { 0 };
     match inside_depth_from(from_depth, &target) {
         Some(_) => Ok(()),
-        None => Err(format!(
-            "entry `{shown}` is a link to `{}`, outside the folder it unpacks into",
-            target.display()
-        )),
+        None => Err(format!("entry `{shown}` is a link to `{}`, outside the folder it unpacks into", target.display())),
     }
 }
 
@@ -163,7 +162,13 @@ mod tests {
             ("outside", "train.csv", tar::EntryType::Symlink, Some("/etc/hostname"), "is a link to `/etc/hostname`"),
             ("climbing", "sub/x", tar::EntryType::Symlink, Some("../../up"), "is a link to `../../up`"),
             ("hard", "h", tar::EntryType::Link, Some("../secret"), "is a link to `../secret`"),
-            ("dotdot", "../evil.bin", tar::EntryType::Regular, None, "entry `../evil.bin` has an absolute path or `..`"),
+            (
+                "dotdot",
+                "../evil.bin",
+                tar::EntryType::Regular,
+                None,
+                "entry `../evil.bin` has an absolute path or `..`",
+            ),
             ("inner-dotdot", "a/../b", tar::EntryType::Regular, None, "entry `a/../b`"),
         ];
         for (tag, name, kind, link, expected) in cases {
@@ -173,7 +178,8 @@ mod tests {
             assert!(!into.join("data.bin").exists(), "{tag}: nothing is written before the check");
         }
         // A link that stays inside is unpacked like any entry.
-        let (result, into) = unpack_archive("inside", &archive_with("sub/link", tar::EntryType::Symlink, Some("../data.bin")));
+        let (result, into) =
+            unpack_archive("inside", &archive_with("sub/link", tar::EntryType::Symlink, Some("../data.bin")));
         result.unwrap();
         assert_eq!(std::fs::read(into.join("sub/link")).unwrap(), b"data");
     }

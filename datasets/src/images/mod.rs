@@ -37,7 +37,7 @@ pub use augment::CropFlip;
 pub use cifar::{cifar100_dir, cifar10_dir, load_cifar10, load_cifar100, Cifar100Labels};
 pub use idx::{load_mnist, MnistVariant};
 pub use patches::{patchify, unpatchify};
-pub use source::{ImageSource, DATASET_NAMES};
+pub use source::{ImageSource, SourceBounds, DATASET_NAMES};
 
 /// Labelled images of one size, stored as 8-bit pixels, channel-major within each image.
 #[derive(Clone, Debug, PartialEq, Eq)]

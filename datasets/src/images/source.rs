@@ -83,9 +83,37 @@ impl ImageSource {
         }
     }
 
+    /// What the source holds at most, known without reading or making any image, for memory
+    /// estimates before a run starts.
+    pub fn bounds(&self) -> SourceBounds {
+        let (channels, classes, images) = match self {
+            ImageSource::Shapes { train, test, .. } => (3, shapes::CLASSES, train + test),
+            ImageSource::Files(FileDataset::Cifar10, _) => (3, 10, 60_000),
+            ImageSource::Files(FileDataset::Cifar100(Cifar100Labels::Fine), _) => (3, 100, 60_000),
+            ImageSource::Files(FileDataset::Cifar100(Cifar100Labels::Coarse), _) => (3, 20, 60_000),
+            ImageSource::Files(FileDataset::Mnist(_), _) => (1, 10, 70_000),
+        };
+        SourceBounds { channels, classes, images }
+    }
+
     /// Whether the images are MNIST's handwritten digits (which a mirror image changes).
     pub fn is_digits(&self) -> bool {
         matches!(self, ImageSource::Files(FileDataset::Mnist(MnistVariant::Digits), _))
+    }
+}
+
+/// Upper bounds of an image source's shape: colour channels, classes, images in both splits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SourceBounds {
+    pub channels: usize,
+    pub classes: usize,
+    pub images: usize,
+}
+
+impl SourceBounds {
+    /// Bytes of the images once padded to `side` x `side` (8-bit pixels and a label each).
+    pub fn bytes(&self, side: usize) -> u64 {
+        (self.images * (self.channels * side * side + 2)) as u64
     }
 }
 

@@ -130,11 +130,9 @@ pub fn parse_csv<R: BufRead>(mut reader: R, source: &str) -> Result<Vec<Puzzle>,
         buf.clear();
         line_no += 1;
         // A line is read up to MAX_LINE bytes, so a file without line breaks cannot fill memory.
-        let n = std::io::Read::take(&mut reader, MAX_LINE + 1).read_until(b'\n', &mut buf).map_err(|error| CsvError::Io {
-            source_name: source.to_string(),
-            line: Some(line_no),
-            error,
-        })?;
+        let n = std::io::Read::take(&mut reader, MAX_LINE + 1)
+            .read_until(b'\n', &mut buf)
+            .map_err(|error| CsvError::Io { source_name: source.to_string(), line: Some(line_no), error })?;
         if n == 0 {
             break;
         }

@@ -14,15 +14,27 @@ use rayon::prelude::*;
 /// request equal a request for `n`, and the thread count does not matter. Every puzzle has
 /// exactly one solution, stored in [`Puzzle::solution`].
 pub fn generate(seed: u64, count: usize, difficulty: Difficulty) -> Vec<Puzzle> {
-    (0..count)
-        .into_par_iter()
-        .map(|index| {
+    generate_reporting(seed, count, difficulty, &|_| {})
+}
+
+/// Puzzles made between two progress reports.
+const REPORT_EVERY: usize = 8192;
+
+/// [`generate`], calling `progress(done)` after every [`REPORT_EVERY`] puzzles, so a long
+/// generation can show how far it is.
+pub fn generate_reporting(seed: u64, count: usize, difficulty: Difficulty, progress: &dyn Fn(usize)) -> Vec<Puzzle> {
+    let mut puzzles = Vec::with_capacity(count);
+    for start in (0..count).step_by(REPORT_EVERY) {
+        let end = (start + REPORT_EVERY).min(count);
+        puzzles.par_extend((start..end).into_par_iter().map(|index| {
             // ChaCha8 rather than `StdRng`: its output is specified and fixed, while `StdRng`
             // may change algorithm between rand releases and would silently change the data.
             let mut rng = ChaCha8Rng::seed_from_u64(item_seed(seed, index as u64));
             generate_one(&mut rng, difficulty)
-        })
-        .collect()
+        }));
+        progress(end);
+    }
+    puzzles
 }
 
 fn generate_one<R: Rng + ?Sized>(rng: &mut R, difficulty: Difficulty) -> Puzzle {

@@ -216,7 +216,8 @@ mod tests {
         let (done, finished) = std::sync::mpsc::channel();
         let sample = text.clone();
         std::thread::spawn(move || {
-            let _ = done.send(Tokenizer::train(TokenizerKind::Bpe { vocab_size: 300 }, &sample, "one line").map(|_| ()));
+            let _ =
+                done.send(Tokenizer::train(TokenizerKind::Bpe { vocab_size: 300 }, &sample, "one line").map(|_| ()));
         });
         let trained = finished.recv_timeout(std::time::Duration::from_secs(120)).expect("training ends");
         trained.unwrap();

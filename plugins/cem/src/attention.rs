@@ -24,9 +24,9 @@ use crate::alibi::{score_bias, Alibi};
 use crate::block::{linear, split_heads, RMS_EPS};
 use crate::model::{CemConfig, KqDiagonal};
 use crate::preconditioner::Preconditioner;
+use kernels::{rms_norm, softmax};
 use plugin_api::candle::{Tensor, D};
 use plugin_api::candle_nn::{Init, VarBuilder};
-use kernels::{rms_norm, softmax};
 use plugin_api::Result;
 
 /// The parameters of one CEM attention sub-layer.

@@ -90,6 +90,8 @@ fn declare() -> Result<Declaration> {
         |cfg, vb| Cem::new(&CemConfig::from_config(cfg)?, vb),
     )
     .with_causal_mask()
+    // Measured peak of a few training steps: the preconditioned MLP steps keep several hidden-width intermediates per iteration.
+    .with_activation_floats(192)
     .with_validator(|cfg| CemConfig::from_config(cfg).map(|_| ())))
 }
 

@@ -18,9 +18,9 @@ use crate::block::{linear, RMS_EPS};
 use crate::model::CemConfig;
 use crate::phi::phi;
 use crate::preconditioner::Preconditioner;
+use kernels::rms_norm;
 use plugin_api::candle::Tensor;
 use plugin_api::candle_nn::{Init, VarBuilder};
-use kernels::rms_norm;
 use plugin_api::Result;
 
 /// The parameters of one CEM MLP sub-layer.

@@ -10,7 +10,8 @@ use crate::verify;
 use plugin_api::candle::Tensor;
 use plugin_api::candle_nn::VarBuilder;
 use plugin_api::{
-    check_heads_and_layers, config_error, BlockStack, Config, DescentCheck, Energy, GradientIdentity, Layer, Pass, Result,
+    check_heads_and_layers, config_error, BlockStack, Config, DescentCheck, Energy, GradientIdentity, Layer, Pass,
+    Result,
 };
 use std::sync::atomic::{AtomicBool, Ordering};
 

@@ -6,9 +6,9 @@
 //! `U_k^T Z` (columns are tokens) is `X U_k` here.
 
 use crate::model::{CrateConfig, Variant};
+use kernels::{rms_norm, softmax};
 use plugin_api::candle::{Tensor, D};
 use plugin_api::candle_nn::{Init, VarBuilder};
-use kernels::{rms_norm, softmax};
 use plugin_api::ops::causal_mask;
 use plugin_api::Result;
 

@@ -23,9 +23,9 @@
 //! `dE_HN/dg = -ReLU(g Xi^T) Xi`.
 
 use crate::model::EtConfig;
+use kernels::{rms_norm, softmax};
 use plugin_api::candle::{DType, Device, Tensor, D};
 use plugin_api::candle_nn::{Init, VarBuilder};
-use kernels::{rms_norm, softmax};
 use plugin_api::{PluginError, Result};
 
 /// LayerNorm epsilon of the seed authors' `EnergyLayerNorm`.

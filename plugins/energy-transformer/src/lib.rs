@@ -66,6 +66,8 @@ fn declare() -> Result<Declaration> {
         params(),
         |cfg, vb| EnergyTransformer::new(&EtConfig::from_config(cfg)?, vb),
     )
+    // Measured peak of a few training steps: the Hopfield and attention energies keep their gradients' intermediates.
+    .with_activation_floats(32)
     .with_validator(|cfg| EtConfig::from_config(cfg).map(|_| ())))
 }
 

@@ -9,7 +9,7 @@ use crate::model::GpModel;
 use datasets::gp::{fit_data, function, mix_seed, FitData, GpDraw, GpPrior, Kernel, KernelFamily, MaternNu, Stream};
 use plugin_api::candle::{Device, Tensor};
 use plugin_api::candle_nn::VarBuilder;
-use plugin_api::{config_error, Batch, Config, MetricSpec, PluginError, Result, Task, TaskInfo, TaskModel};
+use plugin_api::{config_error, Batch, Config, Footprint, MetricSpec, PluginError, Result, Task, TaskInfo, TaskModel};
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -173,6 +173,21 @@ impl GpOptions {
         }
     }
 
+    /// Bytes of the drawn functions: in `fit`, the points and the `n x n` kernel matrix of
+    /// their one joint draw; in context, every pooled and held-out function's points.
+    pub fn data_bytes(&self) -> u64 {
+        let point = (self.prior.input_dim + 1) * std::mem::size_of::<f64>();
+        match self.setting {
+            Setting::Fit { train_points, test_points, .. } => {
+                let n = (train_points + test_points) as u64;
+                n * point as u64 + n * n * std::mem::size_of::<f64>() as u64
+            }
+            Setting::InContext { train_functions, eval_functions, .. } => {
+                (train_functions + eval_functions as u64) * (self.seq_len() * point) as u64
+            }
+        }
+    }
+
     /// Features per token `F`: `x`, plus `(y * c, c)` in context.
     pub fn features(&self) -> usize {
         match self.setting {
@@ -180,6 +195,13 @@ impl GpOptions {
             Setting::InContext { .. } => self.prior.input_dim + 2,
         }
     }
+}
+
+/// The model at `width` built into `vb`, the tokens and the functions' bytes.
+pub fn footprint(cfg: &Config, vb: VarBuilder, width: usize) -> Result<Footprint> {
+    let options = GpOptions::from_config(cfg)?;
+    GpModel::new(vb, options.features(), width)?;
+    Ok(Footprint { seq_len: options.seq_len(), data_bytes: options.data_bytes() })
 }
 
 /// The functions of a run, ready to batch.

@@ -130,6 +130,7 @@ fn declare() -> Result<Declaration> {
         GpTask::new,
     )
     .with_validator(GpTask::validate)
+    .with_footprint(data::footprint)
     .needs_causal_layer(|cfg| cfg.bool("causal").unwrap_or(false)))
 }
 

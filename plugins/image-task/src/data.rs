@@ -5,7 +5,7 @@ use datasets::images::{patchify, CropFlip, ImageDataError, ImageSet, ImageSource
 use datasets::seeding::item_seed;
 use plugin_api::candle::{Device, Tensor};
 use plugin_api::candle_nn::VarBuilder;
-use plugin_api::{config_error, Batch, Config, MetricSpec, PluginError, Result, Task, TaskInfo, TaskModel};
+use plugin_api::{config_error, Batch, Config, Footprint, MetricSpec, PluginError, Result, Task, TaskInfo, TaskModel};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -112,12 +112,17 @@ impl ImageTask {
 
     /// The sizes of the model this task needs.
     pub fn model_shape(&self) -> ModelShape {
-        let patch_side = IMAGE_SIDE / self.patches;
-        ModelShape {
-            patch_features: self.train.channels * patch_side * patch_side,
-            patch_tokens: self.patches * self.patches,
-            classes: self.train.classes,
-        }
+        ModelShape::of(self.train.channels, self.patches, self.train.classes)
+    }
+
+    /// The model at `width` built into `vb`, the tokens and the images' bytes, from the
+    /// configuration alone (channels and classes at the data set's most).
+    pub fn footprint(cfg: &Config, vb: VarBuilder, width: usize) -> Result<Footprint> {
+        let options = Options::from_config(cfg)?;
+        let bounds = options.source.bounds();
+        let shape = ModelShape::of(bounds.channels, options.patches, bounds.classes);
+        ImageModel::new(vb, shape, width, options.label_smoothing)?;
+        Ok(Footprint { seq_len: options.patches * options.patches + 1, data_bytes: bounds.bytes(IMAGE_SIDE) })
     }
 
     /// Images (with their labels) as a batch of patch tokens.

@@ -81,7 +81,8 @@ fn declare() -> Result<Declaration> {
         params(),
         ImageTask::new,
     )
-    .with_validator(Options::validate))
+    .with_validator(Options::validate)
+    .with_footprint(ImageTask::footprint))
 }
 
 export_plugin!(declare);

@@ -30,6 +30,14 @@ pub struct ModelShape {
     pub classes: usize,
 }
 
+impl ModelShape {
+    /// The shape for images of `channels` cut into `patches` x `patches` patches.
+    pub fn of(channels: usize, patches: usize, classes: usize) -> Self {
+        let patch_side = crate::data::IMAGE_SIDE / patches;
+        ModelShape { patch_features: channels * patch_side * patch_side, patch_tokens: patches * patches, classes }
+    }
+}
+
 /// The trainable part of the image task.
 pub struct ImageModel {
     patch_norm: LayerNorm,

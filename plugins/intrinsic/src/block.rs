@@ -5,9 +5,9 @@
 use crate::attention::{momentum, nesterov, Attention};
 use crate::config::{AttentionKind, IntrinsicConfig};
 use crate::ops::{Affine, Norm, NORM_EPS};
+use kernels::rms_norm;
 use plugin_api::candle::Tensor;
 use plugin_api::candle_nn::{Init, VarBuilder};
-use kernels::rms_norm;
 use plugin_api::Result;
 
 /// The GELU MLP `W_2 GELU(W_1 x + b_1) + b_2` (App. A.4: GELU, hidden width 4d; GELU in its

@@ -75,6 +75,8 @@ fn declare() -> Result<Declaration> {
         |cfg, vb| Intrinsic::new(&IntrinsicConfig::from_config(cfg)?, vb),
     )
     .with_causal_mask()
+    // Measured peak of a few training steps: the second-order attention keeps its inverse terms.
+    .with_activation_floats(40)
     .with_validator(|cfg| IntrinsicConfig::from_config(cfg).map(|_| ())))
 }
 

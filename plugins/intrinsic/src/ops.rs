@@ -3,9 +3,9 @@
 //! (the fused `candle_nn` norms and softmax have none; see DESIGN.md "candle facts").
 
 use crate::config::NormKind;
+use kernels::rms_norm;
 use plugin_api::candle::{DType, Device, Result, Tensor, D};
 use plugin_api::candle_nn::{Init, VarBuilder};
-use kernels::rms_norm;
 
 /// Epsilon of both pre-norms.
 pub const NORM_EPS: f64 = 1e-5;

@@ -5,7 +5,7 @@ use datasets::seeding::item_seed;
 use datasets::text::{generate_text, read_text_file, TokenizedCorpus, TokenizerKind};
 use plugin_api::candle::{Device, Tensor};
 use plugin_api::candle_nn::VarBuilder;
-use plugin_api::{config_error, Batch, Config, MetricSpec, PluginError, Result, Task, TaskInfo, TaskModel};
+use plugin_api::{config_error, Batch, Config, Footprint, MetricSpec, PluginError, Result, Task, TaskInfo, TaskModel};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::path::Path;
@@ -39,6 +39,21 @@ impl<'c> Source<'c> {
             ))),
             (_, true) => {
                 Ok(Source::Generated { seed: cfg.i64("corpus_seed")? as u64, bytes: cfg.usize("corpus_bytes")? })
+            }
+        }
+    }
+
+    /// Bytes of text, an upper bound known without reading it (a gzip file's size times the
+    /// largest expansion `datasets::files` accepts).
+    fn size_bound(&self) -> u64 {
+        match self {
+            Source::Generated { bytes, .. } => *bytes as u64,
+            Source::File(path) => {
+                let size = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+                match path.ends_with(".gz") {
+                    true => size.saturating_mul(datasets::files::MAX_GZIP_RATIO).min(datasets::files::MAX_BYTES),
+                    false => size,
+                }
             }
         }
     }
@@ -86,6 +101,20 @@ impl LanguageData {
     /// The task of a run with seed `seed` (which draws the training batches only).
     pub fn new(cfg: &Config, seed: u64) -> Result<Self> {
         Ok(Self::from_corpus(tokenized_corpus(cfg)?, cfg.usize("seq_len")?, seed, model_options(cfg)?))
+    }
+
+    /// The model at `width` built into `vb` and the text's bytes with its token ids, from the
+    /// configuration alone (a byte vocabulary is 256 tokens, a BPE's at most `vocab_size`).
+    pub fn footprint(cfg: &Config, vb: VarBuilder, width: usize) -> Result<Footprint> {
+        let vocab = match tokenizer_kind(cfg)? {
+            TokenizerKind::Bytes => 256,
+            TokenizerKind::Bpe { vocab_size } => vocab_size,
+        };
+        let seq_len = cfg.usize("seq_len")?;
+        LanguageModel::new(vb, width, vocab, seq_len, &model_options(cfg)?, &vec![1; vocab])?;
+        // Each byte is kept once as text and at most once as a 4-byte token id.
+        let text = Source::from_config(cfg)?.size_bound();
+        Ok(Footprint { seq_len, data_bytes: text.saturating_mul(5) })
     }
 
     /// Builds the corpus once, so that a missing, empty, non-UTF-8 (for BPE) or too short

@@ -91,6 +91,7 @@ fn declare() -> Result<Declaration> {
         LanguageData::new,
     )
     .with_validator(LanguageData::validate)
+    .with_footprint(LanguageData::footprint)
     .needs_causal_layer(|_| true))
 }
 

@@ -6,7 +6,7 @@ use datasets::images::{patchify, ImageSet, ImageSource, TrainTest};
 use datasets::seeding::{item_seed, splitmix64};
 use plugin_api::candle::{Device, Tensor};
 use plugin_api::candle_nn::VarBuilder;
-use plugin_api::{config_error, Batch, Config, MetricSpec, PluginError, Result, Task, TaskInfo, TaskModel};
+use plugin_api::{config_error, Batch, Config, Footprint, MetricSpec, PluginError, Result, Task, TaskInfo, TaskModel};
 use rand::seq::index::sample;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -171,6 +171,17 @@ impl MaskedImageTask {
             max_mask_ratio: options.max_mask_ratio,
             init_std: options.init_std,
         })
+    }
+
+    /// The model at `width` built into `vb`, the code tokens and the images' and codes' bytes,
+    /// from the configuration alone (the codebook size is the configured one).
+    pub fn footprint(cfg: &Config, vb: VarBuilder, width: usize) -> Result<Footprint> {
+        let options = Options::from_config(cfg)?;
+        MaskedImageModel::parameters(&vb, options.codebook, width, options.init_std)?;
+        let bounds = options.source.bounds();
+        let tokens = options.patches * options.patches;
+        let code_bytes = (bounds.images * tokens * std::mem::size_of::<u32>()) as u64;
+        Ok(Footprint { seq_len: tokens, data_bytes: bounds.bytes(IMAGE_SIDE) + code_bytes })
     }
 
     /// The codebook and grid the model decodes with.

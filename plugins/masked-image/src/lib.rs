@@ -49,7 +49,8 @@ fn declare() -> Result<Declaration> {
         params(),
         MaskedImageTask::new,
     )
-    .with_validator(Options::validate))
+    .with_validator(Options::validate)
+    .with_footprint(MaskedImageTask::footprint))
 }
 
 export_plugin!(declare);

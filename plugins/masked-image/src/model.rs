@@ -77,16 +77,27 @@ pub struct MaskedImageModel {
 impl MaskedImageModel {
     /// Creates the parameters under `vb` for a layer of width `width`.
     pub fn new(vb: VarBuilder, grid: CodeGrid, width: usize, init_std: f64) -> Result<Self> {
-        let codes = grid.codebook.size();
-        let init = Init::Randn { mean: 0.0, stdev: init_std };
+        let [tokens, head_norm, head, head_bias] = Self::parameters(&vb, grid.codebook.size(), width, init_std)?;
         Ok(MaskedImageModel {
-            tokens: vb.get_with_hints((codes + 1, width), "tokens", init)?,
+            tokens,
             positions: grid_positions(grid.patches, width, vb.dtype(), vb.device())?,
-            head_norm: vb.get_with_hints(width, "head_norm", Init::Const(1.0))?,
-            head: vb.get_with_hints((width, codes), "head", init)?,
-            head_bias: vb.get_with_hints(codes, "head_bias", Init::Const(0.0))?,
+            head_norm,
+            head,
+            head_bias,
             grid,
         })
+    }
+
+    /// The trainable tensors for `codes` codes: token table (with [MASK]), head norm, head
+    /// and its bias; also what the task's footprint counts before any codebook is fitted.
+    pub fn parameters(vb: &VarBuilder, codes: usize, width: usize, init_std: f64) -> Result<[Tensor; 4]> {
+        let init = Init::Randn { mean: 0.0, stdev: init_std };
+        Ok([
+            vb.get_with_hints((codes + 1, width), "tokens", init)?,
+            vb.get_with_hints(width, "head_norm", Init::Const(1.0))?,
+            vb.get_with_hints((width, codes), "head", init)?,
+            vb.get_with_hints(codes, "head_bias", Init::Const(0.0))?,
+        ])
     }
 
     /// Code logits `[B * N, K]`.

@@ -4,7 +4,9 @@ use crate::model::SudokuModel;
 use datasets::sudoku::{self, Difficulty, Puzzle};
 use plugin_api::candle::{Device, Tensor};
 use plugin_api::candle_nn::VarBuilder;
-use plugin_api::{config_error, Batch, Config, MetricSpec, PluginError, Result, Task, TaskInfo, TaskModel};
+use plugin_api::{
+    config_error, Batch, Config, Footprint, MetricSpec, PluginError, Progress, Result, Task, TaskInfo, TaskModel,
+};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::path::Path;
@@ -21,14 +23,19 @@ pub struct SudokuData {
 }
 
 impl SudokuData {
-    pub fn new(cfg: &Config, seed: u64) -> Result<Self> {
+    pub fn new(cfg: &Config, seed: u64, progress: Progress<'_>) -> Result<Self> {
         let difficulty: Difficulty = cfg.str("difficulty")?.parse().map_err(|e| config_error(format!("{e}")))?;
+        let generate = |what: &str, seed: u64, count: usize| {
+            sudoku::generate_reporting(seed, count, difficulty, &|done| {
+                progress.report(what, done as u64, count as u64)
+            })
+        };
         let train = match cfg.str("train_csv")? {
-            "" => sudoku::generate(seed, cfg.usize("train_puzzles")?, difficulty),
+            "" => generate("training puzzles", seed, cfg.usize("train_puzzles")?),
             path => load(path)?,
         };
         let eval = match cfg.str("eval_csv")? {
-            "" => sudoku::generate(cfg.i64("eval_seed")? as u64, cfg.usize("eval_puzzles")?, difficulty),
+            "" => generate("evaluation puzzles", cfg.i64("eval_seed")? as u64, cfg.usize("eval_puzzles")?),
             path => load(path)?,
         };
         Ok(SudokuData {
@@ -52,6 +59,22 @@ impl SudokuData {
             }
         }
         Ok(())
+    }
+
+    /// The model at `width` built into `vb`, the 81 cells, and the puzzles' bytes (a CSV's
+    /// file size bounds its puzzles' size in memory).
+    pub fn footprint(cfg: &Config, vb: VarBuilder, width: usize) -> Result<Footprint> {
+        SudokuModel::new(vb, width, cfg.f64("init_std")?, cfg.str("positions")? == "row_col_box")?;
+        let split_bytes = |csv_key: &str, count_key: &str| -> Result<u64> {
+            Ok(match cfg.str(csv_key)? {
+                "" => (cfg.usize(count_key)? * std::mem::size_of::<Puzzle>()) as u64,
+                path => std::fs::metadata(path).map(|m| m.len()).unwrap_or(0),
+            })
+        };
+        Ok(Footprint {
+            seq_len: CELLS,
+            data_bytes: split_bytes("train_csv", "train_puzzles")? + split_bytes("eval_csv", "eval_puzzles")?,
+        })
     }
 
     #[cfg(test)]

@@ -30,14 +30,15 @@ fn params() -> Vec<ParamSpec> {
 }
 
 fn declare() -> Result<Declaration> {
-    Ok(Declaration::task(
+    Ok(Declaration::task_reporting(
         "sudoku",
         env!("CARGO_PKG_VERSION"),
         "Sudoku: fill the blank cells; generated puzzles with a unique solution, or a CSV",
         params(),
         SudokuData::new,
     )
-    .with_validator(SudokuData::validate))
+    .with_validator(SudokuData::validate)
+    .with_footprint(SudokuData::footprint))
 }
 
 export_plugin!(declare);

@@ -56,6 +56,8 @@ fn declare() -> Result<Declaration> {
         |cfg, vb| Transformer::new(&TransformerConfig::from_config(cfg)?, vb),
     )
     .with_causal_mask()
+    // Measured peak of a few training steps: a 4d MLP and the attention projections.
+    .with_activation_floats(32)
     .with_validator(|cfg| TransformerConfig::from_config(cfg).map(|_| ())))
 }
 

@@ -5,12 +5,12 @@
 //! matrix products of the layer analytically (forward + 2x for the backward), for the layers
 //! whose shapes it knows.
 
+use super::bench_reference;
 use crate::host::PluginHost;
 use crate::params::Params;
 use crate::run_config::RunConfig;
-use super::bench_reference;
-use crate::train::parallel;
 use crate::train::optim::{clip_scale, global_grad_norm, AdamW, AdamWConfig};
+use crate::train::parallel;
 use anyhow::{anyhow, Result};
 use candle_core::DType;
 use plugin_api::{Config, Pass, PluginKind};
@@ -133,7 +133,11 @@ pub fn run(host: &PluginHost, layer: &str, steps: usize, reference: bool, overri
         );
         println!("  step {:.3} s", torch.step_s);
         println!("  throughput {:.1} samples/s", torch.samples_per_s);
-        println!("  ratio {:.2}x PyTorch ({samples_per_s:.1} vs {:.1} samples/s)", samples_per_s / torch.samples_per_s, torch.samples_per_s);
+        println!(
+            "  ratio {:.2}x PyTorch ({samples_per_s:.1} vs {:.1} samples/s)",
+            samples_per_s / torch.samples_per_s,
+            torch.samples_per_s
+        );
     }
     Ok(0)
 }

@@ -60,7 +60,8 @@ pub fn run(cfg: &Config, batch: usize, steps: usize, threads: usize) -> Result<R
     cmd.args(["--batch", &batch.to_string(), "--steps", &steps.to_string(), "--threads", &threads.to_string()]);
     let cannot_run =
         |e| anyhow!("cannot run `{python}` for the PyTorch reference: {e}; install Python 3 or set WORKBENCH_PYTHON");
-    let mut child = cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().map_err(cannot_run)?;
+    let mut child =
+        cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().map_err(cannot_run)?;
     let mut stdin = child.stdin.take().expect("stdin is piped");
     let fed = stdin.write_all(SCRIPT.as_bytes());
     drop(stdin);

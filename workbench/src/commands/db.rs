@@ -45,6 +45,11 @@ pub async fn backup(db: &StoreLocation, file: &std::path::Path) -> Result<i32> {
     store.close().await;
     result?;
     let size = std::fs::metadata(file).map(|m| m.len()).unwrap_or(0);
-    println!("backed up {db} to {} ({:.1} MB); open it with --db {}", file.display(), size as f64 / 1e6, file.display());
+    println!(
+        "backed up {db} to {} ({:.1} MB); open it with --db {}",
+        file.display(),
+        size as f64 / 1e6,
+        file.display()
+    );
     Ok(0)
 }

@@ -21,7 +21,6 @@ use crate::store::{process_alive, Store, StoreLocation};
 use anyhow::Result;
 use std::path::{Path, PathBuf};
 
-
 /// `runs.db` in the repository root when the binary runs from this workspace's build
 /// output, else in the current directory.
 pub fn default_db_path() -> PathBuf {

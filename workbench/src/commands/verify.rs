@@ -4,10 +4,10 @@
 
 use crate::host::PluginHost;
 use crate::params::Params;
-use rand::{rngs::StdRng, Rng, SeedableRng};
 use anyhow::{anyhow, Result};
 use candle_core::{DType, Device, Tensor};
 use plugin_api::{Config, GradientIdentity, PluginKind};
+use rand::{rngs::StdRng, Rng, SeedableRng};
 
 /// Largest accepted relative error `||descent + grad|| / ||grad||` of an identity.
 pub const TOLERANCE: f64 = 1e-4;

@@ -23,6 +23,19 @@ pub enum Executor {
 }
 
 impl Executor {
+    /// How much memory a run may use where this executor runs it: this machine's, a Slurm
+    /// job's `mem=` (sbatch's units, megabytes by default), or unknown.
+    pub fn memory_budget(&self) -> crate::memory::Budget {
+        use crate::memory::Budget;
+        match self {
+            Executor::Local => Budget::Local,
+            Executor::Slurm(slurm) => match slurm.options.get("mem").map(|m| parse_slurm_memory(m)) {
+                Some(Some(bytes)) => Budget::Bytes(bytes),
+                _ => Budget::Unknown,
+            },
+        }
+    }
+
     /// From `--executor NAME` and `--slurm OPTIONS`.
     pub fn from_args(name: &str, slurm: Option<&str>) -> Result<Executor> {
         match (name.trim(), slurm) {
@@ -161,5 +174,40 @@ impl Executor {
             }
         }
         Ok(ended)
+    }
+}
+
+/// Bytes of an sbatch `--mem` value: a number with an optional K, M, G or T suffix (M if none).
+fn parse_slurm_memory(value: &str) -> Option<u64> {
+    let value = value.trim();
+    let (number, unit) = match value.char_indices().last()? {
+        (i, c) if c.is_ascii_alphabetic() => (&value[..i], c.to_ascii_uppercase()),
+        _ => (value, 'M'),
+    };
+    let shift = match unit {
+        'K' => 10,
+        'M' => 20,
+        'G' => 30,
+        'T' => 40,
+        _ => return None,
+    };
+    number.parse::<u64>().ok()?.checked_mul(1 << shift)
+}
+
+#[cfg(test)]
+mod memory_tests {
+    use super::*;
+    use crate::memory::Budget;
+
+    #[test]
+    fn slurm_memory_in_sbatch_units() {
+        assert_eq!(parse_slurm_memory("32G"), Some(32 << 30));
+        assert_eq!(parse_slurm_memory("512"), Some(512 << 20));
+        assert_eq!(parse_slurm_memory("2t"), Some(2 << 40));
+        assert_eq!(parse_slurm_memory("lots"), None);
+        let slurm = |o: &str| Executor::from_args("slurm", Some(o)).unwrap().memory_budget();
+        assert_eq!(slurm("mem=4G"), Budget::Bytes(4 << 30));
+        assert_eq!(slurm("partition=gpu"), Budget::Unknown);
+        assert_eq!(Executor::Local.memory_budget(), Budget::Local);
     }
 }

@@ -289,7 +289,13 @@ mod tests {
 
     #[test]
     fn the_variables_cargo_run_sets_for_the_workbench_are_not_passed_to_plugin_builds() {
-        for name in ["CARGO_PKG_NAME", "CARGO_PKG_VERSION", "CARGO_MANIFEST_DIR", "CARGO_MANIFEST_PATH", "CARGO_PRIMARY_PACKAGE"] {
+        for name in [
+            "CARGO_PKG_NAME",
+            "CARGO_PKG_VERSION",
+            "CARGO_MANIFEST_DIR",
+            "CARGO_MANIFEST_PATH",
+            "CARGO_PRIMARY_PACKAGE",
+        ] {
             assert!(describes_the_running_package(name), "{name}");
         }
         for name in ["CARGO", "CARGO_HOME", "CARGO_TARGET_DIR", "CARGO_BUILD_JOBS", "CARGO_PROFILE_RELEASE_DEBUG"] {

@@ -22,14 +22,15 @@ pub mod watch;
 pub mod workspace;
 
 pub use autobuild::{
-    build_stale_plugins, ensure_workspace_plugins_built, settings_for as autobuild_settings, BuildOutcome, NO_BUILD_VAR};
-pub use workspace::{
-    plugin_crates, workspace, workspace_plugin_libraries, workspace_root, PluginCrate, Workspace, WORKSPACE_VAR,
+    build_stale_plugins, ensure_workspace_plugins_built, settings_for as autobuild_settings, BuildOutcome, NO_BUILD_VAR,
 };
 pub use build_id::{build_of, stamp_builds};
 pub use discover::{build_output_dir, library_files, search_path, PLUGIN_PATH_VAR};
 pub use load::{crate_name_of, load, LoadError, LoadedPlugin};
 pub use watch::{Activation, Reload, WatchConfig, WatchEvent, Watcher};
+pub use workspace::{
+    plugin_crates, workspace, workspace_plugin_libraries, workspace_root, PluginCrate, Workspace, WORKSPACE_VAR,
+};
 
 use anyhow::{bail, Result};
 use libloading::Library;
@@ -100,8 +101,7 @@ impl PluginHost {
     /// Loads one library file into the host, probing it in a child process first (see
     /// [`probe`]) unless this workspace's build made it.
     pub fn add(&mut self, file: PathBuf) {
-        let built_here =
-            workspace_plugin_libraries().is_some_and(|(out_dir, names)| built_by(&file, &out_dir, &names));
+        let built_here = workspace_plugin_libraries().is_some_and(|(out_dir, names)| built_by(&file, &out_dir, &names));
         self.add_library(file, built_here);
     }
 
@@ -168,8 +168,22 @@ impl PluginHost {
 
     /// Builds a task from plugin `name` with the run's seed.
     pub fn build_task(&self, name: &str, config: &plugin_api::Config, seed: u64) -> Result<Plugged<dyn Task>> {
+        self.build_task_reporting(name, config, seed, plugin_api::Progress::ignored())
+    }
+
+    /// [`PluginHost::build_task`], the task reporting its data preparation to `progress`.
+    pub fn build_task_reporting(
+        &self,
+        name: &str,
+        config: &plugin_api::Config,
+        seed: u64,
+        progress: plugin_api::Progress<'_>,
+    ) -> Result<Plugged<dyn Task>> {
         let plugin = self.get(name, PluginKind::Task)?;
-        let task = plugin.declaration.build_task(config, seed).map_err(|e| anyhow::anyhow!("task `{name}`: {e}"))?;
+        let task = plugin
+            .declaration
+            .build_task_reporting(config, seed, progress)
+            .map_err(|e| anyhow::anyhow!("task `{name}`: {e}"))?;
         Ok(Plugged::new(task, plugin.library()))
     }
 }

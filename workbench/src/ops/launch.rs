@@ -1,5 +1,6 @@
-//! Creating runs: the stored form of a new run from a resolved configuration, and queueing
-//! new runs (alone, or grouped as a sweep) for the queue to start.
+//! Creating runs: the stored form of a new run from a resolved configuration (refused when it
+//! cannot fit in memory where it will run, see [`crate::memory`]), and queueing new runs
+//! (alone, or grouped as a sweep) for the queue to start.
 
 use crate::host::{LoadedPlugin, PluginHost};
 use crate::run_config::RunConfig;
@@ -10,6 +11,7 @@ use plugin_api::PluginKind;
 /// The stored form of a new run of `config` with these plugins.
 pub fn new_run(layer: &LoadedPlugin, task: &LoadedPlugin, config: &RunConfig) -> Result<NewRun> {
     let settings = config.settings()?;
+    crate::memory::check(&layer.declaration, &task.declaration, config, crate::memory::Budget::current())?;
     let plugin_ref = |p: &LoadedPlugin| PluginRef {
         name: p.declaration.name.clone(),
         version: p.declaration.version.clone(),

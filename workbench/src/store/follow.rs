@@ -104,8 +104,10 @@ impl Store {
 
     /// How many runs the store holds.
     pub async fn run_count(&self) -> Result<usize, StoreError> {
-        let n: i64 =
-            sqlx::query_scalar::<Any, _>("SELECT COUNT(*) FROM runs").fetch_one(&self.pool).await.map_err(|e| self.err(e))?;
+        let n: i64 = sqlx::query_scalar::<Any, _>("SELECT COUNT(*) FROM runs")
+            .fetch_one(&self.pool)
+            .await
+            .map_err(|e| self.err(e))?;
         Ok(n as usize)
     }
 

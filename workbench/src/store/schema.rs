@@ -44,7 +44,8 @@ pub(super) fn missing(columns_of: impl Fn(&str) -> BTreeSet<String>) -> Option<S
 pub(super) async fn check_sqlite(location: &StoreLocation, conn: &mut SqliteConnection) -> Result<(), StoreError> {
     let incompatible = |detail: String| StoreError::IncompatibleSchema { db: location.clone(), detail };
     let open_error = |e| super::error::from_sqlx_open(location, e);
-    let user_version: i64 = sqlx::query_scalar("PRAGMA user_version").fetch_one(&mut *conn).await.map_err(open_error)?;
+    let user_version: i64 =
+        sqlx::query_scalar("PRAGMA user_version").fetch_one(&mut *conn).await.map_err(open_error)?;
     if user_version != 0 {
         return Err(incompatible(format!(
             "PRAGMA user_version is {user_version}, which the workbench never sets, so the file belongs to \

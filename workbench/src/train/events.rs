@@ -8,6 +8,8 @@ use std::collections::BTreeMap;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
 pub enum Event {
+    /// The task prepares its data: `done` of `total` units of `what` are ready.
+    Preparing { what: String, done: u64, total: u64 },
     /// The model is built and training begins (or resumes at `start_step`).
     Started { run: i64, total_steps: u64, start_step: u64, params: u64, layer: String, task: String },
     /// One optimisation step finished.

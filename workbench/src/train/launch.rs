@@ -193,6 +193,25 @@ pub async fn follow(store: &Store, mut child: Child, run_id: i64, display: Displ
             continue;
         }
         match serde_json::from_str::<Event>(&line) {
+            Ok(Event::Preparing { what, done, total }) => {
+                if bar.is_hidden() {
+                    bar.set_draw_target(indicatif::ProgressDrawTarget::stderr());
+                }
+                bar.set_style(
+                    ProgressStyle::with_template(
+                        "{prefix} preparing {msg} [{bar:30}] {human_pos}/{human_len} ETA {eta}",
+                    )
+                    .unwrap_or_else(|_| ProgressStyle::default_bar())
+                    .progress_chars("=> "),
+                );
+                bar.set_prefix(format!("run {run_id}"));
+                if bar.message() != what {
+                    bar.set_message(what);
+                    bar.reset_eta();
+                }
+                bar.set_length(total);
+                bar.set_position(done);
+            }
             Ok(Event::Started { total_steps, start_step, .. }) => {
                 bar.set_draw_target(indicatif::ProgressDrawTarget::stderr());
                 bar.set_length(total_steps);

@@ -167,10 +167,7 @@ pub fn evaluate(
         let workers: Vec<_> = (1..threads)
             .map(|k| {
                 scope.spawn(move || {
-                    (k..batches.len())
-                        .step_by(threads)
-                        .map(|i| (i, run_batch(&batches[i], None)))
-                        .collect::<Vec<_>>()
+                    (k..batches.len()).step_by(threads).map(|i| (i, run_batch(&batches[i], None))).collect::<Vec<_>>()
                 })
             })
             .collect();

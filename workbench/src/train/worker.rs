@@ -217,6 +217,45 @@ impl RunLog<'_> {
     }
 }
 
+/// Builds the task, reporting a data preparation that takes more than a moment at most once a
+/// second: as a `preparing` event for the process following the worker, and as a log line in
+/// the store (the TUI's Live screen shows it).
+fn prepare_task(
+    store: &Store,
+    host: &PluginHost,
+    run_id: i64,
+    config: &RunConfig,
+    seed: u64,
+) -> Result<crate::host::Plugged<dyn plugin_api::Task>> {
+    const EVERY: Duration = Duration::from_secs(1);
+    let started = Instant::now();
+    let last = std::sync::Mutex::new(started);
+    let runtime = tokio::runtime::Handle::current();
+    let multi_thread = runtime.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread;
+    let report = |what: &str, done: u64, total: u64| {
+        let mut last = last.lock().unwrap_or_else(|e| e.into_inner());
+        // Nothing for a preparation that ends within a second; then each second and the end.
+        if last.elapsed() < EVERY && (done < total || *last == started) {
+            return;
+        }
+        *last = Instant::now();
+        Event::Preparing { what: what.to_string(), done, total }.emit();
+        let line = format!("preparing the data: {what} {done}/{total}");
+        log_line(run_id, &line);
+        if multi_thread {
+            let _ = runtime.block_on(store.append_logs(run_id, &[line]));
+        }
+    };
+    let build =
+        || host.build_task_reporting(&config.task, &config.task_config, seed, plugin_api::Progress::new(&report));
+    // The preparation blocks this thread; block_in_place lets the runtime go on elsewhere and
+    // the report reach the store from here (the command line's runtime has several threads).
+    match multi_thread {
+        true => tokio::task::block_in_place(build),
+        false => build(),
+    }
+}
+
 /// Metric rows waiting to be written in one transaction.
 struct MetricBuffer {
     rows: Vec<MetricRow>,
@@ -254,7 +293,7 @@ async fn train(
 ) -> Result<Outcome> {
     let s = config.settings()?;
     let device = crate::device::parse(&s.device)?;
-    let task = host.build_task(&config.task, &config.task_config, s.seed)?;
+    let task = prepare_task(store, host, run_id, config, s.seed)?;
     let info = task.info().map_err(|e| anyhow!("task `{}`: {e}", config.task))?;
     let params = Params::new(s.seed);
     let vb = params.var_builder(DType::F32, &device);

@@ -70,7 +70,9 @@ pub fn spawn(
 ) -> UnboundedSender<Request> {
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
     let queue = QueueRunner::new(store.clone(), plugin_dirs, jobs).with_executor(executor);
-    tokio::spawn(Service { store, queue, updates, table: RunsFollower::new(), sent: false, watched: HashMap::new() }.run(rx));
+    tokio::spawn(
+        Service { store, queue, updates, table: RunsFollower::new(), sent: false, watched: HashMap::new() }.run(rx),
+    );
     tx
 }
 

@@ -32,9 +32,9 @@ use super::Projections;
 use crate::config::{IntrinsicConfig, NewtonBForm};
 use crate::inverse::inverse;
 use crate::ops::{logsumexp, per_head};
+use kernels::softmax;
 use plugin_api::candle::{Tensor, D};
 use plugin_api::candle_nn::{Init, VarBuilder};
-use kernels::softmax;
 use plugin_api::ops::causal_mask;
 use plugin_api::Result;
 

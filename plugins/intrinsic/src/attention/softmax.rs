@@ -12,8 +12,8 @@
 
 use super::Projections;
 use crate::ops::logsumexp;
-use plugin_api::candle::{Result, Tensor, D};
 use kernels::softmax;
+use plugin_api::candle::{Result, Tensor, D};
 use plugin_api::ops::causal_mask;
 
 /// Multi-head softmax attention (Eq. 6).

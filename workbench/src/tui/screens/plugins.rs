@@ -73,8 +73,8 @@ fn draw_plugins(frame: &mut Frame, area: Rect, app: &App) {
             plugin_api::FINGERPRINT,
             app.plugins.workspace.as_deref().unwrap_or("no workbench workspace: plugins are loaded, never built")
         ))
-            .style(dim())
-            .wrap(Wrap { trim: true }),
+        .style(dim())
+        .wrap(Wrap { trim: true }),
         fp_area,
     );
     if failures > 0 {
