@@ -51,6 +51,8 @@ pub enum Modal {
     Confirm { question: String, action: Confirmed },
     /// Notes and tags of a run.
     Annotate { id: i64, notes: String, tags: String, on_tags: bool },
+    /// The path of an experiment file to load into the Launch form, or to save it to.
+    ExperimentFile { save: bool, path: String },
 }
 
 /// What a confirmation does.
