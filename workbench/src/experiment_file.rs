@@ -363,11 +363,18 @@ mod tests {
             exp.overrides,
             ["layer.d=64", "layer.init_std=0.15", "task.difficulty=easy", "train.checkpoint=false", "train.lr=0.003"]
         );
-        let axes: Vec<(String, Vec<String>)> = exp.axes.iter().map(|a| (a.key.clone(), a.values.clone())).collect();
-        assert!(axes.contains(&("train.seed".into(), vec!["0".into(), "1".into()])), "{axes:?}");
-        assert!(axes.contains(&("layer.heads".into(), vec!["4".into(), "8".into()])), "{axes:?}");
-        assert!(axes.contains(&("lr".into(), vec!["0.0001".into(), "0.001".into()])), "{axes:?}");
-        assert!(axes.contains(&("steps".into(), vec!["10".into(), "20".into()])), "{axes:?}");
+        // In the order written: the first axis varies slowest.
+        let axes: Vec<(&str, Vec<&str>)> =
+            exp.axes.iter().map(|a| (a.key.as_str(), a.values.iter().map(String::as_str).collect())).collect();
+        assert_eq!(
+            axes,
+            [
+                ("train.seed", vec!["0", "1"]),
+                ("layer.heads", vec!["4", "8"]),
+                ("lr", vec!["0.0001", "0.001"]),
+                ("steps", vec!["10", "20"])
+            ]
+        );
     }
 
     #[test]
