@@ -60,6 +60,8 @@ pub enum Modal {
 pub enum Confirmed {
     Delete(Vec<i64>),
     Cancel(i64),
+    /// Save the Launch form over an existing experiment file.
+    Overwrite(String),
 }
 
 /// The whole UI state: what the screens share, and each screen's own state.

@@ -831,6 +831,26 @@ fn launch_form_loads_and_saves_experiment_files() {
     chars(&mut app, saved.to_str().unwrap());
     press(&mut app, KeyCode::Enter);
     assert!(render(&mut app, 200, 30).contains("saved the form"), "{}", render(&mut app, 200, 30));
+    // Saving over an existing file asks first; `n` keeps it as it was.
+    std::fs::write(&bad, "# kept\n").unwrap();
+    press(&mut app, KeyCode::Char('w'));
+    for _ in 0..saved.to_str().unwrap().len() {
+        press(&mut app, KeyCode::Backspace);
+    }
+    chars(&mut app, bad.to_str().unwrap());
+    press(&mut app, KeyCode::Enter);
+    assert!(matches!(&app.modal, Some(Modal::Confirm { question, .. }) if question.contains("Replace it")));
+    assert!(render(&mut app, 200, 30).contains("Confirm"));
+    press(&mut app, KeyCode::Char('n'));
+    assert_eq!(std::fs::read_to_string(&bad).unwrap(), "# kept\n");
+    press(&mut app, KeyCode::Char('w'));
+    for _ in 0..saved.to_str().unwrap().len() {
+        press(&mut app, KeyCode::Backspace);
+    }
+    chars(&mut app, bad.to_str().unwrap());
+    press(&mut app, KeyCode::Enter);
+    press(&mut app, KeyCode::Char('y'));
+    assert!(std::fs::read_to_string(&bad).unwrap().starts_with("# Saved from the Launch form"));
     let back = crate::experiment_file::Experiment::load(&[saved.clone()]).unwrap();
     assert_eq!(back.layer.as_deref(), Some("hyperset"));
     assert_eq!(back.task.as_deref(), Some("sudoku"));

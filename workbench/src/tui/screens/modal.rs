@@ -20,6 +20,7 @@ pub fn key(app: &mut App, modal: Modal, key: KeyEvent) {
                     app.send(Request::Delete(ids));
                 }
                 Confirmed::Cancel(id) => app.send(Request::Cancel(id)),
+                Confirmed::Overwrite(path) => super::launch::save_file(app, &path),
             },
             KeyCode::Char('n') | KeyCode::Esc => {}
             _ => app.modal = Some(Modal::Confirm { question, action }),
@@ -57,6 +58,16 @@ pub fn key(app: &mut App, modal: Modal, key: KeyEvent) {
                 KeyCode::Esc => return,
                 KeyCode::Enter if path.trim().is_empty() => {
                     app.say("give the file's path, e.g. experiments/sudoku-hyperset.toml", true)
+                }
+                KeyCode::Enter if save && std::path::Path::new(path.trim()).exists() => {
+                    // Its comments, and whatever the form does not hold, would be lost.
+                    let path = path.trim().to_string();
+                    let question = format!(
+                        "{path} exists. Replace it with the form? Its comments and any keys the form does not \
+                         hold are lost."
+                    );
+                    app.modal = Some(Modal::Confirm { question, action: Confirmed::Overwrite(path) });
+                    return;
                 }
                 KeyCode::Enter if save => return super::launch::save_file(app, path.trim()),
                 KeyCode::Enter => return super::launch::load_file(app, path.trim()),
