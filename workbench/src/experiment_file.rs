@@ -61,12 +61,16 @@ impl Experiment {
         self.layer = later.layer.or(self.layer.take());
         self.task = later.task.or(self.task.take());
         self.name = later.name.or(self.name.take());
+        // A later file's fixed value replaces an earlier value or axis of the same key, and
+        // a later axis an earlier axis or value.
         for o in later.overrides {
             let key = override_key(&o).to_string();
             self.overrides.retain(|e| !same_key(override_key(e), &key));
+            self.axes.retain(|a| !same_key(&a.key, &key));
             self.overrides.push(o);
         }
         for axis in later.axes {
+            self.overrides.retain(|e| !same_key(override_key(e), &axis.key));
             self.axes.retain(|a| !same_key(&a.key, &axis.key));
             self.axes.push(axis);
         }
@@ -397,15 +401,20 @@ mod tests {
 
     #[test]
     fn later_files_and_the_command_line_win() {
-        let mut a =
-            parse_str("[layer]\nplugin = \"hyperset\"\nd = 32\n[train]\nlr = 0.1\n[sweep]\nheads = [1, 2]\n").unwrap();
-        a.merge(parse_str("[layer]\nd = 64\n[sweep]\nlayer.heads = [4]\n").unwrap());
+        let first = "[layer]\nplugin = \"hyperset\"\nd = 32\n[train]\nlr = 0.1\nsteps = 5\n\
+                     [sweep]\nheads = [1, 2]\nseeds = [0, 1]\n";
+        let mut a = parse_str(first).unwrap();
+        a.merge(parse_str("[layer]\nd = 64\n[train]\nseed = 3\n[sweep]\nlayer.heads = [4]\nsteps = [6, 7]\n").unwrap());
         assert_eq!(a.layer.as_deref(), Some("hyperset"));
-        assert_eq!(a.overrides, ["train.lr=0.1", "layer.d=64"]);
-        assert_eq!(a.axes, vec![Axis { key: "layer.heads".into(), values: vec!["4".into()] }]);
+        // The later fixed seed replaces the earlier seeds axis, the later steps axis the
+        // earlier fixed steps.
+        assert_eq!(a.overrides, ["train.lr=0.1", "layer.d=64", "train.seed=3"]);
+        let keys: Vec<&str> = a.axes.iter().map(|x| x.key.as_str()).collect();
+        assert_eq!(keys, ["layer.heads", "steps"]);
+        assert_eq!(a.axes[0].values, ["4"]);
         let axes = a.sweep_axes(&["d=8,16".into()]).unwrap();
         let keys: Vec<&str> = axes.iter().map(|x| x.key.as_str()).collect();
-        assert_eq!(keys, ["train.lr", "layer.heads", "d"]);
+        assert_eq!(keys, ["train.lr", "train.seed", "layer.heads", "steps", "d"]);
         assert_eq!(a.train_overrides(&["lr=0.2".into()]).last().unwrap(), "lr=0.2");
         assert!(a.train_plugins(None, None).is_err(), "a [sweep] table is refused by train");
         a.axes.clear();
