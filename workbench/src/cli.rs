@@ -55,13 +55,17 @@ pub enum Command {
     },
     /// Train a layer on a task in a worker process, recording the run in the database.
     Train {
-        /// Layer plugin.
-        #[arg(long, default_value = "hyperset")]
-        layer: String,
-        /// Task plugin.
-        #[arg(long, default_value = "sudoku")]
-        task: String,
-        /// Overrides `key=value` (prefix with layer., task. or train. when a key is ambiguous).
+        /// Layer plugin (default: the experiment file's, else hyperset).
+        #[arg(long)]
+        layer: Option<String>,
+        /// Task plugin (default: the experiment file's, else sudoku).
+        #[arg(long)]
+        task: Option<String>,
+        /// Experiment file (TOML with [layer], [task], [train]); repeatable, later files win.
+        #[arg(long = "config", value_name = "FILE")]
+        configs: Vec<PathBuf>,
+        /// Overrides `key=value` (prefix with layer., task. or train. when a key is ambiguous);
+        /// they win over the experiment files.
         overrides: Vec<String>,
         /// Print the worker's JSON events instead of a progress bar.
         #[arg(long)]
@@ -154,15 +158,21 @@ pub enum Command {
     /// Queue a grid of runs: `key=a,b,c` lists and `key=lo:hi:logN` ranges, over one or more
     /// layers; every point is validated before anything is queued. Then runs the queue.
     Sweep {
-        /// Layer plugins, comma-separated (baselines join the same table).
-        #[arg(long, default_value = "hyperset")]
-        layer: String,
-        /// Task plugin.
-        #[arg(long, default_value = "sudoku")]
-        task: String,
+        /// Layer plugins, comma-separated (baselines join the same table; default: the
+        /// experiment file's, else hyperset).
+        #[arg(long)]
+        layer: Option<String>,
+        /// Task plugin (default: the experiment file's, else sudoku).
+        #[arg(long)]
+        task: Option<String>,
+        /// Experiment file (TOML with [layer], [task], [train] and [sweep]); repeatable, later
+        /// files win.
+        #[arg(long = "config", value_name = "FILE")]
+        configs: Vec<PathBuf>,
         /// Axes `key=a,b,c`, `key=lo:hi:logN` or `key=lo:hi:linN`; single values fix a key.
+        /// They win over the experiment files.
         axes: Vec<String>,
-        /// A name for the sweep.
+        /// A name for the sweep (default: the experiment file's, else made from the axes).
         #[arg(long)]
         name: Option<String>,
         /// Workers at once (default: one per CUDA device, else 1, since a CPU worker uses
@@ -266,6 +276,9 @@ pub enum RunsAction {
         /// Machine-readable output.
         #[arg(long)]
         json: bool,
+        /// Print an experiment file that reproduces the run (`workbench train --config FILE`).
+        #[arg(long, conflicts_with = "json")]
+        config: bool,
     },
     /// Stop a run: a queued one is cancelled, a running one is interrupted with a checkpoint.
     Cancel {
@@ -395,13 +408,14 @@ async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
             };
             commands::ablation::run(&store, selection, metrics.as_deref(), &format, out.as_deref()).await
         }
-        Some(Command::Sweep { layer, task, axes, name, jobs, detach }) => {
+        Some(Command::Sweep { layer, task, configs, axes, name, jobs, detach }) => {
             let host = commands::load_plugins(&dirs);
             let store = commands::open_store(&db, &artifacts).await?;
             let jobs = jobs.unwrap_or_else(crate::queue::default_jobs);
             let args = commands::sweep::SweepArgs {
-                layers: &layer,
-                task: &task,
+                layers: layer.as_deref(),
+                task: task.as_deref(),
+                configs: &configs,
                 axes: &axes,
                 name: name.as_deref(),
                 jobs,
@@ -432,9 +446,12 @@ async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         Some(Command::Plugin { action: PluginAction::New { name, kind, no_build } }) => {
             tokio::task::block_in_place(|| commands::plugin_new::run(&name, kind, !no_build, &dirs))
         }
-        Some(Command::Train { layer, task, overrides, json }) => {
+        Some(Command::Train { layer, task, configs, overrides, json }) => {
             let host = commands::load_plugins(&dirs);
             let store = commands::open_store(&db, &artifacts).await?;
+            let experiment = crate::experiment_file::Experiment::load(&configs)?;
+            let (layer, task) = experiment.train_plugins(layer.as_deref(), task.as_deref())?;
+            let overrides = experiment.train_overrides(&overrides);
             commands::train::train(&store, &host, &dirs, &executor, &layer, &task, &overrides, json).await
         }
         Some(Command::Resume { run, json }) => {
@@ -445,7 +462,8 @@ async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
             let store = commands::open_store(&db, &artifacts).await?;
             match action {
                 None => commands::runs::list(&store, json).await,
-                Some(RunsAction::Show { run, json: show_json }) => {
+                Some(RunsAction::Show { run, config: true, .. }) => commands::runs::show_config(&store, run).await,
+                Some(RunsAction::Show { run, json: show_json, .. }) => {
                     commands::runs::show(&store, run, json || show_json).await
                 }
                 Some(RunsAction::Cancel { run, grace }) => {

@@ -2,6 +2,7 @@
 //!
 //! - [`host`] finds, loads and checks plugin libraries;
 //! - [`run_config`] resolves `key=value` overrides against the plugins' schemas;
+//! - [`experiment_file`] reads TOML experiment files into those overrides and sweep axes;
 //! - [`train`] runs a stored run in a worker process and follows it;
 //! - [`executor`] starts workers: local processes, or Slurm batch jobs;
 //! - [`store`] is the SQLite run database;
@@ -21,6 +22,7 @@ pub mod commands;
 pub mod device;
 pub mod diagnostics;
 pub mod executor;
+pub mod experiment_file;
 pub mod figure;
 pub mod host;
 pub mod logging;

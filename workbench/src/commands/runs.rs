@@ -1,4 +1,4 @@
-//! `workbench runs` and `workbench runs show N`.
+//! `workbench runs` and `workbench runs show N` (`--config`: as an experiment file).
 
 use crate::ops;
 use crate::store::{MetricRow, MetricSummary, RunRecord, Store};
@@ -203,6 +203,21 @@ pub async fn show(store: &Store, id: i64, as_json: bool) -> Result<i32> {
             println!("  {line}");
         }
     }
+    Ok(0)
+}
+
+/// `workbench runs show N --config`: an experiment file that trains the run again, from its
+/// configuration as stored (every key, the plugins by name).
+pub async fn show_config(store: &Store, id: i64) -> Result<i32> {
+    let r = store.run(id).await?;
+    let config = crate::run_config::RunConfig::from_json(&r.config)?;
+    let header = [
+        format!("Run {id}: {} {} on {} {} ({}).", r.layer.name, r.layer.version, r.task.name, r.task.version, r.status),
+        format!(
+            "Train it again: workbench runs show {id} --config > run{id}.toml && workbench train --config run{id}.toml"
+        ),
+    ];
+    print!("{}", crate::experiment_file::to_toml(&config, &header));
     Ok(0)
 }
 

@@ -1,9 +1,10 @@
 //! `workbench sweep`, `workbench sweeps` and `workbench queue`.
 
 use crate::executor::Executor;
+use crate::experiment_file::Experiment;
 use crate::host::PluginHost;
 use crate::ops;
-use crate::ops::grid::{parse_axis, plan, Spec};
+use crate::ops::grid::{plan, Spec};
 use crate::queue::QueueRunner;
 use crate::store::{RunStatus, Store};
 use anyhow::{bail, Result};
@@ -16,8 +17,11 @@ const POLL: Duration = Duration::from_millis(500);
 
 /// What a sweep command was given.
 pub struct SweepArgs<'a> {
-    pub layers: &'a str,
-    pub task: &'a str,
+    /// Comma-separated layers given with --layer (else the files', else the default).
+    pub layers: Option<&'a str>,
+    pub task: Option<&'a str>,
+    /// Experiment files, composed in order before the axes.
+    pub configs: &'a [PathBuf],
     pub axes: &'a [String],
     pub name: Option<&'a str>,
     pub jobs: usize,
@@ -28,14 +32,19 @@ pub struct SweepArgs<'a> {
 /// Plans the grid (every bad point reported), queues it as one sweep, then (unless detached)
 /// runs the queue until the sweep is done.
 pub async fn sweep(store: &Store, host: &PluginHost, dirs: &[PathBuf], args: SweepArgs<'_>) -> Result<i32> {
-    let spec = Spec {
-        layers: args.layers.split(',').map(|l| l.trim().to_string()).filter(|l| !l.is_empty()).collect(),
-        task: args.task.to_string(),
-        axes: args.axes.iter().map(|a| parse_axis(a)).collect::<Result<_>>()?,
-    };
+    let experiment = Experiment::load(args.configs)?;
+    let spec = experiment.sweep_spec(args.layers, args.task, args.axes)?;
     args.executor.check(store)?;
     let points = plan(host, &spec)?;
-    let name = args.name.map(str::to_string).unwrap_or_else(|| spec.default_name());
+    // Named after what varies: a file's fixed values would make the default name endless.
+    let varied = Spec { axes: spec.axes.iter().filter(|a| a.values.len() > 1).cloned().collect(), ..spec.clone() };
+    let name = args.name.map(str::to_string).or(experiment.name.clone()).unwrap_or_else(|| {
+        if args.configs.is_empty() {
+            spec.default_name()
+        } else {
+            varied.default_name()
+        }
+    });
     let runs = points.iter().map(|p| ops::launch::new_run_of(host, &p.config)).collect::<Result<Vec<_>>>()?;
     let queued = ops::launch::queue_sweep(store, &name, &serde_json::to_value(&spec)?, &runs).await?;
     tracing::info!("sweep {} ({name}): {} runs queued", queued.sweep, queued.runs.len());

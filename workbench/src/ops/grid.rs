@@ -123,7 +123,12 @@ impl Spec {
     /// The name of a sweep not named otherwise: `hyperset,transformer on sudoku: lr x heads`.
     pub fn default_name(&self) -> String {
         let keys: Vec<&str> = self.axes.iter().map(|a| a.key.as_str()).collect();
-        format!("{} on {}: {}", self.layers.join(","), self.task, keys.join(" x "))
+        let plugins = format!("{} on {}", self.layers.join(","), self.task);
+        if keys.is_empty() {
+            plugins
+        } else {
+            format!("{plugins}: {}", keys.join(" x "))
+        }
     }
 }
 

@@ -51,6 +51,8 @@ pub enum Modal {
     Confirm { question: String, action: Confirmed },
     /// Notes and tags of a run.
     Annotate { id: i64, notes: String, tags: String, on_tags: bool },
+    /// The path of an experiment file to load into the Launch form, or to save it to.
+    ExperimentFile { save: bool, path: String },
 }
 
 /// What a confirmation does.
@@ -58,6 +60,8 @@ pub enum Modal {
 pub enum Confirmed {
     Delete(Vec<i64>),
     Cancel(i64),
+    /// Save the Launch form over an existing experiment file.
+    Overwrite(String),
 }
 
 /// The whole UI state: what the screens share, and each screen's own state.

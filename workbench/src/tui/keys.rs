@@ -76,6 +76,8 @@ pub enum Action {
     NextChoice,
     EditOrLaunch,
     Launch,
+    LoadExperiment,
+    SaveExperiment,
     // Compare.
     ToggleSmooth,
     ToggleWallTime,

@@ -126,6 +126,8 @@ pub struct LaunchForm {
     pub error: Option<String>,
     /// What the last change of layer or task did to the values the user had set.
     pub notice: Option<String>,
+    /// The experiment file last loaded or saved (the path prompt starts from it).
+    pub file: Option<String>,
 }
 
 impl LaunchForm {

@@ -21,7 +21,7 @@
 //! actions and draws itself. The same lists, with the global one ([`keys::GLOBAL`]), dispatch
 //! the keys and generate the `?` overlay ([`screens::help`]) and the footer's hints, so the
 //! help cannot drift from what the keys do. The models behind the screens: [`runs`] (filter,
-//! columns, sort), [`launch`] (the form), [`compare`] and [`chart`] (panels), [`data`]
+//! columns, sort), [`launch`] (the form; [`launch_file`] loads and saves it as an experiment file), [`compare`] and [`chart`] (panels), [`data`]
 //! (snapshots); the default experiment of the welcome screen is defined once in
 //! [`experiment`].
 
@@ -33,6 +33,7 @@ pub mod data;
 pub mod experiment;
 pub mod keys;
 pub mod launch;
+pub mod launch_file;
 pub mod layout;
 pub mod reload;
 pub mod runs;

@@ -780,3 +780,84 @@ fn log_scale_says_why_a_panel_is_empty_and_labels_show_real_values() {
     assert_eq!(super::compare::log_label(0.0), "1");
     assert_eq!(super::compare::log_label(2.0f64.log10()), "2");
 }
+
+/// `o` loads an experiment file into the Launch form (plugins, values, seeds as a list), a
+/// bad one is refused with its key and leaves the form as it was, and `w` saves the form as
+/// a file that reads back to the same values.
+#[test]
+fn launch_form_loads_and_saves_experiment_files() {
+    let (mut app, _) = app();
+    let dir = std::env::temp_dir().join(format!("workbench-launch-file-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let good = dir.join("good.toml");
+    std::fs::write(
+        &good,
+        "[layer]\nplugin = \"hyperset\"\nd = 64\nattention = \"sigmoid\"\n[task]\nplugin = \"sudoku\"\n\
+         difficulty = \"easy\"\n[train]\nsteps = 40\n[sweep]\nseeds = [0, 1]\n",
+    )
+    .unwrap();
+    let bad = dir.join("bad.toml");
+    std::fs::write(&bad, "[layer]\nd = 1\nwidth = 3\n").unwrap();
+    let field = |app: &App, scope: &str, name: &str| {
+        let f = app.launch.fields.iter().find(|f| f.scope.prefix() == scope && f.spec.name == name).unwrap();
+        f.text.clone()
+    };
+    press(&mut app, KeyCode::Char('2'));
+    assert!(render(&mut app, 150, 30).contains("o open file"), "the hint bar names the key");
+    press(&mut app, KeyCode::Char('o'));
+    assert!(render(&mut app, 120, 30).contains("Load an experiment file"));
+    chars(&mut app, bad.to_str().unwrap());
+    press(&mut app, KeyCode::Enter);
+    let screen = render(&mut app, 200, 30);
+    assert!(screen.contains("cannot load") && screen.contains("unknown key `layer.width`"), "{screen}");
+    assert_eq!(field(&app, "layer", "d"), "128", "a refused file changes nothing");
+
+    press(&mut app, KeyCode::Char('o'));
+    chars(&mut app, good.to_str().unwrap());
+    press(&mut app, KeyCode::Enter);
+    assert!(render(&mut app, 200, 30).contains("loaded"), "{}", render(&mut app, 200, 30));
+    assert_eq!(field(&app, "layer", "d"), "64");
+    assert_eq!(field(&app, "layer", "attention"), "sigmoid");
+    assert_eq!(field(&app, "task", "difficulty"), "easy");
+    assert_eq!(field(&app, "train", "steps"), "40");
+    assert_eq!(field(&app, "train", "seed"), "0,1");
+
+    // Save under another name: the prompt starts from the loaded path.
+    let saved = dir.join("saved.toml");
+    press(&mut app, KeyCode::Char('w'));
+    for _ in 0..good.to_str().unwrap().len() {
+        press(&mut app, KeyCode::Backspace);
+    }
+    chars(&mut app, saved.to_str().unwrap());
+    press(&mut app, KeyCode::Enter);
+    assert!(render(&mut app, 200, 30).contains("saved the form"), "{}", render(&mut app, 200, 30));
+    // Saving over an existing file asks first; `n` keeps it as it was.
+    std::fs::write(&bad, "# kept\n").unwrap();
+    press(&mut app, KeyCode::Char('w'));
+    for _ in 0..saved.to_str().unwrap().len() {
+        press(&mut app, KeyCode::Backspace);
+    }
+    chars(&mut app, bad.to_str().unwrap());
+    press(&mut app, KeyCode::Enter);
+    assert!(matches!(&app.modal, Some(Modal::Confirm { question, .. }) if question.contains("Replace it")));
+    assert!(render(&mut app, 200, 30).contains("Confirm"));
+    press(&mut app, KeyCode::Char('n'));
+    assert_eq!(std::fs::read_to_string(&bad).unwrap(), "# kept\n");
+    press(&mut app, KeyCode::Char('w'));
+    for _ in 0..saved.to_str().unwrap().len() {
+        press(&mut app, KeyCode::Backspace);
+    }
+    chars(&mut app, bad.to_str().unwrap());
+    press(&mut app, KeyCode::Enter);
+    press(&mut app, KeyCode::Char('y'));
+    assert!(std::fs::read_to_string(&bad).unwrap().starts_with("# Saved from the Launch form"));
+    let back = crate::experiment_file::Experiment::load(&[saved.clone()]).unwrap();
+    assert_eq!(back.layer.as_deref(), Some("hyperset"));
+    assert_eq!(back.task.as_deref(), Some("sudoku"));
+    for expected in ["layer.d=64", "layer.attention=sigmoid", "task.difficulty=easy", "train.steps=40"] {
+        assert!(back.overrides.contains(&expected.to_string()), "{expected} not in {:?}", back.overrides);
+    }
+    assert_eq!(back.axes.len(), 1);
+    assert_eq!((back.axes[0].key.as_str(), back.axes[0].values.clone()), ("train.seed", vec!["0".into(), "1".into()]));
+    std::fs::remove_dir_all(&dir).ok();
+}

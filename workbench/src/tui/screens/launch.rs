@@ -1,10 +1,12 @@
 //! The Launch screen: choose a layer and a task, fill the form generated from their schemas
-//! and the trainer's (model in [`crate::tui::launch`]), and queue the runs.
+//! and the trainer's (model in [`crate::tui::launch`]), and queue the runs; load the form from
+//! an experiment file or save it as one ([`crate::tui::launch_file`]).
 
+use crate::experiment_file::Experiment;
 use crate::ops::{self, grid};
 use crate::run_config::RunConfig;
 use crate::store::NewRun;
-use crate::tui::app::{App, Screen};
+use crate::tui::app::{App, Modal, Screen};
 use crate::tui::component::Component;
 use crate::tui::keys::{cmd, hint, Action, Command, Key};
 use crate::tui::launch::Row as FormRow;
@@ -17,6 +19,7 @@ use ratatui::style::{Color, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, List, ListItem, ListState, Paragraph, Wrap};
 use ratatui::Frame;
+use std::path::PathBuf;
 
 /// The Launch screen.
 pub struct Launch;
@@ -41,6 +44,18 @@ const COMMANDS: &[Command] = &[
         Action::EditOrLaunch,
     ),
     hint(&[Key::char('L')], "L", "launch", "launch from anywhere in the form", Action::Launch),
+    hint(
+        &[Key::char('o')],
+        "o", "open file",
+        "load an experiment file (TOML: [layer], [task], [train], [sweep]) into the form",
+        Action::LoadExperiment,
+    ),
+    cmd(
+        &[Key::char('w')],
+        "w",
+        "save the form as an experiment file (`workbench train --config FILE` runs it)",
+        Action::SaveExperiment,
+    ),
     cmd(&[Key::plain(KeyCode::Esc)], "Esc", "back to Runs", Action::Back),
 ];
 
@@ -56,6 +71,15 @@ impl Component for Launch {
             Action::PreviousChoice => app.launch.cycle(false, &app.plugins),
             Action::NextChoice => app.launch.cycle(true, &app.plugins),
             Action::Launch => launch_form(app),
+            Action::LoadExperiment | Action::SaveExperiment => {
+                let save = action == Action::SaveExperiment;
+                let path =
+                    app.launch
+                        .file
+                        .clone()
+                        .unwrap_or_else(|| if save { "experiment.toml".into() } else { String::new() });
+                app.modal = Some(Modal::ExperimentFile { save, path });
+            }
             Action::EditOrLaunch => match app.launch.current() {
                 FormRow::LaunchButton => launch_form(app),
                 FormRow::Field(i) if app.launch.fields[i].cycles() => app.launch.cycle(true, &app.plugins),
@@ -105,6 +129,34 @@ pub fn edit_key(app: &mut App, key: KeyEvent) {
             field.check();
         }
         _ => {}
+    }
+}
+
+/// Loads the experiment file at `path` into the form (the prompt's Enter).
+pub fn load_file(app: &mut App, path: &str) {
+    let loaded = Experiment::load(&[PathBuf::from(path)]).map_err(|e| format!("{e:#}"));
+    match loaded.and_then(|exp| app.launch.load_experiment(&exp, &app.plugins)) {
+        Ok(()) => {
+            app.launch.file = Some(path.to_string());
+            validate_form(app);
+            app.say(format!("loaded {path} into the form"), false);
+        }
+        Err(e) => app.say(format!("cannot load: {e}"), true),
+    }
+}
+
+/// Writes the form to `path` as an experiment file (the prompt's Enter).
+pub fn save_file(app: &mut App, path: &str) {
+    let written = app
+        .launch
+        .to_document()
+        .and_then(|doc| std::fs::write(path, doc.to_toml()).map_err(|e| format!("cannot write {path}: {e}")));
+    match written {
+        Ok(()) => {
+            app.launch.file = Some(path.to_string());
+            app.say(format!("saved the form to {path}"), false);
+        }
+        Err(e) => app.say(format!("cannot save: {e}"), true),
     }
 }
 

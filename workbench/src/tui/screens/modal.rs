@@ -1,5 +1,5 @@
-//! The dialogs over a screen: a confirmation before something is lost, and the notes and
-//! tags editor. While one is open it takes every key.
+//! The dialogs over a screen: a confirmation before something is lost, the notes and tags
+//! editor, and the path of an experiment file to load or save. While one is open it takes every key.
 
 use crate::tui::app::{App, Confirmed, Modal};
 use crate::tui::service::Request;
@@ -20,6 +20,7 @@ pub fn key(app: &mut App, modal: Modal, key: KeyEvent) {
                     app.send(Request::Delete(ids));
                 }
                 Confirmed::Cancel(id) => app.send(Request::Cancel(id)),
+                Confirmed::Overwrite(path) => super::launch::save_file(app, &path),
             },
             KeyCode::Char('n') | KeyCode::Esc => {}
             _ => app.modal = Some(Modal::Confirm { question, action }),
@@ -52,6 +53,32 @@ pub fn key(app: &mut App, modal: Modal, key: KeyEvent) {
             }
             app.modal = Some(Modal::Annotate { id, notes, tags, on_tags });
         }
+        Modal::ExperimentFile { save, mut path } => {
+            match key.code {
+                KeyCode::Esc => return,
+                KeyCode::Enter if path.trim().is_empty() => {
+                    app.say("give the file's path, e.g. experiments/sudoku-hyperset.toml", true)
+                }
+                KeyCode::Enter if save && std::path::Path::new(path.trim()).exists() => {
+                    // Its comments, and whatever the form does not hold, would be lost.
+                    let path = path.trim().to_string();
+                    let question = format!(
+                        "{path} exists. Replace it with the form? Its comments and any keys the form does not \
+                         hold are lost."
+                    );
+                    app.modal = Some(Modal::Confirm { question, action: Confirmed::Overwrite(path) });
+                    return;
+                }
+                KeyCode::Enter if save => return super::launch::save_file(app, path.trim()),
+                KeyCode::Enter => return super::launch::load_file(app, path.trim()),
+                KeyCode::Backspace => {
+                    path.pop();
+                }
+                KeyCode::Char(c) => path.push(c),
+                _ => {}
+            }
+            app.modal = Some(Modal::ExperimentFile { save, path });
+        }
     }
 }
 
@@ -81,6 +108,30 @@ pub fn draw(frame: &mut Frame, modal: &Modal) {
                         .title("Confirm")
                         .border_style(Style::default().fg(Color::Yellow)),
                 ),
+                rect,
+            );
+        }
+        Modal::ExperimentFile { save, path } => {
+            let rect = centred(area, 70, 7);
+            frame.render_widget(Clear, rect);
+            let (title, verb) = if *save {
+                ("Save the form as an experiment file", "save")
+            } else {
+                ("Load an experiment file", "load")
+            };
+            let text = vec![
+                Line::from(vec![
+                    Span::styled("path   ", bold()),
+                    Span::styled(format!("{path}▏"), Style::default().fg(Color::Cyan)),
+                ]),
+                Line::from(Span::styled("       TOML with [layer], [task], [train] and [sweep] tables", dim())),
+                Line::from(""),
+                Line::from(Span::styled(format!("Enter {verb} · Esc cancel"), dim())),
+            ];
+            frame.render_widget(
+                Paragraph::new(text)
+                    .wrap(Wrap { trim: false })
+                    .block(Block::default().borders(Borders::ALL).title(title)),
                 rect,
             );
         }
