@@ -75,13 +75,17 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// List runs, or show one.
+    /// List runs (all, or those a filter selects), or show one.
     Runs {
         #[command(subcommand)]
         action: Option<RunsAction>,
         /// Machine-readable output.
         #[arg(long)]
         json: bool,
+        /// List only the runs passing this filter, written as in the TUI's `/` box:
+        /// `status:finished layer:hyperset tag:paper sweep:3 lr=1e-3 word`.
+        #[arg(long)]
+        filter: Option<String>,
     },
     /// Check numerically that each energy-derived layer's updates are its energies' gradients.
     Verify {
@@ -440,10 +444,14 @@ async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
             let store = commands::open_store(&db, &artifacts).await?;
             commands::train::resume(&store, &dirs, run, json).await
         }
-        Some(Command::Runs { action, json }) => {
+        Some(Command::Runs { action, json, filter }) => {
             let store = commands::open_store(&db, &artifacts).await?;
+            if filter.is_some() && action.is_some() {
+                // Only the list and `runs export` select runs; an action on one run has no use for it.
+                anyhow::bail!("`runs --filter` filters the list: give it without an action");
+            }
             match action {
-                None => commands::runs::list(&store, json).await,
+                None => commands::runs::list(&store, json, filter.as_deref()).await,
                 Some(RunsAction::Show { run, json: show_json }) => {
                     commands::runs::show(&store, run, json || show_json).await
                 }

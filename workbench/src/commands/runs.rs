@@ -1,4 +1,4 @@
-//! `workbench runs` and `workbench runs show N`.
+//! `workbench runs [--filter EXPR]` and its actions on single runs: show, cancel, pause, requeue.
 
 use crate::ops;
 use crate::store::{MetricRow, MetricSummary, RunRecord, Store};
@@ -63,14 +63,22 @@ fn eval_summary(summaries: &[MetricSummary]) -> String {
         .join(", ")
 }
 
-pub async fn list(store: &Store, as_json: bool) -> Result<i32> {
-    let runs = store.list_runs().await?;
+pub async fn list(store: &Store, as_json: bool, filter: Option<&str>) -> Result<i32> {
+    let mut runs = store.list_runs().await?;
+    let any_runs = !runs.is_empty();
+    if let Some(filter) = filter {
+        runs = ops::filter::select(runs, filter)?;
+    }
     if as_json {
         println!("{}", serde_json::to_string_pretty(&runs)?);
         return Ok(0);
     }
-    if runs.is_empty() {
+    if !any_runs {
         println!("no runs yet in {} (start one with `workbench train`)", store.location());
+        return Ok(0);
+    }
+    if runs.is_empty() {
+        println!("no run passes the filter `{}`", filter.unwrap_or_default());
         return Ok(0);
     }
     println!(

@@ -10,9 +10,11 @@
 //! - [`launch`]: the stored form of a new run, and queueing new runs alone or as a sweep;
 //! - [`runs`]: cancel (escalating stop), pause and release, requeue, delete, notes and tags,
 //!   of single runs and of sweeps;
-//! - [`export`]: figures and ablation tables of runs, written to files.
+//! - [`export`]: figures and ablation tables of runs, written to files;
+//! - [`filter`]: the run filter shared by the TUI's `/` box and `workbench runs --filter`.
 
 pub mod export;
+pub mod filter;
 pub mod grid;
 pub mod launch;
 pub mod runs;
