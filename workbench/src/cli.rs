@@ -75,7 +75,7 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// List runs (all, or those a filter selects), or show one.
+    /// List runs, or show, compare or annotate them.
     Runs {
         #[command(subcommand)]
         action: Option<RunsAction>,
@@ -285,6 +285,27 @@ pub enum RunsAction {
     Unpause { run: i64 },
     /// Put an interrupted or failed run back in the queue (continues from its checkpoint).
     Requeue { run: i64 },
+    /// Replace a run's tags: `runs tag 12 baseline,paper` (an empty list clears them).
+    Tag {
+        run: i64,
+        /// Comma-separated tags.
+        tags: String,
+    },
+    /// Replace a run's notes: `runs note 12 lr too high, diverges at step 300`.
+    Note {
+        run: i64,
+        /// The notes (words are joined with spaces; an empty string clears them).
+        #[arg(required = true, num_args = 1.., allow_hyphen_values = true)]
+        text: Vec<String>,
+    },
+    /// Compare two runs: differing configuration keys, plugin builds, final metrics.
+    Diff {
+        a: i64,
+        b: i64,
+        /// Machine-readable output.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -461,6 +482,11 @@ async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
                 Some(RunsAction::Pause { run }) => commands::runs::hold(&store, run, true).await,
                 Some(RunsAction::Unpause { run }) => commands::runs::hold(&store, run, false).await,
                 Some(RunsAction::Requeue { run }) => commands::runs::requeue(&store, run).await,
+                Some(RunsAction::Tag { run, tags }) => commands::runs::tag(&store, run, &tags).await,
+                Some(RunsAction::Note { run, text }) => commands::runs::note(&store, run, &text.join(" ")).await,
+                Some(RunsAction::Diff { a, b, json: diff_json }) => {
+                    commands::runs::diff(&store, a, b, json || diff_json).await
+                }
             }
         }
         Some(Command::Plot { runs, panels, out, size }) => {

@@ -1,4 +1,5 @@
-//! `workbench runs --filter`, run as a user would, on an SQLite store filled here.
+//! `workbench runs --filter`, `runs tag`, `runs note` and `runs diff`, run as a user would, on
+//! an SQLite store filled here.
 
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
@@ -85,6 +86,10 @@ impl Fixture {
         Store::connect(&StoreLocation::Sqlite(dir.join("runs.db"))).await.unwrap()
     }
 
+    async fn store(&self) -> Store {
+        Fixture::open_at(&self.dir).await
+    }
+
     /// Runs `workbench ARGS` on the store; returns (exit code, stdout, stderr).
     fn run(&self, args: &[&str]) -> (i32, String, String) {
         common::run(common::workbench(&self.dir).args(args))
@@ -130,4 +135,43 @@ async fn the_list_filter_uses_the_tui_syntax() {
     assert!(f.ok(&["runs", "--filter", "layer:nothing"]).contains("no run passes the filter"));
     let err = f.fails(&["runs", "--filter", "stauts:finished"]);
     assert!(err.contains("unknown filter field `stauts`") && err.contains("status:"), "{err}");
+}
+
+#[tokio::test]
+async fn tags_and_notes_are_set_from_the_command_line() {
+    let f = Fixture::new("annotate").await;
+    f.ok(&["runs", "tag", "2", "paper, wide"]);
+    f.ok(&["runs", "note", "2", "wider", "is", "better"]);
+    let run = f.store().await.run(2).await.unwrap();
+    assert_eq!((run.tags, run.notes.as_str()), (vec!["paper".to_string(), "wide".to_string()], "wider is better"));
+    assert_eq!(listed(&f.ok(&["runs", "--filter", "tag:paper"])), vec![2]);
+    f.ok(&["runs", "tag", "2", ""]);
+    assert!(f.store().await.run(2).await.unwrap().tags.is_empty());
+    let err = f.fails(&["runs", "tag", "42", "x"]);
+    assert!(err.contains("run 42 does not exist"), "{err}");
+    let err = f.fails(&["runs", "note", "42", "x"]);
+    assert!(err.contains("run 42 does not exist"), "{err}");
+    let err = f.fails(&["runs", "tag", "2", "two words"]);
+    assert!(err.contains("single words"), "{err}");
+}
+
+#[tokio::test]
+async fn diff_shows_what_differs() {
+    let f = Fixture::new("diff").await;
+    let d: Value = serde_json::from_str(&f.ok(&["runs", "diff", "1", "2", "--json"])).unwrap();
+    let config = d["config"].as_array().unwrap();
+    let keys: Vec<&str> = config.iter().map(|c| c["key"].as_str().unwrap()).collect();
+    assert_eq!(keys, ["d", "lr"], "only differing keys: {d}");
+    assert_eq!((config[0]["a"].clone(), config[0]["b"].clone()), (json!("64"), json!("32")));
+    let plugins = d["plugins"].as_array().unwrap();
+    assert_eq!(plugins.len(), 1, "the task is the same build: {d}");
+    assert_eq!((plugins[0]["role"].clone(), plugins[0]["b"]["build"].clone()), (json!("layer"), json!("b2")));
+    let acc = d["metrics"].as_array().unwrap().iter().find(|m| m["name"] == "cell_acc").unwrap().clone();
+    assert_eq!((acc["split"].clone(), acc["a"].clone(), acc["b"].clone()), (json!("eval"), json!(0.75), json!(0.5)));
+    let text = f.ok(&["runs", "diff", "1", "3"]);
+    assert!(text.contains("plugins:  the same builds"), "{text}");
+    assert!(text.lines().any(|l| l.contains(" d ") && l.contains("64") && l.contains("128")), "{text}");
+    assert!(text.lines().any(|l| l.contains("cell_acc") && l.contains("0.75000") && l.contains(" - ")), "{text}");
+    assert!(f.fails(&["runs", "diff", "1", "1"]).contains("two different runs"));
+    assert!(f.fails(&["runs", "diff", "1", "9"]).contains("run 9 does not exist"));
 }

@@ -11,8 +11,10 @@
 //! - [`runs`]: cancel (escalating stop), pause and release, requeue, delete, notes and tags,
 //!   of single runs and of sweeps;
 //! - [`export`]: figures and ablation tables of runs, written to files;
+//! - [`diff`]: what differs between two runs;
 //! - [`filter`]: the run filter shared by the TUI's `/` box and `workbench runs --filter`.
 
+pub mod diff;
 pub mod export;
 pub mod filter;
 pub mod grid;
