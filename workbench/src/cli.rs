@@ -75,7 +75,7 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// List runs, or show, compare or annotate them.
+    /// List runs, or show, compare, annotate or export them.
     Runs {
         #[command(subcommand)]
         action: Option<RunsAction>,
@@ -298,6 +298,30 @@ pub enum RunsAction {
         #[arg(required = true, num_args = 1.., allow_hyphen_values = true)]
         text: Vec<String>,
     },
+    /// Write runs' full metric curves and per-iteration diagnostics, one row per value with
+    /// the run's configuration, as CSV or JSON lines; or as TensorBoard event files, one
+    /// directory per run. Default: every run.
+    Export {
+        /// Run ids, comma-separated (e.g. 3,4,7).
+        #[arg(long, conflicts_with = "sweep")]
+        runs: Option<String>,
+        /// The runs of this sweep.
+        #[arg(long)]
+        sweep: Option<i64>,
+        /// Only the runs passing this filter (the TUI's `/` syntax, as for `runs --filter`).
+        #[arg(long)]
+        filter: Option<String>,
+        /// csv, jsonl or tensorboard.
+        #[arg(long, default_value = "csv")]
+        format: String,
+        /// The file to write (csv, jsonl; default: standard output), or the directory of the
+        /// event files (tensorboard).
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Replace an existing file, or a run's existing event files.
+        #[arg(long)]
+        force: bool,
+    },
     /// Compare two runs: differing configuration keys, plugin builds, final metrics.
     Diff {
         a: i64,
@@ -469,7 +493,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
             let store = commands::open_store(&db, &artifacts).await?;
             if filter.is_some() && action.is_some() {
                 // Only the list and `runs export` select runs; an action on one run has no use for it.
-                anyhow::bail!("`runs --filter` filters the list: give it without an action");
+                anyhow::bail!("`runs --filter` filters the list; to export selected runs: `runs export --filter EXPR`");
             }
             match action {
                 None => commands::runs::list(&store, json, filter.as_deref()).await,
@@ -484,6 +508,10 @@ async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
                 Some(RunsAction::Requeue { run }) => commands::runs::requeue(&store, run).await,
                 Some(RunsAction::Tag { run, tags }) => commands::runs::tag(&store, run, &tags).await,
                 Some(RunsAction::Note { run, text }) => commands::runs::note(&store, run, &text.join(" ")).await,
+                Some(RunsAction::Export { runs, sweep, filter, format, out, force }) => {
+                    let which = commands::runs::ExportRuns { runs: runs.as_deref(), sweep, filter: filter.as_deref() };
+                    commands::runs::export(&store, which, &format, out.as_deref(), force).await
+                }
                 Some(RunsAction::Diff { a, b, json: diff_json }) => {
                     commands::runs::diff(&store, a, b, json || diff_json).await
                 }

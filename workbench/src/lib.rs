@@ -9,6 +9,7 @@
 //! - [`figure`] draws them into PNG or SVG files;
 //! - [`diagnostics`] measures energies, ranks and angles per layer iteration at evaluations;
 //! - [`ablation`] groups runs into mean ± std tables (Markdown, LaTeX, CSV);
+//! - [`export`] writes runs' curves as CSV, JSON lines or TensorBoard event files;
 //! - [`scaffold`] makes new plugin crates from templates (`workbench plugin new`);
 //! - [`ops`] are the operations on runs that the CLI and the TUI share;
 //! - [`tui`] is the terminal workbench;
@@ -21,6 +22,7 @@ pub mod commands;
 pub mod device;
 pub mod diagnostics;
 pub mod executor;
+pub mod export;
 pub mod figure;
 pub mod host;
 pub mod logging;

@@ -1,4 +1,4 @@
-//! `workbench runs [--filter EXPR]` and its actions: show, cancel, pause, requeue, tag, note, diff.
+//! `workbench runs` and its actions on single runs: show, cancel, pause, requeue, tag, note.
 
 use crate::ops;
 use crate::store::{MetricRow, MetricSummary, RunRecord, Store};
@@ -298,7 +298,7 @@ pub async fn diff(store: &Store, a: i64, b: i64, as_json: bool) -> Result<i32> {
     if d.metrics.is_empty() {
         println!("metrics:  none recorded");
     } else {
-        println!("metrics:  {:<10} {:<16} {:>12} {:>12} {:>12}", "split", "name", ha, hb, "b - a");
+        println!("metrics:  {:<10} {:<16} {:>12} {:>12} {:>12}", "split", "name", ha, hb, format!("{b} - {a}"));
         for m in &d.metrics {
             let delta = match (m.values.a, m.values.b) {
                 (Some(x), Some(y)) => format!("{:+.5}", y - x),
@@ -314,5 +314,48 @@ pub async fn diff(store: &Store, a: i64, b: i64, as_json: bool) -> Result<i32> {
             );
         }
     }
+    Ok(0)
+}
+
+/// The runs `workbench runs export` is asked for, as given on the command line.
+pub struct ExportRuns<'a> {
+    /// Comma-separated run ids.
+    pub runs: Option<&'a str>,
+    pub sweep: Option<i64>,
+    pub filter: Option<&'a str>,
+}
+
+/// `workbench runs export`: runs' curves and diagnostics as CSV, JSON lines or TensorBoard.
+pub async fn export(
+    store: &Store,
+    which: ExportRuns<'_>,
+    format: &str,
+    out: Option<&std::path::Path>,
+    force: bool,
+) -> Result<i32> {
+    use ops::export_runs::{self, Which};
+    let format = crate::export::Format::parse(format)?;
+    let selection = match (which.runs, which.sweep) {
+        (Some(list), _) => Which::Runs(crate::plot::parse_run_ids(list).map_err(|e| anyhow::anyhow!(e))?),
+        (None, Some(sweep)) => Which::Sweep(sweep),
+        (None, None) => Which::All,
+    };
+    if format == crate::export::Format::Tensorboard && out.is_none() {
+        anyhow::bail!("--format tensorboard writes a directory of event files: name it with --out DIR");
+    }
+    let records = export_runs::select(store, &selection, which.filter).await?;
+    let done = match out {
+        Some(dir) if format == crate::export::Format::Tensorboard => {
+            export_runs::write_tensorboard(store, records, dir, force).await?
+        }
+        Some(path) => export_runs::write_table_file(store, records, format, path, force).await?,
+        None => {
+            let runs = records.len();
+            let mut stdout = std::io::stdout().lock();
+            let values = export_runs::write_table(store, records, format, &mut stdout).await?;
+            ops::export_runs::Exported { runs, values, files: Vec::new() }
+        }
+    };
+    tracing::info!("{}", done.describe(format));
     Ok(0)
 }
