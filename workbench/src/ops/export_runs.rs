@@ -45,7 +45,8 @@ impl Exported {
             }
             (_, [file, ..]) => format!(" to {}", file.display()),
         };
-        format!("exported {} runs, {} {what}{whereto}", self.runs, self.values)
+        let runs = if self.runs == 1 { "1 run".to_string() } else { format!("{} runs", self.runs) };
+        format!("exported {runs}, {} {what}{whereto}", self.values)
     }
 }
 
