@@ -79,13 +79,17 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// List runs, or show one.
+    /// List runs, or show, compare, annotate or export them.
     Runs {
         #[command(subcommand)]
         action: Option<RunsAction>,
         /// Machine-readable output.
         #[arg(long)]
         json: bool,
+        /// List only the runs passing this filter, written as in the TUI's `/` box:
+        /// `status:finished layer:hyperset tag:paper sweep:3 lr=1e-3 word`.
+        #[arg(long)]
+        filter: Option<String>,
     },
     /// Check numerically that each energy-derived layer's updates are its energies' gradients.
     Verify {
@@ -294,6 +298,51 @@ pub enum RunsAction {
     Unpause { run: i64 },
     /// Put an interrupted or failed run back in the queue (continues from its checkpoint).
     Requeue { run: i64 },
+    /// Replace a run's tags: `runs tag 12 baseline,paper` (an empty list clears them).
+    Tag {
+        run: i64,
+        /// Comma-separated tags.
+        tags: String,
+    },
+    /// Replace a run's notes: `runs note 12 lr too high, diverges at step 300`.
+    Note {
+        run: i64,
+        /// The notes (words are joined with spaces; an empty string clears them).
+        #[arg(required = true, num_args = 1.., allow_hyphen_values = true)]
+        text: Vec<String>,
+    },
+    /// Write runs' full metric curves and per-iteration diagnostics, one row per value with
+    /// the run's configuration, as CSV or JSON lines; or as TensorBoard event files, one
+    /// directory per run. Default: every run.
+    Export {
+        /// Run ids, comma-separated (e.g. 3,4,7).
+        #[arg(long, conflicts_with = "sweep")]
+        runs: Option<String>,
+        /// The runs of this sweep.
+        #[arg(long)]
+        sweep: Option<i64>,
+        /// Only the runs passing this filter (the TUI's `/` syntax, as for `runs --filter`).
+        #[arg(long)]
+        filter: Option<String>,
+        /// csv, jsonl or tensorboard.
+        #[arg(long, default_value = "csv")]
+        format: String,
+        /// The file to write (csv, jsonl; default: standard output), or the directory of the
+        /// event files (tensorboard).
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Replace an existing file, or a run's existing event files.
+        #[arg(long)]
+        force: bool,
+    },
+    /// Compare two runs: differing configuration keys, plugin builds, final metrics.
+    Diff {
+        a: i64,
+        b: i64,
+        /// Machine-readable output.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -458,10 +507,14 @@ async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
             let store = commands::open_store(&db, &artifacts).await?;
             commands::train::resume(&store, &dirs, run, json).await
         }
-        Some(Command::Runs { action, json }) => {
+        Some(Command::Runs { action, json, filter }) => {
             let store = commands::open_store(&db, &artifacts).await?;
+            if filter.is_some() && action.is_some() {
+                // Only the list and `runs export` select runs; an action on one run has no use for it.
+                anyhow::bail!("`runs --filter` filters the list; to export selected runs: `runs export --filter EXPR`");
+            }
             match action {
-                None => commands::runs::list(&store, json).await,
+                None => commands::runs::list(&store, json, filter.as_deref()).await,
                 Some(RunsAction::Show { run, config: true, .. }) => commands::runs::show_config(&store, run).await,
                 Some(RunsAction::Show { run, json: show_json, .. }) => {
                     commands::runs::show(&store, run, json || show_json).await
@@ -472,6 +525,15 @@ async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
                 Some(RunsAction::Pause { run }) => commands::runs::hold(&store, run, true).await,
                 Some(RunsAction::Unpause { run }) => commands::runs::hold(&store, run, false).await,
                 Some(RunsAction::Requeue { run }) => commands::runs::requeue(&store, run).await,
+                Some(RunsAction::Tag { run, tags }) => commands::runs::tag(&store, run, &tags).await,
+                Some(RunsAction::Note { run, text }) => commands::runs::note(&store, run, &text.join(" ")).await,
+                Some(RunsAction::Export { runs, sweep, filter, format, out, force }) => {
+                    let which = commands::runs::ExportRuns { runs: runs.as_deref(), sweep, filter: filter.as_deref() };
+                    commands::runs::export(&store, which, &format, out.as_deref(), force).await
+                }
+                Some(RunsAction::Diff { a, b, json: diff_json }) => {
+                    commands::runs::diff(&store, a, b, json || diff_json).await
+                }
             }
         }
         Some(Command::Plot { runs, panels, out, size }) => {

@@ -10,6 +10,7 @@
 //! - [`figure`] draws them into PNG or SVG files;
 //! - [`diagnostics`] measures energies, ranks and angles per layer iteration at evaluations;
 //! - [`ablation`] groups runs into mean ± std tables (Markdown, LaTeX, CSV);
+//! - [`export`] writes runs' curves as CSV, JSON lines or TensorBoard event files;
 //! - [`scaffold`] makes new plugin crates from templates (`workbench plugin new`);
 //! - [`ops`] are the operations on runs that the CLI and the TUI share;
 //! - [`tui`] is the terminal workbench;
@@ -23,6 +24,7 @@ pub mod device;
 pub mod diagnostics;
 pub mod executor;
 pub mod experiment_file;
+pub mod export;
 pub mod figure;
 pub mod host;
 pub mod logging;

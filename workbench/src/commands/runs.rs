@@ -1,4 +1,5 @@
-//! `workbench runs` and `workbench runs show N` (`--config`: as an experiment file).
+//! `workbench runs` and its actions on single runs: show (`--config`: as an experiment file),
+//! cancel, pause, requeue, tag, note.
 
 use crate::ops;
 use crate::store::{MetricRow, MetricSummary, RunRecord, Store};
@@ -63,14 +64,22 @@ fn eval_summary(summaries: &[MetricSummary]) -> String {
         .join(", ")
 }
 
-pub async fn list(store: &Store, as_json: bool) -> Result<i32> {
-    let runs = store.list_runs().await?;
+pub async fn list(store: &Store, as_json: bool, filter: Option<&str>) -> Result<i32> {
+    let mut runs = store.list_runs().await?;
+    let any_runs = !runs.is_empty();
+    if let Some(filter) = filter {
+        runs = ops::filter::select(runs, filter)?;
+    }
     if as_json {
         println!("{}", serde_json::to_string_pretty(&runs)?);
         return Ok(0);
     }
-    if runs.is_empty() {
+    if !any_runs {
         println!("no runs yet in {} (start one with `workbench train`)", store.location());
+        return Ok(0);
+    }
+    if runs.is_empty() {
+        println!("no run passes the filter `{}`", filter.unwrap_or_default());
         return Ok(0);
     }
     println!(
@@ -249,5 +258,120 @@ pub async fn requeue(store: &Store, id: i64) -> Result<i32> {
 /// `workbench runs pause|unpause N`.
 pub async fn hold(store: &Store, id: i64, held: bool) -> Result<i32> {
     tracing::info!("{}", ops::runs::hold(store, id, held).await?.describe());
+    Ok(0)
+}
+
+/// `workbench runs tag N a,b`: replaces the run's tags.
+pub async fn tag(store: &Store, id: i64, list: &str) -> Result<i32> {
+    let tags: Vec<String> = list.split(',').map(str::trim).filter(|t| !t.is_empty()).map(String::from).collect();
+    if let Some(bad) = tags.iter().find(|t| t.chars().any(char::is_whitespace)) {
+        anyhow::bail!("tag `{bad}` holds a space: tags are single words (the filter's `tag:T` matches one word)");
+    }
+    ops::runs::annotate(store, id, None, Some(&tags)).await?;
+    match tags.is_empty() {
+        true => tracing::info!("run {id}: tags cleared"),
+        false => tracing::info!("run {id} tagged {}", tags.join(", ")),
+    }
+    Ok(0)
+}
+
+/// `workbench runs note N TEXT`: replaces the run's notes.
+pub async fn note(store: &Store, id: i64, text: &str) -> Result<i32> {
+    ops::runs::annotate(store, id, Some(text.trim()), None).await?;
+    tracing::info!("run {id}: notes {}", if text.trim().is_empty() { "cleared" } else { "saved" });
+    Ok(0)
+}
+
+/// `workbench runs diff A B`: differing configuration, plugin builds, final metrics.
+pub async fn diff(store: &Store, a: i64, b: i64, as_json: bool) -> Result<i32> {
+    let d = ops::diff::diff(store, a, b).await?;
+    if as_json {
+        println!("{}", serde_json::to_string_pretty(&d)?);
+        return Ok(0);
+    }
+    let text = |v: &Option<String>| v.clone().unwrap_or_else(|| "-".into());
+    let num = |v: Option<f64>| v.map_or_else(|| "-".into(), |x| format!("{x:.5}"));
+    let (ha, hb) = (format!("run {a}"), format!("run {b}"));
+    if d.config.is_empty() {
+        println!("config:   the same");
+    } else {
+        let width = d.config.iter().map(|c| c.key.len()).max().unwrap_or(0).max(6);
+        println!("config:   {:<width$}  {:>14}  {:>14}", "key", ha, hb);
+        for c in &d.config {
+            println!("          {:<width$}  {:>14}  {:>14}", c.key, text(&c.values.a), text(&c.values.b));
+        }
+    }
+    let build = |p: &crate::store::PluginRef| {
+        format!("{} {} build {} ({})", p.name, p.version, p.build.as_deref().unwrap_or("unknown"), p.fingerprint)
+    };
+    if d.plugins.is_empty() {
+        println!("plugins:  the same builds");
+    }
+    for p in &d.plugins {
+        println!("{:<9} {ha}: {}", format!("{}:", p.role), build(&p.a));
+        println!("          {hb}: {}", build(&p.b));
+    }
+    if d.metrics.is_empty() {
+        println!("metrics:  none recorded");
+    } else {
+        println!("metrics:  {:<10} {:<16} {:>12} {:>12} {:>12}", "split", "name", ha, hb, format!("{b} - {a}"));
+        for m in &d.metrics {
+            let delta = match (m.values.a, m.values.b) {
+                (Some(x), Some(y)) => format!("{:+.5}", y - x),
+                _ => "-".into(),
+            };
+            println!(
+                "          {:<10} {:<16} {:>12} {:>12} {:>12}",
+                m.split,
+                m.name,
+                num(m.values.a),
+                num(m.values.b),
+                delta
+            );
+        }
+    }
+    Ok(0)
+}
+
+/// The runs `workbench runs export` is asked for, as given on the command line.
+pub struct ExportRuns<'a> {
+    /// Comma-separated run ids.
+    pub runs: Option<&'a str>,
+    pub sweep: Option<i64>,
+    pub filter: Option<&'a str>,
+}
+
+/// `workbench runs export`: runs' curves and diagnostics as CSV, JSON lines or TensorBoard.
+pub async fn export(
+    store: &Store,
+    which: ExportRuns<'_>,
+    format: &str,
+    out: Option<&std::path::Path>,
+    force: bool,
+) -> Result<i32> {
+    use ops::export_runs::{self, Which};
+    let format = crate::export::Format::parse(format)?;
+    let selection = match (which.runs, which.sweep) {
+        (Some(list), _) => Which::Runs(crate::plot::parse_run_ids(list).map_err(|e| anyhow::anyhow!(e))?),
+        (None, Some(sweep)) => Which::Sweep(sweep),
+        (None, None) => Which::All,
+    };
+    if format == crate::export::Format::Tensorboard && out.is_none() {
+        anyhow::bail!("--format tensorboard writes a directory of event files: name it with --out DIR");
+    }
+    let records = export_runs::select(store, &selection, which.filter).await?;
+    let done = match out {
+        Some(dir) if format == crate::export::Format::Tensorboard => {
+            export_runs::write_tensorboard(store, records, dir, force).await?
+        }
+        Some(path) => export_runs::write_table_file(store, records, format, path, force).await?,
+        None => {
+            let runs = records.len();
+            let mut stdout = std::io::stdout().lock();
+            let values = export_runs::write_table(store, records, format, &mut stdout).await?;
+            ops::export_runs::Exported { runs, values, files: Vec::new() }
+        }
+    };
+    tracing::info!("{}", done.describe(format));
     Ok(0)
 }

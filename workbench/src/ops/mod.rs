@@ -10,9 +10,16 @@
 //! - [`launch`]: the stored form of a new run, and queueing new runs alone or as a sweep;
 //! - [`runs`]: cancel (escalating stop), pause and release, requeue, delete, notes and tags,
 //!   of single runs and of sweeps;
-//! - [`export`]: figures and ablation tables of runs, written to files.
+//! - [`export`]: figures and ablation tables of runs, written to files;
+//! - [`diff`]: what differs between two runs;
+//! - [`export_runs`]: runs' metric curves and diagnostics as CSV, JSON lines or TensorBoard
+//!   files (the formats are in [`crate::export`]);
+//! - [`filter`]: the run filter shared by the TUI's `/` box and `workbench runs --filter`.
 
+pub mod diff;
 pub mod export;
+pub mod export_runs;
+pub mod filter;
 pub mod grid;
 pub mod launch;
 pub mod runs;

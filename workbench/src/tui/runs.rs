@@ -60,45 +60,8 @@ pub struct RunsTable<'a> {
     pub flat: Vec<BTreeMap<String, String>>,
 }
 
-/// Whether `run` passes every term of `filter`: `status:S`, `layer:L`, `task:T`,
-/// `plugin:P` (layer or task), `tag:T`, `sweep:N`, `key=value` (a configuration value, compared
-/// by type: see [`same_value`]), or a bare word matched against status, plugins, tags and notes.
-pub fn matches(run: &RunRecord, flat: &BTreeMap<String, String>, filter: &str) -> bool {
-    filter.split_whitespace().all(|term| {
-        let term_lc = term.to_lowercase();
-        if let Some((field, want)) = term_lc.split_once(':') {
-            let eq = |s: &str| s.to_lowercase() == want;
-            return match field {
-                "status" => eq(run.status.as_str()),
-                "layer" => eq(&run.layer.name),
-                "task" => eq(&run.task.name),
-                "plugin" => eq(&run.layer.name) || eq(&run.task.name),
-                "tag" => run.tags.iter().any(|t| eq(t)),
-                "sweep" => run.sweep.is_some_and(|s| s.id.to_string() == want),
-                _ => false,
-            };
-        }
-        if let Some((key, want)) = term.split_once('=') {
-            return flat.iter().any(|(k, v)| (k == key || k.rsplit('.').next() == Some(key)) && same_value(v, want));
-        }
-        let hay = [run.status.as_str(), &run.layer.name, &run.task.name, &run.notes];
-        hay.iter().any(|h| h.to_lowercase().contains(&term_lc))
-            || run.tags.iter().any(|t| t.to_lowercase().contains(&term_lc))
-    })
-}
-
-/// Whether a configuration value equals what the filter asks for, compared by type: numbers
-/// numerically (`lr=1e-3` finds `0.001`, `d=64.0` finds `64`), booleans as booleans, any
-/// other text ignoring case.
-pub fn same_value(have: &str, want: &str) -> bool {
-    if let (Ok(a), Ok(b)) = (have.trim().parse::<f64>(), want.trim().parse::<f64>()) {
-        return a == b || (a - b).abs() <= 1e-12 * a.abs().max(b.abs());
-    }
-    if let (Ok(a), Ok(b)) = (have.trim().parse::<bool>(), want.trim().to_lowercase().parse::<bool>()) {
-        return a == b;
-    }
-    have.trim().eq_ignore_ascii_case(want.trim())
-}
+// The matcher is shared with `workbench runs --filter`.
+pub use crate::ops::filter::{matches, same_value};
 
 /// Seconds the run has trained (to its end, or to `now` while running).
 pub fn duration(run: &RunRecord, now: f64) -> Option<f64> {

@@ -1,0 +1,420 @@
+//! `workbench runs --filter`, `runs export` (CSV, JSON lines, TensorBoard), `runs tag`,
+//! `runs note` and `runs diff`, run as a user would, on an SQLite store filled here.
+
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use workbench::export::tfevents::{self, Value as TfValue, What};
+use workbench::store::{DiagnosticRow, MetricRow, NewRun, PluginRef, RunStatus, Store, StoreLocation};
+
+mod common;
+
+/// A store with three runs (ids 1, 2, 3):
+/// 1. hyperset d=64 lr=0.001, finished, tagged `baseline`, with a NaN eval value and a config
+///    string holding a comma and quotes;
+/// 2. transformer d=32 lr=0.003, finished, in sweep 1;
+/// 3. hyperset d=128, failed, no metrics.
+struct Fixture {
+    dir: PathBuf,
+}
+
+const AWKWARD: &str = "a, \"quoted\" value";
+
+fn plugin(name: &str, build: &str) -> PluginRef {
+    PluginRef { name: name.into(), version: "0.1.0".into(), fingerprint: "fp".into(), build: Some(build.into()) }
+}
+
+fn new_run(layer: &str, build: &str, d: i64, lr: f64) -> NewRun {
+    NewRun {
+        layer: plugin(layer, build),
+        task: plugin("sudoku", "t1"),
+        config: json!({
+            "layer_config": {"d": d, "mix": AWKWARD},
+            "task_config": {"difficulty": "easy"},
+            "train": {"lr": lr, "seed": 0}
+        }),
+        seed: 0,
+        device: "cpu".into(),
+        git_rev: None,
+        total_steps: Some(3),
+    }
+}
+
+fn metric(step: u64, split: &str, name: &str, value: f64) -> MetricRow {
+    MetricRow { step, split: split.into(), name: name.into(), value, wall_time: step as f64 * 0.25 }
+}
+
+fn diagnostic(step: u64, iteration: u32, value: f64) -> DiagnosticRow {
+    DiagnosticRow { step, iteration, name: "energy".into(), value }
+}
+
+/// Run 1's metric and diagnostic rows.
+fn metrics_1() -> Vec<MetricRow> {
+    vec![
+        metric(1, "train", "loss", 2.5),
+        metric(2, "train", "loss", 1.25),
+        metric(3, "train", "loss", 0.1),
+        metric(2, "eval", "cell_acc", f64::NAN),
+        metric(3, "eval", "cell_acc", 0.75),
+    ]
+}
+
+fn diagnostics_1() -> Vec<DiagnosticRow> {
+    vec![diagnostic(2, 0, -1.5), diagnostic(2, 1, -2.0), diagnostic(3, 0, -1.0), diagnostic(3, 1, -3.0)]
+}
+
+impl Fixture {
+    async fn new(tag: &str) -> Fixture {
+        let dir = common::temp_dir(tag);
+        let store = Fixture::open_at(&dir).await;
+        let a = store.create_run(&new_run("hyperset", "b1", 64, 0.001)).await.unwrap();
+        store.insert_metrics(a, &metrics_1()).await.unwrap();
+        store.insert_diagnostics(a, &diagnostics_1()).await.unwrap();
+        store.set_tags(a, &["baseline".to_string()]).await.unwrap();
+        let sweep = store.create_sweep("widths", &json!({})).await.unwrap();
+        let b = store.create_run_in_sweep(&new_run("transformer", "b2", 32, 0.003), sweep, 0).await.unwrap();
+        store.insert_metrics(b, &[metric(3, "train", "loss", 0.5), metric(3, "eval", "cell_acc", 0.5)]).await.unwrap();
+        let c = store.create_run(&new_run("hyperset", "b1", 128, 0.001)).await.unwrap();
+        assert_eq!((a, b, c), (1, 2, 3));
+        for (id, status) in [(a, RunStatus::Finished), (b, RunStatus::Finished), (c, RunStatus::Failed)] {
+            store.mark_running(id, 1).await.unwrap();
+            store.finish(id, status, None).await.unwrap();
+        }
+        store.close().await;
+        Fixture { dir }
+    }
+
+    async fn open_at(dir: &Path) -> Store {
+        Store::connect(&StoreLocation::Sqlite(dir.join("runs.db"))).await.unwrap()
+    }
+
+    async fn store(&self) -> Store {
+        Fixture::open_at(&self.dir).await
+    }
+
+    /// Runs `workbench ARGS` on the store; returns (exit code, stdout, stderr).
+    fn run(&self, args: &[&str]) -> (i32, String, String) {
+        common::run(common::workbench(&self.dir).args(args))
+    }
+
+    /// Runs a command that must succeed; returns its stdout.
+    fn ok(&self, args: &[&str]) -> String {
+        let (code, out, err) = self.run(args);
+        assert_eq!(code, 0, "workbench {args:?} failed:\n{err}");
+        out
+    }
+
+    /// Runs a command that must fail; returns its stderr.
+    fn fails(&self, args: &[&str]) -> String {
+        let (code, _, err) = self.run(args);
+        assert_eq!(code, 1, "workbench {args:?} should fail:\n{err}");
+        assert!(!err.contains("panicked"), "{err}");
+        err
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.join(name)
+    }
+}
+
+impl Drop for Fixture {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// The ids in the first column of `runs` output.
+fn listed(out: &str) -> Vec<i64> {
+    out.lines().skip(1).filter_map(|l| l.split_whitespace().next()?.parse().ok()).collect()
+}
+
+#[tokio::test]
+async fn the_list_filter_uses_the_tui_syntax() {
+    let f = Fixture::new("runs-filter").await;
+    assert_eq!(listed(&f.ok(&["runs"])), vec![1, 2, 3]);
+    assert_eq!(listed(&f.ok(&["runs", "--filter", "layer:hyperset"])), vec![1, 3]);
+    assert_eq!(listed(&f.ok(&["runs", "--filter", "tag:baseline"])), vec![1]);
+    assert_eq!(listed(&f.ok(&["runs", "--filter", "lr=1e-3 status:finished"])), vec![1]);
+    assert_eq!(listed(&f.ok(&["runs", "--filter", "sweep:1"])), vec![2]);
+    let json: Value = serde_json::from_str(&f.ok(&["runs", "--json", "--filter", "d=128"])).unwrap();
+    assert_eq!(json.as_array().unwrap().iter().map(|r| r["id"].as_i64().unwrap()).collect::<Vec<_>>(), vec![3]);
+    assert!(f.ok(&["runs", "--filter", "layer:nothing"]).contains("no run passes the filter"));
+    let err = f.fails(&["runs", "--filter", "stauts:finished"]);
+    assert!(err.contains("unknown filter field `stauts`") && err.contains("status:"), "{err}");
+}
+
+#[tokio::test]
+async fn csv_export_holds_every_value_with_the_configuration() {
+    let f = Fixture::new("export-csv").await;
+    let out = f.path("runs.csv");
+    f.ok(&["runs", "export", "--runs", "1,2", "--format", "csv", "--out", out.to_str().unwrap()]);
+    let mut reader = csv::Reader::from_path(&out).unwrap();
+    let header: Vec<String> = reader.headers().unwrap().iter().map(String::from).collect();
+    assert_eq!(&header[..4], ["run", "sweep", "layer", "task"]);
+    for column in ["kind", "split", "name", "step", "iteration", "value", "wall_time", "config.d", "config.lr"] {
+        assert!(header.iter().any(|h| h == column), "no column {column} in {header:?}");
+    }
+    let col = |name: &str| header.iter().position(|h| h == name).unwrap();
+    let rows: Vec<csv::StringRecord> = reader.records().map(Result::unwrap).collect();
+    // Run 1: 5 metric rows and 4 diagnostic rows; run 2: 2 metric rows.
+    assert_eq!(rows.len(), 5 + 4 + 2);
+    let of = |run: &str| -> Vec<&csv::StringRecord> { rows.iter().filter(|r| &r[col("run")] == run).collect() };
+    assert_eq!(of("1").len(), 9);
+    for r in of("1") {
+        assert_eq!((&r[col("config.d")], &r[col("config.mix")]), ("64", AWKWARD), "{r:?}");
+        assert_eq!(&r[col("tags")], "baseline");
+    }
+    for r in of("2") {
+        assert_eq!((&r[col("config.d")], &r[col("sweep")], &r[col("layer")]), ("32", "1", "transformer"));
+    }
+    let find = |run: &str, kind: &str, name: &str, step: &str, iteration: &str| {
+        of(run)
+            .into_iter()
+            .find(|r| {
+                &r[col("kind")] == kind
+                    && &r[col("name")] == name
+                    && &r[col("step")] == step
+                    && &r[col("iteration")] == iteration
+            })
+            .unwrap_or_else(|| panic!("no row {run} {kind} {name} {step} {iteration}"))
+    };
+    let loss = find("1", "metric", "loss", "2", "");
+    assert_eq!((&loss[col("split")], &loss[col("value")], &loss[col("wall_time")]), ("train", "1.25", "0.5"));
+    assert_eq!(&find("1", "metric", "cell_acc", "2", "")[col("value")], "NaN");
+    let energy = find("1", "diagnostic", "energy", "3", "1");
+    assert_eq!((&energy[col("split")], &energy[col("value")], &energy[col("wall_time")]), ("", "-3.0", ""));
+}
+
+#[tokio::test]
+async fn jsonl_export_has_typed_values_and_every_run_by_default() {
+    let f = Fixture::new("export-jsonl").await;
+    let out = f.path("runs.jsonl");
+    f.ok(&["runs", "export", "--format", "jsonl", "--out", out.to_str().unwrap()]);
+    let lines: Vec<Value> =
+        std::fs::read_to_string(&out).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(lines.len(), 11, "run 3 has no values, so no rows");
+    let nan = lines.iter().find(|l| l["name"] == "cell_acc" && l["step"] == 2).unwrap();
+    assert_eq!(
+        (nan["run"].clone(), nan["value"].clone(), nan["split"].clone()),
+        (json!(1), Value::Null, json!("eval"))
+    );
+    assert_eq!((nan["config.d"].clone(), nan["config.lr"].clone()), (json!(64), json!(0.001)));
+    let diag = lines.iter().find(|l| l["kind"] == "diagnostic" && l["step"] == 2 && l["iteration"] == 1).unwrap();
+    assert_eq!(diag["value"], json!(-2.0));
+    // Standard output when no file is named, with the filter narrowing the runs.
+    let piped = f.ok(&["runs", "export", "--format", "jsonl", "--filter", "layer:transformer"]);
+    let runs: Vec<i64> =
+        piped.lines().map(|l| serde_json::from_str::<Value>(l).unwrap()["run"].as_i64().unwrap()).collect();
+    assert_eq!(runs, vec![2, 2]);
+    let swept = f.ok(&["runs", "export", "--format", "csv", "--sweep", "1"]);
+    assert_eq!(swept.lines().count(), 3, "{swept}");
+}
+
+#[tokio::test]
+async fn bad_export_requests_are_refused_with_the_fix() {
+    let f = Fixture::new("export-bad").await;
+    let out = f.path("runs.csv");
+    let out_s = out.to_str().unwrap();
+    let err = f.fails(&["runs", "export", "--runs", "1,99", "--out", out_s]);
+    assert!(err.contains("run 99 does not exist"), "{err}");
+    assert!(!out.exists(), "nothing is written for a refused export");
+    let err = f.fails(&["runs", "export", "--format", "parquet", "--out", out_s]);
+    assert!(err.contains("unknown export format `parquet`") && err.contains("csv, jsonl or tensorboard"), "{err}");
+    let err = f.fails(&["runs", "export", "--filter", "layer:nothing", "--out", out_s]);
+    assert!(err.contains("no run passes the filter `layer:nothing`"), "{err}");
+    let err = f.fails(&["runs", "export", "--sweep", "7", "--out", out_s]);
+    assert!(err.contains("no sweep 7"), "{err}");
+    let err = f.fails(&["runs", "export", "--out", f.path("missing/runs.csv").to_str().unwrap()]);
+    assert!(err.contains("missing does not exist"), "{err}");
+    let err = f.fails(&["runs", "export", "--format", "tensorboard"]);
+    assert!(err.contains("--out DIR"), "{err}");
+    std::fs::write(&out, "keep me").unwrap();
+    let err = f.fails(&["runs", "export", "--out", out_s]);
+    assert!(err.contains("exists") && err.contains("--force"), "{err}");
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), "keep me");
+    let err = f.fails(&["runs", "export", "--format", "tensorboard", "--out", out_s]);
+    assert!(err.contains("is a file"), "{err}");
+    f.ok(&["runs", "export", "--out", out_s, "--force"]);
+    assert!(std::fs::read_to_string(&out).unwrap().starts_with("run,sweep,layer"));
+}
+
+/// The event files under `dir`, by run directory name.
+fn event_files(dir: &Path) -> Vec<(String, PathBuf)> {
+    let mut files = Vec::new();
+    for run_dir in std::fs::read_dir(dir).unwrap() {
+        let run_dir = run_dir.unwrap().path();
+        for file in std::fs::read_dir(&run_dir).unwrap() {
+            let file = file.unwrap().path();
+            files.push((run_dir.file_name().unwrap().to_string_lossy().into_owned(), file));
+        }
+    }
+    files.sort();
+    files
+}
+
+/// Scalars of an event file as (tag, step, value), and its text summaries as (tag, text).
+type Decoded = (Vec<(String, i64, f32)>, Vec<(String, String)>);
+
+fn decode(path: &Path) -> Decoded {
+    let records = tfevents::read_records(std::fs::File::open(path).unwrap()).unwrap();
+    let events = tfevents::decode_events(&records).unwrap();
+    assert_eq!(events[0].what, Some(What::FileVersion("brain.Event:2".into())));
+    let (mut scalars, mut texts) = (Vec::new(), Vec::new());
+    for e in &events[1..] {
+        let Some(What::Summary(summary)) = &e.what else { panic!("not a summary: {e:?}") };
+        for v in &summary.value {
+            match &v.value {
+                Some(TfValue::SimpleValue(x)) => scalars.push((v.tag.clone(), e.step, *x)),
+                Some(TfValue::Tensor(t)) => {
+                    assert_eq!(v.metadata.as_ref().unwrap().plugin_data.as_ref().unwrap().plugin_name, "text");
+                    texts.push((v.tag.clone(), String::from_utf8(t.string_val[0].clone()).unwrap()));
+                }
+                None => panic!("empty value"),
+            }
+        }
+    }
+    (scalars, texts)
+}
+
+fn same(a: f32, b: f64) -> bool {
+    (a.is_nan() && b.is_nan()) || a == b as f32
+}
+
+#[tokio::test]
+async fn tensorboard_files_read_back_with_their_checksums() {
+    let f = Fixture::new("export-tb").await;
+    let dir = f.path("tb");
+    f.ok(&["runs", "export", "--runs", "1,2", "--format", "tensorboard", "--out", dir.to_str().unwrap()]);
+    let files = event_files(&dir);
+    let names: Vec<&str> = files.iter().map(|(d, _)| d.as_str()).collect();
+    assert_eq!(names, ["run-1-hyperset-sudoku", "run-2-transformer-sudoku"]);
+    assert!(files[0].1.file_name().unwrap().to_string_lossy().starts_with("events.out.tfevents."));
+    let (scalars, texts) = decode(&files[0].1);
+    let mut want: Vec<(String, i64, f64)> =
+        metrics_1().iter().map(|m| (format!("{}/{}", m.split, m.name), m.step as i64, m.value)).collect();
+    want.extend(
+        diagnostics_1().iter().map(|d| (format!("diagnostics/energy/t{}", d.iteration), d.step as i64, d.value)),
+    );
+    assert_eq!(scalars.len(), want.len());
+    // The store reads metrics back ordered by split and name, not in insertion order.
+    let (mut scalars, mut want) = (scalars, want);
+    scalars.sort_by(|a, b| (&a.0, a.1).cmp(&(&b.0, b.1)));
+    want.sort_by(|a, b| (&a.0, a.1).cmp(&(&b.0, b.1)));
+    for ((tag, step, value), (wtag, wstep, wvalue)) in scalars.iter().zip(&want) {
+        assert!(
+            tag == wtag && step == wstep && same(*value, *wvalue),
+            "{tag} {step} {value} != {wtag} {wstep} {wvalue}"
+        );
+    }
+    assert_eq!(texts.len(), 1);
+    assert_eq!(texts[0].0, "config");
+    assert!(
+        texts[0].1.contains("| d | 64 |") && texts[0].1.contains("| layer | hyperset 0.1.0 build b1 |"),
+        "{}",
+        texts[0].1
+    );
+
+    // Exporting again into the same directory would show every curve twice: refused, unless
+    // --force, which replaces the run's files.
+    let err = f.fails(&["runs", "export", "--runs", "2", "--format", "tensorboard", "--out", dir.to_str().unwrap()]);
+    assert!(err.contains("run-2-transformer-sudoku") && err.contains("--force"), "{err}");
+    std::thread::sleep(std::time::Duration::from_millis(1100)); // a new file name (seconds)
+    f.ok(&["runs", "export", "--runs", "2", "--format", "tensorboard", "--out", dir.to_str().unwrap(), "--force"]);
+    assert_eq!(event_files(&dir).len(), 2, "{:?}", event_files(&dir));
+}
+
+const READ_WITH_TENSORBOARD: &str = r#"
+import json, math, sys
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+acc = EventAccumulator(sys.argv[1], size_guidance={"scalars": 0, "tensors": 0})
+acc.Reload()
+tags = acc.Tags()
+out = {"scalars": {}, "tensors": tags["tensors"]}
+for tag in tags["scalars"]:
+    out["scalars"][tag] = [[e.step, None if math.isnan(e.value) else e.value] for e in acc.Scalars(tag)]
+text = acc.Tensors("config")[0].tensor_proto.string_val[0].decode()
+out["config"] = text
+print(json.dumps(out))
+"#;
+
+#[tokio::test]
+async fn tensorboard_itself_reads_the_files() {
+    let probe = std::process::Command::new("python3").args(["-c", "import tensorboard"]).output();
+    match probe {
+        Ok(o) if o.status.success() => {}
+        Ok(o) => {
+            eprintln!(
+                "skipped: python3 has no tensorboard package (pip install tensorboard): {}",
+                String::from_utf8_lossy(&o.stderr).lines().last().unwrap_or("")
+            );
+            return;
+        }
+        Err(e) => {
+            eprintln!("skipped: no python3 ({e})");
+            return;
+        }
+    }
+    let f = Fixture::new("export-tb-python").await;
+    let dir = f.path("tb");
+    f.ok(&["runs", "export", "--runs", "1", "--format", "tensorboard", "--out", dir.to_str().unwrap()]);
+    let run_dir = dir.join("run-1-hyperset-sudoku");
+    let out = std::process::Command::new("python3").args(["-c", READ_WITH_TENSORBOARD]).arg(&run_dir).output().unwrap();
+    assert!(
+        out.status.success(),
+        "tensorboard could not read {}: {}",
+        run_dir.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let read: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let points = |tag: &str| -> Vec<(i64, f64)> {
+        read["scalars"][tag]
+            .as_array()
+            .unwrap_or_else(|| panic!("no scalar {tag} in {read}"))
+            .iter()
+            .map(|p| (p[0].as_i64().unwrap(), p[1].as_f64().unwrap_or(f64::NAN)))
+            .collect()
+    };
+    assert_eq!(points("train/loss"), vec![(1, 2.5), (2, 1.25), (3, 0.1f32 as f64)]);
+    assert_eq!(points("diagnostics/energy/t1"), vec![(2, -2.0), (3, -3.0)]);
+    let acc = points("eval/cell_acc");
+    assert!(acc.len() == 2 && acc[0].1.is_nan() && acc[1] == (3, 0.75), "{acc:?}");
+    assert!(read["config"].as_str().unwrap().contains("| lr | 0.001 |"), "{read}");
+}
+
+#[tokio::test]
+async fn tags_and_notes_are_set_from_the_command_line() {
+    let f = Fixture::new("annotate").await;
+    f.ok(&["runs", "tag", "2", "paper, wide"]);
+    f.ok(&["runs", "note", "2", "wider", "is", "better"]);
+    let run = f.store().await.run(2).await.unwrap();
+    assert_eq!((run.tags, run.notes.as_str()), (vec!["paper".to_string(), "wide".to_string()], "wider is better"));
+    assert_eq!(listed(&f.ok(&["runs", "--filter", "tag:paper"])), vec![2]);
+    f.ok(&["runs", "tag", "2", ""]);
+    assert!(f.store().await.run(2).await.unwrap().tags.is_empty());
+    let err = f.fails(&["runs", "tag", "42", "x"]);
+    assert!(err.contains("run 42 does not exist"), "{err}");
+    let err = f.fails(&["runs", "note", "42", "x"]);
+    assert!(err.contains("run 42 does not exist"), "{err}");
+    let err = f.fails(&["runs", "tag", "2", "two words"]);
+    assert!(err.contains("single words"), "{err}");
+}
+
+#[tokio::test]
+async fn diff_shows_what_differs() {
+    let f = Fixture::new("diff").await;
+    let d: Value = serde_json::from_str(&f.ok(&["runs", "diff", "1", "2", "--json"])).unwrap();
+    let config = d["config"].as_array().unwrap();
+    let keys: Vec<&str> = config.iter().map(|c| c["key"].as_str().unwrap()).collect();
+    assert_eq!(keys, ["d", "lr"], "only differing keys: {d}");
+    assert_eq!((config[0]["a"].clone(), config[0]["b"].clone()), (json!("64"), json!("32")));
+    let plugins = d["plugins"].as_array().unwrap();
+    assert_eq!(plugins.len(), 1, "the task is the same build: {d}");
+    assert_eq!((plugins[0]["role"].clone(), plugins[0]["b"]["build"].clone()), (json!("layer"), json!("b2")));
+    let acc = d["metrics"].as_array().unwrap().iter().find(|m| m["name"] == "cell_acc").unwrap().clone();
+    assert_eq!((acc["split"].clone(), acc["a"].clone(), acc["b"].clone()), (json!("eval"), json!(0.75), json!(0.5)));
+    let text = f.ok(&["runs", "diff", "1", "3"]);
+    assert!(text.contains("plugins:  the same builds"), "{text}");
+    assert!(text.lines().any(|l| l.contains(" d ") && l.contains("64") && l.contains("128")), "{text}");
+    assert!(text.lines().any(|l| l.contains("cell_acc") && l.contains("0.75000") && l.contains(" - ")), "{text}");
+    assert!(f.fails(&["runs", "diff", "1", "1"]).contains("two different runs"));
+    assert!(f.fails(&["runs", "diff", "1", "9"]).contains("run 9 does not exist"));
+}
