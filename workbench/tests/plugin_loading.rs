@@ -162,6 +162,7 @@ fn a_plugin_panicking_at_registration_is_reported_and_the_others_load() {
         errors.iter().find(|e| e["path"].as_str().unwrap().contains("fixture_panicking")).expect("fixture reported");
     let message = error["error"].as_str().unwrap();
     assert!(message.contains("panicked") && message.contains("fixture panics while registering"), "{message}");
+    println!("FIGURE plugin faults: a panic while registering: reported with its message, the other plugins load");
 }
 
 /// A library whose ELF constructor aborts, or never returns, is loaded first by a probing
@@ -190,6 +191,7 @@ fn a_library_that_aborts_or_hangs_while_loading_is_reported_and_the_host_lives()
             .and_then(|e| e["error"].as_str())
             .expect("the library is reported");
         assert!(message.contains(expected) && message.contains("it was not loaded"), "{mode}: {message}");
+        println!("FIGURE plugin faults: a library constructor that does {mode} at load: reported ({expected}), the host lives");
     }
 }
 
@@ -222,6 +224,7 @@ fn a_plugin_panicking_in_forward_fails_the_run_not_the_host() {
     assert_eq!(code, 1, "{stderr}");
     assert!(stderr.contains("failed") && stderr.contains("fixture panics in forward"), "{stderr}");
     assert_eq!(shown["run"]["status"], "failed");
+    println!("FIGURE plugin faults: a panic in a layer's forward pass: the run fails with the message, the host lives");
 }
 
 /// A loss that becomes NaN stops the run as `diverged`, keeping what was recorded.

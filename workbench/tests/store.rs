@@ -543,6 +543,7 @@ async fn newer_schema_is_refused_and_left_unchanged() {
         )
     );
     assert_eq!(std::fs::read(&db).unwrap(), bytes_before, "file bytes unchanged");
+    println!("FIGURE store of a newer schema: refused naming the version, byte for byte unchanged");
 
     let mut conn = raw(&db).await;
     let runs: i64 =
@@ -588,6 +589,7 @@ async fn refused_unchanged(tag: &str, damage: &str, expected: &str) {
     assert!(matches!(err, StoreError::IncompatibleSchema { .. }), "{err:?}");
     assert!(msg.contains(expected), "{msg}");
     assert_eq!(files_in(&dir.0), before, "a refused open changes nothing on disk");
+    println!("FIGURE damaged store ({tag}): refused naming the damage, every file byte for byte unchanged");
 }
 
 #[tokio::test]
@@ -812,6 +814,7 @@ async fn non_sqlite_file_is_refused_and_left_unchanged() {
         assert_eq!(std::fs::read(&path).unwrap(), contents, "{name}: bytes unchanged");
         let wal = dir.0.join(format!("{name}-wal"));
         assert!(!wal.exists(), "{name}: no WAL file created");
+        println!("FIGURE foreign file as a store ({name}): refused, byte for byte unchanged, no WAL");
     }
 }
 

@@ -87,6 +87,7 @@ fn abort_and_segfault_in_a_layer_are_stored_with_their_signal() {
         assert!(run["error"].as_str().unwrap_or_default().contains("workbench resume 1"), "{run}");
         let (_, shown, _) = run_show_text(&dir, 1);
         assert!(shown.contains("cause:    signal") && shown.contains(name), "{shown}");
+        println!("FIGURE plugin faults: {mode} in a layer's forward pass: the run is stored as interrupted by {name}");
     }
 }
 
@@ -116,6 +117,7 @@ fn cancel_ends_a_layer_that_loops_forever_within_the_grace_period() {
     assert!(train.wait().unwrap().code().is_some(), "the train command ends too");
     let cause = run["supervision"]["cause"].as_str().unwrap_or_default().to_string();
     assert!(cause.contains("SIGTERM") || cause.contains("SIGKILL"), "{cause}");
+    println!("FIGURE plugin faults: an endless loop in a layer: cancelled in {:.1} s (grace 1 s)", took.as_secs_f64());
 }
 
 fn run_cancel(dir: &Path, id: u32, grace: &str) -> (i32, String, String) {
