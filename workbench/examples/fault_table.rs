@@ -36,7 +36,9 @@ fn main() {
             eprintln!("tests/{test}.rs failed: a property of the fault suite does not hold");
             std::process::exit(1);
         }
-        rows.extend(stdout.lines().filter_map(|l| l.strip_prefix("FIGURE ")).map(|l| match l.split_once(": ") {
+        // Anywhere in a line: the test harness's progress dots may come first.
+        let figures = stdout.lines().filter_map(|l| l.split_once("FIGURE ").map(|(_, figure)| figure));
+        rows.extend(figures.map(|l| match l.split_once(": ") {
             Some((property, figure)) => (property.to_string(), figure.to_string()),
             None => (l.to_string(), String::new()),
         }));

@@ -20,13 +20,14 @@ fn workspace_plugins_load_with_their_declarations() {
 }
 
 /// Every workspace plugin.
-const WORKSPACE_PLUGINS: [&str; 11] = [
+const WORKSPACE_PLUGINS: [&str; 12] = [
     "hyperset",
     "transformer",
     "crate-layer",
     "energy-transformer",
     "intrinsic",
     "cem",
+    "mlp",
     "sudoku",
     "language",
     "image-task",
@@ -83,7 +84,7 @@ fn every_layer_declares_the_causal_mask_it_has() {
         }
     }
     masking.sort();
-    assert_eq!(masking, ["cem", "crate", "intrinsic", "transformer"]);
+    assert_eq!(masking, ["cem", "crate", "intrinsic", "mlp", "transformer"]);
 }
 
 #[test]

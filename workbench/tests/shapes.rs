@@ -11,7 +11,7 @@ use workbench::host::PluginHost;
 use workbench::params::Params;
 use workbench::run_config::RunConfig;
 
-const LAYERS: [&str; 6] = ["hyperset", "transformer", "crate", "energy-transformer", "intrinsic", "cem"];
+const LAYERS: [&str; 7] = ["hyperset", "transformer", "crate", "energy-transformer", "intrinsic", "cem", "mlp"];
 const TASKS: [(&str, &[&str]); 5] = [
     ("sudoku", &["difficulty=easy", "train_puzzles=8", "eval_puzzles=4"]),
     ("language", &["seq_len=16", "corpus_bytes=20000"]),
@@ -21,7 +21,7 @@ const TASKS: [(&str, &[&str]); 5] = [
 ];
 
 fn host() -> PluginHost {
-    let crates = ["hyperset", "transformer", "crate_layer", "energy_transformer", "intrinsic", "cem"];
+    let crates = ["hyperset", "transformer", "crate_layer", "energy_transformer", "intrinsic", "cem", "mlp"];
     let tasks = ["sudoku", "language", "image_task", "masked_image", "gp_regression"];
     let all: Vec<&str> = crates.iter().chain(tasks.iter()).copied().collect();
     PluginHost::load_dirs(&[common::plugin_dir_with("shapes", &all)])
@@ -34,9 +34,12 @@ fn every_layer_fits_every_task_it_can_serve() {
     let mut report = Vec::new();
     for layer_name in LAYERS {
         let layer_decl = &host.get(layer_name, PluginKind::Layer).unwrap().declaration;
-        let mut layer_overrides = vec!["d=16".to_string(), "heads=2".into(), "layer.iterations=2".into()];
+        let mut layer_overrides = vec!["d=16".to_string(), "layer.iterations=2".into()];
         if layer_decl.params.iter().any(|p| p.name == "layers") {
             layer_overrides.push("layer.layers=1".into());
+        }
+        if layer_decl.params.iter().any(|p| p.name == "heads") {
+            layer_overrides.push("heads=2".into()); // the attention-free mlp has none
         }
         for (task_name, task_overrides) in TASKS {
             let task_decl = &host.get(task_name, PluginKind::Task).unwrap().declaration;
