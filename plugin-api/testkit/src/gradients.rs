@@ -10,7 +10,7 @@ use crate::vars::named_vars;
 /// Gradients of `sum(y * r)` for a random `r` of `y`'s shape (candle's unseeded generator): every
 /// output entry carries weight, so a parameter gets no gradient only if no output depends on it.
 pub fn random_projection_gradients(y: &Tensor) -> GradStore {
-    let r = Tensor::randn(0f32, 1.0, y.shape(), y.device()).unwrap().to_dtype(y.dtype()).unwrap();
+    let r = crate::randn(0f32, 1.0, y.shape(), y.device()).unwrap().to_dtype(y.dtype()).unwrap();
     (y * r).unwrap().sum_all().unwrap().backward().unwrap()
 }
 

@@ -10,6 +10,7 @@
 //! "../../plugin-api/testkit" }`); it is never part of a plugin library.
 
 mod config;
+mod draws;
 mod gradients;
 mod measure;
 mod seeded_vars;
@@ -19,6 +20,7 @@ mod training;
 mod vars;
 
 pub use config::{config, config_from_text, text};
+pub use draws::randn;
 pub use gradients::{gradient_sizes, random_projection_gradients};
 pub use measure::{max_abs, max_abs_diff, relative_error, relative_error_of, relative_max_diff, scalar};
 pub use seeded_vars::SeededVars;

@@ -160,7 +160,7 @@ fn the_tiny_block_mixes_tokens() {
     let vars = SeededVars::new(1);
     let block = TinyBlock::new(&vars.var_builder().pp("layer"), 8);
     assert_eq!(vars.all().len(), 5);
-    let x = Tensor::randn(0f32, 1.0, (2, 3, 8), &Device::Cpu).unwrap();
+    let x = crate::randn(0f32, 1.0, (2, 3, 8), &Device::Cpu).unwrap();
     let y = block.forward(&x);
     assert_eq!(y.dims(), &[2, 3, 8]);
     let mut changed = x.to_vec3::<f32>().unwrap();

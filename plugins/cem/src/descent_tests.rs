@@ -3,7 +3,7 @@
 
 use super::*;
 use crate::tests::{build, small};
-use plugin_api::candle::{DType, Device, Tensor};
+use plugin_api::candle::{DType, Device};
 use plugin_api::Layer;
 use plugin_testkit::{perturb, text};
 
@@ -18,7 +18,7 @@ fn layer(preconditioner: &str) -> Cem {
 fn small_steps_lower_both_energies_and_reversed_steps_raise_them() {
     for preconditioner in ["none", "diagonal", "diagonal_low_rank"] {
         let layer = layer(preconditioner);
-        let x = Tensor::randn(0f64, 1.0, (2, 5, 16), &Device::Cpu).unwrap();
+        let x = plugin_testkit::randn(0f64, 1.0, (2, 5, 16), &Device::Cpu).unwrap();
         let down = layer.descent_checks(&x, 1e-3).unwrap();
         assert_eq!(down.len(), 2, "{preconditioner}: one check per sub-layer");
         for check in &down {

@@ -170,7 +170,7 @@ fn paper_parameter_counts_86m_per_preconditioner() {
 fn odd_length_shapes() {
     let cfg = small(&[("attn_steps", int(2)), ("mlp_steps", int(3))]);
     let (_, layer) = build(&cfg, DType::F32);
-    let x = Tensor::randn(0f32, 1.0, (3, 7, 16), &Device::Cpu).unwrap();
+    let x = plugin_testkit::randn(0f32, 1.0, (3, 7, 16), &Device::Cpu).unwrap();
     let mut pass = Pass::new(2);
     pass.causal = true;
     let y = layer.forward(&x, &mut pass).unwrap();
@@ -208,7 +208,7 @@ fn odd_length_shapes() {
 #[test]
 fn energies_follow_the_masking_of_the_last_pass() {
     let (_, layer) = build(&small(&[]), DType::F64);
-    let x = Tensor::randn(0f64, 1.0, (2, 5, 16), &Device::Cpu).unwrap();
+    let x = plugin_testkit::randn(0f64, 1.0, (2, 5, 16), &Device::Cpu).unwrap();
     let attention_energy = |layer: &Cem| layer.energies(0, 2, &x, &x).unwrap().remove(0).per_sample;
     let before_any_pass = attention_energy(&layer);
     let run = |causal: bool| {
@@ -226,7 +226,7 @@ fn energies_follow_the_masking_of_the_last_pass() {
 /// The gradient size of every parameter, by name, for random tokens and a random weighting of
 /// the outputs of a causal or bidirectional pass.
 fn probe_gradients(map: &VarMap, layer: &Cem, causal: bool) -> Vec<(String, f64)> {
-    let x = Tensor::randn(0f32, 1.0, (2, 5, 16), &Device::Cpu).unwrap();
+    let x = plugin_testkit::randn(0f32, 1.0, (2, 5, 16), &Device::Cpu).unwrap();
     let mut pass = Pass::new(2);
     pass.causal = causal;
     let y = layer.forward(&x, &mut pass).unwrap();
@@ -282,7 +282,7 @@ fn causal_pass_does_not_look_ahead() {
     let (map, layer) =
         build(&small(&[("kq_diagonal", text("per_head")), ("diag_value", Value::Bool(true))]), DType::F32);
     perturb(&map, 0.05);
-    let x = Tensor::randn(0f32, 1.0, (2, 7, 16), &Device::Cpu).unwrap();
+    let x = plugin_testkit::randn(0f32, 1.0, (2, 7, 16), &Device::Cpu).unwrap();
     let mut changed = x.to_vec3::<f32>().unwrap();
     for sample in changed.iter_mut() {
         for v in sample[6].iter_mut() {
@@ -319,7 +319,7 @@ fn one_plain_step_is_a_weight_tied_llama_block() {
     let (map, layer) = build(&cfg, DType::F64);
     perturb(&map, 0.3);
     let get = |name: &str| map.data().lock().unwrap()[&format!("block0.{name}")].as_tensor().clone();
-    let h = Tensor::randn(0f64, 1.0, (2, 5, 16), &Device::Cpu).unwrap();
+    let h = plugin_testkit::randn(0f64, 1.0, (2, 5, 16), &Device::Cpu).unwrap();
     let mut pass = Pass::new(1);
     pass.causal = true;
     let y = layer.forward(&h, &mut pass).unwrap();
@@ -361,7 +361,7 @@ fn gradient_identities_hold() {
     for (i, (cfg, per_block)) in variants.iter().enumerate() {
         let (map, layer) = build(cfg, DType::F64);
         perturb(&map, 0.1);
-        let x = Tensor::randn(0f64, 1.0, (2, 7, 16), &Device::Cpu).unwrap();
+        let x = plugin_testkit::randn(0f64, 1.0, (2, 7, 16), &Device::Cpu).unwrap();
         let identities = layer.gradient_identities(&x).unwrap();
         assert_eq!(identities.len(), 2 * per_block, "variant {i}: two blocks");
         for identity in &identities {
@@ -380,7 +380,7 @@ fn gradient_identities_catch_what_does_not_hold() {
     perturb(&map, 0.1);
     let attention = layer.blocks()[0].attention().unwrap();
     assert!(attention.diagonal_in_scores_only());
-    let x = Tensor::randn(0f64, 1.0, (2, 7, 16), &Device::Cpu).unwrap();
+    let x = plugin_testkit::randn(0f64, 1.0, (2, 7, 16), &Device::Cpu).unwrap();
     let ctx = attention.context(&x, true).unwrap();
     let u = attention.normalise(&x).unwrap();
     let claim = |hold: bool, descent: Tensor| {
@@ -411,8 +411,8 @@ fn preconditioner_forms_agree() {
     perturb(&map, 0.3);
     let dense = p.matrices(DType::F64, &dev).unwrap(); // [K, D, D]
     assert!(max_abs(&(dense.transpose(1, 2).unwrap() - &dense).unwrap()) < 1e-15, "P is symmetric");
-    let o = Tensor::randn(0f64, 1.0, (2, k, 5, dr), &dev).unwrap();
-    let w = Tensor::randn(0f64, 1.0, (d, k * dr), &dev).unwrap();
+    let o = plugin_testkit::randn(0f64, 1.0, (2, k, 5, dr), &dev).unwrap();
+    let w = plugin_testkit::randn(0f64, 1.0, (d, k * dr), &dev).unwrap();
     let mut expected = Tensor::zeros((2, 5, d), DType::F64, &dev).unwrap();
     for head in 0..k {
         let w_head = w.narrow(1, head * dr, dr).unwrap(); // [D, D_r]
@@ -421,13 +421,13 @@ fn preconditioner_forms_agree() {
         expected = (expected + py).unwrap();
     }
     assert!(max_abs(&(p.apply_through_heads(&o, &w).unwrap() - &expected).unwrap()) < 1e-12);
-    let y = Tensor::randn(0f64, 1.0, (2, 5, d), &dev).unwrap();
+    let y = plugin_testkit::randn(0f64, 1.0, (2, 5, d), &dev).unwrap();
     let each = p.apply_each(&y).unwrap();
     for head in 0..k {
         let direct = y.broadcast_matmul(&dense.get(head).unwrap()).unwrap();
         assert!(max_abs(&(each.get_on_dim(1, head).unwrap() - direct).unwrap()) < 1e-12);
     }
-    let per_group = Tensor::randn(0f64, 1.0, (2, k, 5, d), &dev).unwrap();
+    let per_group = plugin_testkit::randn(0f64, 1.0, (2, k, 5, d), &dev).unwrap();
     let mut expected = Tensor::zeros((2, 5, d), DType::F64, &dev).unwrap();
     for head in 0..k {
         let py = per_group.get_on_dim(1, head).unwrap().broadcast_matmul(&dense.get(head).unwrap()).unwrap();
@@ -549,7 +549,7 @@ fn training_reduces_a_causal_loss() {
 fn recursion_steps_descend_at_initialisation() {
     let cfg = config(&[("d", int(32)), ("heads", int(4)), ("attn_steps", int(4)), ("mlp_steps", int(4))]);
     let (_, layer) = build(&cfg, DType::F64);
-    let x = Tensor::randn(0f64, 1.0, (3, 9, 32), &Device::Cpu).unwrap();
+    let x = plugin_testkit::randn(0f64, 1.0, (3, 9, 32), &Device::Cpu).unwrap();
     let energies = layer.energies(0, 4, &x, &x).unwrap();
     assert_eq!(energies.len(), 10);
     for sublayer in energies.chunks(5) {

@@ -91,7 +91,7 @@ fn forward_keeps_the_shape_for_odd_token_counts() {
     for variant in ["crate", "crate_t"] {
         let (_, layer) = build(&small(variant), DType::F32);
         for n in [1, 7] {
-            let x = Tensor::randn(0f32, 1.0, (3, n, 16), &Device::Cpu).unwrap();
+            let x = plugin_testkit::randn(0f32, 1.0, (3, n, 16), &Device::Cpu).unwrap();
             let y = layer.forward(&x, &mut Pass::new(3)).unwrap();
             assert_eq!(y.dims(), &[3, n, 16]);
             assert!(scalar(&y.abs().unwrap()).is_finite());
@@ -103,7 +103,7 @@ fn forward_keeps_the_shape_for_odd_token_counts() {
 
 #[test]
 fn variants_differ() {
-    let x = Tensor::randn(0f32, 1.0, (2, 5, 16), &Device::Cpu).unwrap();
+    let x = plugin_testkit::randn(0f32, 1.0, (2, 5, 16), &Device::Cpu).unwrap();
     let (_, crate_layer) = build(&small("crate"), DType::F32);
     let (_, crate_t) = build(&small("crate_t"), DType::F32);
     let a = crate_layer.forward(&x, &mut Pass::new(2)).unwrap();
@@ -118,7 +118,7 @@ fn every_parameter_receives_a_gradient() {
         cfg.set("layers", Value::Int(2));
         cfg.set("iterations", Value::Int(4));
         let (map, layer) = build(&cfg, DType::F32);
-        let x = Tensor::randn(0f32, 1.0, (2, 5, 16), &Device::Cpu).unwrap();
+        let x = plugin_testkit::randn(0f32, 1.0, (2, 5, 16), &Device::Cpu).unwrap();
         let y = layer.forward(&x, &mut Pass::new(4)).unwrap();
         let sizes = gradient_sizes(&map, &random_projection_gradients(&y));
         let expected = if variant == "crate" { 2 * 8 } else { 2 * 6 };
@@ -135,7 +135,7 @@ fn every_parameter_receives_a_gradient() {
 fn causal_pass_does_not_look_ahead() {
     let (_, layer) = build(&small("crate"), DType::F32);
     assert!(layer.supports_causal());
-    let x = Tensor::randn(0f32, 1.0, (1, 6, 16), &Device::Cpu).unwrap();
+    let x = plugin_testkit::randn(0f32, 1.0, (1, 6, 16), &Device::Cpu).unwrap();
     let mut changed = x.to_vec3::<f32>().unwrap();
     changed[0][5][0] += 3.0;
     let changed = Tensor::new(changed, &Device::Cpu).unwrap();
@@ -168,7 +168,7 @@ fn ista_step_is_a_projected_lasso_gradient_step() {
         cfg.set("layers", Value::Int(2));
         let (map, layer) = build(&cfg, DType::F64);
         perturb(&map, 0.1);
-        let x = Tensor::randn(0f64, 1.0, (2, 7, 16), &Device::Cpu).unwrap();
+        let x = plugin_testkit::randn(0f64, 1.0, (2, 7, 16), &Device::Cpu).unwrap();
         let identities = layer.gradient_identities(&x).unwrap();
         assert_eq!(identities.len(), 2);
         for identity in &identities {
@@ -188,7 +188,7 @@ fn ista_step_is_a_projected_lasso_gradient_step() {
 fn mssa_descends_the_compression_only_in_the_derived_form() {
     let (map, layer) = build(&config(&[]), DType::F64);
     perturb(&map, 0.1);
-    let x = Tensor::randn(0f64, 1.0, (2, 12, 128), &Device::Cpu).unwrap();
+    let x = plugin_testkit::randn(0f64, 1.0, (2, 12, 128), &Device::Cpu).unwrap();
     let eps = 0.5;
     let block_u = map.data().lock().unwrap().get("block0.u").unwrap().as_tensor().clone();
     let bases = orthonormal_bases(&block_u).unwrap();
@@ -226,7 +226,7 @@ fn energies_and_head_projections_are_per_sample() {
     let mut cfg = small("crate_t");
     cfg.set("layers", Value::Int(2));
     let (_, layer) = build(&cfg, DType::F32);
-    let x = Tensor::randn(0f32, 1.0, (3, 5, 16), &Device::Cpu).unwrap().relu().unwrap();
+    let x = plugin_testkit::randn(0f32, 1.0, (3, 5, 16), &Device::Cpu).unwrap().relu().unwrap();
     let energies = layer.energies(2, 2, &x, &x).unwrap();
     let names: Vec<_> = energies.iter().map(|e| e.name.as_str()).collect();
     assert_eq!(names, ["compression", "expansion", "sparsity", "total"]);
@@ -254,7 +254,7 @@ fn energies_and_head_projections_are_per_sample() {
 fn trains_on_a_toy_objective() {
     for variant in ["crate", "crate_t"] {
         let (map, layer) = build(&small(variant), DType::F32);
-        let x = Tensor::randn(0f32, 1.0, (8, 5, 16), &Device::Cpu).unwrap();
+        let x = plugin_testkit::randn(0f32, 1.0, (8, 5, 16), &Device::Cpu).unwrap();
         let target = sequence_mean(&x).relu().unwrap();
         let loss = || mean_squared_error(&layer.forward(&x, &mut Pass::new(2)).unwrap(), &target);
         let (initial, last) = loss_before_and_after(map.all_vars(), 1e-2, 150, loss);

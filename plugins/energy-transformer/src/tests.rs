@@ -1,5 +1,5 @@
 use super::*;
-use plugin_api::candle::{DType, Device, Tensor, D};
+use plugin_api::candle::{DType, Device, D};
 use plugin_api::candle_nn::VarMap;
 use plugin_api::{Config, Layer, Pass, Value};
 use plugin_testkit::{
@@ -76,7 +76,7 @@ fn paper_configurations_reproduce_published_parameter_counts() {
 fn forward_keeps_the_shape_for_odd_token_counts() {
     let (_, layer) = build(&small(), DType::F32);
     for n in [2, 7] {
-        let x = Tensor::randn(0f32, 1.0, (3, n, 16), &Device::Cpu).unwrap();
+        let x = plugin_testkit::randn(0f32, 1.0, (3, n, 16), &Device::Cpu).unwrap();
         let y = layer.forward(&x, &mut Pass::new(3)).unwrap();
         assert_eq!(y.dims(), &[3, n, 16]);
         assert!(scalar(&y.abs().unwrap()).is_finite());
@@ -87,7 +87,7 @@ fn forward_keeps_the_shape_for_odd_token_counts() {
 /// `attend_self` it runs.
 #[test]
 fn single_token_needs_attend_self() {
-    let x = Tensor::randn(0f32, 1.0, (2, 1, 16), &Device::Cpu).unwrap();
+    let x = plugin_testkit::randn(0f32, 1.0, (2, 1, 16), &Device::Cpu).unwrap();
     let (_, layer) = build(&small(), DType::F32);
     let err = layer.forward(&x, &mut Pass::new(2)).unwrap_err().to_string();
     assert!(err.contains("attend_self=true"), "{err}");
@@ -103,7 +103,7 @@ fn every_parameter_receives_a_gradient() {
     cfg.set("layers", Value::Int(2));
     cfg.set("iterations", Value::Int(4));
     let (map, layer) = build(&cfg, DType::F32);
-    let x = Tensor::randn(0f32, 1.0, (2, 5, 16), &Device::Cpu).unwrap();
+    let x = plugin_testkit::randn(0f32, 1.0, (2, 5, 16), &Device::Cpu).unwrap();
     let y = layer.forward(&x, &mut Pass::new(4)).unwrap();
     let sizes = gradient_sizes(&map, &random_projection_gradients(&y));
     assert_eq!(sizes.len(), 2 * 5);
@@ -117,7 +117,7 @@ fn every_parameter_receives_a_gradient() {
 fn causal_pass_is_refused() {
     let (_, layer) = build(&small(), DType::F32);
     assert!(!layer.supports_causal());
-    let x = Tensor::randn(0f32, 1.0, (1, 4, 16), &Device::Cpu).unwrap();
+    let x = plugin_testkit::randn(0f32, 1.0, (1, 4, 16), &Device::Cpu).unwrap();
     let mut pass = Pass::new(2);
     pass.causal = true;
     let err = layer.forward(&x, &mut pass).unwrap_err().to_string();
@@ -162,7 +162,7 @@ fn derived_gradients_match_autograd() {
         cfg.set("layers", Value::Int(2));
         let (map, layer) = build(&cfg, DType::F64);
         perturb(&map, 0.1);
-        let x = Tensor::randn(0f64, 1.0, (2, 7, 16), &Device::Cpu).unwrap();
+        let x = plugin_testkit::randn(0f64, 1.0, (2, 7, 16), &Device::Cpu).unwrap();
         let identities = layer.gradient_identities(&x).unwrap();
         assert_eq!(identities.len(), 6);
         for identity in &identities {
@@ -182,7 +182,7 @@ fn small_steps_lower_the_energy() {
     for attend_self in [false, true] {
         let (map, layer) = build(&config(&[("attend_self", Value::Bool(attend_self))]), DType::F64);
         perturb(&map, 0.1);
-        let x = Tensor::randn(0f64, 1.0, (2, 12, 128), &Device::Cpu).unwrap();
+        let x = plugin_testkit::randn(0f64, 1.0, (2, 12, 128), &Device::Cpu).unwrap();
         for step in [1e-3, 1e-2, 1e-1] {
             for check in layer.descent_checks(&x, step).unwrap() {
                 assert!(check.after < check.before, "{}: {} -> {}", check.name, check.before, check.after);
@@ -197,7 +197,7 @@ fn energies_and_head_projections_are_per_sample() {
     // Away from the tiny N(0, 0.002^2) init, where the queries are too small for the RMS
     // normalisation's epsilon to be negligible.
     perturb(&map, 0.1);
-    let x = Tensor::randn(0f32, 1.0, (3, 5, 16), &Device::Cpu).unwrap();
+    let x = plugin_testkit::randn(0f32, 1.0, (3, 5, 16), &Device::Cpu).unwrap();
     let energies = layer.energies(1, 2, &x, &x).unwrap();
     let names: Vec<_> = energies.iter().map(|e| e.name.as_str()).collect();
     assert_eq!(names, ["attention", "hopfield", "total"]);
@@ -223,7 +223,7 @@ fn energies_and_head_projections_are_per_sample() {
 #[test]
 fn trains_on_a_toy_objective() {
     let (map, layer) = build(&small(), DType::F32);
-    let x = Tensor::randn(0f32, 1.0, (8, 5, 16), &Device::Cpu).unwrap();
+    let x = plugin_testkit::randn(0f32, 1.0, (8, 5, 16), &Device::Cpu).unwrap();
     let target = sequence_mean(&x);
     let loss = || mean_squared_error(&layer.forward(&x, &mut Pass::new(2)).unwrap(), &target);
     let (initial, last) = loss_before_and_after(map.all_vars(), 3e-2, 300, loss);

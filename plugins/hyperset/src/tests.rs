@@ -1,6 +1,6 @@
 use super::*;
 use crate::test_support::{build, config};
-use plugin_api::candle::{DType, Device, Tensor};
+use plugin_api::candle::{DType, Device};
 use plugin_api::candle_nn::VarMap;
 use plugin_api::{Layer, Pass, Value};
 use plugin_testkit::{gradient_sizes, param_count, random_projection_gradients};
@@ -23,13 +23,13 @@ fn sudoku_paper_configuration_layer_parameter_count() {
 
 fn randomise(map: &VarMap) {
     for var in map.all_vars() {
-        let t = Tensor::randn(0f32, 0.05, var.shape(), &Device::Cpu).unwrap().to_dtype(var.dtype()).unwrap();
+        let t = plugin_testkit::randn(0f32, 0.05, var.shape(), &Device::Cpu).unwrap().to_dtype(var.dtype()).unwrap();
         var.set(&t).unwrap();
     }
 }
 
 fn grads_by_name(map: &VarMap, layer: &HyperSet) -> Vec<(String, f64)> {
-    let x = Tensor::randn(0f32, 1.0, (2, 5, 16), &Device::Cpu).unwrap();
+    let x = plugin_testkit::randn(0f32, 1.0, (2, 5, 16), &Device::Cpu).unwrap();
     let y = layer.forward(&x, &mut Pass::new(4)).unwrap();
     gradient_sizes(map, &random_projection_gradients(&y))
 }
@@ -77,7 +77,7 @@ fn all_zero_step_network_starves_the_time_mlp() {
 fn starts_as_identity() {
     let cfg = config(&[("d", Value::Int(16)), ("heads", Value::Int(4)), ("time_dim", Value::Int(8))]);
     let (_, layer) = build(&cfg, DType::F32);
-    let x = Tensor::randn(0f32, 1.0, (2, 7, 16), &Device::Cpu).unwrap();
+    let x = plugin_testkit::randn(0f32, 1.0, (2, 7, 16), &Device::Cpu).unwrap();
     let y = layer.forward(&x, &mut Pass::new(5)).unwrap();
     let diff = (y - &x).unwrap().abs().unwrap().max_all().unwrap().to_scalar::<f32>().unwrap();
     assert_eq!(diff, 0.0);
@@ -98,7 +98,7 @@ fn bad_shapes_are_refused_with_the_fix() {
 fn energies_are_per_sample() {
     let cfg = config(&[("d", Value::Int(16)), ("heads", Value::Int(2)), ("time_dim", Value::Int(8))]);
     let (_, layer) = build(&cfg, DType::F32);
-    let x = Tensor::randn(0f32, 1.0, (3, 6, 16), &Device::Cpu).unwrap();
+    let x = plugin_testkit::randn(0f32, 1.0, (3, 6, 16), &Device::Cpu).unwrap();
     let energies = layer.energies(1, 1, &x, &x).unwrap();
     let names: Vec<_> = energies.iter().map(|e| e.name.as_str()).collect();
     assert_eq!(names, ["attention", "feedforward", "total"]);

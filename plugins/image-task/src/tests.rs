@@ -68,9 +68,9 @@ fn layer_norm_matches_candle_and_passes_gradients() {
     let map = VarMap::new();
     let norm = LayerNorm::new(VarBuilder::from_varmap(&map, DType::F32, &dev), 6).unwrap();
     for var in map.all_vars() {
-        var.set(&Tensor::randn(0.5f32, 1.0, 6, &dev).unwrap()).unwrap();
+        var.set(&plugin_testkit::randn(0.5f32, 1.0, 6, &dev).unwrap()).unwrap();
     }
-    let x = Var::from_tensor(&Tensor::randn(0f32, 3.0, (2, 4, 6), &dev).unwrap()).unwrap();
+    let x = Var::from_tensor(&plugin_testkit::randn(0f32, 3.0, (2, 4, 6), &dev).unwrap()).unwrap();
     let y = norm.forward(x.as_tensor()).unwrap();
     let vars = map.data().lock().unwrap();
     let (weight, bias) = (vars["weight"].as_tensor(), vars["bias"].as_tensor());
@@ -120,7 +120,7 @@ fn label_smoothed_loss_and_top1() {
         e,
     )
     .unwrap();
-    let h = Tensor::randn(0f32, 1.0, (2, 2, 4), &dev).unwrap();
+    let h = plugin_testkit::randn(0f32, 1.0, (2, 2, 4), &dev).unwrap();
     let batch = Batch { inputs: Tensor::zeros((2, 1, 3), DType::F32, &dev).unwrap(), targets, mask: None, size: 2 };
     let train_loss = model.loss(&h, &batch).unwrap().to_scalar::<f32>().unwrap() as f64;
     let eval_loss = model.evaluate(&h, &batch).unwrap().means()["loss"];

@@ -144,7 +144,7 @@ fn output_has_the_input_shape_for_every_kind() {
         let (_, layer) = build(&small(kind), DType::F32);
         for n in [7, 1] {
             for causal in [false, true] {
-                let x = Tensor::randn(0f32, 1.0, (2, n, 16), &Device::Cpu).unwrap();
+                let x = plugin_testkit::randn(0f32, 1.0, (2, n, 16), &Device::Cpu).unwrap();
                 let mut pass = Pass { iterations: 4, causal, observer: None };
                 let y = layer.forward(&x, &mut pass).unwrap();
                 assert_eq!(y.dims(), &[2, n, 16], "{}", kind.name());

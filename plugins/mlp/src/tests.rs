@@ -30,7 +30,7 @@ fn every_parameter_receives_a_gradient() {
     for kind in ["plain", "gated"] {
         let (map, layer) =
             build(&[("d", Value::Int(8)), ("hidden", Value::Int(12)), ("kind", Value::Str(kind.into()))]);
-        let x = Tensor::randn(0f32, 1.0, (2, 5, 8), &Device::Cpu).unwrap();
+        let x = plugin_testkit::randn(0f32, 1.0, (2, 5, 8), &Device::Cpu).unwrap();
         let y = layer.forward(&x, &mut Pass::new(4)).unwrap();
         let grads = y.sqr().unwrap().sum_all().unwrap().backward().unwrap();
         for (name, g) in gradient_sizes(&map, &grads) {
@@ -52,7 +52,7 @@ fn a_gated_block_is_equation_6() {
     ]);
     let vars = map.data().lock().unwrap().clone();
     let get = |suffix: &str| vars.iter().find(|(k, _)| k.ends_with(suffix)).unwrap().1.as_tensor().clone();
-    let x = Tensor::randn(0f32, 1.0, (1, 3, 6), &Device::Cpu).unwrap();
+    let x = plugin_testkit::randn(0f32, 1.0, (1, 3, 6), &Device::Cpu).unwrap();
     let u = x.broadcast_div(&(x.sqr().unwrap().mean_keepdim(2).unwrap() + 1e-6).unwrap().sqrt().unwrap()).unwrap();
     let u = u.broadcast_mul(&get("norm")).unwrap();
     let up = u.broadcast_matmul(&get("w_up")).unwrap().gelu_erf().unwrap();
@@ -66,7 +66,7 @@ fn a_gated_block_is_equation_6() {
 #[test]
 fn tokens_are_transformed_independently() {
     let (_, layer) = build(&[("d", Value::Int(8))]);
-    let x = Tensor::randn(0f32, 1.0, (1, 4, 8), &Device::Cpu).unwrap();
+    let x = plugin_testkit::randn(0f32, 1.0, (1, 4, 8), &Device::Cpu).unwrap();
     let mut changed = x.to_vec3::<f32>().unwrap();
     changed[0][3][0] += 2.0;
     let changed = Tensor::new(changed, &Device::Cpu).unwrap();

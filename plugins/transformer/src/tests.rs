@@ -32,7 +32,7 @@ fn every_parameter_receives_a_gradient() {
             ("iterations", Value::Int(4)),
             ("shared_qkv", Value::Bool(shared)),
         ]);
-        let x = Tensor::randn(0f32, 1.0, (2, 5, 16), &Device::Cpu).unwrap();
+        let x = plugin_testkit::randn(0f32, 1.0, (2, 5, 16), &Device::Cpu).unwrap();
         let y = layer.forward(&x, &mut Pass::new(4)).unwrap();
         let grads = y.sqr().unwrap().sum_all().unwrap().backward().unwrap();
         for (name, g) in gradient_sizes(&map, &grads) {
@@ -45,7 +45,7 @@ fn every_parameter_receives_a_gradient() {
 #[test]
 fn causal_pass_does_not_look_ahead() {
     let (_, layer) = build(&[("d", Value::Int(16)), ("heads", Value::Int(2))]);
-    let x = Tensor::randn(0f32, 1.0, (1, 6, 16), &Device::Cpu).unwrap();
+    let x = plugin_testkit::randn(0f32, 1.0, (1, 6, 16), &Device::Cpu).unwrap();
     let mut x2 = x.to_vec3::<f32>().unwrap();
     x2[0][5][0] += 3.0;
     let x2 = Tensor::new(x2, &Device::Cpu).unwrap();
@@ -72,7 +72,7 @@ fn reversed_attention_sign_differs() {
     // Built from the same VarMap: the same parameters.
     let reversed = Transformer::new(&TransformerConfig::from_config(&cfg).unwrap(), vb).unwrap();
     assert_eq!(param_count(&map), 2 * 16 * 16 + 2 * 16 * 64 + 2 * 16);
-    let x = Tensor::randn(0f32, 1.0, (2, 5, 16), &Device::Cpu).unwrap();
+    let x = plugin_testkit::randn(0f32, 1.0, (2, 5, 16), &Device::Cpu).unwrap();
     let a = standard.forward(&x, &mut Pass::new(1)).unwrap();
     let b = reversed.forward(&x, &mut Pass::new(1)).unwrap();
     let diff = max_abs_diff(&a, &b);
@@ -112,7 +112,7 @@ fn both_attention_signs_train() {
             ("attention_sign", Value::Str(sign.into())),
             ("init_std", Value::Float(0.1)),
         ]);
-        let x = Tensor::randn(0f32, 1.0, (8, 5, 16), &Device::Cpu).unwrap();
+        let x = plugin_testkit::randn(0f32, 1.0, (8, 5, 16), &Device::Cpu).unwrap();
         let target = sequence_mean(&x);
         let loss = || mean_squared_error(&layer.forward(&x, &mut Pass::new(2)).unwrap(), &target);
         let (initial, last) = loss_before_and_after(map.all_vars(), 1e-2, 150, loss);
@@ -144,8 +144,8 @@ fn fused_kernels_match_the_composition() {
             let composed = Transformer::new(&TransformerConfig::from_config(&cfg).unwrap(), vb.clone()).unwrap();
             cfg.set("kernels", Value::Str("fused".into()));
             let fused = Transformer::new(&TransformerConfig::from_config(&cfg).unwrap(), vb).unwrap();
-            let x = Tensor::randn(0f32, 1.0, (2, 7, 16), &Device::Cpu).unwrap().to_dtype(dtype).unwrap();
-            let r = Tensor::randn(0f32, 1.0, (2, 7, 16), &Device::Cpu).unwrap().to_dtype(dtype).unwrap();
+            let x = plugin_testkit::randn(0f32, 1.0, (2, 7, 16), &Device::Cpu).unwrap().to_dtype(dtype).unwrap();
+            let r = plugin_testkit::randn(0f32, 1.0, (2, 7, 16), &Device::Cpu).unwrap().to_dtype(dtype).unwrap();
             let run = |layer: &Transformer| {
                 let mut pass = Pass::new(3);
                 pass.causal = causal;
