@@ -88,14 +88,43 @@ impl ImageSet {
     }
 
     /// The images brought to `side × side`: unchanged if they are that size, zero-padded
-    /// evenly if they are smaller squares (MNIST's 28×28 to 32×32), else an error in words.
+    /// evenly if they are smaller squares (MNIST's 28×28 to 32×32), else scaled (bilinear) so
+    /// that their longer side is `side`, keeping their aspect, and padded to a square.
     pub fn fit_to(self, side: usize) -> Result<ImageSet, String> {
         match (self.height, self.width) {
             (h, w) if (h, w) == (side, side) => Ok(self),
             (h, w) if h == w && h < side && (side - h).is_multiple_of(2) => Ok(self.padded((side - h) / 2)),
-            (h, w) => Err(format!(
-                "the images are {h}×{w} pixels; the task takes {side}×{side} (or smaller square images it can pad evenly)"
-            )),
+            (0, _) | (_, 0) => Err("the images have no pixels".into()),
+            _ => Ok(self.scaled_into(side)),
+        }
+    }
+
+    /// Every channel of every image scaled to fit `side × side` and centred on black.
+    fn scaled_into(&self, side: usize) -> ImageSet {
+        let longer = self.height.max(self.width);
+        let scaled = |n: usize| ((n * side) as f64 / longer as f64).round().max(1.0) as u32;
+        let (h, w) = (scaled(self.height), scaled(self.width));
+        let (top, left) = ((side - h as usize) / 2, (side - w as usize) / 2);
+        let plane = self.height * self.width;
+        let mut pixels = vec![0u8; self.len() * self.channels * side * side];
+        for (i, out) in pixels.chunks_mut(self.channels * side * side).enumerate() {
+            for (c, channel) in self.image(i).chunks(plane).enumerate() {
+                let gray = image::GrayImage::from_raw(self.width as u32, self.height as u32, channel.to_vec())
+                    .expect("a plane holds height x width pixels");
+                let small = image::imageops::resize(&gray, w, h, image::imageops::FilterType::Triangle);
+                for (y, row) in small.as_raw().chunks(w as usize).enumerate() {
+                    let start = (c * side + top + y) * side + left;
+                    out[start..start + w as usize].copy_from_slice(row);
+                }
+            }
+        }
+        ImageSet {
+            channels: self.channels,
+            height: side,
+            width: side,
+            classes: self.classes,
+            pixels,
+            labels: self.labels.clone(),
         }
     }
 

@@ -5,7 +5,7 @@ use super::{check_files, Cifar100Labels, FileDataset, ImageDataError, MnistVaria
 use std::path::PathBuf;
 
 /// The data set names [`ImageSource::from_options`] accepts.
-pub const DATASET_NAMES: [&str; 5] = ["shapes", "cifar10", "cifar100", "mnist", "fashion-mnist"];
+pub const DATASET_NAMES: [&str; 6] = ["shapes", "cifar10", "cifar100", "mnist", "fashion-mnist", "idx"];
 
 /// Where a task's images come from.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -40,7 +40,7 @@ impl ImageSource {
                 if !data_dir.is_empty() {
                     return Err(format!(
                         "data_dir={data_dir} is only read by the file data sets, but dataset=shapes is generated; \
-                         remove data_dir or choose dataset=cifar10 | cifar100 | mnist | fashion-mnist"
+                         remove data_dir or choose dataset=cifar10 | cifar100 | mnist | fashion-mnist | idx"
                     ));
                 }
                 return Ok(ImageSource::Shapes { seed: shapes_seed, train: train_images, test: test_images });
@@ -53,6 +53,7 @@ impl ImageSource {
             }),
             "mnist" => FileDataset::Mnist(MnistVariant::Digits),
             "fashion-mnist" => FileDataset::Mnist(MnistVariant::Fashion),
+            "idx" => FileDataset::Mnist(MnistVariant::Generic),
             other => return Err(format!("unknown dataset `{other}`; choose one of {}", DATASET_NAMES.join(" | "))),
         };
         if data_dir.is_empty() {
@@ -91,6 +92,10 @@ impl ImageSource {
             ImageSource::Files(FileDataset::Cifar10, _) => (3, 10, 60_000),
             ImageSource::Files(FileDataset::Cifar100(Cifar100Labels::Fine), _) => (3, 100, 60_000),
             ImageSource::Files(FileDataset::Cifar100(Cifar100Labels::Coarse), _) => (3, 20, 60_000),
+            ImageSource::Files(FileDataset::Mnist(MnistVariant::Generic), dir) => {
+                let (channels, images) = super::idx::announced(dir, MnistVariant::Generic).unwrap_or((4, 0));
+                (channels, 256, images)
+            }
             ImageSource::Files(FileDataset::Mnist(_), _) => (1, 10, 70_000),
         };
         SourceBounds { channels, classes, images }

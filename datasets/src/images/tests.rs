@@ -391,10 +391,57 @@ fn sources_are_chosen_by_name() {
 }
 
 #[test]
-fn fitting_pads_small_squares_and_refuses_the_rest() {
+fn fitting_pads_small_squares_and_scales_the_rest() {
     let set = shapes::generate(0, Split::Train, 2);
     assert_eq!(set.clone().fit_to(32).unwrap(), set);
     assert_eq!(set.clone().fit_to(36).unwrap(), set.padded(2));
-    let err = set.fit_to(30).unwrap_err();
-    assert!(err.contains("32×32") && err.contains("30×30"), "{err}");
+    let smaller = set.clone().fit_to(30).unwrap();
+    assert_eq!((smaller.height, smaller.width, smaller.len()), (30, 30, 2));
+    assert_eq!(smaller.labels, set.labels);
+    // Scaling keeps the picture: the mean brightness moves by little.
+    let mean = |s: &ImageSet| s.pixels.iter().map(|&p| p as f64).sum::<f64>() / s.pixels.len() as f64;
+    assert!((mean(&smaller) - mean(&set)).abs() < 2.0, "{} vs {}", mean(&smaller), mean(&set));
+}
+
+/// An IDX image file of `count` images of `rows` x `cols` with `channels` interleaved channels
+/// (4 dimensions) or gray (3 dimensions, `channels == 0`), pixel value = its position.
+fn generic_idx_images(count: usize, rows: usize, cols: usize, channels: usize) -> Vec<u8> {
+    let mut dims = vec![if channels == 0 { 0x0803u32 } else { 0x0804 }, count as u32, rows as u32, cols as u32];
+    if channels > 0 {
+        dims.push(channels as u32);
+    }
+    let mut out: Vec<u8> = dims.iter().flat_map(|v| v.to_be_bytes()).collect();
+    out.extend((0..count * rows * cols * channels.max(1)).map(|k| (k % 251) as u8));
+    out
+}
+
+#[test]
+fn generic_idx_sets_of_any_size_and_channels_load_and_fit_the_task() {
+    let dir = TempDir::new("idx-generic");
+    dir.write("train-images-idx3-ubyte", &generic_idx_images(3, 20, 12, 3));
+    dir.write("train-labels-idx1-ubyte", &idx_labels(&[0, 4, 2]));
+    dir.write("t10k-images-idx3-ubyte.gz", &gzip(&generic_idx_images(2, 20, 12, 3)));
+    dir.write("t10k-labels-idx1-ubyte", &idx_labels(&[1, 1]));
+    check_files(FileDataset::Mnist(MnistVariant::Generic), &dir.0).unwrap();
+    let data = load_mnist(&dir.0, MnistVariant::Generic).unwrap();
+    // Classes: the largest label of either split, plus one.
+    assert_eq!((data.train.channels, data.train.height, data.train.width, data.train.classes), (3, 20, 12, 5));
+    assert_eq!(data.test.classes, 5);
+    // Interleaved channels are stored channel by channel: pixel (0, 1) of channel 2 was byte 5.
+    assert_eq!(data.train.image(0)[2 * 240 + 1], 5);
+    let fitted = data.train.fit_to(32).unwrap();
+    assert_eq!((fitted.height, fitted.width, fitted.len()), (32, 32, 3));
+    // 20 x 12 scaled to 32 x 19 (the longer side fills the square), centred: columns 0..6 stay black.
+    let first = fitted.image(0);
+    assert!((0..32).all(|y| first[y * 32] == 0 && first[y * 32 + 31] == 0));
+    assert!(first[16 * 32 + 16] > 0);
+
+    // The MNIST sets keep their shape check, naming the generic set as the way out.
+    dir.write("train-images-idx3-ubyte", &generic_idx_images(3, 20, 12, 0));
+    let err = load_mnist(&dir.0, MnistVariant::Digits).unwrap_err().to_string();
+    assert!(err.contains("dataset=idx"), "{err}");
+    // Headers announcing impossible images are refused with the reason.
+    dir.write("train-images-idx3-ubyte", &generic_idx_images(1, 4, 4, 9));
+    let err = load_mnist(&dir.0, MnistVariant::Generic).unwrap_err().to_string();
+    assert!(err.contains("9 channels") && err.contains("1 to 4 channels"), "{err}");
 }

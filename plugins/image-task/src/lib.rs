@@ -29,10 +29,10 @@ fn params() -> Vec<ParamSpec> {
         ParamSpec::choice(
             "dataset",
             "shapes",
-            &["shapes", "cifar10", "cifar100", "mnist", "fashion-mnist"],
-            "images: generated 32x32 shapes (10 classes, no files), or files in data_dir",
+            &datasets::images::DATASET_NAMES,
+            "images: generated 32x32 shapes (10 classes, no files), or files in data_dir (idx: any IDX image set)",
         ),
-        ParamSpec::text("data_dir", "", "folder of the dataset's files (CIFAR binary batches or MNIST IDX files)"),
+        ParamSpec::text("data_dir", "", "folder of the dataset's files (CIFAR binary batches or IDX files)"),
         ParamSpec::choice("cifar100_labels", "fine", &["fine", "coarse"], "CIFAR-100 classes: 100 fine or 20 coarse"),
         ParamSpec::int(
             "patches",
