@@ -31,6 +31,17 @@ pub fn default_db_path() -> PathBuf {
     }
 }
 
+/// Where the TUI writes exports without `--exports`: `exports` beside an SQLite store (the
+/// runs and what was made of them stay together), else in the current directory.
+pub fn default_exports_dir(db: &crate::store::StoreLocation) -> PathBuf {
+    match db {
+        crate::store::StoreLocation::Sqlite(file) => {
+            file.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new(".")).join("exports")
+        }
+        crate::store::StoreLocation::Postgres(_) => PathBuf::from("exports"),
+    }
+}
+
 /// A `--grace` value as a duration, refusing what cannot be one.
 pub fn grace_period(seconds: f64) -> Result<std::time::Duration> {
     std::time::Duration::try_from_secs_f64(seconds)

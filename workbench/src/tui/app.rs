@@ -91,6 +91,8 @@ pub struct App {
     pub live: LiveState,
     pub compare: CompareState,
     pub ablation: AblationState,
+    /// Where exports are written (created on demand).
+    pub exports: std::path::PathBuf,
     /// Every action run, in order (tests check that each key reaches its action).
     #[cfg(test)]
     pub performed: Vec<Action>,
@@ -128,6 +130,7 @@ impl App {
             live: LiveState::default(),
             compare: CompareState::default(),
             ablation: AblationState::default(),
+            exports: std::path::PathBuf::from("exports"),
             #[cfg(test)]
             performed: Vec::new(),
             watched: Vec::new(),
@@ -335,10 +338,4 @@ impl App {
             _ => {}
         }
     }
-}
-
-/// `NAME-<unix seconds>.EXT` in the current directory.
-pub fn export_path(name: &str, ext: &str) -> std::path::PathBuf {
-    let dir = std::env::current_dir().unwrap_or_default();
-    dir.join(format!("{name}-{}.{ext}", now() as u64))
 }

@@ -31,6 +31,7 @@ pub mod compare;
 pub mod component;
 pub mod data;
 pub mod experiment;
+pub mod exports;
 pub mod keys;
 pub mod launch;
 pub mod launch_file;
@@ -54,13 +55,15 @@ use std::time::Duration;
 /// Longest wait for an event before the next frame (so fresh data appears promptly).
 const FRAME: Duration = Duration::from_millis(100);
 
-/// Opens the workbench on `store` until the user quits; its queue runs `jobs` workers at once.
+/// Opens the workbench on `store` until the user quits; its queue runs `jobs` workers at once,
+/// and its exports go to `exports`.
 pub async fn run(
     store: Store,
     host: PluginHost,
     plugin_dirs: Vec<PathBuf>,
     jobs: usize,
     executor: crate::executor::Executor,
+    exports: PathBuf,
 ) -> Result<i32> {
     if !std::io::stdout().is_terminal() || !std::io::stdin().is_terminal() {
         bail!(
@@ -86,6 +89,7 @@ pub async fn run(
         let _ = requests.send(r);
     });
     app.executor = executor_text;
+    app.exports = exports;
     // The UI loop blocks on terminal events; it runs beside the runtime's worker threads.
     let result = tokio::task::block_in_place(move || ui_loop(app, updates));
     drop(watcher); // stops watching, and a rebuild in progress

@@ -39,9 +39,10 @@ pub enum Request {
     Delete(Vec<i64>),
     /// Replace a run's notes and tags.
     Annotate { id: i64, notes: String, tags: Vec<String> },
-    /// Write the Compare panels of these runs to an image file.
+    /// Write the Compare panels of these runs to an image file (`out`, or `out` with a numeric
+    /// suffix when it exists).
     ExportPlot { runs: Vec<i64>, out: PathBuf },
-    /// Write the ablation table of these runs.
+    /// Write the ablation table of these runs (to `out` as for `ExportPlot`).
     ExportAblation { runs: Vec<i64>, format: Format, out: PathBuf },
 }
 
@@ -223,10 +224,12 @@ impl Service {
             Request::ExportPlot { runs, out } => {
                 let panels =
                     crate::plot::parse_panels("loss,metric,energy,erank,angle,depth").map_err(anyhow::Error::msg)?;
+                let out = super::exports::prepare(&out)?;
                 let figure = export::plot(&self.store, &runs, &panels, &out, (1600, 900)).await?;
                 self.send(Update::Info(figure.describe()));
             }
             Request::ExportAblation { runs, format, out } => {
+                let out = super::exports::prepare(&out)?;
                 let selected = export::select(&self.store, &export::TableRuns::Runs(runs)).await?;
                 export::write_text(&out, &export::ablation(&self.store, &selected.records, None, format).await?)?;
                 self.send(Update::Info(format!("wrote {}", out.display())));

@@ -861,3 +861,16 @@ fn launch_form_loads_and_saves_experiment_files() {
     assert_eq!((back.axes[0].key.as_str(), back.axes[0].values.clone()), ("train.seed", vec!["0".into(), "1".into()]));
     std::fs::remove_dir_all(&dir).ok();
 }
+
+#[test]
+fn exports_go_to_the_exports_folder_with_names_that_say_what_they_are() {
+    let (mut app, sent) = app();
+    app.exports = PathBuf::from("/data/exports");
+    app.runs.selected.extend([1, 2]);
+    app.screen = Screen::Compare;
+    press(&mut app, KeyCode::Char('p'));
+    let found = sent.lock().unwrap().iter().any(
+        |r| matches!(r, Request::ExportPlot { out, .. } if out == &PathBuf::from("/data/exports/compare-runs-1-2.png")),
+    );
+    assert!(found, "{:?}", sent.lock().unwrap());
+}
