@@ -21,12 +21,14 @@
 //! actions and draws itself. The same lists, with the global one ([`keys::GLOBAL`]), dispatch
 //! the keys and generate the `?` overlay ([`screens::help`]) and the footer's hints, so the
 //! help cannot drift from what the keys do. The models behind the screens: [`runs`] (filter,
-//! columns, sort), [`launch`] (the form; [`launch_file`] loads and saves it as an experiment file), [`compare`] and [`chart`] (panels), [`data`]
+//! columns, sort; [`column_fit`] fits the columns to the width, [`prefs`] keeps the hidden ones),
+//! [`exports`] (where exports go and their names), [`launch`] (the form; [`launch_file`] loads and saves it as an experiment file), [`compare`] and [`chart`] (panels), [`data`]
 //! (snapshots); the default experiment of the welcome screen is defined once in
 //! [`experiment`].
 
 pub mod app;
 pub mod chart;
+pub mod column_fit;
 pub mod compare;
 pub mod component;
 pub mod data;
@@ -36,6 +38,7 @@ pub mod keys;
 pub mod launch;
 pub mod launch_file;
 pub mod layout;
+pub mod prefs;
 pub mod reload;
 pub mod runs;
 pub mod screens;
@@ -90,6 +93,9 @@ pub async fn run(
     });
     app.executor = executor_text;
     app.exports = exports;
+    if let Some(path) = prefs::default_path() {
+        app.use_prefs(path);
+    }
     // The UI loop blocks on terminal events; it runs beside the runtime's worker threads.
     let result = tokio::task::block_in_place(move || ui_loop(app, updates));
     drop(watcher); // stops watching, and a rebuild in progress
