@@ -89,3 +89,16 @@ pub fn load_plugins(extra_dirs: &[PathBuf]) -> PluginHost {
     host::stamp_builds(&mut plugins);
     plugins
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exports_default_to_a_folder_beside_an_sqlite_store() {
+        let at = |db: StoreLocation| default_exports_dir(&db);
+        assert_eq!(at(StoreLocation::Sqlite("/data/lab/runs.db".into())), PathBuf::from("/data/lab/exports"));
+        assert_eq!(at(StoreLocation::Sqlite("runs.db".into())), PathBuf::from("./exports"));
+        assert_eq!(at(StoreLocation::Postgres("postgres://db/runs".into())), PathBuf::from("exports"));
+    }
+}
