@@ -214,7 +214,14 @@ pub fn cell(
         },
         Column::Duration => duration(run, now).map_or_else(|| "-".into(), format_duration),
         Column::Tags => run.tags.join(","),
-        Column::Sweep => run.sweep.as_ref().map_or_else(|| "-".into(), |s| s.id.to_string()),
+        // `2 lr-grid`: the id the `sweep:N` filter takes, then the sweep's name.
+        Column::Sweep => match run.sweep.as_ref() {
+            None => "-".into(),
+            Some(s) => match snapshot.sweeps.get(&s.id).filter(|n| !n.is_empty()) {
+                Some(name) => format!("{} {name}", s.id),
+                None => s.id.to_string(),
+            },
+        },
         // `g4×3`: the group of run 4, three runs (seeds) in it.
         Column::Group => match table.groups.get(&run.id) {
             Some((first, n)) if *n > 1 => format!("g{first}×{n}"),

@@ -72,7 +72,16 @@ pub fn spawn(
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
     let queue = QueueRunner::new(store.clone(), plugin_dirs, jobs).with_executor(executor);
     tokio::spawn(
-        Service { store, queue, updates, table: RunsFollower::new(), sent: false, watched: HashMap::new() }.run(rx),
+        Service {
+            store,
+            queue,
+            updates,
+            table: RunsFollower::new(),
+            sent: false,
+            watched: HashMap::new(),
+            sweeps: HashMap::new(),
+        }
+        .run(rx),
     );
     tx
 }
@@ -95,6 +104,8 @@ struct Service {
     /// Whether the UI has a snapshot (the first one is sent even for an empty store).
     sent: bool,
     watched: HashMap<i64, Watched>,
+    /// Sweep names by id, for the runs table (read again only when a new sweep appears).
+    sweeps: HashMap<i64, String>,
 }
 
 impl Service {
@@ -156,9 +167,13 @@ impl Service {
             let _ = self.updates.send(Update::Run(run.id, w.data.clone()));
         }
         if !self.sent || refreshed != Refreshed::default() {
-            let runs = self.table.runs().cloned().collect();
+            let runs: Vec<_> = self.table.runs().cloned().collect();
+            if runs.iter().filter_map(|r| r.sweep.as_ref()).any(|s| !self.sweeps.contains_key(&s.id)) {
+                self.sweeps = self.store.sweeps().await?.into_iter().map(|s| (s.id, s.name)).collect();
+            }
             let summaries = self.table.summaries().clone();
-            self.send(Update::Runs(Snapshot { runs, summaries, loaded: true }));
+            let sweeps = self.sweeps.clone();
+            self.send(Update::Runs(Snapshot { runs, summaries, sweeps, loaded: true }));
             self.sent = true;
         }
         Ok(())

@@ -883,6 +883,7 @@ fn crowded_app() -> App {
         })
         .collect();
     snapshot.summaries.insert(3, snapshot.summaries[&1].clone());
+    snapshot.sweeps.insert(2, "seeds".into());
     app.apply(Update::Runs(snapshot));
     app
 }
@@ -911,6 +912,7 @@ fn core_columns_stay_whole_at_narrow_widths() {
     let screen = render_laid_out(&mut app, 220, 12);
     let header = screen.lines().nth(1).unwrap();
     assert!(header.contains("sweep") && header.contains("group") && !header.contains("hidden"), "{screen}");
+    assert!(screen.lines().nth(2).unwrap().contains("2 seeds"), "the sweep's id and name:\n{screen}");
     // Runs 1 and 2 differ only by their seed: one group; run 3 is alone.
     assert!(
         screen.lines().nth(2).unwrap().contains("g1×2") && screen.lines().nth(4).unwrap().contains("g3"),
