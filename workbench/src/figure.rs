@@ -280,3 +280,75 @@ pub fn write_image(runs: &[FigureRun], panels: &[Panel], out: &Path, size: (u32,
     };
     result.map_err(|e| anyhow!("cannot draw {}: {e}", out.display()))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{PluginRef, RunStatus};
+    use serde_json::json;
+
+    fn run(metrics: Vec<MetricRow>) -> FigureRun {
+        let plugin = |n: &str| PluginRef { name: n.into(), version: "0".into(), fingerprint: "f".into(), build: None };
+        let record = RunRecord {
+            id: 1,
+            status: RunStatus::Finished,
+            layer: plugin("hyperset"),
+            task: plugin("sudoku"),
+            config: json!({"layer_config": {}, "task_config": {}, "train": {"seed": 0}}),
+            seed: 0,
+            device: "cpu".into(),
+            param_count: None,
+            git_rev: None,
+            created_at: 0.0,
+            started_at: None,
+            finished_at: None,
+            error: None,
+            worker_pid: None,
+            last_step: 4,
+            total_steps: Some(4),
+            notes: String::new(),
+            tags: vec![],
+            metric_specs: vec![],
+            sweep: None,
+            held: false,
+            supervision: Default::default(),
+            damage: None,
+        };
+        FigureRun { record, metrics, diagnostics: vec![] }
+    }
+
+    /// The `x` and `y` attributes of the SVG text element that says `label`.
+    fn text_at(svg: &str, label: &str) -> (String, String) {
+        // plotters writes the text on a line of its own.
+        let end = [format!(">\n{label}\n</text>"), format!(">{label}</text>")]
+            .iter()
+            .find_map(|t| svg.find(t.as_str()))
+            .unwrap_or_else(|| panic!("no `{label}` in the SVG"));
+        let tag = &svg[svg[..end].rfind("<text").unwrap()..end];
+        let attr = |name: &str| {
+            let start = tag.find(&format!(" {name}=\"")).unwrap() + name.len() + 3;
+            tag[start..].split('"').next().unwrap().to_string()
+        };
+        (attr("x"), attr("y"))
+    }
+
+    #[test]
+    fn train_and_eval_labels_are_apart_when_their_curves_end_at_the_same_point() {
+        let m = |step: u64, split: &str, value: f64| MetricRow {
+            step,
+            split: split.into(),
+            name: "loss".into(),
+            value,
+            wall_time: step as f64,
+        };
+        let metrics =
+            vec![m(1, "train", 2.0), m(2, "train", 1.5), m(4, "train", 1.0), m(2, "eval", 1.8), m(4, "eval", 1.0)];
+        let out = std::env::temp_dir().join(format!("workbench-figure-labels-{}.svg", std::process::id()));
+        write_image(&[run(metrics)], &[Panel::Loss], &out, (800, 500)).unwrap();
+        let svg = std::fs::read_to_string(&out).unwrap();
+        std::fs::remove_file(&out).unwrap();
+        let (train, eval) = (text_at(&svg, "train loss"), text_at(&svg, "eval loss"));
+        assert_eq!(train.0, eval.0, "both end at the same step");
+        assert_ne!(train.1, eval.1, "the labels are drawn on top of each other");
+    }
+}
