@@ -43,6 +43,11 @@ pub struct Cli {
 
     #[command(subcommand)]
     pub command: Option<Command>,
+
+    /// Folder the TUI's exports (figures, ablation tables) are written to, created on demand.
+    /// Default: `exports` next to an SQLite run store, else in the current directory.
+    #[arg(long, global = true, env = "WORKBENCH_EXPORTS")]
+    pub exports: Option<PathBuf>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -437,16 +442,18 @@ async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
     let dirs = cli.plugin_dirs.clone();
     let executor = Executor::from_args(&cli.executor, cli.slurm.as_deref())?;
     crate::memory::Budget::set(executor.memory_budget());
+    let exports = cli.exports.clone().unwrap_or_else(|| commands::default_exports_dir(&db));
     match cli.command {
         None => {
             let host = commands::load_plugins(&dirs);
             let store = commands::open_store(&db, &artifacts).await?;
-            crate::tui::run(store, host, dirs, crate::queue::default_jobs(), executor).await
+            crate::tui::run(store, host, dirs, crate::queue::default_jobs(), executor, exports).await
         }
         Some(Command::Tui { jobs }) => {
             let host = commands::load_plugins(&dirs);
             let store = commands::open_store(&db, &artifacts).await?;
-            crate::tui::run(store, host, dirs, jobs.unwrap_or_else(crate::queue::default_jobs), executor).await
+            let jobs = jobs.unwrap_or_else(crate::queue::default_jobs);
+            crate::tui::run(store, host, dirs, jobs, executor, exports).await
         }
         Some(Command::Ablation { runs, sweep, metrics, format, out }) => {
             let store = commands::open_store(&db, &artifacts).await?;

@@ -2,6 +2,8 @@
 //! from runs already read (`ops::export::plot` reads them for `workbench plot` and the TUI's
 //! Compare export).
 
+use crate::figure_labels::{place, EndLabel};
+use crate::figure_ticks::tick_label;
 use crate::plot::{self as data, IterationData, Panel, Series};
 use crate::store::{DiagnosticRow, MetricRow, RunRecord};
 use anyhow::{anyhow, bail, Result};
@@ -181,22 +183,22 @@ where
         .configure_mesh()
         .light_line_style(RGBColor(235, 235, 235))
         .x_desc(p.x_label)
-        .x_label_formatter(&|x| {
-            if integer_x && (x - x.round()).abs() < 1e-9 {
-                format!("{}", x.round() as i64)
-            } else if integer_x {
+        .x_label_formatter(&|x: &f64| {
+            // Steps and iterations are whole: fractional ticks there are left blank.
+            if integer_x && (x - x.round()).abs() > 1e-9 {
                 String::new()
             } else {
-                format!("{x:.2}")
+                tick_label(*x, x0, x1)
             }
         })
-        .y_label_formatter(&|y| format!("{y:.3}"))
+        .y_label_formatter(&|y: &f64| tick_label(*y, y0, y1))
         .label_style((FAMILY, 13))
         .draw()?;
     for (run, x) in &p.vlines {
         let c = PALETTE[run % PALETTE.len()].mix(0.6);
         chart.draw_series(DashedLineSeries::new([(*x, y0), (*x, y1)], 4, 4, c.stroke_width(1)))?;
     }
+    let mut end_labels = Vec::new();
     for (run, s) in &p.lines {
         let color = PALETTE[run % PALETTE.len()];
         if s.dashed {
@@ -208,15 +210,34 @@ where
                 chart.draw_series(s.points.iter().map(|q| Circle::new(*q, 3, color.filled())))?;
             }
         }
-        if !s.label.is_empty() {
-            if let Some(last) = s.points.last() {
-                chart.draw_series(std::iter::once(Text::new(
-                    s.label.clone(),
-                    *last,
-                    (FAMILY, 12).into_font().color(&color).pos(Pos::new(HPos::Right, VPos::Bottom)),
-                )))?;
-            }
+        if let (false, Some(last)) = (s.label.is_empty(), s.points.last()) {
+            end_labels.push((s.label.clone(), color, chart.backend_coord(last)));
         }
+    }
+    draw_end_labels(area, chart.plotting_area().get_pixel_range().1.start, &end_labels)
+}
+
+/// Draws each curve's label at its end, moved where it would cover another (train and eval
+/// curves often end at the same point); `top` is the plot's top pixel.
+fn draw_end_labels<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    top: i32,
+    labels: &[(String, RGBColor, (i32, i32))],
+) -> DrawResult
+where
+    DB::ErrorType: 'static,
+{
+    let font = (FAMILY, 12).into_font();
+    let mut placing = Vec::with_capacity(labels.len());
+    for (text, _, anchor) in labels {
+        let size = area.estimate_text_size(text, &TextStyle::from(font.clone()))?;
+        placing.push(EndLabel { anchor: *anchor, size });
+    }
+    // The anchors are backend pixels; the area draws relative to its own corner.
+    let base = area.get_base_pixel();
+    for ((text, color, _), at) in labels.iter().zip(place(&placing, top)) {
+        let style = font.clone().color(color).pos(Pos::new(HPos::Right, VPos::Bottom));
+        area.draw(&Text::new(text.clone(), (at.0 - base.0, at.1 - base.1), style))?;
     }
     Ok(())
 }
@@ -258,4 +279,76 @@ pub fn write_image(runs: &[FigureRun], panels: &[Panel], out: &Path, size: (u32,
         Format::Svg => draw(SVGBackend::new(out, (w, h)).into_drawing_area(), &legend, &plots),
     };
     result.map_err(|e| anyhow!("cannot draw {}: {e}", out.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{PluginRef, RunStatus};
+    use serde_json::json;
+
+    fn run(metrics: Vec<MetricRow>) -> FigureRun {
+        let plugin = |n: &str| PluginRef { name: n.into(), version: "0".into(), fingerprint: "f".into(), build: None };
+        let record = RunRecord {
+            id: 1,
+            status: RunStatus::Finished,
+            layer: plugin("hyperset"),
+            task: plugin("sudoku"),
+            config: json!({"layer_config": {}, "task_config": {}, "train": {"seed": 0}}),
+            seed: 0,
+            device: "cpu".into(),
+            param_count: None,
+            git_rev: None,
+            created_at: 0.0,
+            started_at: None,
+            finished_at: None,
+            error: None,
+            worker_pid: None,
+            last_step: 4,
+            total_steps: Some(4),
+            notes: String::new(),
+            tags: vec![],
+            metric_specs: vec![],
+            sweep: None,
+            held: false,
+            supervision: Default::default(),
+            damage: None,
+        };
+        FigureRun { record, metrics, diagnostics: vec![] }
+    }
+
+    /// The `x` and `y` attributes of the SVG text element that says `label`.
+    fn text_at(svg: &str, label: &str) -> (String, String) {
+        // plotters writes the text on a line of its own.
+        let end = [format!(">\n{label}\n</text>"), format!(">{label}</text>")]
+            .iter()
+            .find_map(|t| svg.find(t.as_str()))
+            .unwrap_or_else(|| panic!("no `{label}` in the SVG"));
+        let tag = &svg[svg[..end].rfind("<text").unwrap()..end];
+        let attr = |name: &str| {
+            let start = tag.find(&format!(" {name}=\"")).unwrap() + name.len() + 3;
+            tag[start..].split('"').next().unwrap().to_string()
+        };
+        (attr("x"), attr("y"))
+    }
+
+    #[test]
+    fn train_and_eval_labels_are_apart_when_their_curves_end_at_the_same_point() {
+        let m = |step: u64, split: &str, value: f64| MetricRow {
+            step,
+            split: split.into(),
+            name: "loss".into(),
+            value,
+            wall_time: step as f64,
+        };
+        let metrics =
+            vec![m(1, "train", 2.0), m(2, "train", 1.5), m(4, "train", 1.0), m(2, "eval", 1.8), m(4, "eval", 1.0)];
+        let out = std::env::temp_dir().join(format!("workbench-figure-labels-{}.svg", std::process::id()));
+        write_image(&[run(metrics)], &[Panel::Loss], &out, (800, 500)).unwrap();
+        let svg = std::fs::read_to_string(&out).unwrap();
+        std::fs::remove_file(&out).unwrap();
+        let (train, eval) = (text_at(&svg, "train loss"), text_at(&svg, "eval loss"));
+        assert_eq!(train.0, eval.0, "both end at the same step");
+        assert_ne!(train.1, eval.1, "the labels are drawn on top of each other");
+    }
 }

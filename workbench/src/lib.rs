@@ -26,6 +26,8 @@ pub mod executor;
 pub mod experiment_file;
 pub mod export;
 pub mod figure;
+pub mod figure_labels;
+pub mod figure_ticks;
 pub mod host;
 pub mod logging;
 pub mod memory;

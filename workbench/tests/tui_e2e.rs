@@ -18,10 +18,13 @@ impl Tmux {
         assert!(available, "tmux is needed for this test: apt-get install tmux (.ci/run installs it)");
         let session = format!("wb-e2e-{}", std::process::id());
         let exe = env!("CARGO_BIN_EXE_workbench");
-        // The exit code is written to a file so the test can tell a clean quit from a crash.
+        // The exit code is written to a file so the test can tell a clean quit from a crash;
+        // the TUI's settings file is the test's own, not the user's.
         let script = format!(
-            "WORKBENCH_NO_BUILD=1 RAYON_NUM_THREADS=1 WORKBENCH_DB={db} {exe}; echo $? > {exit}",
+            "WORKBENCH_NO_BUILD=1 RAYON_NUM_THREADS=1 WORKBENCH_DB={db} WORKBENCH_TUI_CONFIG={config} {exe}; \
+             echo $? > {exit}",
             db = dir.join("runs.db").display(),
+            config = dir.join("tui.toml").display(),
             exit = dir.join("exit-code").display(),
         );
         let ok = Command::new("tmux")

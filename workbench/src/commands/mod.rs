@@ -31,6 +31,17 @@ pub fn default_db_path() -> PathBuf {
     }
 }
 
+/// Where the TUI writes exports without `--exports`: `exports` beside an SQLite store (the
+/// runs and what was made of them stay together), else in the current directory.
+pub fn default_exports_dir(db: &crate::store::StoreLocation) -> PathBuf {
+    match db {
+        crate::store::StoreLocation::Sqlite(file) => {
+            file.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new(".")).join("exports")
+        }
+        crate::store::StoreLocation::Postgres(_) => PathBuf::from("exports"),
+    }
+}
+
 /// A `--grace` value as a duration, refusing what cannot be one.
 pub fn grace_period(seconds: f64) -> Result<std::time::Duration> {
     std::time::Duration::try_from_secs_f64(seconds)
@@ -77,4 +88,17 @@ pub fn load_plugins(extra_dirs: &[PathBuf]) -> PluginHost {
     }
     host::stamp_builds(&mut plugins);
     plugins
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exports_default_to_a_folder_beside_an_sqlite_store() {
+        let at = |db: StoreLocation| default_exports_dir(&db);
+        assert_eq!(at(StoreLocation::Sqlite("/data/lab/runs.db".into())), PathBuf::from("/data/lab/exports"));
+        assert_eq!(at(StoreLocation::Sqlite("runs.db".into())), PathBuf::from("./exports"));
+        assert_eq!(at(StoreLocation::Postgres("postgres://db/runs".into())), PathBuf::from("exports"));
+    }
 }

@@ -53,6 +53,8 @@ pub enum Modal {
     Annotate { id: i64, notes: String, tags: String, on_tags: bool },
     /// The path of an experiment file to load into the Launch form, or to save it to.
     ExperimentFile { save: bool, path: String },
+    /// The runs table's column chooser, the cursor on line `cursor`.
+    Columns { cursor: usize },
 }
 
 /// What a confirmation does.
@@ -91,6 +93,10 @@ pub struct App {
     pub live: LiveState,
     pub compare: CompareState,
     pub ablation: AblationState,
+    /// The settings file the column choice is saved to (none: not saved, as in tests).
+    pub prefs_path: Option<std::path::PathBuf>,
+    /// Where exports are written (created on demand).
+    pub exports: std::path::PathBuf,
     /// Every action run, in order (tests check that each key reaches its action).
     #[cfg(test)]
     pub performed: Vec<Action>,
@@ -128,6 +134,8 @@ impl App {
             live: LiveState::default(),
             compare: CompareState::default(),
             ablation: AblationState::default(),
+            prefs_path: None,
+            exports: std::path::PathBuf::from("exports"),
             #[cfg(test)]
             performed: Vec::new(),
             watched: Vec::new(),
@@ -138,6 +146,16 @@ impl App {
 
     pub(super) fn send(&self, r: Request) {
         (self.requests)(r)
+    }
+
+    /// Reads the saved settings at `path` and saves later changes there; a bad file is
+    /// reported in the status bar and the defaults are used.
+    pub fn use_prefs(&mut self, path: std::path::PathBuf) {
+        match super::prefs::load(&path) {
+            Ok(prefs) => self.runs.hidden = prefs.runs.hidden,
+            Err(e) => self.say(format!("{e:#}"), true),
+        }
+        self.prefs_path = Some(path);
     }
 
     /// Shows a line in the status bar.
@@ -335,10 +353,4 @@ impl App {
             _ => {}
         }
     }
-}
-
-/// `NAME-<unix seconds>.EXT` in the current directory.
-pub fn export_path(name: &str, ext: &str) -> std::path::PathBuf {
-    let dir = std::env::current_dir().unwrap_or_default();
-    dir.join(format!("{name}-{}.{ext}", now() as u64))
 }

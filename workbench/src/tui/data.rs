@@ -14,6 +14,8 @@ pub struct Snapshot {
     pub runs: Vec<RunRecord>,
     /// Per run id, its metric summaries.
     pub summaries: HashMap<i64, Vec<MetricSummary>>,
+    /// Sweep names by sweep id.
+    pub sweeps: HashMap<i64, String>,
     /// False until the first snapshot arrived (the welcome screen waits for it).
     pub loaded: bool,
 }

@@ -71,6 +71,7 @@ pub enum Action {
     Requeue,
     Pause,
     PauseSweep,
+    ChooseColumns,
     // Launch.
     PreviousChoice,
     NextChoice,

@@ -3,7 +3,8 @@
 //! header and rows), so a click always lands on what was drawn.
 
 use super::app::{App, Screen};
-use super::screens::runs::column_widths;
+use super::column_fit::Fitted;
+use super::screens::runs::fit_columns;
 use ratatui::layout::{Constraint, Layout, Rect};
 
 /// The areas of one frame.
@@ -26,8 +27,8 @@ pub struct RunsTableAreas {
     pub table: Rect,
     /// The filter line under the table (zero height when no filter).
     pub filter: Rect,
-    /// Width of each column (after the mark column).
-    pub widths: Vec<u16>,
+    /// The columns that fit and their widths (after the mark column).
+    pub fitted: Fitted,
     /// x range of each column, for clicks on headers.
     pub columns: Vec<(u16, u16)>,
     /// Index of the first run shown.
@@ -70,10 +71,11 @@ fn runs_table(body: Rect, app: &App, previous_offset: usize) -> RunsTableAreas {
     let show_filter = app.runs.filtering || !app.runs.filter.is_empty();
     let [table, filter] =
         Layout::vertical([Constraint::Min(0), Constraint::Length(u16::from(show_filter))]).areas(body);
-    let widths = column_widths(app);
+    let fitted = fit_columns(app, table.width);
     // The mark column and a one-cell gap come first, then each column and its gap.
     let mut x = table.x + 2;
-    let columns = widths
+    let columns = fitted
+        .widths
         .iter()
         .map(|w| {
             let range = (x, x.saturating_add(*w));
@@ -90,5 +92,5 @@ fn runs_table(body: Rect, app: &App, previous_offset: usize) -> RunsTableAreas {
     } else {
         previous_offset
     };
-    RunsTableAreas { table, filter, widths, columns, offset }
+    RunsTableAreas { table, filter, fitted, columns, offset }
 }

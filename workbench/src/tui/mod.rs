@@ -21,20 +21,24 @@
 //! actions and draws itself. The same lists, with the global one ([`keys::GLOBAL`]), dispatch
 //! the keys and generate the `?` overlay ([`screens::help`]) and the footer's hints, so the
 //! help cannot drift from what the keys do. The models behind the screens: [`runs`] (filter,
-//! columns, sort), [`launch`] (the form; [`launch_file`] loads and saves it as an experiment file), [`compare`] and [`chart`] (panels), [`data`]
+//! columns, sort; [`column_fit`] fits the columns to the width, [`prefs`] keeps the hidden ones),
+//! [`exports`] (where exports go and their names), [`launch`] (the form; [`launch_file`] loads and saves it as an experiment file), [`compare`] and [`chart`] (panels), [`data`]
 //! (snapshots); the default experiment of the welcome screen is defined once in
 //! [`experiment`].
 
 pub mod app;
 pub mod chart;
+pub mod column_fit;
 pub mod compare;
 pub mod component;
 pub mod data;
 pub mod experiment;
+pub mod exports;
 pub mod keys;
 pub mod launch;
 pub mod launch_file;
 pub mod layout;
+pub mod prefs;
 pub mod reload;
 pub mod runs;
 pub mod screens;
@@ -54,13 +58,15 @@ use std::time::Duration;
 /// Longest wait for an event before the next frame (so fresh data appears promptly).
 const FRAME: Duration = Duration::from_millis(100);
 
-/// Opens the workbench on `store` until the user quits; its queue runs `jobs` workers at once.
+/// Opens the workbench on `store` until the user quits; its queue runs `jobs` workers at once,
+/// and its exports go to `exports`.
 pub async fn run(
     store: Store,
     host: PluginHost,
     plugin_dirs: Vec<PathBuf>,
     jobs: usize,
     executor: crate::executor::Executor,
+    exports: PathBuf,
 ) -> Result<i32> {
     if !std::io::stdout().is_terminal() || !std::io::stdin().is_terminal() {
         bail!(
@@ -86,6 +92,10 @@ pub async fn run(
         let _ = requests.send(r);
     });
     app.executor = executor_text;
+    app.exports = exports;
+    if let Some(path) = prefs::default_path() {
+        app.use_prefs(path);
+    }
     // The UI loop blocks on terminal events; it runs beside the runtime's worker threads.
     let result = tokio::task::block_in_place(move || ui_loop(app, updates));
     drop(watcher); // stops watching, and a rebuild in progress

@@ -10,12 +10,16 @@ use std::collections::{BTreeMap, BTreeSet};
 pub enum Column {
     Id,
     Status,
+    Steps,
+    Best,
     Layer,
     Task,
+    /// The sweep the run belongs to.
+    Sweep,
+    /// The runs that differ from this one only by their seed.
+    Group,
     /// A configuration key whose value differs between the visible runs.
     Key(String),
-    Best,
-    Steps,
     Duration,
     Tags,
 }
@@ -33,7 +37,14 @@ impl Column {
             Column::Steps => "steps".into(),
             Column::Duration => "time".into(),
             Column::Tags => "tags".into(),
+            Column::Sweep => "sweep".into(),
+            Column::Group => "group".into(),
         }
+    }
+
+    /// Id, status, progress and best metric: always shown, at full width, before the rest.
+    pub fn is_core(&self) -> bool {
+        matches!(self, Column::Id | Column::Status | Column::Steps | Column::Best)
     }
 }
 
@@ -51,13 +62,39 @@ pub struct RunsState {
     pub selected: BTreeSet<i64>,
     /// Typing into the filter box.
     pub filtering: bool,
+    /// Titles of the columns the user hid (core columns cannot be hidden).
+    pub hidden: BTreeSet<String>,
 }
 
 /// The visible rows and columns of the table.
 pub struct RunsTable<'a> {
     pub runs: Vec<&'a RunRecord>,
+    /// The columns shown, core ones first (the user's hidden ones left out).
     pub columns: Vec<Column>,
+    /// Every column the table could show, hidden ones included (the column chooser's list).
+    pub all: Vec<Column>,
     pub flat: Vec<BTreeMap<String, String>>,
+    /// Per run id, its seed group: the smallest run id of the group and its size.
+    pub groups: BTreeMap<i64, (i64, usize)>,
+}
+
+/// The seed groups of `runs`: runs of the same layer and task whose configurations differ only
+/// by the seed share a group, named by its smallest run id.
+pub fn seed_groups(runs: &[RunRecord]) -> BTreeMap<i64, (i64, usize)> {
+    let mut by_key: BTreeMap<(String, String, Vec<(String, String)>), Vec<i64>> = BTreeMap::new();
+    for r in runs {
+        let config: Vec<(String, String)> =
+            flatten_config(&r.config).into_iter().filter(|(k, _)| k != "seed" && k != "train.seed").collect();
+        by_key.entry((r.layer.name.clone(), r.task.name.clone(), config)).or_default().push(r.id);
+    }
+    let mut out = BTreeMap::new();
+    for ids in by_key.values() {
+        let first = ids.iter().copied().min().unwrap_or_default();
+        for id in ids {
+            out.insert(*id, (first, ids.len()));
+        }
+    }
+    out
 }
 
 // The matcher is shared with `workbench runs --filter`.
@@ -94,14 +131,19 @@ impl RunsState {
             .filter(|k| rows.iter().filter_map(|(_, f)| f.get(*k)).collect::<BTreeSet<_>>().len() > 1)
             .cloned()
             .collect();
-        let mut columns = vec![Column::Id, Column::Status, Column::Layer, Column::Task];
-        columns.extend(differing.into_iter().map(Column::Key));
-        columns.extend([Column::Best, Column::Steps, Column::Duration, Column::Tags]);
+        // Core columns first: configuration columns are dropped from the right when narrow.
+        let mut all = vec![Column::Id, Column::Status, Column::Steps, Column::Best, Column::Layer, Column::Task];
+        all.extend([Column::Sweep, Column::Group]);
+        all.extend(differing.into_iter().map(Column::Key));
+        all.extend([Column::Duration, Column::Tags]);
+        let columns: Vec<Column> =
+            all.iter().filter(|c| c.is_core() || !self.hidden.contains(&c.title())).cloned().collect();
+        let groups = seed_groups(&snapshot.runs);
 
         if let Some(sort) = &self.sort {
             if let Some(col) = columns.iter().find(|c| &c.title() == sort) {
                 rows.sort_by(|(a, fa), (b, fb)| {
-                    let o = compare(col, a, fa, b, fb, snapshot, now);
+                    let o = compare(col, a, fa, b, fb, snapshot, &groups, now);
                     if self.descending {
                         o.reverse()
                     } else {
@@ -111,7 +153,7 @@ impl RunsState {
             }
         }
         let (runs, flat) = rows.into_iter().unzip();
-        RunsTable { runs, columns, flat }
+        RunsTable { runs, columns, all, flat, groups }
     }
 }
 
@@ -122,6 +164,7 @@ fn compare(
     b: &RunRecord,
     fb: &BTreeMap<String, String>,
     snapshot: &Snapshot,
+    groups: &BTreeMap<i64, (i64, usize)>,
     now: f64,
 ) -> std::cmp::Ordering {
     let num =
@@ -142,11 +185,20 @@ fn compare(
         Column::Steps => a.last_step.cmp(&b.last_step),
         Column::Duration => num(duration(a, now), duration(b, now)),
         Column::Tags => a.tags.join(",").cmp(&b.tags.join(",")),
+        Column::Sweep => a.sweep.as_ref().map(|s| s.id).cmp(&b.sweep.as_ref().map(|s| s.id)),
+        Column::Group => groups.get(&a.id).cmp(&groups.get(&b.id)),
     }
 }
 
-/// The text of one cell.
-pub fn cell(col: &Column, run: &RunRecord, flat: &BTreeMap<String, String>, snapshot: &Snapshot, now: f64) -> String {
+/// The text of one cell of `table`'s row for `run`.
+pub fn cell(
+    col: &Column,
+    run: &RunRecord,
+    flat: &BTreeMap<String, String>,
+    table: &RunsTable,
+    snapshot: &Snapshot,
+    now: f64,
+) -> String {
     match col {
         Column::Id => run.id.to_string(),
         Column::Status if run.held => "paused".into(),
@@ -162,6 +214,20 @@ pub fn cell(col: &Column, run: &RunRecord, flat: &BTreeMap<String, String>, snap
         },
         Column::Duration => duration(run, now).map_or_else(|| "-".into(), format_duration),
         Column::Tags => run.tags.join(","),
+        // `2 lr-grid`: the id the `sweep:N` filter takes, then the sweep's name.
+        Column::Sweep => match run.sweep.as_ref() {
+            None => "-".into(),
+            Some(s) => match snapshot.sweeps.get(&s.id).filter(|n| !n.is_empty()) {
+                Some(name) => format!("{} {name}", s.id),
+                None => s.id.to_string(),
+            },
+        },
+        // `g4×3`: the group of run 4, three runs (seeds) in it.
+        Column::Group => match table.groups.get(&run.id) {
+            Some((first, n)) if *n > 1 => format!("g{first}×{n}"),
+            Some((first, _)) => format!("g{first}"),
+            None => "-".into(),
+        },
     }
 }
 

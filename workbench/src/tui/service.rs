@@ -39,9 +39,10 @@ pub enum Request {
     Delete(Vec<i64>),
     /// Replace a run's notes and tags.
     Annotate { id: i64, notes: String, tags: Vec<String> },
-    /// Write the Compare panels of these runs to an image file.
+    /// Write the Compare panels of these runs to an image file (`out`, or `out` with a numeric
+    /// suffix when it exists).
     ExportPlot { runs: Vec<i64>, out: PathBuf },
-    /// Write the ablation table of these runs.
+    /// Write the ablation table of these runs (to `out` as for `ExportPlot`).
     ExportAblation { runs: Vec<i64>, format: Format, out: PathBuf },
 }
 
@@ -71,7 +72,16 @@ pub fn spawn(
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
     let queue = QueueRunner::new(store.clone(), plugin_dirs, jobs).with_executor(executor);
     tokio::spawn(
-        Service { store, queue, updates, table: RunsFollower::new(), sent: false, watched: HashMap::new() }.run(rx),
+        Service {
+            store,
+            queue,
+            updates,
+            table: RunsFollower::new(),
+            sent: false,
+            watched: HashMap::new(),
+            sweeps: HashMap::new(),
+        }
+        .run(rx),
     );
     tx
 }
@@ -94,6 +104,8 @@ struct Service {
     /// Whether the UI has a snapshot (the first one is sent even for an empty store).
     sent: bool,
     watched: HashMap<i64, Watched>,
+    /// Sweep names by id, for the runs table (read again only when a new sweep appears).
+    sweeps: HashMap<i64, String>,
 }
 
 impl Service {
@@ -155,9 +167,13 @@ impl Service {
             let _ = self.updates.send(Update::Run(run.id, w.data.clone()));
         }
         if !self.sent || refreshed != Refreshed::default() {
-            let runs = self.table.runs().cloned().collect();
+            let runs: Vec<_> = self.table.runs().cloned().collect();
+            if runs.iter().filter_map(|r| r.sweep.as_ref()).any(|s| !self.sweeps.contains_key(&s.id)) {
+                self.sweeps = self.store.sweeps().await?.into_iter().map(|s| (s.id, s.name)).collect();
+            }
             let summaries = self.table.summaries().clone();
-            self.send(Update::Runs(Snapshot { runs, summaries, loaded: true }));
+            let sweeps = self.sweeps.clone();
+            self.send(Update::Runs(Snapshot { runs, summaries, sweeps, loaded: true }));
             self.sent = true;
         }
         Ok(())
@@ -223,10 +239,12 @@ impl Service {
             Request::ExportPlot { runs, out } => {
                 let panels =
                     crate::plot::parse_panels("loss,metric,energy,erank,angle,depth").map_err(anyhow::Error::msg)?;
+                let out = super::exports::prepare(&out)?;
                 let figure = export::plot(&self.store, &runs, &panels, &out, (1600, 900)).await?;
                 self.send(Update::Info(figure.describe()));
             }
             Request::ExportAblation { runs, format, out } => {
+                let out = super::exports::prepare(&out)?;
                 let selected = export::select(&self.store, &export::TableRuns::Runs(runs)).await?;
                 export::write_text(&out, &export::ablation(&self.store, &selected.records, None, format).await?)?;
                 self.send(Update::Info(format!("wrote {}", out.display())));

@@ -861,3 +861,109 @@ fn launch_form_loads_and_saves_experiment_files() {
     assert_eq!((back.axes[0].key.as_str(), back.axes[0].values.clone()), ("train.seed", vec!["0".into(), "1".into()]));
     std::fs::remove_dir_all(&dir).ok();
 }
+
+// ---- The runs table's columns: core ones readable at any width, a chooser, kept settings. ----
+
+/// Runs with long configuration values, a progress of 925/3000 and two seeds of one setting.
+fn crowded_app() -> App {
+    let (mut app, _) = app();
+    let mut snapshot = app.snapshot.clone();
+    snapshot.runs = (1..=3)
+        .map(|i| {
+            let mut r = record(i, "hyperset", RunStatus::Running, 64, i as u64);
+            r.config = json!({
+                "layer_config": {"d": 64, "interaction": if i == 3 { "row_col_box_pairwise" } else { "row_col" }},
+                "task_config": {"board": if i == 3 { "board_alternative_large" } else { "board_a" }},
+                "train": {"seed": i},
+            });
+            r.last_step = 925;
+            r.total_steps = Some(3000);
+            r.sweep = Some(crate::store::SweepRef { id: 2, index: i as u32 - 1 });
+            r
+        })
+        .collect();
+    snapshot.summaries.insert(3, snapshot.summaries[&1].clone());
+    snapshot.sweeps.insert(2, "seeds".into());
+    app.apply(Update::Runs(snapshot));
+    app
+}
+
+#[test]
+fn core_columns_stay_whole_at_narrow_widths() {
+    for width in [60, 100] {
+        let mut app = crowded_app();
+        let screen = render_laid_out(&mut app, width, 12);
+        let header = screen.lines().nth(1).unwrap();
+        for title in ["id", "status", "steps", "best"] {
+            assert!(header.contains(title), "{width}: `{title}` missing:\n{screen}");
+        }
+        for run in 1..=3 {
+            let row = screen.lines().nth(1 + run).unwrap();
+            assert!(row.contains(&format!(" {run} ")), "{width}: id cut:\n{screen}");
+            assert!(row.contains("running") && row.contains("925/3000"), "{width}: status or steps cut:\n{screen}");
+        }
+        assert!(screen.contains("cell_acc 0.5000"), "{width}: best cut:\n{screen}");
+        let fitted = &app.areas.runs.as_ref().unwrap().fitted;
+        assert!(fitted.hidden > 0, "{width}: {fitted:?}");
+        assert!(header.contains(&format!("+{} hidden", fitted.hidden)), "{width}:\n{screen}");
+    }
+    // Wide enough for everything: sweep and seed-group columns, nothing hidden.
+    let mut app = crowded_app();
+    let screen = render_laid_out(&mut app, 220, 12);
+    let header = screen.lines().nth(1).unwrap();
+    assert!(header.contains("sweep") && header.contains("group") && !header.contains("hidden"), "{screen}");
+    assert!(screen.lines().nth(2).unwrap().contains("2 seeds"), "the sweep's id and name:\n{screen}");
+    // Runs 1 and 2 differ only by their seed: one group; run 3 is alone.
+    assert!(
+        screen.lines().nth(2).unwrap().contains("g1×2") && screen.lines().nth(4).unwrap().contains("g3"),
+        "{screen}"
+    );
+}
+
+#[test]
+fn the_column_chooser_hides_columns_and_the_choice_survives_a_restart() {
+    let dir = std::env::temp_dir().join(format!("workbench-tui-columns-{}", std::process::id()));
+    let path = dir.join("tui.toml");
+    let mut app = crowded_app();
+    app.use_prefs(path.clone());
+    press(&mut app, KeyCode::Char('C'));
+    let screen = render_laid_out(&mut app, 100, 30);
+    assert!(screen.contains("Columns of the runs table") && screen.contains("[x] layer"), "{screen}");
+    // The core cannot be hidden.
+    press(&mut app, KeyCode::Char(' '));
+    assert!(app.runs.hidden.is_empty());
+    assert!(app.status.as_ref().unwrap().0.contains("always shown"));
+    // Down to `layer` (after id, status, steps, best) and hide it.
+    chars(&mut app, "jjjj ");
+    assert!(render_laid_out(&mut app, 100, 30).contains("[ ] layer"));
+    press(&mut app, KeyCode::Esc);
+    assert!(app.modal.is_none());
+    let header = render_laid_out(&mut app, 220, 12).lines().nth(1).unwrap().to_string();
+    assert!(!header.contains("layer") && header.contains("task"), "{header}");
+    assert!(std::fs::read_to_string(&path).unwrap().contains("layer"));
+    // A new TUI reads the choice back.
+    let mut again = crowded_app();
+    again.use_prefs(path.clone());
+    assert!(again.runs.hidden.contains("layer"));
+    // A broken file is reported, naming the file and the fix, and the defaults are used.
+    std::fs::write(&path, "runs = 3").unwrap();
+    let mut broken = crowded_app();
+    broken.use_prefs(path.clone());
+    let (text, error, _) = broken.status.clone().unwrap();
+    assert!(error && text.contains("tui.toml") && text.contains("delete it"), "{text}");
+    assert!(broken.runs.hidden.is_empty());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn exports_go_to_the_exports_folder_with_names_that_say_what_they_are() {
+    let (mut app, sent) = app();
+    app.exports = PathBuf::from("/data/exports");
+    app.runs.selected.extend([1, 2]);
+    app.screen = Screen::Compare;
+    press(&mut app, KeyCode::Char('p'));
+    let found = sent.lock().unwrap().iter().any(
+        |r| matches!(r, Request::ExportPlot { out, .. } if out == &PathBuf::from("/data/exports/compare-runs-1-2.png")),
+    );
+    assert!(found, "{:?}", sent.lock().unwrap());
+}

@@ -58,7 +58,7 @@ pub fn draw(frame: &mut Frame, app: &App) {
     screens::component(app.screen).draw(frame, areas.body, app, areas);
     draw_footer(frame, areas.footer, app);
     if let Some(modal) = &app.modal {
-        screens::modal::draw(frame, modal);
+        screens::modal::draw(frame, app, modal);
     }
     if app.help {
         screens::help::draw(frame, app);

@@ -3,9 +3,10 @@
 
 use crate::ablation::{Format, RunInput, Table};
 use crate::store::RunRecord;
-use crate::tui::app::{export_path, App};
+use crate::tui::app::App;
 use crate::tui::component::Component;
 use crate::tui::data::RunData;
+use crate::tui::exports::ablation_name;
 use crate::tui::keys::{cmd, hint, Action, Command, Key};
 use crate::tui::layout::Areas;
 use crate::tui::service::Request;
@@ -29,9 +30,9 @@ pub struct AblationState {
 const COMMANDS: &[Command] = &[
     hint(&[Key::char('s')], "s", "sort", "sort by the next metric column", Action::SortNext),
     cmd(&[Key::char('S')], "S", "reverse the sort", Action::SortReverse),
-    hint(&[Key::char('M')], "M", "export", "export Markdown in the current directory", Action::ExportMarkdown),
-    cmd(&[Key::char('T')], "T", "export LaTeX in the current directory", Action::ExportLatex),
-    cmd(&[Key::char('C')], "C", "export CSV in the current directory", Action::ExportCsv),
+    hint(&[Key::char('M')], "M", "export", "export Markdown in the exports folder (--exports)", Action::ExportMarkdown),
+    cmd(&[Key::char('T')], "T", "export LaTeX in the exports folder (--exports)", Action::ExportLatex),
+    cmd(&[Key::char('C')], "C", "export CSV in the exports folder (--exports)", Action::ExportCsv),
     cmd(&[Key::plain(KeyCode::Esc)], "Esc", "back to Runs", Action::Back),
 ];
 
@@ -63,7 +64,12 @@ impl Component for Ablation {
                 if runs.is_empty() {
                     app.say("no runs in the table: mark some on the Runs screen, or finish one", true);
                 } else {
-                    app.send(Request::ExportAblation { runs, format, out: export_path("ablation", ext) });
+                    let sweeps: Vec<Option<i64>> = runs
+                        .iter()
+                        .map(|id| app.snapshot.run(*id).and_then(|r| r.sweep.as_ref()).map(|s| s.id))
+                        .collect();
+                    let out = app.exports.join(format!("{}.{ext}", ablation_name(&runs, &sweeps)));
+                    app.send(Request::ExportAblation { runs, format, out });
                 }
             }
             _ => {}

@@ -2,9 +2,10 @@
 //! building in [`crate::tui::compare`]); its toggles, exports and panel cache.
 
 use crate::store::RunRecord;
-use crate::tui::app::{export_path, App};
+use crate::tui::app::App;
 use crate::tui::compare::{self, Options, Panel};
 use crate::tui::component::Component;
+use crate::tui::exports::compare_name;
 use crate::tui::keys::{cmd, hint, Action, Command, Key};
 use crate::tui::layout::Areas;
 use crate::tui::service::Request;
@@ -33,8 +34,8 @@ const COMMANDS: &[Command] = &[
     hint(&[Key::char('m')], "m", "smoothing", "smoothing of the step curves on / off", Action::ToggleSmooth),
     hint(&[Key::char('w')], "w", "x axis", "x axis: step or wall time", Action::ToggleWallTime),
     hint(&[Key::char('l')], "l", "log y", "logarithmic y axis on / off", Action::ToggleLogY),
-    cmd(&[Key::char('p')], "p", "export the panels as PNG in the current directory", Action::ExportPng),
-    cmd(&[Key::char('P')], "P", "export the panels as SVG in the current directory", Action::ExportSvg),
+    cmd(&[Key::char('p')], "p", "export the panels as PNG in the exports folder (--exports)", Action::ExportPng),
+    cmd(&[Key::char('P')], "P", "export the panels as SVG in the exports folder (--exports)", Action::ExportSvg),
     cmd(&[Key::plain(KeyCode::Esc)], "Esc", "back to Runs", Action::Back),
 ];
 
@@ -56,7 +57,8 @@ impl Component for Compare {
                     return;
                 }
                 let ext = if action == Action::ExportPng { "png" } else { "svg" };
-                app.send(Request::ExportPlot { runs: ids, out: export_path("compare", ext) });
+                let out = app.exports.join(format!("{}.{ext}", compare_name(&ids)));
+                app.send(Request::ExportPlot { runs: ids, out });
             }
             _ => {}
         }

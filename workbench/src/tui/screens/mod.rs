@@ -2,6 +2,7 @@
 //! drawing; plus the `?` overlay ([`help`]) and the dialogs ([`modal`]).
 
 pub mod ablation;
+pub mod columns;
 pub mod compare;
 pub mod help;
 pub mod launch;

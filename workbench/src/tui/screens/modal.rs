@@ -1,5 +1,5 @@
 //! The dialogs over a screen: a confirmation before something is lost, the notes and tags
-//! editor, and the path of an experiment file to load or save. While one is open it takes every key.
+//! editor, the path of an experiment file to load or save, and the runs table's column chooser. While one is open it takes every key.
 
 use crate::tui::app::{App, Confirmed, Modal};
 use crate::tui::service::Request;
@@ -13,6 +13,7 @@ use ratatui::Frame;
 /// A key while `modal` is open (taken out of the app; put back unless the key closes it).
 pub fn key(app: &mut App, modal: Modal, key: KeyEvent) {
     match modal {
+        Modal::Columns { cursor } => super::columns::key(app, cursor, key),
         Modal::Confirm { action, question } => match key.code {
             KeyCode::Char('y') | KeyCode::Char('Y') => match action {
                 Confirmed::Delete(ids) => {
@@ -83,9 +84,10 @@ pub fn key(app: &mut App, modal: Modal, key: KeyEvent) {
 }
 
 /// Draws the open dialog over the frame.
-pub fn draw(frame: &mut Frame, modal: &Modal) {
+pub fn draw(frame: &mut Frame, app: &App, modal: &Modal) {
     let area = frame.area();
     match modal {
+        Modal::Columns { cursor } => super::columns::draw(frame, app, *cursor),
         Modal::Confirm { question, .. } => {
             // Tall enough for the whole question: it names every run it acts on.
             let lines = super::help::wrap(question, 68).len() as u16;

@@ -4,6 +4,7 @@
 use crate::ops::launch as ops_launch;
 use crate::store::RunStatus;
 use crate::tui::app::{now, App, Confirmed, Modal, Screen};
+use crate::tui::column_fit::{self, hidden_note, Fitted};
 use crate::tui::component::Component;
 use crate::tui::experiment::DEFAULT_EXPERIMENT;
 use crate::tui::keys::{cmd, hint, Action, Command, Key};
@@ -53,6 +54,12 @@ const COMMANDS: &[Command] = &[
     cmd(&[Key::plain(KeyCode::Esc)], "Esc", "clear the filter", Action::ClearFilter),
     cmd(&[Key::char('s')], "s", "sort by the next column (or click a header)", Action::SortNext),
     cmd(&[Key::char('S')], "S", "reverse the sort", Action::SortReverse),
+    cmd(
+        &[Key::char('C')],
+        "C",
+        "choose the columns: space shows or hides one (kept across restarts); id, status, steps and best always show",
+        Action::ChooseColumns,
+    ),
     hint(
         &[Key::plain(KeyCode::Enter)],
         "Enter",
@@ -114,6 +121,7 @@ impl Component for Runs {
             }
             Action::SortNext => cycle_sort(app),
             Action::SortReverse => app.runs.descending = !app.runs.descending,
+            Action::ChooseColumns => app.modal = Some(Modal::Columns { cursor: 0 }),
             Action::Annotate => {
                 if let Some(r) = app.cursor_run() {
                     app.modal = Some(Modal::Annotate {
@@ -256,12 +264,11 @@ pub fn click(app: &mut App, x: u16, y: u16) {
     }
     if y == table.table.y {
         if let Some(i) = table.columns.iter().position(|(a, b)| (*a..*b).contains(&x)) {
-            let titles: Vec<String> = app.runs.table(&app.snapshot, now()).columns.iter().map(|c| c.title()).collect();
-            if let Some(t) = titles.get(i) {
-                if app.runs.sort.as_ref() == Some(t) {
+            if let Some(t) = table.fitted.columns.get(i).map(|c| c.title()) {
+                if app.runs.sort.as_ref() == Some(&t) {
                     app.runs.descending = !app.runs.descending;
                 } else {
-                    app.runs.sort = Some(t.clone());
+                    app.runs.sort = Some(t);
                 }
             }
         }
@@ -273,11 +280,12 @@ pub fn click(app: &mut App, x: u16, y: u16) {
     }
 }
 
-/// The width of each column of the runs table (the layout computes it once per frame).
-pub fn column_widths(app: &App) -> Vec<u16> {
+/// The columns of the runs table that fit `width` cells, and their widths (the layout
+/// computes it once per frame).
+pub fn fit_columns(app: &App, width: u16) -> Fitted {
     let now = now();
     let table = app.runs.table(&app.snapshot, now);
-    table
+    let natural: Vec<u16> = table
         .columns
         .iter()
         .map(|c| {
@@ -285,17 +293,15 @@ pub fn column_widths(app: &App) -> Vec<u16> {
                 .runs
                 .iter()
                 .zip(&table.flat)
-                .map(|(r, f)| cell(c, r, f, &app.snapshot, now).chars().count())
+                .map(|(r, f)| cell(c, r, f, &table, &app.snapshot, now).chars().count())
                 .max()
                 .unwrap_or(0);
-            let cap = match c {
-                Column::Key(_) | Column::Layer | Column::Task => 16,
-                Column::Best | Column::Tags => 22,
-                _ => 14,
-            };
-            (longest.max(c.title().chars().count() + 1)).min(cap) as u16
+            // Room for the sort mark after the title.
+            longest.max(c.title().chars().count() + 2).min(u16::MAX as usize) as u16
         })
-        .collect()
+        .collect();
+    // The mark column and its gap come first.
+    column_fit::fit(&table.columns, &natural, width.saturating_sub(2))
 }
 
 fn draw_welcome(frame: &mut Frame, area: Rect) {
@@ -341,12 +347,14 @@ fn draw(frame: &mut Frame, area: Rect, app: &App, areas: &Areas) {
         }
         _ => "",
     };
-    let header = Row::new(
-        std::iter::once(Cell::from(" "))
-            .chain(table.columns.iter().map(|c| Cell::from(format!("{}{}", c.title(), sort_mark(c)))))
-            .collect::<Vec<_>>(),
-    )
-    .style(bold().fg(Color::Cyan));
+    let shown = &layout.fitted.columns;
+    let mut header: Vec<Cell> = std::iter::once(Cell::from(" "))
+        .chain(shown.iter().map(|c| Cell::from(format!("{}{}", c.title(), sort_mark(c)))))
+        .collect();
+    if layout.fitted.hidden > 0 {
+        header.push(Cell::from(hidden_note(layout.fitted.hidden)).style(dim()));
+    }
+    let header = Row::new(header).style(bold().fg(Color::Cyan));
     let rows: Vec<Row> = table
         .runs
         .iter()
@@ -354,18 +362,21 @@ fn draw(frame: &mut Frame, area: Rect, app: &App, areas: &Areas) {
         .map(|(r, f)| {
             let mark = if app.runs.selected.contains(&r.id) { "●" } else { " " };
             let mut cells = vec![Cell::from(mark).style(Style::default().fg(Color::Cyan))];
-            for c in &table.columns {
+            for c in shown {
                 let style = match c {
                     Column::Status => Style::default().fg(status_colour(r.status)),
                     _ => Style::default(),
                 };
-                cells.push(Cell::from(cell(c, r, f, &app.snapshot, now)).style(style));
+                cells.push(Cell::from(cell(c, r, f, &table, &app.snapshot, now)).style(style));
             }
             Row::new(cells)
         })
         .collect();
     let mut constraints = vec![ratatui::layout::Constraint::Length(1)];
-    constraints.extend(layout.widths.iter().map(|w| ratatui::layout::Constraint::Length(*w)));
+    constraints.extend(layout.fitted.widths.iter().map(|w| ratatui::layout::Constraint::Length(*w)));
+    if layout.fitted.hidden > 0 {
+        constraints.push(ratatui::layout::Constraint::Length(hidden_note(layout.fitted.hidden).chars().count() as u16));
+    }
     let widget = Table::new(rows, constraints)
         .header(header)
         .column_spacing(1)
