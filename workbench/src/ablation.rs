@@ -337,6 +337,7 @@ impl Table {
         let fixed = 2 + self.keys.len();
         let mut out = String::new();
         let header = self.header();
+        let header: Vec<String> = header.iter().map(|h| markdown_escape(h)).collect();
         let _ = writeln!(out, "| {} |", header.join(" | "));
         let _ = writeln!(out, "|{}", header.iter().map(|_| "---|").collect::<String>());
         for r in 0..self.rows.len() {
@@ -344,7 +345,14 @@ impl Table {
                 .cells_text(r)
                 .into_iter()
                 .enumerate()
-                .map(|(i, t)| if i >= fixed && best[i - fixed] == Some(r) { format!("**{t}**") } else { t })
+                .map(|(i, t)| {
+                    let t = markdown_escape(&t);
+                    if i >= fixed && best[i - fixed] == Some(r) {
+                        format!("**{t}**")
+                    } else {
+                        t
+                    }
+                })
                 .collect();
             let _ = writeln!(out, "| {} |", cells.join(" | "));
         }
@@ -391,11 +399,13 @@ impl Table {
             header.push(format!("{} mean", c.title()));
             header.push(format!("{} std", c.title()));
         }
-        let mut out = header.iter().map(|h| csv_field(h)).collect::<Vec<_>>().join(",") + "\n";
+        // The csv crate quotes whatever needs it (commas, quotes, CR and LF) by RFC 4180.
+        let mut out = csv::WriterBuilder::new().terminator(csv::Terminator::Any(b'\n')).from_writer(Vec::new());
+        let mut records = vec![header];
         for row in &self.rows {
-            let mut fields = vec![csv_field(&row.layer)];
-            fields.extend(row.values.iter().map(|v| csv_field(v)));
-            fields.push(csv_field(&row.runs.iter().map(|r| r.to_string()).collect::<Vec<_>>().join(" ")));
+            let mut fields = vec![row.layer.clone()];
+            fields.extend(row.values.iter().cloned());
+            fields.push(row.runs.iter().map(|r| r.to_string()).collect::<Vec<_>>().join(" "));
             for cell in &row.cells {
                 match cell {
                     Some(s) => {
@@ -405,10 +415,13 @@ impl Table {
                     None => fields.extend([String::new(), String::new()]),
                 }
             }
-            out.push_str(&fields.join(","));
-            out.push('\n');
+            records.push(fields);
         }
-        out
+        for record in &records {
+            // Writing to memory cannot fail.
+            let _ = out.write_record(record);
+        }
+        String::from_utf8(out.into_inner().unwrap_or_default()).unwrap_or_default()
     }
 }
 
@@ -420,6 +433,8 @@ fn format_cell(kind: &ColumnKind, s: &Stat) -> String {
     }
 }
 
+/// Text as LaTeX typesets it literally: the special characters escaped, line breaks
+/// (which would end the table row or paragraph) as spaces.
 fn latex_escape(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for ch in s.chars() {
@@ -428,18 +443,39 @@ fn latex_escape(s: &str) -> String {
                 out.push('\\');
                 out.push(ch);
             }
+            '\\' => out.push_str("\\textbackslash{}"),
+            '~' => out.push_str("\\textasciitilde{}"),
+            '^' => out.push_str("\\textasciicircum{}"),
+            // The default font encoding prints other glyphs for these three.
+            '|' => out.push_str("\\textbar{}"),
+            '<' => out.push_str("\\textless{}"),
+            '>' => out.push_str("\\textgreater{}"),
+            '\r' | '\n' => out.push(' '),
             _ => out.push(ch),
         }
     }
     out
 }
 
-fn csv_field(s: &str) -> String {
-    if s.contains([',', '"', '\n']) {
-        format!("\"{}\"", s.replace('"', "\"\""))
-    } else {
-        s.to_string()
+/// Text as a Markdown table cell shows it literally: `|` would end the cell and line breaks
+/// the row; backslashes and the characters of emphasis, code, links and HTML are escaped
+/// (`_` only where it could start or end emphasis, so `cell_acc` stays readable).
+fn markdown_escape(s: &str) -> String {
+    let chars: Vec<char> = s.chars().collect();
+    let mut out = String::with_capacity(s.len());
+    for (i, &ch) in chars.iter().enumerate() {
+        let word = |j: Option<usize>| j.and_then(|j| chars.get(j)).is_some_and(|c| c.is_alphanumeric());
+        match ch {
+            '\r' | '\n' => out.push(' '),
+            '_' if word(i.checked_sub(1)) && word(Some(i + 1)) => out.push(ch),
+            '\\' | '|' | '*' | '_' | '`' | '[' | ']' | '<' | '>' | '~' | '#' => {
+                out.push('\\');
+                out.push(ch);
+            }
+            _ => out.push(ch),
+        }
     }
+    out
 }
 
 #[cfg(test)]
@@ -550,6 +586,38 @@ mod tests {
         let at = rows[0].iter().position(|h| *h == "final acc mean").unwrap();
         assert_eq!(rows[1][at].parse::<f64>().unwrap(), 0.25);
         assert_eq!(rows[2][at].parse::<f64>().unwrap(), 0.75);
+    }
+
+    /// A configuration value with every character the formats treat specially, and one with
+    /// a CRLF: each format keeps the table's shape and the value's text.
+    #[test]
+    fn exports_escape_hostile_values() {
+        let hostile = "a|b\\c~d^e_f&g%h$i#j{k}l";
+        let recs = [record(1, "hyperset", hostile, 0), record(2, "hyperset", "x,\"y\"\r\nz", 0)];
+        let ms = [metrics(&[0.25], 1.0), metrics(&[0.75], 1.0)];
+        let inputs: Vec<RunInput> = recs.iter().zip(&ms).map(|(record, m)| RunInput { record, metrics: m }).collect();
+        let table = Table::build(&inputs);
+
+        let md = table.to_markdown();
+        let lines: Vec<&str> = md.lines().collect();
+        assert_eq!(lines.len(), 4, "{md}");
+        assert!(!md.contains('\r'), "{md:?}");
+        // Cells end at unescaped pipes only: every line has as many as the header.
+        let pipes = |l: &str| l.replace("\\\\", "").replace("\\|", "").matches('|').count();
+        assert!(lines.iter().all(|l| pipes(l) == pipes(lines[0])), "{md}");
+        assert!(md.contains("| a\\|b\\\\c\\~d^e_f&g%h$i\\#j{k}l |"), "{md}");
+
+        let tex = table.to_latex();
+        let expected =
+            "a\\textbar{}b\\textbackslash{}c\\textasciitilde{}d\\textasciicircum{}e\\_f\\&g\\%h\\$i\\#j\\{k\\}l";
+        assert!(tex.contains(expected), "{tex}");
+        assert!(tex.contains("x,\"y\"  z") && !tex.contains('\r'), "{tex:?}");
+
+        let csv = table.to_csv();
+        let mut reader = csv::ReaderBuilder::new().has_headers(true).from_reader(csv.as_bytes());
+        let at = reader.headers().unwrap().iter().position(|h| h == "attention").unwrap();
+        let values: Vec<String> = reader.records().map(|r| r.unwrap()[at].to_string()).collect();
+        assert_eq!(values, [hostile, "x,\"y\"\r\nz"]);
     }
 
     #[test]
