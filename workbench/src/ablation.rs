@@ -63,6 +63,8 @@ pub enum ColumnKind {
     Params,
     /// Seconds per training step.
     SecondsPerStep,
+    /// The worker's peak resident memory in MiB (system metrics).
+    PeakMemory,
 }
 
 /// One column of the table.
@@ -81,6 +83,7 @@ impl Column {
             ColumnKind::Best(m) => format!("best {m}"),
             ColumnKind::Params => "params".into(),
             ColumnKind::SecondsPerStep => "s/step".into(),
+            ColumnKind::PeakMemory => "peak MiB".into(),
         }
     }
 }
@@ -142,10 +145,18 @@ pub fn seconds_per_step(metrics: &[MetricRow]) -> Option<f64> {
     (last.step > 0).then(|| last.wall_time / last.step as f64)
 }
 
+/// The worker's peak resident memory in MiB, from its system metrics.
+pub fn peak_memory_mib(metrics: &[MetricRow]) -> Option<f64> {
+    use crate::train::system;
+    let peak = metrics.iter().filter(|m| m.split == system::SPLIT && m.name == system::PEAK).map(|m| m.value);
+    peak.reduce(f64::max).map(|bytes| bytes / (1024.0 * 1024.0))
+}
+
 impl Table {
     /// Groups `runs` (in the given order: rows appear in the order of their first run) by
     /// layer and differing configuration keys; columns are final and best of every eval
-    /// metric (headline first), parameters and seconds per step.
+    /// metric (headline first), parameters, seconds per step and, when the runs recorded it,
+    /// peak memory.
     pub fn build(runs: &[RunInput<'_>]) -> Table {
         let flat: Vec<BTreeMap<String, String>> = runs
             .iter()
@@ -181,6 +192,10 @@ impl Table {
         }
         columns.push(Column { kind: ColumnKind::Params, higher_is_better: None });
         columns.push(Column { kind: ColumnKind::SecondsPerStep, higher_is_better: Some(false) });
+        // Runs from before system metrics have no peak: no empty column for them alone.
+        if runs.iter().any(|r| peak_memory_mib(r.metrics).is_some()) {
+            columns.push(Column { kind: ColumnKind::PeakMemory, higher_is_better: Some(false) });
+        }
 
         let mut rows: Vec<Row> = Vec::new();
         let mut members: Vec<Vec<usize>> = Vec::new();
@@ -219,6 +234,7 @@ impl Table {
                                 ColumnKind::Best(name) => best_value(m, name, higher_is_better(rec, name)),
                                 ColumnKind::Params => rec.param_count.map(|p| p as f64),
                                 ColumnKind::SecondsPerStep => seconds_per_step(m),
+                                ColumnKind::PeakMemory => peak_memory_mib(m),
                             }
                         })
                         .collect();
@@ -429,6 +445,7 @@ fn format_cell(kind: &ColumnKind, s: &Stat) -> String {
     match kind {
         ColumnKind::Params => format!("{:.0}", s.mean),
         ColumnKind::SecondsPerStep => s.text(3),
+        ColumnKind::PeakMemory => s.text(0),
         _ => s.text(4),
     }
 }
@@ -586,6 +603,38 @@ mod tests {
         let at = rows[0].iter().position(|h| *h == "final acc mean").unwrap();
         assert_eq!(rows[1][at].parse::<f64>().unwrap(), 0.25);
         assert_eq!(rows[2][at].parse::<f64>().unwrap(), 0.75);
+    }
+
+    #[test]
+    fn peak_memory_is_a_column_of_the_largest_sample_per_run() {
+        let recs = [record(1, "a", "x", 0), record(2, "a", "x", 1), record(3, "a", "y", 0)];
+        let mib = 1024.0 * 1024.0;
+        let peak = |step: u64, v: f64| MetricRow {
+            step,
+            split: "sys".into(),
+            name: "peak_rss_bytes".into(),
+            value: v * mib,
+            wall_time: 0.0,
+        };
+        let mut ms = [metrics(&[0.5], 1.0), metrics(&[0.5], 1.0), metrics(&[0.5], 1.0)];
+        ms[0].extend([peak(5, 90.0), peak(10, 100.0)]);
+        ms[1].push(peak(10, 200.0));
+        let inputs: Vec<RunInput> = recs.iter().zip(&ms).map(|(record, m)| RunInput { record, metrics: m }).collect();
+        let table = Table::build(&inputs);
+        let c = table.columns.iter().position(|c| c.kind == ColumnKind::PeakMemory).unwrap();
+        assert_eq!(table.columns[c].title(), "peak MiB");
+        // Peaks 100 and 200 MiB: mean 150, std sqrt(5000); run 3 recorded none.
+        let s = table.rows[0].cells[c].unwrap();
+        assert!((s.mean - 150.0).abs() < 1e-9 && (s.std - 5000f64.sqrt()).abs() < 1e-9, "{s:?}");
+        assert_eq!(table.cells_text(0).last().unwrap(), "150 ± 71");
+        assert_eq!(table.rows[1].cells[c], None);
+        assert_eq!(table.best_rows()[c], Some(0));
+        // Sys metrics are never taken for task metrics.
+        assert!(!table.columns.iter().any(|c| c.title().contains("rss")), "{:?}", table.header());
+        // Without any recorded peak, no column.
+        let plain = [metrics(&[0.5], 1.0)];
+        let table = Table::build(&[RunInput { record: &recs[0], metrics: &plain[0] }]);
+        assert!(!table.columns.iter().any(|c| c.kind == ColumnKind::PeakMemory));
     }
 
     /// A configuration value with every character the formats treat specially, and one with
