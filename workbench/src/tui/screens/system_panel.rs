@@ -124,6 +124,16 @@ mod tests {
         assert_eq!(SystemView::of(&[row(4, system::EVAL_EXAMPLES, 256.0)]), None);
     }
 
+    /// GPU samples (recorded with NVML only) get their own lines.
+    #[test]
+    fn gpu_samples_are_shown_when_present() {
+        let gib = 1024.0 * 1024.0 * 1024.0;
+        let rows =
+            [row(5, system::GPU_UTIL, 40.0), row(10, system::GPU_UTIL, 80.0), row(10, system::GPU_MEMORY, 3.0 * gib)];
+        let view = SystemView::of(&rows).unwrap();
+        assert_eq!(view.lines(20), ["GPU     80 % ▅█", "GPU mem 3.00 GiB"].map(String::from));
+    }
+
     #[test]
     fn sparklines_scale_to_the_maximum_and_keep_the_latest() {
         assert_eq!(sparkline(&[0.0, 50.0, 100.0], 10), "▁▅█");
