@@ -63,6 +63,8 @@ pub enum ColumnKind {
     Params,
     /// Seconds per training step.
     SecondsPerStep,
+    /// The worker's peak resident memory in MiB (system metrics).
+    PeakMemory,
 }
 
 /// One column of the table.
@@ -81,6 +83,7 @@ impl Column {
             ColumnKind::Best(m) => format!("best {m}"),
             ColumnKind::Params => "params".into(),
             ColumnKind::SecondsPerStep => "s/step".into(),
+            ColumnKind::PeakMemory => "peak MiB".into(),
         }
     }
 }
@@ -142,10 +145,18 @@ pub fn seconds_per_step(metrics: &[MetricRow]) -> Option<f64> {
     (last.step > 0).then(|| last.wall_time / last.step as f64)
 }
 
+/// The worker's peak resident memory in MiB, from its system metrics.
+pub fn peak_memory_mib(metrics: &[MetricRow]) -> Option<f64> {
+    use crate::train::system;
+    let peak = metrics.iter().filter(|m| m.split == system::SPLIT && m.name == system::PEAK).map(|m| m.value);
+    peak.reduce(f64::max).map(|bytes| bytes / (1024.0 * 1024.0))
+}
+
 impl Table {
     /// Groups `runs` (in the given order: rows appear in the order of their first run) by
     /// layer and differing configuration keys; columns are final and best of every eval
-    /// metric (headline first), parameters and seconds per step.
+    /// metric (headline first), parameters, seconds per step and, when the runs recorded it,
+    /// peak memory.
     pub fn build(runs: &[RunInput<'_>]) -> Table {
         let flat: Vec<BTreeMap<String, String>> = runs
             .iter()
@@ -181,6 +192,10 @@ impl Table {
         }
         columns.push(Column { kind: ColumnKind::Params, higher_is_better: None });
         columns.push(Column { kind: ColumnKind::SecondsPerStep, higher_is_better: Some(false) });
+        // Runs from before system metrics have no peak: no empty column for them alone.
+        if runs.iter().any(|r| peak_memory_mib(r.metrics).is_some()) {
+            columns.push(Column { kind: ColumnKind::PeakMemory, higher_is_better: Some(false) });
+        }
 
         let mut rows: Vec<Row> = Vec::new();
         let mut members: Vec<Vec<usize>> = Vec::new();
@@ -219,6 +234,7 @@ impl Table {
                                 ColumnKind::Best(name) => best_value(m, name, higher_is_better(rec, name)),
                                 ColumnKind::Params => rec.param_count.map(|p| p as f64),
                                 ColumnKind::SecondsPerStep => seconds_per_step(m),
+                                ColumnKind::PeakMemory => peak_memory_mib(m),
                             }
                         })
                         .collect();
@@ -337,6 +353,7 @@ impl Table {
         let fixed = 2 + self.keys.len();
         let mut out = String::new();
         let header = self.header();
+        let header: Vec<String> = header.iter().map(|h| markdown_escape(h)).collect();
         let _ = writeln!(out, "| {} |", header.join(" | "));
         let _ = writeln!(out, "|{}", header.iter().map(|_| "---|").collect::<String>());
         for r in 0..self.rows.len() {
@@ -344,7 +361,14 @@ impl Table {
                 .cells_text(r)
                 .into_iter()
                 .enumerate()
-                .map(|(i, t)| if i >= fixed && best[i - fixed] == Some(r) { format!("**{t}**") } else { t })
+                .map(|(i, t)| {
+                    let t = markdown_escape(&t);
+                    if i >= fixed && best[i - fixed] == Some(r) {
+                        format!("**{t}**")
+                    } else {
+                        t
+                    }
+                })
                 .collect();
             let _ = writeln!(out, "| {} |", cells.join(" | "));
         }
@@ -391,11 +415,13 @@ impl Table {
             header.push(format!("{} mean", c.title()));
             header.push(format!("{} std", c.title()));
         }
-        let mut out = header.iter().map(|h| csv_field(h)).collect::<Vec<_>>().join(",") + "\n";
+        // The csv crate quotes whatever needs it (commas, quotes, CR and LF) by RFC 4180.
+        let mut out = csv::WriterBuilder::new().terminator(csv::Terminator::Any(b'\n')).from_writer(Vec::new());
+        let mut records = vec![header];
         for row in &self.rows {
-            let mut fields = vec![csv_field(&row.layer)];
-            fields.extend(row.values.iter().map(|v| csv_field(v)));
-            fields.push(csv_field(&row.runs.iter().map(|r| r.to_string()).collect::<Vec<_>>().join(" ")));
+            let mut fields = vec![row.layer.clone()];
+            fields.extend(row.values.iter().cloned());
+            fields.push(row.runs.iter().map(|r| r.to_string()).collect::<Vec<_>>().join(" "));
             for cell in &row.cells {
                 match cell {
                     Some(s) => {
@@ -405,10 +431,13 @@ impl Table {
                     None => fields.extend([String::new(), String::new()]),
                 }
             }
-            out.push_str(&fields.join(","));
-            out.push('\n');
+            records.push(fields);
         }
-        out
+        for record in &records {
+            // Writing to memory cannot fail.
+            let _ = out.write_record(record);
+        }
+        String::from_utf8(out.into_inner().unwrap_or_default()).unwrap_or_default()
     }
 }
 
@@ -416,10 +445,13 @@ fn format_cell(kind: &ColumnKind, s: &Stat) -> String {
     match kind {
         ColumnKind::Params => format!("{:.0}", s.mean),
         ColumnKind::SecondsPerStep => s.text(3),
+        ColumnKind::PeakMemory => s.text(0),
         _ => s.text(4),
     }
 }
 
+/// Text as LaTeX typesets it literally: the special characters escaped, line breaks
+/// (which would end the table row or paragraph) as spaces.
 fn latex_escape(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for ch in s.chars() {
@@ -428,18 +460,39 @@ fn latex_escape(s: &str) -> String {
                 out.push('\\');
                 out.push(ch);
             }
+            '\\' => out.push_str("\\textbackslash{}"),
+            '~' => out.push_str("\\textasciitilde{}"),
+            '^' => out.push_str("\\textasciicircum{}"),
+            // The default font encoding prints other glyphs for these three.
+            '|' => out.push_str("\\textbar{}"),
+            '<' => out.push_str("\\textless{}"),
+            '>' => out.push_str("\\textgreater{}"),
+            '\r' | '\n' => out.push(' '),
             _ => out.push(ch),
         }
     }
     out
 }
 
-fn csv_field(s: &str) -> String {
-    if s.contains([',', '"', '\n']) {
-        format!("\"{}\"", s.replace('"', "\"\""))
-    } else {
-        s.to_string()
+/// Text as a Markdown table cell shows it literally: `|` would end the cell and line breaks
+/// the row; backslashes and the characters of emphasis, code, links and HTML are escaped
+/// (`_` only where it could start or end emphasis, so `cell_acc` stays readable).
+fn markdown_escape(s: &str) -> String {
+    let chars: Vec<char> = s.chars().collect();
+    let mut out = String::with_capacity(s.len());
+    for (i, &ch) in chars.iter().enumerate() {
+        let word = |j: Option<usize>| j.and_then(|j| chars.get(j)).is_some_and(|c| c.is_alphanumeric());
+        match ch {
+            '\r' | '\n' => out.push(' '),
+            '_' if word(i.checked_sub(1)) && word(Some(i + 1)) => out.push(ch),
+            '\\' | '|' | '*' | '_' | '`' | '[' | ']' | '<' | '>' | '~' | '#' => {
+                out.push('\\');
+                out.push(ch);
+            }
+            _ => out.push(ch),
+        }
     }
+    out
 }
 
 #[cfg(test)]
@@ -550,6 +603,70 @@ mod tests {
         let at = rows[0].iter().position(|h| *h == "final acc mean").unwrap();
         assert_eq!(rows[1][at].parse::<f64>().unwrap(), 0.25);
         assert_eq!(rows[2][at].parse::<f64>().unwrap(), 0.75);
+    }
+
+    #[test]
+    fn peak_memory_is_a_column_of_the_largest_sample_per_run() {
+        let recs = [record(1, "a", "x", 0), record(2, "a", "x", 1), record(3, "a", "y", 0)];
+        let mib = 1024.0 * 1024.0;
+        let peak = |step: u64, v: f64| MetricRow {
+            step,
+            split: "sys".into(),
+            name: "peak_rss_bytes".into(),
+            value: v * mib,
+            wall_time: 0.0,
+        };
+        let mut ms = [metrics(&[0.5], 1.0), metrics(&[0.5], 1.0), metrics(&[0.5], 1.0)];
+        ms[0].extend([peak(5, 90.0), peak(10, 100.0)]);
+        ms[1].push(peak(10, 200.0));
+        let inputs: Vec<RunInput> = recs.iter().zip(&ms).map(|(record, m)| RunInput { record, metrics: m }).collect();
+        let table = Table::build(&inputs);
+        let c = table.columns.iter().position(|c| c.kind == ColumnKind::PeakMemory).unwrap();
+        assert_eq!(table.columns[c].title(), "peak MiB");
+        // Peaks 100 and 200 MiB: mean 150, std sqrt(5000); run 3 recorded none.
+        let s = table.rows[0].cells[c].unwrap();
+        assert!((s.mean - 150.0).abs() < 1e-9 && (s.std - 5000f64.sqrt()).abs() < 1e-9, "{s:?}");
+        assert_eq!(table.cells_text(0).last().unwrap(), "150 ± 71");
+        assert_eq!(table.rows[1].cells[c], None);
+        assert_eq!(table.best_rows()[c], Some(0));
+        // Sys metrics are never taken for task metrics.
+        assert!(!table.columns.iter().any(|c| c.title().contains("rss")), "{:?}", table.header());
+        // Without any recorded peak, no column.
+        let plain = [metrics(&[0.5], 1.0)];
+        let table = Table::build(&[RunInput { record: &recs[0], metrics: &plain[0] }]);
+        assert!(!table.columns.iter().any(|c| c.kind == ColumnKind::PeakMemory));
+    }
+
+    /// A configuration value with every character the formats treat specially, and one with
+    /// a CRLF: each format keeps the table's shape and the value's text.
+    #[test]
+    fn exports_escape_hostile_values() {
+        let hostile = "a|b\\c~d^e_f&g%h$i#j{k}l";
+        let recs = [record(1, "hyperset", hostile, 0), record(2, "hyperset", "x,\"y\"\r\nz", 0)];
+        let ms = [metrics(&[0.25], 1.0), metrics(&[0.75], 1.0)];
+        let inputs: Vec<RunInput> = recs.iter().zip(&ms).map(|(record, m)| RunInput { record, metrics: m }).collect();
+        let table = Table::build(&inputs);
+
+        let md = table.to_markdown();
+        let lines: Vec<&str> = md.lines().collect();
+        assert_eq!(lines.len(), 4, "{md}");
+        assert!(!md.contains('\r'), "{md:?}");
+        // Cells end at unescaped pipes only: every line has as many as the header.
+        let pipes = |l: &str| l.replace("\\\\", "").replace("\\|", "").matches('|').count();
+        assert!(lines.iter().all(|l| pipes(l) == pipes(lines[0])), "{md}");
+        assert!(md.contains("| a\\|b\\\\c\\~d^e_f&g%h$i\\#j{k}l |"), "{md}");
+
+        let tex = table.to_latex();
+        let expected =
+            "a\\textbar{}b\\textbackslash{}c\\textasciitilde{}d\\textasciicircum{}e\\_f\\&g\\%h\\$i\\#j\\{k\\}l";
+        assert!(tex.contains(expected), "{tex}");
+        assert!(tex.contains("x,\"y\"  z") && !tex.contains('\r'), "{tex:?}");
+
+        let csv = table.to_csv();
+        let mut reader = csv::ReaderBuilder::new().has_headers(true).from_reader(csv.as_bytes());
+        let at = reader.headers().unwrap().iter().position(|h| h == "attention").unwrap();
+        let values: Vec<String> = reader.records().map(|r| r.unwrap()[at].to_string()).collect();
+        assert_eq!(values, [hostile, "x,\"y\"\r\nz"]);
     }
 
     #[test]

@@ -114,7 +114,8 @@ fn build_panel(panel: Panel, runs: &[FigureRun]) -> PanelPlot {
             let mut names = std::collections::BTreeSet::new();
             for (i, r) in runs.iter().enumerate() {
                 let depth = data::training_depth(&r.record.config, &r.diagnostics);
-                if let Some(name) = data::headline_metric(&r.metrics) {
+                let declared = r.record.headline().map(|h| h.name.clone());
+                if let Some(name) = declared.or_else(|| data::headline_metric(&r.metrics)) {
                     if let Some(s) = data::depth_series(&r.metrics, &name, depth) {
                         names.insert(name);
                         lines.push((i, Series { dashed: true, ..s }));

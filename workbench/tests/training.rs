@@ -141,3 +141,49 @@ fn an_interrupted_run_resumes_from_its_checkpoint() {
     let (a, b) = (losses.last().unwrap().1, reference.last().unwrap().1);
     assert!((a - b).abs() <= 1e-4 * b.abs(), "resumed final loss {a} vs uninterrupted {b}");
 }
+
+/// A worker records its system metrics (split `sys`, at least the sample at the end) and the
+/// examples each evaluation scored; an `eval_examples` above the set's size is said once in
+/// the log, and `runs show` reports both without mixing them into the task's metrics.
+#[test]
+fn a_run_records_system_metrics_and_its_evaluation_size() {
+    let dir = temp_dir("sysmetrics");
+    let (code, _, stderr) = run(workbench(&dir).args([
+        "train",
+        "--layer",
+        "transformer",
+        "--task",
+        "sudoku",
+        "d=16",
+        "heads=2",
+        "iterations=1",
+        "difficulty=easy",
+        "task.train_puzzles=50",
+        "task.eval_puzzles=40",
+        "eval_examples=1000",
+        "steps=4",
+        "eval_every=2",
+        "eval_depths=",
+        "checkpoint=false",
+    ]));
+    assert_eq!(code, 0, "{stderr}");
+    let shown = show(&dir, 1);
+    let sys = |name: &str| {
+        shown["metrics"].as_array().unwrap().iter().find(|m| m["split"] == "sys" && m["name"] == name).cloned()
+    };
+    for name in ["cpu_percent", "rss_bytes", "peak_rss_bytes", "threads"] {
+        let m = sys(name).unwrap_or_else(|| panic!("no sys/{name}: {shown}"));
+        assert!(m["summary"]["last"].as_f64().unwrap() >= 0.0, "{m}");
+    }
+    let examples = sys("eval_examples").expect("eval examples");
+    assert_eq!((examples["summary"]["last"].as_f64(), examples["summary"]["points"].as_u64()), (Some(40.0), Some(2)));
+    let note = "eval_examples=1000 but the evaluation set holds 40: scoring all 40";
+    let logs: Vec<&str> = shown["log"].as_array().unwrap().iter().filter_map(|l| l.as_str()).collect();
+    assert_eq!(logs.iter().filter(|l| l.contains(note)).count(), 1, "{logs:?}");
+
+    let (code, text, stderr) = run(workbench(&dir).args(["runs", "show", "1"]));
+    assert_eq!(code, 0, "{stderr}");
+    assert!(text.contains("eval:     40 examples per evaluation"), "{text}");
+    assert!(text.lines().any(|l| l.starts_with("system:   peak memory ") && l.contains("MiB")), "{text}");
+    assert!(!text.lines().any(|l| l.trim_start().starts_with("sys ")), "sys rows in the metrics table:\n{text}");
+}

@@ -64,3 +64,12 @@ fn training_batches_depend_only_on_seed_and_step() {
     assert_eq!(a, b);
     assert_ne!(a, c);
 }
+
+/// The headline (first declared metric) is cell_acc: board_acc is 0 for every small run, so
+/// ranking runs by it would rank nothing.
+#[test]
+fn cell_acc_is_the_headline() {
+    let data = SudokuData::from_puzzles(generate(3, 4, Difficulty::Easy), generate(4, 2, Difficulty::Easy), 0);
+    let names: Vec<String> = data.info().unwrap().metrics.into_iter().map(|m| m.name).collect();
+    assert_eq!(names, ["cell_acc", "board_acc", "loss"]);
+}

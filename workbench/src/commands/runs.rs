@@ -3,6 +3,7 @@
 
 use crate::ops;
 use crate::store::{MetricRow, MetricSummary, RunRecord, Store};
+use crate::train::system;
 use anyhow::Result;
 use serde_json::json;
 use std::collections::BTreeMap;
@@ -188,12 +189,17 @@ pub async fn show(store: &Store, id: i64, as_json: bool) -> Result<i32> {
             }
         }
     }
-    if !summary.is_empty() {
+    for line in system_lines(&summary) {
+        println!("{line}");
+    }
+    // System metrics have their lines above; the table is the task's.
+    let task_metrics: Vec<_> = summary.iter().filter(|((split, _), _)| split != system::SPLIT).collect();
+    if !task_metrics.is_empty() {
         println!(
             "metrics:  {:<10} {:<16} {:>10} {:>12} {:>12} {:>12}",
             "split", "name", "last step", "last", "min", "max"
         );
-        for ((split, name), s) in &summary {
+        for ((split, name), s) in task_metrics {
             println!(
                 "          {split:<10} {name:<16} {:>10} {:>12.5} {:>12.5} {:>12.5}",
                 s.last_step, s.last, s.min, s.max
@@ -213,6 +219,41 @@ pub async fn show(store: &Store, id: i64, as_json: bool) -> Result<i32> {
         }
     }
     Ok(0)
+}
+
+/// The `eval:` and `system:` lines of `runs show`: the examples each evaluation scored, the
+/// worker's peak memory, and its last CPU, memory, threads and GPU sample.
+pub fn system_lines(summary: &BTreeMap<(String, String), SeriesSummary>) -> Vec<String> {
+    let get = |name: &str| summary.get(&(system::SPLIT.to_string(), name.to_string()));
+    let mut lines = Vec::new();
+    if let Some(s) = get(system::EVAL_EXAMPLES) {
+        let examples = if s.min == s.max { format!("{:.0}", s.last) } else { format!("{:.0} to {:.0}", s.min, s.max) };
+        lines.push(format!("eval:     {examples} examples per evaluation"));
+    }
+    let mut last = Vec::new();
+    if let Some(s) = get(system::CPU) {
+        last.push(format!("CPU {:.0} %", s.last));
+    }
+    if let Some(s) = get(system::RSS) {
+        last.push(format!("resident {}", system::format_bytes(s.last)));
+    }
+    if let Some(s) = get(system::THREADS) {
+        last.push(format!("{:.0} threads", s.last));
+    }
+    if let Some(s) = get(system::GPU_UTIL) {
+        last.push(format!("GPU {:.0} %", s.last));
+    }
+    if let Some(s) = get(system::GPU_MEMORY) {
+        last.push(format!("GPU memory {} (peak {})", system::format_bytes(s.last), system::format_bytes(s.max)));
+    }
+    let peak = get(system::PEAK).map(|s| format!("peak memory {}", system::format_bytes(s.max)));
+    match (peak, last.is_empty()) {
+        (Some(peak), true) => lines.push(format!("system:   {peak}")),
+        (Some(peak), false) => lines.push(format!("system:   {peak}; last sample: {}", last.join(", "))),
+        (None, false) => lines.push(format!("system:   last sample: {}", last.join(", "))),
+        (None, true) => {}
+    }
+    lines
 }
 
 /// `workbench runs show N --config`: an experiment file that trains the run again, from its
@@ -374,4 +415,37 @@ pub async fn export(
     };
     tracing::info!("{}", done.describe(format));
     Ok(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(step: u64, split: &str, name: &str, value: f64) -> MetricRow {
+        MetricRow { step, split: split.into(), name: name.into(), value, wall_time: step as f64 }
+    }
+
+    #[test]
+    fn show_reports_peak_memory_and_eval_examples() {
+        let mib = 1024.0 * 1024.0;
+        let rows = [
+            row(5, "sys", system::PEAK, 300.0 * mib),
+            row(10, "sys", system::PEAK, 512.0 * mib),
+            row(10, "sys", system::RSS, 400.0 * mib),
+            row(10, "sys", system::CPU, 195.4),
+            row(10, "sys", system::THREADS, 9.0),
+            row(10, "sys", system::EVAL_EXAMPLES, 256.0),
+            row(10, "eval", "cell_acc", 0.5),
+        ];
+        let lines = system_lines(&summarise(&rows));
+        assert_eq!(
+            lines,
+            [
+                "eval:     256 examples per evaluation",
+                "system:   peak memory 512.0 MiB; last sample: CPU 195 %, resident 400.0 MiB, 9 threads",
+            ]
+        );
+        // Runs recorded before system metrics existed: no lines.
+        assert!(system_lines(&summarise(&rows[6..])).is_empty());
+    }
 }

@@ -62,6 +62,9 @@ pub async fn diff(store: &Store, a: i64, b: i64) -> Result<RunDiff> {
     let ids = BTreeSet::from([a, b]);
     let mut metrics: BTreeMap<(String, String), Pair<f64>> = BTreeMap::new();
     for s in store.metric_summaries_of(&ids).await.context("reading the runs' metrics")? {
+        if !compared(&s.split, &s.name) {
+            continue;
+        }
         let pair = metrics.entry((s.split, s.name)).or_insert(Pair { a: None, b: None });
         if s.run_id == a {
             pair.a = Some(s.last);
@@ -76,6 +79,13 @@ pub async fn diff(store: &Store, a: i64, b: i64) -> Result<RunDiff> {
         plugins: plugin_diff(&ra, &rb),
         metrics: metrics.into_iter().map(|((split, name), values)| MetricDiff { split, name, values }).collect(),
     })
+}
+
+/// Whether a metric is worth a row: every task metric, and of the system metrics only the
+/// two that describe the run rather than the moment of a sample.
+fn compared(split: &str, name: &str) -> bool {
+    use crate::train::system;
+    split != system::SPLIT || name == system::PEAK || name == system::EVAL_EXAMPLES
 }
 
 fn config_diff(a: &RunRecord, b: &RunRecord) -> Vec<ConfigDiff> {
@@ -93,4 +103,16 @@ fn plugin_diff(a: &RunRecord, b: &RunRecord) -> Vec<PluginDiff> {
         .filter(|(_, x, y)| x != y)
         .map(|(role, x, y)| PluginDiff { role, a: x.clone(), b: y.clone() })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::compared;
+
+    #[test]
+    fn diffs_leave_out_the_momentary_system_samples() {
+        assert!(compared("eval", "cell_acc") && compared("train", "loss") && compared("eval@4", "loss"));
+        assert!(compared("sys", "peak_rss_bytes") && compared("sys", "eval_examples"));
+        assert!(!compared("sys", "cpu_percent") && !compared("sys", "rss_bytes") && !compared("sys", "threads"));
+    }
 }

@@ -9,4 +9,5 @@ pub mod optim;
 pub mod parallel;
 pub mod schedule;
 pub mod stop;
+pub mod system;
 pub mod worker;

@@ -14,6 +14,7 @@ use super::events::Event;
 use super::optim::{clip_scale, global_grad_norm, AdamW, AdamWConfig};
 use super::parallel;
 use super::schedule::cosine_with_warmup;
+use super::system;
 use crate::diagnostics::StateRecorder;
 use crate::host::PluginHost;
 use crate::params::Params;
@@ -280,6 +281,20 @@ impl MetricBuffer {
     fn due(&self) -> bool {
         self.rows.len() >= 500 || self.last_flush.elapsed() > Duration::from_secs(2)
     }
+
+    /// A sample of the system metrics ([`system`]) at `step`.
+    fn push_system(&mut self, sampler: &mut system::Sampler, step: u64, wall: f64) {
+        for (name, value) in sampler.sample() {
+            self.push(step, system::SPLIT, name, value, wall);
+        }
+    }
+}
+
+/// The examples an evaluation scores, and the run log's line when fewer than requested: the
+/// task's set is smaller than `eval_examples`, which then scores the whole set.
+fn eval_examples_note(requested: usize, available: usize, scored: usize) -> Option<String> {
+    (requested > available)
+        .then(|| format!("eval_examples={requested} but the evaluation set holds {available}: scoring all {scored}"))
 }
 
 async fn train(
@@ -333,6 +348,10 @@ async fn train(
         .eval_batches(s.eval_batch, s.eval_examples, &device)
         .map_err(|e| anyhow!("task `{}`: {e}", config.task))?;
     let depths = eval_depths(layer.train_iterations(), &s.eval_depths);
+    let eval_examples: usize = eval_batches.iter().map(|b| b.size).sum();
+    if let Some(note) = eval_examples_note(s.eval_examples, info.eval_examples, eval_examples) {
+        log.line(note).await;
+    }
     Event::Started {
         run: run_id,
         total_steps: s.steps,
@@ -357,12 +376,14 @@ async fn train(
 
     let started = Instant::now();
     let mut metrics = MetricBuffer { rows: Vec::new(), last_flush: Instant::now() };
+    let mut sampler = system::Sampler::new(&s.device);
     let vars: Vec<_> = opt.slots.iter().map(|slot| slot.var.as_tensor().clone()).collect();
     while step < s.steps {
         if flags.lost.load(Ordering::Relaxed) {
             return Ok(Outcome::Abandoned);
         }
         if flags.stop.load(Ordering::Relaxed) {
+            metrics.push_system(&mut sampler, step, started.elapsed().as_secs_f64());
             metrics.flush(store, run_id, step).await?;
             save_checkpoint(store, &s, &ckpt, &opt, run_id, step).await?;
             return Ok(Outcome::Interrupted(step));
@@ -376,6 +397,7 @@ async fn train(
         let wall = started.elapsed().as_secs_f64();
         if !loss_value.is_finite() {
             metrics.push(step + 1, "train", "loss", loss_value, wall);
+            metrics.push_system(&mut sampler, step + 1, wall);
             metrics.flush(store, run_id, step).await?;
             return Ok(Outcome::Diverged(format!(
                 "the training loss became {loss_value} at step {}; lower lr or grad_clip",
@@ -391,6 +413,9 @@ async fn train(
         metrics.push(step, "train", "grad_norm", norm, wall);
         metrics.push(step, "train", "samples_per_s", rate, wall);
         Event::Step { step, loss: loss_value, lr, grad_norm: norm, samples_per_s: rate }.emit();
+        if sampler.due() {
+            metrics.push_system(&mut sampler, step, wall);
+        }
         if step % s.eval_every == 0 || step == s.steps {
             let mut diagnostics = Vec::new();
             for &iterations in &depths {
@@ -422,7 +447,11 @@ async fn train(
                     metrics.push(step, &split, name, *value, wall);
                 }
                 let summary: Vec<String> = means.iter().map(|(k, v)| format!("{k} {v:.4}")).collect();
-                log.line(format!("step {step} {split} ({iterations} iterations): {}", summary.join(", "))).await;
+                log.line(format!(
+                    "step {step} {split} ({iterations} iterations, {eval_examples} examples): {}",
+                    summary.join(", ")
+                ))
+                .await;
                 Event::Eval { step, iterations, metrics: means }.emit();
                 // Per-iteration diagnostics of the first evaluation batch, from the states its
                 // forward pass just recorded (crate::diagnostics); a failure is logged, not fatal.
@@ -436,6 +465,8 @@ async fn train(
                     Err(e) => log.line(format!("step {step}: no diagnostics at {iterations} iterations: {e:#}")).await,
                 }
             }
+            let wall = started.elapsed().as_secs_f64();
+            metrics.push(step, system::SPLIT, system::EVAL_EXAMPLES, eval_examples as f64, wall);
             if !diagnostics.is_empty() {
                 store.insert_diagnostics(run_id, &diagnostics).await?;
             }
@@ -445,6 +476,7 @@ async fn train(
             metrics.flush(store, run_id, step).await?;
         }
     }
+    metrics.push_system(&mut sampler, step, started.elapsed().as_secs_f64());
     metrics.flush(store, run_id, step).await?;
     Ok(Outcome::Finished)
 }
@@ -475,4 +507,20 @@ pub fn eval_depths(train_iterations: usize, multiples: &[f64]) -> Vec<usize> {
         }
     }
     depths
+}
+
+#[cfg(test)]
+mod tests {
+    use super::eval_examples_note;
+
+    #[test]
+    fn a_capped_evaluation_set_is_said_once_with_the_numbers() {
+        assert_eq!(
+            eval_examples_note(1000, 360, 360).as_deref(),
+            Some("eval_examples=1000 but the evaluation set holds 360: scoring all 360")
+        );
+        // Fewer requested than held: the count is recorded with each evaluation, no note.
+        assert_eq!(eval_examples_note(256, 360, 256), None);
+        assert_eq!(eval_examples_note(360, 360, 360), None);
+    }
 }

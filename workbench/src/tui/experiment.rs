@@ -59,6 +59,11 @@ impl Experiment {
         }
         parts.join(", ")
     }
+
+    /// The name of the sweep it queues, so the runs list says where it came from.
+    pub fn sweep_name(&self) -> String {
+        format!("welcome experiment: {} ({})", self.what(), self.size())
+    }
 }
 
 #[cfg(test)]
@@ -70,5 +75,10 @@ mod tests {
         assert_eq!(DEFAULT_EXPERIMENT.what(), "hyperset vs transformer on sudoku (difficulty=easy)");
         assert_eq!(DEFAULT_EXPERIMENT.size(), "d=64, heads=4, iterations=2, 300 steps each");
         assert_eq!(DEFAULT_EXPERIMENT.value("train_puzzles"), Some("2000"));
+        assert_eq!(
+            DEFAULT_EXPERIMENT.sweep_name(),
+            "welcome experiment: hyperset vs transformer on sudoku (difficulty=easy) \
+             (d=64, heads=4, iterations=2, 300 steps each)"
+        );
     }
 }

@@ -27,8 +27,9 @@ pub enum Request {
     Refresh,
     /// Keep these runs' curves, diagnostics and logs loaded (replaces the previous set).
     Watch(Vec<i64>),
-    /// Queue these runs (several become one sweep); the queue starts them.
-    Launch(Vec<NewRun>),
+    /// Queue these runs (several become one sweep, named `name` when given); the queue starts
+    /// them.
+    Launch { runs: Vec<NewRun>, name: Option<String> },
     /// Pause or release a queued run (`sweep`: every queued run of its sweep).
     Pause { id: i64, sweep: bool },
     /// Stop a running run (it becomes `interrupted` and keeps its data).
@@ -189,16 +190,18 @@ impl Service {
                     self.watched.entry(id).or_default();
                 }
             }
-            Request::Launch(runs) => {
+            Request::Launch { runs, name } => {
                 let ids = match runs.as_slice() {
                     [run] => vec![ops::launch::queue_run(&self.store, run).await?],
                     _ => {
-                        let name = format!(
-                            "{} on {}: {} runs from the Launch screen",
-                            runs[0].layer.name,
-                            runs[0].task.name,
-                            runs.len()
-                        );
+                        let name = name.unwrap_or_else(|| {
+                            format!(
+                                "{} on {}: {} runs from the Launch screen",
+                                runs[0].layer.name,
+                                runs[0].task.name,
+                                runs.len()
+                            )
+                        });
                         let spec = serde_json::json!({"launched": runs.len()});
                         ops::launch::queue_sweep(&self.store, &name, &spec, &runs).await?.runs
                     }

@@ -320,6 +320,60 @@ fn live_screen_shows_progress_rate_and_log() {
     assert!(screen.contains("step 40 eval: cell_acc 0.5"));
 }
 
+/// The system panel beside the curves (the last sample, the largest peak) and the evaluation
+/// size on the info line; a run without system metrics has no panel.
+#[test]
+fn live_screen_shows_system_metrics_and_eval_size() {
+    let (mut app, _) = app();
+    press(&mut app, KeyCode::Char('3'));
+    let before = render(&mut app, 140, 40);
+    assert!(!before.contains("system") && !before.contains("eval on"), "{before}");
+    let mut data = run_data(0.5);
+    let mib = 1024.0 * 1024.0;
+    for (step, cpu, rss, peak) in [(20u64, 150.0, 300.0, 310.0), (40, 195.0, 400.0, 512.0)] {
+        for (name, value) in
+            [("cpu_percent", cpu), ("rss_bytes", rss * mib), ("peak_rss_bytes", peak * mib), ("threads", 9.0)]
+        {
+            data.metrics.push(MetricRow {
+                step,
+                split: "sys".into(),
+                name: name.into(),
+                value,
+                wall_time: step as f64,
+            });
+        }
+    }
+    data.metrics.push(MetricRow {
+        step: 40,
+        split: "sys".into(),
+        name: "eval_examples".into(),
+        value: 360.0,
+        wall_time: 20.0,
+    });
+    let mut snapshot = app.snapshot.clone();
+    let mut summary = summaries(2, &data);
+    summary.push(MetricSummary {
+        run_id: 2,
+        split: "sys".into(),
+        name: "eval_examples".into(),
+        min: 360.0,
+        max: 360.0,
+        last: 360.0,
+        last_step: 40,
+        wall_time: 20.0,
+    });
+    snapshot.summaries.insert(2, summary);
+    app.apply(Update::Runs(snapshot));
+    app.apply(Update::Run(2, data));
+    let screen = render(&mut app, 140, 40);
+    assert!(screen.contains("system"), "{screen}");
+    for text in ["CPU    195 %", "RSS  400.0 MiB", "peak 512.0 MiB", "threads 9", "eval on 360 examples"] {
+        assert!(screen.contains(text), "{text} missing:\n{screen}");
+    }
+    // The curves keep their panels beside it.
+    assert!(screen.contains("step 40/100") && screen.contains("loss (train"), "{screen}");
+}
+
 #[test]
 fn compare_screen_draws_every_panel_and_says_when_one_is_empty() {
     let (mut app, _) = app();

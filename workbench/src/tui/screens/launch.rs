@@ -189,7 +189,7 @@ fn launch_form(app: &mut App) {
     let runs: anyhow::Result<Vec<NewRun>> = configs.iter().map(|c| ops::launch::new_run_of(&app.host, c)).collect();
     match runs {
         Ok(runs) => {
-            app.send(Request::Launch(runs));
+            app.send(Request::Launch { runs, name: None });
             app.live.run = None;
             app.screen = Screen::Runs;
         }

@@ -1,6 +1,8 @@
 //! The Live screen: the running (and recent) runs, and for the chosen one its progress, rate
-//! and ETA, loss and metric curves, where its worker runs and its last log lines.
+//! and ETA, loss and metric curves beside its worker's system metrics, where its worker runs
+//! and its last log lines.
 
+use super::system_panel::{self, SystemView};
 use crate::store::MetricRow;
 use crate::tui::app::App;
 use crate::tui::compare;
@@ -69,6 +71,13 @@ pub fn rate_and_eta(metrics: &[MetricRow], last_step: u64, total: Option<u64>) -
     Some((rate, total.map(|t| t.saturating_sub(last_step) as f64 / rate)))
 }
 
+/// The examples the run's last evaluation scored (recorded with each evaluation).
+fn eval_examples(app: &App, id: i64) -> Option<f64> {
+    use crate::train::system;
+    let summaries = app.snapshot.summaries.get(&id)?;
+    summaries.iter().find(|s| s.split == system::SPLIT && s.name == system::EVAL_EXAMPLES).map(|s| s.last)
+}
+
 fn draw_live(frame: &mut Frame, area: Rect, app: &App) {
     let [list_area, main] = Layout::horizontal([Constraint::Length(30), Constraint::Min(0)]).areas(area);
     let candidates = app.live_candidates();
@@ -126,6 +135,9 @@ fn draw_live(frame: &mut Frame, area: Rect, app: &App) {
     if let Some((name, v)) = app.snapshot.best_headline(run) {
         info.push(format!("best {name} {v:.4}"));
     }
+    if let Some(n) = eval_examples(app, run.id) {
+        info.push(format!("eval on {n:.0} examples"));
+    }
     let mut lines = vec![Line::from(info.join(" · "))];
     if let Some(e) = &run.error {
         lines.push(Line::from(Span::styled(e.clone(), Style::default().fg(Color::Red))));
@@ -144,9 +156,15 @@ fn draw_live(frame: &mut Frame, area: Rect, app: &App) {
     frame.render_widget(Paragraph::new(lines).wrap(Wrap { trim: true }), info_area);
     let inputs = [compare::Input { record: run, data }];
     let panels = compare::panels(&inputs, compare::Options::default());
-    let [a, b] = Layout::horizontal([Constraint::Ratio(1, 2), Constraint::Ratio(1, 2)]).areas(charts);
+    let system = data.and_then(|d| SystemView::of(&d.metrics));
+    let side = if system.is_some() { system_panel::WIDTH } else { 0 };
+    let [a, b, sys] =
+        Layout::horizontal([Constraint::Ratio(1, 2), Constraint::Ratio(1, 2), Constraint::Length(side)]).areas(charts);
     compare::draw_panel(frame, a, &panels[0]);
     compare::draw_panel(frame, b, &panels[1]);
+    if let Some(view) = &system {
+        system_panel::draw(frame, sys, view);
+    }
     let log_lines: Vec<Line> = data
         .map(|d| {
             d.logs

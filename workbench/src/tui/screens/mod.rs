@@ -10,6 +10,7 @@ pub mod live;
 pub mod modal;
 pub mod plugins;
 pub mod runs;
+pub mod system_panel;
 
 use super::app::Screen;
 use super::component::Component;

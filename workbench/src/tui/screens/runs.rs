@@ -251,7 +251,7 @@ pub fn launch_default(app: &mut App) {
         }
     }
     app.runs.selected.clear();
-    app.send(Request::Launch(runs));
+    app.send(Request::Launch { runs, name: Some(DEFAULT_EXPERIMENT.sweep_name()) });
     app.say(format!("launched {} ({})", DEFAULT_EXPERIMENT.what(), DEFAULT_EXPERIMENT.size()), false);
 }
 
