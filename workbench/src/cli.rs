@@ -41,6 +41,15 @@ pub struct Cli {
     #[arg(long, global = true, env = "WORKBENCH_WORKSPACE")]
     pub workspace: Option<PathBuf>,
 
+    /// More messages on stderr: -v adds the workbench's debug messages, -vv its trace
+    /// messages. Workers started by the command inherit it.
+    #[arg(short, long, global = true, action = clap::ArgAction::Count, conflicts_with = "quiet")]
+    pub verbose: u8,
+
+    /// Only errors on stderr (results on stdout are unchanged).
+    #[arg(short, long, global = true)]
+    pub quiet: bool,
+
     #[command(subcommand)]
     pub command: Option<Command>,
 }
@@ -399,6 +408,11 @@ fn quiet_on_closed_output(command: Option<&Command>) {
 /// Parses the command line and runs the command; returns the process exit code.
 pub fn main() -> i32 {
     let cli = Cli::parse();
+    if let Some(filter) = crate::logging::verbosity_filter(cli.verbose, cli.quiet) {
+        // Through the environment so that workers (local processes, Slurm jobs) inherit it;
+        // single-threaded here.
+        std::env::set_var(crate::logging::FILTER_VAR, filter);
+    }
     crate::logging::init();
     if let Some(workspace) = &cli.workspace {
         // Read by the plugin host (host::workspace) and passed on to workers; single-threaded here.
