@@ -424,7 +424,7 @@ pub fn main() -> i32 {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: cannot start the async runtime: {e}");
-            return 1;
+            return crate::exit_code::ERROR;
         }
     };
     match runtime.block_on(run(cli)) {
@@ -432,7 +432,7 @@ pub fn main() -> i32 {
         Err(e) => {
             // The command's result, printed whatever RUST_LOG filters (module `logging`).
             eprintln!("error: {e:#}");
-            1
+            crate::exit_code::of_error(&e)
         }
     }
 }
@@ -512,8 +512,9 @@ async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         Some(Command::Train { layer, task, configs, overrides, json }) => {
             let host = commands::load_plugins(&dirs);
             let store = commands::open_store(&db, &artifacts).await?;
-            let experiment = crate::experiment_file::Experiment::load(&configs)?;
-            let (layer, task) = experiment.train_plugins(layer.as_deref(), task.as_deref())?;
+            let experiment = crate::experiment_file::Experiment::load(&configs).map_err(crate::exit_code::refused)?;
+            let (layer, task) =
+                experiment.train_plugins(layer.as_deref(), task.as_deref()).map_err(crate::exit_code::refused)?;
             let overrides = experiment.train_overrides(&overrides);
             commands::train::train(&store, &host, &dirs, &executor, &layer, &task, &overrides, json).await
         }

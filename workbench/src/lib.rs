@@ -15,6 +15,7 @@
 //! - [`ops`] are the operations on runs that the CLI and the TUI share;
 //! - [`tui`] is the terminal workbench;
 //! - [`commands`] and [`cli`] are the command line on top;
+//! - [`exit_code`] names the process exit codes;
 //! - [`logging`] prints their messages (`tracing`) on stderr, filtered by `RUST_LOG`.
 
 pub mod ablation;
@@ -23,6 +24,7 @@ pub mod commands;
 pub mod device;
 pub mod diagnostics;
 pub mod executor;
+pub mod exit_code;
 pub mod experiment_file;
 pub mod export;
 pub mod figure;

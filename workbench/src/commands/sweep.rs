@@ -1,13 +1,14 @@
 //! `workbench sweep`, `workbench sweeps` and `workbench queue`.
 
 use crate::executor::Executor;
+use crate::exit_code::{self, refused};
 use crate::experiment_file::Experiment;
 use crate::host::PluginHost;
 use crate::ops;
 use crate::ops::grid::{plan, Spec};
 use crate::queue::QueueRunner;
 use crate::store::{RunStatus, Store};
-use anyhow::{bail, Result};
+use anyhow::{anyhow, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -32,10 +33,10 @@ pub struct SweepArgs<'a> {
 /// Plans the grid (every bad point reported), queues it as one sweep, then (unless detached)
 /// runs the queue until the sweep is done.
 pub async fn sweep(store: &Store, host: &PluginHost, dirs: &[PathBuf], args: SweepArgs<'_>) -> Result<i32> {
-    let experiment = Experiment::load(args.configs)?;
-    let spec = experiment.sweep_spec(args.layers, args.task, args.axes)?;
-    args.executor.check(store)?;
-    let points = plan(host, &spec)?;
+    let experiment = Experiment::load(args.configs).map_err(refused)?;
+    let spec = experiment.sweep_spec(args.layers, args.task, args.axes).map_err(refused)?;
+    args.executor.check(store).map_err(refused)?;
+    let points = plan(host, &spec).map_err(refused)?;
     // Named after what varies: a file's fixed values would make the default name endless.
     let varied = Spec { axes: spec.axes.iter().filter(|a| a.values.len() > 1).cloned().collect(), ..spec.clone() };
     let name = args.name.map(str::to_string).or(experiment.name.clone()).unwrap_or_else(|| {
@@ -45,7 +46,8 @@ pub async fn sweep(store: &Store, host: &PluginHost, dirs: &[PathBuf], args: Swe
             varied.default_name()
         }
     });
-    let runs = points.iter().map(|p| ops::launch::new_run_of(host, &p.config)).collect::<Result<Vec<_>>>()?;
+    let runs =
+        points.iter().map(|p| ops::launch::new_run_of(host, &p.config)).collect::<Result<Vec<_>>>().map_err(refused)?;
     let queued = ops::launch::queue_sweep(store, &name, &serde_json::to_value(&spec)?, &runs).await?;
     tracing::info!("sweep {} ({name}): {} runs queued", queued.sweep, queued.runs.len());
     for (id, point) in queued.runs.iter().zip(&points) {
@@ -68,9 +70,9 @@ pub async fn run_until_done(
     only: Option<&[i64]>,
 ) -> Result<i32> {
     if jobs == 0 {
-        bail!("--jobs must be at least 1");
+        return Err(refused(anyhow!("--jobs must be at least 1")));
     }
-    executor.check(store)?;
+    executor.check(store).map_err(refused)?;
     let runner = QueueRunner::new(store.clone(), dirs.to_vec(), jobs).with_executor(executor.clone());
     let bar = ProgressBar::new(0);
     bar.set_style(
@@ -100,14 +102,14 @@ pub async fn run_until_done(
                 mine.len(),
                 if held > 0 { format!("; {held} paused") } else { String::new() }
             );
-            return Ok(if failed == 0 && held == 0 { 0 } else { 1 });
+            return Ok(exit_code::of_runs(mine.iter().map(|r| r.status), held));
         }
         tokio::select! {
             _ = tokio::time::sleep(POLL) => {}
             _ = &mut interrupted => {
                 bar.finish_and_clear();
                 tracing::info!("queue runner stopped; running workers go on, queued runs wait in {} (`workbench queue` continues)", store.location());
-                return Ok(130);
+                return Ok(exit_code::INTERRUPTED);
             }
         }
     }
