@@ -226,6 +226,20 @@ pub enum Command {
         #[command(subcommand)]
         action: DbAction,
     },
+    /// Print a shell completion script: `workbench completions bash > \
+    /// ~/.local/share/bash-completion/completions/workbench` (also zsh, fish, elvish, powershell).
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page on standard output (`workbench man | man -l -`), or write
+    /// workbench.1 and a page per command into a directory.
+    Man {
+        /// Directory for workbench.1, workbench-train.1, ... (created if needed).
+        #[arg(long, value_name = "DIR")]
+        out: Option<PathBuf>,
+    },
     /// Internal: load one library in this short-lived process, so a library whose loading
     /// crashes or hangs cannot take the host down (see host::probe).
     #[command(hide = true, name = "probe-plugin")]
@@ -561,6 +575,8 @@ async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         Some(Command::Bench { layer, steps, reference, overrides }) => {
             commands::bench::run(&commands::load_plugins(&dirs), &layer, steps, reference, &overrides)
         }
+        Some(Command::Completions { shell }) => commands::completions::completions(shell),
+        Some(Command::Man { out }) => commands::completions::man(out.as_deref()),
         Some(Command::Datasets(args)) => commands::datasets::run(args),
         Some(Command::Db { action: DbAction::Copy { from, to, json } }) => commands::db::copy(&from, &to, json).await,
         Some(Command::Db { action: DbAction::Backup { file } }) => commands::db::backup(&db, &file).await,

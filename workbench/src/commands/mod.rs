@@ -4,6 +4,7 @@
 pub mod ablation;
 pub mod bench;
 mod bench_reference;
+pub mod completions;
 pub mod datasets;
 pub mod db;
 pub mod plot;
