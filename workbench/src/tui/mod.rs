@@ -35,6 +35,7 @@ pub mod keys;
 pub mod launch;
 pub mod launch_file;
 pub mod layout;
+pub mod monochrome;
 pub mod reload;
 pub mod runs;
 pub mod screens;
