@@ -460,7 +460,11 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
 }
 
 async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
-    let db = cli.db.clone().unwrap_or_else(|| StoreLocation::Sqlite(commands::default_db_path()));
+    let db = cli.db.clone().unwrap_or_else(|| {
+        let default = StoreLocation::Sqlite(commands::default_db_path());
+        commands::note_default_db(&default);
+        default
+    });
     let artifacts = cli.artifacts.clone();
     let dirs = cli.plugin_dirs.clone();
     let executor = Executor::from_args(&cli.executor, cli.slurm.as_deref())?;
