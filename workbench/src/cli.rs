@@ -128,6 +128,9 @@ pub enum Command {
         reference: bool,
         /// Overrides `key=value` as for `train`.
         overrides: Vec<String>,
+        /// The measurements as one JSON object.
+        #[arg(long)]
+        json: bool,
     },
     /// Draw runs side by side in one PNG or SVG image: loss, metrics, energy, rank, angle, depth.
     Plot {
@@ -143,6 +146,9 @@ pub enum Command {
         /// Image size in pixels, WIDTHxHEIGHT.
         #[arg(long, default_value = "1600x900")]
         size: String,
+        /// Print what was written as one JSON object.
+        #[arg(long)]
+        json: bool,
     },
     /// Ablation table of runs: one row per configuration, metrics as mean ± std over seeds.
     Ablation {
@@ -155,12 +161,15 @@ pub enum Command {
         /// Only these metrics (comma-separated, e.g. cell_acc,loss); default: all.
         #[arg(long)]
         metrics: Option<String>,
-        /// Output format: md, latex or csv.
+        /// Output format: md, latex, csv or json.
         #[arg(long, default_value = "md")]
         format: String,
         /// Write to this file instead of standard output.
         #[arg(long)]
         out: Option<PathBuf>,
+        /// The table as one JSON object (as --format json).
+        #[arg(long, conflicts_with = "format")]
+        json: bool,
     },
     /// Open the terminal workbench (the default when no command is given).
     Tui {
@@ -195,6 +204,9 @@ pub enum Command {
         /// Only queue the runs; `workbench queue` or the TUI starts them.
         #[arg(long)]
         detach: bool,
+        /// JSON lines on stdout: the queued runs, each start, the end with every run's status.
+        #[arg(long)]
+        json: bool,
     },
     /// List sweeps, or pause, resume or cancel one.
     Sweeps {
@@ -209,10 +221,18 @@ pub enum Command {
         /// Workers at once (default: one per CUDA device, else 1).
         #[arg(long)]
         jobs: Option<usize>,
+        /// JSON lines on stdout: each start, then the end with every run's status.
+        #[arg(long)]
+        json: bool,
     },
     /// Rebuild and reload plugins as their sources or libraries change; prints each rebuild
     /// and reload (Ctrl-C stops).
-    Watch,
+    Watch {
+        /// One JSON object per line and event (`event`: plugin, watching, building, output,
+        /// activated, not_activated, build_failed, load_failed, note).
+        #[arg(long)]
+        json: bool,
+    },
     /// Create plugins.
     Plugin {
         #[command(subcommand)]
@@ -480,16 +500,17 @@ async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
             let store = commands::open_store(&db, &artifacts).await?;
             crate::tui::run(store, host, dirs, jobs.unwrap_or_else(crate::queue::default_jobs), executor).await
         }
-        Some(Command::Ablation { runs, sweep, metrics, format, out }) => {
+        Some(Command::Ablation { runs, sweep, metrics, format, out, json }) => {
             let store = commands::open_store(&db, &artifacts).await?;
             let selection = match (&runs, &sweep) {
                 (_, Some(s)) => commands::ablation::Selection::Sweeps(s),
                 (Some(r), None) => commands::ablation::Selection::Runs(r),
                 (None, None) => commands::ablation::Selection::Finished,
             };
-            commands::ablation::run(&store, selection, metrics.as_deref(), &format, out.as_deref()).await
+            let format = if json { "json" } else { format.as_str() };
+            commands::ablation::run(&store, selection, metrics.as_deref(), format, out.as_deref()).await
         }
-        Some(Command::Sweep { layer, task, configs, axes, name, jobs, detach }) => {
+        Some(Command::Sweep { layer, task, configs, axes, name, jobs, detach, json }) => {
             let host = commands::load_plugins(&dirs);
             let store = commands::open_store(&db, &artifacts).await?;
             let jobs = jobs.unwrap_or_else(crate::queue::default_jobs);
@@ -502,6 +523,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
                 jobs,
                 detach,
                 executor: &executor,
+                json,
             };
             commands::sweep::sweep(&store, &host, &dirs, args).await
         }
@@ -514,15 +536,15 @@ async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
                 Some(SweepsAction::Cancel { sweep: id }) => commands::sweep::cancel_sweep(&store, id).await,
             }
         }
-        Some(Command::Queue { jobs }) => {
+        Some(Command::Queue { jobs, json }) => {
             let store = commands::open_store(&db, &artifacts).await?;
             let jobs = jobs.unwrap_or_else(crate::queue::default_jobs);
-            commands::sweep::run_until_done(&store, &dirs, jobs, &executor, None).await
+            commands::sweep::run_until_done(&store, &dirs, jobs, &executor, None, json).await
         }
         Some(Command::Plugins { json }) => commands::plugins::list(&commands::load_plugins(&dirs), json),
-        Some(Command::Watch) => {
+        Some(Command::Watch { json }) => {
             let host = commands::load_plugins(&dirs);
-            tokio::task::block_in_place(|| commands::watch::run(host, &dirs))
+            tokio::task::block_in_place(|| commands::watch::run(host, &dirs, json))
         }
         Some(Command::Plugin { action: PluginAction::New { name, kind, no_build } }) => {
             tokio::task::block_in_place(|| commands::plugin_new::run(&name, kind, !no_build, &dirs))
@@ -569,15 +591,15 @@ async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
                 }
             }
         }
-        Some(Command::Plot { runs, panels, out, size }) => {
+        Some(Command::Plot { runs, panels, out, size, json }) => {
             let store = commands::open_store(&db, &artifacts).await?;
-            commands::plot::run(&store, &runs, &panels, &out, &size).await
+            commands::plot::run(&store, &runs, &panels, &out, &size, json).await
         }
         Some(Command::Verify { layer, overrides, seed, json }) => {
             commands::verify::run(&commands::load_plugins(&dirs), layer.as_deref(), &overrides, seed, json)
         }
-        Some(Command::Bench { layer, steps, reference, overrides }) => {
-            commands::bench::run(&commands::load_plugins(&dirs), &layer, steps, reference, &overrides)
+        Some(Command::Bench { layer, steps, reference, overrides, json }) => {
+            commands::bench::run(&commands::load_plugins(&dirs), &layer, steps, reference, &overrides, json)
         }
         Some(Command::Completions { shell }) => commands::completions::completions(shell),
         Some(Command::Man { out }) => commands::completions::man(out.as_deref()),
