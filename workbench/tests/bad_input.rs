@@ -155,7 +155,7 @@ fn unknown_runs_are_reported() {
     assert_ne!(code, 0);
     assert!(stderr.contains("run 42 does not exist"), "{stderr}");
     let (code, _, stderr) = run(workbench(&dir).args(["resume", "42"]));
-    assert_ne!(code, 0);
+    assert_eq!(code, 1, "as for any command naming a run that does not exist");
     assert!(stderr.contains("run 42 does not exist"), "{stderr}");
 }
 

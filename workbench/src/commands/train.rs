@@ -49,7 +49,7 @@ pub async fn train(
 
 /// Requeues an interrupted or failed run and continues it from its checkpoint.
 pub async fn resume(store: &Store, dirs: &[PathBuf], run_id: i64, json: bool) -> Result<i32> {
-    let status = store.run(run_id).await.map_err(|e| refused(e.into()))?.status;
+    let status = store.run(run_id).await?.status;
     if matches!(status, RunStatus::Finished | RunStatus::Diverged | RunStatus::Queued | RunStatus::Running) {
         return Err(refused(anyhow!("{}", nothing_to_resume(run_id, status))));
     }
