@@ -104,11 +104,11 @@ fn a_python_without_torch_is_named_with_the_fix() {
 fn the_reference_refuses_what_it_does_not_model_before_timing() {
     let dir = temp_dir("bench-refuse");
     let (code, stdout, stderr) = bench(&dir, None, &["--reference", "attention=sigmoid"]);
-    assert_ne!(code, 0);
+    assert_eq!(code, 2, "refused as a configuration error: {stderr}");
     assert!(stderr.contains("attention=sigmoid") && stderr.contains("default hyperset"), "{stderr}");
     assert!(!stdout.contains("throughput"), "timed before refusing: {stdout}");
     let (code, _, stderr) =
         run(workbench(&dir).args(["bench", "--layer", "transformer", "--reference", "--steps", "1"]));
-    assert_ne!(code, 0);
+    assert_eq!(code, 2, "{stderr}");
     assert!(stderr.contains("hyperset layer only"), "{stderr}");
 }

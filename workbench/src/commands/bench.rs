@@ -6,6 +6,7 @@
 //! whose shapes it knows.
 
 use super::bench_reference;
+use crate::exit_code::refused;
 use crate::host::PluginHost;
 use crate::params::Params;
 use crate::run_config::RunConfig;
@@ -34,15 +35,16 @@ pub fn run(
             }
         };
     }
-    let layer_plugin = host.get(layer, PluginKind::Layer)?;
-    let task_plugin = host.get("sudoku", PluginKind::Task)?;
+    let layer_plugin = host.get(layer, PluginKind::Layer).map_err(refused)?;
+    let task_plugin = host.get("sudoku", PluginKind::Task).map_err(refused)?;
     // A small training pool: puzzle generation is not what is measured.
     let mut all = vec!["task.train_puzzles=64".to_string(), "task.eval_puzzles=16".to_string()];
     all.extend(overrides.iter().cloned());
-    let config = RunConfig::resolve(&layer_plugin.declaration, &task_plugin.declaration, &all)?;
+    let config = RunConfig::resolve(&layer_plugin.declaration, &task_plugin.declaration, &all).map_err(refused)?;
     let s = config.settings()?;
     if reference {
-        bench_reference::check_modelled(layer, &config.layer_config, &layer_plugin.declaration.params)?;
+        bench_reference::check_modelled(layer, &config.layer_config, &layer_plugin.declaration.params)
+            .map_err(refused)?;
     }
     let device = crate::device::parse(&s.device)?;
     let task = host.build_task("sudoku", &config.task_config, s.seed)?;
