@@ -127,8 +127,8 @@ mod tests {
                 tracing::error!("e");
                 tracing::debug!(target: "sqlx::query", "dependency");
             });
-            let text = String::from_utf8(out.0.lock().unwrap().clone()).unwrap();
-            text
+            let bytes = out.0.lock().unwrap().clone();
+            String::from_utf8(bytes).unwrap()
         };
         // No flag: RUST_LOG (here unset in the filter) decides.
         assert_eq!(verbosity_filter(0, false), None);
