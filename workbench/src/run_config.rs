@@ -159,21 +159,28 @@ impl RunConfig {
 /// where the full list is.
 fn unknown_key(key: &str, scope: Option<&str>, schemas: &[(Scope, &Vec<ParamSpec>); 3]) -> String {
     let bare = key.rsplit('.').next().unwrap_or(key);
-    let closest = schemas
+    let names = schemas
         .iter()
         .filter(|(s, _)| scope.is_none_or(|name| name == s.prefix()))
-        .flat_map(|(_, params)| params.iter().map(|p| p.name.as_str()))
-        .map(|name| (strsim::damerau_levenshtein(bare, name), name))
-        .filter(|(distance, name)| *distance <= (name.len() / 3).max(1))
-        .min_by_key(|(distance, _)| *distance);
+        .flat_map(|(_, params)| params.iter().map(|p| p.name.as_str()));
     let hint = "`workbench plugins` lists each plugin's keys, -v every key";
-    match closest {
-        Some((_, name)) => {
+    match closest_key(bare, names) {
+        Some(name) => {
             let suggestion = scope.map_or(name.to_string(), |s| format!("{s}.{name}"));
             format!("unknown key `{key}`: did you mean `{suggestion}`? ({hint})")
         }
         None => format!("unknown key `{key}` ({hint})"),
     }
+}
+
+/// The name among `names` that `key` most likely misspells: at most a third of its letters
+/// (and at least one) added, removed, changed or swapped.
+pub fn closest_key<'a>(key: &str, names: impl Iterator<Item = &'a str>) -> Option<&'a str> {
+    names
+        .map(|name| (strsim::damerau_levenshtein(key, name), name))
+        .filter(|(distance, name)| *distance <= (name.len() / 3).max(1))
+        .min_by_key(|(distance, _)| *distance)
+        .map(|(_, name)| name)
 }
 
 /// Whether a value that did not parse is written as a sweep's axis (`a,b,c`, `lo:hi:logN`).

@@ -60,6 +60,11 @@ fn a_bad_point_refuses_the_whole_sweep_before_anything_is_queued() {
     let (code, _, stderr) = run(workbench(&dir).args(["sweep", "--layer", "transformer", "--detach", "bogus=1,2"]));
     assert_ne!(code, 0);
     assert!(stderr.contains("`bogus` is not a key"), "{stderr}");
+    assert!(!stderr.contains("did you mean"), "{stderr}");
+    // A misspelt one names the key meant.
+    let (code, _, stderr) = run(workbench(&dir).args(["sweep", "--layer", "transformer", "--detach", "stpes=1,2"]));
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("`stpes` is not a key") && stderr.contains("did you mean `steps`?"), "{stderr}");
     assert!(runs(&dir).is_empty());
 }
 
