@@ -689,6 +689,8 @@ pub enum Format {
     Markdown,
     Latex,
     Csv,
+    /// One JSON object ([`to_json`]), for `ablation --json`.
+    Json,
 }
 
 impl Format {
@@ -698,7 +700,8 @@ impl Format {
             "md" | "markdown" => Ok(Format::Markdown),
             "latex" | "tex" => Ok(Format::Latex),
             "csv" => Ok(Format::Csv),
-            other => anyhow::bail!("unknown format `{other}`: use md, latex or csv"),
+            "json" => Ok(Format::Json),
+            other => anyhow::bail!("unknown format `{other}`: use md, latex, csv or json"),
         }
     }
 
@@ -708,6 +711,39 @@ impl Format {
             Format::Markdown => table.to_markdown(),
             Format::Latex => table.to_latex(),
             Format::Csv => table.to_csv(),
+            Format::Json => format!("{}\n", to_json(table)),
         }
     }
+}
+
+/// The table as one JSON object: `keys` (the differing configuration keys), `columns` (their
+/// titles, e.g. `cell_acc`), and `rows`, each with `layer`, `values` (key to value), `runs`,
+/// `seeds` and `metrics` (column title to `{mean, std, n}`, or null without a value).
+pub fn to_json(table: &Table) -> serde_json::Value {
+    let titles: Vec<String> = table.columns.iter().map(Column::title).collect();
+    let rows: Vec<serde_json::Value> = table
+        .rows
+        .iter()
+        .map(|row| {
+            let values: serde_json::Map<String, serde_json::Value> =
+                table.keys.iter().cloned().zip(row.values.iter().map(|v| v.clone().into())).collect();
+            let metrics: serde_json::Map<String, serde_json::Value> = titles
+                .iter()
+                .cloned()
+                .zip(row.cells.iter().map(|cell| match cell {
+                    Some(s) => serde_json::json!({"mean": finite(s.mean), "std": finite(s.std), "n": s.n}),
+                    None => serde_json::Value::Null,
+                }))
+                .collect();
+            serde_json::json!({
+                "layer": row.layer, "values": values, "runs": row.runs, "seeds": row.seeds, "metrics": metrics,
+            })
+        })
+        .collect();
+    serde_json::json!({"keys": table.keys, "columns": titles, "rows": rows})
+}
+
+/// JSON has no NaN or infinity: those become null.
+fn finite(x: f64) -> serde_json::Value {
+    serde_json::Number::from_f64(x).map_or(serde_json::Value::Null, serde_json::Value::Number)
 }

@@ -41,6 +41,15 @@ pub struct Cli {
     #[arg(long, global = true, env = "WORKBENCH_WORKSPACE")]
     pub workspace: Option<PathBuf>,
 
+    /// More messages on stderr: -v adds the workbench's debug messages, -vv its trace
+    /// messages. Workers started by the command inherit it.
+    #[arg(short, long, global = true, action = clap::ArgAction::Count, conflicts_with = "quiet")]
+    pub verbose: u8,
+
+    /// Only errors on stderr (results on stdout are unchanged).
+    #[arg(short, long, global = true)]
+    pub quiet: bool,
+
     #[command(subcommand)]
     pub command: Option<Command>,
 
@@ -124,6 +133,9 @@ pub enum Command {
         reference: bool,
         /// Overrides `key=value` as for `train`.
         overrides: Vec<String>,
+        /// The measurements as one JSON object.
+        #[arg(long)]
+        json: bool,
     },
     /// Draw runs side by side in one PNG or SVG image: loss, metrics, energy, rank, angle, depth.
     Plot {
@@ -139,6 +151,9 @@ pub enum Command {
         /// Image size in pixels, WIDTHxHEIGHT.
         #[arg(long, default_value = "1600x900")]
         size: String,
+        /// Print what was written as one JSON object.
+        #[arg(long)]
+        json: bool,
     },
     /// Ablation table of runs: one row per configuration, metrics as mean ± std over seeds.
     Ablation {
@@ -151,12 +166,15 @@ pub enum Command {
         /// Only these metrics (comma-separated, e.g. cell_acc,loss); default: all.
         #[arg(long)]
         metrics: Option<String>,
-        /// Output format: md, latex or csv.
+        /// Output format: md, latex, csv or json.
         #[arg(long, default_value = "md")]
         format: String,
         /// Write to this file instead of standard output.
         #[arg(long)]
         out: Option<PathBuf>,
+        /// The table as one JSON object (as --format json).
+        #[arg(long, conflicts_with = "format")]
+        json: bool,
     },
     /// Open the terminal workbench (the default when no command is given).
     Tui {
@@ -191,6 +209,9 @@ pub enum Command {
         /// Only queue the runs; `workbench queue` or the TUI starts them.
         #[arg(long)]
         detach: bool,
+        /// JSON lines on stdout: the queued runs, each start, the end with every run's status.
+        #[arg(long)]
+        json: bool,
     },
     /// List sweeps, or pause, resume or cancel one.
     Sweeps {
@@ -205,10 +226,18 @@ pub enum Command {
         /// Workers at once (default: one per CUDA device, else 1).
         #[arg(long)]
         jobs: Option<usize>,
+        /// JSON lines on stdout: each start, then the end with every run's status.
+        #[arg(long)]
+        json: bool,
     },
     /// Rebuild and reload plugins as their sources or libraries change; prints each rebuild
     /// and reload (Ctrl-C stops).
-    Watch,
+    Watch {
+        /// One JSON object per line and event (`event`: plugin, watching, building, output,
+        /// activated, not_activated, build_failed, load_failed, note).
+        #[arg(long)]
+        json: bool,
+    },
     /// Create plugins.
     Plugin {
         #[command(subcommand)]
@@ -221,6 +250,20 @@ pub enum Command {
     Db {
         #[command(subcommand)]
         action: DbAction,
+    },
+    /// Print a shell completion script: `workbench completions bash > \
+    /// ~/.local/share/bash-completion/completions/workbench` (also zsh, fish, elvish, powershell).
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page on standard output (`workbench man | man -l -`), or write
+    /// workbench.1 and a page per command into a directory.
+    Man {
+        /// Directory for workbench.1, workbench-train.1, ... (created if needed).
+        #[arg(long, value_name = "DIR")]
+        out: Option<PathBuf>,
     },
     /// Internal: load one library in this short-lived process, so a library whose loading
     /// crashes or hangs cannot take the host down (see host::probe).
@@ -404,6 +447,11 @@ fn quiet_on_closed_output(command: Option<&Command>) {
 /// Parses the command line and runs the command; returns the process exit code.
 pub fn main() -> i32 {
     let cli = Cli::parse();
+    if let Some(filter) = crate::logging::verbosity_filter(cli.verbose, cli.quiet) {
+        // Through the environment so that workers (local processes, Slurm jobs) inherit it;
+        // single-threaded here.
+        std::env::set_var(crate::logging::FILTER_VAR, filter);
+    }
     crate::logging::init();
     if let Some(workspace) = &cli.workspace {
         // Read by the plugin host (host::workspace) and passed on to workers; single-threaded here.
@@ -415,7 +463,7 @@ pub fn main() -> i32 {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: cannot start the async runtime: {e}");
-            return 1;
+            return crate::exit_code::ERROR;
         }
     };
     match runtime.block_on(run(cli)) {
@@ -423,7 +471,7 @@ pub fn main() -> i32 {
         Err(e) => {
             // The command's result, printed whatever RUST_LOG filters (module `logging`).
             eprintln!("error: {e:#}");
-            1
+            crate::exit_code::of_error(&e)
         }
     }
 }
@@ -437,7 +485,11 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
 }
 
 async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
-    let db = cli.db.clone().unwrap_or_else(|| StoreLocation::Sqlite(commands::default_db_path()));
+    let db = cli.db.clone().unwrap_or_else(|| {
+        let default = StoreLocation::Sqlite(commands::default_db_path());
+        commands::note_default_db(&default);
+        default
+    });
     let artifacts = cli.artifacts.clone();
     let dirs = cli.plugin_dirs.clone();
     let executor = Executor::from_args(&cli.executor, cli.slurm.as_deref())?;
@@ -455,16 +507,17 @@ async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
             let jobs = jobs.unwrap_or_else(crate::queue::default_jobs);
             crate::tui::run(store, host, dirs, jobs, executor, exports).await
         }
-        Some(Command::Ablation { runs, sweep, metrics, format, out }) => {
+        Some(Command::Ablation { runs, sweep, metrics, format, out, json }) => {
             let store = commands::open_store(&db, &artifacts).await?;
             let selection = match (&runs, &sweep) {
                 (_, Some(s)) => commands::ablation::Selection::Sweeps(s),
                 (Some(r), None) => commands::ablation::Selection::Runs(r),
                 (None, None) => commands::ablation::Selection::Finished,
             };
-            commands::ablation::run(&store, selection, metrics.as_deref(), &format, out.as_deref()).await
+            let format = if json { "json" } else { format.as_str() };
+            commands::ablation::run(&store, selection, metrics.as_deref(), format, out.as_deref()).await
         }
-        Some(Command::Sweep { layer, task, configs, axes, name, jobs, detach }) => {
+        Some(Command::Sweep { layer, task, configs, axes, name, jobs, detach, json }) => {
             let host = commands::load_plugins(&dirs);
             let store = commands::open_store(&db, &artifacts).await?;
             let jobs = jobs.unwrap_or_else(crate::queue::default_jobs);
@@ -477,6 +530,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
                 jobs,
                 detach,
                 executor: &executor,
+                json,
             };
             commands::sweep::sweep(&store, &host, &dirs, args).await
         }
@@ -489,15 +543,15 @@ async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
                 Some(SweepsAction::Cancel { sweep: id }) => commands::sweep::cancel_sweep(&store, id).await,
             }
         }
-        Some(Command::Queue { jobs }) => {
+        Some(Command::Queue { jobs, json }) => {
             let store = commands::open_store(&db, &artifacts).await?;
             let jobs = jobs.unwrap_or_else(crate::queue::default_jobs);
-            commands::sweep::run_until_done(&store, &dirs, jobs, &executor, None).await
+            commands::sweep::run_until_done(&store, &dirs, jobs, &executor, None, json).await
         }
         Some(Command::Plugins { json }) => commands::plugins::list(&commands::load_plugins(&dirs), json),
-        Some(Command::Watch) => {
+        Some(Command::Watch { json }) => {
             let host = commands::load_plugins(&dirs);
-            tokio::task::block_in_place(|| commands::watch::run(host, &dirs))
+            tokio::task::block_in_place(|| commands::watch::run(host, &dirs, json))
         }
         Some(Command::Plugin { action: PluginAction::New { name, kind, no_build } }) => {
             tokio::task::block_in_place(|| commands::plugin_new::run(&name, kind, !no_build, &dirs))
@@ -505,8 +559,9 @@ async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         Some(Command::Train { layer, task, configs, overrides, json }) => {
             let host = commands::load_plugins(&dirs);
             let store = commands::open_store(&db, &artifacts).await?;
-            let experiment = crate::experiment_file::Experiment::load(&configs)?;
-            let (layer, task) = experiment.train_plugins(layer.as_deref(), task.as_deref())?;
+            let experiment = crate::experiment_file::Experiment::load(&configs).map_err(crate::exit_code::refused)?;
+            let (layer, task) =
+                experiment.train_plugins(layer.as_deref(), task.as_deref()).map_err(crate::exit_code::refused)?;
             let overrides = experiment.train_overrides(&overrides);
             commands::train::train(&store, &host, &dirs, &executor, &layer, &task, &overrides, json).await
         }
@@ -543,16 +598,18 @@ async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
                 }
             }
         }
-        Some(Command::Plot { runs, panels, out, size }) => {
+        Some(Command::Plot { runs, panels, out, size, json }) => {
             let store = commands::open_store(&db, &artifacts).await?;
-            commands::plot::run(&store, &runs, &panels, &out, &size).await
+            commands::plot::run(&store, &runs, &panels, &out, &size, json).await
         }
         Some(Command::Verify { layer, overrides, seed, json }) => {
             commands::verify::run(&commands::load_plugins(&dirs), layer.as_deref(), &overrides, seed, json)
         }
-        Some(Command::Bench { layer, steps, reference, overrides }) => {
-            commands::bench::run(&commands::load_plugins(&dirs), &layer, steps, reference, &overrides)
+        Some(Command::Bench { layer, steps, reference, overrides, json }) => {
+            commands::bench::run(&commands::load_plugins(&dirs), &layer, steps, reference, &overrides, json)
         }
+        Some(Command::Completions { shell }) => commands::completions::completions(shell),
+        Some(Command::Man { out }) => commands::completions::man(out.as_deref()),
         Some(Command::Datasets(args)) => commands::datasets::run(args),
         Some(Command::Db { action: DbAction::Copy { from, to, json } }) => commands::db::copy(&from, &to, json).await,
         Some(Command::Db { action: DbAction::Backup { file } }) => commands::db::backup(&db, &file).await,

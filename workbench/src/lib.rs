@@ -15,14 +15,18 @@
 //! - [`ops`] are the operations on runs that the CLI and the TUI share;
 //! - [`tui`] is the terminal workbench;
 //! - [`commands`] and [`cli`] are the command line on top;
+//! - [`colour`] knows whether colours may be used (`NO_COLOR`);
+//! - [`exit_code`] names the process exit codes;
 //! - [`logging`] prints their messages (`tracing`) on stderr, filtered by `RUST_LOG`.
 
 pub mod ablation;
 pub mod cli;
+pub mod colour;
 pub mod commands;
 pub mod device;
 pub mod diagnostics;
 pub mod executor;
+pub mod exit_code;
 pub mod experiment_file;
 pub mod export;
 pub mod figure;

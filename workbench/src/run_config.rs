@@ -99,7 +99,11 @@ impl RunConfig {
                 .collect();
             let (index, spec) = match matches.as_slice() {
                 [one] => *one,
-                [] => bail!("unknown key `{key}`\nvalid keys:\n{}", describe_keys(&schemas)),
+                [] => {
+                    // The whole list is long (every plugin's keys); shown only under -v.
+                    tracing::debug!("valid keys:\n{}", describe_keys(&schemas));
+                    bail!("{}", unknown_key(key, scope_name, &schemas))
+                }
                 many => bail!(
                     "key `{bare}` exists in several places; write one of: {}",
                     many.iter()
@@ -108,7 +112,13 @@ impl RunConfig {
                         .join(", ")
                 ),
             };
-            let parsed = spec.parse(value).map_err(|e| anyhow!("`{key}={value}`: {e}"))?;
+            let parsed = spec.parse(value).map_err(|e| match looks_like_sweep_axis(value) {
+                true => anyhow!(
+                    "`{key}={value}`: a list or range of values makes a sweep, one run per value: \
+                     `workbench sweep ... {key}={value}`; `train` takes one value"
+                ),
+                false => anyhow!("`{key}={value}`: {e}"),
+            })?;
             configs[index].set(&spec.name, parsed);
         }
         let [layer_config, task_config, train] = configs;
@@ -143,6 +153,39 @@ impl RunConfig {
     pub fn from_json(value: &serde_json::Value) -> Result<Self> {
         serde_json::from_value(value.clone()).context("the stored run configuration is not readable")
     }
+}
+
+/// `unknown key`, with the closest known key when one is close enough to be a typo, and
+/// where the full list is.
+fn unknown_key(key: &str, scope: Option<&str>, schemas: &[(Scope, &Vec<ParamSpec>); 3]) -> String {
+    let bare = key.rsplit('.').next().unwrap_or(key);
+    let names = schemas
+        .iter()
+        .filter(|(s, _)| scope.is_none_or(|name| name == s.prefix()))
+        .flat_map(|(_, params)| params.iter().map(|p| p.name.as_str()));
+    let hint = "`workbench plugins` lists each plugin's keys, -v every key";
+    match closest_key(bare, names) {
+        Some(name) => {
+            let suggestion = scope.map_or(name.to_string(), |s| format!("{s}.{name}"));
+            format!("unknown key `{key}`: did you mean `{suggestion}`? ({hint})")
+        }
+        None => format!("unknown key `{key}` ({hint})"),
+    }
+}
+
+/// The name among `names` that `key` most likely misspells: at most a third of its letters
+/// (and at least one) added, removed, changed or swapped.
+pub fn closest_key<'a>(key: &str, names: impl Iterator<Item = &'a str>) -> Option<&'a str> {
+    names
+        .map(|name| (strsim::damerau_levenshtein(key, name), name))
+        .filter(|(distance, name)| *distance <= (name.len() / 3).max(1))
+        .min_by_key(|(distance, _)| *distance)
+        .map(|(_, name)| name)
+}
+
+/// Whether a value that did not parse is written as a sweep's axis (`a,b,c`, `lo:hi:logN`).
+fn looks_like_sweep_axis(value: &str) -> bool {
+    value.contains(',') || value.contains(":log") || value.contains(":lin")
 }
 
 fn describe_keys(schemas: &[(Scope, &Vec<ParamSpec>); 3]) -> String {

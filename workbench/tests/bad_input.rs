@@ -28,7 +28,7 @@ fn refusals_name_the_problem_and_store_nothing() {
         (&["--layer", "nope"], &["unknown layer plugin `nope`; available:", "hyperset", "transformer"]),
         (&["--task", "chess"], &["unknown task plugin `chess`; available:", "sudoku"]),
         (&["--layer", "sudoku"], &["`sudoku` is a task plugin"]),
-        (&["colour=red"], &["unknown key `colour`", "layer.heads (int, default 4", "train.lr (float"]),
+        (&["colour=red"], &["unknown key `colour`", "`workbench plugins` lists each plugin's keys"]),
         (&["heads=four"], &["`heads=four`", "not an integer"]),
         (&["heads=0"], &["`heads=0`", "outside the allowed range 1..=256"]),
         (&["d=30", "heads=4"], &["not divisible by heads"]),
@@ -51,12 +51,60 @@ fn refusals_name_the_problem_and_store_nothing() {
     ];
     for (args, expected) in cases {
         let (code, stderr) = train(&dir, args);
-        assert_ne!(code, 0, "{args:?} was accepted");
+        assert_eq!(code, 2, "{args:?}: a refusal exits with the usage code:\n{stderr}");
         for e in *expected {
             assert!(stderr.contains(e), "{args:?}: expected `{e}` in:\n{stderr}");
         }
     }
     assert_eq!(run_count(&dir), 0, "a refused configuration created a run");
+}
+
+/// A misspelt key is one line naming the key meant and where every key is listed, not the
+/// whole list; `-v` shows the list.
+#[test]
+fn an_unknown_key_suggests_the_closest_one() {
+    let dir = temp_dir("unknown-key");
+    let (code, stderr) = train(&dir, &["stpes=10"]);
+    assert_eq!(code, 2, "{stderr}");
+    assert_eq!(stderr.trim().lines().count(), 1, "one line:\n{stderr}");
+    assert!(stderr.contains("unknown key `stpes`: did you mean `steps`?"), "{stderr}");
+    assert!(stderr.contains("`workbench plugins`"), "{stderr}");
+    let (_, stderr) = train(&dir, &["layer.hedas=2"]);
+    assert!(stderr.contains("did you mean `layer.heads`?"), "the scope is kept:\n{stderr}");
+    let (_, stderr) = train(&dir, &["zzzzqqq=1"]);
+    assert!(stderr.contains("unknown key `zzzzqqq`") && !stderr.contains("did you mean"), "{stderr}");
+    let (code, stderr) = train(&dir, &["-v", "colour=red"]);
+    assert_eq!(code, 2);
+    assert!(stderr.contains("layer.heads (int, default 4") && stderr.contains("train.lr (float"), "{stderr}");
+    assert_eq!(run_count(&dir), 0);
+}
+
+/// Lists and ranges of values belong to a sweep; `train` says so.
+#[test]
+fn a_list_of_values_in_train_points_to_sweep() {
+    let dir = temp_dir("train-list");
+    for value in ["lr=1e-3,1e-4", "lr=1e-4:1e-2:log3"] {
+        let (code, stderr) = train(&dir, &[value]);
+        assert_eq!(code, 2, "{stderr}");
+        assert!(stderr.contains("workbench sweep") && stderr.contains(value), "{value}: {stderr}");
+    }
+    // A key whose values are lists still takes one.
+    let (_, stderr) = train(&dir, &["eval_depths=2,4", "steps=0"]);
+    assert!(!stderr.contains("workbench sweep"), "{stderr}");
+}
+
+/// `resume` of a run that has nothing left to train says why, for each such status.
+#[test]
+fn resuming_a_finished_run_says_it_is_finished() {
+    let dir = temp_dir("resume-finished");
+    let tiny = ["--layer", "transformer", "d=16", "heads=2", "task.train_puzzles=8", "task.eval_puzzles=4"];
+    let (code, stderr) =
+        train(&dir, &[&tiny[..], &["steps=1", "eval_every=1", "eval_depths=", "eval_examples=4"]].concat());
+    assert_eq!(code, 0, "{stderr}");
+    let (code, _, stderr) = run(workbench(&dir).args(["resume", "1"]));
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("run 1 is finished") && stderr.contains("nothing is left to resume"), "{stderr}");
+    assert!(!stderr.contains("requeued"), "{stderr}");
 }
 
 #[test]
@@ -107,7 +155,7 @@ fn unknown_runs_are_reported() {
     assert_ne!(code, 0);
     assert!(stderr.contains("run 42 does not exist"), "{stderr}");
     let (code, _, stderr) = run(workbench(&dir).args(["resume", "42"]));
-    assert_ne!(code, 0);
+    assert_eq!(code, 1, "as for any command naming a run that does not exist");
     assert!(stderr.contains("run 42 does not exist"), "{stderr}");
 }
 

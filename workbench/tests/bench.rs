@@ -69,6 +69,25 @@ fn the_reference_ratio_is_printed_side_by_side() {
     assert!((ratio - ours / 8.0).abs() < 0.01 * ratio.max(1.0), "ratio {ratio} vs {ours} / 8");
 }
 
+/// `--json`: one object with the measurements and the reference, nothing else on stdout.
+#[test]
+fn bench_json_is_one_object() {
+    let dir = temp_dir("bench-json");
+    let line = r#"{"torch": "9.9.9", "threads": 2, "parameters": 1, "step_s": 0.5, "samples_per_s": 8.0}"#;
+    let python = fake_python(&dir, line, "", 0);
+    let (code, stdout, stderr) = bench(&dir, Some(&python), &["--reference", "--json"]);
+    assert_eq!(code, 0, "{stderr}");
+    let report: serde_json::Value = serde_json::from_str(&stdout).expect("one JSON object");
+    assert_eq!(report["layer"], "hyperset");
+    assert_eq!(report["steps"], 2);
+    let ours = report["samples_per_s"].as_f64().unwrap();
+    assert!(ours > 0.0 && report["step_s"].as_f64().unwrap() > 0.0, "{report}");
+    assert!(report["gflop_per_s"].as_f64().is_some(), "{report}");
+    assert_eq!(report["reference"]["torch"], "9.9.9");
+    let ratio = report["reference"]["ratio"].as_f64().unwrap();
+    assert!((ratio - ours / 8.0).abs() < 1e-9 * ratio.max(1.0), "{report}");
+}
+
 #[test]
 fn a_python_without_torch_is_named_with_the_fix() {
     let dir = temp_dir("bench-notorch");
@@ -85,11 +104,11 @@ fn a_python_without_torch_is_named_with_the_fix() {
 fn the_reference_refuses_what_it_does_not_model_before_timing() {
     let dir = temp_dir("bench-refuse");
     let (code, stdout, stderr) = bench(&dir, None, &["--reference", "attention=sigmoid"]);
-    assert_ne!(code, 0);
+    assert_eq!(code, 2, "refused as a configuration error: {stderr}");
     assert!(stderr.contains("attention=sigmoid") && stderr.contains("default hyperset"), "{stderr}");
     assert!(!stdout.contains("throughput"), "timed before refusing: {stdout}");
     let (code, _, stderr) =
         run(workbench(&dir).args(["bench", "--layer", "transformer", "--reference", "--steps", "1"]));
-    assert_ne!(code, 0);
+    assert_eq!(code, 2, "{stderr}");
     assert!(stderr.contains("hyperset layer only"), "{stderr}");
 }

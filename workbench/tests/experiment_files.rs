@@ -136,12 +136,12 @@ fn bad_experiment_files_are_refused_with_the_file_table_and_key() {
     ] {
         std::fs::write(dir.join("bad.toml"), text).unwrap();
         let (code, _, stderr) = run(workbench(&dir).args(["train", "--config", "base.toml", "--config", "bad.toml"]));
-        assert_eq!(code, 1, "{text}: {stderr}");
+        assert_eq!(code, 2, "{text}: {stderr}");
         assert!(stderr.contains(expected), "{text}: expected `{expected}` in {stderr}");
         assert!(!stderr.contains("panicked"), "{stderr}");
     }
     let (code, _, stderr) = run(workbench(&dir).args(["train", "--config", "missing.toml"]));
-    assert_eq!(code, 1);
+    assert_eq!(code, 2);
     assert!(stderr.contains("cannot read the experiment file missing.toml"), "{stderr}");
     let (_, listed, _) = run(workbench(&dir).args(["runs", "--json"]));
     assert_eq!(listed.trim(), "[]", "nothing was stored");

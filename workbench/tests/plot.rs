@@ -62,17 +62,17 @@ fn plots_two_runs_to_png_and_svg() {
 fn bad_extension_unknown_panel_and_unknown_run_are_refused() {
     let dir = temp_dir("plot-bad");
     let (code, _, stderr) = run(workbench(&dir).args(["plot", "--runs", "1", "--out", "fig.jpg"]));
-    assert_ne!(code, 0);
+    assert_eq!(code, 2, "a usage error: {stderr}");
     assert!(stderr.contains(".png") && stderr.contains(".svg"), "{stderr}");
     let (code, _, stderr) =
         run(workbench(&dir).args(["plot", "--runs", "1", "--panels", "loss,bogus", "--out", "f.png"]));
-    assert_ne!(code, 0);
+    assert_eq!(code, 2, "a usage error: {stderr}");
     assert!(
         stderr.contains("unknown panel `bogus`") && stderr.contains("loss, metric, energy, erank, angle, depth"),
         "{stderr}"
     );
     let (code, _, stderr) = run(workbench(&dir).args(["plot", "--runs", "42", "--out", "f.svg"]));
-    assert_ne!(code, 0);
+    assert_eq!(code, 1, "a missing run: {stderr}");
     assert!(stderr.contains("42"), "{stderr}");
     assert!(!dir.join("f.svg").exists());
 }

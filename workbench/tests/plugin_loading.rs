@@ -222,7 +222,7 @@ fn train_fixture(tag: &str, extra: &[&str]) -> (i32, String, serde_json::Value) 
 #[test]
 fn a_plugin_panicking_in_forward_fails_the_run_not_the_host() {
     let (code, stderr, shown) = train_fixture("panic-forward", &[]);
-    assert_eq!(code, 1, "{stderr}");
+    assert_eq!(code, 3, "a failed run exits 3: {stderr}");
     assert!(stderr.contains("failed") && stderr.contains("fixture panics in forward"), "{stderr}");
     assert_eq!(shown["run"]["status"], "failed");
     println!("FIGURE plugin faults: a panic in a layer's forward pass: the run fails with the message, the host lives");
@@ -232,7 +232,7 @@ fn a_plugin_panicking_in_forward_fails_the_run_not_the_host() {
 #[test]
 fn a_nan_loss_stops_the_run_as_diverged() {
     let (code, stderr, shown) = train_fixture("nan", &["mode=nan"]);
-    assert_eq!(code, 1, "{stderr}");
+    assert_eq!(code, 4, "a diverged run exits 4: {stderr}");
     assert!(stderr.contains("diverged") && stderr.contains("NaN"), "{stderr}");
     assert_eq!(shown["run"]["status"], "diverged");
     let loss = shown["metrics"]

@@ -79,7 +79,7 @@ fn abort_and_segfault_in_a_layer_are_stored_with_their_signal() {
     for (mode, name) in [("abort", "SIGABRT"), ("segv", "SIGSEGV")] {
         let (dir, plugins) = setup(&format!("crash-{mode}"));
         let (code, _, stderr) = run(&mut train_cmd(&dir, &plugins, mode, 3));
-        assert_eq!(code, 1, "{stderr}");
+        assert_eq!(code, 130, "an interrupted run exits 130: {stderr}");
         let run = show(&dir, 1);
         assert_eq!(run["status"], "interrupted", "{run}");
         let cause = run["supervision"]["cause"].as_str().unwrap_or_default();

@@ -60,6 +60,11 @@ fn a_bad_point_refuses_the_whole_sweep_before_anything_is_queued() {
     let (code, _, stderr) = run(workbench(&dir).args(["sweep", "--layer", "transformer", "--detach", "bogus=1,2"]));
     assert_ne!(code, 0);
     assert!(stderr.contains("`bogus` is not a key"), "{stderr}");
+    assert!(!stderr.contains("did you mean"), "{stderr}");
+    // A misspelt one names the key meant.
+    let (code, _, stderr) = run(workbench(&dir).args(["sweep", "--layer", "transformer", "--detach", "stpes=1,2"]));
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("`stpes` is not a key") && stderr.contains("did you mean `steps`?"), "{stderr}");
     assert!(runs(&dir).is_empty());
 }
 
@@ -118,9 +123,10 @@ fn pause_resume_and_cancel() {
     ok(&dir, &["runs", "pause", "1"]);
     ok(&dir, &["runs", "cancel", "2"]);
     assert_eq!(status(&dir, 2), "interrupted");
-    // The runner starts run 3 only, then stops with run 1 still paused (exit code 1).
+    // The runner starts run 3 only, then stops with run 1 still paused and run 2 cancelled:
+    // interrupted (exit code 130).
     let (code, _, stderr) = run(workbench(&dir).args(["queue"]));
-    assert_eq!(code, 1, "{stderr}");
+    assert_eq!(code, 130, "{stderr}");
     assert!(stderr.contains("1 paused"), "{stderr}");
     assert_eq!((status(&dir, 1).as_str(), status(&dir, 3).as_str()), ("queued", "finished"));
     // Pausing a finished run is refused with the reason.
@@ -131,7 +137,7 @@ fn pause_resume_and_cancel() {
     ok(&dir, &["runs", "unpause", "1"]);
     ok(&dir, &["sweeps", "pause", "1"]);
     let (code, _, _) = run(workbench(&dir).args(["queue"]));
-    assert_eq!(code, 1);
+    assert_eq!(code, 130);
     assert_eq!(status(&dir, 1), "queued");
     ok(&dir, &["sweeps", "resume", "1"]);
     ok(&dir, &["runs", "requeue", "2"]);
@@ -158,7 +164,7 @@ fn an_interrupted_run_is_requeued_and_resumes_from_its_checkpoint() {
         std::thread::sleep(Duration::from_millis(50));
     }
     ok(&dir, &["runs", "cancel", "1"]);
-    assert!(queue.wait().unwrap().code() == Some(1), "the queue ends with the run not finished");
+    assert_eq!(queue.wait().unwrap().code(), Some(130), "the queue ends with the run interrupted");
     assert_eq!(status(&dir, 1), "interrupted");
     ok(&dir, &["runs", "requeue", "1"]);
     ok(&dir, &["queue"]);

@@ -1,6 +1,7 @@
 //! `workbench ablation`: the ablation table of stored runs as Markdown, LaTeX or CSV.
 
 use crate::ablation::Format;
+use crate::exit_code::refused;
 use crate::ops::export::{self, TableRuns};
 use crate::plot::parse_run_ids;
 use crate::store::Store;
@@ -34,8 +35,8 @@ pub async fn run(
     format: &str,
     out: Option<&Path>,
 ) -> Result<i32> {
-    let format = Format::parse(format)?;
-    let selected = export::select(store, &selection.parse()?).await?;
+    let format = Format::parse(format).map_err(refused)?;
+    let selected = export::select(store, &selection.parse().map_err(refused)?).await?;
     if selected.unfinished > 0 {
         let total = selected.records.len() + selected.unfinished;
         tracing::info!("{} of the sweeps' {total} runs are not finished and are left out", selected.unfinished);

@@ -6,6 +6,7 @@
 //! whose shapes it knows.
 
 use super::bench_reference;
+use crate::exit_code::refused;
 use crate::host::PluginHost;
 use crate::params::Params;
 use crate::run_config::RunConfig;
@@ -16,16 +17,34 @@ use candle_core::DType;
 use plugin_api::{Config, Pass, PluginKind};
 use std::time::Instant;
 
-pub fn run(host: &PluginHost, layer: &str, steps: usize, reference: bool, overrides: &[String]) -> Result<i32> {
-    let layer_plugin = host.get(layer, PluginKind::Layer)?;
-    let task_plugin = host.get("sudoku", PluginKind::Task)?;
+/// Measures and prints the report; with `json`, one object instead of the lines (README,
+/// "Machine-readable output").
+pub fn run(
+    host: &PluginHost,
+    layer: &str,
+    steps: usize,
+    reference: bool,
+    overrides: &[String],
+    json: bool,
+) -> Result<i32> {
+    // The report's lines, unless it is printed as JSON at the end.
+    macro_rules! say {
+        ($($line:tt)*) => {
+            if !json {
+                println!($($line)*);
+            }
+        };
+    }
+    let layer_plugin = host.get(layer, PluginKind::Layer).map_err(refused)?;
+    let task_plugin = host.get("sudoku", PluginKind::Task).map_err(refused)?;
     // A small training pool: puzzle generation is not what is measured.
     let mut all = vec!["task.train_puzzles=64".to_string(), "task.eval_puzzles=16".to_string()];
     all.extend(overrides.iter().cloned());
-    let config = RunConfig::resolve(&layer_plugin.declaration, &task_plugin.declaration, &all)?;
+    let config = RunConfig::resolve(&layer_plugin.declaration, &task_plugin.declaration, &all).map_err(refused)?;
     let s = config.settings()?;
     if reference {
-        bench_reference::check_modelled(layer, &config.layer_config, &layer_plugin.declaration.params)?;
+        bench_reference::check_modelled(layer, &config.layer_config, &layer_plugin.declaration.params)
+            .map_err(refused)?;
     }
     let device = crate::device::parse(&s.device)?;
     let task = host.build_task("sudoku", &config.task_config, s.seed)?;
@@ -65,17 +84,22 @@ pub fn run(host: &PluginHost, layer: &str, steps: usize, reference: bool, overri
     let cpu = cpu.get() - cpu_warm_up;
     let n = steps.max(1) as f64;
     let samples_per_s = s.batch_size as f64 * n / total;
-    println!(
+    let mut report = serde_json::json!({
+        "layer": layer, "task": "sudoku", "batch_size": s.batch_size, "iterations": iterations,
+        "parameters": params.count(), "shards": shards, "threads_per_op": candle_core::utils::get_num_threads(),
+        "steps": steps, "step_s": total / n, "samples_per_s": samples_per_s, "cpu_s_per_step": cpu / n,
+    });
+    say!(
         "layer {layer} on sudoku, batch {}, {} iterations, {} parameters, {shards} shard(s) x {} thread(s) per op",
         s.batch_size,
         iterations,
         params.count(),
         candle_core::utils::get_num_threads()
     );
-    println!("  step {:.3} s (forward, backward and update)", total / n);
-    println!("  throughput {samples_per_s:.1} samples/s");
+    say!("  step {:.3} s (forward, backward and update)", total / n);
+    say!("  throughput {samples_per_s:.1} samples/s");
     // On a shared machine wall time depends on the other processes; CPU time much less.
-    println!(
+    say!(
         "  cpu {:.3} s per step ({:.2} cores busy; load average {})",
         cpu / n,
         cpu / total.max(1e-9),
@@ -83,7 +107,7 @@ pub fn run(host: &PluginHost, layer: &str, steps: usize, reference: bool, overri
     );
     if let Ok(kernels) = config.layer_config.str("kernels") {
         let note = if device.is_cpu() { "" } else { " (no fused kernels off the CPU: the composition runs)" };
-        println!("  kernels {kernels}{note}");
+        say!("  kernels {kernels}{note}");
     }
     // The graph one forward records: candle's backward visits every op node and gives each
     // a zero-filled gradient, so fewer, fused nodes mean fewer passes over memory.
@@ -107,37 +131,49 @@ pub fn run(host: &PluginHost, layer: &str, steps: usize, reference: bool, overri
         .take(4)
         .map(|(dims, (count, bytes))| format!("{dims:?} x{count} {:.0} MB", *bytes as f64 / 1e6))
         .collect();
-    println!(
+    say!(
         "  graph {} op nodes per step, {:.0} MB of recorded tensors (views included); largest: {}",
         ops.len(),
         total_bytes as f64 / 1e6,
         top.join(", ")
     );
-    match step_flops(layer, &config.layer_config, s.batch_size, 81) {
-        Some(flops) => println!(
+    report["graph_op_nodes"] = ops.len().into();
+    report["graph_mb"] = (total_bytes as f64 / 1e6).into();
+    let flops_per_step = step_flops(layer, &config.layer_config, s.batch_size, 81);
+    report["gflop_per_step"] = flops_per_step.map(|f| f / 1e9).into();
+    report["gflop_per_s"] = flops_per_step.map(|f| f / (total / n) / 1e9).into();
+    match flops_per_step {
+        Some(flops) => say!(
             "  achieved {:.1} GFLOP/s ({:.2} GFLOP per step, matmuls counted)",
             flops / (total / n) / 1e9,
             flops / 1e9
         ),
-        None => println!("  GFLOP/s: no FLOP model for layer `{layer}`"),
+        None => say!("  GFLOP/s: no FLOP model for layer `{layer}`"),
     }
     if reference {
         let threads = parallel::shard_count(s.threads, usize::MAX, true);
         let torch = bench_reference::run(&config.layer_config, s.batch_size, steps, threads)?;
-        println!(
+        report["reference"] = serde_json::json!({
+            "torch": torch.torch, "threads": torch.threads, "parameters": torch.parameters, "step_s": torch.step_s,
+            "samples_per_s": torch.samples_per_s, "ratio": samples_per_s / torch.samples_per_s,
+        });
+        say!(
             "reference PyTorch {} CPU eager, {} threads, {} parameters{}",
             torch.torch,
             torch.threads,
             torch.parameters,
             if torch.parameters == params.count() as u64 { "" } else { " (differs: not the same model)" }
         );
-        println!("  step {:.3} s", torch.step_s);
-        println!("  throughput {:.1} samples/s", torch.samples_per_s);
-        println!(
+        say!("  step {:.3} s", torch.step_s);
+        say!("  throughput {:.1} samples/s", torch.samples_per_s);
+        say!(
             "  ratio {:.2}x PyTorch ({samples_per_s:.1} vs {:.1} samples/s)",
             samples_per_s / torch.samples_per_s,
             torch.samples_per_s
         );
+    }
+    if json {
+        println!("{report}");
     }
     Ok(0)
 }

@@ -4,6 +4,7 @@
 pub mod ablation;
 pub mod bench;
 mod bench_reference;
+pub mod completions;
 pub mod datasets;
 pub mod db;
 pub mod plot;
@@ -42,6 +43,33 @@ pub fn default_exports_dir(db: &crate::store::StoreLocation) -> PathBuf {
     }
 }
 
+/// The default store outside a checkout when it does not exist yet: [`open_store`] says
+/// where it created it, once, since a file appearing in whatever directory one stood in is
+/// easily lost.
+static NEW_DEFAULT_DB: std::sync::Mutex<Option<PathBuf>> = std::sync::Mutex::new(None);
+
+/// Notes that `db` is the default store, chosen by neither --db nor WORKBENCH_DB.
+pub fn note_default_db(db: &StoreLocation) {
+    if let StoreLocation::Sqlite(path) = db {
+        // In a checkout the default is its root's runs.db, a known place.
+        if path.is_relative() && !path.exists() {
+            *NEW_DEFAULT_DB.lock().unwrap_or_else(|e| e.into_inner()) = Some(path.clone());
+        }
+    }
+}
+
+/// Says where the default store was created, if this command created it.
+fn announce_created(db: &StoreLocation) {
+    let StoreLocation::Sqlite(path) = db else { return };
+    let mut noted = NEW_DEFAULT_DB.lock().unwrap_or_else(|e| e.into_inner());
+    if noted.as_ref() == Some(path) && path.exists() {
+        *noted = None;
+        let dir = std::path::absolute(path).ok().and_then(|p| p.parent().map(Path::to_path_buf));
+        let dir = dir.unwrap_or_else(|| PathBuf::from("."));
+        tracing::info!("created runs.db in {} (WORKBENCH_DB or --db chooses another)", dir.display());
+    }
+}
+
 /// A `--grace` value as a duration, refusing what cannot be one.
 pub fn grace_period(seconds: f64) -> Result<std::time::Duration> {
     std::time::Duration::try_from_secs_f64(seconds)
@@ -51,6 +79,7 @@ pub fn grace_period(seconds: f64) -> Result<std::time::Duration> {
 /// Opens the store and marks runs whose worker died as interrupted.
 pub async fn open_store(db: &StoreLocation, artifacts: &Option<PathBuf>) -> Result<Store> {
     let store = Store::connect(db).await?.with_artifacts_dir(artifacts.clone());
+    announce_created(db);
     OPEN_STORES.lock().unwrap_or_else(|e| e.into_inner()).push(store.clone());
     // Runs whose Slurm jobs ended are brought in line first (nothing to do without Slurm).
     for id in Executor::Slurm(Default::default()).reconcile(&store).await? {

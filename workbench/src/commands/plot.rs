@@ -1,16 +1,32 @@
 //! `workbench plot`: one image (PNG or SVG) with panels side by side comparing runs.
 
+use crate::exit_code::refused;
 use crate::ops::export;
-use crate::plot as data;
+use crate::plot::{self as data, Panel, PANEL_NAMES};
 use crate::store::Store;
 use anyhow::{anyhow, Result};
 use std::path::Path;
 
-/// `workbench plot --runs 3,4,7 --panels ... --out fig.png|fig.svg [--size WxH]`.
-pub async fn run(store: &Store, runs: &str, panels: &str, out: &Path, size: &str) -> Result<i32> {
-    let ids = data::parse_run_ids(runs).map_err(|e| anyhow!(e))?;
-    let panels = data::parse_panels(panels).map_err(|e| anyhow!(e))?;
-    let size = data::parse_size(size).map_err(|e| anyhow!(e))?;
-    println!("{}", export::plot(store, &ids, &panels, out, size).await?.describe());
+/// `workbench plot --runs 3,4,7 --panels ... --out fig.png|fig.svg [--size WxH] [--json]`.
+/// With `json`, one object: `{"out": path, "runs": [ids], "panels": [names], "width", "height"}`.
+pub async fn run(store: &Store, runs: &str, panels: &str, out: &Path, size: &str, json: bool) -> Result<i32> {
+    let ids = data::parse_run_ids(runs).map_err(|e| refused(anyhow!(e)))?;
+    let panels = data::parse_panels(panels).map_err(|e| refused(anyhow!(e)))?;
+    let size = data::parse_size(size).map_err(|e| refused(anyhow!(e)))?;
+    crate::figure::format_of(out).map_err(refused)?;
+    let figure = export::plot(store, &ids, &panels, out, size).await?;
+    if json {
+        let names: Vec<&str> = panels.iter().map(|&p| name_of(p)).collect();
+        let report = serde_json::json!({
+            "out": figure.path, "runs": ids, "panels": names, "width": size.0, "height": size.1,
+        });
+        println!("{report}");
+    } else {
+        println!("{}", figure.describe());
+    }
     Ok(0)
+}
+
+fn name_of(panel: Panel) -> &'static str {
+    PANEL_NAMES.into_iter().find(|name| Panel::from_name(name) == Some(panel)).unwrap_or("?")
 }

@@ -1,13 +1,14 @@
 //! `workbench sweep`, `workbench sweeps` and `workbench queue`.
 
 use crate::executor::Executor;
+use crate::exit_code::{self, refused};
 use crate::experiment_file::Experiment;
 use crate::host::PluginHost;
 use crate::ops;
 use crate::ops::grid::{plan, Spec};
 use crate::queue::QueueRunner;
 use crate::store::{RunStatus, Store};
-use anyhow::{bail, Result};
+use anyhow::{anyhow, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -27,15 +28,17 @@ pub struct SweepArgs<'a> {
     pub jobs: usize,
     pub detach: bool,
     pub executor: &'a Executor,
+    /// JSON lines on stdout instead of messages and a progress bar (see [`Report`]).
+    pub json: bool,
 }
 
 /// Plans the grid (every bad point reported), queues it as one sweep, then (unless detached)
 /// runs the queue until the sweep is done.
 pub async fn sweep(store: &Store, host: &PluginHost, dirs: &[PathBuf], args: SweepArgs<'_>) -> Result<i32> {
-    let experiment = Experiment::load(args.configs)?;
-    let spec = experiment.sweep_spec(args.layers, args.task, args.axes)?;
-    args.executor.check(store)?;
-    let points = plan(host, &spec)?;
+    let experiment = Experiment::load(args.configs).map_err(refused)?;
+    let spec = experiment.sweep_spec(args.layers, args.task, args.axes).map_err(refused)?;
+    args.executor.check(store).map_err(refused)?;
+    let points = plan(host, &spec).map_err(refused)?;
     // Named after what varies: a file's fixed values would make the default name endless.
     let varied = Spec { axes: spec.axes.iter().filter(|a| a.values.len() > 1).cloned().collect(), ..spec.clone() };
     let name = args.name.map(str::to_string).or(experiment.name.clone()).unwrap_or_else(|| {
@@ -45,17 +48,30 @@ pub async fn sweep(store: &Store, host: &PluginHost, dirs: &[PathBuf], args: Swe
             varied.default_name()
         }
     });
-    let runs = points.iter().map(|p| ops::launch::new_run_of(host, &p.config)).collect::<Result<Vec<_>>>()?;
+    let runs =
+        points.iter().map(|p| ops::launch::new_run_of(host, &p.config)).collect::<Result<Vec<_>>>().map_err(refused)?;
     let queued = ops::launch::queue_sweep(store, &name, &serde_json::to_value(&spec)?, &runs).await?;
-    tracing::info!("sweep {} ({name}): {} runs queued", queued.sweep, queued.runs.len());
-    for (id, point) in queued.runs.iter().zip(&points) {
-        tracing::info!("  run {id}: {} {}", point.layer, point.overrides.join(" "));
+    if args.json {
+        let runs = queued.runs.iter().zip(&points);
+        Report::Queued {
+            sweep: queued.sweep,
+            name: &name,
+            runs: runs.map(|(&run, p)| QueuedRun { run, layer: &p.layer, overrides: &p.overrides }).collect(),
+        }
+        .print();
+    } else {
+        tracing::info!("sweep {} ({name}): {} runs queued", queued.sweep, queued.runs.len());
+        for (id, point) in queued.runs.iter().zip(&points) {
+            tracing::info!("  run {id}: {} {}", point.layer, point.overrides.join(" "));
+        }
     }
     if args.detach {
-        tracing::info!("the queue lives in {}: `workbench queue` (or the TUI) starts them", store.location());
+        if !args.json {
+            tracing::info!("the queue lives in {}: `workbench queue` (or the TUI) starts them", store.location());
+        }
         return Ok(0);
     }
-    run_until_done(store, dirs, args.jobs, args.executor, Some(&queued.runs)).await
+    run_until_done(store, dirs, args.jobs, args.executor, Some(&queued.runs), args.json).await
 }
 
 /// Starts queued runs as slots free up until `only` (or the whole queue) has no queued or
@@ -66,13 +82,14 @@ pub async fn run_until_done(
     jobs: usize,
     executor: &Executor,
     only: Option<&[i64]>,
+    json: bool,
 ) -> Result<i32> {
     if jobs == 0 {
-        bail!("--jobs must be at least 1");
+        return Err(refused(anyhow!("--jobs must be at least 1")));
     }
-    executor.check(store)?;
+    executor.check(store).map_err(refused)?;
     let runner = QueueRunner::new(store.clone(), dirs.to_vec(), jobs).with_executor(executor.clone());
-    let bar = ProgressBar::new(0);
+    let bar = if json { ProgressBar::hidden() } else { ProgressBar::new(0) };
     bar.set_style(
         ProgressStyle::with_template("[{bar:30}] {pos}/{len} runs done  {msg}")
             .unwrap_or_else(|_| ProgressStyle::default_bar())
@@ -81,7 +98,10 @@ pub async fn run_until_done(
     let mut interrupted = Box::pin(tokio::signal::ctrl_c());
     loop {
         for id in runner.tick().await? {
-            bar.println(format!("run {id} started"));
+            match json {
+                true => Report::Started { run: id }.print(),
+                false => bar.println(format!("run {id} started")),
+            }
         }
         let runs = store.list_runs().await?;
         let mine: Vec<_> = runs.iter().filter(|r| only.is_none_or(|ids| ids.contains(&r.id))).collect();
@@ -94,22 +114,69 @@ pub async fn run_until_done(
         bar.set_message(format!("{running} running, {} queued ({held} paused)", active.len() - running));
         if active.is_empty() || active.len() == held {
             bar.finish_and_clear();
+            let code = exit_code::of_runs(mine.iter().map(|r| r.status), held);
+            if json {
+                let runs = mine.iter().map(|r| EndedRun { run: r.id, status: r.status.to_string() }).collect();
+                Report::Ended { runs, paused: held, exit_code: code }.print();
+                return Ok(code);
+            }
             let failed = mine.iter().filter(|r| r.status != RunStatus::Finished && r.status.is_terminal()).count();
             tracing::info!(
                 "{done} of {} runs ended ({failed} not finished){}",
                 mine.len(),
                 if held > 0 { format!("; {held} paused") } else { String::new() }
             );
-            return Ok(if failed == 0 && held == 0 { 0 } else { 1 });
+            return Ok(code);
         }
         tokio::select! {
             _ = tokio::time::sleep(POLL) => {}
             _ = &mut interrupted => {
                 bar.finish_and_clear();
+                if json {
+                    Report::Stopped { exit_code: exit_code::INTERRUPTED }.print();
+                    return Ok(exit_code::INTERRUPTED);
+                }
                 tracing::info!("queue runner stopped; running workers go on, queued runs wait in {} (`workbench queue` continues)", store.location());
-                return Ok(130);
+                return Ok(exit_code::INTERRUPTED);
             }
         }
+    }
+}
+
+/// What `sweep --json` and `queue --json` print: one JSON object per line, told apart by
+/// `event` (README, "Machine-readable output").
+#[derive(serde::Serialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+enum Report<'a> {
+    /// The sweep's runs are in the queue.
+    Queued { sweep: i64, name: &'a str, runs: Vec<QueuedRun<'a>> },
+    /// A worker started a run.
+    Started { run: i64 },
+    /// Every run ended (or waits paused); `exit_code` is the process's.
+    Ended { runs: Vec<EndedRun>, paused: usize, exit_code: i32 },
+    /// Ctrl-C stopped the runner; workers go on.
+    Stopped { exit_code: i32 },
+}
+
+#[derive(serde::Serialize)]
+struct QueuedRun<'a> {
+    run: i64,
+    layer: &'a str,
+    overrides: &'a [String],
+}
+
+#[derive(serde::Serialize)]
+struct EndedRun {
+    run: i64,
+    status: String,
+}
+
+impl Report<'_> {
+    /// One line on stdout, flushed at once (a script reads it as it comes).
+    fn print(&self) {
+        use std::io::Write;
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "{}", serde_json::to_string(self).unwrap_or_default()).and_then(|()| out.flush());
     }
 }
 

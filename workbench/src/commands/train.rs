@@ -1,12 +1,13 @@
 //! `workbench train` and `workbench resume`.
 
 use crate::executor::Executor;
+use crate::exit_code::{self, refused};
 use crate::host::{PluginHost, PLUGIN_PATH_VAR};
 use crate::ops;
 use crate::run_config::RunConfig;
 use crate::store::{RunStatus, Store};
 use crate::train::launch::{follow, follow_store, spawn_worker, Display};
-use anyhow::{Context, Result};
+use anyhow::{anyhow, Context, Result};
 use plugin_api::PluginKind;
 use std::path::PathBuf;
 
@@ -22,14 +23,14 @@ pub async fn train(
     overrides: &[String],
     json: bool,
 ) -> Result<i32> {
-    let layer_plugin = host.get(layer, PluginKind::Layer).with_context(hint_plugin_path)?;
-    let task_plugin = host.get(task, PluginKind::Task).with_context(hint_plugin_path)?;
-    let config = RunConfig::resolve(&layer_plugin.declaration, &task_plugin.declaration, overrides)?;
-    executor.check(store)?;
+    let layer_plugin = host.get(layer, PluginKind::Layer).with_context(hint_plugin_path).map_err(refused)?;
+    let task_plugin = host.get(task, PluginKind::Task).with_context(hint_plugin_path).map_err(refused)?;
+    let config = RunConfig::resolve(&layer_plugin.declaration, &task_plugin.declaration, overrides).map_err(refused)?;
+    executor.check(store).map_err(refused)?;
+    // Refused when it cannot fit in memory, before anything is stored.
+    let new_run = ops::launch::new_run(layer_plugin, task_plugin, &config).map_err(refused)?;
     store.artifacts_dir()?;
-    let run_id = store
-        .create_claimed_run(&ops::launch::new_run(layer_plugin, task_plugin, &config)?, std::process::id())
-        .await?;
+    let run_id = store.create_claimed_run(&new_run, std::process::id()).await?;
     if !json {
         tracing::info!("run {run_id} queued in {}", store.location());
     }
@@ -48,7 +49,11 @@ pub async fn train(
 
 /// Requeues an interrupted or failed run and continues it from its checkpoint.
 pub async fn resume(store: &Store, dirs: &[PathBuf], run_id: i64, json: bool) -> Result<i32> {
-    ops::runs::requeue(store, run_id).await?;
+    let status = store.run(run_id).await?.status;
+    if matches!(status, RunStatus::Finished | RunStatus::Diverged | RunStatus::Queued | RunStatus::Running) {
+        return Err(refused(anyhow!("{}", nothing_to_resume(run_id, status))));
+    }
+    ops::runs::requeue(store, run_id).await.map_err(refused)?;
     store.claim(run_id, std::process::id()).await?;
     let child = spawn_worker(store, dirs, run_id, true)?;
     finish(store, follow(store, child, run_id, display(json)).await?, run_id, json).await
@@ -70,7 +75,25 @@ async fn finish(store: &Store, status: RunStatus, run_id: i64, json: bool) -> Re
             None => tracing::info!("run {run_id} {status} (details: workbench runs show {run_id})"),
         }
     }
-    Ok(if status == RunStatus::Finished { 0 } else { 1 })
+    Ok(exit_code::of_run(status))
+}
+
+/// Why `resume` has nothing to do for a run in `status`, and what to do instead.
+fn nothing_to_resume(run_id: i64, status: RunStatus) -> String {
+    match status {
+        RunStatus::Finished => format!(
+            "run {run_id} is finished: it trained all its steps, nothing is left to resume \
+             (to train longer, start a new run: `workbench runs show {run_id} --config` gives its configuration)"
+        ),
+        RunStatus::Diverged => format!(
+            "run {run_id} diverged: resuming would diverge again; start a new run with a lower lr \
+             (`workbench runs show {run_id} --config` gives its configuration)"
+        ),
+        RunStatus::Queued => {
+            format!("run {run_id} is queued, not stopped: `workbench queue` (or the TUI) starts it")
+        }
+        _ => format!("run {run_id} is still running: `workbench runs show {run_id}` follows it"),
+    }
 }
 
 fn hint_plugin_path() -> String {

@@ -2,6 +2,7 @@
 //! that each energy-derived layer's updates are the gradients of its energies (or, where
 //! the seed only relaxes that claim, that a small fixed step does not raise the energy).
 
+use crate::exit_code::refused;
 use crate::host::PluginHost;
 use crate::params::Params;
 use anyhow::{anyhow, Result};
@@ -35,19 +36,20 @@ pub fn run(host: &PluginHost, only: Option<&str>, overrides: &[String], seed: u6
         }
         let mut config = Config::defaults(&plugin.declaration.params);
         for raw in overrides {
-            let (key, value) = raw.split_once('=').ok_or_else(|| anyhow!("expected key=value, got `{raw}`"))?;
+            let (key, value) =
+                raw.split_once('=').ok_or_else(|| refused(anyhow!("expected key=value, got `{raw}`")))?;
             let spec = plugin
                 .declaration
                 .params
                 .iter()
                 .find(|p| p.name == key)
-                .ok_or_else(|| anyhow!("layer `{name}` has no key `{key}`"))?;
-            config.set(key, spec.parse(value).map_err(|e| anyhow!("`{raw}`: {e}"))?);
+                .ok_or_else(|| refused(anyhow!("layer `{name}` has no key `{key}`")))?;
+            config.set(key, spec.parse(value).map_err(|e| refused(anyhow!("`{raw}`: {e}")))?);
         }
         rows.extend(check_layer(host, name, &config, seed)?);
     }
     if only.is_some() && rows.is_empty() && !host.plugins.iter().any(|p| Some(p.declaration.name.as_str()) == only) {
-        host.get(only.unwrap_or_default(), PluginKind::Layer)?;
+        host.get(only.unwrap_or_default(), PluginKind::Layer).map_err(refused)?;
     }
     if json {
         println!("{}", serde_json::to_string_pretty(&rows)?);

@@ -176,8 +176,19 @@ pub fn plan(host: &PluginHost, spec: &Spec) -> Result<Vec<Point>> {
     let axes: Vec<Axis> = spec.axes.iter().map(|a| text_values_kept_whole(a, &layers, &task.declaration)).collect();
     for axis in &axes {
         if !layers.iter().any(|l| applies(&axis.key, &l.declaration, &task.declaration)) {
+            let train = crate::run_config::train_schema();
+            let names = layers
+                .iter()
+                .flat_map(|l| l.declaration.params.iter())
+                .chain(&task.declaration.params)
+                .chain(&train)
+                .map(|p| p.name.as_str());
+            let bare = axis.key.rsplit('.').next().unwrap_or(&axis.key);
+            let suggestion = crate::run_config::closest_key(bare, names)
+                .map(|name| format!(" (did you mean `{name}`?)"))
+                .unwrap_or_default();
             bail!(
-                "`{}` is not a key of {} or of task `{}` or of the trainer (`workbench plugins` lists the keys)",
+                "`{}` is not a key of {} or of task `{}` or of the trainer{suggestion}; `workbench plugins` lists the keys",
                 axis.key,
                 spec.layers.join(", "),
                 spec.task

@@ -217,8 +217,11 @@ pub async fn follow(store: &Store, mut child: Child, run_id: i64, display: Displ
                 bar.set_length(total_steps);
                 bar.set_position(start_step);
                 bar.set_style(
-                    ProgressStyle::with_template("{prefix} [{bar:30}] {pos}/{len} steps {per_sec} ETA {eta} {msg}")
+                    ProgressStyle::with_template("{prefix} [{bar:30}] {pos}/{len} steps {rate} ETA {eta} {msg}")
                         .unwrap_or_else(|_| ProgressStyle::default_bar())
+                        .with_key("rate", |state: &indicatif::ProgressState, w: &mut dyn std::fmt::Write| {
+                            let _ = w.write_str(&steps_per_second(state.per_sec()));
+                        })
                         .progress_chars("=> "),
                 );
                 bar.set_prefix(format!("run {run_id}"));
@@ -313,9 +316,27 @@ pub async fn follow_store(store: &Store, run_id: i64, display: Display) -> Resul
     }
 }
 
+/// A rate for the progress bar, with the digits that are not noise: `80.5/s`, `1234/s`.
+fn steps_per_second(rate: f64) -> String {
+    match rate {
+        r if !r.is_finite() => "-/s".to_string(),
+        r if r >= 100.0 => format!("{r:.0}/s"),
+        r if r >= 1.0 => format!("{r:.1}/s"),
+        r => format!("{r:.2}/s"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rates_are_shown_with_few_digits() {
+        assert_eq!(steps_per_second(80.5213), "80.5/s");
+        assert_eq!(steps_per_second(1234.56), "1235/s");
+        assert_eq!(steps_per_second(0.3456), "0.35/s");
+        assert_eq!(steps_per_second(f64::INFINITY), "-/s");
+    }
 
     #[test]
     fn a_replaced_executable_is_found_at_its_path() {

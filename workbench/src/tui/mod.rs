@@ -39,6 +39,7 @@ pub mod launch;
 pub mod launch_file;
 pub mod layout;
 pub mod prefs;
+pub mod monochrome;
 pub mod reload;
 pub mod runs;
 pub mod screens;

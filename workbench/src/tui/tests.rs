@@ -1021,3 +1021,27 @@ fn exports_go_to_the_exports_folder_with_names_that_say_what_they_are() {
     );
     assert!(found, "{:?}", sent.lock().unwrap());
 }
+
+/// With NO_COLOR no cell of any screen keeps a colour, and the cursor stays visible.
+#[test]
+fn no_color_draws_every_screen_without_colours_and_keeps_the_cursor() {
+    use ratatui::style::{Color, Modifier};
+    crate::colour::set_no_color_on_this_thread(true);
+    let (mut app, _) = app();
+    for screen in Screen::ALL {
+        app.screen = screen;
+        let mut terminal = Terminal::new(TestBackend::new(120, 40)).unwrap();
+        terminal.draw(|f| ui::draw(f, &app)).unwrap();
+        let buffer = terminal.backend().buffer();
+        let coloured = buffer.content.iter().filter(|c| c.fg != Color::Reset || c.bg != Color::Reset).count();
+        assert_eq!(coloured, 0, "{screen:?}: {coloured} cells keep a colour");
+        let reversed = buffer.content.iter().filter(|c| c.modifier.contains(Modifier::REVERSED)).count();
+        assert!(reversed > 0, "{screen:?}: nothing is highlighted");
+    }
+    // Without it, the same screens are coloured (the test above can fail).
+    crate::colour::set_no_color_on_this_thread(false);
+    app.screen = Screen::Runs;
+    let mut terminal = Terminal::new(TestBackend::new(120, 40)).unwrap();
+    terminal.draw(|f| ui::draw(f, &app)).unwrap();
+    assert!(terminal.backend().buffer().content.iter().any(|c| c.fg != Color::Reset));
+}

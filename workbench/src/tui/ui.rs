@@ -63,6 +63,9 @@ pub fn draw(frame: &mut Frame, app: &App) {
     if app.help {
         screens::help::draw(frame, app);
     }
+    if !crate::colour::enabled() {
+        super::monochrome::strip(frame.buffer_mut());
+    }
 }
 
 fn draw_tabs(frame: &mut Frame, areas: &Areas, app: &App) {
