@@ -37,10 +37,11 @@ const RUN: &[&str] = &[
 /// Every metric row of run 1 (step, split, name, value), in a stable order.
 async fn rows(db: &Path) -> Vec<(i64, String, String, Option<f64>)> {
     let mut conn = open(db).await;
-    // Throughput is the one metric that depends on the clock.
+    // Throughput and the worker's system samples (CPU, memory, taken every few seconds)
+    // depend on the clock and the process, not on the run.
     let rows = sqlx::query_as(
         "SELECT step, split, name, value FROM metrics WHERE run_id = 1 AND name != 'samples_per_s' \
-         ORDER BY step, split, name",
+         AND (split != 'sys' OR name = 'eval_examples') ORDER BY step, split, name",
     )
     .fetch_all(&mut conn)
     .await
