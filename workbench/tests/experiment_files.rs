@@ -4,32 +4,8 @@
 
 mod common;
 
-use common::{run, temp_dir, workbench};
-use std::path::Path;
+use common::{run, show, temp_dir, train_losses, workbench};
 
-fn show(dir: &Path, id: i64) -> serde_json::Value {
-    let (code, stdout, stderr) = run(workbench(dir).args(["runs", "show", &id.to_string(), "--json"]));
-    assert_eq!(code, 0, "{stderr}");
-    serde_json::from_str(&stdout).unwrap()
-}
-
-/// Train loss per step, in step order.
-fn train_losses(dir: &Path, id: i64) -> Vec<(u64, f64)> {
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    rt.block_on(async {
-        let store = workbench::store::Store::open(&dir.join("runs.db")).await.unwrap();
-        let mut rows: Vec<(u64, f64)> = store
-            .metrics(id)
-            .await
-            .unwrap()
-            .into_iter()
-            .filter(|m| m.split == "train" && m.name == "loss")
-            .map(|m| (m.step, m.value))
-            .collect();
-        rows.sort_by_key(|r| r.0);
-        rows
-    })
-}
 
 /// A tiny Sudoku configuration (a few seconds on one thread), split over two files.
 const BASE: &str = r#"

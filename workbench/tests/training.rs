@@ -3,34 +3,11 @@
 
 mod common;
 
-use common::{run, temp_dir, workbench};
+use common::{run, show, temp_dir, train_losses, workbench};
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::Stdio;
 
-fn show(dir: &Path, id: i64) -> serde_json::Value {
-    let (code, stdout, stderr) = run(workbench(dir).args(["runs", "show", &id.to_string(), "--json"]));
-    assert_eq!(code, 0, "{stderr}");
-    serde_json::from_str(&stdout).unwrap()
-}
-
-/// Train loss per step from the database, via the store API.
-fn train_losses(dir: &Path, id: i64) -> Vec<(u64, f64)> {
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    rt.block_on(async {
-        let store = workbench::store::Store::open(&dir.join("runs.db")).await.unwrap();
-        let mut rows: Vec<(u64, f64)> = store
-            .metrics(id)
-            .await
-            .unwrap()
-            .into_iter()
-            .filter(|m| m.split == "train" && m.name == "loss")
-            .map(|m| (m.step, m.value))
-            .collect();
-        rows.sort_by_key(|r| r.0);
-        rows
-    })
-}
 
 fn last_eval(dir: &Path, id: i64, name: &str) -> f64 {
     let shown = show(dir, id);

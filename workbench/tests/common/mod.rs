@@ -58,6 +58,31 @@ pub fn workbench(dir: &Path) -> Command {
     cmd
 }
 
+/// `runs show ID --json` in `dir`'s store, which must succeed.
+pub fn show(dir: &Path, id: i64) -> serde_json::Value {
+    let (code, stdout, stderr) = run(workbench(dir).args(["runs", "show", &id.to_string(), "--json"]));
+    assert_eq!(code, 0, "{stderr}");
+    serde_json::from_str(&stdout).unwrap()
+}
+
+/// Run `id`'s training loss per step, in step order, read through the store API.
+pub fn train_losses(dir: &Path, id: i64) -> Vec<(u64, f64)> {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    rt.block_on(async {
+        let store = workbench::store::Store::open(&dir.join("runs.db")).await.unwrap();
+        let mut rows: Vec<(u64, f64)> = store
+            .metrics(id)
+            .await
+            .unwrap()
+            .into_iter()
+            .filter(|m| m.split == "train" && m.name == "loss")
+            .map(|m| (m.step, m.value))
+            .collect();
+        rows.sort_by_key(|r| r.0);
+        rows
+    })
+}
+
 /// Runs a command and returns (exit code, stdout, stderr).
 pub fn run(cmd: &mut Command) -> (i32, String, String) {
     let Output { status, stdout, stderr } = cmd.output().expect("the workbench binary runs");
