@@ -85,6 +85,22 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Store a published PyTorch checkpoint (.safetensors, .pth, .pt) as a finished, evaluated run.
+    Import {
+        /// The checkpoint: a safetensors file or a PyTorch state dict saved with torch.save.
+        file: PathBuf,
+        /// Layer plugin of the published model (hyperset or transformer).
+        #[arg(long)]
+        layer: String,
+        /// Task plugin of the published model (sudoku).
+        #[arg(long)]
+        task: String,
+        /// Overrides `key=value`, after the options read off the checkpoint (e.g. iterations=8).
+        overrides: Vec<String>,
+        /// Machine-readable output.
+        #[arg(long)]
+        json: bool,
+    },
     /// Continue an interrupted or failed run from its last checkpoint.
     Resume {
         /// Run id.
@@ -108,8 +124,11 @@ pub enum Command {
     /// Check numerically that each energy-derived layer's updates are its energies' gradients.
     Verify {
         /// Only this layer plugin.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "run")]
         layer: Option<String>,
+        /// The layer of this stored run, with its checkpoint's parameters (trained or imported).
+        #[arg(long)]
+        run: Option<i64>,
         /// Layer overrides `key=value` (with --layer).
         overrides: Vec<String>,
         /// Seed of the random parameters and inputs.
@@ -565,6 +584,11 @@ async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
             let overrides = experiment.train_overrides(&overrides);
             commands::train::train(&store, &host, &dirs, &executor, &layer, &task, &overrides, json).await
         }
+        Some(Command::Import { file, layer, task, overrides, json }) => {
+            let host = commands::load_plugins(&dirs);
+            let store = commands::open_store(&db, &artifacts).await?;
+            commands::import::run(&store, &host, &file, &layer, &task, &overrides, json).await
+        }
         Some(Command::Resume { run, json }) => {
             let store = commands::open_store(&db, &artifacts).await?;
             commands::train::resume(&store, &dirs, run, json).await
@@ -602,7 +626,19 @@ async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
             let store = commands::open_store(&db, &artifacts).await?;
             commands::plot::run(&store, &runs, &panels, &out, &size, json).await
         }
-        Some(Command::Verify { layer, overrides, seed, json }) => {
+        Some(Command::Verify { layer, run: Some(run), overrides, seed, json }) => {
+            if !overrides.is_empty() || layer.is_some() {
+                return Err(crate::exit_code::refused(anyhow::anyhow!(
+                    "`verify --run` checks the run's own configuration; drop the overrides"
+                )));
+            }
+            let store = commands::open_store(&db, &artifacts).await?;
+            let rows = commands::verify::check_run(&store, &commands::load_plugins(&dirs), run, seed)
+                .await
+                .map_err(crate::exit_code::refused)?;
+            commands::verify::report(&rows, json)
+        }
+        Some(Command::Verify { layer, run: None, overrides, seed, json }) => {
             commands::verify::run(&commands::load_plugins(&dirs), layer.as_deref(), &overrides, seed, json)
         }
         Some(Command::Bench { layer, steps, reference, overrides, json }) => {

@@ -33,6 +33,7 @@ pub mod figure;
 pub mod figure_labels;
 pub mod figure_ticks;
 pub mod host;
+pub mod import;
 pub mod logging;
 pub mod memory;
 pub mod ops;

@@ -1,7 +1,7 @@
 //! One Hyper-SET iteration: an attention step then a feedforward step (seed 000, Eq. 9, 11).
 
 use crate::attention::{bisoftmax, AttentionKind};
-use crate::config::{HyperSetConfig, RMS_EPS};
+use crate::config::HyperSetConfig;
 use crate::feedforward::FeedforwardKind;
 use crate::lora::DepthwiseLora;
 use crate::step_size::StepSize;
@@ -63,6 +63,7 @@ pub struct HyperSetBlock {
     kernels: Kernels,
     heads: usize,
     head_dim: usize,
+    norm_eps: f64,
 }
 
 impl HyperSetBlock {
@@ -101,6 +102,7 @@ impl HyperSetBlock {
             kernels: cfg.kernels,
             heads: cfg.heads,
             head_dim: cfg.head_dim(),
+            norm_eps: cfg.norm_eps,
         })
     }
 
@@ -159,7 +161,7 @@ impl HyperSetBlock {
             Kernels::Fused => split_heads_view(&self.kernels.linear(x, w, None)?, self.heads, self.head_dim)?,
             Kernels::Composed => split_heads(&self.kernels.linear(x, w, None)?, self.heads, self.head_dim)?,
         };
-        let rms_norm = |z: &Tensor, gain: Option<&Tensor>| self.kernels.rms_norm(z, gain, RMS_EPS);
+        let rms_norm = |z: &Tensor, gain: Option<&Tensor>| self.kernels.rms_norm(z, gain, self.norm_eps);
         let shared = |z: Tensor| Projections { query: z.clone(), key: z.clone(), value: z };
         Ok(match &self.attn_gains {
             AttentionGains::None => shared(rms_norm(&z, None)?),
@@ -190,7 +192,7 @@ impl HyperSetBlock {
                 AttentionGains::PerRole { .. } => None,
             };
             if let Some(gain) = shared_gain {
-                return Ok(bisoftmax::fused_update(x, w, gain, self.heads, RMS_EPS)?);
+                return Ok(bisoftmax::fused_update(x, w, gain, self.heads, self.norm_eps)?);
             }
         }
         let z = self.project(x, w)?;
@@ -207,7 +209,7 @@ impl HyperSetBlock {
     pub fn feedforward_update(&self, x: &Tensor, d_ff: &Tensor) -> Result<Tensor> {
         let hidden = self.kernels.linear(x, d_ff, None)?;
         let gain = self.ff_gain.as_ref();
-        let activated = self.feedforward.normed_activation(&hidden, gain, RMS_EPS, self.kernels)?;
+        let activated = self.feedforward.normed_activation(&hidden, gain, self.norm_eps, self.kernels)?;
         Ok(self.kernels.linear(&activated, &d_ff.t()?, None)?)
     }
 }

@@ -7,7 +7,8 @@ use crate::step_size::{StepNetForm, StepSizeMode};
 use kernels::Kernels;
 use plugin_api::{check_heads_and_layers, config_error, Config, Result};
 
-/// The epsilon of every RMSNorm of the layer.
+/// The epsilon of the RMSNorms inside the energies (diagnostics and `verify`), and the
+/// default of option `norm_eps`, the epsilon of the layer's own RMSNorms.
 pub(crate) const RMS_EPS: f64 = 1e-6;
 
 /// Validated hyperparameters of the layer.
@@ -47,6 +48,9 @@ pub struct HyperSetConfig {
     pub qkv_gains: bool,
     /// Fused kernels or candle's composition (option `kernels`).
     pub kernels: Kernels,
+    /// Epsilon of the layer's RMSNorms (option `norm_eps`; PyTorch's `nn.RMSNorm` default is
+    /// the float32 machine epsilon, which imported checkpoints were trained with).
+    pub norm_eps: f64,
 }
 
 impl HyperSetConfig {
@@ -83,6 +87,7 @@ impl HyperSetConfig {
                     Kernels::NAMES.join(" | ")
                 ))
             })?,
+            norm_eps: cfg.f64("norm_eps")?,
         };
         check_heads_and_layers(c.d, c.heads, c.iterations, c.layers)?;
         if !c.time_dim.is_multiple_of(2) {

@@ -23,7 +23,7 @@
 //! `alpha_t = gamma_t = c` (`step_c`), one scalar for both sub-steps as in the authors'
 //! code; the whole network is removed (0.91M instead of 1.55M parameters at d = 384).
 
-use crate::config::{HyperSetConfig, RMS_EPS};
+use crate::config::HyperSetConfig;
 use kernels::Kernels;
 use plugin_api::candle::{Module, Tensor, D};
 use plugin_api::candle_nn::{Init, Linear, VarBuilder};
@@ -138,8 +138,8 @@ struct TimeMlp {
 }
 
 impl TimeMlp {
-    fn forward(&self, sinusoid: &Tensor, kernels: Kernels) -> Result<Tensor> {
-        let rms_norm = |x: &Tensor, gain: &Tensor| kernels.rms_norm(x, Some(gain), RMS_EPS);
+    fn forward(&self, sinusoid: &Tensor, kernels: Kernels, eps: f64) -> Result<Tensor> {
+        let rms_norm = |x: &Tensor, gain: &Tensor| kernels.rms_norm(x, Some(gain), eps);
         Ok(match &self.norms {
             None => self.time_out.forward(&kernels.gelu_erf(&self.time_in.forward(sinusoid)?)?)?,
             Some([first, mid, last]) => {
@@ -159,6 +159,7 @@ pub struct StepSizeNet {
     step_out: Linear,
     time_dim: usize,
     kernels: Kernels,
+    norm_eps: f64,
 }
 
 impl StepSizeNet {
@@ -194,6 +195,7 @@ impl StepSizeNet {
             step_out: linear_init(cfg.d, 2 * cfg.d, Init::Const(0.0), vb.pp("out"))?,
             time_dim: cfg.time_dim,
             kernels: cfg.kernels,
+            norm_eps: cfg.norm_eps,
         })
     }
 
@@ -203,16 +205,16 @@ impl StepSizeNet {
         let sinusoid = sinusoidal_embedding(t as f64, self.time_dim, cond.dtype(), cond.device())?;
         let kernels = self.kernels;
         let e = match &self.time_mlp {
-            Some(mlp) => mlp.forward(&sinusoid.unsqueeze(0)?, kernels)?.squeeze(0)?,
+            Some(mlp) => mlp.forward(&sinusoid.unsqueeze(0)?, kernels, self.norm_eps)?.squeeze(0)?,
             None => sinusoid,
         };
         let x = match &self.input_norm {
-            Some(g) => kernels.rms_norm(cond, Some(g), RMS_EPS)?,
+            Some(g) => kernels.rms_norm(cond, Some(g), self.norm_eps)?,
             None => cond.clone(),
         };
         let c = kernels.add_row(&x, &e)?;
         let c = match &self.cond_norm {
-            Some(g) => kernels.rms_norm(&c, Some(g), RMS_EPS)?,
+            Some(g) => kernels.rms_norm(&c, Some(g), self.norm_eps)?,
             None => c,
         };
         let h = kernels.gelu_erf(&c)?;

@@ -1,6 +1,6 @@
 //! The puzzles of a run and their batching.
 
-use crate::model::SudokuModel;
+use crate::model::{ModelOptions, SudokuModel};
 use datasets::sudoku::{self, Difficulty, Puzzle};
 use plugin_api::candle::{Device, Tensor};
 use plugin_api::candle_nn::VarBuilder;
@@ -18,8 +18,7 @@ pub struct SudokuData {
     eval: Vec<Puzzle>,
     seed: u64,
     augment: bool,
-    init_std: f64,
-    factored_positions: bool,
+    options: ModelOptions,
 }
 
 impl SudokuData {
@@ -38,14 +37,7 @@ impl SudokuData {
             "" => generate("evaluation puzzles", cfg.i64("eval_seed")? as u64, cfg.usize("eval_puzzles")?),
             path => load(path)?,
         };
-        Ok(SudokuData {
-            train,
-            eval,
-            seed,
-            augment: cfg.bool("augment")?,
-            init_std: cfg.f64("init_std")?,
-            factored_positions: cfg.str("positions")? == "row_col_box",
-        })
+        Ok(SudokuData { train, eval, seed, augment: cfg.bool("augment")?, options: model_options(cfg, seed)? })
     }
 
     /// Checks the difficulty and reads the CSV files, if any, so that a bad path or a
@@ -64,7 +56,7 @@ impl SudokuData {
     /// The model at `width` built into `vb`, the 81 cells, and the puzzles' bytes (a CSV's
     /// file size bounds its puzzles' size in memory).
     pub fn footprint(cfg: &Config, vb: VarBuilder, width: usize) -> Result<Footprint> {
-        SudokuModel::new(vb, width, cfg.f64("init_std")?, cfg.str("positions")? == "row_col_box")?;
+        SudokuModel::new(vb, width, model_options(cfg, 0)?)?;
         let split_bytes = |csv_key: &str, count_key: &str| -> Result<u64> {
             Ok(match cfg.str(csv_key)? {
                 "" => (cfg.usize(count_key)? * std::mem::size_of::<Puzzle>()) as u64,
@@ -79,7 +71,13 @@ impl SudokuData {
 
     #[cfg(test)]
     pub fn from_puzzles(train: Vec<Puzzle>, eval: Vec<Puzzle>, seed: u64) -> Self {
-        SudokuData { train, eval, seed, augment: true, init_std: 0.02, factored_positions: false }
+        SudokuData {
+            train,
+            eval,
+            seed,
+            augment: true,
+            options: ModelOptions { init_std: 0.02, factored_positions: false, norm_eps: 1e-6, dropout: 0.0, seed },
+        }
     }
 }
 
@@ -105,6 +103,17 @@ pub fn batch<'a>(puzzles: impl ExactSizeIterator<Item = &'a Puzzle>, device: &De
         targets: Tensor::from_vec(targets, (size, CELLS), device)?,
         mask: Some(Tensor::from_vec(mask, (size, CELLS), device)?),
         size,
+    })
+}
+
+/// The model's options from the task's configuration, dropout masks drawn from `seed`.
+fn model_options(cfg: &Config, seed: u64) -> Result<ModelOptions> {
+    Ok(ModelOptions {
+        init_std: cfg.f64("init_std")?,
+        factored_positions: cfg.str("positions")? == "row_col_box",
+        norm_eps: cfg.f64("norm_eps")?,
+        dropout: cfg.f64("dropout")?,
+        seed,
     })
 }
 
@@ -146,6 +155,6 @@ impl Task for SudokuData {
     }
 
     fn build_model(&self, vb: VarBuilder, width: usize) -> Result<Box<dyn TaskModel>> {
-        Ok(Box::new(SudokuModel::new(vb, width, self.init_std, self.factored_positions)?))
+        Ok(Box::new(SudokuModel::new(vb, width, self.options)?))
     }
 }

@@ -26,6 +26,8 @@ fn params() -> Vec<ParamSpec> {
             "learnable positional embedding: one vector per cell (the seeds'), or the sum of row, column and box vectors",
         ),
         ParamSpec::float("init_std", 0.02, 0.0, 10.0, "standard deviation of the N(0, s^2) init of embeddings and head"),
+        ParamSpec::float("norm_eps", 1e-6, 1e-12, 1e-2, "epsilon of the head's RMSNorm (PyTorch's default: 1.1920929e-7)"),
+        ParamSpec::float("dropout", 0.0, 0.0, 0.95, "dropout probability on the embedded tokens in training (the published models: 0.1)"),
     ]
 }
 

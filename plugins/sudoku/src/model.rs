@@ -1,4 +1,5 @@
-//! Embedding and head: `Embedding(10, d) + learnable positions`, `RMSNorm -> Linear(d, 9)`.
+//! Embedding and head: `Embedding(10, d) + learnable positions` (with dropout in training),
+//! `RMSNorm -> Linear(d, 9)`.
 
 use crate::data::CELLS;
 use plugin_api::candle::{DType, Tensor, D};
@@ -30,20 +31,36 @@ impl Positions {
     }
 }
 
+/// The model's options (the task's `init_std`, `positions`, `norm_eps`, `dropout`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ModelOptions {
+    /// Standard deviation of the embeddings' and head's initialisation.
+    pub init_std: f64,
+    /// Row + column + box position tables instead of a free table per cell.
+    pub factored_positions: bool,
+    /// Epsilon of the head's RMSNorm.
+    pub norm_eps: f64,
+    /// Dropout probability on the embedded tokens, in training only.
+    pub dropout: f64,
+    /// The run seed, from which dropout masks are drawn.
+    pub seed: u64,
+}
+
 pub struct SudokuModel {
     tokens: Tensor,
     positions: Positions,
     head_norm: Tensor,
     head: Tensor,
+    options: ModelOptions,
 }
 
 impl SudokuModel {
     /// With `factored_positions` the position of cell (r, c) is `row[r] + col[c] + box[b]`
     /// (three learnable `[9, d]` tables) instead of a free `[81, d]` table: the same
     /// structure in fewer parameters, which the attention finds much sooner.
-    pub fn new(vb: VarBuilder, width: usize, init_std: f64, factored_positions: bool) -> Result<Self> {
-        let init = Init::Randn { mean: 0.0, stdev: init_std };
-        let positions = if factored_positions {
+    pub fn new(vb: VarBuilder, width: usize, options: ModelOptions) -> Result<Self> {
+        let init = Init::Randn { mean: 0.0, stdev: options.init_std };
+        let positions = if options.factored_positions {
             let index =
                 |f: fn(usize) -> usize| Tensor::from_vec((0..CELLS).map(|c| f(c) as u32).collect(), CELLS, vb.device());
             Positions::Factored {
@@ -62,13 +79,14 @@ impl SudokuModel {
             positions,
             head_norm: vb.get_with_hints(width, "head_norm", Init::Const(1.0))?,
             head: vb.get_with_hints((width, DIGITS), "head", init)?,
+            options,
         })
     }
 
     /// Digit logits `[B * 81, 9]`.
     fn logits(&self, h: &Tensor) -> Result<Tensor> {
         let (b, n, d) = h.dims3()?;
-        let normed = rms_norm(h, Some(&self.head_norm), 1e-6)?;
+        let normed = rms_norm(h, Some(&self.head_norm), self.options.norm_eps)?;
         Ok(normed.reshape((b * n, d))?.matmul(&self.head)?)
     }
 }
@@ -78,11 +96,18 @@ fn mask(batch: &Batch) -> Result<&Tensor> {
 }
 
 impl TaskModel for SudokuModel {
-    fn embed(&self, batch: &Batch, _train: bool) -> Result<Tensor> {
+    fn embed(&self, batch: &Batch, train: bool) -> Result<Tensor> {
         let (b, n) = batch.inputs.dims2()?;
         let ids = batch.inputs.flatten_all()?;
         let tokens = self.tokens.index_select(&ids, 0)?.reshape((b, n, ()))?;
-        Ok(tokens.broadcast_add(&self.positions.vectors()?)?)
+        let embedded = tokens.broadcast_add(&self.positions.vectors()?)?;
+        match (train, self.options.dropout) {
+            (true, p) if p > 0.0 => {
+                let boards: Vec<u32> = ids.to_vec1()?;
+                Ok(dropout(&embedded, p, mask_seed(self.options.seed, &boards))?)
+            }
+            _ => Ok(embedded),
+        }
     }
 
     fn loss(&self, h: &Tensor, batch: &Batch) -> Result<Tensor> {
@@ -93,6 +118,23 @@ impl TaskModel for SudokuModel {
     fn evaluate(&self, h: &Tensor, batch: &Batch) -> Result<MetricTally> {
         score(&self.logits(h)?, batch)
     }
+}
+
+/// The seed of a batch's dropout mask: the run seed mixed with the batch's boards (FNV-1a),
+/// so a step draws the same mask whether the run was resumed or its batch split over threads,
+/// without the model keeping state between calls.
+fn mask_seed(seed: u64, boards: &[u32]) -> u64 {
+    boards.iter().fold(0xcbf2_9ce4_8422_2325 ^ seed, |h, &v| (h ^ v as u64).wrapping_mul(0x0100_0000_01b3))
+}
+
+/// Inverted dropout: each entry kept with probability `1 - p` and scaled by `1 / (1 - p)`.
+fn dropout(x: &Tensor, p: f64, seed: u64) -> Result<Tensor> {
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let keep = 1.0 / (1.0 - p);
+    let mask: Vec<f32> = (0..x.elem_count()).map(|_| if rng.random::<f64>() < p { 0.0 } else { keep as f32 }).collect();
+    let mask = Tensor::from_vec(mask, x.shape(), x.device())?.to_dtype(x.dtype())?;
+    Ok((x * mask)?)
 }
 
 /// Board accuracy, cell accuracy on blanks and mean loss per blank cell of digit logits

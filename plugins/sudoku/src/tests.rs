@@ -73,3 +73,42 @@ fn cell_acc_is_the_headline() {
     let names: Vec<String> = data.info().unwrap().metrics.into_iter().map(|m| m.name).collect();
     assert_eq!(names, ["cell_acc", "board_acc", "loss"]);
 }
+
+/// Embedding dropout (the published models': 0.1): training only, inverted (kept entries
+/// scaled by 1 / (1 - p)), the same mask for the same boards and seed, another for another seed.
+#[test]
+fn embedding_dropout_is_seeded_and_training_only() {
+    use crate::model::{ModelOptions, SudokuModel};
+    use plugin_api::candle::DType;
+    use plugin_api::candle_nn::{VarBuilder, VarMap};
+    use plugin_api::TaskModel;
+    let puzzles = generate(5, 2, Difficulty::Easy);
+    let b = batch(puzzles.iter(), &Device::Cpu).unwrap();
+    let model = |dropout: f64, seed: u64| {
+        let map = VarMap::new();
+        let vb = VarBuilder::from_varmap(&map, DType::F32, &Device::Cpu);
+        let options = ModelOptions { init_std: 1.0, factored_positions: false, norm_eps: 1e-6, dropout, seed };
+        let model = SudokuModel::new(vb, 8, options).unwrap();
+        (map, model)
+    };
+    // The same parameters in every model: copied from the first one.
+    let (map, plain) = model(0.0, 1);
+    let (other_map, dropped) = model(0.5, 1);
+    let (third_map, reseeded) = model(0.5, 2);
+    for target in [&other_map, &third_map] {
+        for (name, var) in map.data().lock().unwrap().iter() {
+            target.data().lock().unwrap()[name].set(var.as_tensor()).unwrap();
+        }
+    }
+    let values = |t: Tensor| -> Vec<f32> { t.flatten_all().unwrap().to_vec1().unwrap() };
+    let reference = values(plain.embed(&b, true).unwrap());
+    assert_eq!(values(dropped.embed(&b, false).unwrap()), reference, "evaluation never drops");
+    let first = values(dropped.embed(&b, true).unwrap());
+    assert_eq!(first, values(dropped.embed(&b, true).unwrap()), "same boards and seed, same mask");
+    assert_ne!(first, values(reseeded.embed(&b, true).unwrap()), "another seed, another mask");
+    let zeros = first.iter().filter(|v| **v == 0.0).count() as f64 / first.len() as f64;
+    assert!((zeros - 0.5).abs() < 0.05, "dropped share {zeros}");
+    for (kept, original) in first.iter().zip(&reference).filter(|(v, _)| **v != 0.0) {
+        assert!((kept - 2.0 * original).abs() <= 1e-6 * original.abs().max(1.0));
+    }
+}

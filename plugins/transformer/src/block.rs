@@ -8,8 +8,6 @@ use plugin_api::candle_nn::{Init, VarBuilder};
 use plugin_api::ops::causal_mask;
 use plugin_api::Result;
 
-const RMS_EPS: f64 = 1e-6;
-
 pub struct TransformerBlock {
     attn_norm: Tensor,
     /// `[d, d]` each; with `shared_qkv` all three are the same tensor.
@@ -24,6 +22,7 @@ pub struct TransformerBlock {
     head_dim: usize,
     reversed_attention: bool,
     kernels: Kernels,
+    norm_eps: f64,
 }
 
 impl TransformerBlock {
@@ -49,14 +48,15 @@ impl TransformerBlock {
             head_dim: cfg.d / cfg.heads,
             reversed_attention: cfg.reversed_attention,
             kernels: cfg.kernels,
+            norm_eps: cfg.norm_eps,
         })
     }
 
     pub fn forward(&self, x: &Tensor, causal: bool) -> Result<Tensor> {
         let k = self.kernels;
-        let attended = self.attention(&k.rms_norm(x, Some(&self.attn_norm), RMS_EPS)?, causal)?;
+        let attended = self.attention(&k.rms_norm(x, Some(&self.attn_norm), self.norm_eps)?, causal)?;
         let x = if self.reversed_attention { (x - attended)? } else { (x + attended)? };
-        let h = k.rms_norm(&x, Some(&self.mlp_norm), RMS_EPS)?;
+        let h = k.rms_norm(&x, Some(&self.mlp_norm), self.norm_eps)?;
         Ok((&x + k.linear(&k.relu(&k.linear(&h, &self.w_up, None)?)?, &self.w_down, None)?)?)
     }
 
@@ -78,8 +78,8 @@ impl TransformerBlock {
     /// effective rank and angle are measured (with `shared_qkv` these are the shared projections).
     pub fn normalised_queries(&self, x: &Tensor) -> Result<Tensor> {
         let k = self.kernels;
-        let h = k.rms_norm(x, Some(&self.attn_norm), RMS_EPS)?;
-        Ok(k.rms_norm(&self.split(&k.linear(&h, &self.w_q, None)?)?, None, RMS_EPS)?)
+        let h = k.rms_norm(x, Some(&self.attn_norm), self.norm_eps)?;
+        Ok(k.rms_norm(&self.split(&k.linear(&h, &self.w_q, None)?)?, None, self.norm_eps)?)
     }
 
     fn split(&self, x: &Tensor) -> plugin_api::candle::Result<Tensor> {

@@ -44,6 +44,7 @@ fn params() -> Vec<ParamSpec> {
             &kernels::Kernels::NAMES,
             "fused CPU ops with hand-written backward (plugin-api/kernels) or candle's differentiable composition",
         ),
+        ParamSpec::float("norm_eps", 1e-6, 1e-12, 1e-2, "epsilon of the RMSNorms (PyTorch's default: 1.1920929e-7)"),
     ]
 }
 

@@ -20,6 +20,8 @@ pub struct TransformerConfig {
     pub init_std: f64,
     /// Fused kernels or candle's composition (option `kernels`).
     pub kernels: Kernels,
+    /// Epsilon of the RMSNorms (option `norm_eps`).
+    pub norm_eps: f64,
 }
 
 impl TransformerConfig {
@@ -34,6 +36,7 @@ impl TransformerConfig {
             reversed_attention: reversed_attention(cfg)?,
             init_std: cfg.f64("init_std")?,
             kernels: kernels_option(cfg)?,
+            norm_eps: cfg.f64("norm_eps")?,
         };
         check_heads_and_layers(c.d, c.heads, c.iterations, c.layers)?;
         Ok(c)

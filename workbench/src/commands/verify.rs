@@ -5,7 +5,9 @@
 use crate::exit_code::refused;
 use crate::host::PluginHost;
 use crate::params::Params;
-use anyhow::{anyhow, Result};
+use crate::run_config::RunConfig;
+use crate::store::Store;
+use anyhow::{anyhow, bail, Result};
 use candle_core::{DType, Device, Tensor};
 use plugin_api::{Config, GradientIdentity, PluginKind};
 use rand::{rngs::StdRng, Rng, SeedableRng};
@@ -51,17 +53,7 @@ pub fn run(host: &PluginHost, only: Option<&str>, overrides: &[String], seed: u6
     if only.is_some() && rows.is_empty() && !host.plugins.iter().any(|p| Some(p.declaration.name.as_str()) == only) {
         host.get(only.unwrap_or_default(), PluginKind::Layer).map_err(refused)?;
     }
-    if json {
-        println!("{}", serde_json::to_string_pretty(&rows)?);
-    } else {
-        for r in &rows {
-            let verdict = if r.passed { "ok" } else { "FAIL" };
-            println!("{:<4} {:<12} {:>11.3e}  {}", verdict, r.layer, r.value, r.claim);
-        }
-        let failed = rows.iter().filter(|r| !r.passed).count();
-        println!("{} passed, {} failed", rows.len() - failed, failed);
-    }
-    Ok(if rows.iter().all(|r| r.passed) { 0 } else { 1 })
+    report(&rows, json)
 }
 
 /// `||descent + grad|| / ||grad||`, the gradient of the identity's energy with respect to
@@ -82,18 +74,31 @@ pub fn check_layer(host: &PluginHost, name: &str, config: &Config, seed: u64) ->
     let device = Device::Cpu;
     let params = Params::new(seed);
     let layer = host.build_layer(name, config, params.var_builder(DType::F64, &device))?;
-    // Drawn from the seed (parameters in name order), so a given seed checks the same numbers
-    // on every run and every machine.
-    let mut rng = StdRng::seed_from_u64(seed ^ 0x7665_7269_6679);
-    let mut normal = |scale: f64, shape: &candle_core::Shape| -> Result<Tensor> {
-        let values: Vec<f64> =
-            (0..shape.elem_count()).map(|_| scale * rng.sample::<f64, _>(rand_distr::StandardNormal)).collect();
-        Ok(Tensor::from_vec(values, shape, &device)?)
-    };
+    let mut normal = seeded_normal(seed);
     for (_, var) in params.vars() {
         let noise = normal(0.1, var.shape())?;
         var.set(&(var.as_tensor() + noise)?)?;
     }
+    claims(&*layer, name, &mut normal)
+}
+
+/// Normal draws from the seed (parameters in name order, then tokens), so a given seed checks
+/// the same numbers on every run and every machine.
+fn seeded_normal(seed: u64) -> impl FnMut(f64, &candle_core::Shape) -> Result<Tensor> {
+    let mut rng = StdRng::seed_from_u64(seed ^ 0x7665_7269_6679);
+    move |scale: f64, shape: &candle_core::Shape| -> Result<Tensor> {
+        let values: Vec<f64> =
+            (0..shape.elem_count()).map(|_| scale * rng.sample::<f64, _>(rand_distr::StandardNormal)).collect();
+        Ok(Tensor::from_vec(values, shape, &Device::Cpu)?)
+    }
+}
+
+/// The gradient identities and descent checks of `layer` on random tokens.
+fn claims(
+    layer: &dyn plugin_api::Layer,
+    name: &str,
+    normal: &mut impl FnMut(f64, &candle_core::Shape) -> Result<Tensor>,
+) -> Result<Vec<Row>> {
     let x = normal(1.0, &candle_core::Shape::from((2, 12, layer.width())))?;
     let mut rows = Vec::new();
     let identities = layer.gradient_identities(&x).map_err(|e| anyhow!("layer `{name}`: {e}"))?;
@@ -116,6 +121,42 @@ pub fn check_layer(host: &PluginHost, name: &str, config: &Config, seed: u64) ->
         });
     }
     Ok(rows)
+}
+
+/// The rows of a stored run's layer with the parameters of its checkpoint (trained or
+/// imported), on random tokens from `seed`.
+pub async fn check_run(store: &Store, host: &PluginHost, run: i64, seed: u64) -> Result<Vec<Row>> {
+    let record = store.run(run).await?;
+    let config = RunConfig::from_json(&record.config)?;
+    let path = crate::train::worker::checkpoint_path(store, run)?;
+    if !path.is_file() {
+        bail!("run {run} has no checkpoint at {} (checkpoint=false, or it never evaluated)", path.display());
+    }
+    let saved = candle_core::safetensors::load(&path, &Device::Cpu)
+        .map_err(|e| anyhow!("cannot read the checkpoint {}: {e}", path.display()))?;
+    let params = Params::new(seed);
+    let layer = host.build_layer(&config.layer, &config.layer_config, params.var_builder(DType::F64, &Device::Cpu))?;
+    for (name, var) in params.vars() {
+        let key = format!("param.layer.{name}");
+        let value = saved.get(&key).ok_or_else(|| anyhow!("the checkpoint of run {run} has no `{key}`"))?;
+        var.set(&value.to_dtype(DType::F64)?)?;
+    }
+    claims(&*layer, &config.layer, &mut seeded_normal(seed))
+}
+
+/// Prints `rows` and returns the exit code: 0 when every claim holds.
+pub fn report(rows: &[Row], json: bool) -> Result<i32> {
+    if json {
+        println!("{}", serde_json::to_string_pretty(rows)?);
+    } else {
+        for r in rows {
+            let verdict = if r.passed { "ok" } else { "FAIL" };
+            println!("{:<4} {:<12} {:>11.3e}  {}", verdict, r.layer, r.value, r.claim);
+        }
+        let failed = rows.iter().filter(|r| !r.passed).count();
+        println!("{} passed, {} failed", rows.len() - failed, failed);
+    }
+    Ok(if rows.iter().all(|r| r.passed) { 0 } else { 1 })
 }
 
 #[cfg(test)]

@@ -14,12 +14,14 @@
 //! - [`diff`]: what differs between two runs;
 //! - [`export_runs`]: runs' metric curves and diagnostics as CSV, JSON lines or TensorBoard
 //!   files (the formats are in [`crate::export`]);
-//! - [`filter`]: the run filter shared by the TUI's `/` box and `workbench runs --filter`.
+//! - [`filter`]: the run filter shared by the TUI's `/` box and `workbench runs --filter`;
+//! - [`import`]: a published PyTorch checkpoint stored as a finished, evaluated run.
 
 pub mod diff;
 pub mod export;
 pub mod export_runs;
 pub mod filter;
 pub mod grid;
+pub mod import;
 pub mod launch;
 pub mod runs;

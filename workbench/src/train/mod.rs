@@ -2,6 +2,7 @@
 //! follows it.
 
 pub mod checkpoint;
+pub mod evaluation;
 pub mod events;
 pub mod exit;
 pub mod launch;

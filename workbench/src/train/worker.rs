@@ -10,12 +10,12 @@
 //! what it has.
 
 use super::checkpoint;
+use super::evaluation::{self, DepthReport};
 use super::events::Event;
 use super::optim::{clip_scale, global_grad_norm, AdamW, AdamWConfig};
 use super::parallel;
 use super::schedule::cosine_with_warmup;
 use super::system;
-use crate::diagnostics::StateRecorder;
 use crate::host::PluginHost;
 use crate::params::Params;
 use crate::run_config::{RunConfig, TrainSettings};
@@ -195,7 +195,7 @@ fn log_line(run_id: i64, line: &str) {
 /// Records the builds of the libraries this worker actually loaded: a run queued before a
 /// plugin was rebuilt runs the newer library, and its record must say so (`None`, shown as
 /// `?`, when the sources are newer than every library built from them).
-async fn record_builds(store: &Store, host: &PluginHost, run_id: i64, config: &RunConfig) -> Result<()> {
+pub(crate) async fn record_builds(store: &Store, host: &PluginHost, run_id: i64, config: &RunConfig) -> Result<()> {
     let build = |name: &str, kind| host.get(name, kind).ok().and_then(crate::host::build_of);
     let layer = build(&config.layer, plugin_api::PluginKind::Layer);
     let task = build(&config.task, plugin_api::PluginKind::Task);
@@ -418,51 +418,33 @@ async fn train(
         }
         if step % s.eval_every == 0 || step == s.steps {
             let mut diagnostics = Vec::new();
-            for &iterations in &depths {
-                let split = if iterations == layer.train_iterations() {
-                    "eval".to_string()
-                } else {
-                    format!("eval@{iterations}")
-                };
-                let mut recorder = StateRecorder::default();
-                let evaluated = parallel::evaluate(
-                    &layer,
-                    &model,
-                    &eval_batches,
-                    iterations,
-                    info.causal,
-                    threads,
-                    Some(&mut recorder),
-                );
-                let means = match evaluated {
-                    Ok(tally) => tally.means(),
-                    Err(e) if iterations != layer.train_iterations() => {
-                        log.line(format!("step {step}: skipping evaluation at {iterations} iterations: {e:#}")).await;
+            let reports = evaluation::evaluate_depths(
+                &layer,
+                &model,
+                &eval_batches,
+                &depths,
+                layer.train_iterations(),
+                info.causal,
+                threads,
+                step,
+            )?;
+            for report in reports {
+                let scored = match report {
+                    DepthReport::Scored(scored) => scored,
+                    DepthReport::Skipped(line) => {
+                        log.line(line).await;
                         continue;
                     }
-                    Err(e) => return Err(e),
                 };
                 let wall = started.elapsed().as_secs_f64();
-                for (name, value) in &means {
-                    metrics.push(step, &split, name, *value, wall);
+                for (name, value) in &scored.means {
+                    metrics.push(step, &scored.split, name, *value, wall);
                 }
-                let summary: Vec<String> = means.iter().map(|(k, v)| format!("{k} {v:.4}")).collect();
-                log.line(format!(
-                    "step {step} {split} ({iterations} iterations, {eval_examples} examples): {}",
-                    summary.join(", ")
-                ))
-                .await;
-                Event::Eval { step, iterations, metrics: means }.emit();
-                // Per-iteration diagnostics of the first evaluation batch, from the states its
-                // forward pass just recorded (crate::diagnostics); a failure is logged, not fatal.
-                match crate::diagnostics::measure_states(&*layer, &recorder.states) {
-                    Ok(measured) => diagnostics.extend(crate::diagnostics::rows(
-                        step,
-                        iterations,
-                        layer.train_iterations(),
-                        measured,
-                    )),
-                    Err(e) => log.line(format!("step {step}: no diagnostics at {iterations} iterations: {e:#}")).await,
+                log.line(scored.log_line(step, eval_examples)).await;
+                Event::Eval { step, iterations: scored.iterations, metrics: scored.means }.emit();
+                match scored.diagnostics {
+                    Ok(rows) => diagnostics.extend(rows),
+                    Err(line) => log.line(line).await,
                 }
             }
             let wall = started.elapsed().as_secs_f64();

@@ -1,0 +1,79 @@
+//! One evaluation of a model on the evaluation set at each evaluation depth: the metrics, and
+//! the per-iteration diagnostics of the first batch ([`crate::diagnostics`]). The training
+//! worker runs it at every `eval_every` steps; `workbench import` once, on imported weights.
+
+use super::parallel;
+use crate::diagnostics::StateRecorder;
+use crate::host::Plugged;
+use crate::store::DiagnosticRow;
+use anyhow::Result;
+use plugin_api::{Batch, Layer, TaskModel};
+use std::collections::BTreeMap;
+
+/// The metrics of one depth, and its diagnostics or why there are none.
+pub struct Scored {
+    pub iterations: usize,
+    /// `eval` at the training depth, `eval@K` at depth `K`.
+    pub split: String,
+    pub means: BTreeMap<String, f64>,
+    pub diagnostics: std::result::Result<Vec<DiagnosticRow>, String>,
+}
+
+impl Scored {
+    /// The run log's line for this evaluation.
+    pub fn log_line(&self, step: u64, examples: usize) -> String {
+        let summary: Vec<String> = self.means.iter().map(|(k, v)| format!("{k} {v:.4}")).collect();
+        format!(
+            "step {step} {} ({} iterations, {examples} examples): {}",
+            self.split,
+            self.iterations,
+            summary.join(", ")
+        )
+    }
+}
+
+/// What the evaluation at one depth gave.
+pub enum DepthReport {
+    Scored(Scored),
+    /// An extra depth the layer could not run (the log line says why); the training depth
+    /// failing is an error instead.
+    Skipped(String),
+}
+
+/// Evaluates at each of `depths` (the first being the training depth `train_iterations` or
+/// not), at training step `step`.
+#[allow(clippy::too_many_arguments)]
+pub fn evaluate_depths(
+    layer: &Plugged<dyn Layer>,
+    model: &Plugged<dyn TaskModel>,
+    batches: &[Batch],
+    depths: &[usize],
+    train_iterations: usize,
+    causal: bool,
+    threads: usize,
+    step: u64,
+) -> Result<Vec<DepthReport>> {
+    let mut reports = Vec::with_capacity(depths.len());
+    for &iterations in depths {
+        let split = if iterations == train_iterations { "eval".to_string() } else { format!("eval@{iterations}") };
+        let mut recorder = StateRecorder::default();
+        let evaluated = parallel::evaluate(layer, model, batches, iterations, causal, threads, Some(&mut recorder));
+        let means = match evaluated {
+            Ok(tally) => tally.means(),
+            Err(e) if iterations != train_iterations => {
+                reports.push(DepthReport::Skipped(format!(
+                    "step {step}: skipping evaluation at {iterations} iterations: {e:#}"
+                )));
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
+        // From the states the first batch's forward pass just recorded; a failure is noted,
+        // not fatal.
+        let diagnostics = crate::diagnostics::measure_states(&**layer, &recorder.states)
+            .map(|measured| crate::diagnostics::rows(step, iterations, train_iterations, measured))
+            .map_err(|e| format!("step {step}: no diagnostics at {iterations} iterations: {e:#}"));
+        reports.push(DepthReport::Scored(Scored { iterations, split, means, diagnostics }));
+    }
+    Ok(reports)
+}
