@@ -54,7 +54,11 @@ impl Refusal {
         match self {
             Refusal::Input(message) => message.clone(),
             Refusal::Mixed(keys) => {
-                let list: Vec<String> = keys.iter().map(|(k, v)| format!("`{k}` ({})", v.join(", "))).collect();
+                let shown = |v: &String| if v.is_empty() { "\"\"".to_string() } else { v.clone() };
+                let list: Vec<String> = keys
+                    .iter()
+                    .map(|(k, v)| format!("`{k}` ({})", v.iter().map(shown).collect::<Vec<_>>().join(", ")))
+                    .collect();
                 format!(
                     "the runs also differ in {}: a cell would average different configurations; {narrow}, \
                      or put the key on an axis",
@@ -300,9 +304,13 @@ impl Grid {
         }
     }
 
-    /// The best cell (row, column), for a metric with a direction.
+    /// The best cell (row, column), for a metric with a direction and cells that differ.
     pub fn best(&self) -> Option<(usize, usize)> {
         let higher = self.higher_is_better?;
+        let (lo, hi) = self.range()?;
+        if lo == hi && self.cells.iter().flatten().flatten().count() > 1 {
+            return None;
+        }
         let mut best: Option<(usize, usize, f64)> = None;
         for (r, row) in self.cells.iter().enumerate() {
             for (c, cell) in row.iter().enumerate() {

@@ -121,6 +121,11 @@ fn best_values_and_smaller_is_better_metrics() {
     // The lowest loss is the best: goodness 1; the highest is 0.
     assert_eq!(loss.goodness(0.5), 1.0);
     assert_eq!(loss.goodness(3.0), 0.0);
+    // Equal cells have no best.
+    let equal = vec![metrics([0.5, 0.5], 1.0); 4];
+    let flat = grid(&recs, &equal, "layers", "iterations", None).unwrap();
+    assert_eq!((flat.best(), flat.goodness(0.5)), (None, 1.0));
+    assert!(!flat.to_text().contains("best"), "{}", flat.to_text());
     assert!(loss.to_text().contains("best (lowest)"));
 }
 
@@ -152,6 +157,8 @@ fn runs_that_differ_in_another_key_are_refused_not_averaged() {
     assert_eq!(err, Refusal::Mixed(vec![("d".into(), vec!["16".into(), "32".into()])]));
     let text = err.to_string();
     assert!(text.contains("differ in `d` (16, 32)") && text.contains("--where d=16"), "{text}");
+    let empty = Refusal::Mixed(vec![("eval_depths".into(), vec!["".into(), "2".into()])]);
+    assert!(empty.to_string().contains("`eval_depths` (\"\", 2)"), "{empty}");
     // With that key on an axis, the same runs make a grid.
     assert!(grid(&recs, &ms, "d", "iterations", None).is_err(), "layers still varies");
     // Another layer is another configuration too.
