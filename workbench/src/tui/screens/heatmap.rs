@@ -122,13 +122,15 @@ fn draw_cells(frame: &mut Frame, area: Rect, grid: &Grid) {
         .unwrap_or(1)
         + 4;
     // Three lines a cell when they fit, else one.
-    let cell_h: u16 = if (grid.rows.len() as u16) * 3 + 1 <= area.height { 3 } else { 1 };
+    let cell_h: u16 = if (grid.rows.len() as u16).saturating_mul(3) + 1 < area.height { 3 } else { 1 };
     let y0 = area.y;
     let header = Line::from(vec![
         Span::styled(format!("{:<w$}", grid.row_key, w = label_w as usize), bold()),
         Span::styled(grid.columns.iter().map(|c| format!("{c:^w$}", w = cell_w as usize)).collect::<String>(), bold()),
     ]);
-    let mut lines = vec![header];
+    // The column key over the column values, the row key over the row values.
+    let keys = Line::from(vec![Span::raw(" ".repeat(label_w as usize)), Span::styled(grid.col_key.clone(), dim())]);
+    let mut lines = vec![keys, header];
     let colours = crate::colour::enabled();
     let best = grid.best();
     for r in 0..grid.rows.len() {
