@@ -122,6 +122,13 @@ pub fn higher_is_better(record: &RunRecord, name: &str) -> bool {
     })
 }
 
+/// The flattened configuration of a run without the keys that never define a configuration.
+pub fn configuration(record: &RunRecord) -> BTreeMap<String, String> {
+    let mut f = flatten_config(&record.config);
+    f.retain(|k, _| !IGNORED_KEYS.contains(&k.as_str()));
+    f
+}
+
 fn eval_values<'a>(metrics: &'a [MetricRow], name: &'a str) -> impl Iterator<Item = &'a MetricRow> + 'a {
     metrics.iter().filter(move |m| m.split == "eval" && m.name == name && m.value.is_finite())
 }
@@ -158,14 +165,7 @@ impl Table {
     /// metric (headline first), parameters, seconds per step and, when the runs recorded it,
     /// peak memory.
     pub fn build(runs: &[RunInput<'_>]) -> Table {
-        let flat: Vec<BTreeMap<String, String>> = runs
-            .iter()
-            .map(|r| {
-                let mut f = flatten_config(&r.record.config);
-                f.retain(|k, _| !IGNORED_KEYS.contains(&k.as_str()));
-                f
-            })
-            .collect();
+        let flat: Vec<BTreeMap<String, String>> = runs.iter().map(|r| configuration(r.record)).collect();
         let all_keys: BTreeSet<&String> = flat.iter().flat_map(|f| f.keys()).collect();
         let keys: Vec<String> = all_keys
             .into_iter()
@@ -444,9 +444,16 @@ impl Table {
 fn format_cell(kind: &ColumnKind, s: &Stat) -> String {
     match kind {
         ColumnKind::Params => format!("{:.0}", s.mean),
-        ColumnKind::SecondsPerStep => s.text(3),
-        ColumnKind::PeakMemory => s.text(0),
-        _ => s.text(4),
+        _ => s.text(digits(kind)),
+    }
+}
+
+/// Decimals a column's values are written with.
+pub fn digits(kind: &ColumnKind) -> usize {
+    match kind {
+        ColumnKind::Params | ColumnKind::PeakMemory => 0,
+        ColumnKind::SecondsPerStep => 3,
+        ColumnKind::Final(_) | ColumnKind::Best(_) => 4,
     }
 }
 

@@ -194,6 +194,17 @@ pub enum Command {
         /// The table as one JSON object (as --format json).
         #[arg(long, conflicts_with = "format")]
         json: bool,
+        /// One metric laid out over two keys, rows then columns (e.g. layers,iterations): a
+        /// text grid, --json, or a heatmap image with --out FILE.png|.svg.
+        #[arg(long, value_name = "ROWS,COLUMNS", conflicts_with = "metrics")]
+        heatmap: Option<String>,
+        /// The heatmap's metric: NAME (its final value) or best:NAME; default: the headline
+        /// metric.
+        #[arg(long, requires = "heatmap")]
+        metric: Option<String>,
+        /// Only runs whose configuration has KEY=VALUE; repeatable.
+        #[arg(long = "where", value_name = "KEY=VALUE")]
+        filters: Vec<String>,
     },
     /// Open the terminal workbench (the default when no command is given).
     Tui {
@@ -526,7 +537,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
             let jobs = jobs.unwrap_or_else(crate::queue::default_jobs);
             crate::tui::run(store, host, dirs, jobs, executor, exports).await
         }
-        Some(Command::Ablation { runs, sweep, metrics, format, out, json }) => {
+        Some(Command::Ablation { runs, sweep, metrics, format, out, json, heatmap, metric, filters }) => {
             let store = commands::open_store(&db, &artifacts).await?;
             let selection = match (&runs, &sweep) {
                 (_, Some(s)) => commands::ablation::Selection::Sweeps(s),
@@ -534,7 +545,15 @@ async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
                 (None, None) => commands::ablation::Selection::Finished,
             };
             let format = if json { "json" } else { format.as_str() };
-            commands::ablation::run(&store, selection, metrics.as_deref(), format, out.as_deref()).await
+            let options = commands::ablation::Options {
+                metrics: metrics.as_deref(),
+                format,
+                out: out.as_deref(),
+                heatmap: heatmap.as_deref(),
+                metric: metric.as_deref(),
+                filters: &filters,
+            };
+            commands::ablation::run(&store, selection, options).await
         }
         Some(Command::Sweep { layer, task, configs, axes, name, jobs, detach, json }) => {
             let host = commands::load_plugins(&dirs);

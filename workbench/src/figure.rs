@@ -13,8 +13,8 @@ use plotters::style::text_anchor::{HPos, Pos, VPos};
 use std::path::Path;
 
 /// DejaVu Sans, shipped in `workbench/assets` (see its README for the licence).
-const FONT: &[u8] = include_bytes!("../assets/DejaVuSans.ttf");
-const FAMILY: &str = "sans-serif";
+pub(crate) const FONT: &[u8] = include_bytes!("../assets/DejaVuSans.ttf");
+pub(crate) const FAMILY: &str = "sans-serif";
 
 const PALETTE: [RGBColor; 8] = [
     RGBColor(31, 119, 180),

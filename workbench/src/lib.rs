@@ -8,6 +8,7 @@
 //! - [`store`] is the SQLite run database;
 //! - [`plot`] turns stored metrics and diagnostics into the series of `workbench plot`;
 //! - [`figure`] draws them into PNG or SVG files;
+//! - [`heatmap`] lays one metric out over two keys, [`heatmap_figure`] draws that grid;
 //! - [`diagnostics`] measures energies, ranks and angles per layer iteration at evaluations;
 //! - [`ablation`] groups runs into mean ± std tables (Markdown, LaTeX, CSV);
 //! - [`export`] writes runs' curves as CSV, JSON lines or TensorBoard event files;
@@ -32,6 +33,8 @@ pub mod export;
 pub mod figure;
 pub mod figure_labels;
 pub mod figure_ticks;
+pub mod heatmap;
+pub mod heatmap_figure;
 pub mod host;
 pub mod import;
 pub mod logging;

@@ -1,11 +1,13 @@
-//! Exports of stored runs named by their ids: figures (PNG, SVG) and ablation tables
-//! (Markdown, LaTeX, CSV), written to files.
+//! Exports of stored runs named by their ids: figures (PNG, SVG), ablation tables
+//! (Markdown, LaTeX, CSV) and heatmaps, written to files.
 
-use crate::ablation::{Format, RunInput, Table};
+use crate::ablation::{configuration, Format, RunInput, Table};
 use crate::figure::FigureRun;
+use crate::heatmap::{self, Grid, Refusal};
 use crate::plot::Panel;
 use crate::store::{RunRecord, RunStatus, Store};
 use anyhow::{anyhow, Context, Result};
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 /// A figure written to a file.
@@ -104,6 +106,60 @@ pub async fn ablation(
         table.keep_metrics(wanted).map_err(|e| anyhow!(e))?;
     }
     Ok(format.render(&table))
+}
+
+/// The runs whose configuration has every `KEY=VALUE` of `filters` (`layer=NAME` names the
+/// layer plugin; numbers match whatever way they are written: `1e-3` is `0.001`).
+pub fn keep_where(records: Vec<RunRecord>, filters: &[String]) -> Result<Vec<RunRecord>, Refusal> {
+    if filters.is_empty() {
+        return Ok(records);
+    }
+    let configs: Vec<BTreeMap<String, String>> = records
+        .iter()
+        .map(|r| {
+            let mut c = configuration(r);
+            c.entry(heatmap::LAYER.into()).or_insert_with(|| r.layer.name.clone());
+            c
+        })
+        .collect();
+    let known: BTreeSet<String> = configs.iter().flat_map(|c| c.keys().cloned()).collect();
+    let mut keep = vec![true; records.len()];
+    for filter in filters {
+        let Some((key, value)) = filter.split_once('=') else {
+            return Err(Refusal::Input(format!("--where wants KEY=VALUE, not `{filter}`")));
+        };
+        let key = heatmap::resolve_key(key.trim(), &known)?;
+        let value = value.trim();
+        for (k, c) in keep.iter_mut().zip(&configs) {
+            *k &= c.get(&key).is_some_and(|v| same_value(v, value));
+        }
+    }
+    Ok(records.into_iter().zip(keep).filter_map(|(r, k)| k.then_some(r)).collect())
+}
+
+fn same_value(stored: &str, wanted: &str) -> bool {
+    match (stored.parse::<f64>(), wanted.parse::<f64>()) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => stored == wanted,
+    }
+}
+
+/// The heatmap of `records` over `rows` × `columns` for `metric` (default: the headline
+/// metric). A refusal of the keys or the metric is a [`Refusal`] in the error.
+pub async fn heatmap(
+    store: &Store,
+    records: &[RunRecord],
+    rows: &str,
+    columns: &str,
+    metric: Option<&str>,
+) -> Result<Grid> {
+    let mut metrics = Vec::with_capacity(records.len());
+    for r in records {
+        metrics.push(store.metrics(r.id).await?);
+    }
+    let inputs: Vec<RunInput> =
+        records.iter().zip(&metrics).map(|(record, metrics)| RunInput { record, metrics }).collect();
+    Ok(Grid::build(&inputs, rows, columns, metric)?)
 }
 
 /// Writes an exported text (a table) to `path`.

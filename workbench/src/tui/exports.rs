@@ -1,5 +1,6 @@
 //! Where the TUI's exports go and what they are called: a configured folder (`--exports`),
-//! names that say what was exported (`compare-runs-3-4-7.png`, `ablation-sweep-2.md`), and a
+//! names that say what was exported (`compare-runs-3-4-7.png`, `ablation-sweep-2.md`,
+//! `heatmap-final-cell_acc-layers-by-iterations-sweep-2.png`), and a
 //! numeric suffix instead of overwriting an earlier export.
 
 use anyhow::{Context, Result};
@@ -48,6 +49,17 @@ pub fn ablation_name(ids: &[i64], sweeps: &[Option<i64>]) -> String {
     }
 }
 
+/// `heatmap-final-cell_acc-layers-by-iterations-sweep-2`: a heatmap of `metric` over `rows`
+/// × `columns` of the runs an ablation export of them would be named `ablation` after.
+pub fn heatmap_name(metric: &str, rows: &str, columns: &str, ablation: &str) -> String {
+    let slug = |t: &str| -> String {
+        let s: String = t.chars().map(|c| if c.is_alphanumeric() || c == '_' { c } else { '-' }).collect();
+        s.split('-').filter(|p| !p.is_empty()).collect::<Vec<_>>().join("-")
+    };
+    let runs = ablation.strip_prefix("ablation-").unwrap_or(ablation);
+    format!("heatmap-{}-{}-by-{}-{runs}", slug(metric), slug(rows), slug(columns))
+}
+
 /// The file an export wanted at `wanted` is written to: its folder created, `-2`, `-3`...
 /// added to the name when the file exists, the path absolute (the status bar shows it).
 pub fn prepare(wanted: &Path) -> Result<PathBuf> {
@@ -79,6 +91,11 @@ mod tests {
         assert_eq!(ablation_name(&[3, 4], &[Some(2), Some(2)]), "ablation-sweep-2");
         assert_eq!(ablation_name(&[3, 4], &[Some(2), None]), "ablation-runs-3-4");
         assert_eq!(ablation_name(&[3, 5], &[Some(2), Some(3)]), "ablation-runs-3-5");
+        assert_eq!(
+            heatmap_name("final cell_acc", "layer.layers", "iterations", "ablation-sweep-2"),
+            "heatmap-final-cell_acc-layer-layers-by-iterations-sweep-2"
+        );
+        assert_eq!(heatmap_name("s/step", "a b", "c", "ablation-runs-3-4"), "heatmap-s-step-a-b-by-c-runs-3-4");
     }
 
     #[test]

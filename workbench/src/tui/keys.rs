@@ -89,6 +89,10 @@ pub enum Action {
     ExportMarkdown,
     ExportLatex,
     ExportCsv,
+    ToggleHeatmap,
+    NextAxes,
+    NextMetric,
+    ExportHeatmap,
     // The `?` overlay.
     CloseHelp,
 }

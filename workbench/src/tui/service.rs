@@ -45,6 +45,9 @@ pub enum Request {
     ExportPlot { runs: Vec<i64>, out: PathBuf },
     /// Write the ablation table of these runs (to `out` as for `ExportPlot`).
     ExportAblation { runs: Vec<i64>, format: Format, out: PathBuf },
+    /// Draw the heatmap of these runs' `metric` over `rows` × `columns` (to `out` as for
+    /// `ExportPlot`).
+    ExportHeatmap { runs: Vec<i64>, rows: String, columns: String, metric: String, out: PathBuf },
 }
 
 /// What the service reports.
@@ -250,6 +253,13 @@ impl Service {
                 let out = super::exports::prepare(&out)?;
                 let selected = export::select(&self.store, &export::TableRuns::Runs(runs)).await?;
                 export::write_text(&out, &export::ablation(&self.store, &selected.records, None, format).await?)?;
+                self.send(Update::Info(format!("wrote {}", out.display())));
+            }
+            Request::ExportHeatmap { runs, rows, columns, metric, out } => {
+                let out = super::exports::prepare(&out)?;
+                let selected = export::select(&self.store, &export::TableRuns::Runs(runs)).await?;
+                let grid = export::heatmap(&self.store, &selected.records, &rows, &columns, Some(&metric)).await?;
+                crate::heatmap_figure::write_image(&grid, &out)?;
                 self.send(Update::Info(format!("wrote {}", out.display())));
             }
         }

@@ -417,6 +417,102 @@ fn ablation_screen_groups_seeds() {
         .any(|r| matches!(r, Request::ExportAblation { out, .. } if out.extension().unwrap() == "tex")));
 }
 
+/// An app whose finished runs are hyperset runs over layers × iterations: final cell_acc
+/// 0.5 and 0.3 (two seeds) at (1, 2), 0.7 at (1, 4), 0.9 at (2, 4); (2, 2) never ran.
+fn heatmap_app() -> (App, Arc<Mutex<Vec<Request>>>) {
+    let (mut app, sent) = app();
+    let run = |id: i64, layers: i64, iterations: i64, seed: u64| {
+        let mut r = record(id, "hyperset", RunStatus::Finished, 64, seed);
+        r.config = json!({
+            "layer_config": {"d": 64, "layers": layers, "iterations": iterations},
+            "task_config": {}, "train": {"seed": seed}
+        });
+        r
+    };
+    let mut snapshot = Snapshot { loaded: true, ..Default::default() };
+    snapshot.runs = vec![run(11, 1, 2, 0), run(12, 1, 2, 1), run(13, 2, 4, 0), run(14, 1, 4, 0)];
+    app.apply(Update::Runs(snapshot));
+    for (id, scale) in [(11, 1.0), (12, 0.5), (13, 2.0), (14, 1.5)] {
+        app.apply(Update::Run(id, run_data(scale)));
+    }
+    (app, sent)
+}
+
+#[test]
+fn heatmap_view_lays_the_metric_out_over_two_keys_and_exports_a_png() {
+    let (mut app, sent) = heatmap_app();
+    press(&mut app, KeyCode::Char('5'));
+    press(&mut app, KeyCode::Char('h'));
+    let screen = render(&mut app, 140, 30);
+    assert!(screen.contains("Heatmap: final cell_acc over iterations × layers"), "{screen}");
+    for value in ["0.4000", "0.7000", "0.9000", "–"] {
+        assert!(screen.contains(value), "no {value}:\n{screen}");
+    }
+    // The next pair of keys puts layers on the rows: the row of layers=1 holds 0.4 then 0.7.
+    press(&mut app, KeyCode::Char('x'));
+    let screen = render(&mut app, 140, 30);
+    assert!(screen.contains("over layers × iterations"), "{screen}");
+    let row = screen.lines().find(|l| l.contains("0.4000")).unwrap();
+    assert!(row.find("0.4000") < row.find("0.7000"), "{screen}");
+    assert!(screen.contains("best: layers=2, iterations=4: 0.9000"), "{screen}");
+    // The next metric: best cell_acc (the same values here, as accuracy only rises).
+    press(&mut app, KeyCode::Char('m'));
+    assert!(render(&mut app, 140, 30).contains("best cell_acc over layers"));
+    press(&mut app, KeyCode::Char('p'));
+    let requests = sent.lock().unwrap();
+    let export = requests.iter().find_map(|r| match r {
+        Request::ExportHeatmap { runs, rows, columns, metric, out } => Some((runs, rows, columns, metric, out)),
+        _ => None,
+    });
+    let (runs, rows, columns, metric, out) = export.expect("no heatmap export was sent");
+    assert_eq!(
+        (runs.clone(), rows.as_str(), columns.as_str(), metric.as_str()),
+        (vec![11, 12, 13, 14], "layers", "iterations", "best cell_acc")
+    );
+    assert_eq!(out.file_name().unwrap(), "heatmap-best-cell_acc-layers-by-iterations-runs-11to14.png");
+    drop(requests);
+    // Back to the table.
+    press(&mut app, KeyCode::Char('h'));
+    assert!(render(&mut app, 140, 30).contains("3 configurations"));
+}
+
+#[test]
+fn heatmap_view_without_colours_shades_the_cells() {
+    use ratatui::style::Color;
+    crate::colour::set_no_color_on_this_thread(true);
+    let (mut app, _) = heatmap_app();
+    app.screen = Screen::Ablation;
+    app.ablation.heatmap = true;
+    let mut terminal = Terminal::new(TestBackend::new(140, 30)).unwrap();
+    terminal.draw(|f| ui::draw(f, &app)).unwrap();
+    let buffer = terminal.backend().buffer();
+    assert!(buffer.content.iter().all(|c| c.fg == Color::Reset && c.bg == Color::Reset));
+    let text: String = buffer.content.iter().map(|c| c.symbol()).collect();
+    // The worst cell (0.4) lightest, the best (0.9) darkest, values still readable.
+    assert!(text.contains("░ 0.4000 ░") && text.contains("█ 0.9000 █"), "{text}");
+    crate::colour::set_no_color_on_this_thread(false);
+    let (mut app, _) = heatmap_app();
+    app.screen = Screen::Ablation;
+    app.ablation.heatmap = true;
+    let screen = render(&mut app, 140, 30);
+    assert!(!screen.contains('░') && screen.contains("0.9000"), "{screen}");
+}
+
+/// Runs that differ in a key on neither axis are refused, with the key named.
+#[test]
+fn heatmap_view_refuses_to_average_different_configurations() {
+    let (mut app, _) = heatmap_app();
+    let mut snapshot = app.snapshot.clone();
+    snapshot.runs[3].config["layer_config"]["d"] = json!(32);
+    app.apply(Update::Runs(snapshot));
+    app.screen = Screen::Ablation;
+    app.ablation.heatmap = true;
+    // The pairs of d, iterations, layers: the fourth is iterations × layers.
+    app.ablation.axes = 3;
+    let screen = render(&mut app, 140, 30);
+    assert!(screen.contains("over iterations × layers") && screen.contains("also differ in `d` (32, 64)"), "{screen}");
+}
+
 #[test]
 fn plugins_screen_lists_plugins_and_failures() {
     let (mut app, _) = app();
@@ -543,7 +639,7 @@ fn state(app: &App, sent: &Arc<Mutex<Vec<Request>>>) -> String {
         app.launch.fields.iter().map(|f| f.text.as_str()).collect::<Vec<_>>().join(","),
         app.live.run,
         app.compare.options,
-        app.ablation.sort,
+        app.ablation,
         app.quit,
         app.status.as_ref().map(|s| &s.0),
         app.launch.error,

@@ -1,14 +1,16 @@
 //! The Ablation screen: the marked runs the filter shows (or every visible finished run)
-//! grouped by their differing keys, mean ± std over seeds, sortable and exportable.
+//! grouped by their differing keys, mean ± std over seeds, sortable and exportable; or one
+//! metric of it as a heatmap over two keys ([`heatmap`]).
 
 use crate::ablation::{Format, RunInput, Table};
 use crate::store::RunRecord;
 use crate::tui::app::App;
 use crate::tui::component::Component;
 use crate::tui::data::RunData;
-use crate::tui::exports::ablation_name;
+use crate::tui::exports::{ablation_name, heatmap_name};
 use crate::tui::keys::{cmd, hint, Action, Command, Key};
 use crate::tui::layout::Areas;
+use crate::tui::screens::heatmap;
 use crate::tui::service::Request;
 use crate::tui::ui::{bold, dim};
 use ratatui::crossterm::event::KeyCode;
@@ -20,11 +22,17 @@ use ratatui::Frame;
 /// The Ablation screen.
 pub struct Ablation;
 
-/// The sort of the ablation table.
+/// The sort of the ablation table, and the heatmap view's choices.
 #[derive(Debug, Clone, Default)]
 pub struct AblationState {
     /// Sort column and direction (descending).
     pub sort: Option<(usize, bool)>,
+    /// The heatmap instead of the table.
+    pub heatmap: bool,
+    /// Which ordered pair of differing keys the heatmap's axes are (modulo the pairs).
+    pub axes: usize,
+    /// Which metric column the heatmap shows (modulo the metric columns).
+    pub metric: usize,
 }
 
 const COMMANDS: &[Command] = &[
@@ -33,6 +41,16 @@ const COMMANDS: &[Command] = &[
     hint(&[Key::char('M')], "M", "export", "export Markdown in the exports folder (--exports)", Action::ExportMarkdown),
     cmd(&[Key::char('T')], "T", "export LaTeX in the exports folder (--exports)", Action::ExportLatex),
     cmd(&[Key::char('C')], "C", "export CSV in the exports folder (--exports)", Action::ExportCsv),
+    hint(
+        &[Key::char('h')],
+        "h",
+        "heatmap",
+        "heatmap of one metric over two differing keys, or back",
+        Action::ToggleHeatmap,
+    ),
+    cmd(&[Key::char('x')], "x", "heatmap: next pair of keys on the axes", Action::NextAxes),
+    cmd(&[Key::char('m')], "m", "heatmap: next metric (final, best)", Action::NextMetric),
+    cmd(&[Key::char('p')], "p", "export the heatmap as PNG in the exports folder (--exports)", Action::ExportHeatmap),
     cmd(&[Key::plain(KeyCode::Esc)], "Esc", "back to Runs", Action::Back),
 ];
 
@@ -72,12 +90,55 @@ impl Component for Ablation {
                     app.send(Request::ExportAblation { runs, format, out });
                 }
             }
+            Action::ToggleHeatmap => app.ablation.heatmap = !app.ablation.heatmap,
+            Action::NextAxes | Action::NextMetric => next_heatmap_choice(app, action),
+            Action::ExportHeatmap => export_heatmap(app),
             _ => {}
         }
     }
 
     fn draw(&self, frame: &mut Frame, area: Rect, app: &App, _: &Areas) {
-        draw_ablation(frame, area, app)
+        if app.ablation.heatmap {
+            heatmap::draw(frame, area, app)
+        } else {
+            draw_ablation(frame, area, app)
+        }
+    }
+}
+
+/// Moves the heatmap to the next pair of axes or the next metric, and says which.
+fn next_heatmap_choice(app: &mut App, action: Action) {
+    match heatmap::choice(app) {
+        Err(why) => app.say(why, true),
+        Ok(c) => {
+            let state = &mut app.ablation;
+            if action == Action::NextAxes {
+                state.axes = (state.axes % c.pairs + 1) % c.pairs;
+            } else {
+                state.metric = (state.metric % c.metrics + 1) % c.metrics;
+            }
+            state.heatmap = true;
+            if let Ok(c) = heatmap::choice(app) {
+                app.say(format!("heatmap: {} over {} × {}", c.metric, c.rows, c.columns), false);
+            }
+        }
+    }
+}
+
+/// Sends the heatmap on screen to be drawn as a PNG named after its metric, keys and runs.
+fn export_heatmap(app: &mut App) {
+    let grid = heatmap::choice(app).and_then(|c| c.grid);
+    match grid {
+        Err(why) => app.say(format!("no heatmap to export: {why}"), true),
+        Ok(grid) => {
+            let runs = app.ablation_runs();
+            let sweeps: Vec<Option<i64>> =
+                runs.iter().map(|id| app.snapshot.run(*id).and_then(|r| r.sweep.as_ref()).map(|s| s.id)).collect();
+            let name = heatmap_name(&grid.metric, &grid.row_key, &grid.col_key, &ablation_name(&runs, &sweeps));
+            let out = app.exports.join(format!("{name}.png"));
+            let (rows, columns, metric) = (grid.row_key, grid.col_key, grid.metric);
+            app.send(Request::ExportHeatmap { runs, rows, columns, metric, out });
+        }
     }
 }
 
