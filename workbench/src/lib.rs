@@ -9,6 +9,8 @@
 //! - [`plot`] turns stored metrics and diagnostics into the series of `workbench plot`;
 //! - [`figure`] draws them into PNG or SVG files;
 //! - [`diagnostics`] measures energies, ranks and angles per layer iteration at evaluations;
+//! - [`sphere`] records a few tokens' head projections per iteration, and [`sphere_figure`]
+//!   draws their trajectories;
 //! - [`ablation`] groups runs into mean ± std tables (Markdown, LaTeX, CSV);
 //! - [`export`] writes runs' curves as CSV, JSON lines or TensorBoard event files;
 //! - [`scaffold`] makes new plugin crates from templates (`workbench plugin new`);
@@ -41,6 +43,8 @@ pub mod plot;
 pub mod queue;
 pub mod run_config;
 pub mod scaffold;
+pub mod sphere;
+pub mod sphere_figure;
 pub mod store;
 pub mod train;
 pub mod tui;
