@@ -153,7 +153,7 @@ pub enum Command {
         #[arg(long, default_value = "1600x900")]
         size: String,
         /// Instead of the panels: one run's token trajectories on the hypersphere, in 3-D.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "panels")]
         sphere: bool,
         /// With --sphere: the evaluation step to draw (default: the last one).
         #[arg(long, requires = "sphere")]
