@@ -140,6 +140,10 @@ fn heads_of_dimension_three_are_recorded_on_the_unit_sphere_and_drawn() {
     let (code, _, stderr) = run(workbench(&dir).args(["plot", "--runs", "1,1", "--sphere", "--out", "x.png"]));
     assert_eq!(code, 2, "{stderr}");
     assert!(stderr.contains("one run"), "{stderr}");
+    let (code, _, stderr) =
+        run(workbench(&dir).args(["plot", "--runs", "1", "--sphere", "--panels", "loss", "--out", "x.png"]));
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("--panels"), "{stderr}");
 }
 
 #[test]
