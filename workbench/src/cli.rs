@@ -156,7 +156,8 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Draw runs side by side in one PNG or SVG image: loss, metrics, energy, rank, angle, depth.
+    /// Draw runs side by side in one PNG or SVG image: loss, metrics, energy, rank, angle, depth
+    /// (or, with --sphere, one run's token trajectories on the hypersphere).
     Plot {
         /// Run ids, comma-separated (e.g. 3,4,7).
         #[arg(long)]
@@ -170,6 +171,12 @@ pub enum Command {
         /// Image size in pixels, WIDTHxHEIGHT.
         #[arg(long, default_value = "1600x900")]
         size: String,
+        /// Instead of the panels: one run's token trajectories on the hypersphere, in 3-D.
+        #[arg(long, conflicts_with = "panels")]
+        sphere: bool,
+        /// With --sphere: the evaluation step to draw (default: the last one).
+        #[arg(long, requires = "sphere")]
+        step: Option<u64>,
         /// Print what was written as one JSON object.
         #[arg(long)]
         json: bool,
@@ -641,9 +648,13 @@ async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
                 }
             }
         }
-        Some(Command::Plot { runs, panels, out, size, json }) => {
+        Some(Command::Plot { runs, panels, out, size, sphere: false, step: _, json }) => {
             let store = commands::open_store(&db, &artifacts).await?;
             commands::plot::run(&store, &runs, &panels, &out, &size, json).await
+        }
+        Some(Command::Plot { runs, out, size, sphere: true, step, json, .. }) => {
+            let store = commands::open_store(&db, &artifacts).await?;
+            commands::plot::sphere(&store, &runs, step, &out, &size, json).await
         }
         Some(Command::Verify { layer, run: Some(run), overrides, seed, json }) => {
             if !overrides.is_empty() || layer.is_some() {

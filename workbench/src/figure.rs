@@ -13,10 +13,10 @@ use plotters::style::text_anchor::{HPos, Pos, VPos};
 use std::path::Path;
 
 /// DejaVu Sans, shipped in `workbench/assets` (see its README for the licence).
-pub(crate) const FONT: &[u8] = include_bytes!("../assets/DejaVuSans.ttf");
+const FONT: &[u8] = include_bytes!("../assets/DejaVuSans.ttf");
 pub(crate) const FAMILY: &str = "sans-serif";
 
-const PALETTE: [RGBColor; 8] = [
+pub(crate) const PALETTE: [RGBColor; 8] = [
     RGBColor(31, 119, 180),
     RGBColor(214, 39, 40),
     RGBColor(44, 160, 44),
@@ -267,14 +267,18 @@ where
     Ok(())
 }
 
+/// Makes the embedded font the one plotters draws [`FAMILY`] with.
+pub(crate) fn register_font() -> Result<()> {
+    plotters::style::register_font(FAMILY, FontStyle::Normal, FONT).map_err(|_| anyhow!("the embedded font is invalid"))
+}
+
 /// Draws `panels` of `runs` into `out` (PNG or SVG by its extension) at `size` pixels.
 pub fn write_image(runs: &[FigureRun], panels: &[Panel], out: &Path, size: (u32, u32)) -> Result<()> {
     let format = format_of(out)?;
     let (w, h) = size;
     let legend = data::run_legend(&runs.iter().map(|r| &r.record).collect::<Vec<_>>());
     let plots: Vec<PanelPlot> = panels.iter().map(|p| build_panel(*p, runs)).collect();
-    plotters::style::register_font(FAMILY, FontStyle::Normal, FONT)
-        .map_err(|_| anyhow!("the embedded font is invalid"))?;
+    register_font()?;
     let result = match format {
         Format::Png => draw(BitMapBackend::new(out, (w, h)).into_drawing_area(), &legend, &plots),
         Format::Svg => draw(SVGBackend::new(out, (w, h)).into_drawing_area(), &legend, &plots),

@@ -3,7 +3,7 @@
 //! The colours run from the worst value to the best, so the best cell is always the
 //! brightest whichever direction the metric improves in.
 
-use crate::figure::{format_of, Format, FAMILY, FONT};
+use crate::figure::{format_of, Format, FAMILY};
 use crate::figure_ticks::tick_label;
 use crate::heatmap::{Grid, EMPTY};
 use anyhow::{anyhow, Result};
@@ -164,8 +164,7 @@ where
 pub fn write_image(grid: &Grid, out: &Path) -> Result<()> {
     let format = format_of(out)?;
     let size = size_of(grid);
-    plotters::style::register_font(FAMILY, FontStyle::Normal, FONT)
-        .map_err(|_| anyhow!("the embedded font is invalid"))?;
+    crate::figure::register_font()?;
     let result = match format {
         Format::Png => draw(BitMapBackend::new(out, size).into_drawing_area(), grid),
         Format::Svg => draw(SVGBackend::new(out, size).into_drawing_area(), grid),

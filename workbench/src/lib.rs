@@ -10,6 +10,8 @@
 //! - [`figure`] draws them into PNG or SVG files;
 //! - [`heatmap`] lays one metric out over two keys, [`heatmap_figure`] draws that grid;
 //! - [`diagnostics`] measures energies, ranks and angles per layer iteration at evaluations;
+//! - [`sphere`] records a few tokens' head projections per iteration, and [`sphere_figure`]
+//!   draws their trajectories;
 //! - [`ablation`] groups runs into mean ± std tables (Markdown, LaTeX, CSV);
 //! - [`export`] writes runs' curves as CSV, JSON lines or TensorBoard event files;
 //! - [`scaffold`] makes new plugin crates from templates (`workbench plugin new`);
@@ -45,6 +47,8 @@ pub mod plot;
 pub mod queue;
 pub mod run_config;
 pub mod scaffold;
+pub mod sphere;
+pub mod sphere_figure;
 pub mod store;
 pub mod train;
 pub mod tui;

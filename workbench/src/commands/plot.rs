@@ -1,4 +1,5 @@
-//! `workbench plot`: one image (PNG or SVG) with panels side by side comparing runs.
+//! `workbench plot`: one image (PNG or SVG) with panels side by side comparing runs, or with
+//! `--sphere` one run's token trajectories on the hypersphere.
 
 use crate::exit_code::refused;
 use crate::ops::export;
@@ -29,4 +30,30 @@ pub async fn run(store: &Store, runs: &str, panels: &str, out: &Path, size: &str
 
 fn name_of(panel: Panel) -> &'static str {
     PANEL_NAMES.into_iter().find(|name| Panel::from_name(name) == Some(panel)).unwrap_or("?")
+}
+
+/// `workbench plot --runs 3 --sphere [--step S] --out fig.png|fig.svg [--size WxH] [--json]`.
+/// With `json`, one object: `{"out", "run", "step", "dim", "head", "explained", "width", "height"}`.
+pub async fn sphere(store: &Store, runs: &str, step: Option<u64>, out: &Path, size: &str, json: bool) -> Result<i32> {
+    let ids = data::parse_run_ids(runs).map_err(|e| refused(anyhow!(e)))?;
+    let &[id] = ids.as_slice() else {
+        return Err(refused(anyhow!("--sphere draws one run; give one id (e.g. --runs {})", ids[0])));
+    };
+    let size = data::parse_size(size).map_err(|e| refused(anyhow!(e)))?;
+    crate::figure::format_of(out).map_err(refused)?;
+    let record = store.run(id).await?;
+    let diagnostics = store.diagnostics(id).await?;
+    let t = crate::sphere::trajectories(&diagnostics, step).map_err(|e| anyhow!("run {id}: {e}"))?;
+    let label = data::run_legend(&[&record]).remove(0);
+    crate::sphere_figure::write_image(&label, &t, out, size)?;
+    if json {
+        let report = serde_json::json!({
+            "out": out, "run": id, "step": t.step, "dim": t.dim, "head": t.head, "explained": t.explained,
+            "width": size.0, "height": size.1,
+        });
+        println!("{report}");
+    } else {
+        println!("wrote {} (run {id}, step {}, {} tokens, {})", out.display(), t.step, t.tokens.len(), t.describe());
+    }
+    Ok(0)
 }

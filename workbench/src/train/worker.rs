@@ -446,6 +446,19 @@ async fn train(
                     Ok(rows) => diagnostics.extend(rows),
                     Err(line) => log.line(line).await,
                 }
+                // Token trajectories on the sphere (crate::sphere), at the training depth only.
+                if iterations == layer.train_iterations() {
+                    match crate::sphere::measure(&*layer, &recorder.states) {
+                        Ok(Some(measured)) => diagnostics.extend(crate::diagnostics::rows(
+                            step,
+                            iterations,
+                            layer.train_iterations(),
+                            measured,
+                        )),
+                        Ok(None) => {}
+                        Err(e) => log.line(format!("step {step}: no token trajectories: {e:#}")).await,
+                    }
+                }
             }
             let wall = started.elapsed().as_secs_f64();
             metrics.push(step, system::SPLIT, system::EVAL_EXAMPLES, eval_examples as f64, wall);

@@ -44,6 +44,10 @@ pub struct Options {
     pub wall_time: bool,
     /// Logarithmic y axis.
     pub log_y: bool,
+    /// The sphere panel (token trajectories of the first run) beside the six panels.
+    pub sphere: bool,
+    /// The sphere panel's view angle, in degrees.
+    pub yaw: i16,
 }
 
 /// The (x, y) points of a curve.
@@ -303,10 +307,11 @@ fn y_labels(panel: &Panel, y: [f64; 2]) -> Vec<Line<'static>> {
 /// Draws the legend line and the six panels (3 x 2, or stacked when narrow).
 pub fn draw(frame: &mut Frame, area: Rect, legend: &[String], panels: &[Panel], opts: Options) {
     let toggles = format!(
-        "[m] smoothing {}  [w] x: {}  [l] log y {}",
+        "[m] smoothing {}  [w] x: {}  [l] log y {}  [s] sphere {}",
         on_off(opts.smooth),
         if opts.wall_time { "wall time" } else { "step" },
-        on_off(opts.log_y)
+        on_off(opts.log_y),
+        on_off(opts.sphere)
     );
     // The legend takes at most a third of the height, so the panels keep theirs.
     let lines = legend_lines(legend, &toggles, area.width, (area.height / 3).max(1));

@@ -83,6 +83,9 @@ pub enum Action {
     ToggleSmooth,
     ToggleWallTime,
     ToggleLogY,
+    ToggleSphere,
+    TurnLeft,
+    TurnRight,
     ExportPng,
     ExportSvg,
     // Ablation.

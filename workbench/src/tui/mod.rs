@@ -15,8 +15,9 @@
 //!
 //! Screens ([`screens`]): Runs (table, filter, sort, marks, notes and tags, delete), Launch (a
 //! form from the plugins' schemas), Live (progress, curves and log of a run), Compare (panels
-//! side by side), Ablation (mean ± std per configuration) and Plugins (loaded and refused
-//! libraries, and the hot-reload log: see [`reload`]). Each is a [`component::Component`]: it
+//! side by side, and with `s` the tokens' trajectories on the sphere: [`sphere`]), Ablation
+//! (mean ± std per configuration) and Plugins (loaded and refused libraries, and the
+//! hot-reload log: see [`reload`]). Each is a [`component::Component`]: it
 //! declares its commands once as (keys, action, help) in a [`keys::Command`] list, runs their
 //! actions and draws itself. The same lists, with the global one ([`keys::GLOBAL`]), dispatch
 //! the keys and generate the `?` overlay ([`screens::help`]) and the footer's hints, so the
@@ -44,6 +45,7 @@ pub mod reload;
 pub mod runs;
 pub mod screens;
 pub mod service;
+pub mod sphere;
 pub mod ui;
 
 use crate::host::PluginHost;

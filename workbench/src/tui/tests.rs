@@ -1141,3 +1141,82 @@ fn no_color_draws_every_screen_without_colours_and_keeps_the_cursor() {
     terminal.draw(|f| ui::draw(f, &app)).unwrap();
     assert!(terminal.backend().buffer().content.iter().any(|c| c.fg != Color::Reset));
 }
+
+/// Run data with token trajectories at step 40: three tokens turning on the unit sphere of
+/// R^3 over three iterations.
+fn run_data_with_sphere() -> RunData {
+    use nalgebra::DMatrix;
+    let mut data = run_data(1.0);
+    let points: Vec<DMatrix<f64>> = (0..=3)
+        .map(|t| {
+            let a = t as f64 * 0.4;
+            DMatrix::from_row_slice(3, 3, &[a.cos(), a.sin(), 0.0, 0.0, a.cos(), a.sin(), a.sin(), 0.0, a.cos()])
+        })
+        .collect();
+    let rows = crate::sphere::rows_of(&points, 0).unwrap();
+    data.diagnostics.extend(rows.into_iter().map(|(iteration, name, value)| DiagnosticRow {
+        step: 40,
+        iteration,
+        name,
+        value,
+    }));
+    data
+}
+
+/// Cells of the right 40 % of `screen` (the sphere panel) that hold braille dots.
+fn braille_on_the_right(screen: &str, width: usize) -> usize {
+    screen
+        .lines()
+        .flat_map(|l| l.chars().skip(width * 6 / 10))
+        .filter(|c| ('\u{2801}'..='\u{28FF}').contains(c))
+        .count()
+}
+
+#[test]
+fn compare_screen_draws_token_trajectories_turns_them_and_says_when_there_are_none() {
+    let (mut app, _) = app();
+    app.apply(Update::Run(1, run_data_with_sphere()));
+    app.runs.selected.extend([1, 2]);
+    press(&mut app, KeyCode::Char('4'));
+    let screen = render(&mut app, 200, 45);
+    assert!(!screen.contains("tokens on the sphere") && screen.contains("[s] sphere off"), "{screen}");
+    press(&mut app, KeyCode::Char('s'));
+    let screen = render(&mut app, 200, 45);
+    assert!(screen.contains("tokens on the sphere · run 1 · step 40 · head 0 · p = 3 heads"), "{screen}");
+    assert!(screen.contains("(0°)") && screen.contains("[s] sphere on"), "{screen}");
+    // The six panels stay beside it.
+    assert!(screen.contains("effective rank") && screen.contains("loss (train"), "{screen}");
+    assert!(braille_on_the_right(&screen, 200) > 20, "{screen}");
+    // Each token's number marks its last point, the input its start.
+    assert!(screen.contains('○'), "{screen}");
+    for i in ["0", "1", "2"] {
+        assert!(screen.lines().any(|l| l.chars().skip(120).collect::<String>().contains(i)), "token {i}:\n{screen}");
+    }
+    press(&mut app, KeyCode::Char(']'));
+    let turned = render(&mut app, 200, 45);
+    assert!(turned.contains("(15°)"), "{turned}");
+    assert_ne!(screen.replace("(0°)", ""), turned.replace("(15°)", ""), "the view did not turn");
+    press(&mut app, KeyCode::Char('['));
+    press(&mut app, KeyCode::Char('['));
+    assert!(render(&mut app, 200, 45).contains("(345°)"));
+
+    // Without colours the tokens are still told apart by their numbers.
+    crate::colour::set_no_color_on_this_thread(true);
+    let mut terminal = Terminal::new(TestBackend::new(200, 45)).unwrap();
+    terminal.draw(|f| ui::draw(f, &app)).unwrap();
+    crate::colour::set_no_color_on_this_thread(false);
+    let buffer = terminal.backend().buffer();
+    assert!(buffer.content.iter().all(|c| c.fg == ratatui::style::Color::Reset));
+    assert!(buffer.content.iter().any(|c| c.symbol() == "○"));
+
+    // Run 2 recorded none: the panel says why and what to do.
+    app.runs.selected.remove(&1);
+    let screen = render(&mut app, 200, 45);
+    // The panel's text, its lines joined (the words wrap).
+    let text: Vec<String> = screen
+        .lines()
+        .map(|l| l.chars().skip(121).collect::<String>().trim_end_matches(['│', ' ']).trim().to_string())
+        .collect();
+    let text = text.join(" ");
+    assert!(text.contains("no token trajectories") && text.contains("Train it again"), "{text}");
+}

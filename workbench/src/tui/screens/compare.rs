@@ -1,6 +1,8 @@
 //! The Compare screen: six panels side by side for the compared runs (drawing and panel
-//! building in [`crate::tui::compare`]); its toggles, exports and panel cache.
+//! building in [`crate::tui::compare`]); its toggles, exports and panel cache; and, toggled
+//! with `s`, the token trajectories of the first compared run ([`crate::tui::sphere`]).
 
+use crate::sphere::Trajectories;
 use crate::store::RunRecord;
 use crate::tui::app::App;
 use crate::tui::compare::{self, Options, Panel};
@@ -9,8 +11,9 @@ use crate::tui::exports::compare_name;
 use crate::tui::keys::{cmd, hint, Action, Command, Key};
 use crate::tui::layout::Areas;
 use crate::tui::service::Request;
+use crate::tui::sphere;
 use ratatui::crossterm::event::KeyCode;
-use ratatui::layout::Rect;
+use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::widgets::{Paragraph, Wrap};
 use ratatui::Frame;
 use std::cell::RefCell;
@@ -28,12 +31,23 @@ pub type CompareKey = (Vec<i64>, u64, Options);
 pub struct CompareState {
     pub options: Options,
     cache: RefCell<Option<(CompareKey, Rc<Vec<Panel>>)>>,
+    /// The sphere panel's trajectories (or why there are none), by run id and data version.
+    sphere_cache: RefCell<Option<((i64, u64), Rc<Result<Trajectories, String>>)>>,
 }
 
 const COMMANDS: &[Command] = &[
     hint(&[Key::char('m')], "m", "smoothing", "smoothing of the step curves on / off", Action::ToggleSmooth),
     hint(&[Key::char('w')], "w", "x axis", "x axis: step or wall time", Action::ToggleWallTime),
     hint(&[Key::char('l')], "l", "log y", "logarithmic y axis on / off", Action::ToggleLogY),
+    hint(
+        &[Key::char('s')],
+        "s",
+        "sphere",
+        "token trajectories on the sphere (first compared run) on / off",
+        Action::ToggleSphere,
+    ),
+    cmd(&[Key::char('[')], "[", "turn the sphere view left", Action::TurnLeft),
+    cmd(&[Key::char(']')], "]", "turn the sphere view right", Action::TurnRight),
     cmd(&[Key::char('p')], "p", "export the panels as PNG in the exports folder (--exports)", Action::ExportPng),
     cmd(&[Key::char('P')], "P", "export the panels as SVG in the exports folder (--exports)", Action::ExportSvg),
     cmd(&[Key::plain(KeyCode::Esc)], "Esc", "back to Runs", Action::Back),
@@ -50,6 +64,9 @@ impl Component for Compare {
             Action::ToggleSmooth => options.smooth = !options.smooth,
             Action::ToggleWallTime => options.wall_time = !options.wall_time,
             Action::ToggleLogY => options.log_y = !options.log_y,
+            Action::ToggleSphere => options.sphere = !options.sphere,
+            Action::TurnLeft => options.yaw = sphere::turn(options.yaw, -1),
+            Action::TurnRight => options.yaw = sphere::turn(options.yaw, 1),
             Action::ExportPng | Action::ExportSvg => {
                 let ids = app.compared_runs();
                 if ids.is_empty() {
@@ -72,8 +89,35 @@ impl Component for Compare {
             return;
         }
         let (legend, panels) = panels(app);
-        compare::draw(frame, area, &legend, &panels, app.compare.options);
+        let options = app.compare.options;
+        if !options.sphere {
+            compare::draw(frame, area, &legend, &panels, options);
+            return;
+        }
+        let [left, right] = Layout::horizontal([Constraint::Min(0), Constraint::Percentage(40)]).areas(area);
+        compare::draw(frame, left, &legend, &panels, options);
+        let (run, trajectories) = trajectories(app);
+        sphere::draw(frame, right, &run, trajectories.as_ref().as_ref().map_err(String::as_str), options.yaw);
     }
+}
+
+/// The first compared run's name and its last recorded trajectories (or why there are none),
+/// from the cache when its data did not change.
+fn trajectories(app: &App) -> (String, Rc<Result<Trajectories, String>>) {
+    let Some(id) = app.compared_runs().first().copied() else {
+        return (String::new(), Rc::new(Err("no run to draw".to_string())));
+    };
+    let run = format!("run {id}");
+    let Some(data) = app.details.get(&id) else {
+        return (run, Rc::new(Err("loading…".to_string())));
+    };
+    let key = (id, app.data_version);
+    let mut cache = app.compare.sphere_cache.borrow_mut();
+    if cache.as_ref().map(|(k, _)| k) != Some(&key) {
+        let found = crate::sphere::trajectories(&data.diagnostics, None).map_err(|e| e.to_string());
+        *cache = Some((key, Rc::new(found)));
+    }
+    (run, cache.as_ref().expect("just filled").1.clone())
 }
 
 /// The legend and the panels of the compared runs, from the cache when nothing changed.
