@@ -3,6 +3,7 @@
 
 use crate::attention::AttentionKind;
 use crate::feedforward::FeedforwardKind;
+use crate::optimizer::{Optimizer, KEYS as OPTIMIZER_KEYS};
 use crate::step_size::{StepNetForm, StepSizeMode};
 use kernels::Kernels;
 use plugin_api::{check_heads_and_layers, config_error, Config, Result};
@@ -47,6 +48,8 @@ pub struct HyperSetConfig {
     pub qkv_gains: bool,
     /// Fused kernels or candle's composition (option `kernels`).
     pub kernels: Kernels,
+    /// The optimiser of every sub-step (option `optimizer`, with `beta`, `beta2`, `eps`).
+    pub optimizer: Optimizer,
 }
 
 impl HyperSetConfig {
@@ -83,7 +86,14 @@ impl HyperSetConfig {
                     Kernels::NAMES.join(" | ")
                 ))
             })?,
+            optimizer: Optimizer::parse(cfg.str("optimizer")?, cfg.f64("beta")?, cfg.f64("beta2")?, cfg.f64("eps")?)?,
         };
+        for (key, users) in OPTIMIZER_KEYS {
+            if !c.optimizer.reads(key) {
+                let context = format!("optimizer = {}", c.optimizer.name());
+                refuse_unless_default(cfg, key, &context, &format!("optimizer={}", users.join(" | ")))?;
+            }
+        }
         check_heads_and_layers(c.d, c.heads, c.iterations, c.layers)?;
         if !c.time_dim.is_multiple_of(2) {
             return Err(config_error(format!("time_dim = {} must be even (sin and cos halves)", c.time_dim)));
