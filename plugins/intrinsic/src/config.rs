@@ -64,6 +64,15 @@ impl AttentionKind {
     }
 }
 
+/// How MHA2nd inverts `C_h = I - (1/T) sum_i p d d^T` (option `newton`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NewtonForm {
+    /// MHA2nd1st: the first-order Taylor expansion `C^-1 ~ I + (1/T) sum p d d^T` (Eq. 22-24).
+    Taylor,
+    /// MHA2nd: `C_h^-1` itself, one `d_h x d_h` inverse per query and head (Eq. 21).
+    Full,
+}
+
 /// Pre-norm of each sub-layer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum NormKind {
@@ -120,6 +129,13 @@ pub fn params() -> Vec<ParamSpec> {
             &["multiplier", "temperature"],
             "newton: b_h scaled by a learnable multiplier c_h = 1/T_b, or divided by a learnable T_b (UNSURE in the seed)",
         ),
+        ParamSpec::choice(
+            "newton",
+            "taylor",
+            &["taylor", "full"],
+            "newton: MHA2nd1st's first-order Taylor inverse (Eq. 22-24) or MHA2nd's exact C_h^-1 per query (Eq. 21, \
+             O(N d_h^2) memory per head)",
+        ),
         ParamSpec::float("newton_b_init", 0.01, 0.0, 1e6, "newton: initial c_h (multiplier) or T_b (temperature)"),
         ParamSpec::float(
             "newton_ridge",
@@ -170,6 +186,8 @@ pub struct IntrinsicConfig {
     pub newton_temperature: f64,
     /// How the b-term coefficient of MHA2nd1st acts.
     pub newton_b_form: NewtonBForm,
+    /// Taylor (MHA2nd1st) or exact (MHA2nd) inverse of `C_h`.
+    pub newton_form: NewtonForm,
     /// Initial b-term coefficient.
     pub newton_b_init: f64,
     /// Ridge added to `W_Q,h W_Q,h^T` before inversion.
@@ -209,6 +227,11 @@ impl IntrinsicConfig {
                         "unknown newton_b_form `{other}`; choose multiplier | temperature"
                     )))
                 }
+            },
+            newton_form: match cfg.str("newton")? {
+                "taylor" => NewtonForm::Taylor,
+                "full" => NewtonForm::Full,
+                other => return Err(config_error(format!("unknown newton `{other}`; choose taylor | full"))),
             },
             newton_b_init: cfg.f64("newton_b_init")?,
             newton_ridge: cfg.f64("newton_ridge")?,

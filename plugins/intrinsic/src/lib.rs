@@ -15,7 +15,7 @@
 //! | `gated_linear` | Eq. 4 | gradient step on `-(T/2) sum_i gamma_i (z^T W h_i)^2` | `attention/gated_linear.rs` |
 //! | `momentum` (MomenMHA) | Eq. 8 | momentum descent, softmax branch as gradient | `attention/momentum.rs` |
 //! | `nesterov` (NagMHA) | Eq. 9 | Nesterov descent (look-ahead) | `attention/nesterov.rs` |
-//! | `newton` (MHA2nd1st) | Eq. 16-24 | per-head Newton step, first-order Taylor inverse | `attention/newton.rs` |
+//! | `newton` (MHA2nd1st; MHA2nd with `newton = full`) | Eq. 16-24 | per-head Newton step, first-order Taylor inverse (Eq. 24) or exact inverse (Eq. 21) | `attention/newton.rs` |
 //! | `light_newton` (LightMHA2nd1st) | App. A.3.2 | Newton step on the dot-product bound | `attention/light_newton.rs` |
 //!
 //! The layer is recurrent like the other plugins: `layers` = k distinct blocks, block `b`
@@ -82,5 +82,7 @@ fn declare() -> Result<Declaration> {
 
 export_plugin!(declare);
 
+#[cfg(test)]
+mod newton_tests;
 #[cfg(test)]
 mod tests;

@@ -6,7 +6,7 @@ use crate::config::IntrinsicConfig;
 use crate::verify;
 use plugin_api::candle::Tensor;
 use plugin_api::candle_nn::VarBuilder;
-use plugin_api::{BlockStack, Energy, GradientIdentity, Layer, Pass, Result};
+use plugin_api::{BlockStack, DescentCheck, Energy, GradientIdentity, Layer, Pass, Result};
 
 /// The intrinsic-optimizer layer family (seed 001).
 pub struct Intrinsic {
@@ -68,5 +68,9 @@ impl Layer for Intrinsic {
             }
         }
         Ok(all)
+    }
+
+    fn descent_checks(&self, x: &Tensor, step: f64) -> Result<Vec<DescentCheck>> {
+        verify::descent_checks(&self.blocks.blocks()[0], x, step)
     }
 }
