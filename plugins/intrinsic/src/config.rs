@@ -146,6 +146,14 @@ pub fn params() -> Vec<ParamSpec> {
         ),
         ParamSpec::float("light_tau", 0.01, -1e3, 1e3, "light_newton: initial head-wise tau_h"),
         ParamSpec::float(
+            "dropout",
+            0.0,
+            0.0,
+            1.0,
+            "dropout rate on each sub-layer's branch output in training passes only, in [0, 1) (seed: 0.1, placement \
+             unspecified; 0 = none)",
+        ),
+        ParamSpec::float(
             "gate_bias",
             3.0,
             -30.0,
@@ -196,6 +204,8 @@ pub struct IntrinsicConfig {
     pub light_tau: f64,
     /// Initial bias of the gated linear attention's forget gate.
     pub gate_bias: f64,
+    /// Dropout rate on the branch outputs in training passes.
+    pub dropout: f64,
 }
 
 impl IntrinsicConfig {
@@ -237,7 +247,14 @@ impl IntrinsicConfig {
             newton_ridge: cfg.f64("newton_ridge")?,
             light_tau: cfg.f64("light_tau")?,
             gate_bias: cfg.f64("gate_bias")?,
+            dropout: cfg.f64("dropout")?,
         };
+        if !(0.0..1.0).contains(&c.dropout) {
+            return Err(config_error(format!(
+                "dropout = {} must lie in [0, 1) (1 would drop every branch output); use e.g. dropout=0.1",
+                c.dropout
+            )));
+        }
         check_heads_and_layers(c.d, c.heads, c.iterations, c.layers)?;
         if c.attention == AttentionKind::Newton {
             if c.init_std == 0.0 && c.newton_ridge == 0.0 {

@@ -28,7 +28,8 @@
 //! - Block layout: GPT-2 (notes §2.4): pre-LayerNorm (`norm = layer`, or RMSNorm with
 //!   `norm = rms`), biases in projections, MLP and LayerNorms (`bias`), GELU (tanh form) MLP of
 //!   width `ff_ratio * d`. The final LayerNorm, embeddings, positions and head belong to the
-//!   task. No dropout (the seed uses 0.1; the layer contract has no training flag).
+//!   task. Dropout: `dropout` (default 0; the seed uses 0.1) on each branch output, in
+//!   training passes only (`Pass::train`), see `block`.
 //! - Key bias: omitted for the softmax-scored kinds (`softmax`, `momentum`, `nesterov`,
 //!   `light_newton`): `q . (k_i + b)` shifts all scores of a query equally, so a key bias
 //!   would never receive a gradient. GPT-2 has it; the counts differ by `d` per block.
@@ -82,6 +83,8 @@ fn declare() -> Result<Declaration> {
 
 export_plugin!(declare);
 
+#[cfg(test)]
+mod dropout_tests;
 #[cfg(test)]
 mod newton_tests;
 #[cfg(test)]

@@ -20,6 +20,12 @@ impl Intrinsic {
         let blocks = BlockStack::new(cfg.layers, &vb, |vb| Block::new(cfg, vb))?;
         Ok(Intrinsic { cfg: cfg.clone(), blocks })
     }
+
+    /// The distinct blocks, in order.
+    #[cfg(test)]
+    pub(crate) fn blocks(&self) -> &[Block] {
+        self.blocks.blocks()
+    }
 }
 
 impl Layer for Intrinsic {
@@ -36,10 +42,10 @@ impl Layer for Intrinsic {
     }
 
     fn forward(&self, x0: &Tensor, pass: &mut Pass<'_>) -> Result<Tensor> {
-        let causal = pass.causal;
+        let (causal, train) = (pass.causal, pass.train);
         let mut momentum: Option<Tensor> = None; // m = -p, p^(0) = 0 (Eq. 8-9)
         self.blocks.run(x0, pass, |block, z| {
-            let (z, m) = block.iterate(z, momentum.as_ref(), causal)?;
+            let (z, m) = block.iterate(z, momentum.as_ref(), causal, train)?;
             momentum = m;
             Ok(z)
         })
