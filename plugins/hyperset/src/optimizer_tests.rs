@@ -187,3 +187,35 @@ fn configurations_without_the_optimizer_keys_read_as_gd() {
     assert_eq!(read.optimizer, Optimizer::Gd);
     assert_eq!(read, HyperSetConfig::from_config(&small(&[])).unwrap());
 }
+
+/// The optimiser checks are claimed for small steps only: at `verify`'s largest step, 0.1,
+/// only the two gd checks remain; there RMSProp's own first sub-step would raise the
+/// attention energy (measured here, so the bound is not arbitrary), while gd's does not.
+#[test]
+fn optimizer_checks_stop_above_the_small_step_bound() {
+    let cfg = crate::test_support::config(&[("optimizer", s("rmsprop"))]);
+    let (map, layer) = build(&cfg, DType::F64);
+    perturb_seeded(&map, 0.1, &mut rng(41));
+    let x = normal(&[2, 12, 128], 1.0, &mut rng(42));
+    assert_eq!(layer.descent_checks(&x, 1e-2).unwrap().len(), 6);
+    let checks = layer.descent_checks(&x, 1e-1).unwrap();
+    assert_eq!(checks.len(), 2);
+    assert!(checks.iter().all(|c| c.after <= c.before));
+    let block = layer.block(0);
+    let weights = block.weights(1).unwrap();
+    let optimizer = Optimizer::RmsProp { beta2: 0.99, eps: 1e-8 };
+    let moved = optimizer
+        .step(&mut OptimizerState::default(), &x, &StepSize::Constant(1e-1), block.kernels(), |y| {
+            block.attention_update(y, &weights.w)
+        })
+        .unwrap();
+    let energy = |y: &plugin_api::candle::Tensor| {
+        crate::energy::attention(y, &weights.w, 4, block.attention_kind())
+            .unwrap()
+            .sum_all()
+            .unwrap()
+            .to_scalar::<f64>()
+            .unwrap()
+    };
+    assert!(energy(&moved) > energy(&x), "rmsprop at 0.1 descended here; the bound may be loosened");
+}

@@ -20,8 +20,12 @@
 //!   What makes this hold for small steps: from zero velocity, momentum's and Nesterov's
 //!   first step is the gd step; over a few small steps the gradient barely changes, so the
 //!   velocity is about `(sum_n beta^n) g`, the gd direction scaled; RMSProp and Adam rescale
-//!   `g` by positive per-element factors. Not claimed: descent at large steps, or at every
-//!   step of a long pass with learned step sizes (momentum can overshoot).
+//!   `g` by positive per-element factors. So the claim is made for steps up to
+//!   `OPTIMIZER_CHECK_MAX_STEP` (1e-2) only; larger steps get no optimiser check. Measured on
+//!   `verify`'s setting (d = 128, parameters perturbed by 0.1) at step 0.1: RMSProp's first
+//!   sub-step moves every coordinate by about `0.1 / sqrt(1 - beta2) = 1` and raises the
+//!   attention energy, as do three Nesterov sub-steps; momentum and Adam still descend. Not
+//!   claimed either: descent at every step of a long pass with learned step sizes.
 //! - With depth-wise LoRA the claims are checked on the effective weights of each block's
 //!   first iteration (they hold for any weights).
 
@@ -161,16 +165,20 @@ pub fn descent_checks(block: &HyperSetBlock, x: &Tensor, step: f64) -> Result<Ve
 /// Sub-steps of the longer optimiser checks.
 pub const OPTIMIZER_CHECK_STEPS: usize = 3;
 
+/// The largest step (in absolute value) at which the optimiser checks are claimed.
+pub const OPTIMIZER_CHECK_MAX_STEP: f64 = 1e-2;
+
 /// For an optimiser other than `gd`: 1 and `OPTIMIZER_CHECK_STEPS` attention sub-steps of
 /// size `step` from the zero state against the attention energy, and the same for the
-/// feedforward sub-steps and energy (module doc). A negative `step` reverses every move.
+/// feedforward sub-steps and energy (module doc), for `|step| <= OPTIMIZER_CHECK_MAX_STEP`.
+/// A negative `step` reverses every move.
 pub fn optimizer_descent_checks(
     block: &HyperSetBlock,
     optimizer: &Optimizer,
     x: &Tensor,
     step: f64,
 ) -> Result<Vec<DescentCheck>> {
-    if *optimizer == Optimizer::Gd {
+    if *optimizer == Optimizer::Gd || step.abs() > OPTIMIZER_CHECK_MAX_STEP {
         return Ok(Vec::new());
     }
     let (heads, _) = block.heads();
