@@ -222,3 +222,23 @@ fn full_form_identities_hold_and_every_parameter_learns() {
         assert!(g > 0.0 && g.is_finite(), "parameter {name}: gradient {g}");
     }
 }
+
+/// On `verify`'s setting (default sizes, parameters perturbed by 0.1) the full form's checks
+/// hold at steps 1e-3 and 1e-2 and are not made at 0.1, where its full-context move was
+/// measured to raise `F`; the Taylor form is checked at every step.
+#[test]
+fn full_form_checks_are_made_for_small_steps_only() {
+    for form in ["taylor", "full"] {
+        let (map, layer) = build(&newton_config(form, &[]), DType::F64);
+        perturb_seeded(&map, 0.1, &mut StdRng::seed_from_u64(5));
+        let x = normal(6, &[2, 12, 128], 1.0);
+        for step in [1e-3, 1e-2, 1e-1] {
+            let checks = layer.descent_checks(&x, step).unwrap();
+            let expected = if form == "full" && step > 1e-2 { 0 } else { 2 };
+            assert_eq!(checks.len(), expected, "{form} at {step}");
+            for c in checks {
+                assert!(c.after < c.before, "{form} at {step}: {} rose", c.name);
+            }
+        }
+    }
+}
