@@ -19,14 +19,17 @@ pub struct Pass<'a> {
     pub iterations: usize,
     /// Whether token `i` may only see tokens `<= i` (language modelling).
     pub causal: bool,
+    /// Whether the pass computes a training loss: training-only behaviour of a layer
+    /// (dropout) runs only then, never in evaluation, diagnostics or verification.
+    pub train: bool,
     /// Optional observer of the state after every iteration.
     pub observer: Option<&'a mut dyn StateObserver>,
 }
 
 impl<'a> Pass<'a> {
-    /// A plain pass with `iterations` iterations, not causal, unobserved.
+    /// A plain pass with `iterations` iterations, not causal, not training, unobserved.
     pub fn new(iterations: usize) -> Self {
-        Pass { iterations, causal: false, observer: None }
+        Pass { iterations, causal: false, train: false, observer: None }
     }
 
     /// Reports the state after iteration `t` to the observer, if any.

@@ -227,7 +227,7 @@ fn to_f64_vec(t: &Tensor) -> Result<Vec<f64>> {
 pub fn measure(layer: &dyn Layer, x0: &Tensor, iterations: usize) -> Result<Vec<(u32, String, f64)>> {
     let mut recorder = StateRecorder::default();
     layer
-        .forward(&x0.detach(), &mut Pass { iterations, causal: false, observer: Some(&mut recorder) })
+        .forward(&x0.detach(), &mut Pass { iterations, causal: false, train: false, observer: Some(&mut recorder) })
         .map_err(|e| anyhow!("layer at {iterations} iterations: {e}"))?;
     if recorder.states.len() != iterations + 1 {
         bail!(

@@ -4,6 +4,7 @@ use crate::attention::{bisoftmax, AttentionKind};
 use crate::config::HyperSetConfig;
 use crate::feedforward::FeedforwardKind;
 use crate::lora::DepthwiseLora;
+use crate::optimizer::{Optimizer, OptimizerState};
 use crate::step_size::StepSize;
 use kernels::Kernels;
 use plugin_api::candle::Tensor;
@@ -152,6 +153,30 @@ impl HyperSetBlock {
     ) -> Result<Tensor> {
         let x_half = alpha.apply(x, self.attention_update(x, &weights.w)?, true, self.kernels)?;
         gamma.apply(&x_half, self.feedforward_update(&x_half, &weights.d_ff)?, false, self.kernels)
+    }
+
+    /// As [`iterate`](Self::iterate), each sub-step a step of `optimizer` carrying `state`:
+    /// the attention sub-step's gradient is the update of Eq. 9, the feedforward's minus the
+    /// update of Eq. 11 (module `optimizer`). `gd` is `iterate` itself.
+    pub fn iterate_with(
+        &self,
+        x: &Tensor,
+        alpha: &StepSize,
+        gamma: &StepSize,
+        weights: &IterationWeights,
+        optimizer: &Optimizer,
+        state: &mut OptimizerState,
+    ) -> Result<Tensor> {
+        if *optimizer == Optimizer::Gd {
+            return self.iterate(x, alpha, gamma, weights);
+        }
+        let x_half = optimizer.step(state, x, alpha, self.kernels, |x| self.attention_update(x, &weights.w))?;
+        optimizer.step(state, &x_half, gamma, self.kernels, |x| Ok(self.feedforward_update(x, &weights.d_ff)?.neg()?))
+    }
+
+    /// The kernels the block's steps run on.
+    pub fn kernels(&self) -> Kernels {
+        self.kernels
     }
 
     /// `Z~ = RMSNorm(W_h^T X)` for every head, with the block's gains, in the three roles.

@@ -3,6 +3,7 @@
 
 use crate::attention::AttentionKind;
 use crate::feedforward::FeedforwardKind;
+use crate::optimizer::{Optimizer, KEYS as OPTIMIZER_KEYS};
 use crate::step_size::{StepNetForm, StepSizeMode};
 use kernels::Kernels;
 use plugin_api::{check_heads_and_layers, config_error, Config, Result};
@@ -51,6 +52,8 @@ pub struct HyperSetConfig {
     /// Epsilon of the layer's RMSNorms (option `norm_eps`; PyTorch's `nn.RMSNorm` default is
     /// the float32 machine epsilon, which imported checkpoints were trained with).
     pub norm_eps: f64,
+    /// The optimiser of every sub-step (option `optimizer`, with `beta`, `beta2`, `eps`).
+    pub optimizer: Optimizer,
 }
 
 impl HyperSetConfig {
@@ -88,7 +91,14 @@ impl HyperSetConfig {
                 ))
             })?,
             norm_eps: cfg.f64("norm_eps")?,
+            optimizer: Optimizer::parse(cfg.str("optimizer")?, cfg.f64("beta")?, cfg.f64("beta2")?, cfg.f64("eps")?)?,
         };
+        for (key, users) in OPTIMIZER_KEYS {
+            if !c.optimizer.reads(key) {
+                let context = format!("optimizer = {}", c.optimizer.name());
+                refuse_unless_default(cfg, key, &context, &format!("optimizer={}", users.join(" | ")))?;
+            }
+        }
         check_heads_and_layers(c.d, c.heads, c.iterations, c.layers)?;
         if !c.time_dim.is_multiple_of(2) {
             return Err(config_error(format!("time_dim = {} must be even (sin and cos halves)", c.time_dim)));

@@ -24,6 +24,8 @@
 //!   candle's differentiable primitives as `plugin_api::ops` does. The energies and the
 //!   gradient identities of `verify` are always the composition. Each fused op sits with
 //!   its variant (`attention::bisoftmax::fused_update`, `feedforward::*::fused_normed`).
+//! - `optimizer` (with `beta`, `beta2`, `eps`): each sub-step as a step of gd (default),
+//!   momentum or Nesterov (seed 001, Eq. 8-9), RMSProp or Adam, module `optimizer`.
 //!
 //! Layout: `config` reads and checks the options (`HyperSetConfig`), `block` is one
 //! iteration (attention step, then feedforward step), `step_size` the step sizes, `model`
@@ -38,6 +40,7 @@ mod energy;
 mod feedforward;
 mod lora;
 mod model;
+mod optimizer;
 mod phi;
 mod step_size;
 mod verify;
@@ -46,6 +49,7 @@ use attention::AttentionKind;
 use config::HyperSetConfig;
 use feedforward::FeedforwardKind;
 use model::HyperSet;
+use optimizer::Optimizer;
 use plugin_api::{export_plugin, Declaration, ParamSpec, Result};
 use step_size::StepNetForm;
 
@@ -101,6 +105,22 @@ fn params() -> Vec<ParamSpec> {
             "fused CPU ops with hand-written backward (plugin-api/kernels) or candle's differentiable composition",
         ),
         ParamSpec::float("norm_eps", 1e-6, 1e-12, 1e-2, "epsilon of the layer's RMSNorms (PyTorch's default: 1.1920929e-7)"),
+        ParamSpec::choice(
+            "optimizer",
+            "gd",
+            &Optimizer::NAMES,
+            "optimiser of each attention / feedforward sub-step: gd (Eq. 9, 11), momentum or nesterov (seed 001 \
+             Eq. 8, 9), rmsprop or adam; its state runs through the pass from zero",
+        ),
+        ParamSpec::float(
+            "beta",
+            0.9,
+            0.0,
+            1.0,
+            "momentum / nesterov coefficient, adam's first-moment decay, in [0, 1) (seed 001: 0.9)",
+        ),
+        ParamSpec::float("beta2", 0.99, 0.0, 1.0, "rmsprop / adam second-moment decay, in [0, 1)"),
+        ParamSpec::float("eps", 1e-8, 0.0, 1.0, "rmsprop / adam: g / sqrt(v + eps), eps > 0"),
     ]
 }
 
@@ -119,6 +139,8 @@ export_plugin!(declare);
 
 #[cfg(test)]
 mod kernel_tests;
+#[cfg(test)]
+mod optimizer_tests;
 #[cfg(test)]
 mod paper_counts;
 #[cfg(test)]

@@ -3,6 +3,7 @@
 use crate::block::{HyperSetBlock, IterationWeights};
 use crate::config::HyperSetConfig;
 use crate::energy;
+use crate::optimizer::OptimizerState;
 use crate::step_size::StepSizes;
 use crate::verify;
 use plugin_api::candle::Tensor;
@@ -52,10 +53,12 @@ impl Layer for HyperSet {
     }
 
     fn forward(&self, x0: &Tensor, pass: &mut Pass<'_>) -> Result<Tensor> {
+        // The optimiser's state starts at zero and runs through every sub-step of the pass.
+        let mut state = OptimizerState::default();
         self.blocks.run_local(x0, pass, |block, local_t, x| {
             let cond = if self.cfg.condition_on_x0 { x0 } else { x };
             let (alpha, gamma) = self.step_sizes.at(local_t, cond)?;
-            block.iterate(x, &alpha, &gamma, &block.weights(local_t)?)
+            block.iterate_with(x, &alpha, &gamma, &block.weights(local_t)?, &self.cfg.optimizer, &mut state)
         })
     }
 
@@ -86,7 +89,9 @@ impl Layer for HyperSet {
     }
 
     fn descent_checks(&self, x: &Tensor, step: f64) -> Result<Vec<DescentCheck>> {
-        verify::descent_checks(&self.blocks.blocks()[0], x, step)
+        let mut checks = verify::descent_checks(&self.blocks.blocks()[0], x, step)?;
+        checks.extend(verify::optimizer_descent_checks(&self.blocks.blocks()[0], &self.cfg.optimizer, x, step)?);
+        Ok(checks)
     }
 
     fn head_projections(&self, t: usize, iterations: usize, x: &Tensor) -> Result<Option<Tensor>> {

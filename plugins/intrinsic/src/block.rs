@@ -1,6 +1,11 @@
 //! One GPT-style pre-norm block: an attention sub-layer and a GELU MLP sub-layer, each
 //! either a plain residual step `z + f(norm(z))` (one gradient step, Section 2) or a momentum
 //! (Eq. 8) / Nesterov (Eq. 9) step sharing one momentum buffer.
+//!
+//! Dropout (App. A.4: "a fixed dropout ratio of 0.1", placement not given): in training passes
+//! each branch output `f`, `g` is dropped at rate `dropout` and rescaled by `1 / (1 - rate)`
+//! before it enters the residual or the momentum buffer, as GPT-2's residual dropout. The
+//! mask comes from candle's generator, which the run seed does not fix.
 
 use crate::attention::{momentum, nesterov, Attention};
 use crate::config::{AttentionKind, IntrinsicConfig};
@@ -77,6 +82,7 @@ pub struct Block {
     mlp: Mlp,
     /// Plain, momentum or Nesterov updates.
     pub residual: Residual,
+    dropout: f64,
 }
 
 impl Block {
@@ -93,7 +99,17 @@ impl Block {
             mlp_norm: Norm::new(&vb.pp("mlp_norm"), cfg.norm, cfg.d, cfg.bias)?,
             mlp: Mlp::new(cfg, &vb.pp("mlp"))?,
             residual,
+            dropout: cfg.dropout,
         })
+    }
+
+    /// The branch output `f` with dropout in training passes, `f` itself otherwise.
+    fn drop(&self, f: Tensor, train: bool) -> Result<Tensor> {
+        if train && self.dropout > 0.0 {
+            Ok(plugin_api::candle_nn::ops::dropout(&f, self.dropout as f32)?)
+        } else {
+            Ok(f)
+        }
     }
 
     /// The attention branch `f(z) = Attn(norm(z))`, self-attention over `z`.
@@ -108,10 +124,17 @@ impl Block {
     }
 
     /// One application of the block to the state `z` with momentum buffer `m` (`None` while it
-    /// is zero, and always for plain blocks); returns the new state and buffer.
-    pub fn iterate(&self, z: &Tensor, m: Option<&Tensor>, causal: bool) -> Result<(Tensor, Option<Tensor>)> {
-        let attend = |x: &Tensor| self.attention_branch(x, causal);
-        let feed = |x: &Tensor| self.mlp_branch(x);
+    /// is zero, and always for plain blocks); returns the new state and buffer. `train` turns
+    /// dropout on.
+    pub fn iterate(
+        &self,
+        z: &Tensor,
+        m: Option<&Tensor>,
+        causal: bool,
+        train: bool,
+    ) -> Result<(Tensor, Option<Tensor>)> {
+        let attend = |x: &Tensor| self.drop(self.attention_branch(x, causal)?, train);
+        let feed = |x: &Tensor| self.drop(self.mlp_branch(x)?, train);
         match &self.residual {
             Residual::Plain => {
                 let z = (z + attend(z)?)?;

@@ -64,6 +64,15 @@ impl AttentionKind {
     }
 }
 
+/// How MHA2nd inverts `C_h = I - (1/T) sum_i p d d^T` (option `newton`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NewtonForm {
+    /// MHA2nd1st: the first-order Taylor expansion `C^-1 ~ I + (1/T) sum p d d^T` (Eq. 22-24).
+    Taylor,
+    /// MHA2nd: `C_h^-1` itself, one `d_h x d_h` inverse per query and head (Eq. 21).
+    Full,
+}
+
 /// Pre-norm of each sub-layer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum NormKind {
@@ -120,6 +129,13 @@ pub fn params() -> Vec<ParamSpec> {
             &["multiplier", "temperature"],
             "newton: b_h scaled by a learnable multiplier c_h = 1/T_b, or divided by a learnable T_b (UNSURE in the seed)",
         ),
+        ParamSpec::choice(
+            "newton",
+            "taylor",
+            &["taylor", "full"],
+            "newton: MHA2nd1st's first-order Taylor inverse (Eq. 22-24) or MHA2nd's exact C_h^-1 per query (Eq. 21, \
+             O(N d_h^2) memory per head)",
+        ),
         ParamSpec::float("newton_b_init", 0.01, 0.0, 1e6, "newton: initial c_h (multiplier) or T_b (temperature)"),
         ParamSpec::float(
             "newton_ridge",
@@ -129,6 +145,14 @@ pub fn params() -> Vec<ParamSpec> {
             "newton: eps in (W_Q,h W_Q,h^T + eps I)^-1 (0 = the seed's exact inverse)",
         ),
         ParamSpec::float("light_tau", 0.01, -1e3, 1e3, "light_newton: initial head-wise tau_h"),
+        ParamSpec::float(
+            "dropout",
+            0.0,
+            0.0,
+            1.0,
+            "dropout rate on each sub-layer's branch output in training passes only, in [0, 1) (seed: 0.1, placement \
+             unspecified; 0 = none)",
+        ),
         ParamSpec::float(
             "gate_bias",
             3.0,
@@ -170,6 +194,8 @@ pub struct IntrinsicConfig {
     pub newton_temperature: f64,
     /// How the b-term coefficient of MHA2nd1st acts.
     pub newton_b_form: NewtonBForm,
+    /// Taylor (MHA2nd1st) or exact (MHA2nd) inverse of `C_h`.
+    pub newton_form: NewtonForm,
     /// Initial b-term coefficient.
     pub newton_b_init: f64,
     /// Ridge added to `W_Q,h W_Q,h^T` before inversion.
@@ -178,6 +204,8 @@ pub struct IntrinsicConfig {
     pub light_tau: f64,
     /// Initial bias of the gated linear attention's forget gate.
     pub gate_bias: f64,
+    /// Dropout rate on the branch outputs in training passes.
+    pub dropout: f64,
 }
 
 impl IntrinsicConfig {
@@ -210,11 +238,23 @@ impl IntrinsicConfig {
                     )))
                 }
             },
+            newton_form: match cfg.str("newton")? {
+                "taylor" => NewtonForm::Taylor,
+                "full" => NewtonForm::Full,
+                other => return Err(config_error(format!("unknown newton `{other}`; choose taylor | full"))),
+            },
             newton_b_init: cfg.f64("newton_b_init")?,
             newton_ridge: cfg.f64("newton_ridge")?,
             light_tau: cfg.f64("light_tau")?,
             gate_bias: cfg.f64("gate_bias")?,
+            dropout: cfg.f64("dropout")?,
         };
+        if !(0.0..1.0).contains(&c.dropout) {
+            return Err(config_error(format!(
+                "dropout = {} must lie in [0, 1) (1 would drop every branch output); use e.g. dropout=0.1",
+                c.dropout
+            )));
+        }
         check_heads_and_layers(c.d, c.heads, c.iterations, c.layers)?;
         if c.attention == AttentionKind::Newton {
             if c.init_std == 0.0 && c.newton_ridge == 0.0 {

@@ -15,7 +15,7 @@
 //! | `gated_linear` | Eq. 4 | gradient step on `-(T/2) sum_i gamma_i (z^T W h_i)^2` | `attention/gated_linear.rs` |
 //! | `momentum` (MomenMHA) | Eq. 8 | momentum descent, softmax branch as gradient | `attention/momentum.rs` |
 //! | `nesterov` (NagMHA) | Eq. 9 | Nesterov descent (look-ahead) | `attention/nesterov.rs` |
-//! | `newton` (MHA2nd1st) | Eq. 16-24 | per-head Newton step, first-order Taylor inverse | `attention/newton.rs` |
+//! | `newton` (MHA2nd1st; MHA2nd with `newton = full`) | Eq. 16-24 | per-head Newton step, first-order Taylor inverse (Eq. 24) or exact inverse (Eq. 21) | `attention/newton.rs` |
 //! | `light_newton` (LightMHA2nd1st) | App. A.3.2 | Newton step on the dot-product bound | `attention/light_newton.rs` |
 //!
 //! The layer is recurrent like the other plugins: `layers` = k distinct blocks, block `b`
@@ -28,7 +28,8 @@
 //! - Block layout: GPT-2 (notes §2.4): pre-LayerNorm (`norm = layer`, or RMSNorm with
 //!   `norm = rms`), biases in projections, MLP and LayerNorms (`bias`), GELU (tanh form) MLP of
 //!   width `ff_ratio * d`. The final LayerNorm, embeddings, positions and head belong to the
-//!   task. No dropout (the seed uses 0.1; the layer contract has no training flag).
+//!   task. Dropout: `dropout` (default 0; the seed uses 0.1) on each branch output, in
+//!   training passes only (`Pass::train`), see `block`.
 //! - Key bias: omitted for the softmax-scored kinds (`softmax`, `momentum`, `nesterov`,
 //!   `light_newton`): `q . (k_i + b)` shifts all scores of a query equally, so a key bias
 //!   would never receive a gradient. GPT-2 has it; the counts differ by `d` per block.
@@ -82,5 +83,9 @@ fn declare() -> Result<Declaration> {
 
 export_plugin!(declare);
 
+#[cfg(test)]
+mod dropout_tests;
+#[cfg(test)]
+mod newton_tests;
 #[cfg(test)]
 mod tests;

@@ -6,7 +6,7 @@ use crate::config::IntrinsicConfig;
 use crate::verify;
 use plugin_api::candle::Tensor;
 use plugin_api::candle_nn::VarBuilder;
-use plugin_api::{BlockStack, Energy, GradientIdentity, Layer, Pass, Result};
+use plugin_api::{BlockStack, DescentCheck, Energy, GradientIdentity, Layer, Pass, Result};
 
 /// The intrinsic-optimizer layer family (seed 001).
 pub struct Intrinsic {
@@ -19,6 +19,12 @@ impl Intrinsic {
     pub fn new(cfg: &IntrinsicConfig, vb: VarBuilder) -> Result<Self> {
         let blocks = BlockStack::new(cfg.layers, &vb, |vb| Block::new(cfg, vb))?;
         Ok(Intrinsic { cfg: cfg.clone(), blocks })
+    }
+
+    /// The distinct blocks, in order.
+    #[cfg(test)]
+    pub(crate) fn blocks(&self) -> &[Block] {
+        self.blocks.blocks()
     }
 }
 
@@ -36,10 +42,10 @@ impl Layer for Intrinsic {
     }
 
     fn forward(&self, x0: &Tensor, pass: &mut Pass<'_>) -> Result<Tensor> {
-        let causal = pass.causal;
+        let (causal, train) = (pass.causal, pass.train);
         let mut momentum: Option<Tensor> = None; // m = -p, p^(0) = 0 (Eq. 8-9)
         self.blocks.run(x0, pass, |block, z| {
-            let (z, m) = block.iterate(z, momentum.as_ref(), causal)?;
+            let (z, m) = block.iterate(z, momentum.as_ref(), causal, train)?;
             momentum = m;
             Ok(z)
         })
@@ -68,5 +74,9 @@ impl Layer for Intrinsic {
             }
         }
         Ok(all)
+    }
+
+    fn descent_checks(&self, x: &Tensor, step: f64) -> Result<Vec<DescentCheck>> {
+        verify::descent_checks(&self.blocks.blocks()[0], x, step)
     }
 }

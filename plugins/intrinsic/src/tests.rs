@@ -145,7 +145,7 @@ fn output_has_the_input_shape_for_every_kind() {
         for n in [7, 1] {
             for causal in [false, true] {
                 let x = plugin_testkit::randn(0f32, 1.0, (2, n, 16), &Device::Cpu).unwrap();
-                let mut pass = Pass { iterations: 4, causal, observer: None };
+                let mut pass = Pass { iterations: 4, causal, train: false, observer: None };
                 let y = layer.forward(&x, &mut pass).unwrap();
                 assert_eq!(y.dims(), &[2, n, 16], "{}", kind.name());
                 let finite = y.abs().unwrap().max_all().unwrap().to_scalar::<f32>().unwrap().is_finite();
@@ -163,7 +163,7 @@ fn every_parameter_receives_a_gradient_for_every_kind() {
         let mut rng = StdRng::seed_from_u64(2);
         let x = normal(&mut rng, &[2, 5, 16], 1.0, DType::F32);
         let r = normal(&mut rng, &[2, 5, 16], 1.0, DType::F32);
-        let mut pass = Pass { iterations: 4, causal: true, observer: None };
+        let mut pass = Pass { iterations: 4, causal: true, train: false, observer: None };
         let y = layer.forward(&x, &mut pass).unwrap();
         let grads = (y * r).unwrap().sum_all().unwrap().backward().unwrap();
         let sizes = gradient_sizes(&map, &grads);
@@ -186,7 +186,7 @@ fn causal_pass_does_not_look_ahead_for_every_kind() {
         let later =
             Tensor::cat(&[x.narrow(1, 0, 5).unwrap(), normal(&mut rng, &[2, 1, 16], 1.0, DType::F64)], 1).unwrap();
         let earlier_outputs = |x: &Tensor, causal: bool| {
-            let mut pass = Pass { iterations: 4, causal, observer: None };
+            let mut pass = Pass { iterations: 4, causal, train: false, observer: None };
             layer.forward(x, &mut pass).unwrap().narrow(1, 0, 5).unwrap()
         };
         let causal_change = max_abs_diff(&earlier_outputs(&x, true), &earlier_outputs(&later, true));
@@ -340,7 +340,9 @@ fn special_cases_reduce_to_the_softmax_layer() {
         [("d", Value::Int(16)), ("heads", Value::Int(2)), ("layers", Value::Int(2)), ("iterations", Value::Int(4))];
     let mut rng = StdRng::seed_from_u64(9);
     let x = normal(&mut rng, &[2, 6, 16], 1.0, DType::F64);
-    let run = |layer: &Intrinsic| layer.forward(&x, &mut Pass { iterations: 4, causal: true, observer: None }).unwrap();
+    let run = |layer: &Intrinsic| {
+        layer.forward(&x, &mut Pass { iterations: 4, causal: true, train: false, observer: None }).unwrap()
+    };
     for (kind, pairs, reduces) in [
         (
             AttentionKind::Momentum,
@@ -514,7 +516,7 @@ fn train_prefix_mean(kind: AttentionKind, steps: usize) -> (f64, f64) {
     let counts = Tensor::arange(1f32, (n + 1) as f32, &Device::Cpu).unwrap().reshape((1, n, 1)).unwrap();
     let target = x.cumsum(1).unwrap().broadcast_div(&counts).unwrap();
     let loss = || {
-        let y = layer.forward(&x, &mut Pass { iterations: 1, causal: true, observer: None }).unwrap();
+        let y = layer.forward(&x, &mut Pass { iterations: 1, causal: true, train: false, observer: None }).unwrap();
         mean_squared_error(&y, &target)
     };
     loss_before_and_after(map.all_vars(), 1e-2, steps, loss)

@@ -69,7 +69,7 @@ pub fn forward_loss(
     causal: bool,
 ) -> Result<Tensor> {
     let x0 = model.embed(batch, true).map_err(|e| anyhow!("embedding: {e}"))?;
-    let mut pass = Pass { iterations, causal, observer: None };
+    let mut pass = Pass { iterations, causal, train: true, observer: None };
     let h = layer.forward(&x0, &mut pass).map_err(|e| anyhow!("layer: {e}"))?;
     model.loss(&h, batch).map_err(|e| anyhow!("loss: {e}"))
 }
@@ -153,7 +153,7 @@ pub fn evaluate(
 ) -> Result<MetricTally> {
     let run_batch = |batch: &Batch, observer: Option<&mut dyn StateObserver>| -> Result<MetricTally> {
         let x0 = model.embed(batch, false).map_err(|e| anyhow!("embedding: {e}"))?;
-        let mut pass = Pass { iterations, causal, observer };
+        let mut pass = Pass { iterations, causal, train: false, observer };
         let h = layer.forward(&x0.detach(), &mut pass).map_err(|e| anyhow!("layer at {iterations} iterations: {e}"))?;
         model.evaluate(&h, batch).map_err(|e| anyhow!("evaluation: {e}"))
     };

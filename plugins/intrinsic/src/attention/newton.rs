@@ -1,5 +1,7 @@
-//! MHA2nd1st: a per-head Newton step on the Euclidean free energy, its inverse Hessian
-//! replaced by a first-order Taylor expansion (seed 001, Section 3.2, App. A.3.1, Eq. 16-24).
+//! MHA2nd and MHA2nd1st: a per-head Newton step on the Euclidean free energy, with the
+//! inverse of its Hessian's middle factor exact (MHA2nd, Eq. 21, `newton = full`) or replaced by
+//! a first-order Taylor expansion (MHA2nd1st, Eq. 22-24, the default `newton = taylor`)
+//! (seed 001, Section 3.2, App. A.3.1, Eq. 16-24).
 //!
 //! Energy: `F = (1/H) sum_h F_h`, `F_h = -T log sum_i exp(-||q_h - k_{i,h}||^2 / (2T))` with
 //! `q_h = W_{Q,h} z`, `k_{i,h} = W_{K,h} h_i` (Eq. 16). With `p_{i,h}` the softmax of those
@@ -12,6 +14,14 @@
 //! - `C^-1 ~ I + (1/T) sum_i p d d^T` (Eq. 22) gives `M_h (q_h - k^_h + b_h)` (Eq. 23);
 //! - implemented form (Eq. 24): `f(z) = sum_h W_{O,h} W_{V,h} M_h (q_h - k^_h + b_h)` with
 //!   `b_h = (1/T_b) [sum_i p_{i,h} k_{i,h} (k_{i,h}^T u_h) - k^_h k^_h^T u_h]`, `u_h = q_h - k^_h`.
+//!
+//! MHA2nd (Eq. 21), `newton = full`: `f(z) = sum_h W_{O,h} W_{V,h} M_h C_h^-1 u_h`, with
+//! `C_h = I - c_h sum_i p_{i,h} d_{i,h} d_{i,h}^T` inverted exactly for every query (one
+//! `d_h x d_h` inverse per query and head, `O(N d_h^2)` memory: the cost the seed calls
+//! impractical). `c_h` is the same learnable coefficient as MHA2nd1st's b-term (`1/T` in
+//! Eq. 19-21, `c_h` or `1/T_b` once learnable), so Eq. 24's `u + b` is exactly the first-order
+//! expansion `(I + c S) u` of this `(I - c S)^-1 u`, and the two forms differ by `O(c^2)`.
+//! `C_h` may be singular (the energy is not convex, Lemma 1); the layer then reports an error.
 //!
 //! `W_{V,h}` acts on `M_h(.)`, a vector of `R^d`, not on the tokens: the "values" are the
 //! keys, through `q - k^`. The seed's `+` sign (Newton's step has `-`) is kept; it is
@@ -29,7 +39,7 @@
 //! affine; Eq. 24 is applied to it unchanged and `b_{V,h}` is added after `W_{V,h} M_h`.
 
 use super::Projections;
-use crate::config::{IntrinsicConfig, NewtonBForm};
+use crate::config::{IntrinsicConfig, NewtonBForm, NewtonForm};
 use crate::inverse::inverse;
 use crate::ops::{logsumexp, per_head};
 use kernels::softmax;
@@ -38,7 +48,7 @@ use plugin_api::candle_nn::{Init, VarBuilder};
 use plugin_api::ops::causal_mask;
 use plugin_api::Result;
 
-/// MHA2nd1st (Eq. 24).
+/// MHA2nd (Eq. 21) or MHA2nd1st (Eq. 24).
 pub struct NewtonAttention {
     /// `W_Q, W_K, W_V, W_O`.
     pub proj: Projections,
@@ -47,11 +57,14 @@ pub struct NewtonAttention {
     /// Head-wise b-term coefficient (`c_h` or `T_b`), `[H]`.
     b_coefficient: Tensor,
     b_form: NewtonBForm,
+    form: NewtonForm,
     ridge: f64,
 }
 
 /// The per-head quantities of one Newton step, each `[B, H, N, .]`.
 pub struct NewtonTerms {
+    /// The attention weights `p_{i,h}` of the distance scores, `[B, H, N, N]`.
+    pub weights: Tensor,
     /// `k^_h = sum_i p_{i,h} k_{i,h}`.
     pub mean_key: Tensor,
     /// `u_h = q_h - k^_h`, the gradient of `F_h` in head space (Eq. 16).
@@ -71,7 +84,14 @@ impl NewtonAttention {
             NewtonBForm::Temperature => "b_temperature",
         };
         let b_coefficient = vb.get_with_hints(cfg.heads, b_name, Init::Const(cfg.newton_b_init))?;
-        Ok(NewtonAttention { proj, temperature, b_coefficient, b_form: cfg.newton_b_form, ridge: cfg.newton_ridge })
+        Ok(NewtonAttention {
+            proj,
+            temperature,
+            b_coefficient,
+            b_form: cfg.newton_b_form,
+            form: cfg.newton_form,
+            ridge: cfg.newton_ridge,
+        })
     }
 
     /// The score temperatures `T_h`, `[H]`.
@@ -79,11 +99,10 @@ impl NewtonAttention {
         &self.temperature
     }
 
-    /// `W_{V,h} M_h` as a right factor of row vectors: `(W_{Q,h} W_{Q,h}^T + eps I)^-1
-    /// W_{Q,h} W_{V,h}^T`, `[H, d_h, d_h]`.
-    pub fn preconditioner(&self) -> Result<Tensor> {
+    /// `((W_{Q,h} W_{Q,h}^T + eps I)^-1, W_{Q,h})`, `[H, d_h, d_h]` and `[H, d_h, d]`: the
+    /// factors of `M_h` (Eq. 20-21).
+    fn gram_inverse(&self) -> Result<(Tensor, Tensor)> {
         let w_q = head_columns(&self.proj.q.weight, self.proj.heads)?; // [H, d, d_h] = W_{Q,h}^T
-        let w_v = head_columns(&self.proj.v.weight, self.proj.heads)?;
         let w_q_t = w_q.transpose(1, 2)?.contiguous()?;
         let gram = w_q_t.matmul(&w_q)?; // W_{Q,h} W_{Q,h}^T
         let gram = if self.ridge > 0.0 {
@@ -97,19 +116,63 @@ impl NewtonAttention {
                 "newton: W_Q,h W_Q,h^T cannot be inverted ({e}); set newton_ridge > 0 or a larger init_std"
             ))
         })?;
+        Ok((inv, w_q_t))
+    }
+
+    /// `W_{V,h} M_h` as a right factor of row vectors: `(W_{Q,h} W_{Q,h}^T + eps I)^-1
+    /// W_{Q,h} W_{V,h}^T`, `[H, d_h, d_h]`.
+    pub fn preconditioner(&self) -> Result<Tensor> {
+        let (inv, w_q_t) = self.gram_inverse()?;
+        let w_v = head_columns(&self.proj.v.weight, self.proj.heads)?;
         Ok(inv.matmul(&w_q_t.matmul(&w_v)?)?)
     }
 
-    /// `f(z) = sum_h W_{O,h} (W_{V,h} M_h (q_h - k^_h + b_h) + b_{V,h})` (Eq. 24).
+    /// `M_h` as a right factor of row vectors, `(W_{Q,h} W_{Q,h}^T + eps I)^-1 W_{Q,h}`,
+    /// `[H, d_h, d]`: maps a head-space direction back to the token space (Eq. 20).
+    pub fn range_map(&self) -> Result<Tensor> {
+        let (inv, w_q_t) = self.gram_inverse()?;
+        Ok(inv.matmul(&w_q_t)?)
+    }
+
+    /// The b-term coefficient `c_h` (the multiplier, or `1 / T_b`), `[1, H, 1, 1]`.
+    fn coefficient(&self) -> Result<Tensor> {
+        Ok(match self.b_form {
+            NewtonBForm::Multiplier => per_head(&self.b_coefficient)?,
+            NewtonBForm::Temperature => per_head(&self.b_coefficient)?.recip()?,
+        })
+    }
+
+    /// The head-space Newton direction for queries `q` and keys `k` (`[B, H, N, d_h]`):
+    /// `u + c (sum p d d^T) u` (Eq. 23-24) or `(I - c sum p d d^T)^-1 u` (Eq. 21).
+    pub fn direction(&self, q: &Tensor, k: &Tensor, causal: bool) -> Result<Tensor> {
+        let terms = newton_terms(q, k, &self.temperature, causal)?;
+        match self.form {
+            NewtonForm::Taylor => {
+                let b = match self.b_form {
+                    NewtonBForm::Multiplier => {
+                        terms.covariance_product.broadcast_mul(&per_head(&self.b_coefficient)?)?
+                    }
+                    NewtonBForm::Temperature => {
+                        terms.covariance_product.broadcast_div(&per_head(&self.b_coefficient)?)?
+                    }
+                };
+                Ok((terms.gradient + b)?)
+            }
+            NewtonForm::Full => full_direction(&terms, k, &self.coefficient()?),
+        }
+    }
+
+    /// The configured form.
+    pub fn form(&self) -> NewtonForm {
+        self.form
+    }
+
+    /// `f(z) = sum_h W_{O,h} (W_{V,h} M_h g_h + b_{V,h})` with `g_h` the head-space
+    /// direction of [`direction`](Self::direction) (Eq. 21 or Eq. 24).
     pub fn forward(&self, queries: &Tensor, context: &Tensor, causal: bool) -> Result<Tensor> {
         let q = self.proj.queries(queries)?;
         let k = self.proj.keys(context)?;
-        let terms = newton_terms(&q, &k, &self.temperature, causal)?;
-        let b = match self.b_form {
-            NewtonBForm::Multiplier => terms.covariance_product.broadcast_mul(&per_head(&self.b_coefficient)?)?,
-            NewtonBForm::Temperature => terms.covariance_product.broadcast_div(&per_head(&self.b_coefficient)?)?,
-        };
-        let direction = (terms.gradient + b)?;
+        let direction = self.direction(&q, &k, causal)?;
         let mut out = direction.broadcast_matmul(&self.preconditioner()?.unsqueeze(0)?)?;
         if let Some(bias) = &self.proj.v.bias {
             let (heads, head_dim) = (self.proj.heads, self.proj.head_dim()?);
@@ -149,7 +212,31 @@ pub fn newton_terms(q: &Tensor, k: &Tensor, temperature: &Tensor, causal: bool) 
     let spread = (&weights * key_dot_u)?.matmul(k)?;
     let mean_dot_u = (&mean_key * &gradient)?.sum_keepdim(D::Minus1)?;
     let covariance_product = (spread - mean_key.broadcast_mul(&mean_dot_u)?)?;
-    Ok(NewtonTerms { mean_key, gradient, covariance_product })
+    Ok(NewtonTerms { weights, mean_key, gradient, covariance_product })
+}
+
+/// `(I - c S)^-1 u` for every query and head (Eq. 21), with `S = sum_i p_i k_i k_i^T - k^ k^T`
+/// (`= sum_i p_i d_i d_i^T`) built explicitly, `[B, H, N, d_h, d_h]`; `c` is `[1, H, 1, 1]`.
+pub fn full_direction(terms: &NewtonTerms, k: &Tensor, c: &Tensor) -> Result<Tensor> {
+    let (b, h, n, dh) = k.dims4()?;
+    let outer = |a: &Tensor| a.unsqueeze(4)?.broadcast_mul(&a.unsqueeze(3)?); // [B, H, N, d_h, d_h]
+    let key_outer = outer(k)?.reshape((b, h, n, dh * dh))?;
+    let second_moment = terms.weights.matmul(&key_outer)?.reshape((b, h, n, dh, dh))?;
+    let covariance = (second_moment - outer(&terms.mean_key)?)?;
+    let eye = Tensor::eye(dh, k.dtype(), k.device())?;
+    // One batch axis of `d_h x d_h` matrices for the inverse and the products.
+    let c_matrix = eye.broadcast_sub(&covariance.broadcast_mul(&c.unsqueeze(4)?)?)?.reshape((b * h * n, dh, dh))?;
+    let c_inverse = inverse(&c_matrix).map_err(|e| match e {
+        plugin_api::PluginError::Other(message) if message.contains("singular") => {
+            plugin_api::PluginError::Other(format!(
+                "newton = full: C_h = I - c_h sum_i p d d^T is singular for some query ({message}); lower \
+                 newton_b_init or use newton = taylor"
+            ))
+        }
+        other => other,
+    })?;
+    let u = terms.gradient.reshape((b * h * n, dh, 1))?;
+    Ok(c_inverse.matmul(&u)?.reshape((b, h, n, dh))?)
 }
 
 /// `F_h = -sum_t T_h log sum_i exp(-||q_t - k_i||^2 / (2 T_h))` per sample and head, `[B, H]`.
