@@ -119,3 +119,23 @@ mod tests {
         Ok(())
     }
 }
+
+/// Inverted dropout with a mask drawn from `seed`: each entry kept with probability `1 - p`
+/// and scaled by `1 / (1 - p)`. candle's own `dropout` draws from the device's generator,
+/// which cannot be seeded on CPU, so a run with dropout would not train again to the same
+/// numbers; a seed derived from the run and the data (see [`content_seed`]) makes it
+/// reproducible, resumed or split over threads.
+pub fn seeded_dropout(x: &Tensor, p: f64, seed: u64) -> Result<Tensor> {
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let keep = (1.0 / (1.0 - p)) as f32;
+    let mask: Vec<f32> = (0..x.elem_count()).map(|_| if rng.random::<f64>() < p { 0.0 } else { keep }).collect();
+    x * Tensor::from_vec(mask, x.shape(), x.device())?.to_dtype(x.dtype())?
+}
+
+/// A seed from `seed` and the values of `x` (FNV-1a over their f32 bits): the same tensor
+/// gives the same seed, another tensor another one.
+pub fn content_seed(seed: u64, x: &Tensor) -> Result<u64> {
+    let values: Vec<f32> = x.flatten_all()?.to_dtype(DType::F32)?.to_vec1()?;
+    Ok(values.iter().fold(0xcbf2_9ce4_8422_2325 ^ seed, |h, v| (h ^ v.to_bits() as u64).wrapping_mul(0x0100_0000_01b3)))
+}

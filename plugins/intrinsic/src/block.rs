@@ -106,7 +106,9 @@ impl Block {
     /// The branch output `f` with dropout in training passes, `f` itself otherwise.
     fn drop(&self, f: Tensor, train: bool) -> Result<Tensor> {
         if train && self.dropout > 0.0 {
-            Ok(plugin_api::candle_nn::ops::dropout(&f, self.dropout as f32)?)
+            // Seeded by the branch output itself: the same state drops the same entries.
+            let seed = plugin_api::ops::content_seed(0, &f)?;
+            Ok(plugin_api::ops::seeded_dropout(&f, self.dropout, seed)?)
         } else {
             Ok(f)
         }

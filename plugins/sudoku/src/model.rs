@@ -4,7 +4,7 @@
 use crate::data::CELLS;
 use plugin_api::candle::{DType, Tensor, D};
 use plugin_api::candle_nn::{Init, VarBuilder};
-use plugin_api::ops::{rms_norm, weighted_cross_entropy};
+use plugin_api::ops::{rms_norm, seeded_dropout, weighted_cross_entropy};
 use plugin_api::{Batch, MetricTally, PluginError, Result, TaskModel};
 
 const DIGITS: usize = 9;
@@ -104,7 +104,7 @@ impl TaskModel for SudokuModel {
         match (train, self.options.dropout) {
             (true, p) if p > 0.0 => {
                 let boards: Vec<u32> = ids.to_vec1()?;
-                Ok(dropout(&embedded, p, mask_seed(self.options.seed, &boards))?)
+                Ok(seeded_dropout(&embedded, p, mask_seed(self.options.seed, &boards))?)
             }
             _ => Ok(embedded),
         }
@@ -125,16 +125,6 @@ impl TaskModel for SudokuModel {
 /// without the model keeping state between calls.
 fn mask_seed(seed: u64, boards: &[u32]) -> u64 {
     boards.iter().fold(0xcbf2_9ce4_8422_2325 ^ seed, |h, &v| (h ^ v as u64).wrapping_mul(0x0100_0000_01b3))
-}
-
-/// Inverted dropout: each entry kept with probability `1 - p` and scaled by `1 / (1 - p)`.
-fn dropout(x: &Tensor, p: f64, seed: u64) -> Result<Tensor> {
-    use rand::{Rng, SeedableRng};
-    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
-    let keep = 1.0 / (1.0 - p);
-    let mask: Vec<f32> = (0..x.elem_count()).map(|_| if rng.random::<f64>() < p { 0.0 } else { keep as f32 }).collect();
-    let mask = Tensor::from_vec(mask, x.shape(), x.device())?.to_dtype(x.dtype())?;
-    Ok((x * mask)?)
 }
 
 /// Board accuracy, cell accuracy on blanks and mean loss per blank cell of digit logits
