@@ -505,38 +505,24 @@ fn markdown_escape(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::{MetricDirection, PluginRef, RunStatus};
+    use crate::store::MetricDirection;
     use serde_json::json;
 
     fn record(id: i64, layer: &str, attention: &str, seed: u64) -> RunRecord {
-        let plugin = |n: &str| PluginRef { name: n.into(), version: "0".into(), fingerprint: "f".into(), build: None };
         RunRecord {
-            id,
-            status: RunStatus::Finished,
-            layer: plugin(layer),
-            task: plugin("sudoku"),
-            config: json!({"layer_config": {"attention": attention, "d": 64}, "task_config": {}, "train": {"seed": seed, "lr": 0.001}}),
             seed,
-            device: "cpu".into(),
             param_count: Some(1000),
-            git_rev: None,
-            created_at: 0.0,
-            started_at: None,
-            finished_at: None,
-            error: None,
-            worker_pid: None,
             last_step: 10,
             total_steps: Some(10),
-            notes: String::new(),
-            tags: vec![],
             metric_specs: vec![
                 MetricDirection { name: "acc".into(), higher_is_better: true },
                 MetricDirection { name: "loss".into(), higher_is_better: false },
             ],
-            sweep: None,
-            held: false,
-            supervision: Default::default(),
-            damage: None,
+            ..RunRecord::fixture(
+                id,
+                layer,
+                json!({"layer_config": {"attention": attention, "d": 64}, "task_config": {}, "train": {"seed": seed, "lr": 0.001}}),
+            )
         }
     }
 

@@ -289,36 +289,11 @@ pub fn write_image(runs: &[FigureRun], panels: &[Panel], out: &Path, size: (u32,
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::{PluginRef, RunStatus};
     use serde_json::json;
 
     fn run(metrics: Vec<MetricRow>) -> FigureRun {
-        let plugin = |n: &str| PluginRef { name: n.into(), version: "0".into(), fingerprint: "f".into(), build: None };
-        let record = RunRecord {
-            id: 1,
-            status: RunStatus::Finished,
-            layer: plugin("hyperset"),
-            task: plugin("sudoku"),
-            config: json!({"layer_config": {}, "task_config": {}, "train": {"seed": 0}}),
-            seed: 0,
-            device: "cpu".into(),
-            param_count: None,
-            git_rev: None,
-            created_at: 0.0,
-            started_at: None,
-            finished_at: None,
-            error: None,
-            worker_pid: None,
-            last_step: 4,
-            total_steps: Some(4),
-            notes: String::new(),
-            tags: vec![],
-            metric_specs: vec![],
-            sweep: None,
-            held: false,
-            supervision: Default::default(),
-            damage: None,
-        };
+        let config = json!({"layer_config": {}, "task_config": {}, "train": {"seed": 0}});
+        let record = RunRecord { last_step: 4, total_steps: Some(4), ..RunRecord::fixture(1, "hyperset", config) };
         FigureRun { record, metrics, diagnostics: vec![] }
     }
 

@@ -1,39 +1,25 @@
 use super::*;
-use crate::store::{MetricDirection, MetricRow, PluginRef, RunRecord, RunStatus};
+use crate::store::{MetricDirection, MetricRow, RunRecord};
 use serde_json::json;
 
 fn record(id: i64, layers: i64, iterations: i64, d: i64, seed: u64) -> RunRecord {
-    let plugin = |n: &str| PluginRef { name: n.into(), version: "0".into(), fingerprint: "f".into(), build: None };
     RunRecord {
-        id,
-        status: RunStatus::Finished,
-        layer: plugin("hyperset"),
-        task: plugin("sudoku"),
-        config: json!({
-            "layer_config": {"layers": {"Int": layers}, "iterations": {"Int": iterations}, "d": {"Int": d}},
-            "task_config": {}, "train": {"seed": seed, "steps": 4}
-        }),
         seed,
-        device: "cpu".into(),
         param_count: Some(1000),
-        git_rev: None,
-        created_at: 0.0,
-        started_at: None,
-        finished_at: None,
-        error: None,
-        worker_pid: None,
         last_step: 4,
         total_steps: Some(4),
-        notes: String::new(),
-        tags: vec![],
         metric_specs: vec![
             MetricDirection { name: "cell_acc".into(), higher_is_better: true },
             MetricDirection { name: "loss".into(), higher_is_better: false },
         ],
-        sweep: None,
-        held: false,
-        supervision: Default::default(),
-        damage: None,
+        ..RunRecord::fixture(
+            id,
+            "hyperset",
+            json!({
+                "layer_config": {"layers": {"Int": layers}, "iterations": {"Int": iterations}, "d": {"Int": d}},
+                "task_config": {}, "train": {"seed": seed, "steps": 4}
+            }),
+        )
     }
 }
 

@@ -74,12 +74,7 @@ pub async fn import(
     let stored = async {
         worker::record_builds(store, host, run, &config).await?;
         store.set_param_count(run, params.count() as u64).await?;
-        let directions: Vec<MetricDirection> = info
-            .metrics
-            .iter()
-            .map(|m| MetricDirection { name: m.name.clone(), higher_is_better: m.higher_is_better })
-            .collect();
-        store.set_metric_specs(run, &directions).await?;
+        store.set_metric_specs(run, &MetricDirection::of_task(&info)).await?;
         let adam = AdamWConfig { beta1: s.beta1, beta2: s.beta2, eps: 1e-8, weight_decay: s.weight_decay };
         checkpoint::save(&worker::checkpoint_path(store, run)?, &AdamW::new(params.vars(), adam)?, 0)?;
         let file_name = worker::checkpoint_file(run).to_string_lossy().to_string();
@@ -110,10 +105,8 @@ pub async fn import(
                             wall_time: 0.0,
                         });
                     }
-                    match scored.diagnostics {
-                        Ok(found) => diagnostics.extend(found),
-                        Err(line) => lines.push(line),
-                    }
+                    diagnostics.extend(scored.diagnostics);
+                    lines.extend(scored.notes);
                     if scored.iterations == train_depth {
                         eval = scored.means;
                     }

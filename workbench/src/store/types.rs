@@ -211,6 +211,38 @@ pub struct SweepRecord {
 }
 
 impl RunRecord {
+    /// A finished run of `layer` on Sudoku with `config`, the other fields empty: what unit
+    /// tests change a few fields of (`RunRecord { seed: 1, ..RunRecord::fixture(..) }`).
+    #[cfg(test)]
+    pub(crate) fn fixture(id: i64, layer: &str, config: serde_json::Value) -> RunRecord {
+        let plugin = |n: &str| PluginRef { name: n.into(), version: "0".into(), fingerprint: "f".into(), build: None };
+        RunRecord {
+            id,
+            status: RunStatus::Finished,
+            layer: plugin(layer),
+            task: plugin("sudoku"),
+            config,
+            seed: 0,
+            device: "cpu".into(),
+            param_count: None,
+            git_rev: None,
+            created_at: 0.0,
+            started_at: None,
+            finished_at: None,
+            error: None,
+            worker_pid: None,
+            last_step: 0,
+            total_steps: None,
+            notes: String::new(),
+            tags: vec![],
+            metric_specs: vec![],
+            sweep: None,
+            held: false,
+            supervision: Default::default(),
+            damage: None,
+        }
+    }
+
     /// The headline metric and whether higher is better: the task's first declared metric,
     /// or for runs recorded before directions were stored, `None`.
     pub fn headline(&self) -> Option<&MetricDirection> {
@@ -230,6 +262,16 @@ pub struct MetricDirection {
     pub name: String,
     /// Whether larger values are better.
     pub higher_is_better: bool,
+}
+
+impl MetricDirection {
+    /// The directions of a task's declared metrics, in their order (the headline first).
+    pub fn of_task(info: &plugin_api::TaskInfo) -> Vec<MetricDirection> {
+        info.metrics
+            .iter()
+            .map(|m| MetricDirection { name: m.name.clone(), higher_is_better: m.higher_is_better })
+            .collect()
+    }
 }
 
 /// Extremes and last value of one metric of one run (see

@@ -10,13 +10,15 @@ use anyhow::Result;
 use plugin_api::{Batch, Layer, TaskModel};
 use std::collections::BTreeMap;
 
-/// The metrics of one depth, and its diagnostics or why there are none.
+/// The metrics of one depth, its diagnostics, and why some are missing.
 pub struct Scored {
     pub iterations: usize,
     /// `eval` at the training depth, `eval@K` at depth `K`.
     pub split: String,
     pub means: BTreeMap<String, f64>,
-    pub diagnostics: std::result::Result<Vec<DiagnosticRow>, String>,
+    pub diagnostics: Vec<DiagnosticRow>,
+    /// Log lines for what could not be measured.
+    pub notes: Vec<String>,
 }
 
 impl Scored {
@@ -70,10 +72,23 @@ pub fn evaluate_depths(
         };
         // From the states the first batch's forward pass just recorded; a failure is noted,
         // not fatal.
-        let diagnostics = crate::diagnostics::measure_states(&**layer, &recorder.states)
-            .map(|measured| crate::diagnostics::rows(step, iterations, train_iterations, measured))
-            .map_err(|e| format!("step {step}: no diagnostics at {iterations} iterations: {e:#}"));
-        reports.push(DepthReport::Scored(Scored { iterations, split, means, diagnostics }));
+        let (mut diagnostics, mut notes) = (Vec::new(), Vec::new());
+        match crate::diagnostics::measure_states(&**layer, &recorder.states) {
+            Ok(measured) => diagnostics.extend(crate::diagnostics::rows(step, iterations, train_iterations, measured)),
+            Err(e) => notes.push(format!("step {step}: no diagnostics at {iterations} iterations: {e:#}")),
+        }
+        // Token trajectories on the sphere (crate::sphere), at the training depth only, from
+        // the same states (none when the diagnostics already found none).
+        if iterations == train_iterations && notes.is_empty() {
+            match crate::sphere::measure(&**layer, &recorder.states) {
+                Ok(Some(measured)) => {
+                    diagnostics.extend(crate::diagnostics::rows(step, iterations, train_iterations, measured))
+                }
+                Ok(None) => {}
+                Err(e) => notes.push(format!("step {step}: no token trajectories: {e:#}")),
+            }
+        }
+        reports.push(DepthReport::Scored(Scored { iterations, split, means, diagnostics, notes }));
     }
     Ok(reports)
 }

@@ -326,12 +326,7 @@ async fn train(
     // thread per example.
     let threads = parallel::shard_count(s.threads, usize::MAX, device.is_cpu());
     let shards = threads.min(s.batch_size);
-    let directions: Vec<MetricDirection> = info
-        .metrics
-        .iter()
-        .map(|m| MetricDirection { name: m.name.clone(), higher_is_better: m.higher_is_better })
-        .collect();
-    store.set_metric_specs(run_id, &directions).await?;
+    store.set_metric_specs(run_id, &MetricDirection::of_task(&info)).await?;
     let adam = AdamWConfig { beta1: s.beta1, beta2: s.beta2, eps: 1e-8, weight_decay: s.weight_decay };
     let mut opt = AdamW::new(params.vars(), adam)?;
     let ckpt = checkpoint_path(store, run_id)?;
@@ -442,22 +437,9 @@ async fn train(
                 }
                 log.line(scored.log_line(step, eval_examples)).await;
                 Event::Eval { step, iterations: scored.iterations, metrics: scored.means }.emit();
-                match scored.diagnostics {
-                    Ok(rows) => diagnostics.extend(rows),
-                    Err(line) => log.line(line).await,
-                }
-                // Token trajectories on the sphere (crate::sphere), at the training depth only.
-                if iterations == layer.train_iterations() {
-                    match crate::sphere::measure(&*layer, &recorder.states) {
-                        Ok(Some(measured)) => diagnostics.extend(crate::diagnostics::rows(
-                            step,
-                            iterations,
-                            layer.train_iterations(),
-                            measured,
-                        )),
-                        Ok(None) => {}
-                        Err(e) => log.line(format!("step {step}: no token trajectories: {e:#}")).await,
-                    }
+                diagnostics.extend(scored.diagnostics);
+                for note in scored.notes {
+                    log.line(note).await;
                 }
             }
             let wall = started.elapsed().as_secs_f64();

@@ -234,35 +234,23 @@ pub fn cell(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::{PluginRef, RunStatus};
+    use crate::store::RunStatus;
     use serde_json::json;
 
     pub(crate) fn run(id: i64, layer: &str, status: RunStatus, d: i64, tags: &[&str]) -> RunRecord {
-        let plugin = |n: &str| PluginRef { name: n.into(), version: "0".into(), fingerprint: "f".into(), build: None };
         RunRecord {
-            id,
             status,
-            layer: plugin(layer),
-            task: plugin("sudoku"),
-            config: json!({"layer_config": {"d": d}, "task_config": {"difficulty": "easy"}, "train": {"seed": 0}}),
-            seed: 0,
-            device: "cpu".into(),
-            param_count: None,
-            git_rev: None,
-            created_at: 0.0,
             started_at: Some(10.0),
             finished_at: Some(75.0),
-            error: None,
-            worker_pid: None,
             last_step: 5,
             total_steps: Some(10),
             notes: "first try".into(),
             tags: tags.iter().map(|t| t.to_string()).collect(),
-            metric_specs: vec![],
-            sweep: None,
-            held: false,
-            supervision: Default::default(),
-            damage: None,
+            ..RunRecord::fixture(
+                id,
+                layer,
+                json!({"layer_config": {"d": d}, "task_config": {"difficulty": "easy"}, "train": {"seed": 0}}),
+            )
         }
     }
 

@@ -16,31 +16,24 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 fn record(id: i64, layer: &str, status: RunStatus, d: i64, seed: u64) -> RunRecord {
-    let plugin = |n: &str| PluginRef { name: n.into(), version: "0.1.0".into(), fingerprint: "f".into(), build: None };
     RunRecord {
-        id,
         status,
-        layer: plugin(layer),
-        task: plugin("sudoku"),
-        config: json!({"layer_config": {"d": d, "iterations": 2}, "task_config": {}, "train": {"seed": seed}}),
         seed,
-        device: "cpu".into(),
+        layer: PluginRef { name: layer.into(), version: "0.1.0".into(), fingerprint: "f".into(), build: None },
+        task: PluginRef { name: "sudoku".into(), version: "0.1.0".into(), fingerprint: "f".into(), build: None },
         param_count: Some(1234),
-        git_rev: None,
-        created_at: 0.0,
         started_at: Some(100.0),
         finished_at: status.is_terminal().then_some(160.0),
         error: (status == RunStatus::Failed).then(|| "layer `x`: boom".to_string()),
-        worker_pid: None,
         last_step: 40,
         total_steps: Some(100),
-        notes: String::new(),
         tags: if id == 1 { vec!["baseline".into()] } else { vec![] },
         metric_specs: vec![MetricDirection { name: "cell_acc".into(), higher_is_better: true }],
-        sweep: None,
-        held: false,
-        supervision: Default::default(),
-        damage: None,
+        ..RunRecord::fixture(
+            id,
+            layer,
+            json!({"layer_config": {"d": d, "iterations": 2}, "task_config": {}, "train": {"seed": seed}}),
+        )
     }
 }
 
