@@ -9,7 +9,7 @@
 use crate::error::{PluginError, Result};
 use crate::layer::{DescentCheck, Energy, GradientIdentity, Layer, Pass};
 use crate::schema::{Config, ParamSpec};
-use crate::task::{Batch, Footprint, MetricTally, Progress, Task, TaskInfo, TaskModel};
+use crate::task::{Batch, Footprint, LayerPass, MetricTally, Progress, Task, TaskInfo, TaskModel};
 use candle_core::{Device, Tensor};
 use candle_nn::VarBuilder;
 use std::ffi::c_char;
@@ -357,6 +357,9 @@ impl<M: TaskModel> TaskModel for Guarded<M> {
     }
     fn evaluate(&self, h: &Tensor, batch: &Batch) -> Result<MetricTally> {
         guard(|| self.0.evaluate(h, batch))
+    }
+    fn evaluate_decoding(&self, batch: &Batch, layer: LayerPass<'_>) -> Option<Result<MetricTally>> {
+        guard(|| Ok(self.0.evaluate_decoding(batch, &mut *layer))).unwrap_or_else(|e| Some(Err(e)))
     }
 }
 

@@ -82,7 +82,7 @@ pub use layer::{
     StateObserver,
 };
 pub use schema::{Config, ParamKind, ParamSpec, Value};
-pub use task::{Batch, Footprint, MetricSpec, MetricTally, Progress, Task, TaskInfo, TaskModel};
+pub use task::{Batch, Footprint, LayerPass, MetricSpec, MetricTally, Progress, Task, TaskInfo, TaskModel};
 
 #[cfg(test)]
 mod tests {

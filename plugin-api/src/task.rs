@@ -157,7 +157,19 @@ pub trait TaskModel: Send + Sync {
     /// Metric sums of the layer output `h` on `batch` (for [`TaskInfo::metrics`]); `loss`
     /// should be included so evaluation loss is reported too.
     fn evaluate(&self, h: &Tensor, batch: &Batch) -> Result<MetricTally>;
+
+    /// Metric sums of an evaluation that runs the layer more than once on `batch`, as
+    /// iterative decoding does (MaskGIT's: predict, keep the most confident predictions,
+    /// predict again). `layer` is one forward pass of the host's layer, at the evaluation's
+    /// depth: embedded tokens `[B, N, width]` in, the layer's output out. `None` (the
+    /// default): the host evaluates one pass with [`TaskModel::evaluate`].
+    fn evaluate_decoding(&self, _batch: &Batch, _layer: LayerPass<'_>) -> Option<Result<MetricTally>> {
+        None
+    }
 }
+
+/// One forward pass of the layer, handed to [`TaskModel::evaluate_decoding`].
+pub type LayerPass<'a> = &'a mut dyn FnMut(&Tensor) -> Result<Tensor>;
 
 impl<M: TaskModel + ?Sized> TaskModel for Box<M> {
     fn embed(&self, batch: &Batch, train: bool) -> Result<Tensor> {
@@ -171,5 +183,8 @@ impl<M: TaskModel + ?Sized> TaskModel for Box<M> {
     }
     fn evaluate(&self, h: &Tensor, batch: &Batch) -> Result<MetricTally> {
         (**self).evaluate(h, batch)
+    }
+    fn evaluate_decoding(&self, batch: &Batch, layer: LayerPass<'_>) -> Option<Result<MetricTally>> {
+        (**self).evaluate_decoding(batch, layer)
     }
 }

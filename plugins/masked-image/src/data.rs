@@ -1,6 +1,7 @@
 //! The images of a run as grids of codes, and their masking.
 
 use crate::codebook::Codebook;
+use crate::decoding::Decoding;
 use crate::model::{CodeGrid, MaskedImageModel};
 use datasets::images::{patchify, ImageSet, ImageSource, TrainTest};
 use datasets::seeding::{item_seed, splitmix64};
@@ -40,6 +41,8 @@ pub struct Options {
     pub max_mask_ratio: f64,
     /// Standard deviation of the embedding and head init.
     pub init_std: f64,
+    /// Evaluation by iterative decoding.
+    pub decoding: Decoding,
 }
 
 impl Options {
@@ -68,6 +71,7 @@ impl Options {
             kmeans_iterations: cfg.usize("kmeans_iterations")?,
             max_mask_ratio: cfg.f64("max_mask_ratio")?,
             init_std: cfg.f64("init_std")?,
+            decoding: Decoding { steps: cfg.usize("decode_steps")?, temperature: cfg.f64("decode_temperature")? },
         })
     }
 
@@ -112,6 +116,7 @@ pub struct MaskedImageTask {
     seed: u64,
     max_mask_ratio: f64,
     init_std: f64,
+    decoding: Decoding,
 }
 
 /// The codes of every image of `set`, encoded a few hundred images at a time.
@@ -170,6 +175,7 @@ impl MaskedImageTask {
             seed,
             max_mask_ratio: options.max_mask_ratio,
             init_std: options.init_std,
+            decoding: options.decoding,
         })
     }
 
@@ -281,6 +287,6 @@ impl Task for MaskedImageTask {
     }
 
     fn build_model(&self, vb: VarBuilder, width: usize) -> Result<Box<dyn TaskModel>> {
-        Ok(Box::new(MaskedImageModel::new(vb, self.grid.clone(), width, self.init_std)?))
+        Ok(Box::new(MaskedImageModel::new(vb, self.grid.clone(), width, self.init_std, self.decoding)?))
     }
 }

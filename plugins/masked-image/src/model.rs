@@ -12,12 +12,13 @@
 
 use crate::codebook::Codebook;
 use crate::data::EVAL_RATIOS;
+use crate::decoding::{decode, Decoding};
 use crate::quality::{psnr, ssim};
 use datasets::images::unpatchify;
 use plugin_api::candle::{DType, Device, Tensor, D};
 use plugin_api::candle_nn::{Init, VarBuilder};
 use plugin_api::ops::{rms_norm, sinusoidal_embedding, weighted_cross_entropy};
-use plugin_api::{Batch, MetricTally, PluginError, Result, TaskModel};
+use plugin_api::{Batch, LayerPass, MetricTally, PluginError, Result, TaskModel};
 use std::sync::Arc;
 
 /// What the model needs to know about the images and their codes.
@@ -72,11 +73,12 @@ pub struct MaskedImageModel {
     head: Tensor,
     head_bias: Tensor,
     grid: CodeGrid,
+    decoding: Decoding,
 }
 
 impl MaskedImageModel {
     /// Creates the parameters under `vb` for a layer of width `width`.
-    pub fn new(vb: VarBuilder, grid: CodeGrid, width: usize, init_std: f64) -> Result<Self> {
+    pub fn new(vb: VarBuilder, grid: CodeGrid, width: usize, init_std: f64, decoding: Decoding) -> Result<Self> {
         let [tokens, head_norm, head, head_bias] = Self::parameters(&vb, grid.codebook.size(), width, init_std)?;
         Ok(MaskedImageModel {
             tokens,
@@ -85,6 +87,7 @@ impl MaskedImageModel {
             head,
             head_bias,
             grid,
+            decoding,
         })
     }
 
@@ -127,6 +130,16 @@ impl TaskModel for MaskedImageModel {
     fn evaluate(&self, h: &Tensor, batch: &Batch) -> Result<MetricTally> {
         score(&self.logits(h)?, batch, &self.grid)
     }
+
+    /// MaskGIT's iterative decoding ([`crate::decoding`]) when `decode_steps > 1`.
+    fn evaluate_decoding(&self, batch: &Batch, layer: LayerPass<'_>) -> Option<Result<MetricTally>> {
+        if self.decoding.steps <= 1 {
+            return None;
+        }
+        let mask_id = self.grid.codebook.size() as u32;
+        let decoded = decode(batch, mask_id, self.decoding, layer, |b| self.embed(b, false), |h| self.logits(h));
+        Some(decoded.and_then(|(codes, first_logits)| score_codes(&first_logits, &codes, batch, &self.grid)))
+    }
 }
 
 /// Metric sums of code logits `[B * N, K]` on an evaluation batch whose row `i` is masked at
@@ -134,6 +147,13 @@ impl TaskModel for MaskedImageModel {
 /// decoded from the given and predicted codes against the image of the true codes, `psnr_R`
 /// and `ssim_R`; and `loss`, the cross-entropy per masked code over all ratios.
 pub fn score(logits: &Tensor, batch: &Batch, grid: &CodeGrid) -> Result<MetricTally> {
+    let predicted: Vec<u32> = logits.argmax(D::Minus1)?.to_vec1()?;
+    score_codes(logits, &predicted, batch, grid)
+}
+
+/// [`score`] of `predicted` codes (`[B * N]`) at the masked positions, the loss measured on
+/// `logits`.
+pub fn score_codes(logits: &Tensor, predicted: &[u32], batch: &Batch, grid: &CodeGrid) -> Result<MetricTally> {
     let n = grid.tokens();
     let masks = mask(batch)?.to_dtype(DType::F32)?;
     let flat_mask = masks.flatten_all()?;
@@ -141,7 +161,6 @@ pub fn score(logits: &Tensor, batch: &Batch, grid: &CodeGrid) -> Result<MetricTa
     let loss = weighted_cross_entropy(logits, &batch.targets.flatten_all()?, Some(&flat_mask))?
         .to_dtype(DType::F64)?
         .to_scalar::<f64>()?;
-    let predicted: Vec<u32> = logits.argmax(D::Minus1)?.to_vec1()?;
     let targets: Vec<u32> = batch.targets.flatten_all()?.to_vec1()?;
     let masks: Vec<f32> = flat_mask.to_vec1()?;
     let mut tally = MetricTally::default();

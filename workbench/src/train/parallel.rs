@@ -151,10 +151,17 @@ pub fn evaluate(
     threads: usize,
     observer: Option<&mut dyn StateObserver>,
 ) -> Result<MetricTally> {
-    let run_batch = |batch: &Batch, observer: Option<&mut dyn StateObserver>| -> Result<MetricTally> {
+    let run_batch = |batch: &Batch, mut observer: Option<&mut dyn StateObserver>| -> Result<MetricTally> {
+        // The observer sees the first pass only (of several when the task decodes iteratively).
+        let mut layer_pass = |x0: &Tensor| -> plugin_api::Result<Tensor> {
+            let mut pass = Pass { iterations, causal, train: false, observer: observer.take() };
+            layer.forward(&x0.detach(), &mut pass)
+        };
+        if let Some(tally) = model.evaluate_decoding(batch, &mut layer_pass) {
+            return tally.map_err(|e| anyhow!("evaluation at {iterations} iterations: {e}"));
+        }
         let x0 = model.embed(batch, false).map_err(|e| anyhow!("embedding: {e}"))?;
-        let mut pass = Pass { iterations, causal, train: false, observer };
-        let h = layer.forward(&x0.detach(), &mut pass).map_err(|e| anyhow!("layer at {iterations} iterations: {e}"))?;
+        let h = layer_pass(&x0).map_err(|e| anyhow!("layer at {iterations} iterations: {e}"))?;
         model.evaluate(&h, batch).map_err(|e| anyhow!("evaluation: {e}"))
     };
     let Some((first, rest)) = batches.split_first() else {
