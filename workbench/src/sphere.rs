@@ -159,7 +159,8 @@ pub fn measure(layer: &dyn Layer, states: &[Tensor]) -> Result<Option<Vec<(u32, 
         let [_, h, n, p]: [usize; 4] = heads.dims().try_into().map_err(|_| {
             anyhow!("head projections at iteration {t} have shape {:?}, not [B, H, N, p]", heads.dims())
         })?;
-        if h <= HEAD || n == 0 || p == 0 {
+        // `h > HEAD`: the recorded head exists.
+        if h < HEAD + 1 || n == 0 || p == 0 {
             bail!("head projections at iteration {t} have shape {:?}: nothing to record", heads.dims());
         }
         let k = TOKENS.min(n);

@@ -67,11 +67,11 @@ pub fn decode(
         let current = Batch { inputs, targets: batch.targets.clone(), mask: batch.mask.clone(), size };
         let logits = logits_of(&layer(&embed(&current)?)?)?;
         let candidates = choose(&logits, &codes, mask_id, decoding, t, &mut rng)?;
-        for row in 0..size {
+        for (row, &masked_at_start) in masked.iter().enumerate() {
             let span = row * n..(row + 1) * n;
             let mut open: Vec<(f64, usize, u32)> =
                 span.filter(|&i| codes[i] == mask_id).map(|i| (candidates[i].1, i, candidates[i].0)).collect();
-            let keep = still_masked(masked[row], open.len(), t, decoding.steps.max(1));
+            let keep = still_masked(masked_at_start, open.len(), t, decoding.steps.max(1));
             open.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
             for &(_, i, code) in open.iter().take(open.len() - keep) {
                 codes[i] = code;

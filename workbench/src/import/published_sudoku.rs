@@ -95,7 +95,7 @@ fn dim(tensors: &Tensors, name: &str, dim: usize) -> Result<usize> {
 
 /// `ratio` such that `width = ratio * d`, or an error.
 fn ratio(width: usize, d: usize, name: &str) -> Result<usize> {
-    if d == 0 || width % d != 0 {
+    if d == 0 || !width.is_multiple_of(d) {
         bail!("`{name}` is {width} wide, not a multiple of the token width {d}: not a published Sudoku model");
     }
     Ok(width / d)

@@ -32,8 +32,11 @@ pub struct CompareState {
     pub options: Options,
     cache: RefCell<Option<(CompareKey, Rc<Vec<Panel>>)>>,
     /// The sphere panel's trajectories (or why there are none), by run id and data version.
-    sphere_cache: RefCell<Option<((i64, u64), Rc<Result<Trajectories, String>>)>>,
+    sphere_cache: RefCell<Option<SphereEntry>>,
 }
+
+/// Trajectories (or why there are none) of a run id at a data version.
+type SphereEntry = ((i64, u64), Rc<Result<Trajectories, String>>);
 
 const COMMANDS: &[Command] = &[
     hint(&[Key::char('m')], "m", "smoothing", "smoothing of the step curves on / off", Action::ToggleSmooth),
