@@ -65,3 +65,61 @@ fn generate_one<R: Rng + ?Sized>(rng: &mut R, difficulty: Difficulty) -> Puzzle 
     }
     Puzzle { puzzle, solution }
 }
+
+/// The generator's output version, part of cached files' names: raise it whenever a change
+/// to the generator changes the puzzles a seed gives, so no run reads the old ones.
+const GENERATOR_VERSION: u32 = 1;
+
+/// [`generate_reporting`] through the generated-data cache ([`crate::generated_cache`]): the
+/// puzzles of these parameters and seed are read from their file when one is there, else
+/// generated and stored. Either way they equal what [`generate`] gives.
+pub fn generate_cached(seed: u64, count: usize, difficulty: Difficulty, progress: &dyn Fn(usize)) -> Vec<Puzzle> {
+    let Some(dir) = crate::generated_cache::dir() else {
+        return generate_reporting(seed, count, difficulty, progress);
+    };
+    let name = format!("sudoku-{difficulty}-{count}-{seed}-v{GENERATOR_VERSION}.bin");
+    if let Some(puzzles) = crate::generated_cache::read(&dir, &name).and_then(|bytes| decode(&bytes, count)) {
+        progress(count);
+        return puzzles;
+    }
+    let puzzles = generate_reporting(seed, count, difficulty, progress);
+    crate::generated_cache::write(&dir, &name, &encode(&puzzles));
+    puzzles
+}
+
+/// Puzzle then solution of each, 162 bytes a puzzle.
+fn encode(puzzles: &[Puzzle]) -> Vec<u8> {
+    puzzles.iter().flat_map(|p| p.puzzle.iter().chain(p.solution.iter()).copied()).collect()
+}
+
+/// The `count` puzzles of [`encode`]'s bytes, or `None` if they are not that.
+fn decode(bytes: &[u8], count: usize) -> Option<Vec<Puzzle>> {
+    if bytes.len() != count * 162 || bytes.iter().any(|&v| v > 9) {
+        return None;
+    }
+    bytes
+        .chunks_exact(162)
+        .map(|c| Some(Puzzle { puzzle: c[..81].try_into().ok()?, solution: c[81..].try_into().ok()? }))
+        .collect()
+}
+
+#[cfg(test)]
+mod cache_tests {
+    use super::*;
+
+    #[test]
+    fn cached_puzzles_equal_generated_ones() {
+        let dir = std::env::temp_dir().join(format!("wb-sudoku-cache-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        // The cache folder comes from the environment; this test alone in this crate sets it.
+        std::env::set_var("WORKBENCH_CACHE", &dir);
+        let fresh = generate(7, 20, Difficulty::Hard);
+        assert_eq!(generate_cached(7, 20, Difficulty::Hard, &|_| {}), fresh, "first call: generated");
+        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1, "and stored");
+        assert_eq!(generate_cached(7, 20, Difficulty::Hard, &|_| {}), fresh, "second call: read");
+        assert_ne!(generate_cached(8, 20, Difficulty::Hard, &|_| {}), fresh, "another seed, another file");
+        assert_eq!(decode(&encode(&fresh), 19), None, "a count that does not match");
+        std::env::remove_var("WORKBENCH_CACHE");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

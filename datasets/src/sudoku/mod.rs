@@ -29,7 +29,7 @@ use std::str::FromStr;
 
 pub use augment::augment;
 pub use csv::{load_csv, parse_csv, CsvError};
-pub use generate::{generate, generate_reporting};
+pub use generate::{generate, generate_cached, generate_reporting};
 
 /// A 9×9 grid in row-major order: cell `r * 9 + c`, `0` for a blank, `1..=9` for a digit.
 pub type Grid = [u8; 81];

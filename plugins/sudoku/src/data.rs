@@ -25,7 +25,7 @@ impl SudokuData {
     pub fn new(cfg: &Config, seed: u64, progress: Progress<'_>) -> Result<Self> {
         let difficulty: Difficulty = cfg.str("difficulty")?.parse().map_err(|e| config_error(format!("{e}")))?;
         let generate = |what: &str, seed: u64, count: usize| {
-            sudoku::generate_reporting(seed, count, difficulty, &|done| {
+            sudoku::generate_cached(seed, count, difficulty, &|done| {
                 progress.report(what, done as u64, count as u64)
             })
         };

@@ -54,6 +54,8 @@ pub fn workbench(dir: &Path) -> Command {
         .env("RAYON_NUM_THREADS", "1")
         .env_remove("WORKBENCH_PLUGIN_PATH")
         .env("WORKBENCH_DB", dir.join("runs.db"))
+        // Generated data shared by the tests' runs, never the user's own cache.
+        .env("WORKBENCH_CACHE", build_dir().join("test-generated-cache"))
         .current_dir(dir);
     cmd
 }
