@@ -133,9 +133,14 @@ pub fn seeded_dropout(x: &Tensor, p: f64, seed: u64) -> Result<Tensor> {
     x * Tensor::from_vec(mask, x.shape(), x.device())?.to_dtype(x.dtype())?
 }
 
-/// A seed from `seed` and the values of `x` (FNV-1a over their f32 bits): the same tensor
-/// gives the same seed, another tensor another one.
+/// A seed from `seed` and a sequence of values (FNV-1a over them): the same values give the
+/// same seed, others another one. Dropout masks and decoding draws are seeded this way.
+pub fn mix_seed(seed: u64, values: impl IntoIterator<Item = u64>) -> u64 {
+    values.into_iter().fold(0xcbf2_9ce4_8422_2325 ^ seed, |h, v| (h ^ v).wrapping_mul(0x0100_0000_01b3))
+}
+
+/// A seed from `seed` and the values of `x` ([`mix_seed`] over their f32 bits).
 pub fn content_seed(seed: u64, x: &Tensor) -> Result<u64> {
     let values: Vec<f32> = x.flatten_all()?.to_dtype(DType::F32)?.to_vec1()?;
-    Ok(values.iter().fold(0xcbf2_9ce4_8422_2325 ^ seed, |h, v| (h ^ v.to_bits() as u64).wrapping_mul(0x0100_0000_01b3)))
+    Ok(mix_seed(seed, values.iter().map(|v| v.to_bits() as u64)))
 }

@@ -58,9 +58,7 @@ pub fn decode(
     let mut codes: Vec<u32> = batch.inputs.flatten_all()?.to_vec1()?;
     let masked: Vec<usize> =
         (0..size).map(|row| codes[row * n..(row + 1) * n].iter().filter(|&&c| c == mask_id).count()).collect();
-    let mut rng = StdRng::seed_from_u64(
-        codes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &c| (h ^ c as u64).wrapping_mul(0x0100_0000_01b3)),
-    );
+    let mut rng = StdRng::seed_from_u64(plugin_api::ops::mix_seed(0, codes.iter().map(|&c| c as u64)));
     let mut first_logits = None;
     for t in 1..=decoding.steps.max(1) {
         let inputs = Tensor::from_vec(codes.clone(), (size, n), batch.inputs.device())?;

@@ -101,10 +101,16 @@ impl TaskModel for SudokuModel {
         let ids = batch.inputs.flatten_all()?;
         let tokens = self.tokens.index_select(&ids, 0)?.reshape((b, n, ()))?;
         let embedded = tokens.broadcast_add(&self.positions.vectors()?)?;
+        // The mask is drawn from the run seed mixed with the batch's boards, so a step draws
+        // the same mask whether the run was resumed or its batch split over threads.
         match (train, self.options.dropout) {
             (true, p) if p > 0.0 => {
                 let boards: Vec<u32> = ids.to_vec1()?;
-                Ok(seeded_dropout(&embedded, p, mask_seed(self.options.seed, &boards))?)
+                Ok(seeded_dropout(
+                    &embedded,
+                    p,
+                    plugin_api::ops::mix_seed(self.options.seed, boards.iter().map(|&v| v as u64)),
+                )?)
             }
             _ => Ok(embedded),
         }
@@ -118,13 +124,6 @@ impl TaskModel for SudokuModel {
     fn evaluate(&self, h: &Tensor, batch: &Batch) -> Result<MetricTally> {
         score(&self.logits(h)?, batch)
     }
-}
-
-/// The seed of a batch's dropout mask: the run seed mixed with the batch's boards (FNV-1a),
-/// so a step draws the same mask whether the run was resumed or its batch split over threads,
-/// without the model keeping state between calls.
-fn mask_seed(seed: u64, boards: &[u32]) -> u64 {
-    boards.iter().fold(0xcbf2_9ce4_8422_2325 ^ seed, |h, &v| (h ^ v as u64).wrapping_mul(0x0100_0000_01b3))
 }
 
 /// Board accuracy, cell accuracy on blanks and mean loss per blank cell of digit logits
