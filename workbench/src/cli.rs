@@ -143,6 +143,9 @@ pub enum Command {
         /// Layer plugin.
         #[arg(long, default_value = "hyperset")]
         layer: String,
+        /// Task plugin.
+        #[arg(long, default_value = "sudoku")]
+        task: String,
         /// Timed steps (after two warm-up steps).
         #[arg(long, default_value_t = 10)]
         steps: usize,
@@ -671,8 +674,8 @@ async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         Some(Command::Verify { layer, run: None, overrides, seed, json }) => {
             commands::verify::run(&commands::load_plugins(&dirs), layer.as_deref(), &overrides, seed, json)
         }
-        Some(Command::Bench { layer, steps, reference, overrides, json }) => {
-            commands::bench::run(&commands::load_plugins(&dirs), &layer, steps, reference, &overrides, json)
+        Some(Command::Bench { layer, task, steps, reference, overrides, json }) => {
+            commands::bench::run(&commands::load_plugins(&dirs), &layer, &task, steps, reference, &overrides, json)
         }
         Some(Command::Completions { shell }) => commands::completions::completions(shell),
         Some(Command::Man { out }) => commands::completions::man(out.as_deref()),

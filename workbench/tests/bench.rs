@@ -105,10 +105,94 @@ fn the_reference_refuses_what_it_does_not_model_before_timing() {
     let dir = temp_dir("bench-refuse");
     let (code, stdout, stderr) = bench(&dir, None, &["--reference", "attention=sigmoid"]);
     assert_eq!(code, 2, "refused as a configuration error: {stderr}");
-    assert!(stderr.contains("attention=sigmoid") && stderr.contains("default hyperset"), "{stderr}");
+    assert!(stderr.contains("attention=sigmoid") && stderr.contains("reference of `hyperset`"), "{stderr}");
     assert!(!stdout.contains("throughput"), "timed before refusing: {stdout}");
-    let (code, _, stderr) =
-        run(workbench(&dir).args(["bench", "--layer", "transformer", "--reference", "--steps", "1"]));
+    // A task option that changes the model is refused too; one that only sizes the data is not.
+    let (code, _, stderr) = bench(&dir, None, &["--reference", "task.positions=row_col_box"]);
     assert_eq!(code, 2, "{stderr}");
-    assert!(stderr.contains("hyperset layer only"), "{stderr}");
+    assert!(stderr.contains("reference of `sudoku`") && stderr.contains("positions=row_col_box"), "{stderr}");
+    // Layers and tasks without a reference are named, with the ones that have one.
+    let (code, _, stderr) = run(workbench(&dir).args(["bench", "--layer", "mlp", "--reference", "--steps", "1"]));
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("no PyTorch reference of the `mlp` layer") && stderr.contains("hyperset"), "{stderr}");
+    let (code, _, stderr) =
+        run(workbench(&dir).args(["bench", "--task", "gp-regression", "--reference", "--steps", "1"]));
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("`gp-regression` task") && stderr.contains("language"), "{stderr}");
+}
+
+/// `--task`: the task's reference file and the layer's arrive in one script, with the batch's
+/// shapes and the resolved options as the argument.
+#[test]
+fn the_reference_of_a_layer_on_another_task() {
+    let dir = temp_dir("bench-image");
+    let line = r#"{"torch": "9.9.9", "threads": 2, "parameters": 1, "step_s": 0.5, "samples_per_s": 8.0}"#;
+    let python = fake_python(&dir, line, "", 0);
+    // The stand-in also keeps its arguments.
+    let script = std::fs::read_to_string(&python)
+        .unwrap()
+        .replace("cat >", "printf '%s' \"$2\" > \"$(dirname \"$0\")/args.json\"\ncat >");
+    std::fs::write(&python, script).unwrap();
+    let (code, stdout, stderr) = bench(&dir, Some(&python), &["--task", "image", "--reference", "task.patches=4"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("layer hyperset on image"), "{stdout}");
+    let received = std::fs::read_to_string(dir.join("received.py")).unwrap();
+    assert!(received.contains("class ImageModel") && received.contains("class HyperSet"), "{received}");
+    let args: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("args.json")).unwrap()).unwrap();
+    // 4 x 4 patches of 3 x 8 x 8 values, a batch of 4.
+    assert_eq!(args["inputs"], serde_json::json!([4, 16, 192]), "{args}");
+    assert_eq!(args["task"]["patches"], 4, "{args}");
+    assert_eq!(args["layer"]["d"], 16, "{args}");
+    assert_eq!(args["causal"], false, "{args}");
+}
+
+/// `WORKBENCH_REFERENCE_DIR` reads the reference files from a folder; a missing one is named.
+#[test]
+fn references_can_be_read_from_a_folder() {
+    let dir = temp_dir("bench-refdir");
+    let python = fake_python(&dir, "{}", "", 0);
+    let (code, _, stderr) = run(workbench(&dir)
+        .args(["bench", "--reference"])
+        .args(TINY)
+        .env("WORKBENCH_PYTHON", &python)
+        .env("WORKBENCH_REFERENCE_DIR", dir.join("refs")));
+    assert_ne!(code, 0);
+    assert!(stderr.contains("refs/common.py") && stderr.contains("WORKBENCH_REFERENCE_DIR"), "{stderr}");
+}
+
+/// Every layer family on its main task has a reference (seed tasks as the benchmark table in
+/// the README lists them): the option lists name keys the plugins declare, and the script
+/// holds the task's model and the layer's.
+#[test]
+fn every_family_has_a_reference_on_its_main_task() {
+    let dir = temp_dir("bench-families");
+    let line = r#"{"torch": "9.9.9", "threads": 2, "parameters": 1, "step_s": 0.5, "samples_per_s": 8.0}"#;
+    let python = fake_python(&dir, line, "", 0);
+    let families: [(&str, &str, &str, &[&str]); 8] = [
+        ("hyperset", "sudoku", "class HyperSet", &["time_dim=8"]),
+        ("hyperset", "image", "class HyperSet", &["time_dim=8"]),
+        ("transformer", "sudoku", "class Transformer", &[]),
+        ("transformer", "image", "class Transformer", &[]),
+        ("crate", "image", "class Crate(", &[]),
+        ("energy-transformer", "image", "class EnergyTransformer(", &[]),
+        ("intrinsic", "language", "class Intrinsic(", &["layers=2", "task.seq_len=16"]),
+        ("cem", "language", "class Cem(", &["layers=2", "task.seq_len=16"]),
+    ];
+    let task_class = |task: &str| match task {
+        "sudoku" => "class SudokuModel",
+        "image" => "class ImageModel",
+        _ => "class LanguageModel",
+    };
+    for (layer, task, layer_marker, extra) in families {
+        let (code, stdout, stderr) = run(workbench(&dir)
+            .args(["bench", "--layer", layer, "--task", task, "--reference", "--steps", "1"])
+            .args(["d=16", "heads=2", "iterations=2", "batch_size=4"])
+            .args(extra)
+            .env("WORKBENCH_PYTHON", &python));
+        assert_eq!(code, 0, "{layer} on {task}: {stderr}");
+        assert!(stdout.contains("ratio"), "{layer} on {task}: {stdout}");
+        let received = std::fs::read_to_string(dir.join("received.py")).unwrap();
+        assert!(received.contains(task_class(task)) && received.contains(layer_marker), "{layer} on {task}");
+    }
 }

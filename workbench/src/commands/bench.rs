@@ -1,11 +1,11 @@
-//! `workbench bench`: training throughput of a layer on the default Sudoku configuration.
+//! `workbench bench`: training throughput of a layer on a task (Sudoku by default).
 //!
 //! Runs in this (short-lived) process: two warm-up steps, then `steps` timed steps of the
 //! same forward / backward / AdamW update the worker does. Achieved GFLOP/s counts the
 //! matrix products of the layer analytically (forward + 2x for the backward), for the layers
 //! whose shapes it knows.
 
-use super::bench_reference;
+use super::bench_reference::{self, Job, Model};
 use crate::exit_code::refused;
 use crate::host::PluginHost;
 use crate::params::Params;
@@ -22,6 +22,7 @@ use std::time::Instant;
 pub fn run(
     host: &PluginHost,
     layer: &str,
+    task: &str,
     steps: usize,
     reference: bool,
     overrides: &[String],
@@ -36,18 +37,24 @@ pub fn run(
         };
     }
     let layer_plugin = host.get(layer, PluginKind::Layer).map_err(refused)?;
-    let task_plugin = host.get("sudoku", PluginKind::Task).map_err(refused)?;
-    // A small training pool: puzzle generation is not what is measured.
-    let mut all = vec!["task.train_puzzles=64".to_string(), "task.eval_puzzles=16".to_string()];
+    let task_plugin = host.get(task, PluginKind::Task).map_err(refused)?;
+    let task_name = task;
+    let mut all: Vec<String> = small_data(task).iter().map(|o| o.to_string()).collect();
     all.extend(overrides.iter().cloned());
     let config = RunConfig::resolve(&layer_plugin.declaration, &task_plugin.declaration, &all).map_err(refused)?;
     let s = config.settings()?;
-    if reference {
-        bench_reference::check_modelled(layer, &config.layer_config, &layer_plugin.declaration.params)
-            .map_err(refused)?;
-    }
+    let reference_model = match reference {
+        true => Some(
+            Model::find(
+                (layer, &config.layer_config, &layer_plugin.declaration.params),
+                (task, &config.task_config, &task_plugin.declaration.params),
+            )
+            .map_err(refused)?,
+        ),
+        false => None,
+    };
     let device = crate::device::parse(&s.device)?;
-    let task = host.build_task("sudoku", &config.task_config, s.seed)?;
+    let task = host.build_task(task, &config.task_config, s.seed)?;
     let params = Params::new(s.seed);
     let vb = params.var_builder(DType::F32, &device);
     let layer_obj = host.build_layer(layer, &config.layer_config, vb.pp("layer"))?;
@@ -85,12 +92,12 @@ pub fn run(
     let n = steps.max(1) as f64;
     let samples_per_s = s.batch_size as f64 * n / total;
     let mut report = serde_json::json!({
-        "layer": layer, "task": "sudoku", "batch_size": s.batch_size, "iterations": iterations,
+        "layer": layer, "task": task_name, "batch_size": s.batch_size, "iterations": iterations,
         "parameters": params.count(), "shards": shards, "threads_per_op": candle_core::utils::get_num_threads(),
         "steps": steps, "step_s": total / n, "samples_per_s": samples_per_s, "cpu_s_per_step": cpu / n,
     });
     say!(
-        "layer {layer} on sudoku, batch {}, {} iterations, {} parameters, {shards} shard(s) x {} thread(s) per op",
+        "layer {layer} on {task_name}, batch {}, {} iterations, {} parameters, {shards} shard(s) x {} thread(s) per op",
         s.batch_size,
         iterations,
         params.count(),
@@ -139,7 +146,7 @@ pub fn run(
     );
     report["graph_op_nodes"] = ops.len().into();
     report["graph_mb"] = (total_bytes as f64 / 1e6).into();
-    let flops_per_step = step_flops(layer, &config.layer_config, s.batch_size, 81);
+    let flops_per_step = step_flops(layer, &config.layer_config, s.batch_size, x0.dim(1)?);
     report["gflop_per_step"] = flops_per_step.map(|f| f / 1e9).into();
     report["gflop_per_s"] = flops_per_step.map(|f| f / (total / n) / 1e9).into();
     match flops_per_step {
@@ -150,9 +157,20 @@ pub fn run(
         ),
         None => say!("  GFLOP/s: no FLOP model for layer `{layer}`"),
     }
-    if reference {
-        let threads = parallel::shard_count(s.threads, usize::MAX, true);
-        let torch = bench_reference::run(&config.layer_config, s.batch_size, steps, threads)?;
+    if let Some(model) = reference_model {
+        let job = Job {
+            layer: &config.layer_config,
+            task: &config.task_config,
+            inputs: batch.inputs.dims().to_vec(),
+            causal,
+            batch: s.batch_size,
+            steps,
+            threads: parallel::shard_count(s.threads, usize::MAX, true),
+            settings: serde_json::json!({
+                "lr": s.lr, "beta1": s.beta1, "beta2": s.beta2, "weight_decay": s.weight_decay, "grad_clip": s.grad_clip,
+            }),
+        };
+        let torch = bench_reference::run(&model, &job)?;
         report["reference"] = serde_json::json!({
             "torch": torch.torch, "threads": torch.threads, "parameters": torch.parameters, "step_s": torch.step_s,
             "samples_per_s": torch.samples_per_s, "ratio": samples_per_s / torch.samples_per_s,
@@ -176,6 +194,17 @@ pub fn run(
         println!("{report}");
     }
     Ok(0)
+}
+
+/// Options giving each task a small data pool: making the data is not what is measured.
+fn small_data(task: &str) -> &'static [&'static str] {
+    match task {
+        "sudoku" => &["task.train_puzzles=64", "task.eval_puzzles=16"],
+        "image" => &["task.train_images=256", "task.test_images=64"],
+        "masked-image" => &["task.train_images=256", "task.test_images=64"],
+        "language" => &["task.corpus_bytes=65536"],
+        _ => &[],
+    }
 }
 
 /// Matmul FLOPs of one training step (forward x 3) for the layers whose shapes are known.

@@ -1,7 +1,12 @@
-//! `workbench bench --reference`: the same Hyper-SET Sudoku model timed in PyTorch (CPU
-//! eager) right after the workbench's own measurement, so the ratio comes from one run on one
-//! machine. The model is `workbench/bench/hyperset_reference.py`, embedded in the binary and
-//! run with `python3` (or `$WORKBENCH_PYTHON`); PyTorch is needed only for this mode.
+//! `workbench bench --reference`: the same model timed in PyTorch (CPU eager) right after the
+//! workbench's own measurement, so the ratio comes from one run on one machine.
+//!
+//! A reference is written op for op in plain PyTorch, one file per layer family and one per
+//! task under `workbench/bench/reference/`, all embedded in the binary. The script handed to
+//! Python is `common.py`, then the task's file, then the layer's, then a call of `main`; it
+//! goes to `python3 -` (or `$WORKBENCH_PYTHON`) on standard input, with the resolved options
+//! as one JSON argument. `WORKBENCH_REFERENCE_DIR` reads the files from a folder instead (to
+//! work on a reference without rebuilding). PyTorch is needed only for this mode.
 
 use anyhow::{anyhow, bail, Context, Result};
 use plugin_api::{Config, ParamSpec};
@@ -9,12 +14,141 @@ use serde::Deserialize;
 use std::io::Write;
 use std::process::{Command, Stdio};
 
-/// The reference model's source.
-const SCRIPT: &str = include_str!("../../bench/hyperset_reference.py");
+/// One side of a reference (a layer family or a task): its file, the options it implements,
+/// and the options that do not change the model (data sizes, seeds). Any other option must
+/// keep its default.
+struct Part {
+    plugin: &'static str,
+    file: &'static str,
+    source: &'static str,
+    follows: &'static [&'static str],
+    ignores: &'static [&'static str],
+}
 
-/// Options of the `hyperset` plugin the reference follows; the others must keep their
-/// defaults (it implements those only).
-const MODELLED: [&str; 6] = ["d", "heads", "iterations", "ff_ratio", "time_dim", "kernels"];
+macro_rules! part {
+    ($plugin:literal, $file:literal, follows: [$($f:literal),* $(,)?], ignores: [$($i:literal),* $(,)?]) => {
+        Part {
+            plugin: $plugin,
+            file: $file,
+            source: include_str!(concat!("../../bench/reference/", $file)),
+            follows: &[$($f),*],
+            ignores: &[$($i),*],
+        }
+    };
+}
+
+/// What the script of every reference starts with: the timing loop and shared helpers.
+const COMMON: &str = include_str!("../../bench/reference/common.py");
+
+const LAYERS: &[Part] = &[
+    part!(
+        "hyperset",
+        "layers/hyperset.py",
+        follows: ["d", "heads", "iterations", "ff_ratio", "time_dim", "init_std", "norm_eps"],
+        ignores: ["kernels"]
+    ),
+    part!(
+        "transformer",
+        "layers/transformer.py",
+        follows: [
+            "d",
+            "heads",
+            "iterations",
+            "layers",
+            "ff_ratio",
+            "init_std",
+            "norm_eps",
+            "shared_qkv",
+            "attention_sign"
+        ],
+        ignores: ["kernels"]
+    ),
+    part!(
+        "crate",
+        "layers/crate.py",
+        follows: ["d", "heads", "iterations", "layers", "variant", "eta", "lambda", "init_std"],
+        ignores: ["rate_eps"]
+    ),
+    part!(
+        "energy-transformer",
+        "layers/energy_transformer.py",
+        follows: ["d", "heads", "head_dim", "hopfield_ratio", "beta", "alpha", "iterations", "layers", "init_std", "attend_self"],
+        ignores: []
+    ),
+    part!(
+        "intrinsic",
+        "layers/intrinsic.py",
+        follows: [
+            "d",
+            "heads",
+            "iterations",
+            "layers",
+            "ff_ratio",
+            "attention",
+            "norm",
+            "bias",
+            "init_std",
+            "momentum_beta",
+            "momentum_eta",
+            "momentum_ffn",
+            "newton_temperature",
+            "newton_b_form",
+            "newton",
+            "newton_b_init",
+            "newton_ridge",
+            "light_tau",
+            "dropout",
+            "gate_bias"
+        ],
+        ignores: []
+    ),
+    part!(
+        "cem",
+        "layers/cem.py",
+        follows: [
+            "d",
+            "heads",
+            "layers",
+            "iterations",
+            "mlp_ratio",
+            "attention",
+            "attn_steps",
+            "mlp_steps",
+            "attn_step_size",
+            "mlp_step_size",
+            "preconditioner",
+            "precond_rank",
+            "mlp_precond_rank",
+            "kq_diagonal",
+            "diag_value",
+            "attn_scale",
+            "alibi",
+            "init_std"
+        ],
+        ignores: []
+    ),
+];
+
+const TASKS: &[Part] = &[
+    part!(
+        "sudoku",
+        "tasks/sudoku.py",
+        follows: ["init_std", "norm_eps"],
+        ignores: ["difficulty", "train_puzzles", "eval_puzzles", "eval_seed", "augment"]
+    ),
+    part!(
+        "image",
+        "tasks/image.py",
+        follows: ["patches", "label_smoothing"],
+        ignores: ["train_images", "test_images", "shapes_seed", "crop_padding", "flip"]
+    ),
+    part!(
+        "language",
+        "tasks/language.py",
+        follows: ["seq_len", "positions", "tie_embeddings", "init_std"],
+        ignores: ["corpus", "path", "corpus_bytes", "corpus_seed", "eval_fraction"]
+    ),
+];
 
 /// What the reference printed.
 #[derive(Debug, Deserialize)]
@@ -26,44 +160,115 @@ pub struct Reference {
     pub samples_per_s: f64,
 }
 
-/// Refuses a configuration the reference does not implement, naming the options at fault.
-pub fn check_modelled(layer: &str, cfg: &Config, schema: &[ParamSpec]) -> Result<()> {
-    if layer != "hyperset" {
-        bail!("--reference times the hyperset layer only (got `{layer}`); drop --reference or use --layer hyperset");
-    }
-    let differing: Vec<String> = schema
-        .iter()
-        .filter(|p| !MODELLED.contains(&p.name.as_str()))
-        .filter(|p| cfg.0.get(&p.name).is_some_and(|v| *v != p.default))
-        .map(|p| format!("{}={}", p.name, cfg.0[&p.name]))
-        .collect();
-    if !differing.is_empty() {
-        bail!(
-            "the PyTorch reference implements the default hyperset only (it follows {}); it cannot time {}",
-            MODELLED.join(", "),
-            differing.join(" ")
-        );
-    }
-    Ok(())
+/// The reference of `layer` on `task`, or why there is none.
+pub struct Model {
+    layer: &'static Part,
+    task: &'static Part,
 }
 
-/// Runs the reference on `cfg` (the layer's options) with the given batch, steps and threads.
-pub fn run(cfg: &Config, batch: usize, steps: usize, threads: usize) -> Result<Reference> {
+/// The plugins a list of parts covers, for messages.
+fn names(parts: &[Part]) -> String {
+    parts.iter().map(|p| p.plugin).collect::<Vec<_>>().join(", ")
+}
+
+impl Model {
+    /// Finds the reference of `layer` on `task` and refuses a configuration it does not
+    /// implement, naming the options at fault.
+    pub fn find(
+        (layer, layer_cfg, layer_schema): (&str, &Config, &[ParamSpec]),
+        (task, task_cfg, task_schema): (&str, &Config, &[ParamSpec]),
+    ) -> Result<Self> {
+        let layer_part = LAYERS.iter().find(|p| p.plugin == layer).ok_or_else(|| {
+            anyhow!("no PyTorch reference of the `{layer}` layer (there are: {}); drop --reference", names(LAYERS))
+        })?;
+        let task_part = TASKS.iter().find(|p| p.plugin == task).ok_or_else(|| {
+            anyhow!("no PyTorch reference of the `{task}` task (there are: {}); drop --reference", names(TASKS))
+        })?;
+        for (part, cfg, schema) in [(layer_part, layer_cfg, layer_schema), (task_part, task_cfg, task_schema)] {
+            // The lists name the plugin's keys; one it no longer declares is this binary's fault.
+            if let Some(key) =
+                part.follows.iter().chain(part.ignores).find(|key| !schema.iter().any(|p| p.name == **key))
+            {
+                bail!(
+                    "the PyTorch reference of `{}` names an option the plugin does not declare: `{key}`",
+                    part.plugin
+                );
+            }
+            let differing: Vec<String> = schema
+                .iter()
+                .filter(|p| !part.follows.contains(&p.name.as_str()) && !part.ignores.contains(&p.name.as_str()))
+                .filter(|p| cfg.0.get(&p.name).is_some_and(|v| *v != p.default))
+                .map(|p| format!("{}={}", p.name, cfg.0[&p.name]))
+                .collect();
+            if !differing.is_empty() {
+                bail!(
+                    "the PyTorch reference of `{}` implements its default only, with these options: {}; it cannot time {}",
+                    part.plugin,
+                    part.follows.join(", "),
+                    differing.join(" ")
+                );
+            }
+        }
+        Ok(Model { layer: layer_part, task: task_part })
+    }
+
+    /// The script handed to Python: the embedded files, or those of `WORKBENCH_REFERENCE_DIR`.
+    pub fn script(&self) -> Result<String> {
+        let read = |file: &str, embedded: &str| -> Result<String> {
+            match std::env::var_os("WORKBENCH_REFERENCE_DIR") {
+                Some(dir) => {
+                    let path = std::path::Path::new(&dir).join(file);
+                    std::fs::read_to_string(&path).with_context(|| {
+                        format!(
+                            "cannot read {} (WORKBENCH_REFERENCE_DIR); unset it to use the built-in references",
+                            path.display()
+                        )
+                    })
+                }
+                None => Ok(embedded.to_string()),
+            }
+        };
+        Ok([
+            read("common.py", COMMON)?,
+            read(self.task.file, self.task.source)?,
+            read(self.layer.file, self.layer.source)?,
+            "\nif __name__ == \"__main__\":\n    main()\n".to_string(),
+        ]
+        .join("\n\n"))
+    }
+}
+
+/// What the reference is told besides the options: the run's shapes and trainer settings.
+pub struct Job<'a> {
+    pub layer: &'a Config,
+    pub task: &'a Config,
+    /// Dimensions of one training batch's inputs, so the task builds the same embedding.
+    pub inputs: Vec<usize>,
+    pub causal: bool,
+    pub batch: usize,
+    pub steps: usize,
+    pub threads: usize,
+    pub settings: serde_json::Value,
+}
+
+/// Runs the reference `model` on `job`.
+pub fn run(model: &Model, job: &Job) -> Result<Reference> {
     let python = std::env::var("WORKBENCH_PYTHON").unwrap_or_else(|_| "python3".into());
+    let script = model.script()?;
+    let arguments = serde_json::json!({
+        "layer": job.layer, "task": job.task, "inputs": job.inputs, "causal": job.causal,
+        "batch": job.batch, "steps": job.steps, "threads": job.threads, "train": job.settings,
+    });
     // The script goes to Python on its standard input (`python3 -`), so no file is written
     // where another user could have placed a link.
     let mut cmd = Command::new(&python);
-    cmd.arg("-");
-    for key in ["d", "heads", "iterations", "ff_ratio", "time_dim"] {
-        cmd.arg(format!("--{}", key.replace('_', "-"))).arg(cfg.usize(key)?.to_string());
-    }
-    cmd.args(["--batch", &batch.to_string(), "--steps", &steps.to_string(), "--threads", &threads.to_string()]);
+    cmd.arg("-").arg(arguments.to_string());
     let cannot_run =
         |e| anyhow!("cannot run `{python}` for the PyTorch reference: {e}; install Python 3 or set WORKBENCH_PYTHON");
     let mut child =
         cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().map_err(cannot_run)?;
     let mut stdin = child.stdin.take().expect("stdin is piped");
-    let fed = stdin.write_all(SCRIPT.as_bytes());
+    let fed = stdin.write_all(script.as_bytes());
     drop(stdin);
     let output = child.wait_with_output().map_err(cannot_run)?;
     if !output.status.success() {
@@ -80,4 +285,50 @@ pub fn run(cfg: &Config, batch: usize, steps: usize, threads: usize) -> Result<R
     let line = stdout.lines().rev().find(|l| l.trim_start().starts_with('{')).unwrap_or("");
     serde_json::from_str(line)
         .with_context(|| format!("the PyTorch reference printed no result line (it printed: {})", stdout.trim()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::process::Command;
+
+    /// Every layer reference with every task reference is a Python program (parsed by
+    /// `python3`'s own parser; PyTorch is not needed), with the names the timing loop calls.
+    #[test]
+    fn every_reference_script_parses() {
+        for layer in LAYERS {
+            for task in TASKS {
+                let script = Model { layer, task }.script().unwrap();
+                for name in ["def build_layer(", "def build_task(", "def make_batch(", "def main("] {
+                    assert!(script.contains(name), "{} on {}: no `{name}`", layer.plugin, task.plugin);
+                }
+                let mut child = Command::new("python3")
+                    .args(["-c", "import ast, sys; ast.parse(sys.stdin.read())"])
+                    .stdin(Stdio::piped())
+                    .stderr(Stdio::piped())
+                    .spawn()
+                    .expect("python3 runs (the CI script installs it)");
+                child.stdin.take().unwrap().write_all(script.as_bytes()).unwrap();
+                let output = child.wait_with_output().unwrap();
+                assert!(
+                    output.status.success(),
+                    "{} on {}: {}",
+                    layer.plugin,
+                    task.plugin,
+                    String::from_utf8_lossy(&output.stderr)
+                );
+            }
+        }
+    }
+
+    /// A key is either followed or ignored, and only keys the plugin declares are named
+    /// (checked against the plugins' declarations by the integration tests' refusals).
+    #[test]
+    fn no_key_is_both_followed_and_ignored() {
+        for part in LAYERS.iter().chain(TASKS) {
+            for key in part.ignores {
+                assert!(!part.follows.contains(key), "{}: `{key}` both followed and ignored", part.plugin);
+            }
+        }
+    }
 }

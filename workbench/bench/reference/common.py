@@ -1,0 +1,93 @@
+"""The PyTorch references of `workbench bench --reference`: the model of a layer plugin on a
+task plugin, written op for op in plain PyTorch (CPU eager) and timed on the same training
+step as the workbench's (forward, backward, gradient clipping, AdamW).
+
+The script is this file, then one task file (`tasks/`), then one layer file (`layers/`):
+
+- a layer file defines `build_layer(options, causal)`, an `nn.Module` with a `width` and
+  `forward(x0)` mapping the embedded tokens `[B, N, width]` to the layer's output;
+- a task file defines `build_task(options, layer, inputs)`, an `nn.Module` holding the layer
+  with `loss(*batch)`, and `make_batch(options, inputs)`, a random batch of the given input
+  dimensions (timing does not depend on the values).
+
+Argument: one JSON object with the resolved `layer` and `task` options, the `inputs`
+dimensions of one training batch, `causal`, `batch`, `steps`, `threads` and the trainer
+settings `train` (lr, beta1, beta2, weight_decay, grad_clip). Parameter counts are printed,
+so the two sides can be checked to hold the same model.
+
+Prints one line of JSON: {"torch": version, "threads": n, "parameters": n,
+"step_s": mean seconds per step, "samples_per_s": ...}.
+"""
+
+import json
+import math
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+def rms_norm(x, gain, eps):
+    """`x / sqrt(mean(x^2) + eps) * gain` over the last axis (`plugin_api::ops::rms_norm`)."""
+    x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
+    return x if gain is None else x * gain
+
+
+def sinusoid(t, dim):
+    """`[sin(t w_k), cos(t w_k)]`, `w_k = 10000^(-k / (dim/2 - 1))` (`plugin_api::ops::sinusoidal_embedding`)."""
+    half = dim // 2
+    denom = max(half, 2) - 1
+    freqs = torch.exp(-torch.arange(half, dtype=torch.float64) * math.log(10_000.0) / denom)
+    return torch.cat([torch.sin(t * freqs), torch.cos(t * freqs)]).float()
+
+
+def normal_(tensor, std):
+    """N(0, std^2), or zeros for std 0, as the plugins' `Init::Randn`."""
+    return nn.init.normal_(tensor, std=std) if std > 0 else nn.init.zeros_(tensor)
+
+
+def default_linear(fan_in, fan_out, bias=True):
+    """PyTorch's `nn.Linear` default init, `U(-1/sqrt(fan_in), 1/sqrt(fan_in))`, weights and biases."""
+    return nn.Linear(fan_in, fan_out, bias=bias)
+
+
+def main():
+    args = json.loads(sys.argv[1])
+    if args["threads"] > 0:
+        torch.set_num_threads(args["threads"])
+    torch.manual_seed(0)
+    layer = build_layer(args["layer"], args["causal"])
+    model = build_task(args["task"], layer, args["inputs"])
+    train = args["train"]
+    opt = torch.optim.AdamW(
+        model.parameters(),
+        lr=train["lr"],
+        betas=(train["beta1"], train["beta2"]),
+        eps=1e-8,
+        weight_decay=train["weight_decay"],
+    )
+    batch = make_batch(args["task"], args["inputs"])
+    times = []
+    for step in range(2 + args["steps"]):
+        start = time.perf_counter()
+        opt.zero_grad(set_to_none=True)
+        loss = model.loss(*batch)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), train["grad_clip"])
+        opt.step()
+        if step >= 2:  # two warm-up steps, as workbench bench
+            times.append(time.perf_counter() - start)
+    step_s = sum(times) / len(times)  # the mean, as workbench bench reports
+    print(
+        json.dumps(
+            {
+                "torch": torch.__version__,
+                "threads": torch.get_num_threads(),
+                "parameters": sum(p.numel() for p in model.parameters()),
+                "step_s": step_s,
+                "samples_per_s": args["batch"] / step_s,
+            }
+        )
+    )
