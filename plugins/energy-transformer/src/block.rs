@@ -23,7 +23,7 @@
 //! `dE_HN/dg = -ReLU(g Xi^T) Xi`.
 
 use crate::model::EtConfig;
-use kernels::{rms_norm, softmax};
+use kernels::{add_row, relu, rms_norm, softmax};
 use plugin_api::candle::{DType, Device, Tensor, D};
 use plugin_api::candle_nn::{Init, VarBuilder};
 use plugin_api::{PluginError, Result};
@@ -53,10 +53,11 @@ impl EnergyLayerNorm {
 
     /// `g = LN(x)` over the last dimension.
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        // The (biased) variance is the mean square of the centred x, so LN is the RMS
+        // normalisation of x - mean: one fused op with its own backward instead of five.
         let centred = x.broadcast_sub(&x.mean_keepdim(D::Minus1)?)?;
-        let variance = centred.sqr()?.mean_keepdim(D::Minus1)?;
-        let normed = centred.broadcast_div(&(variance + LAYER_NORM_EPS)?.sqrt()?)?;
-        Ok(normed.broadcast_mul(&self.gamma)?.broadcast_add(&self.delta)?)
+        let normed = rms_norm(&centred, None, LAYER_NORM_EPS)?;
+        Ok(add_row(&normed.broadcast_mul(&self.gamma)?, &self.delta)?)
     }
 }
 
@@ -100,10 +101,12 @@ impl EtBlock {
         &self.norm
     }
 
-    /// One iteration: `x - alpha dE/dg` at `g = LN(x)`.
+    /// One iteration: `x - alpha dE/dg` at `g = LN(x)`, taken as `x + alpha (-dE/dg)` so that
+    /// no sign flip costs a pass over the tokens.
     pub fn iterate(&self, x: &Tensor) -> Result<Tensor> {
         let g = self.norm.forward(x)?;
-        Ok((x - (self.energy_gradient(&g)? * self.alpha)?)?)
+        let descent = (self.attention_descent(&g)? + self.hopfield_descent(&g)?)?;
+        Ok((x + descent.affine(self.alpha, 0.0)?)?)
     }
 
     /// `[H*p, d]` view of a per-head matrix.
@@ -152,6 +155,11 @@ impl EtBlock {
 
     /// `dE_ATT/dg = -sum_h (P_h K_h Wq_h + P_h^T Q_h Wk_h)`, `[B, N, d]`.
     pub fn attention_gradient(&self, g: &Tensor) -> Result<Tensor> {
+        Ok(self.attention_descent(g)?.neg()?)
+    }
+
+    /// `-dE_ATT/dg = sum_h (P_h K_h Wq_h + P_h^T Q_h Wk_h)`.
+    fn attention_descent(&self, g: &Tensor) -> Result<Tensor> {
         let (b, n, _) = g.dims3()?;
         let (q, k, a) = self.scores(g)?;
         let p = softmax(&a, D::Minus1)?;
@@ -161,13 +169,18 @@ impl EtBlock {
         let d_key = merge(p.t()?.matmul(&q)?)?; // -dE/dK
         let through_queries = linear(&d_query, &self.flat(&self.w_query)?)?;
         let through_keys = linear(&d_key, &self.flat(&self.w_key)?)?;
-        Ok((through_queries + through_keys)?.neg()?)
+        Ok((through_queries + through_keys)?)
     }
 
     /// `dE_HN/dg = -ReLU(g Xi^T) Xi`, `[B, N, d]`.
     pub fn hopfield_gradient(&self, g: &Tensor) -> Result<Tensor> {
-        let hidden = linear(g, &self.memories.t()?)?.relu()?;
-        Ok(linear(&hidden, &self.memories)?.neg()?)
+        Ok(self.hopfield_descent(g)?.neg()?)
+    }
+
+    /// `-dE_HN/dg = ReLU(g Xi^T) Xi`.
+    fn hopfield_descent(&self, g: &Tensor) -> Result<Tensor> {
+        let hidden = relu(&linear(g, &self.memories.t()?)?)?;
+        linear(&hidden, &self.memories).map_err(Into::into)
     }
 
     /// `dE/dg = dE_ATT/dg + dE_HN/dg`.
@@ -189,8 +202,7 @@ fn self_exclusion_mask(n: usize, dtype: DType, device: &Device) -> Result<Tensor
     Ok(Tensor::from_vec(values, (n, n), device)?.to_dtype(dtype)?)
 }
 
-/// `x @ m` for `x` of shape `[B, N, k]` and `m` of shape `[k, n]`, as one 2-D matmul.
+/// `x @ m` for `x` of shape `[B, N, k]` and `m` of shape `[k, n]` (any strides), as one op.
 pub(crate) fn linear(x: &Tensor, m: &Tensor) -> plugin_api::candle::Result<Tensor> {
-    let (b, n, k) = x.dims3()?;
-    x.reshape((b * n, k))?.matmul(m)?.reshape((b, n, ()))
+    kernels::linear(x, m, None)
 }
