@@ -41,7 +41,7 @@ for ((r = 0; r < repeats; r++)); do
             /^  ratio / { ratio = $2; sub(/x/, "", ratio) }
             /^  cpu / { cpu = $2; load = $NF; sub(/\)/, "", load) }
             /achieved/ { gf = $2 }
-            END { print c, step, cpu, sps, gf, load, (ref == "" ? "-" : ref), (ratio == "" ? "-" : ratio) }' "$tmp/out" >>"$tmp/results"
+            END { print c, step, cpu, sps, (gf == "" ? "-" : gf), load, (ref == "" ? "-" : ref), (ratio == "" ? "-" : ratio) }' "$tmp/out" >>"$tmp/results"
         i=$((i + 1))
     done
 done
@@ -56,8 +56,9 @@ for config in "$@"; do
             return (n % 2) ? b[(n + 1) / 2] : (b[n / 2] + b[n / 2 + 1]) / 2
         }
         END {
-            printf "  step %.3f s (min %.3f, max %.3f)  cpu %.3f s/step  %.1f samples/s  %.1f GFLOP/s  [%d runs; load%s]\n",
-                median(step, NR), step[1], step[NR], median(cpu, NR), median(sps, NR), median(gf, NR), NR, load
+            printf "  step %.3f s (min %.3f, max %.3f)  cpu %.3f s/step  %.1f samples/s  %s GFLOP/s  [%d runs; load%s]\n",
+                median(step, NR), step[1], step[NR], median(cpu, NR), median(sps, NR),
+                (gf[1] == "-" ? "-" : sprintf("%.1f", median(gf, NR))), NR, load
             if (ref[1] != "-")
                 printf "  PyTorch %.1f samples/s, ratio %.2fx (medians; ratios per run:%s)\n", median(ref, NR), median(ratio, NR), ratios()
         }

@@ -176,6 +176,19 @@ pub fn linear(x: &Tensor, w: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
     }
 }
 
+/// LayerNorm over the last dimension, `(x - mean) / sqrt(var + eps) gain + bias`, with the
+/// biased variance of PyTorch's `nn.LayerNorm`. The variance is the mean square of the centred
+/// `x`, so this is [`rms_norm`] of `x - mean`: a mean, a difference and one fused op with its
+/// own backward, instead of the eight candle ops of the composition.
+pub fn layer_norm(x: &Tensor, gain: Option<&Tensor>, bias: Option<&Tensor>, eps: f64) -> Result<Tensor> {
+    let centred = x.broadcast_sub(&x.mean_keepdim(candle_core::D::Minus1)?)?;
+    let normed = rms_norm(&centred, gain, eps)?;
+    match bias {
+        Some(b) => add_row(&normed, b),
+        None => Ok(normed),
+    }
+}
+
 /// `x + v` with the row vector `v` (`[n]`) added to every row of `x` (`[..., n]`).
 pub fn add_row(x: &Tensor, v: &Tensor) -> Result<Tensor> {
     let n = x.dims().last().copied().unwrap_or(1);

@@ -141,6 +141,34 @@ fn rms_norm_matches_the_composition_with_and_without_gain() {
     }
 }
 
+/// PyTorch's LayerNorm written out: `(x - mean) / sqrt(var + eps) g + b`, biased variance.
+fn composed_layer_norm(x: &Tensor, g: &Tensor, b: &Tensor, eps: f64) -> Tensor {
+    let centred = x.broadcast_sub(&x.mean_keepdim(candle_core::D::Minus1).unwrap()).unwrap();
+    let var = centred.sqr().unwrap().mean_keepdim(candle_core::D::Minus1).unwrap();
+    let normed = centred.broadcast_div(&(var + eps).unwrap().sqrt().unwrap()).unwrap();
+    normed.broadcast_mul(g).unwrap().broadcast_add(b).unwrap()
+}
+
+#[test]
+fn layer_norm_matches_the_composition() {
+    for (s, shape) in SHAPES.iter().enumerate().filter(|(_, shape)| *shape.last().unwrap() > 1) {
+        for view in VIEWS {
+            let (xv, x) = input(shape, view, s as u64);
+            let len = *shape.last().unwrap();
+            let gv = Var::from_tensor(&normal(&[len], 1.0, 60 + s as u64)).unwrap();
+            let bv = Var::from_tensor(&normal(&[len], 1.0, 70 + s as u64)).unwrap();
+            let (g, b) = (gv.as_tensor().clone(), bv.as_tensor().clone());
+            check(
+                &format!("layer_norm {shape:?} {view:?}"),
+                &[xv, gv, bv],
+                &[x, g, b],
+                |i| layer_norm(&i[0], Some(&i[1]), Some(&i[2]), 1e-5).unwrap(),
+                |i| composed_layer_norm(&i[0], &i[1], &i[2], 1e-5),
+            );
+        }
+    }
+}
+
 /// `x Ncdf(x)` from differentiable primitives with exact constants (candle's own `gelu_erf`
 /// backward rounds `1/sqrt(2 pi)` to six digits, so it is no reference at 1e-6).
 fn exact_gelu(x: &Tensor) -> Tensor {

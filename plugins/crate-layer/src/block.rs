@@ -17,8 +17,8 @@ const LAYER_NORM_EPS: f64 = 1e-5;
 /// Epsilon of the RMS normalisation applied to the head projections for the diagnostics.
 const RMS_EPS: f64 = 1e-6;
 
-/// A LayerNorm with a per-channel gain and bias, written with differentiable ops (candle's
-/// fused `layer_norm` has no backward pass).
+/// A LayerNorm with a per-channel gain and bias (`kernels::layer_norm`: candle's fused
+/// `layer_norm` has no backward pass).
 pub struct LayerNorm {
     gain: Tensor,
     bias: Tensor,
@@ -35,10 +35,7 @@ impl LayerNorm {
 
     /// `gain * (x - mean) / sqrt(var + eps) + bias` over the last dimension.
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        let centred = x.broadcast_sub(&x.mean_keepdim(D::Minus1)?)?;
-        let variance = centred.sqr()?.mean_keepdim(D::Minus1)?;
-        let normed = centred.broadcast_div(&(variance + LAYER_NORM_EPS)?.sqrt()?)?;
-        Ok(normed.broadcast_mul(&self.gain)?.broadcast_add(&self.bias)?)
+        Ok(kernels::layer_norm(x, Some(&self.gain), Some(&self.bias), LAYER_NORM_EPS)?)
     }
 }
 

@@ -23,7 +23,7 @@
 //! `dE_HN/dg = -ReLU(g Xi^T) Xi`.
 
 use crate::model::EtConfig;
-use kernels::{add_row, relu, rms_norm, softmax};
+use kernels::{add_row, layer_norm, relu, rms_norm, softmax};
 use plugin_api::candle::{DType, Device, Tensor, D};
 use plugin_api::candle_nn::{Init, VarBuilder};
 use plugin_api::{PluginError, Result};
@@ -53,10 +53,7 @@ impl EnergyLayerNorm {
 
     /// `g = LN(x)` over the last dimension.
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        // The (biased) variance is the mean square of the centred x, so LN is the RMS
-        // normalisation of x - mean: one fused op with its own backward instead of five.
-        let centred = x.broadcast_sub(&x.mean_keepdim(D::Minus1)?)?;
-        let normed = rms_norm(&centred, None, LAYER_NORM_EPS)?;
+        let normed = layer_norm(x, None, None, LAYER_NORM_EPS)?;
         Ok(add_row(&normed.broadcast_mul(&self.gamma)?, &self.delta)?)
     }
 }

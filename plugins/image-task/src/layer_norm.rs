@@ -1,12 +1,12 @@
-//! LayerNorm composed of differentiable candle ops.
+//! LayerNorm with a backward pass.
 //!
 //! `y = (x - mean(x)) / sqrt(var(x) + eps) * weight + bias` over the last dimension, with the
 //! biased variance and `eps = 1e-5` of PyTorch's `nn.LayerNorm`. candle's fused
 //! `candle_nn::ops::layer_norm` (and `candle_nn::LayerNorm` on contiguous input) has no
 //! backward pass: gradients would silently stop there (see plugin_api::ops), so the image
-//! embedding and head use this one.
+//! embedding and head use `kernels::layer_norm`, which has one.
 
-use plugin_api::candle::{Result, Tensor, D};
+use plugin_api::candle::{Result, Tensor};
 use plugin_api::candle_nn::{Init, VarBuilder};
 
 /// PyTorch's default epsilon.
@@ -29,9 +29,6 @@ impl LayerNorm {
 
     /// Normalises `x` over its last dimension.
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        let centred = x.broadcast_sub(&x.mean_keepdim(D::Minus1)?)?;
-        let variance = centred.sqr()?.mean_keepdim(D::Minus1)?;
-        let normed = centred.broadcast_div(&(variance + EPS)?.sqrt()?)?;
-        normed.broadcast_mul(&self.weight)?.broadcast_add(&self.bias)
+        kernels::layer_norm(x, Some(&self.weight), Some(&self.bias), EPS)
     }
 }

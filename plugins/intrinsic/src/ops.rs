@@ -3,7 +3,7 @@
 //! (the fused `candle_nn` norms and softmax have none; see DESIGN.md "candle facts").
 
 use crate::config::NormKind;
-use kernels::rms_norm;
+use kernels::{layer_norm, rms_norm};
 use plugin_api::candle::{DType, Device, Result, Tensor, D};
 use plugin_api::candle_nn::{Init, VarBuilder};
 
@@ -27,13 +27,9 @@ impl Affine {
         Ok(Affine { weight, bias })
     }
 
-    /// `x W + b` for `x` of shape `[B, N, in]`.
+    /// `x W + b` for `x` of shape `[B, N, in]`, as one fused op.
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        let y = matmul_last(x, &self.weight)?;
-        match &self.bias {
-            Some(b) => y.broadcast_add(b),
-            None => Ok(y),
-        }
+        kernels::linear(x, &self.weight, self.bias.as_ref())
     }
 }
 
@@ -79,17 +75,9 @@ impl Norm {
 
     /// Normalises the last dimension of `x`.
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        let y = match self.kind {
-            NormKind::Rms => rms_norm(x, Some(&self.gain), NORM_EPS)?,
-            NormKind::Layer => {
-                let centred = x.broadcast_sub(&x.mean_keepdim(D::Minus1)?)?;
-                let var = centred.sqr()?.mean_keepdim(D::Minus1)?;
-                centred.broadcast_div(&(var + NORM_EPS)?.sqrt()?)?.broadcast_mul(&self.gain)?
-            }
-        };
-        match &self.bias {
-            Some(b) => y.broadcast_add(b),
-            None => Ok(y),
+        match self.kind {
+            NormKind::Rms => rms_norm(x, Some(&self.gain), NORM_EPS),
+            NormKind::Layer => layer_norm(x, Some(&self.gain), self.bias.as_ref(), NORM_EPS),
         }
     }
 }
