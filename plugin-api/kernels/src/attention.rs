@@ -30,7 +30,7 @@ use candle_core::{bail, CpuStorage, CustomOp2, CustomOp3, Layout, Result, Shape,
 /// # Safety
 /// The pointers must address matrices of the given sizes and strides.
 #[allow(clippy::too_many_arguments)]
-unsafe fn product<T: Real>(
+pub(crate) unsafe fn product<T: Real>(
     (m, n, k): (usize, usize, usize),
     dst: *mut T,
     dst_rs: usize,
@@ -64,15 +64,15 @@ unsafe fn product<T: Real>(
 
 /// Shapes of one call: batch, tokens, heads, head width.
 #[derive(Debug, Clone, Copy)]
-struct Dims {
-    batch: usize,
-    tokens: usize,
-    heads: usize,
-    head_dim: usize,
+pub(crate) struct Dims {
+    pub batch: usize,
+    pub tokens: usize,
+    pub heads: usize,
+    pub head_dim: usize,
 }
 
 impl Dims {
-    fn of(layout: &Layout, heads: usize, op: &'static str) -> Result<Self> {
+    pub fn of(layout: &Layout, heads: usize, op: &'static str) -> Result<Self> {
         let dims = layout.dims();
         let &[batch, tokens, width] = dims else { bail!("{op}: expects [B, N, H p], got shape {dims:?}") };
         if heads == 0 || width % heads != 0 {
@@ -81,8 +81,24 @@ impl Dims {
         Ok(Dims { batch, tokens, heads, head_dim: width / heads })
     }
 
-    fn width(&self) -> usize {
+    pub fn width(&self) -> usize {
         self.heads * self.head_dim
+    }
+}
+
+/// Copies head `h` of sample `b` of a merged `[B, N, H p]` tensor (its rows `rows`) into
+/// `out` (`N x p`, row-major).
+pub(crate) fn read_head<T: Real>(data: &[T], rows: &Rows, d: &Dims, b: usize, h: usize, out: &mut [T]) {
+    let hp = d.head_dim;
+    for (i, row) in out.chunks_exact_mut(hp.max(1)).take(d.tokens).enumerate() {
+        let offset = rows.offset(b * d.tokens + i) + h * hp * rows.step;
+        if rows.step == 1 {
+            row.copy_from_slice(&data[offset..offset + hp]);
+        } else {
+            for (c, v) in row.iter_mut().enumerate() {
+                *v = data[offset + c * rows.step];
+            }
+        }
     }
 }
 
@@ -227,17 +243,7 @@ fn backward<T: Real>(
                 let b = first + k;
                 for h in 0..d.heads {
                     scratch.attend(xw, rows, &d, b, h, gain, eps, beta);
-                    for i in 0..n {
-                        let offset = grad_rows.offset(b * n + i) + h * hp * grad_rows.step;
-                        let row = &mut d_out[i * hp..(i + 1) * hp];
-                        if grad_rows.step == 1 {
-                            row.copy_from_slice(&grad[offset..offset + hp]);
-                        } else {
-                            for (c, v) in row.iter_mut().enumerate() {
-                                *v = grad[offset + c * grad_rows.step];
-                            }
-                        }
-                    }
+                    read_head(grad, grad_rows, &d, b, h, &mut d_out);
                     unsafe {
                         // dS = dO Z^T; dZ = S dO.
                         product(

@@ -19,6 +19,7 @@
 //! | [`add_row`]              | `x + v`, `v` added to every row                       | `broadcast_add`                     |
 //! | [`add_scaled`]           | `x + sign a u`, element-wise                          | `*` then `+` or `-`                 |
 //! | [`bi_softmax_attention`] | `(P + P^T) Z` per head, `Z = rms_norm(XW_h, g)`       | split, `rms_norm`, scores, `bi_softmax`, product, merge |
+//! | [`softmax_attention`]    | `softmax(scale Q_h K_h^T) V_h` per head, optionally causal | split, scores, mask, `softmax`, product, merge |
 //!
 //! The fused forms run for f32 and f64 tensors on the CPU. On any other device or dtype each
 //! function returns the differentiable composition of `plugin_api::ops` instead (so a CUDA
@@ -33,8 +34,8 @@
 //! function are branch-free polynomials for f32 (`vector.rs`), so the row loops vectorise;
 //! f64 uses libm (it serves the exactness tests). Work is split over rayon's pool (as the
 //! `gemm` crate's products are) only when it has more than one thread and the op more than
-//! 16k entries; candle's own spinning pool was tried for it and was slower on two cores. The attention op recomputes
-//! its `N x N` scores in the backward instead of keeping them in the graph.
+//! 16k entries; candle's own spinning pool was tried for it and was slower on two cores. The attention ops recompute
+//! their `N x N` scores in the backward instead of keeping them in the graph.
 //!
 //! # Measuring
 //!
@@ -74,6 +75,7 @@ mod norm;
 mod real;
 mod scaled;
 mod softmax;
+mod softmax_attention;
 mod strided;
 mod vector;
 
@@ -230,6 +232,20 @@ pub fn bi_softmax_attention(xw: &Tensor, gain: Option<&Tensor>, heads: usize, be
     }
 }
 
+/// Multi-head softmax attention, merged back: for `q`, `k`, `v` `[B, N, H p]` (the merged
+/// projections, any strides; they may be one tensor), per head
+/// `softmax_row(scale Q_h K_h^T) V_h` into the output's head columns, with key `j > i` left out
+/// of query `i` when `causal`. The backward recomputes the `N x N` weights per (sample, head).
+pub fn softmax_attention(q: &Tensor, k: &Tensor, v: &Tensor, heads: usize, scale: f64, causal: bool) -> Result<Tensor> {
+    let fits = is_fused(q)
+        && q.rank() == 3
+        && [k, v].iter().all(|t| t.dtype() == q.dtype() && t.device().same_device(q.device()) && t.dims() == q.dims());
+    if !fits {
+        return Kernels::Composed.softmax_attention(q, k, v, heads, scale, causal);
+    }
+    q.apply_op3(k, v, softmax_attention::SoftmaxAttention { heads, scale, causal })
+}
+
 /// Which implementation a layer runs: the fused kernels of this crate (falling back to the
 /// composition where they do not apply), or always the differentiable composition of
 /// `plugin_api::ops` (a layer option, `kernels = fused | composed`).
@@ -371,6 +387,39 @@ impl Kernels {
                 let z = ops::rms_norm(&z, gain, eps)?;
                 let scores = (z.matmul(&z.t()?)? * beta)?;
                 let mixed = ops::bi_softmax(&scores)?.matmul(&z)?;
+                mixed.transpose(1, 2)?.reshape((b, n, width))
+            }
+        }
+    }
+
+    /// [`softmax_attention`], or its composition: split the heads, the scaled scores, the
+    /// causal mask of `plugin_api::ops`, `ops::softmax`, the product with `V`, merge the heads.
+    pub fn softmax_attention(
+        self,
+        q: &Tensor,
+        k: &Tensor,
+        v: &Tensor,
+        heads: usize,
+        scale: f64,
+        causal: bool,
+    ) -> Result<Tensor> {
+        match self {
+            Kernels::Fused => softmax_attention(q, k, v, heads, scale, causal),
+            Kernels::Composed => {
+                let (b, n, width) = q.dims3()?;
+                if heads == 0 || width % heads != 0 {
+                    candle_core::bail!("softmax_attention: width {width} is not divisible by {heads} heads")
+                }
+                let split = |x: &Tensor| -> Result<Tensor> {
+                    let (b, m, _) = x.dims3()?;
+                    x.reshape((b, m, heads, width / heads))?.transpose(1, 2)?.contiguous()
+                };
+                let (qh, kh, vh) = (split(q)?, split(k)?, split(v)?);
+                let mut scores = (qh.matmul(&kh.t()?)? * scale)?;
+                if causal {
+                    scores = scores.broadcast_add(&ops::causal_mask(n, scores.dtype(), scores.device())?)?;
+                }
+                let mixed = ops::softmax(&scores, D::Minus1)?.matmul(&vh)?;
                 mixed.transpose(1, 2)?.reshape((b, n, width))
             }
         }

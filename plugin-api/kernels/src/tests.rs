@@ -300,6 +300,43 @@ fn bi_softmax_attention_matches_the_composition() {
 }
 
 #[test]
+fn softmax_attention_matches_the_composition() {
+    // (B, N, heads, p): single token, odd token counts, one head of width 1.
+    let cases = [(1, 1, 1, 4), (2, 5, 3, 4), (2, 7, 3, 4), (1, 9, 2, 5), (3, 5, 1, 1)];
+    for (s, &(b, n, heads, p)) in cases.iter().enumerate() {
+        let shape = [b, n, heads * p];
+        let scale = 1.0 / (p as f64).sqrt();
+        for causal in [false, true] {
+            for (v, view) in VIEWS.into_iter().enumerate() {
+                let seed = 200 + 10 * s as u64 + v as u64;
+                // Each input in a different layout: the view, then the next two.
+                let (qv, q) = input(&shape, view, seed);
+                let (kv, k) = input(&shape, VIEWS[(v + 1) % 4], seed + 100);
+                let (vv, val) = input(&shape, VIEWS[(v + 2) % 4], seed + 200);
+                let label = format!("softmax attention B={b} N={n} H={heads} p={p} causal={causal} {view:?}");
+                check(
+                    &label,
+                    &[qv, kv, vv],
+                    &[q, k, val],
+                    |i| softmax_attention(&i[0], &i[1], &i[2], heads, scale, causal).unwrap(),
+                    |i| Kernels::Composed.softmax_attention(&i[0], &i[1], &i[2], heads, scale, causal).unwrap(),
+                );
+                // One tensor as query, key and value (CRATE's MSSA): candle adds the three
+                // gradients.
+                let (xv, x) = input(&shape, view, seed + 300);
+                check(
+                    &format!("{label} q = k = v"),
+                    &[xv],
+                    &[x],
+                    |i| softmax_attention(&i[0], &i[0], &i[0], heads, scale, causal).unwrap(),
+                    |i| Kernels::Composed.softmax_attention(&i[0], &i[0], &i[0], heads, scale, causal).unwrap(),
+                );
+            }
+        }
+    }
+}
+
+#[test]
 fn linear_matches_the_composition_for_any_layout() {
     let shapes: [&[usize]; 5] = [&[1, 1], &[7, 5], &[2, 81, 5], &[3, 1, 7], &[2, 2, 3, 4]];
     for (s, shape) in shapes.iter().enumerate() {
@@ -425,11 +462,22 @@ fn large_shapes_split_into_chunks_match_the_composition() {
     let g = Var::from_tensor(&(normal(&[32], 0.3, 134) + 1.0).unwrap()).unwrap();
     check(
         "attention large",
-        &[xv, g.clone()],
+        &[xv.clone(), g.clone()],
         &[x.clone(), g.as_tensor().clone()],
         |i| bi_softmax_attention(&i[0], Some(&i[1]), 3, 0.2, 1e-6).unwrap(),
         |i| Kernels::Composed.bi_softmax_attention(&i[0], Some(&i[1]), 3, 0.2, 1e-6).unwrap(),
     );
+    for causal in [false, true] {
+        let (kv, k) = input(&[3, 81, 96], View::Narrowed, 135);
+        let (vv, v) = input(&[3, 81, 96], View::Plain, 136);
+        check(
+            &format!("softmax attention large causal={causal}"),
+            &[xv.clone(), kv, vv],
+            &[x.clone(), k, v],
+            |i| softmax_attention(&i[0], &i[1], &i[2], 4, 0.3, causal).unwrap(),
+            |i| Kernels::Composed.softmax_attention(&i[0], &i[1], &i[2], 4, 0.3, causal).unwrap(),
+        );
+    }
     // f32: the chunked result equals the f64 one to f32 precision.
     let x32 = x.to_dtype(DType::F32).unwrap();
     let y32 = rms_norm(&x32, None, 1e-6).unwrap().to_dtype(DType::F64).unwrap();
@@ -446,6 +494,13 @@ fn empty_shapes_give_empty_results() {
         assert_eq!(gelu_erf(&x).unwrap().dims(), shape);
         assert_eq!(bi_softmax(&x).unwrap().dims(), shape);
     }
+    for shape in [[0usize, 3, 6], [2, 0, 6]] {
+        let xv = Var::from_tensor(&Tensor::zeros(&shape, DType::F64, &Device::Cpu).unwrap()).unwrap();
+        let y = softmax_attention(xv.as_tensor(), xv.as_tensor(), xv.as_tensor(), 3, 1.0, true).unwrap();
+        assert_eq!(y.dims(), shape);
+        let grads = y.sum_all().unwrap().backward().unwrap();
+        assert_eq!(grads.get(xv.as_tensor()).unwrap().dims(), shape);
+    }
 }
 
 /// Shapes the fused ops refuse are errors naming the problem, not panics.
@@ -453,6 +508,8 @@ fn empty_shapes_give_empty_results() {
 fn bad_shapes_are_errors() {
     let x = normal(&[2, 3, 6], 1.0, 1);
     let err = bi_softmax_attention(&x, None, 4, 1.0, 1e-6).unwrap_err().to_string();
+    assert!(err.contains("not divisible by 4 heads"), "{err}");
+    let err = softmax_attention(&x, &x, &x, 4, 1.0, false).unwrap_err().to_string();
     assert!(err.contains("not divisible by 4 heads"), "{err}");
     let g = normal(&[5], 1.0, 2);
     // A gain of the wrong length goes to the composition, whose broadcast then fails.
@@ -470,4 +527,17 @@ fn f32_agrees_with_f64() {
             .unwrap();
     let err = relative_error(&y32.to_dtype(DType::F64).unwrap(), &y64);
     assert!(err < 1e-5, "f32 vs f64: {err:e}");
+}
+
+/// f32 softmax attention agrees with f64 to f32 precision, causal or not.
+#[test]
+fn f32_softmax_attention_agrees_with_f64() {
+    let (q, k, v) = (normal(&[4, 81, 16], 1.0, 5), normal(&[4, 81, 16], 1.0, 6), normal(&[4, 81, 16], 1.0, 7));
+    let f32 = |t: &Tensor| t.to_dtype(DType::F32).unwrap();
+    for causal in [false, true] {
+        let y64 = softmax_attention(&q, &k, &v, 2, 0.35, causal).unwrap();
+        let y32 = softmax_attention(&f32(&q), &f32(&k), &f32(&v), 2, 0.35, causal).unwrap();
+        let err = relative_error(&y32.to_dtype(DType::F64).unwrap(), &y64);
+        assert!(err < 1e-5, "f32 vs f64 causal={causal}: {err:e}");
+    }
 }

@@ -6,7 +6,7 @@
 //! `U_k^T Z` (columns are tokens) is `X U_k` here.
 
 use crate::model::{CrateConfig, Variant};
-use kernels::{rms_norm, softmax};
+use kernels::{rms_norm, softmax, softmax_attention};
 use plugin_api::candle::{Tensor, D};
 use plugin_api::candle_nn::{Init, VarBuilder};
 use plugin_api::ops::causal_mask;
@@ -137,7 +137,10 @@ impl CrateBlock {
     /// value are all `U_k^T Z`), the heads concatenated and returned through the output
     /// projection of the variant. With `causal`, token `i` attends to tokens `<= i` only.
     pub fn mssa(&self, h: &Tensor, causal: bool) -> Result<Tensor> {
-        let merged = merge_heads(&subspace_self_attention(&self.project(h)?, causal)?)?;
+        // Query, key and value are all `X U` (merged `[B, N, H p]`): one fused attention op.
+        let w = linear(h, &self.subspaces)?;
+        let scale = 1.0 / (self.head_dim as f64).sqrt();
+        let merged = softmax_attention(&w, &w, &w, self.heads, scale, causal)?;
         Ok(match &self.output {
             OutputProjection::Learned { weight, bias } => linear(&merged, weight)?.broadcast_add(bias)?,
             OutputProjection::SharedTransposed => linear(&merged, &self.subspaces)?,

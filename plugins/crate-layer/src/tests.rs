@@ -269,3 +269,49 @@ fn variant_names() {
     assert_eq!(CrateConfig::from_config(&small("crate")).unwrap().variant, Variant::Crate);
     assert_eq!(CrateConfig::from_config(&small("crate_t")).unwrap().variant, Variant::CrateT);
 }
+
+/// MSSA through the fused attention op (query = key = value = `X U`) equals its composition
+/// (split heads, scores, softmax, product, merge), values and the gradients of `U`, `W_o`
+/// and the tokens, causal or not.
+#[test]
+fn fused_mssa_matches_the_composition() {
+    use crate::block::{merge_heads, subspace_self_attention, CrateBlock};
+    use plugin_api::candle::Var;
+    use plugin_api::candle_nn::VarBuilder;
+    for variant in ["crate", "crate_t"] {
+        let mut cfg = small(variant);
+        cfg.set("heads", Value::Int(4));
+        cfg.set("init_std", Value::Float(0.3));
+        let crate_cfg = CrateConfig::from_config(&cfg).unwrap();
+        let map = VarMap::new();
+        let block = CrateBlock::new(&crate_cfg, VarBuilder::from_varmap(&map, DType::F64, &Device::Cpu)).unwrap();
+        let u = block.subspaces().clone();
+        let w_o = map.data().lock().unwrap().get("w_o").map(|v| v.as_tensor().clone());
+        let b_o = map.data().lock().unwrap().get("b_o").map(|v| v.as_tensor().clone());
+        let x = Var::from_tensor(&plugin_testkit::randn(0f64, 1.0, (2, 7, 16), &Device::Cpu).unwrap()).unwrap();
+        let r = plugin_testkit::randn(0f64, 1.0, (2, 7, 16), &Device::Cpu).unwrap();
+        for causal in [false, true] {
+            let fused = block.mssa(x.as_tensor(), causal).unwrap();
+            let (heads, head_dim) = block.heads();
+            let projected =
+                crate::block::split_heads(&crate::block::linear(x.as_tensor(), &u).unwrap(), heads, head_dim);
+            let merged = merge_heads(&subspace_self_attention(&projected.unwrap(), causal).unwrap()).unwrap();
+            let composed = match (&w_o, &b_o) {
+                (Some(w), Some(b)) => crate::block::linear(&merged, w).unwrap().broadcast_add(b).unwrap(),
+                _ => crate::block::linear(&merged, &u).unwrap(),
+            };
+            let label = format!("{variant} causal={causal}");
+            let max = |t: &Tensor| t.abs().unwrap().max_all().unwrap().to_scalar::<f64>().unwrap();
+            let rel = |a: &Tensor, b: &Tensor| max(&(a - b).unwrap()) / max(b);
+            assert!(rel(&fused, &composed) <= 1e-10, "{label}: output {:e}", rel(&fused, &composed));
+            let g_f = (&fused * &r).unwrap().sum_all().unwrap().backward().unwrap();
+            let g_c = (&composed * &r).unwrap().sum_all().unwrap().backward().unwrap();
+            let mut wrt = vec![("x", x.as_tensor().clone()), ("u", u.clone())];
+            wrt.extend(w_o.clone().map(|w| ("w_o", w)));
+            for (name, t) in wrt {
+                let (a, b) = (g_f.get(&t).unwrap(), g_c.get(&t).unwrap());
+                assert!(rel(a, b) <= 1e-10, "{label}: gradient of {name} {:e}", rel(a, b));
+            }
+        }
+    }
+}

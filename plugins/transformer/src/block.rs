@@ -5,7 +5,6 @@ use crate::model::TransformerConfig;
 use kernels::Kernels;
 use plugin_api::candle::Tensor;
 use plugin_api::candle_nn::{Init, VarBuilder};
-use plugin_api::ops::causal_mask;
 use plugin_api::Result;
 
 pub struct TransformerBlock {
@@ -61,17 +60,18 @@ impl TransformerBlock {
     }
 
     fn attention(&self, h: &Tensor, causal: bool) -> Result<Tensor> {
-        let (b, n, d) = h.dims3()?;
         let k = self.kernels;
-        let q = self.split(&k.linear(h, &self.w_q, None)?)?;
-        let key = self.split(&k.linear(h, &self.w_k, None)?)?;
-        let v = self.split(&k.linear(h, &self.w_v, None)?)?;
-        let mut scores = (q.matmul(&key.t()?)? / (self.head_dim as f64).sqrt())?;
-        if causal {
-            scores = scores.broadcast_add(&causal_mask(n, scores.dtype(), scores.device())?)?;
-        }
-        let mixed = k.softmax(&scores, plugin_api::candle::D::Minus1)?.matmul(&v)?;
-        Ok(k.linear(&mixed.transpose(1, 2)?.reshape((b, n, d))?, &self.w_o, None)?)
+        let q = k.linear(h, &self.w_q, None)?;
+        // With `shared_qkv` one projection serves as query, key and value.
+        let shared = self.w_k.id() == self.w_q.id() && self.w_v.id() == self.w_q.id();
+        let (key, v) = if shared {
+            (q.clone(), q.clone())
+        } else {
+            (k.linear(h, &self.w_k, None)?, k.linear(h, &self.w_v, None)?)
+        };
+        let scale = 1.0 / (self.head_dim as f64).sqrt();
+        let mixed = k.softmax_attention(&q, &key, &v, self.heads, scale, causal)?;
+        Ok(k.linear(&mixed, &self.w_o, None)?)
     }
 
     /// Per-head query projections of the normalised input, RMS-normalised per head, on which

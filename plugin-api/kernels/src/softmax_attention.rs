@@ -1,0 +1,306 @@
+//! Standard multi-head softmax attention as one op: from `Q`, `K`, `V` (each `[B, N, H p]`,
+//! the merged layout of the projections), per sample and head `h`,
+//!
+//! `P = softmax_row(scale Q_h K_h^T)`, `out_h = P V_h`,
+//!
+//! written back in the merged layout `[B, N, H p]`. With `causal`, key `j > i` is left out of
+//! query `i`'s softmax (the `-inf` of `plugin_api::ops::causal_mask`): its row is the softmax
+//! of its first `i + 1` scores and zero after.
+//!
+//! As in `attention.rs`, each (sample, head) works in its own `N x N` and `N x p` scratch, so
+//! nothing of size `B H N^2` is stored; the backward recomputes `P`:
+//!
+//! - `dV = P^T dO`, `dP = dO V^T`;
+//! - `dS = P (dP - rowsum(dP P))` (entry-wise products; masked entries have `P = 0`);
+//! - `dQ = scale dS K`, `dK = scale dS^T Q`.
+//!
+//! `Q`, `K` and `V` may be one tensor (CRATE's MSSA attends with `Q = K = V`); candle then adds
+//! the three gradients. Samples run in parallel; the products go to the `gemm` crate on one
+//! thread each.
+
+use crate::attention::{product, read_head, Dims};
+use crate::real::Real;
+use crate::strided::{parallel_plan, slice, unpack, Rows};
+use crate::vector::{dot, softmax_in_place};
+use candle_core::{bail, CpuStorage, CustomOp3, Layout, Result, Shape, Tensor};
+use rayon::prelude::*;
+
+/// Per-thread scratch for one (sample, head).
+struct Scratch<T> {
+    /// `Q_h`, `K_h`, `V_h`, `N x p` each.
+    q: Vec<T>,
+    k: Vec<T>,
+    v: Vec<T>,
+    /// `P`, `N x N`.
+    p: Vec<T>,
+}
+
+impl<T: Real> Scratch<T> {
+    fn new(d: &Dims) -> Self {
+        let (n, p) = (d.tokens, d.head_dim);
+        Scratch {
+            q: vec![T::zero(); n * p],
+            k: vec![T::zero(); n * p],
+            v: vec![T::zero(); n * p],
+            p: vec![T::zero(); n * n],
+        }
+    }
+
+    /// Reads `Q_h`, `K_h`, `V_h` of sample `b` and fills `p` with the attention weights.
+    fn attend(&mut self, [q, k, v]: [(&[T], &Rows); 3], d: &Dims, b: usize, h: usize, scale: T, causal: bool) {
+        let (n, hp) = (d.tokens, d.head_dim);
+        read_head(q.0, q.1, d, b, h, &mut self.q);
+        read_head(k.0, k.1, d, b, h, &mut self.k);
+        read_head(v.0, v.1, d, b, h, &mut self.v);
+        // S = scale Q K^T into `p`, then its row softmax in place (over keys <= i if causal).
+        unsafe {
+            product(
+                (n, n, hp),
+                self.p.as_mut_ptr(),
+                n,
+                (self.q.as_ptr(), hp, 1),
+                (self.k.as_ptr(), 1, hp),
+                scale,
+                false,
+            );
+        }
+        for (i, row) in self.p.chunks_exact_mut(n).enumerate() {
+            if causal {
+                let (kept, masked) = row.split_at_mut(i + 1);
+                softmax_in_place(kept);
+                masked.fill(T::zero());
+            } else {
+                softmax_in_place(row);
+            }
+        }
+    }
+}
+
+fn forward<T: Real>(inputs: [(&[T], &Rows); 3], d: Dims, scale: f64, causal: bool) -> Vec<T> {
+    let (n, width, hp) = (d.tokens, d.width(), d.head_dim);
+    let mut out = vec![T::zero(); d.batch * n * width];
+    let scale = T::c(scale);
+    crate::strided::for_each_chunk(&mut out, n * width, |first, chunk| {
+        let mut scratch = Scratch::new(&d);
+        for (k, sample) in chunk.chunks_exact_mut((n * width).max(1)).enumerate() {
+            for h in 0..d.heads {
+                scratch.attend(inputs, &d, first + k, h, scale, causal);
+                // out_h = P V_h, written into the head's columns.
+                unsafe {
+                    product(
+                        (n, hp, n),
+                        sample.as_mut_ptr().add(h * hp),
+                        width,
+                        (scratch.p.as_ptr(), n, 1),
+                        (scratch.v.as_ptr(), hp, 1),
+                        T::one(),
+                        false,
+                    );
+                }
+            }
+        }
+    });
+    out
+}
+
+/// `[dQ, dK, dV]`, flattened one after the other.
+fn backward<T: Real>(inputs: [(&[T], &Rows); 3], grad: (&[T], &Rows), d: Dims, scale: f64, causal: bool) -> Vec<T> {
+    let (n, width, hp) = (d.tokens, d.width(), d.head_dim);
+    let per_sample = n * width;
+    let total = d.batch * per_sample;
+    let mut out = vec![T::zero(); 3 * total];
+    let scale = T::c(scale);
+    // Samples `first..` of dQ, dK, dV.
+    let run = |first: usize, dq: &mut [T], dk: &mut [T], dv: &mut [T]| {
+        let mut scratch = Scratch::new(&d);
+        let mut d_out = vec![T::zero(); n * hp];
+        let mut ds = vec![T::zero(); n * n];
+        let samples = dq.len() / per_sample.max(1);
+        for k in 0..samples {
+            let b = first + k;
+            let at = k * per_sample;
+            let (dq, dk, dv) =
+                (&mut dq[at..at + per_sample], &mut dk[at..at + per_sample], &mut dv[at..at + per_sample]);
+            for h in 0..d.heads {
+                scratch.attend(inputs, &d, b, h, scale, causal);
+                read_head(grad.0, grad.1, &d, b, h, &mut d_out);
+                let col = h * hp;
+                unsafe {
+                    // dV = P^T dO; dP = dO V^T (into `ds`).
+                    product(
+                        (n, hp, n),
+                        dv.as_mut_ptr().add(col),
+                        width,
+                        (scratch.p.as_ptr(), 1, n),
+                        (d_out.as_ptr(), hp, 1),
+                        T::one(),
+                        false,
+                    );
+                    product(
+                        (n, n, hp),
+                        ds.as_mut_ptr(),
+                        n,
+                        (d_out.as_ptr(), hp, 1),
+                        (scratch.v.as_ptr(), 1, hp),
+                        T::one(),
+                        false,
+                    );
+                }
+                // dS = P (dP - rowsum(dP P)).
+                for (g, p) in ds.chunks_exact_mut(n).zip(scratch.p.chunks_exact(n)) {
+                    let row_dot = dot(g, p);
+                    for (g, &p) in g.iter_mut().zip(p) {
+                        *g = p * (*g - row_dot);
+                    }
+                }
+                unsafe {
+                    // dQ = scale dS K; dK = scale dS^T Q.
+                    product(
+                        (n, hp, n),
+                        dq.as_mut_ptr().add(col),
+                        width,
+                        (ds.as_ptr(), n, 1),
+                        (scratch.k.as_ptr(), hp, 1),
+                        scale,
+                        false,
+                    );
+                    product(
+                        (n, hp, n),
+                        dk.as_mut_ptr().add(col),
+                        width,
+                        (ds.as_ptr(), 1, n),
+                        (scratch.q.as_ptr(), hp, 1),
+                        scale,
+                        false,
+                    );
+                }
+            }
+        }
+    };
+    let (dq, rest) = out.split_at_mut(total);
+    let (dk, dv) = rest.split_at_mut(total);
+    match parallel_plan(total, per_sample) {
+        Some(per_task) if per_sample > 0 => {
+            let len = per_task * per_sample;
+            dq.par_chunks_mut(len)
+                .zip(dk.par_chunks_mut(len))
+                .zip(dv.par_chunks_mut(len))
+                .enumerate()
+                .for_each(|(c, ((dq, dk), dv))| run(c * per_task, dq, dk, dv));
+        }
+        _ => run(0, dq, dk, dv),
+    }
+    out
+}
+
+/// The shapes of `Q`, `K`, `V`: the same `[B, N, H p]` for all three.
+fn dims_of(layouts: [&Layout; 3], heads: usize, op: &'static str) -> Result<Dims> {
+    let [q, k, v] = layouts;
+    if k.dims() != q.dims() || v.dims() != q.dims() {
+        bail!("{op}: q, k and v must have one shape, got {:?}, {:?}, {:?}", q.dims(), k.dims(), v.dims())
+    }
+    Dims::of(q, heads, op)
+}
+
+/// The fused attention: arguments `Q`, `K`, `V` (`[B, N, H p]` each).
+pub(crate) struct SoftmaxAttention {
+    pub heads: usize,
+    pub scale: f64,
+    pub causal: bool,
+}
+
+impl CustomOp3 for SoftmaxAttention {
+    fn name(&self) -> &'static str {
+        "fused-softmax-attention"
+    }
+
+    fn cpu_fwd(
+        &self,
+        qs: &CpuStorage,
+        ql: &Layout,
+        ks: &CpuStorage,
+        kl: &Layout,
+        vs: &CpuStorage,
+        vl: &Layout,
+    ) -> Result<(CpuStorage, Shape)> {
+        let name = self.name();
+        let d = dims_of([ql, kl, vl], self.heads, name)?;
+        let rows = [Rows::new(ql), Rows::new(kl), Rows::new(vl)];
+        let out = per_real!(qs, name, |T| {
+            let inputs = [
+                (slice::<T>(qs, name)?, &rows[0]),
+                (slice::<T>(ks, name)?, &rows[1]),
+                (slice::<T>(vs, name)?, &rows[2]),
+            ];
+            forward(inputs, d, self.scale, self.causal)
+        });
+        Ok((out, ql.shape().clone()))
+    }
+
+    fn bwd(
+        &self,
+        q: &Tensor,
+        k: &Tensor,
+        v: &Tensor,
+        _res: &Tensor,
+        grad: &Tensor,
+    ) -> Result<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
+        // A custom op takes at most three arguments: `V` and `dO` travel side by side.
+        let width = v.dims().last().copied().unwrap_or(0);
+        let v_grad = Tensor::cat(&[v, grad], 2)?;
+        let op = SoftmaxAttentionBackward { heads: self.heads, scale: self.scale, causal: self.causal, width };
+        let [dq, dk, dv] = unpack(&q.apply_op3_no_bwd(k, &v_grad, &op)?, [q, k, v])?;
+        Ok((Some(dq), Some(dk), Some(dv)))
+    }
+}
+
+/// The backward of [`SoftmaxAttention`]: arguments `Q`, `K` and `[V, dO]` (concatenated along
+/// the last dimension); result `[dQ, dK, dV]` flattened.
+struct SoftmaxAttentionBackward {
+    heads: usize,
+    scale: f64,
+    causal: bool,
+    /// `H p`, the width of `V` (and of `dO`).
+    width: usize,
+}
+
+impl CustomOp3 for SoftmaxAttentionBackward {
+    fn name(&self) -> &'static str {
+        "fused-softmax-attention-backward"
+    }
+
+    fn cpu_fwd(
+        &self,
+        qs: &CpuStorage,
+        ql: &Layout,
+        ks: &CpuStorage,
+        kl: &Layout,
+        vgs: &CpuStorage,
+        vgl: &Layout,
+    ) -> Result<(CpuStorage, Shape)> {
+        let name = self.name();
+        if vgl.dims().len() != 3 || vgl.dims().last() != Some(&(2 * self.width)) {
+            bail!("{name}: expected [V, dO] of width {}, got shape {:?}", 2 * self.width, vgl.dims())
+        }
+        // `V` and `dO` as narrowed views of `[V, dO]`.
+        let v_layout = vgl.narrow(2, 0, self.width)?;
+        let grad_layout = vgl.narrow(2, self.width, self.width)?;
+        let d = dims_of([ql, kl, &v_layout], self.heads, name)?;
+        if grad_layout.dims() != ql.dims() {
+            bail!("{name}: the gradient has shape {:?}, the output {:?}", grad_layout.dims(), ql.dims())
+        }
+        let rows = [Rows::new(ql), Rows::new(kl), Rows::new(&v_layout)];
+        let grad_rows = Rows::new(&grad_layout);
+        let out = per_real!(qs, name, |T| {
+            let vg = slice::<T>(vgs, name)?;
+            let inputs = [(slice::<T>(qs, name)?, &rows[0]), (slice::<T>(ks, name)?, &rows[1]), (vg, &rows[2])];
+            backward(inputs, (vg, &grad_rows), d, self.scale, self.causal)
+        });
+        let len = match &out {
+            CpuStorage::F32(v) => v.len(),
+            CpuStorage::F64(v) => v.len(),
+            _ => 0,
+        };
+        Ok((out, Shape::from(len)))
+    }
+}
