@@ -16,4 +16,6 @@ exec plugin-api/kernels/bench-compare.sh "${1:-5}" \
     "--layer crate --task image --steps $steps --reference" \
     "--layer energy-transformer --task image --steps $steps --reference" \
     "--layer intrinsic --task language --steps $steps --reference" \
+    "--layer intrinsic --task language --steps $steps --reference attention=momentum" \
+    "--layer intrinsic --task language --steps $steps --reference attention=newton" \
     "--layer cem --task language --steps $steps --reference"
