@@ -43,6 +43,17 @@ def sinusoid(t, dim):
     return torch.cat([torch.sin(t * freqs), torch.cos(t * freqs)]).float()
 
 
+def causal_mask(n):
+    """`[n, n]`: 0 on and below the diagonal, -inf above (`plugin_api::ops::causal_mask`)."""
+    return torch.full((n, n), float("-inf")).triu(1)
+
+
+def block_schedule(iterations, blocks):
+    """The block of each iteration: block b runs iterations b L/k + 1 ..= (b + 1) L/k (`plugin_api::BlockStack`)."""
+    per_block = iterations // len(blocks)
+    return [blocks[t // per_block] for t in range(iterations)]
+
+
 def normal_(tensor, std):
     """N(0, std^2), or zeros for std 0, as the plugins' `Init::Randn`."""
     return nn.init.normal_(tensor, std=std) if std > 0 else nn.init.zeros_(tensor)

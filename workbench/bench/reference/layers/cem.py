@@ -105,7 +105,7 @@ class CemAttention(nn.Module):
         diag_keys = None if self.kq_diag is None else hn.unsqueeze(1) * self.kq_diag.unsqueeze(1)
         bias = None if self.alibi is None else self.alibi(n)
         if causal:  # -inf above the diagonal: the sums over j <= i of Eq. 1
-            mask = torch.triu(torch.full((n, n), float("-inf")), diagonal=1).unsqueeze(0)
+            mask = causal_mask(n).unsqueeze(0)
             bias = mask if bias is None else bias + mask
         x = h
         for _ in range(self.steps):
@@ -161,15 +161,13 @@ class CemBlock(nn.Module):
 class Cem(nn.Module):
     def __init__(self, options, causal):
         super().__init__()
-        self.width, self.causal = options["d"], causal
-        self.repeats = options["iterations"] // options["layers"]
+        self.width, self.causal, self.iterations = options["d"], causal, options["iterations"]
         self.blocks = nn.ModuleList(CemBlock(options) for _ in range(options["layers"]))
 
     def forward(self, x0):
         x = x0
-        for block in self.blocks:  # block b runs iterations b I/k + 1 ..= (b + 1) I/k
-            for _ in range(self.repeats):
-                x = block(x, self.causal)
+        for block in block_schedule(self.iterations, self.blocks):
+            x = block(x, self.causal)
         return x
 
 

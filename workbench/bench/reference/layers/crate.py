@@ -71,12 +71,10 @@ class Crate(nn.Module):
         self.blocks = nn.ModuleList(CrateBlock(options) for _ in range(options["layers"]))
 
     def forward(self, x0):
-        n = x0.shape[1]
-        mask = torch.full((n, n), float("-inf")).triu(1) if self.causal else None
-        per_block = self.iterations // len(self.blocks)
+        mask = causal_mask(x0.shape[1]) if self.causal else None
         x = x0
-        for t in range(self.iterations):  # block b runs iterations b * L/k + 1 ..= (b + 1) * L/k
-            x = self.blocks[t // per_block](x, mask)
+        for block in block_schedule(self.iterations, self.blocks):
+            x = block(x, mask)
         return x
 
 

@@ -79,7 +79,6 @@ class EnergyTransformer(nn.Module):
         self.iterations, layers = options["iterations"], options["layers"]
         if self.iterations % layers != 0:
             raise SystemExit(f"{self.iterations} iterations cannot be split over {layers} layers")
-        self.per_block = self.iterations // layers
         self.width = d
         self.blocks = nn.ModuleList(
             EtBlock(d, heads, head_dim, memories, beta, options["alpha"], options["attend_self"], options["init_std"])
@@ -88,8 +87,8 @@ class EnergyTransformer(nn.Module):
 
     def forward(self, x0):
         x = x0
-        for t in range(self.iterations):
-            x = self.blocks[t // self.per_block](x)
+        for block in block_schedule(self.iterations, self.blocks):
+            x = block(x)
         return x
 
 

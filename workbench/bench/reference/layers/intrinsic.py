@@ -234,12 +234,11 @@ class Intrinsic(nn.Module):
         n = x0.shape[1]
         mask = tril = None
         if self.causal:  # additive -inf mask for the softmax scores, 0/1 lower triangle for the linear ones
-            mask = torch.full((n, n), float("-inf")).triu(1)
+            mask = causal_mask(n)
             tril = torch.ones(n, n).tril()
-        per_block = self.iterations // len(self.blocks)
         z, m = x0, None  # p^(0) = 0
-        for t in range(self.iterations):  # block b runs iterations b L/k + 1 ..= (b + 1) L/k
-            z, m = self.blocks[t // per_block](z, m, mask, tril)
+        for block in block_schedule(self.iterations, self.blocks):
+            z, m = block(z, m, mask, tril)
         return z
 
 
