@@ -22,6 +22,9 @@ pub enum Activation {
     Relu,
     /// The exact (erf) GELU, `u Ncdf(u)`, as candle's `gelu_erf`.
     Gelu,
+    /// GELU in its tanh form (GPT-2's), `u (1 + tanh(sqrt(2/pi) (u + 0.044715 u^3))) / 2`,
+    /// as candle's `gelu`.
+    GeluTanh,
 }
 
 /// `u Ncdf(u)` (in f64 computed in candle's order, so that values agree bit for bit).
@@ -35,6 +38,26 @@ pub(crate) fn gelu<T: Real>(u: T) -> T {
 pub(crate) fn gelu_derivative<T: Real>(u: T) -> T {
     let pdf = (-(u * u) * T::c(0.5)).exp_fast() * T::c(1.0 / (2.0 * std::f64::consts::PI).sqrt());
     u.ncdf() + u * pdf
+}
+
+/// `sqrt(2 / pi)` and the cubic coefficient of the tanh form of GELU.
+const GELU_TANH_K: f64 = 0.797_884_560_802_865_4;
+const GELU_TANH_C: f64 = 0.044_715;
+
+/// `u (1 + tanh(z)) / 2` with `z = k (u + c u^3)`.
+#[inline(always)]
+pub(crate) fn gelu_tanh<T: Real>(u: T) -> T {
+    let z = T::c(GELU_TANH_K) * (u + T::c(GELU_TANH_C) * u * u * u);
+    T::c(0.5) * u * (T::one() + z.tanh_fast())
+}
+
+/// `(1 + t) / 2 + u (1 - t^2) k (1 + 3 c u^2) / 2` with `t = tanh(z)`.
+#[inline(always)]
+pub(crate) fn gelu_tanh_derivative<T: Real>(u: T) -> T {
+    let u2 = u * u;
+    let t = (T::c(GELU_TANH_K) * (u + T::c(GELU_TANH_C) * u2 * u)).tanh_fast();
+    let dz = T::c(GELU_TANH_K) * (T::one() + T::c(3.0 * GELU_TANH_C) * u2);
+    T::c(0.5) * (T::one() + t) + T::c(0.5) * u * (T::one() - t * t) * dz
 }
 
 /// `(mean(x^2) + eps)^(-1/2)`.
@@ -61,6 +84,11 @@ macro_rules! with_activation {
             Activation::Gelu => {
                 let $f = gelu::<T>;
                 let $df = gelu_derivative::<T>;
+                $body
+            }
+            Activation::GeluTanh => {
+                let $f = gelu_tanh::<T>;
+                let $df = gelu_tanh_derivative::<T>;
                 $body
             }
         }

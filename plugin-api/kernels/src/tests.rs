@@ -180,13 +180,14 @@ fn exact_gelu(x: &Tensor) -> Tensor {
 fn normed_activations_match_the_composition() {
     for (s, shape) in SHAPES.iter().enumerate() {
         for view in VIEWS {
-            for act in [Activation::Relu, Activation::Gelu] {
+            for act in [Activation::Relu, Activation::Gelu, Activation::GeluTanh] {
                 let (xv, x) = input(shape, view, 10 + s as u64);
                 let len = *shape.last().unwrap();
                 let gv = Var::from_tensor(&normal(&[len], 1.0, 60 + s as u64)).unwrap();
                 let activate = |u: Tensor| match act {
                     Activation::Relu => u.relu().unwrap(),
                     Activation::Gelu => exact_gelu(&u),
+                    Activation::GeluTanh => composed_gelu_tanh(&u),
                     Activation::Identity => u,
                 };
                 check(
@@ -223,6 +224,37 @@ fn gelu_matches_the_exact_composition_and_candle_forward() {
             // The forward is computed in candle's order: equal bit for bit.
             let diff = max_abs(&(gelu_erf(&x).unwrap() - x.gelu_erf().unwrap()).unwrap());
             assert_eq!(diff, 0.0, "gelu {shape:?} {view:?}");
+        }
+    }
+}
+
+/// `u (1 + tanh(sqrt(2/pi) (u + 0.044715 u^3))) / 2` from differentiable primitives.
+fn composed_gelu_tanh(u: &Tensor) -> Tensor {
+    let cubic = (u + (u.powf(3.0).unwrap() * 0.044715).unwrap()).unwrap();
+    let t = (cubic * (2.0 / std::f64::consts::PI).sqrt()).unwrap().tanh().unwrap();
+    (((t + 1.0).unwrap() * u).unwrap() * 0.5).unwrap()
+}
+
+#[test]
+fn tanh_gelu_matches_the_composition_and_candle_forward() {
+    for (s, shape) in SHAPES.iter().enumerate() {
+        for view in VIEWS {
+            let (xv, x) = input(shape, view, 30 + s as u64);
+            check(
+                &format!("gelu_tanh {shape:?} {view:?}"),
+                &[xv],
+                std::slice::from_ref(&x),
+                |i| activation(&i[0], Activation::GeluTanh).unwrap(),
+                |i| composed_gelu_tanh(&i[0]),
+            );
+            let candle = x.gelu().unwrap();
+            let err = relative_error(&activation(&x, Activation::GeluTanh).unwrap(), &candle);
+            assert!(err <= 1e-12, "gelu_tanh {shape:?} {view:?} against candle's gelu: {err:e}");
+            // f32 (the vectorised tanh) within single precision of f64.
+            let x32 = x.to_dtype(DType::F32).unwrap();
+            let y32 = activation(&x32, Activation::GeluTanh).unwrap().to_dtype(DType::F64).unwrap();
+            let err = relative_error(&y32, &candle);
+            assert!(err <= 1e-6, "gelu_tanh f32 {shape:?} {view:?}: {err:e}");
         }
     }
 }

@@ -33,7 +33,8 @@ impl Mlp {
 
     /// The MLP branch.
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        Ok(self.down.forward(&self.up.forward(x)?.gelu()?)?)
+        let hidden = kernels::activation(&self.up.forward(x)?, kernels::Activation::GeluTanh)?;
+        Ok(self.down.forward(&hidden)?)
     }
 }
 
