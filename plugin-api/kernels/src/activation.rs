@@ -1,10 +1,10 @@
-//! An element-wise activation (ReLU, the exact GELU or its tanh form) as one op whose backward
-//! is one pass:
+//! An element-wise activation (ReLU, the exact GELU or its tanh form, SiLU) as one op whose
+//! backward is one pass:
 //! `dx = dy 1[x > 0]` for ReLU (candle's takes four: a comparison, a conversion, a product
 //! and the accumulation), `dx = dy (Ncdf(x) + x npdf(x))` for GELU (candle's takes ten and
 //! rounds `1/sqrt(2 pi)` to 0.398942).
 
-use crate::norm::{gelu, gelu_derivative, gelu_tanh, gelu_tanh_derivative, Activation};
+use crate::norm::{gelu, gelu_derivative, gelu_tanh, gelu_tanh_derivative, silu, silu_derivative, Activation};
 use crate::real::Real;
 use crate::strided::{for_each_chunk, slice, Rows};
 use candle_core::{CpuStorage, CustomOp1, CustomOp2, Layout, Result, Shape, Tensor};
@@ -29,6 +29,7 @@ fn forward<T: Real>(x: &[T], rows: &Rows, act: Activation) -> Vec<T> {
         Activation::Relu => map(x, rows, |x| if x > T::zero() { x } else { T::zero() }),
         Activation::Gelu => map(x, rows, gelu),
         Activation::GeluTanh => map(x, rows, gelu_tanh),
+        Activation::Silu => map(x, rows, silu),
     }
 }
 
@@ -54,6 +55,7 @@ fn backward<T: Real>(x: &[T], rows: &Rows, dy: &[T], dy_rows: &Rows, act: Activa
         Activation::Relu => backward_with(x, rows, dy, dy_rows, |x| if x > T::zero() { T::one() } else { T::zero() }),
         Activation::Gelu => backward_with(x, rows, dy, dy_rows, gelu_derivative),
         Activation::GeluTanh => backward_with(x, rows, dy, dy_rows, gelu_tanh_derivative),
+        Activation::Silu => backward_with(x, rows, dy, dy_rows, silu_derivative),
     }
 }
 

@@ -139,8 +139,9 @@ pub fn bi_softmax(a: &Tensor) -> Result<Tensor> {
 }
 
 /// `act(x)` element-wise with a one-pass backward: [`Activation::Relu`] (candle's `relu`),
-/// [`Activation::Gelu`] (candle's `gelu_erf`) or [`Activation::GeluTanh`] (candle's `gelu`,
-/// whose backward is a dozen candle ops); `Identity` returns `x`.
+/// [`Activation::Gelu`] (candle's `gelu_erf`), [`Activation::GeluTanh`] (candle's `gelu`,
+/// whose backward is a dozen candle ops) or [`Activation::Silu`] (candle's `silu`);
+/// `Identity` returns `x`.
 pub fn activation(x: &Tensor, act: Activation) -> Result<Tensor> {
     match act {
         Activation::Identity => Ok(x.clone()),
@@ -355,6 +356,7 @@ impl Kernels {
             (Kernels::Composed, Activation::Relu) => x.relu(),
             (Kernels::Composed, Activation::Gelu) => x.gelu_erf(),
             (Kernels::Composed, Activation::GeluTanh) => x.gelu(),
+            (Kernels::Composed, Activation::Silu) => x.silu(),
         }
     }
 

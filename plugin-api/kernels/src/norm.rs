@@ -25,6 +25,8 @@ pub enum Activation {
     /// GELU in its tanh form (GPT-2's), `u (1 + tanh(sqrt(2/pi) (u + 0.044715 u^3))) / 2`,
     /// as candle's `gelu`.
     GeluTanh,
+    /// SiLU (swish), `u sigmoid(u)`, as candle's `silu`.
+    Silu,
 }
 
 /// `u Ncdf(u)` (in f64 computed in candle's order, so that values agree bit for bit).
@@ -60,6 +62,19 @@ pub(crate) fn gelu_tanh_derivative<T: Real>(u: T) -> T {
     T::c(0.5) * (T::one() + t) + T::c(0.5) * u * (T::one() - t * t) * dz
 }
 
+/// `u sigmoid(u)`.
+#[inline(always)]
+pub(crate) fn silu<T: Real>(u: T) -> T {
+    u / (T::one() + (-u).exp_fast())
+}
+
+/// `sigmoid(u) (1 + u (1 - sigmoid(u)))`.
+#[inline(always)]
+pub(crate) fn silu_derivative<T: Real>(u: T) -> T {
+    let s = T::one() / (T::one() + (-u).exp_fast());
+    s * (T::one() + u * (T::one() - s))
+}
+
 /// `(mean(x^2) + eps)^(-1/2)`.
 #[inline(always)]
 fn inverse_rms<T: Real>(x: &[T], eps: T) -> T {
@@ -89,6 +104,11 @@ macro_rules! with_activation {
             Activation::GeluTanh => {
                 let $f = gelu_tanh::<T>;
                 let $df = gelu_tanh_derivative::<T>;
+                $body
+            }
+            Activation::Silu => {
+                let $f = silu::<T>;
+                let $df = silu_derivative::<T>;
                 $body
             }
         }

@@ -180,7 +180,7 @@ fn exact_gelu(x: &Tensor) -> Tensor {
 fn normed_activations_match_the_composition() {
     for (s, shape) in SHAPES.iter().enumerate() {
         for view in VIEWS {
-            for act in [Activation::Relu, Activation::Gelu, Activation::GeluTanh] {
+            for act in [Activation::Relu, Activation::Gelu, Activation::GeluTanh, Activation::Silu] {
                 let (xv, x) = input(shape, view, 10 + s as u64);
                 let len = *shape.last().unwrap();
                 let gv = Var::from_tensor(&normal(&[len], 1.0, 60 + s as u64)).unwrap();
@@ -188,6 +188,7 @@ fn normed_activations_match_the_composition() {
                     Activation::Relu => u.relu().unwrap(),
                     Activation::Gelu => exact_gelu(&u),
                     Activation::GeluTanh => composed_gelu_tanh(&u),
+                    Activation::Silu => composed_silu(&u),
                     Activation::Identity => u,
                 };
                 check(
@@ -255,6 +256,29 @@ fn tanh_gelu_matches_the_composition_and_candle_forward() {
             let y32 = activation(&x32, Activation::GeluTanh).unwrap().to_dtype(DType::F64).unwrap();
             let err = relative_error(&y32, &candle);
             assert!(err <= 1e-6, "gelu_tanh f32 {shape:?} {view:?}: {err:e}");
+        }
+    }
+}
+
+/// `u / (1 + e^-u)` from differentiable primitives.
+fn composed_silu(u: &Tensor) -> Tensor {
+    (u / (u.neg().unwrap().exp().unwrap() + 1.0).unwrap()).unwrap()
+}
+
+#[test]
+fn silu_matches_the_composition_and_candle_forward() {
+    for (s, shape) in SHAPES.iter().enumerate() {
+        for view in VIEWS {
+            let (xv, x) = input(shape, view, 40 + s as u64);
+            check(
+                &format!("silu {shape:?} {view:?}"),
+                &[xv],
+                std::slice::from_ref(&x),
+                |i| activation(&i[0], Activation::Silu).unwrap(),
+                |i| composed_silu(&i[0]),
+            );
+            let err = relative_error(&activation(&x, Activation::Silu).unwrap(), &x.silu().unwrap());
+            assert!(err <= 1e-12, "silu {shape:?} {view:?} against candle's silu: {err:e}");
         }
     }
 }

@@ -87,10 +87,9 @@ impl CemBlock {
     }
 }
 
-/// `x @ m` for `x` of shape `[B, N, k]` and `m` of shape `[k, n]`, as one 2-D matmul.
+/// `x @ m` for `x` of shape `[..., k]` and `m` of shape `[k, n]` (any strides), as one op.
 pub(crate) fn linear(x: &Tensor, m: &Tensor) -> plugin_api::candle::Result<Tensor> {
-    let (b, n, k) = x.dims3()?;
-    x.reshape((b * n, k))?.matmul(m)?.reshape((b, n, ()))
+    kernels::linear(x, m, None)
 }
 
 /// `[B, N, K * p]` to `[B, K, N, p]`.

@@ -95,7 +95,7 @@ impl CemMlp {
 
     /// `V^T (gamma o SiLU(V u))` `[B, N, D]`: minus the gradient of `xi` in `u` (Eq. 8).
     pub fn gradient_direction(&self, gamma: &Tensor, u: &Tensor) -> Result<Tensor> {
-        let gated = (gamma * linear(u, &self.v)?.silu()?)?;
+        let gated = (gamma * kernels::activation(&linear(u, &self.v)?, kernels::Activation::Silu)?)?;
         Ok(linear(&gated, &self.v.t()?)?)
     }
 

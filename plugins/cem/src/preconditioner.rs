@@ -15,6 +15,7 @@
 //! the rows of `W^Q` head by head, and the low-rank terms go through `W_k^Q V_k` (`[D_r, R]`)
 //! (notes-cem.md §3.3, "efficient per-head application").
 
+use crate::block::linear;
 use crate::model::PreconditionerKind;
 use plugin_api::candle::{DType, Device, Tensor};
 use plugin_api::candle_nn::{Init, VarBuilder};
@@ -128,7 +129,7 @@ impl Preconditioner {
             Some(s) => w_heads.broadcast_mul(&s.unsqueeze(1)?)?,
             None => w_heads.clone(),
         };
-        let mut out = merged.broadcast_matmul(&scaled.reshape((k * head_dim, self.width))?)?;
+        let mut out = linear(&merged, &scaled.reshape((k * head_dim, self.width))?)?;
         if let (Some(u), Some(v)) = (&self.u, &self.v) {
             // V_k^T W_k^T o_k = o_k (W_k V_k), with W_k V_k of shape [D_r, R]
             let through_v = o.broadcast_matmul(&w_heads.matmul(v)?)?;
@@ -144,8 +145,7 @@ impl Preconditioner {
         let (b, g, n, r) = through_v.dims4()?;
         let side_by_side = |t: &Tensor| t.transpose(1, 2)?.reshape((b, n, g * r));
         let stacked = |m: &Tensor| m.transpose(1, 2)?.reshape((g * r, self.width));
-        Ok((side_by_side(through_v)?.broadcast_matmul(&stacked(u)?)?
-            + side_by_side(through_u)?.broadcast_matmul(&stacked(v)?)?)?)
+        Ok((linear(&side_by_side(through_v)?, &stacked(u)?)? + linear(&side_by_side(through_u)?, &stacked(v)?)?)?)
     }
 }
 
