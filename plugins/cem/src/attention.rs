@@ -167,11 +167,12 @@ impl CemAttention {
     /// The scores `a_ijk = (q . k + hn^T diag(d) u) / tau + b_ijk` `[B, K, N, N]` (Eq. 1,
     /// Appendix B, Algorithm 1).
     pub fn logits(&self, ctx: &AttentionContext, q: &Tensor, diagonal: Option<&Tensor>) -> Result<Tensor> {
-        let mut scores = q.matmul(&ctx.keys.t()?)?;
+        // The temperature scales the queries and the diagonal term, which are smaller than
+        // the [B, K, N, N] scores.
+        let mut scores = (q / self.tau)?.matmul(&ctx.keys.t()?)?;
         if let Some(s) = diagonal {
-            scores = scores.broadcast_add(s)?;
+            scores = scores.broadcast_add(&(s / self.tau)?)?;
         }
-        scores = (scores / self.tau)?;
         if let Some(b) = &ctx.bias {
             scores = scores.broadcast_add(b)?;
         }

@@ -113,7 +113,18 @@ impl Preconditioner {
             None => y.sum(1)?,
         };
         if let (Some(u), Some(v)) = (&self.u, &self.v) {
-            out = (out + self.low_rank_sum(u, v, &y.broadcast_matmul(v)?, &y.broadcast_matmul(u)?)?)?;
+            let (b, g, n, _) = y.dims4()?;
+            let (through_v, through_u) = if g == 1 {
+                // One group (the MLP's): plain linear maps of the token rows, no batch of
+                // broadcast products.
+                let side_by_side =
+                    |m: &Tensor| -> Result<Tensor> { Ok(linear(y, &m.squeeze(0)?)?.reshape((b, n, ()))?) };
+                (side_by_side(v)?, side_by_side(u)?)
+            } else {
+                let side_by_side = |t: Tensor| -> Result<Tensor> { Ok(t.transpose(1, 2)?.reshape((b, n, ()))?) };
+                (side_by_side(y.broadcast_matmul(v)?)?, side_by_side(y.broadcast_matmul(u)?)?)
+            };
+            out = (out + self.low_rank_sum(u, v, &through_v, &through_u)?)?;
         }
         Ok(out)
     }
@@ -131,22 +142,37 @@ impl Preconditioner {
         };
         let mut out = linear(&merged, &scaled.reshape((k * head_dim, self.width))?)?;
         if let (Some(u), Some(v)) = (&self.u, &self.v) {
-            // V_k^T W_k^T o_k = o_k (W_k V_k), with W_k V_k of shape [D_r, R]
-            let through_v = o.broadcast_matmul(&w_heads.matmul(v)?)?;
-            let through_u = o.broadcast_matmul(&w_heads.matmul(u)?)?;
+            // V_k^T W_k^T o_k = o_k (W_k V_k), with W_k V_k of shape [D_r, R]: every head at
+            // once as the merged outputs times the block-diagonal [K D_r, K R] of the W_k V_k,
+            // which gives the heads' coordinates side by side.
+            let through_v = linear(&merged, &block_diagonal(&w_heads.matmul(v)?)?)?;
+            let through_u = linear(&merged, &block_diagonal(&w_heads.matmul(u)?)?)?;
             out = (out + self.low_rank_sum(u, v, &through_v, &through_u)?)?;
         }
         Ok(out)
     }
 
-    /// `sum_g U_g r_g + V_g s_g` for `r_g = V_g^T y_g`, `s_g = U_g^T y_g` (`[B, G, N, R]`):
-    /// the heads' low-rank coordinates side by side, times the stacked `U_g^T` / `V_g^T`.
+    /// `sum_g U_g r_g + V_g s_g` for `r_g = V_g^T y_g`, `s_g = U_g^T y_g` given side by side
+    /// (`[B, N, G R]`), times the stacked `U_g^T` / `V_g^T`.
     fn low_rank_sum(&self, u: &Tensor, v: &Tensor, through_v: &Tensor, through_u: &Tensor) -> Result<Tensor> {
-        let (b, g, n, r) = through_v.dims4()?;
-        let side_by_side = |t: &Tensor| t.transpose(1, 2)?.reshape((b, n, g * r));
+        let (g, _, r) = u.dims3()?;
         let stacked = |m: &Tensor| m.transpose(1, 2)?.reshape((g * r, self.width));
-        Ok((linear(&side_by_side(through_v)?, &stacked(u)?)? + linear(&side_by_side(through_u)?, &stacked(v)?)?)?)
+        Ok((linear(through_v, &stacked(u)?)? + linear(through_u, &stacked(v)?)?)?)
     }
+}
+
+/// The block-diagonal `[K a, K c]` matrix of `K` blocks `[a, c]` (`blocks` `[K, a, c]`).
+fn block_diagonal(blocks: &Tensor) -> Result<Tensor> {
+    let (k, a, c) = blocks.dims3()?;
+    let rows = (0..k)
+        .map(|i| {
+            let block = blocks.get(i)?;
+            let before = Tensor::zeros((a, i * c), blocks.dtype(), blocks.device())?;
+            let after = Tensor::zeros((a, (k - 1 - i) * c), blocks.dtype(), blocks.device())?;
+            Tensor::cat(&[&before, &block, &after], 1)
+        })
+        .collect::<std::result::Result<Vec<_>, _>>()?;
+    Ok(Tensor::cat(&rows, 0)?)
 }
 
 /// `log(1 + e^x)`, computed as `max(x, 0) + log(1 + e^{-|x|})` so it never overflows.
