@@ -174,7 +174,12 @@ impl CemAttention {
             scores = scores.broadcast_add(&(s / self.tau)?)?;
         }
         if let Some(b) = &ctx.bias {
-            scores = scores.broadcast_add(b)?;
+            // The same [K, N, N] bias for every sample, added as one row per sample: its
+            // gradient is then a sum over contiguous rows, not candle's broadcast reduction.
+            let (batch, heads, n, m) = scores.dims4()?;
+            let per_sample = b.broadcast_as((heads, n, m))?.flatten_all()?;
+            scores = kernels::add_row(&scores.reshape((batch, heads * n * m))?, &per_sample)?
+                .reshape((batch, heads, n, m))?;
         }
         Ok(scores)
     }
