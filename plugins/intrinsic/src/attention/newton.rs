@@ -201,10 +201,27 @@ fn distance_scores(q: &Tensor, k: &Tensor, temperature: &Tensor, causal: bool) -
     Ok(scores)
 }
 
+/// `p_ti = softmax_i(-||q_t - k_i||^2 / (2 T_h))` `[B, H, N, N]`. The `||q_t||^2` term is the
+/// same for every key and cancels in the softmax; what is left, `q_t . k_i / T_h -
+/// ||k_i||^2 / (2 T_h)`, is one product of the queries `[q / T_h, 1]` and keys
+/// `[k, -||k||^2 / (2 T_h)]`, instead of five passes over the scores and their broadcasts.
+fn distance_weights(q: &Tensor, k: &Tensor, temperature: &Tensor, causal: bool) -> Result<Tensor> {
+    let t = per_head(temperature)?;
+    let ones = Tensor::ones(q.dims()[..3].to_vec(), q.dtype(), q.device())?.unsqueeze(3)?;
+    let queries = Tensor::cat(&[&q.broadcast_div(&t)?, &ones], 3)?;
+    let key_term = (k.sqr()?.sum_keepdim(D::Minus1)? * -0.5)?.broadcast_div(&t)?;
+    let keys = Tensor::cat(&[k, &key_term], 3)?;
+    let mut scores = queries.matmul(&keys.t()?)?;
+    if causal {
+        scores = scores.broadcast_add(&causal_mask(scores.dim(2)?, scores.dtype(), scores.device())?)?;
+    }
+    Ok(softmax(&scores, D::Minus1)?)
+}
+
 /// `p`, `k^`, `u = q - k^` and `(sum_i p d d^T) u` for queries and keys `[B, H, N, d_h]` and
 /// head-wise temperatures `[H]` (Eq. 16, 19, 24).
 pub fn newton_terms(q: &Tensor, k: &Tensor, temperature: &Tensor, causal: bool) -> Result<NewtonTerms> {
-    let weights = softmax(&distance_scores(q, k, temperature, causal)?, D::Minus1)?;
+    let weights = distance_weights(q, k, temperature, causal)?;
     let mean_key = weights.matmul(k)?;
     let gradient = (q - &mean_key)?;
     // sum_i p_i k_i (k_i . u) - k^ (k^ . u): inner products first (App. A.3.1, cost O(N d_h)).
