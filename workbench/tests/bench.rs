@@ -172,9 +172,9 @@ fn every_family_has_a_reference_on_its_main_task() {
     let families: [(&str, &str, &str, &[&str]); 8] = [
         ("hyperset", "sudoku", "class HyperSet", &["time_dim=8"]),
         ("hyperset", "image", "class HyperSet", &["time_dim=8"]),
-        ("transformer", "sudoku", "class Transformer", &[]),
-        ("transformer", "image", "class Transformer", &[]),
-        ("crate", "image", "class Crate(", &[]),
+        ("transformer", "sudoku", "class TransformerBlock", &[]),
+        ("transformer", "image", "class TransformerBlock", &[]),
+        ("crate", "image", "class CrateBlock(", &[]),
         ("energy-transformer", "image", "class EnergyTransformer(", &[]),
         ("intrinsic", "language", "class Intrinsic(", &["layers=2", "task.seq_len=16"]),
         ("cem", "language", "class Cem(", &["layers=2", "task.seq_len=16"]),

@@ -236,49 +236,40 @@ fn composed_gelu_tanh(u: &Tensor) -> Tensor {
     (((t + 1.0).unwrap() * u).unwrap() * 0.5).unwrap()
 }
 
-#[test]
-fn tanh_gelu_matches_the_composition_and_candle_forward() {
-    for (s, shape) in SHAPES.iter().enumerate() {
-        for view in VIEWS {
-            let (xv, x) = input(shape, view, 30 + s as u64);
-            check(
-                &format!("gelu_tanh {shape:?} {view:?}"),
-                &[xv],
-                std::slice::from_ref(&x),
-                |i| activation(&i[0], Activation::GeluTanh).unwrap(),
-                |i| composed_gelu_tanh(&i[0]),
-            );
-            let candle = x.gelu().unwrap();
-            let err = relative_error(&activation(&x, Activation::GeluTanh).unwrap(), &candle);
-            assert!(err <= 1e-12, "gelu_tanh {shape:?} {view:?} against candle's gelu: {err:e}");
-            // f32 (the vectorised tanh) within single precision of f64.
-            let x32 = x.to_dtype(DType::F32).unwrap();
-            let y32 = activation(&x32, Activation::GeluTanh).unwrap().to_dtype(DType::F64).unwrap();
-            let err = relative_error(&y32, &candle);
-            assert!(err <= 1e-6, "gelu_tanh f32 {shape:?} {view:?}: {err:e}");
-        }
-    }
-}
-
 /// `u / (1 + e^-u)` from differentiable primitives.
 fn composed_silu(u: &Tensor) -> Tensor {
     (u / (u.neg().unwrap().exp().unwrap() + 1.0).unwrap()).unwrap()
 }
 
+/// GELU's tanh form and SiLU: the gradient against the composition, the forward against
+/// candle's own op (f64), and the f32 kernels (vectorised exp) within single precision.
 #[test]
-fn silu_matches_the_composition_and_candle_forward() {
-    for (s, shape) in SHAPES.iter().enumerate() {
-        for view in VIEWS {
-            let (xv, x) = input(shape, view, 40 + s as u64);
-            check(
-                &format!("silu {shape:?} {view:?}"),
-                &[xv],
-                std::slice::from_ref(&x),
-                |i| activation(&i[0], Activation::Silu).unwrap(),
-                |i| composed_silu(&i[0]),
-            );
-            let err = relative_error(&activation(&x, Activation::Silu).unwrap(), &x.silu().unwrap());
-            assert!(err <= 1e-12, "silu {shape:?} {view:?} against candle's silu: {err:e}");
+fn smooth_activations_match_the_composition_and_candle_forward() {
+    type Reference = fn(&Tensor) -> Tensor;
+    let cases: [(Activation, Reference, Reference); 2] = [
+        (Activation::GeluTanh, composed_gelu_tanh, |x| x.gelu().unwrap()),
+        (Activation::Silu, composed_silu, |x| x.silu().unwrap()),
+    ];
+    for (act, composed, candle) in cases {
+        for (s, shape) in SHAPES.iter().enumerate() {
+            for view in VIEWS {
+                let (xv, x) = input(shape, view, 30 + s as u64);
+                let label = format!("{act:?} {shape:?} {view:?}");
+                check(
+                    &label,
+                    &[xv],
+                    std::slice::from_ref(&x),
+                    |i| activation(&i[0], act).unwrap(),
+                    |i| composed(&i[0]),
+                );
+                let candle = candle(&x);
+                let err = relative_error(&activation(&x, act).unwrap(), &candle);
+                assert!(err <= 1e-12, "{label} against candle: {err:e}");
+                let x32 = x.to_dtype(DType::F32).unwrap();
+                let y32 = activation(&x32, act).unwrap().to_dtype(DType::F64).unwrap();
+                let err = relative_error(&y32, &candle);
+                assert!(err <= 1e-6, "{label} in f32: {err:e}");
+            }
         }
     }
 }

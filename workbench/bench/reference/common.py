@@ -54,6 +54,25 @@ def block_schedule(iterations, blocks):
     return [blocks[t // per_block] for t in range(iterations)]
 
 
+class BlockStack(nn.Module):
+    """k distinct blocks iterated over L iterations (`plugin_api::BlockStack`), each called as
+    `block(x, mask)` with the causal mask, or None."""
+
+    def __init__(self, name, options, causal, make_block):
+        super().__init__()
+        if options["d"] % options["heads"] or options["iterations"] % options["layers"]:
+            raise SystemExit(f"{name}: heads must divide d and layers must divide iterations")
+        self.width, self.iterations, self.causal = options["d"], options["iterations"], causal
+        self.blocks = nn.ModuleList(make_block(options) for _ in range(options["layers"]))
+
+    def forward(self, x0):
+        mask = causal_mask(x0.shape[1]) if self.causal else None
+        x = x0
+        for block in block_schedule(self.iterations, self.blocks):
+            x = block(x, mask)
+        return x
+
+
 def normal_(tensor, std):
     """N(0, std^2), or zeros for std 0, as the plugins' `Init::Randn`."""
     return nn.init.normal_(tensor, std=std) if std > 0 else nn.init.zeros_(tensor)

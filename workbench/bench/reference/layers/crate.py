@@ -60,23 +60,7 @@ class CrateBlock(nn.Module):
         return self.ista(self.ista_norm(x_half))
 
 
-class Crate(nn.Module):
-    def __init__(self, options, causal):
-        super().__init__()
-        if options["variant"] not in ("crate", "crate_t"):
-            raise SystemExit(f"crate: variant `{options['variant']}` is unknown; use crate or crate_t")
-        if options["d"] % options["heads"] or options["iterations"] % options["layers"]:
-            raise SystemExit("crate: heads must divide d and layers must divide iterations")
-        self.width, self.iterations, self.causal = options["d"], options["iterations"], causal
-        self.blocks = nn.ModuleList(CrateBlock(options) for _ in range(options["layers"]))
-
-    def forward(self, x0):
-        mask = causal_mask(x0.shape[1]) if self.causal else None
-        x = x0
-        for block in block_schedule(self.iterations, self.blocks):
-            x = block(x, mask)
-        return x
-
-
 def build_layer(options, causal):
-    return Crate(options, causal)  # rate_eps only sets the diagnostics' energies
+    if options["variant"] not in ("crate", "crate_t"):
+        raise SystemExit(f"crate: variant `{options['variant']}` is unknown; use crate or crate_t")
+    return BlockStack("crate", options, causal, CrateBlock)  # rate_eps only sets the diagnostics' energies

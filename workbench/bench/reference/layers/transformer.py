@@ -46,21 +46,5 @@ class TransformerBlock(nn.Module):
         return x + torch.relu(h @ self.w_up) @ self.w_down
 
 
-class Transformer(nn.Module):
-    def __init__(self, options, causal):
-        super().__init__()
-        self.width, self.iterations, self.causal = options["d"], options["iterations"], causal
-        if options["d"] % options["heads"] or options["iterations"] % options["layers"]:
-            raise SystemExit("transformer: heads must divide d and layers must divide iterations")
-        self.blocks = nn.ModuleList(TransformerBlock(options) for _ in range(options["layers"]))
-
-    def forward(self, x0):
-        mask = causal_mask(x0.shape[1]) if self.causal else None
-        x = x0
-        for block in block_schedule(self.iterations, self.blocks):
-            x = block(x, mask)
-        return x
-
-
 def build_layer(options, causal):
-    return Transformer(options, causal)
+    return BlockStack("transformer", options, causal, TransformerBlock)
