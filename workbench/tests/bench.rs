@@ -8,15 +8,19 @@ use std::path::{Path, PathBuf};
 
 const TINY: [&str; 7] = ["--steps", "2", "d=16", "heads=2", "iterations=2", "time_dim=8", "batch_size=4"];
 
+/// What a stand-in reference prints: 8 samples/s and a parameter count that is not the model's.
+const FAKE_RESULT: &str = r#"{"torch": "9.9.9", "threads": 2, "parameters": 1, "step_s": 0.5, "samples_per_s": 8.0}"#;
+
 /// An executable stand-in for `python3` that keeps the script it is given on its standard
-/// input as `received.py`, prints `stdout`, `stderr` and exits with `code`.
+/// input as `received.py` and its JSON argument as `args.json`, prints `stdout`, `stderr` and
+/// exits with `code`.
 fn fake_python(dir: &Path, stdout: &str, stderr: &str, code: i32) -> PathBuf {
     use std::os::unix::fs::PermissionsExt;
     let path = dir.join("python");
     std::fs::write(
         &path,
         format!(
-            "#!/bin/sh\ncat > \"$(dirname \"$0\")/received.py\"\necho '{stdout}'\necho \"{stderr}\" >&2\nexit {code}\n"
+            "#!/bin/sh\nprintf '%s' \"$2\" > \"$(dirname \"$0\")/args.json\"\ncat > \"$(dirname \"$0\")/received.py\"\necho '{stdout}'\necho \"{stderr}\" >&2\nexit {code}\n"
         ),
     )
     .unwrap();
@@ -45,8 +49,7 @@ fn bench_prints_throughput_and_the_split() {
 #[test]
 fn the_reference_ratio_is_printed_side_by_side() {
     let dir = temp_dir("bench-ref");
-    let line = r#"{"torch": "9.9.9", "threads": 2, "parameters": 1, "step_s": 0.5, "samples_per_s": 8.0}"#;
-    let python = fake_python(&dir, line, "", 0);
+    let python = fake_python(&dir, FAKE_RESULT, "", 0);
     let (code, stdout, stderr) = bench(&dir, Some(&python), &["--reference"]);
     assert_eq!(code, 0, "{stderr}");
     assert!(stdout.contains("reference PyTorch 9.9.9 CPU eager, 2 threads"), "{stdout}");
@@ -73,8 +76,7 @@ fn the_reference_ratio_is_printed_side_by_side() {
 #[test]
 fn bench_json_is_one_object() {
     let dir = temp_dir("bench-json");
-    let line = r#"{"torch": "9.9.9", "threads": 2, "parameters": 1, "step_s": 0.5, "samples_per_s": 8.0}"#;
-    let python = fake_python(&dir, line, "", 0);
+    let python = fake_python(&dir, FAKE_RESULT, "", 0);
     let (code, stdout, stderr) = bench(&dir, Some(&python), &["--reference", "--json"]);
     assert_eq!(code, 0, "{stderr}");
     let report: serde_json::Value = serde_json::from_str(&stdout).expect("one JSON object");
@@ -126,13 +128,7 @@ fn the_reference_refuses_what_it_does_not_model_before_timing() {
 #[test]
 fn the_reference_of_a_layer_on_another_task() {
     let dir = temp_dir("bench-image");
-    let line = r#"{"torch": "9.9.9", "threads": 2, "parameters": 1, "step_s": 0.5, "samples_per_s": 8.0}"#;
-    let python = fake_python(&dir, line, "", 0);
-    // The stand-in also keeps its arguments.
-    let script = std::fs::read_to_string(&python)
-        .unwrap()
-        .replace("cat >", "printf '%s' \"$2\" > \"$(dirname \"$0\")/args.json\"\ncat >");
-    std::fs::write(&python, script).unwrap();
+    let python = fake_python(&dir, FAKE_RESULT, "", 0);
     let (code, stdout, stderr) = bench(&dir, Some(&python), &["--task", "image", "--reference", "task.patches=4"]);
     assert_eq!(code, 0, "{stderr}");
     assert!(stdout.contains("layer hyperset on image"), "{stdout}");
@@ -167,8 +163,7 @@ fn references_can_be_read_from_a_folder() {
 #[test]
 fn every_family_has_a_reference_on_its_main_task() {
     let dir = temp_dir("bench-families");
-    let line = r#"{"torch": "9.9.9", "threads": 2, "parameters": 1, "step_s": 0.5, "samples_per_s": 8.0}"#;
-    let python = fake_python(&dir, line, "", 0);
+    let python = fake_python(&dir, FAKE_RESULT, "", 0);
     let families: [(&str, &str, &str, &[&str]); 8] = [
         ("hyperset", "sudoku", "class HyperSet", &["time_dim=8"]),
         ("hyperset", "image", "class HyperSet", &["time_dim=8"]),

@@ -21,7 +21,7 @@
 //! Keys, `hn` and the bias are computed once from the block input and kept fixed across steps.
 
 use crate::alibi::{score_bias, Alibi};
-use crate::block::{linear, split_heads, RMS_EPS};
+use crate::block::{split_heads, RMS_EPS};
 use crate::model::{CemConfig, KqDiagonal};
 use crate::preconditioner::Preconditioner;
 use kernels::{rms_norm, softmax};
@@ -131,7 +131,7 @@ impl CemAttention {
     /// Keys (= values), `diag(d) hn` and the score bias from the block input `h` `[B, N, D]`.
     pub fn context(&self, h: &Tensor, causal: bool) -> Result<AttentionContext> {
         let normed_input = self.normalise(h)?;
-        let keys = split_heads(&linear(&normed_input, &self.w_k)?, self.heads, self.head_dim)?;
+        let keys = split_heads(&kernels::linear(&normed_input, &self.w_k, None)?, self.heads, self.head_dim)?;
         let diagonal_keys = match &self.kq_diagonal {
             Some(d) => Some(normed_input.unsqueeze(1)?.broadcast_mul(&d.unsqueeze(1)?)?),
             None => None,
@@ -150,7 +150,7 @@ impl CemAttention {
     /// shared by the heads, or of per-head states `[B, K, N, D]`.
     pub fn queries(&self, u: &Tensor) -> Result<Tensor> {
         if u.rank() == 3 {
-            return Ok(split_heads(&linear(u, &self.w_q)?, self.heads, self.head_dim)?);
+            return Ok(split_heads(&kernels::linear(u, &self.w_q, None)?, self.heads, self.head_dim)?);
         }
         let (d, _) = self.w_q.dims2()?;
         let w_heads = self.w_q.reshape((d, self.heads, self.head_dim))?.transpose(0, 1)?; // [K, D, D_r]

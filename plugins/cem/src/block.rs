@@ -87,11 +87,6 @@ impl CemBlock {
     }
 }
 
-/// `x @ m` for `x` of shape `[..., k]` and `m` of shape `[k, n]` (any strides), as one op.
-pub(crate) fn linear(x: &Tensor, m: &Tensor) -> plugin_api::candle::Result<Tensor> {
-    kernels::linear(x, m, None)
-}
-
 /// `[B, N, K * p]` to `[B, K, N, p]`.
 pub(crate) fn split_heads(x: &Tensor, heads: usize, head_dim: usize) -> plugin_api::candle::Result<Tensor> {
     let (b, n, _) = x.dims3()?;

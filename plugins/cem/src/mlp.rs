@@ -14,7 +14,7 @@
 //! with `gamma` computed once from the block input. The in-loop RMSNorm shares the pre-norm's
 //! gain (notes-cem.md §3.6), so one step with `P = I` is exactly the tied gated MLP.
 
-use crate::block::{linear, RMS_EPS};
+use crate::block::RMS_EPS;
 use crate::model::CemConfig;
 use crate::phi::phi;
 use crate::preconditioner::Preconditioner;
@@ -85,7 +85,7 @@ impl CemMlp {
 
     /// `gamma = W RMSNorm(h)` `[B, N, D_m]`, fixed for the whole recursion (Eq. 7).
     pub fn gamma(&self, h: &Tensor) -> Result<Tensor> {
-        Ok(linear(&self.normalise(h)?, &self.w)?)
+        Ok(kernels::linear(&self.normalise(h)?, &self.w, None)?)
     }
 
     /// `u = RMSNorm(x)` with the sub-layer's gain.
@@ -95,8 +95,8 @@ impl CemMlp {
 
     /// `V^T (gamma o SiLU(V u))` `[B, N, D]`: minus the gradient of `xi` in `u` (Eq. 8).
     pub fn gradient_direction(&self, gamma: &Tensor, u: &Tensor) -> Result<Tensor> {
-        let gated = (gamma * kernels::activation(&linear(u, &self.v)?, kernels::Activation::Silu)?)?;
-        Ok(linear(&gated, &self.v.t()?)?)
+        let gated = (gamma * kernels::activation(&kernels::linear(u, &self.v, None)?, kernels::Activation::Silu)?)?;
+        Ok(kernels::linear(&gated, &self.v.t()?, None)?)
     }
 
     /// The step direction `-Delta x^xi = P_mlp V^T (gamma o SiLU(V u))` (Eq. 15).
@@ -106,7 +106,7 @@ impl CemMlp {
 
     /// `xi = -sum_i gamma_i^T phi(V u_i)` per sample, `[B]` (Eq. 7).
     pub fn energy(&self, gamma: &Tensor, u: &Tensor) -> Result<Tensor> {
-        let potential = phi(&linear(u, &self.v)?)?;
+        let potential = phi(&kernels::linear(u, &self.v, None)?)?;
         Ok((gamma * potential)?.flatten_from(1)?.sum(1)?.neg()?)
     }
 }

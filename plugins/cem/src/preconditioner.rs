@@ -15,7 +15,6 @@
 //! the rows of `W^Q` head by head, and the low-rank terms go through `W_k^Q V_k` (`[D_r, R]`)
 //! (notes-cem.md §3.3, "efficient per-head application").
 
-use crate::block::linear;
 use crate::model::PreconditionerKind;
 use plugin_api::candle::{DType, Device, Tensor};
 use plugin_api::candle_nn::{Init, VarBuilder};
@@ -117,8 +116,9 @@ impl Preconditioner {
             let (through_v, through_u) = if g == 1 {
                 // One group (the MLP's): plain linear maps of the token rows, no batch of
                 // broadcast products.
-                let side_by_side =
-                    |m: &Tensor| -> Result<Tensor> { Ok(linear(y, &m.squeeze(0)?)?.reshape((b, n, ()))?) };
+                let side_by_side = |m: &Tensor| -> Result<Tensor> {
+                    Ok(kernels::linear(y, &m.squeeze(0)?, None)?.reshape((b, n, ()))?)
+                };
                 (side_by_side(v)?, side_by_side(u)?)
             } else {
                 let side_by_side = |t: Tensor| -> Result<Tensor> { Ok(t.transpose(1, 2)?.reshape((b, n, ()))?) };
@@ -140,13 +140,13 @@ impl Preconditioner {
             Some(s) => w_heads.broadcast_mul(&s.unsqueeze(1)?)?,
             None => w_heads.clone(),
         };
-        let mut out = linear(&merged, &scaled.reshape((k * head_dim, self.width))?)?;
+        let mut out = kernels::linear(&merged, &scaled.reshape((k * head_dim, self.width))?, None)?;
         if let (Some(u), Some(v)) = (&self.u, &self.v) {
             // V_k^T W_k^T o_k = o_k (W_k V_k), with W_k V_k of shape [D_r, R]: every head at
             // once as the merged outputs times the block-diagonal [K D_r, K R] of the W_k V_k,
             // which gives the heads' coordinates side by side.
-            let through_v = linear(&merged, &block_diagonal(&w_heads.matmul(v)?)?)?;
-            let through_u = linear(&merged, &block_diagonal(&w_heads.matmul(u)?)?)?;
+            let through_v = kernels::linear(&merged, &block_diagonal(&w_heads.matmul(v)?)?, None)?;
+            let through_u = kernels::linear(&merged, &block_diagonal(&w_heads.matmul(u)?)?, None)?;
             out = (out + self.low_rank_sum(u, v, &through_v, &through_u)?)?;
         }
         Ok(out)
@@ -157,7 +157,7 @@ impl Preconditioner {
     fn low_rank_sum(&self, u: &Tensor, v: &Tensor, through_v: &Tensor, through_u: &Tensor) -> Result<Tensor> {
         let (g, _, r) = u.dims3()?;
         let stacked = |m: &Tensor| m.transpose(1, 2)?.reshape((g * r, self.width));
-        Ok((linear(through_v, &stacked(u)?)? + linear(through_u, &stacked(v)?)?)?)
+        Ok((kernels::linear(through_v, &stacked(u)?, None)? + kernels::linear(through_u, &stacked(v)?, None)?)?)
     }
 }
 

@@ -129,7 +129,7 @@ impl CrateBlock {
 
     /// Per-head projections `X U_k`, `[B, H, N, p]`.
     pub fn project(&self, x: &Tensor) -> Result<Tensor> {
-        Ok(split_heads(&linear(x, &self.subspaces)?, self.heads, self.head_dim)?)
+        Ok(split_heads(&kernels::linear(x, &self.subspaces, None)?, self.heads, self.head_dim)?)
     }
 
     /// Multi-head subspace self-attention of the normalised tokens `h`:
@@ -138,12 +138,14 @@ impl CrateBlock {
     /// projection of the variant. With `causal`, token `i` attends to tokens `<= i` only.
     pub fn mssa(&self, h: &Tensor, causal: bool) -> Result<Tensor> {
         // Query, key and value are all `X U` (merged `[B, N, H p]`): one fused attention op.
-        let w = linear(h, &self.subspaces)?;
+        let w = kernels::linear(h, &self.subspaces, None)?;
         let scale = 1.0 / (self.head_dim as f64).sqrt();
         let merged = softmax_attention(&w, &w, &w, self.heads, scale, causal)?;
         Ok(match &self.output {
-            OutputProjection::Learned { weight, bias } => linear(&merged, weight)?.broadcast_add(bias)?,
-            OutputProjection::SharedTransposed => linear(&merged, &self.subspaces)?,
+            OutputProjection::Learned { weight, bias } => {
+                kernels::linear(&merged, weight, None)?.broadcast_add(bias)?
+            }
+            OutputProjection::SharedTransposed => kernels::linear(&merged, &self.subspaces, None)?,
         })
     }
 
@@ -151,8 +153,8 @@ impl CrateBlock {
     /// objective `1/2 ||Z - D Z'||^2 + lambda sum(Z')` (on `Z' >= 0` the sum is `||Z'||_1`).
     /// Row-major: `(Z - Z D^T) D - lambda`.
     pub fn ista_direction(&self, z: &Tensor) -> Result<Tensor> {
-        let residual = (z - linear(z, &self.dictionary.t()?)?)?;
-        Ok((linear(&residual, &self.dictionary)? - self.lambda)?)
+        let residual = (z - kernels::linear(z, &self.dictionary.t()?, None)?)?;
+        Ok((kernels::linear(&residual, &self.dictionary, None)? - self.lambda)?)
     }
 
     /// One step of non-negative ISTA from `Z` towards the sparse code of `Z` itself:
@@ -185,12 +187,6 @@ pub(crate) fn subspace_self_attention(w: &Tensor, causal: bool) -> Result<Tensor
 pub(crate) fn merge_heads(x: &Tensor) -> plugin_api::candle::Result<Tensor> {
     let (b, h, n, p) = x.dims4()?;
     x.transpose(1, 2)?.reshape((b, n, h * p))
-}
-
-/// `x @ m` for `x` of shape `[B, N, k]` and `m` of shape `[k, n]`, as one 2-D matmul.
-pub(crate) fn linear(x: &Tensor, m: &Tensor) -> plugin_api::candle::Result<Tensor> {
-    let (b, n, k) = x.dims3()?;
-    x.reshape((b * n, k))?.matmul(m)?.reshape((b, n, ()))
 }
 
 /// `[B, N, H*p]` to `[B, H, N, p]`.

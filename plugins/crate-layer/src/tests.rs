@@ -293,12 +293,11 @@ fn fused_mssa_matches_the_composition() {
         for causal in [false, true] {
             let fused = block.mssa(x.as_tensor(), causal).unwrap();
             let (heads, head_dim) = block.heads();
-            let projected =
-                crate::block::split_heads(&crate::block::linear(x.as_tensor(), &u).unwrap(), heads, head_dim);
+            let projected = crate::block::split_heads(&x.as_tensor().broadcast_matmul(&u).unwrap(), heads, head_dim);
             let merged = merge_heads(&subspace_self_attention(&projected.unwrap(), causal).unwrap()).unwrap();
             let composed = match (&w_o, &b_o) {
-                (Some(w), Some(b)) => crate::block::linear(&merged, w).unwrap().broadcast_add(b).unwrap(),
-                _ => crate::block::linear(&merged, &u).unwrap(),
+                (Some(w), Some(b)) => merged.broadcast_matmul(w).unwrap().broadcast_add(b).unwrap(),
+                _ => merged.broadcast_matmul(&u).unwrap(),
             };
             let label = format!("{variant} causal={causal}");
             let max = |t: &Tensor| t.abs().unwrap().max_all().unwrap().to_scalar::<f64>().unwrap();

@@ -17,7 +17,7 @@
 //!   derived step raises it too; and the shrink alone, `(1 - s) Z`, lowers `R^c` more than the
 //!   derived step does, so the descent comes from the shrink and the MSSA term works against it.
 
-use crate::block::{linear, merge_heads, split_heads, subspace_self_attention, CrateBlock};
+use crate::block::{merge_heads, split_heads, subspace_self_attention, CrateBlock};
 use crate::rate;
 use nalgebra::DMatrix;
 use plugin_api::candle::{DType, Tensor, Var};
@@ -27,7 +27,7 @@ use plugin_api::{DescentCheck, GradientIdentity, Result};
 pub fn ista_identity(block: &CrateBlock, x: &Tensor) -> Result<GradientIdentity> {
     let target = block.ista_norm().forward(x)?.detach();
     let code = Var::from_tensor(&target)?;
-    let residual = (&target - linear(code.as_tensor(), &block.dictionary().t()?)?)?;
+    let residual = (&target - kernels::linear(code.as_tensor(), &block.dictionary().t()?, None)?)?;
     let reconstruction = (residual.sqr()?.sum_all()? * 0.5)?;
     let energy = (reconstruction + (code.as_tensor().sum_all()? * block.lambda())?)?;
     Ok(GradientIdentity {
@@ -52,14 +52,14 @@ pub fn orthonormal_bases(u: &Tensor) -> Result<Tensor> {
 /// themselves: row-major `merged @ U^T`), on the tokens as they are.
 pub fn derived_mssa(z: &Tensor, bases: &Tensor, heads: usize) -> Result<Tensor> {
     let head_dim = bases.dim(1)? / heads;
-    let mixed = subspace_self_attention(&split_heads(&linear(z, bases)?, heads, head_dim)?, false)?;
-    Ok(linear(&merge_heads(&mixed)?, &bases.t()?)?)
+    let mixed = subspace_self_attention(&split_heads(&kernels::linear(z, bases, None)?, heads, head_dim)?, false)?;
+    Ok(kernels::linear(&merge_heads(&mixed)?, &bases.t()?, None)?)
 }
 
 /// `R^c(Z; U)` summed over the batch.
 pub fn compression_total(z: &Tensor, bases: &Tensor, heads: usize, eps: f64) -> Result<f64> {
     let head_dim = bases.dim(1)? / heads;
-    let per_sample = rate::compression(&split_heads(&linear(z, bases)?, heads, head_dim)?, eps, z)?;
+    let per_sample = rate::compression(&split_heads(&kernels::linear(z, bases, None)?, heads, head_dim)?, eps, z)?;
     Ok(per_sample.sum_all()?.to_dtype(DType::F64)?.to_scalar::<f64>()?)
 }
 

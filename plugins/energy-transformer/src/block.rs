@@ -114,7 +114,7 @@ impl EtBlock {
     /// Per-head projections `g W_h^T`, `[B, H, N, p]`.
     fn project(&self, g: &Tensor, w: &Tensor) -> Result<Tensor> {
         let (b, n, _) = g.dims3()?;
-        let flat = linear(g, &self.flat(w)?.t()?)?;
+        let flat = kernels::linear(g, &self.flat(w)?.t()?, None)?;
         Ok(flat.reshape((b, n, self.heads, self.head_dim))?.transpose(1, 2)?.contiguous()?)
     }
 
@@ -146,7 +146,7 @@ impl EtBlock {
 
     /// `E_HN` per sample (`[B]`).
     pub fn hopfield_energy(&self, g: &Tensor) -> Result<Tensor> {
-        let hidden = linear(g, &self.memories.t()?)?;
+        let hidden = kernels::linear(g, &self.memories.t()?, None)?;
         Ok((hidden.relu()?.sqr()?.flatten_from(1)?.sum(1)? * -0.5)?)
     }
 
@@ -164,8 +164,8 @@ impl EtBlock {
             |t: Tensor| -> Result<Tensor> { Ok(t.transpose(1, 2)?.reshape((b, n, self.heads * self.head_dim))?) };
         let d_query = merge(p.matmul(&k)?)?; // -dE/dQ
         let d_key = merge(p.t()?.matmul(&q)?)?; // -dE/dK
-        let through_queries = linear(&d_query, &self.flat(&self.w_query)?)?;
-        let through_keys = linear(&d_key, &self.flat(&self.w_key)?)?;
+        let through_queries = kernels::linear(&d_query, &self.flat(&self.w_query)?, None)?;
+        let through_keys = kernels::linear(&d_key, &self.flat(&self.w_key)?, None)?;
         Ok((through_queries + through_keys)?)
     }
 
@@ -176,8 +176,8 @@ impl EtBlock {
 
     /// `-dE_HN/dg = ReLU(g Xi^T) Xi`.
     fn hopfield_descent(&self, g: &Tensor) -> Result<Tensor> {
-        let hidden = relu(&linear(g, &self.memories.t()?)?)?;
-        linear(&hidden, &self.memories).map_err(Into::into)
+        let hidden = relu(&kernels::linear(g, &self.memories.t()?, None)?)?;
+        kernels::linear(&hidden, &self.memories, None).map_err(Into::into)
     }
 
     /// `dE/dg = dE_ATT/dg + dE_HN/dg`.
@@ -197,9 +197,4 @@ fn self_exclusion_mask(n: usize, dtype: DType, device: &Device) -> Result<Tensor
     let values: Vec<f32> =
         (0..n).flat_map(|c| (0..n).map(move |b| if b == c { f32::NEG_INFINITY } else { 0.0 })).collect();
     Ok(Tensor::from_vec(values, (n, n), device)?.to_dtype(dtype)?)
-}
-
-/// `x @ m` for `x` of shape `[B, N, k]` and `m` of shape `[k, n]` (any strides), as one op.
-pub(crate) fn linear(x: &Tensor, m: &Tensor) -> plugin_api::candle::Result<Tensor> {
-    kernels::linear(x, m, None)
 }

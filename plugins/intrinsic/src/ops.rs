@@ -33,12 +33,6 @@ impl Affine {
     }
 }
 
-/// `x @ m` for `x` of shape `[B, N, k]` and `m` of shape `[k, n]`, as one 2-D matmul.
-pub fn matmul_last(x: &Tensor, m: &Tensor) -> Result<Tensor> {
-    let (b, n, k) = x.dims3()?;
-    x.reshape((b * n, k))?.matmul(m)?.reshape((b, n, ()))
-}
-
 /// `[B, N, H * d_h]` to `[B, H, N, d_h]`.
 pub fn split_heads(x: &Tensor, heads: usize) -> Result<Tensor> {
     let (b, n, d) = x.dims3()?;

@@ -17,7 +17,7 @@
 
 use super::Projections;
 use crate::config::IntrinsicConfig;
-use crate::ops::{lower_triangle, matmul_last, Affine};
+use crate::ops::{lower_triangle, Affine};
 use plugin_api::candle::{Result, Tensor, D};
 use plugin_api::candle_nn::{Init, VarBuilder};
 
@@ -55,7 +55,7 @@ impl GatedLinearAttention {
 
     /// `gamma_{t,i,h}`, `[B, H, N, N]`, from the context tokens `[B, N, d]`.
     pub fn gamma(&self, context: &Tensor, causal: bool) -> Result<Tensor> {
-        let logits = matmul_last(context, &self.gate.weight)?;
+        let logits = kernels::linear(context, &self.gate.weight, None)?;
         let logits = match &self.gate.bias {
             Some(b) => logits.broadcast_add(b)?,
             None => logits,

@@ -35,17 +35,12 @@ impl SoftmaxAttention {
 
     /// `f(z) = sum_h W_{O,h} sum_i p_{i,h} v_{i,h}` with `p_{i,h} = softmax_i(q_h . k_{i,h} / T)`.
     pub fn forward(&self, queries: &Tensor, context: &Tensor, causal: bool) -> Result<Tensor> {
+        // One fused op on the merged projections (the scores are never stored); it composes
+        // candle's ops itself where it does not apply (other devices, other key counts).
         let p = &self.proj;
-        if queries.dims() == context.dims() {
-            // One fused op on the merged projections: the scores are never stored.
-            let (q, k, v) = (p.q.forward(queries)?, p.k.forward(context)?, p.v.forward(context)?);
-            let mixed = kernels::softmax_attention(&q, &k, &v, p.heads, 1.0 / self.temperature()?, causal)?;
-            return p.o.forward(&mixed);
-        }
-        let q = p.queries(queries)?;
-        let k = p.keys(context)?;
-        let weights = attention_weights(&q, &k, self.temperature()?, causal)?;
-        p.output(&weights.matmul(&p.values(context)?)?)
+        let (q, k, v) = (p.q.forward(queries)?, p.k.forward(context)?, p.v.forward(context)?);
+        let mixed = kernels::softmax_attention(&q, &k, &v, p.heads, 1.0 / self.temperature()?, causal)?;
+        p.o.forward(&mixed)
     }
 
     /// `F = -(1/H) sum_h sum_t T log sum_i exp(q_{t,h} . k_{i,h} / T)` per sample, `[B]`.
