@@ -5,17 +5,21 @@
 #
 #   cargo build --release --workspace
 #   WORKBENCH_PYTHON=/path/to/python-with-torch workbench/bench/every-family.sh 5
+#
+# STEPS sets the timed steps per run (default 10); EXTRA adds options to every configuration,
+# e.g. EXTRA=device=cuda:0 (a build with --features cuda; PyTorch then runs on the same device).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 steps="${STEPS:-10}"
+extra="${EXTRA:-}"
 exec plugin-api/kernels/bench-compare.sh "${1:-5}" \
-    "--layer hyperset --task sudoku --steps $steps --reference" \
-    "--layer hyperset --task image --steps $steps --reference" \
-    "--layer transformer --task sudoku --steps $steps --reference" \
-    "--layer transformer --task image --steps $steps --reference" \
-    "--layer crate --task image --steps $steps --reference" \
-    "--layer energy-transformer --task image --steps $steps --reference" \
-    "--layer intrinsic --task language --steps $steps --reference" \
-    "--layer intrinsic --task language --steps $steps --reference attention=momentum" \
-    "--layer intrinsic --task language --steps $steps --reference attention=newton" \
-    "--layer cem --task language --steps $steps --reference"
+    "--layer hyperset --task sudoku --steps $steps --reference $extra" \
+    "--layer hyperset --task image --steps $steps --reference $extra" \
+    "--layer transformer --task sudoku --steps $steps --reference $extra" \
+    "--layer transformer --task image --steps $steps --reference $extra" \
+    "--layer crate --task image --steps $steps --reference $extra" \
+    "--layer energy-transformer --task image --steps $steps --reference $extra" \
+    "--layer intrinsic --task language --steps $steps --reference $extra" \
+    "--layer intrinsic --task language --steps $steps --reference attention=momentum $extra" \
+    "--layer intrinsic --task language --steps $steps --reference attention=newton $extra" \
+    "--layer cem --task language --steps $steps --reference $extra"

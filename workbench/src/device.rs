@@ -22,6 +22,12 @@ pub fn parse(spec: &str) -> Result<Device> {
 
 #[cfg(feature = "cuda")]
 fn cuda(ordinal: usize, spec: &str) -> Result<Device> {
+    if let Some(library) = missing_cuda_library() {
+        bail!(
+            "device `{spec}` needs {library}, which this machine does not have (or LD_LIBRARY_PATH does not reach); \
+             train with device=cpu, or on a machine with a GPU and the CUDA runtime"
+        );
+    }
     Device::new_cuda(ordinal).map_err(|e| {
         anyhow::anyhow!(
             "device `{spec}` is not available ({e}); this machine has {} CUDA device(s): pick one of them or train with device=cpu",
@@ -35,10 +41,33 @@ fn cuda(_ordinal: usize, spec: &str) -> Result<Device> {
     bail!("device `{spec}` needs CUDA, but this workbench was built without it; rebuild with `cargo build --release --features cuda`")
 }
 
-/// CUDA devices this build can use: none without the `cuda` feature or without a driver.
+/// The first CUDA library that candle opens when a device is first used and that cannot be
+/// found, named for a person. The build loads them at run time (vendor/README.md), and opening
+/// a missing one panics inside cudarc, so they are looked for first.
+#[cfg(feature = "cuda")]
+fn missing_cuda_library() -> Option<&'static str> {
+    use candle_core::cuda_backend::cudarc;
+    // SAFETY: each check only opens (and closes) the library, as using the device would.
+    let present: [(bool, &str); 5] = unsafe {
+        [
+            (cudarc::driver::sys::is_culib_present(), "the NVIDIA driver (libcuda.so.1)"),
+            (cudarc::cublas::sys::is_culib_present(), "cuBLAS (libcublas.so)"),
+            (cudarc::cublaslt::sys::is_culib_present(), "cuBLASLt (libcublasLt.so)"),
+            (cudarc::curand::sys::is_culib_present(), "cuRAND (libcurand.so)"),
+            (cudarc::nvrtc::sys::is_culib_present(), "NVRTC (libnvrtc.so)"),
+        ]
+    };
+    present.iter().find(|(found, _)| !found).map(|(_, name)| *name)
+}
+
+/// CUDA devices this build can use: none without the `cuda` feature, the driver or the CUDA
+/// libraries.
 pub fn cuda_device_count() -> usize {
     #[cfg(feature = "cuda")]
     {
+        if missing_cuda_library().is_some() {
+            return 0;
+        }
         candle_core::cuda_backend::cudarc::driver::CudaContext::device_count().map_or(0, |n| n.max(0) as usize)
     }
     #[cfg(not(feature = "cuda"))]

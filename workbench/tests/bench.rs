@@ -141,6 +141,8 @@ fn the_reference_of_a_layer_on_another_task() {
     assert_eq!(args["task"]["patches"], 4, "{args}");
     assert_eq!(args["layer"]["d"], 16, "{args}");
     assert_eq!(args["causal"], false, "{args}");
+    // PyTorch runs on the bench's device.
+    assert_eq!(args["device"], "cpu", "{args}");
 }
 
 /// `WORKBENCH_REFERENCE_DIR` reads the reference files from a folder; a missing one is named.

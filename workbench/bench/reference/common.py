@@ -11,11 +11,12 @@ The script is this file, then one task file (`tasks/`), then one layer file (`la
   dimensions (timing does not depend on the values).
 
 Argument: one JSON object with the resolved `layer` and `task` options, the `inputs`
-dimensions of one training batch, `causal`, `batch`, `steps`, `threads` and the trainer
-settings `train` (lr, beta1, beta2, weight_decay, grad_clip). Parameter counts are printed,
+dimensions of one training batch, `causal`, `batch`, `steps`, `device` (`cpu`, `cuda` or
+`cuda:K`: every tensor is made there), `threads` and the trainer settings `train` (lr, beta1,
+beta2, weight_decay, grad_clip). Parameter counts are printed,
 so the two sides can be checked to hold the same model.
 
-Prints one line of JSON: {"torch": version, "threads": n, "parameters": n,
+Prints one line of JSON: {"torch": version, "device": name, "threads": n, "parameters": n,
 "step_s": mean seconds per step, "samples_per_s": ...}.
 """
 
@@ -28,6 +29,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+# Where every tensor is made: the model and the batch are built under `with DEVICE`, and the
+# tensors the forward passes make name it (a default device would tax every torch call).
+DEVICE = torch.device("cpu")
+
 
 def rms_norm(x, gain, eps):
     """`x / sqrt(mean(x^2) + eps) * gain` over the last axis (`plugin_api::ops::rms_norm`)."""
@@ -39,13 +44,13 @@ def sinusoid(t, dim):
     """`[sin(t w_k), cos(t w_k)]`, `w_k = 10000^(-k / (dim/2 - 1))` (`plugin_api::ops::sinusoidal_embedding`)."""
     half = dim // 2
     denom = max(half, 2) - 1
-    freqs = torch.exp(-torch.arange(half, dtype=torch.float64) * math.log(10_000.0) / denom)
+    freqs = torch.exp(-torch.arange(half, dtype=torch.float64, device=DEVICE) * math.log(10_000.0) / denom)
     return torch.cat([torch.sin(t * freqs), torch.cos(t * freqs)]).float()
 
 
 def causal_mask(n):
     """`[n, n]`: 0 on and below the diagonal, -inf above (`plugin_api::ops::causal_mask`)."""
-    return torch.full((n, n), float("-inf")).triu(1)
+    return torch.full((n, n), float("-inf"), device=DEVICE).triu(1)
 
 
 def block_schedule(iterations, blocks):
@@ -87,9 +92,13 @@ def main():
     args = json.loads(sys.argv[1])
     if args["threads"] > 0:
         torch.set_num_threads(args["threads"])
+    global DEVICE
+    DEVICE = device = torch.device(args.get("device", "cpu"))
     torch.manual_seed(0)
-    layer = build_layer(args["layer"], args["causal"])
-    model = build_task(args["task"], layer, args["inputs"])
+    with device:
+        layer = build_layer(args["layer"], args["causal"])
+        model = build_task(args["task"], layer, args["inputs"])
+        batch = make_batch(args["task"], args["inputs"])
     train = args["train"]
     opt = torch.optim.AdamW(
         model.parameters(),
@@ -98,7 +107,6 @@ def main():
         eps=1e-8,
         weight_decay=train["weight_decay"],
     )
-    batch = make_batch(args["task"], args["inputs"])
     times = []
     for step in range(2 + args["steps"]):
         start = time.perf_counter()
@@ -107,6 +115,8 @@ def main():
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), train["grad_clip"])
         opt.step()
+        if device.type == "cuda":  # the step's kernels run asynchronously
+            torch.cuda.synchronize(device)
         if step >= 2:  # two warm-up steps, as workbench bench
             times.append(time.perf_counter() - start)
     step_s = sum(times) / len(times)  # the mean, as workbench bench reports
@@ -114,6 +124,7 @@ def main():
         json.dumps(
             {
                 "torch": torch.__version__,
+                "device": str(device),
                 "threads": torch.get_num_threads(),
                 "parameters": sum(p.numel() for p in model.parameters()),
                 "step_s": step_s,

@@ -76,6 +76,8 @@ pub fn run(
         let (_, grads) = parallel::loss_and_grads(&layer_obj, &model, &batch, iterations, causal, shards, &vars)?;
         let norm = global_grad_norm(&grads, vars.iter().cloned())?;
         opt.step(&grads, s.lr, clip_scale(norm, s.grad_clip))?;
+        // A GPU runs the step's kernels asynchronously: the step ends when they have run.
+        device.synchronize()?;
         let total = t0.elapsed().as_secs_f64();
         cpu.set(cpu.get() + process_cpu_seconds() - cpu0);
         Ok(total)
@@ -165,6 +167,7 @@ pub fn run(
             causal,
             batch: s.batch_size,
             steps,
+            device: s.device.clone(),
             threads: parallel::shard_count(s.threads, usize::MAX, true),
             settings: serde_json::json!({
                 "lr": s.lr, "beta1": s.beta1, "beta2": s.beta2, "weight_decay": s.weight_decay, "grad_clip": s.grad_clip,
@@ -172,12 +175,13 @@ pub fn run(
         };
         let torch = bench_reference::run(&model, &job)?;
         report["reference"] = serde_json::json!({
-            "torch": torch.torch, "threads": torch.threads, "parameters": torch.parameters, "step_s": torch.step_s,
+            "torch": torch.torch, "device": s.device, "threads": torch.threads, "parameters": torch.parameters, "step_s": torch.step_s,
             "samples_per_s": torch.samples_per_s, "ratio": samples_per_s / torch.samples_per_s,
         });
         say!(
-            "reference PyTorch {} CPU eager, {} threads, {} parameters{}",
+            "reference PyTorch {} {} eager, {} threads, {} parameters{}",
             torch.torch,
+            if device.is_cpu() { "CPU".to_string() } else { s.device.clone() },
             torch.threads,
             torch.parameters,
             if torch.parameters == params.count() as u64 { "" } else { " (differs: not the same model)" }

@@ -247,6 +247,8 @@ pub struct Job<'a> {
     pub causal: bool,
     pub batch: usize,
     pub steps: usize,
+    /// `cpu` or `cuda:K`: PyTorch runs the model on the same device.
+    pub device: String,
     pub threads: usize,
     pub settings: serde_json::Value,
 }
@@ -257,7 +259,8 @@ pub fn run(model: &Model, job: &Job) -> Result<Reference> {
     let script = model.script()?;
     let arguments = serde_json::json!({
         "layer": job.layer, "task": job.task, "inputs": job.inputs, "causal": job.causal,
-        "batch": job.batch, "steps": job.steps, "threads": job.threads, "train": job.settings,
+        "batch": job.batch, "steps": job.steps, "device": job.device, "threads": job.threads,
+        "train": job.settings,
     });
     // The script goes to Python on its standard input (`python3 -`), so no file is written
     // where another user could have placed a link.

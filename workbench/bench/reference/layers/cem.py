@@ -68,10 +68,10 @@ class Alibi(nn.Module):
 
     def forward(self, n):
         heads = len(self.slopes)
-        i = torch.arange(n)
+        i = torch.arange(n, device=DEVICE)
         distance = (i[:, None] - i[None, :]).abs().to(torch.float64).float().unsqueeze(0)
-        slopes = torch.tensor(self.slopes, dtype=torch.float64).float().view(heads, 1, 1)
-        eye = torch.eye(n).unsqueeze(0)
+        slopes = torch.tensor(self.slopes, dtype=torch.float64, device=DEVICE).float().view(heads, 1, 1)
+        eye = torch.eye(n, device=DEVICE).unsqueeze(0)
         penalty = -(slopes * distance)
         return penalty + self.self_bias.view(heads, 1, 1) * eye + self.cross_bias.view(heads, 1, 1) * (1.0 - eye)
 

@@ -44,7 +44,7 @@ class EtBlock(nn.Module):
         q, k = self.project(g, self.wq), self.project(g, self.wk)
         a = (q @ k.transpose(-1, -2)) * self.beta
         if not self.attend_self:  # the inner sum over keys B != C (Hoover et al.)
-            a = a + torch.zeros(n, n).fill_diagonal_(float("-inf"))
+            a = a + torch.zeros(n, n, device=DEVICE).fill_diagonal_(float("-inf"))
         p = torch.softmax(a, -1)
         merge = lambda t: t.transpose(1, 2).reshape(b, n, self.heads * self.head_dim)
         d_query = merge(p @ k)  # -dE/dQ

@@ -53,7 +53,7 @@ def inverse(a):
     """ inverse.rs: `X0 = A^-1` outside the graph (f64), then one Newton-Schulz step `X0 (2I - A X0)`
     in it: the exact value and the exact derivative `-X0 dA X0`."""
     x0 = torch.linalg.inv(a.detach().double()).to(a.dtype)
-    eye2 = 2.0 * torch.eye(a.shape[-1], dtype=a.dtype)
+    eye2 = 2.0 * torch.eye(a.shape[-1], dtype=a.dtype, device=DEVICE)
     return x0 @ (eye2 - a @ x0)
 
 
@@ -145,7 +145,7 @@ class Attention(nn.Module):
             outer = lambda a: a.unsqueeze(4) * a.unsqueeze(3)
             second_moment = (weights @ outer(k).reshape(b, h, n, dh * dh)).reshape(b, h, n, dh, dh)
             covariance = second_moment - outer(mean_key)
-            c_matrix = (torch.eye(dh) - covariance * c.unsqueeze(4)).reshape(b * h * n, dh, dh)
+            c_matrix = (torch.eye(dh, device=DEVICE) - covariance * c.unsqueeze(4)).reshape(b * h * n, dh, dh)
             direction = (inverse(c_matrix) @ u.reshape(b * h * n, dh, 1)).reshape(b, h, n, dh)
         else:  # Eq. 24: u + b_h, b_h = c_h [sum_i p k (k^T u) - k^ k^T u], inner products first
             spread = (weights * (u @ k.transpose(-1, -2))) @ k
@@ -161,7 +161,7 @@ class Attention(nn.Module):
         w_q_t = w_q.transpose(1, 2)
         gram = w_q_t @ w_q
         if self.ridge > 0.0:
-            gram = gram + torch.eye(self.head_dim) * self.ridge
+            gram = gram + torch.eye(self.head_dim, device=DEVICE) * self.ridge
         preconditioner = inverse(gram) @ (w_q_t @ head_columns(self.v.weight))
         out = direction @ preconditioner.unsqueeze(0)
         if self.v.bias is not None:
@@ -235,7 +235,7 @@ class Intrinsic(nn.Module):
         mask = tril = None
         if self.causal:  # additive -inf mask for the softmax scores, 0/1 lower triangle for the linear ones
             mask = causal_mask(n)
-            tril = torch.ones(n, n).tril()
+            tril = torch.ones(n, n, device=DEVICE).tril()
         z, m = x0, None  # p^(0) = 0
         for block in block_schedule(self.iterations, self.blocks):
             z, m = block(z, m, mask, tril)
