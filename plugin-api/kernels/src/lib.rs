@@ -70,6 +70,7 @@ macro_rules! per_real {
 
 mod activation;
 mod attention;
+mod layer_norm;
 mod linear;
 mod norm;
 mod real;
@@ -82,6 +83,7 @@ mod vector;
 #[cfg(test)]
 mod tests;
 
+pub use layer_norm::{LayerNorm, LAYER_NORM_EPS};
 pub use norm::Activation;
 
 use candle_core::shape::Dim;

@@ -6,38 +6,14 @@
 //! `U_k^T Z` (columns are tokens) is `X U_k` here.
 
 use crate::model::{CrateConfig, Variant};
-use kernels::{rms_norm, softmax, softmax_attention};
+use kernels::{rms_norm, softmax, softmax_attention, LayerNorm};
 use plugin_api::candle::{Tensor, D};
 use plugin_api::candle_nn::{Init, VarBuilder};
 use plugin_api::ops::causal_mask;
 use plugin_api::Result;
 
-/// LayerNorm epsilon of PyTorch's `nn.LayerNorm`, which the seed authors' CRATE uses.
-const LAYER_NORM_EPS: f64 = 1e-5;
 /// Epsilon of the RMS normalisation applied to the head projections for the diagnostics.
 const RMS_EPS: f64 = 1e-6;
-
-/// A LayerNorm with a per-channel gain and bias (`kernels::layer_norm`: candle's fused
-/// `layer_norm` has no backward pass).
-pub struct LayerNorm {
-    gain: Tensor,
-    bias: Tensor,
-}
-
-impl LayerNorm {
-    /// Gain 1 and bias 0 over `width` channels, as `nn.LayerNorm` starts.
-    pub fn new(width: usize, vb: VarBuilder) -> Result<Self> {
-        Ok(LayerNorm {
-            gain: vb.get_with_hints(width, "weight", Init::Const(1.0))?,
-            bias: vb.get_with_hints(width, "bias", Init::Const(0.0))?,
-        })
-    }
-
-    /// `gain * (x - mean) / sqrt(var + eps) + bias` over the last dimension.
-    pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        Ok(kernels::layer_norm(x, Some(&self.gain), Some(&self.bias), LAYER_NORM_EPS)?)
-    }
-}
 
 /// How the MSSA output returns to the token space.
 enum OutputProjection {

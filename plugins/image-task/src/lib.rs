@@ -18,7 +18,6 @@
 //! [CLS] token takes sinusoidal position 0; `flip=auto` flips everything but MNIST digits.
 
 mod data;
-mod layer_norm;
 mod model;
 
 use data::{ImageTask, Options};

@@ -13,7 +13,7 @@
 //! for weights and biases. The loss is cross-entropy with label smoothing `e` (the code's 0.1):
 //! `(1 - e) * (-log p_y) + e * mean_c(-log p_c)`.
 
-use crate::layer_norm::LayerNorm;
+use kernels::LayerNorm;
 use plugin_api::candle::{DType, Device, Tensor, D};
 use plugin_api::candle_nn::{ops::log_softmax, Init, Linear, Module, VarBuilder};
 use plugin_api::ops::sinusoidal_embedding;
@@ -80,12 +80,12 @@ impl ImageModel {
     pub fn new(vb: VarBuilder, shape: ModelShape, width: usize, label_smoothing: f64) -> Result<Self> {
         let positions = sinusoidal_positions(shape.patch_tokens + 1, width, vb.dtype(), vb.device())?;
         Ok(ImageModel {
-            patch_norm: LayerNorm::new(vb.pp("patch_norm"), shape.patch_features)?,
+            patch_norm: LayerNorm::new(shape.patch_features, vb.pp("patch_norm"))?,
             patch_projection: linear(vb.pp("patch_projection"), shape.patch_features, width)?,
-            token_norm: LayerNorm::new(vb.pp("token_norm"), width)?,
+            token_norm: LayerNorm::new(width, vb.pp("token_norm"))?,
             cls: vb.get_with_hints((1, 1, width), "cls", Init::Randn { mean: 0.0, stdev: 1.0 })?,
             positions,
-            head_norm: LayerNorm::new(vb.pp("head_norm"), width)?,
+            head_norm: LayerNorm::new(width, vb.pp("head_norm"))?,
             head: linear(vb.pp("head"), width, shape.classes)?,
             label_smoothing,
         })

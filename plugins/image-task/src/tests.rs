@@ -1,9 +1,9 @@
 use crate::data::{ImageTask, Options, IMAGE_SIDE};
-use crate::layer_norm::LayerNorm;
 use crate::model::{score, sinusoidal_positions, ImageModel, ModelShape};
 use crate::params;
 use datasets::images::shapes::{self, Split};
 use datasets::images::{patchify, TrainTest};
+use kernels::LayerNorm;
 use plugin_api::candle::{DType, Device, Tensor, Var};
 use plugin_api::candle_nn::{VarBuilder, VarMap};
 use plugin_api::{Batch, Config, Task, TaskModel};
@@ -66,7 +66,7 @@ fn embedding_and_head_parameter_counts_match_the_paper() {
 fn layer_norm_matches_candle_and_passes_gradients() {
     let dev = Device::Cpu;
     let map = VarMap::new();
-    let norm = LayerNorm::new(VarBuilder::from_varmap(&map, DType::F32, &dev), 6).unwrap();
+    let norm = LayerNorm::new(6, VarBuilder::from_varmap(&map, DType::F32, &dev)).unwrap();
     for var in map.all_vars() {
         var.set(&plugin_testkit::randn(0.5f32, 1.0, 6, &dev).unwrap()).unwrap();
     }
