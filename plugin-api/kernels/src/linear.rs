@@ -73,8 +73,12 @@ fn matrix_of<'a, T: Real>(data: &'a [T], layout: &Layout, buf: &'a mut Vec<T>) -
     (buf.as_slice(), rows.count, rows.len, Strided { offset: 0, row_stride: rows.len, col_stride: 1 })
 }
 
-/// `dst (m x n, row-major) = lhs (m x k) rhs (k x n)`.
-fn product<T: Real>(m: usize, n: usize, k: usize, dst: &mut [T], lhs: (&[T], Strided), rhs: (&[T], Strided)) {
+/// `dst (m x n, row-major) = lhs (m x k) rhs (k x n)`, written without reading `dst` (gemm's
+/// `read_dst = false` writes every entry, zeros for `k = 0`), so `dst` may be uninitialised.
+///
+/// # Safety
+/// `dst` must be valid for `m * n` writes.
+unsafe fn product<T: Real>(m: usize, n: usize, k: usize, dst: *mut T, lhs: (&[T], Strided), rhs: (&[T], Strided)) {
     let threads = rayon::current_num_threads();
     let parallelism = if threads > 1 && m * n * k >= PARALLEL_MIN_MACS {
         gemm::Parallelism::Rayon(threads)
@@ -84,19 +88,15 @@ fn product<T: Real>(m: usize, n: usize, k: usize, dst: &mut [T], lhs: (&[T], Str
     if m == 0 || n == 0 {
         return;
     }
-    if k == 0 {
-        dst.fill(T::zero());
-        return;
-    }
     let ((a, sa), (b, sb)) = (lhs, rhs);
     // SAFETY: the strides and offsets come from the layouts candle checked against the
-    // storages, and `dst` holds `m * n` elements.
+    // storages, and the caller gives room for `m * n` elements.
     unsafe {
         gemm::gemm(
             m,
             n,
             k,
-            dst.as_mut_ptr(),
+            dst,
             1,
             n as isize,
             false,
@@ -138,8 +138,12 @@ fn forward<T: Real>(
     let mut buf = Vec::new();
     let (x, m, k, sx) = matrix_of(x, xl, &mut buf);
     let (n, sw) = weight_matrix(wl, k, op)?;
-    let mut out = vec![T::zero(); m * n];
-    product(m, n, k, &mut out, (x, sx), (w, sw));
+    let mut out = Vec::with_capacity(m * n);
+    // SAFETY: the product writes all `m * n` entries.
+    unsafe {
+        product(m, n, k, out.as_mut_ptr(), (x, sx), (w, sw));
+        out.set_len(m * n);
+    }
     if let Some(b) = bias {
         if b.len() != n {
             bail!("{op}: the bias has {} entries for {n} outputs", b.len())
@@ -182,11 +186,18 @@ fn backward<T: Real>(
     if (dm, dn) != (m, n) {
         bail!("{op}: the output gradient is {dm} x {dn}, expected {m} x {n}")
     }
-    let mut out = vec![T::zero(); m * k + k * n + if with_bias { n } else { 0 }];
-    let (dx, rest) = out.split_at_mut(m * k);
-    let (dw, db) = rest.split_at_mut(k * n);
-    product(m, k, n, dx, (dy, sdy), (w, sw.transposed()));
-    product(k, n, m, dw, (x, sx.transposed()), (dy, sdy));
+    let bias_len = if with_bias { n } else { 0 };
+    let mut out = Vec::with_capacity(m * k + k * n + bias_len);
+    // SAFETY: the products write all of `dx` (`m * k`) and `dw` (`k * n`), and `db` is
+    // zero-filled before the sums below add into it.
+    unsafe {
+        let start: *mut T = out.as_mut_ptr();
+        product(m, k, n, start, (dy, sdy), (w, sw.transposed()));
+        product(k, n, m, start.add(m * k), (x, sx.transposed()), (dy, sdy));
+        std::ptr::write_bytes(start.add(m * k + k * n), 0, bias_len);
+        out.set_len(m * k + k * n + bias_len);
+    }
+    let db = &mut out[m * k + k * n..];
     if with_bias {
         for i in 0..m {
             for (j, b) in db.iter_mut().enumerate() {

@@ -1478,7 +1478,11 @@ impl Map2 for MatMul {
         let dst_rs = dst_strides[0];
         let dst_cs = dst_strides[1];
 
-        let mut dst = vec![T::zero(); b * m * n];
+        // Workbench patch: the destination is not zero-filled first. gemm is called with
+        // read_dst = false, which writes every entry without reading it (k = 0 included), so
+        // the fill was a wasted pass over the output.
+        let mut dst: Vec<T> = Vec::with_capacity(b * m * n);
+        let dst_start = dst.as_mut_ptr();
         let num_threads = crate::utils::get_num_threads();
         let parallelism = if num_threads > 1 {
             Parallelism::Rayon(num_threads)
@@ -1502,13 +1506,12 @@ impl Map2 for MatMul {
         for step in 0..b {
             let lhs_p = &lhs[step * a_skip..];
             let rhs_p = &rhs[step * b_skip..];
-            let dst_p = &mut dst[step * c_skip..];
             unsafe {
                 gemm(
                     /* m: usize = */ m,
                     /* n: usize = */ n,
                     /* k: usize = */ k,
-                    /* dst: *mut T = */ dst_p.as_mut_ptr(),
+                    /* dst: *mut T = */ dst_start.add(step * c_skip),
                     /* dst_cs: isize = */ dst_cs as isize,
                     /* dst_rs: isize = */ dst_rs as isize,
                     /* read_dst: bool = */ false,
@@ -1527,6 +1530,8 @@ impl Map2 for MatMul {
                 )
             }
         }
+        // SAFETY: the b gemm calls above wrote all b * m * n entries.
+        unsafe { dst.set_len(b * m * n) };
         Ok(dst)
     }
 
