@@ -43,12 +43,18 @@ fn cuda(_ordinal: usize, spec: &str) -> Result<Device> {
 
 /// The first CUDA library that candle opens when a device is first used and that cannot be
 /// found, named for a person. The build loads them at run time (vendor/README.md), and opening
-/// a missing one panics inside cudarc, so they are looked for first.
+/// a missing one panics inside cudarc, so they are looked for first, once per process.
 #[cfg(feature = "cuda")]
 fn missing_cuda_library() -> Option<&'static str> {
+    static MISSING: std::sync::OnceLock<Option<&'static str>> = std::sync::OnceLock::new();
+    *MISSING.get_or_init(probe_cuda_libraries)
+}
+
+#[cfg(feature = "cuda")]
+fn probe_cuda_libraries() -> Option<&'static str> {
     use candle_core::cuda_backend::cudarc;
     // SAFETY: each check only opens (and closes) the library, as using the device would.
-    let present: [(bool, &str); 5] = unsafe {
+    let present: [(bool, &'static str); 5] = unsafe {
         [
             (cudarc::driver::sys::is_culib_present(), "the NVIDIA driver (libcuda.so.1)"),
             (cudarc::cublas::sys::is_culib_present(), "cuBLAS (libcublas.so)"),

@@ -7,17 +7,7 @@
 
 mod common;
 
-use common::{run, temp_dir, workbench};
-
-/// The values a run stored for metric `split/name`, in step order.
-fn stored(dir: &std::path::Path, split: &str, name: &str) -> Vec<f64> {
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    rt.block_on(async {
-        let store = workbench::store::Store::open(&dir.join("runs.db")).await.unwrap();
-        let metrics = store.metrics(1).await.unwrap();
-        metrics.into_iter().filter(|m| m.split == split && m.name == name).map(|m| m.value).collect()
-    })
-}
+use common::{run, stored_metric, temp_dir, workbench};
 
 /// The training loss of each step of a run, read off `train --json`. A run on the GPU also
 /// stores the device's utilisation and memory (NVML).
@@ -29,9 +19,10 @@ fn step_losses(layer: &str, task: &str, args: &[&str], device: &str) -> Vec<f64>
         .arg(format!("device={device}")));
     assert_eq!(code, 0, "{layer} on {task} on {device}: {stderr}");
     if device.starts_with("cuda") {
-        let memory = stored(&dir, "sys", "gpu_memory_bytes");
+        let memory: Vec<f64> = stored_metric(&dir, 1, "sys", "gpu_memory_bytes").into_iter().map(|(_, v)| v).collect();
         assert!(!memory.is_empty() && memory.iter().all(|&b| b > 0.0), "{layer}: GPU memory samples {memory:?}");
-        let utilisation = stored(&dir, "sys", "gpu_util_percent");
+        let utilisation: Vec<f64> =
+            stored_metric(&dir, 1, "sys", "gpu_util_percent").into_iter().map(|(_, v)| v).collect();
         assert!(!utilisation.is_empty() && utilisation.iter().all(|u| (0.0..=100.0).contains(u)), "{utilisation:?}");
     }
     stdout

@@ -69,6 +69,11 @@ pub fn show(dir: &Path, id: i64) -> serde_json::Value {
 
 /// Run `id`'s training loss per step, in step order, read through the store API.
 pub fn train_losses(dir: &Path, id: i64) -> Vec<(u64, f64)> {
+    stored_metric(dir, id, "train", "loss")
+}
+
+/// Run `id`'s values of metric `split/name` per step, in step order, read through the store API.
+pub fn stored_metric(dir: &Path, id: i64, split: &str, name: &str) -> Vec<(u64, f64)> {
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     rt.block_on(async {
         let store = workbench::store::Store::open(&dir.join("runs.db")).await.unwrap();
@@ -77,7 +82,7 @@ pub fn train_losses(dir: &Path, id: i64) -> Vec<(u64, f64)> {
             .await
             .unwrap()
             .into_iter()
-            .filter(|m| m.split == "train" && m.name == "loss")
+            .filter(|m| m.split == split && m.name == name)
             .map(|m| (m.step, m.value))
             .collect();
         rows.sort_by_key(|r| r.0);
