@@ -588,3 +588,35 @@ fn f32_softmax_attention_agrees_with_f64() {
         assert!(err < 1e-5, "f32 vs f64 causal={causal}: {err:e}");
     }
 }
+
+/// candle's sums over leading or middle dimensions with the trailing ones kept (the vendored
+/// run-by-run `ReduceSum`, what every broadcast op's backward computes) against a plain
+/// per-entry sum, for every choice of reduced dimensions of a `[3, 4, 5, 6]` tensor.
+#[test]
+fn sums_over_kept_trailing_dimensions_match_per_entry_sums() {
+    let dims = [3, 4, 5, 6];
+    let x = normal(&dims, 1.0, 11);
+    let values = x.flatten_all().unwrap().to_vec1::<f64>().unwrap();
+    for mask in 1..(1u32 << dims.len()) {
+        let reduced: Vec<usize> = (0..dims.len()).filter(|d| mask & (1 << d) != 0).collect();
+        let kept: Vec<usize> =
+            dims.iter().enumerate().map(|(d, &n)| if reduced.contains(&d) { 1 } else { n }).collect();
+        let mut expected = vec![0.0; kept.iter().product()];
+        for (flat, v) in values.iter().enumerate() {
+            let mut rest = flat;
+            let mut target = 0;
+            for d in 0..dims.len() {
+                let stride: usize = dims[d + 1..].iter().product();
+                let index = if reduced.contains(&d) { 0 } else { rest / stride };
+                rest %= stride;
+                target = target * kept[d] + index;
+            }
+            expected[target] += v;
+        }
+        let summed = x.sum_keepdim(reduced.clone()).unwrap();
+        assert_eq!(summed.dims(), kept.as_slice(), "dims {reduced:?}");
+        let got = summed.flatten_all().unwrap().to_vec1::<f64>().unwrap();
+        let worst = got.iter().zip(&expected).map(|(a, b)| (a - b).abs()).fold(0.0, f64::max);
+        assert!(worst < 1e-12, "sum over {reduced:?}: off by {worst}");
+    }
+}

@@ -344,6 +344,23 @@ impl ReduceSum<'_> {
                     }
                     return Ok(dst);
                 };
+                // Workbench patch: with the trailing dimensions kept, each run of `inner`
+                // contiguous source entries lands on `inner` contiguous destination entries,
+                // so the index arithmetic is done once per run and the add is vectorised.
+                let inner = self.reduce_dims_and_stride.last().map_or(1, |&(_, stride)| stride);
+                if inner > 1 {
+                    for (run, src) in src.chunks_exact(inner).enumerate() {
+                        let mut dst_index = run * inner;
+                        for &(dim, stride) in self.reduce_dims_and_stride.iter() {
+                            let (pre, post) = (dst_index / stride, dst_index % stride);
+                            dst_index = (pre / dim) * stride + post;
+                        }
+                        for (d, &s) in dst[dst_index..dst_index + inner].iter_mut().zip(src) {
+                            *d += s;
+                        }
+                    }
+                    return Ok(dst);
+                }
                 for (unstr_index, &src) in src.iter().enumerate() {
                     let mut dst_index = unstr_index;
                     // Set the reduce_dims indexes to 0.
