@@ -589,11 +589,11 @@ fn f32_softmax_attention_agrees_with_f64() {
     }
 }
 
-/// candle's sums over leading or middle dimensions with the trailing ones kept (the vendored
-/// run-by-run `ReduceSum`, what every broadcast op's backward computes) against a plain
-/// per-entry sum, for every choice of reduced dimensions of a `[3, 4, 5, 6]` tensor.
+/// candle's sums (the vendored run-by-run `ReduceSum`, what every broadcast op's backward
+/// computes) against a plain per-entry sum, for every choice of reduced dimensions of a
+/// `[3, 4, 5, 6]` tensor.
 #[test]
-fn sums_over_kept_trailing_dimensions_match_per_entry_sums() {
+fn sums_over_any_dimensions_match_per_entry_sums() {
     let dims = [3, 4, 5, 6];
     let x = normal(&dims, 1.0, 11);
     let values = x.flatten_all().unwrap().to_vec1::<f64>().unwrap();

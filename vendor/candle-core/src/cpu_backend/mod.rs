@@ -344,20 +344,42 @@ impl ReduceSum<'_> {
                     }
                     return Ok(dst);
                 };
-                // Workbench patch: with the trailing dimensions kept, each run of `inner`
-                // contiguous source entries lands on `inner` contiguous destination entries,
-                // so the index arithmetic is done once per run and the add is vectorised.
+                // Workbench patch: the index arithmetic once per contiguous run, not per entry.
+                // With the trailing dimensions kept, a run of `inner` source entries lands on
+                // `inner` contiguous destination entries (a vectorised add); with trailing
+                // dimensions reduced, a run of `tail` source entries sums into one entry.
+                let dst_index_of = |unstr_index: usize| {
+                    let mut dst_index = unstr_index;
+                    for &(dim, stride) in self.reduce_dims_and_stride.iter() {
+                        let (pre, post) = (dst_index / stride, dst_index % stride);
+                        dst_index = (pre / dim) * stride + post;
+                    }
+                    dst_index
+                };
                 let inner = self.reduce_dims_and_stride.last().map_or(1, |&(_, stride)| stride);
+                let rank = src_l.shape().rank();
+                let tail: usize = self
+                    .reduce_dims
+                    .iter()
+                    .rev()
+                    .enumerate()
+                    .take_while(|&(i, &d)| d == rank - 1 - i)
+                    .map(|(_, &d)| src_l.dims()[d])
+                    .product();
                 if inner > 1 {
                     for (run, src) in src.chunks_exact(inner).enumerate() {
-                        let mut dst_index = run * inner;
-                        for &(dim, stride) in self.reduce_dims_and_stride.iter() {
-                            let (pre, post) = (dst_index / stride, dst_index % stride);
-                            dst_index = (pre / dim) * stride + post;
-                        }
+                        let dst_index = dst_index_of(run * inner);
                         for (d, &s) in dst[dst_index..dst_index + inner].iter_mut().zip(src) {
                             *d += s;
                         }
+                    }
+                    return Ok(dst);
+                }
+                if tail > 1 {
+                    for (run, src) in src.chunks_exact(tail).enumerate() {
+                        let mut sum = T::zero();
+                        unsafe { T::vec_reduce_sum(src.as_ptr(), &mut sum, tail) };
+                        dst[dst_index_of(run * tail)] += sum;
                     }
                     return Ok(dst);
                 }
