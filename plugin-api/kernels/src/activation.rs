@@ -12,14 +12,19 @@ use candle_core::{CpuStorage, CustomOp1, CustomOp2, Layout, Result, Shape, Tenso
 fn map<T: Real>(x: &[T], rows: &Rows, f: impl Fn(T) -> T + Sync) -> Vec<T> {
     let len = rows.len;
     let mut out = vec![T::zero(); rows.count * len];
-    for_each_chunk(&mut out, len, |first, chunk| {
-        let mut buf = Vec::new();
-        for (k, y) in chunk.chunks_exact_mut(len.max(1)).enumerate() {
-            for (y, &x) in y.iter_mut().zip(rows.read(x, first + k, &mut buf)) {
-                *y = f(x);
+    for_each_chunk(
+        &mut out,
+        len,
+        #[inline(always)]
+        |first, chunk| {
+            let mut buf = Vec::new();
+            for (k, y) in chunk.chunks_exact_mut(len.max(1)).enumerate() {
+                for (y, &x) in y.iter_mut().zip(rows.read(x, first + k, &mut buf)) {
+                    *y = f(x);
+                }
             }
-        }
-    });
+        },
+    );
     out
 }
 
@@ -36,16 +41,21 @@ fn forward<T: Real>(x: &[T], rows: &Rows, act: Activation) -> Vec<T> {
 fn backward_with<T: Real>(x: &[T], rows: &Rows, dy: &[T], dy_rows: &Rows, df: impl Fn(T) -> T + Sync) -> Vec<T> {
     let len = rows.len;
     let mut out = vec![T::zero(); rows.count * len];
-    for_each_chunk(&mut out, len, |first, chunk| {
-        let (mut xbuf, mut dybuf) = (Vec::new(), Vec::new());
-        for (k, dx) in chunk.chunks_exact_mut(len.max(1)).enumerate() {
-            let xr = rows.read(x, first + k, &mut xbuf);
-            let dyr = dy_rows.read(dy, first + k, &mut dybuf);
-            for ((dx, &x), &dy) in dx.iter_mut().zip(xr).zip(dyr) {
-                *dx = dy * df(x);
+    for_each_chunk(
+        &mut out,
+        len,
+        #[inline(always)]
+        |first, chunk| {
+            let (mut xbuf, mut dybuf) = (Vec::new(), Vec::new());
+            for (k, dx) in chunk.chunks_exact_mut(len.max(1)).enumerate() {
+                let xr = rows.read(x, first + k, &mut xbuf);
+                let dyr = dy_rows.read(dy, first + k, &mut dybuf);
+                for ((dx, &x), &dy) in dx.iter_mut().zip(xr).zip(dyr) {
+                    *dx = dy * df(x);
+                }
             }
-        }
-    });
+        },
+    );
     out
 }
 

@@ -188,26 +188,31 @@ fn forward<T: Real>(xw: &[T], rows: &Rows, d: Dims, gain: &[T], eps: f64, beta: 
     let (n, width, hp) = (d.tokens, d.width(), d.head_dim);
     let mut out = vec![T::zero(); d.batch * n * width];
     let (eps, beta) = (T::c(eps), T::c(beta));
-    for_each_chunk(&mut out, n * width, |first, chunk| {
-        let mut scratch = Scratch::new(&d);
-        for (k, sample) in chunk.chunks_exact_mut((n * width).max(1)).enumerate() {
-            for h in 0..d.heads {
-                scratch.attend(xw, rows, &d, first + k, h, gain, eps, beta);
-                // out_h = S Z, written into the head's columns.
-                unsafe {
-                    product(
-                        (n, hp, n),
-                        sample.as_mut_ptr().add(h * hp),
-                        width,
-                        (scratch.s.as_ptr(), n, 1),
-                        (scratch.z.as_ptr(), hp, 1),
-                        T::one(),
-                        false,
-                    );
+    for_each_chunk(
+        &mut out,
+        n * width,
+        #[inline(always)]
+        |first, chunk| {
+            let mut scratch = Scratch::new(&d);
+            for (k, sample) in chunk.chunks_exact_mut((n * width).max(1)).enumerate() {
+                for h in 0..d.heads {
+                    scratch.attend(xw, rows, &d, first + k, h, gain, eps, beta);
+                    // out_h = S Z, written into the head's columns.
+                    unsafe {
+                        product(
+                            (n, hp, n),
+                            sample.as_mut_ptr().add(h * hp),
+                            width,
+                            (scratch.s.as_ptr(), n, 1),
+                            (scratch.z.as_ptr(), hp, 1),
+                            T::one(),
+                            false,
+                        );
+                    }
                 }
             }
-        }
-    });
+        },
+    );
     out
 }
 
@@ -231,6 +236,7 @@ fn backward<T: Real>(
     let dg = map_chunks(
         &mut out,
         n * width,
+        #[inline(always)]
         |first, chunk| {
             let mut scratch = Scratch::new(&d);
             let mut dg = vec![T::zero(); hp];

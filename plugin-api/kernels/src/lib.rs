@@ -79,6 +79,7 @@ mod softmax;
 mod softmax_attention;
 mod strided;
 mod vector;
+mod widest;
 
 #[cfg(test)]
 mod tests;

@@ -136,14 +136,19 @@ fn forward_row<T: Real>(x: &[T], gain: Option<&[T]>, eps: T, y: &mut [T], f: imp
 fn forward<T: Real>(x: &[T], rows: &Rows, gain: Option<&[T]>, eps: f64, act: Activation) -> Vec<T> {
     let (len, eps) = (rows.len, T::c(eps));
     let mut out = vec![T::zero(); rows.count * len];
-    for_each_chunk(&mut out, len, |first, chunk| {
-        let mut buf = Vec::new();
-        with_activation!(act, |f, _df| {
-            for (k, y) in chunk.chunks_exact_mut(len.max(1)).enumerate() {
-                forward_row(rows.read(x, first + k, &mut buf), gain, eps, y, f);
-            }
-        })
-    });
+    for_each_chunk(
+        &mut out,
+        len,
+        #[inline(always)]
+        |first, chunk| {
+            let mut buf = Vec::new();
+            with_activation!(act, |f, _df| {
+                for (k, y) in chunk.chunks_exact_mut(len.max(1)).enumerate() {
+                    forward_row(rows.read(x, first + k, &mut buf), gain, eps, y, f);
+                }
+            })
+        },
+    );
     out
 }
 
@@ -200,6 +205,7 @@ fn backward<T: Real>(
     let dg = map_chunks(
         &mut out,
         len,
+        #[inline(always)]
         |first, chunk| {
             let mut dg = vec![T::zero(); if gain.is_some() { len } else { 0 }];
             let (mut xbuf, mut dybuf) = (Vec::new(), Vec::new());

@@ -5,6 +5,7 @@
 
 use crate::real::Real;
 use crate::strided::{for_each_chunk, parallel_plan, slice, unpack, Rows};
+use crate::widest::{inlined, widest};
 use candle_core::{bail, CpuStorage, CustomOp3, Layout, Result, Shape, Tensor};
 use rayon::prelude::*;
 
@@ -20,16 +21,24 @@ fn forward<T: Real>(x: (&[T], &Layout), a: (&[T], &Layout), u: (&[T], &Layout), 
     let (xr, ar, ur) = (Rows::new(x.1), Rows::new(a.1), Rows::new(u.1));
     let len = xr.len;
     let mut out = vec![T::zero(); xr.count * len];
-    for_each_chunk(&mut out, len, |first, chunk| {
-        let (mut xb, mut ab, mut ub) = (Vec::new(), Vec::new(), Vec::new());
-        for (k, y) in chunk.chunks_exact_mut(len.max(1)).enumerate() {
-            let (xs, as_, us) =
-                (xr.read(x.0, first + k, &mut xb), ar.read(a.0, first + k, &mut ab), ur.read(u.0, first + k, &mut ub));
-            for (((y, &x), &a), &u) in y.iter_mut().zip(xs).zip(as_).zip(us) {
-                *y = x + sign * a * u;
+    for_each_chunk(
+        &mut out,
+        len,
+        #[inline(always)]
+        |first, chunk| {
+            let (mut xb, mut ab, mut ub) = (Vec::new(), Vec::new(), Vec::new());
+            for (k, y) in chunk.chunks_exact_mut(len.max(1)).enumerate() {
+                let (xs, as_, us) = (
+                    xr.read(x.0, first + k, &mut xb),
+                    ar.read(a.0, first + k, &mut ab),
+                    ur.read(u.0, first + k, &mut ub),
+                );
+                for (((y, &x), &a), &u) in y.iter_mut().zip(xs).zip(as_).zip(us) {
+                    *y = x + sign * a * u;
+                }
             }
-        }
-    });
+        },
+    );
     out
 }
 
@@ -40,25 +49,36 @@ fn backward<T: Real>(dy: (&[T], &Layout), a: (&[T], &Layout), u: (&[T], &Layout)
     let mut out = vec![T::zero(); 2 * n];
     let (da, du) = out.split_at_mut(n);
     let len = len.max(1);
-    let work = |first: usize, da: &mut [T], du: &mut [T]| {
-        let (mut db, mut ab, mut ub) = (Vec::new(), Vec::new(), Vec::new());
-        for (k, (da, du)) in da.chunks_exact_mut(len).zip(du.chunks_exact_mut(len)).enumerate() {
-            let r = first + k;
-            let (ds, as_, us) = (dr.read(dy.0, r, &mut db), ar.read(a.0, r, &mut ab), ur.read(u.0, r, &mut ub));
-            for j in 0..len {
-                let g = sign * ds[j];
-                da[j] = g * us[j];
-                du[j] = g * as_[j];
+    let work = inlined(
+        #[inline(always)]
+        |first: usize, da: &mut [T], du: &mut [T]| {
+            let (mut db, mut ab, mut ub) = (Vec::new(), Vec::new(), Vec::new());
+            for (k, (da, du)) in da.chunks_exact_mut(len).zip(du.chunks_exact_mut(len)).enumerate() {
+                let r = first + k;
+                let (ds, as_, us) = (dr.read(dy.0, r, &mut db), ar.read(a.0, r, &mut ab), ur.read(u.0, r, &mut ub));
+                for j in 0..len {
+                    let g = sign * ds[j];
+                    da[j] = g * us[j];
+                    du[j] = g * as_[j];
+                }
             }
-        }
-    };
+        },
+    );
     match parallel_plan(n, len) {
-        None => work(0, da, du),
-        Some(per_task) => da
-            .par_chunks_mut(per_task * len)
-            .zip(du.par_chunks_mut(per_task * len))
-            .enumerate()
-            .for_each(|(c, (da, du))| work(c * per_task, da, du)),
+        None => widest(
+            #[inline(always)]
+            || work(0, da, du),
+        ),
+        Some(per_task) => {
+            da.par_chunks_mut(per_task * len).zip(du.par_chunks_mut(per_task * len)).enumerate().for_each(
+                |(c, (da, du))| {
+                    widest(
+                        #[inline(always)]
+                        || work(c * per_task, da, du),
+                    )
+                },
+            )
+        }
     }
     out
 }

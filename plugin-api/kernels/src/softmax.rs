@@ -14,29 +14,39 @@ use candle_core::{CpuStorage, CustomOp1, CustomOp2, Layout, Result, Shape, Tenso
 fn softmax_forward<T: Real>(x: &[T], rows: &Rows) -> Vec<T> {
     let len = rows.len;
     let mut out = vec![T::zero(); rows.count * len];
-    for_each_chunk(&mut out, len, |first, chunk| {
-        let mut buf = Vec::new();
-        for (k, y) in chunk.chunks_exact_mut(len.max(1)).enumerate() {
-            softmax_row(rows.read(x, first + k, &mut buf), y);
-        }
-    });
+    for_each_chunk(
+        &mut out,
+        len,
+        #[inline(always)]
+        |first, chunk| {
+            let mut buf = Vec::new();
+            for (k, y) in chunk.chunks_exact_mut(len.max(1)).enumerate() {
+                softmax_row(rows.read(x, first + k, &mut buf), y);
+            }
+        },
+    );
     out
 }
 
 fn softmax_backward<T: Real>(y: &[T], y_rows: &Rows, dy: &[T], dy_rows: &Rows) -> Vec<T> {
     let len = y_rows.len;
     let mut out = vec![T::zero(); y_rows.count * len];
-    for_each_chunk(&mut out, len, |first, chunk| {
-        let (mut ybuf, mut dybuf) = (Vec::new(), Vec::new());
-        for (k, dx) in chunk.chunks_exact_mut(len.max(1)).enumerate() {
-            let yr = y_rows.read(y, first + k, &mut ybuf);
-            let dyr = dy_rows.read(dy, first + k, &mut dybuf);
-            let dot = dot(yr, dyr);
-            for ((dx, &y), &dy) in dx.iter_mut().zip(yr).zip(dyr) {
-                *dx = y * (dy - dot);
+    for_each_chunk(
+        &mut out,
+        len,
+        #[inline(always)]
+        |first, chunk| {
+            let (mut ybuf, mut dybuf) = (Vec::new(), Vec::new());
+            for (k, dx) in chunk.chunks_exact_mut(len.max(1)).enumerate() {
+                let yr = y_rows.read(y, first + k, &mut ybuf);
+                let dyr = dy_rows.read(dy, first + k, &mut dybuf);
+                let dot = dot(yr, dyr);
+                for ((dx, &y), &dy) in dx.iter_mut().zip(yr).zip(dyr) {
+                    *dx = y * (dy - dot);
+                }
             }
-        }
-    });
+        },
+    );
     out
 }
 
@@ -73,16 +83,21 @@ fn row_and_column_softmax<T: Real>(a: &[T], rows: usize, cols: usize, p: &mut [T
 fn bi_softmax_forward<T: Real>(a: &[T], mats: &Matrices) -> Vec<T> {
     let size = mats.rows * mats.cols;
     let mut out = vec![T::zero(); mats.count() * size];
-    for_each_chunk(&mut out, size, |first, chunk| {
-        let (mut am, mut q, mut col) = (vec![T::zero(); size], vec![T::zero(); size], vec![T::zero(); mats.cols]);
-        for (k, s) in chunk.chunks_exact_mut(size.max(1)).enumerate() {
-            mats.read_into(a, first + k, &mut am);
-            row_and_column_softmax(&am, mats.rows, mats.cols, s, &mut q, &mut col);
-            for (s, &q) in s.iter_mut().zip(&q) {
-                *s += q;
+    for_each_chunk(
+        &mut out,
+        size,
+        #[inline(always)]
+        |first, chunk| {
+            let (mut am, mut q, mut col) = (vec![T::zero(); size], vec![T::zero(); size], vec![T::zero(); mats.cols]);
+            for (k, s) in chunk.chunks_exact_mut(size.max(1)).enumerate() {
+                mats.read_into(a, first + k, &mut am);
+                row_and_column_softmax(&am, mats.rows, mats.cols, s, &mut q, &mut col);
+                for (s, &q) in s.iter_mut().zip(&q) {
+                    *s += q;
+                }
             }
-        }
-    });
+        },
+    );
     out
 }
 
@@ -90,32 +105,37 @@ fn bi_softmax_backward<T: Real>(a: &[T], mats: &Matrices, ds: &[T], ds_mats: &Ma
     let (rows, cols) = (mats.rows, mats.cols);
     let size = rows * cols;
     let mut out = vec![T::zero(); mats.count() * size];
-    for_each_chunk(&mut out, size, |first, chunk| {
-        let mut am = vec![T::zero(); size];
-        let (mut p, mut q, mut g) = (vec![T::zero(); size], vec![T::zero(); size], vec![T::zero(); size]);
-        let (mut col, mut col_dot) = (vec![T::zero(); cols], vec![T::zero(); cols]);
-        for (k, da) in chunk.chunks_exact_mut(size.max(1)).enumerate() {
-            mats.read_into(a, first + k, &mut am);
-            ds_mats.read_into(ds, first + k, &mut g);
-            row_and_column_softmax(&am, rows, cols, &mut p, &mut q, &mut col);
-            col_dot.fill(T::zero());
-            for i in 0..rows {
-                let r = i * cols..(i + 1) * cols;
-                let (qr, gr) = (&q[r.clone()], &g[r]);
-                for j in 0..cols {
-                    col_dot[j] += gr[j] * qr[j];
+    for_each_chunk(
+        &mut out,
+        size,
+        #[inline(always)]
+        |first, chunk| {
+            let mut am = vec![T::zero(); size];
+            let (mut p, mut q, mut g) = (vec![T::zero(); size], vec![T::zero(); size], vec![T::zero(); size]);
+            let (mut col, mut col_dot) = (vec![T::zero(); cols], vec![T::zero(); cols]);
+            for (k, da) in chunk.chunks_exact_mut(size.max(1)).enumerate() {
+                mats.read_into(a, first + k, &mut am);
+                ds_mats.read_into(ds, first + k, &mut g);
+                row_and_column_softmax(&am, rows, cols, &mut p, &mut q, &mut col);
+                col_dot.fill(T::zero());
+                for i in 0..rows {
+                    let r = i * cols..(i + 1) * cols;
+                    let (qr, gr) = (&q[r.clone()], &g[r]);
+                    for j in 0..cols {
+                        col_dot[j] += gr[j] * qr[j];
+                    }
+                }
+                for i in 0..rows {
+                    let r = i * cols..(i + 1) * cols;
+                    let (pr, qr, gr) = (&p[r.clone()], &q[r.clone()], &g[r.clone()]);
+                    let row_dot = dot(pr, gr);
+                    for (j, da) in da[r].iter_mut().enumerate() {
+                        *da = pr[j] * (gr[j] - row_dot) + qr[j] * (gr[j] - col_dot[j]);
+                    }
                 }
             }
-            for i in 0..rows {
-                let r = i * cols..(i + 1) * cols;
-                let (pr, qr, gr) = (&p[r.clone()], &q[r.clone()], &g[r.clone()]);
-                let row_dot = dot(pr, gr);
-                for (j, da) in da[r].iter_mut().enumerate() {
-                    *da = pr[j] * (gr[j] - row_dot) + qr[j] * (gr[j] - col_dot[j]);
-                }
-            }
-        }
-    });
+        },
+    );
     out
 }
 

@@ -22,6 +22,7 @@ use crate::attention::{product, read_head, Dims};
 use crate::real::Real;
 use crate::strided::{parallel_plan, slice, unpack, Rows};
 use crate::vector::{dot, softmax_in_place};
+use crate::widest::{inlined, widest};
 use candle_core::{bail, CpuStorage, CustomOp3, Layout, Result, Shape, Tensor};
 use rayon::prelude::*;
 
@@ -80,26 +81,31 @@ fn forward<T: Real>(inputs: [(&[T], &Rows); 3], d: Dims, scale: f64, causal: boo
     let (n, width, hp) = (d.tokens, d.width(), d.head_dim);
     let mut out = vec![T::zero(); d.batch * n * width];
     let scale = T::c(scale);
-    crate::strided::for_each_chunk(&mut out, n * width, |first, chunk| {
-        let mut scratch = Scratch::new(&d);
-        for (k, sample) in chunk.chunks_exact_mut((n * width).max(1)).enumerate() {
-            for h in 0..d.heads {
-                scratch.attend(inputs, &d, first + k, h, scale, causal);
-                // out_h = P V_h, written into the head's columns.
-                unsafe {
-                    product(
-                        (n, hp, n),
-                        sample.as_mut_ptr().add(h * hp),
-                        width,
-                        (scratch.p.as_ptr(), n, 1),
-                        (scratch.v.as_ptr(), hp, 1),
-                        T::one(),
-                        false,
-                    );
+    crate::strided::for_each_chunk(
+        &mut out,
+        n * width,
+        #[inline(always)]
+        |first, chunk| {
+            let mut scratch = Scratch::new(&d);
+            for (k, sample) in chunk.chunks_exact_mut((n * width).max(1)).enumerate() {
+                for h in 0..d.heads {
+                    scratch.attend(inputs, &d, first + k, h, scale, causal);
+                    // out_h = P V_h, written into the head's columns.
+                    unsafe {
+                        product(
+                            (n, hp, n),
+                            sample.as_mut_ptr().add(h * hp),
+                            width,
+                            (scratch.p.as_ptr(), n, 1),
+                            (scratch.v.as_ptr(), hp, 1),
+                            T::one(),
+                            false,
+                        );
+                    }
                 }
             }
-        }
-    });
+        },
+    );
     out
 }
 
@@ -111,84 +117,93 @@ fn backward<T: Real>(inputs: [(&[T], &Rows); 3], grad: (&[T], &Rows), d: Dims, s
     let mut out = vec![T::zero(); 3 * total];
     let scale = T::c(scale);
     // Samples `first..` of dQ, dK, dV.
-    let run = |first: usize, dq: &mut [T], dk: &mut [T], dv: &mut [T]| {
-        let mut scratch = Scratch::new(&d);
-        let mut d_out = vec![T::zero(); n * hp];
-        let mut ds = vec![T::zero(); n * n];
-        let samples = dq.len() / per_sample.max(1);
-        for k in 0..samples {
-            let b = first + k;
-            let at = k * per_sample;
-            let (dq, dk, dv) =
-                (&mut dq[at..at + per_sample], &mut dk[at..at + per_sample], &mut dv[at..at + per_sample]);
-            for h in 0..d.heads {
-                scratch.attend(inputs, &d, b, h, scale, causal);
-                read_head(grad.0, grad.1, &d, b, h, &mut d_out);
-                let col = h * hp;
-                unsafe {
-                    // dV = P^T dO; dP = dO V^T (into `ds`).
-                    product(
-                        (n, hp, n),
-                        dv.as_mut_ptr().add(col),
-                        width,
-                        (scratch.p.as_ptr(), 1, n),
-                        (d_out.as_ptr(), hp, 1),
-                        T::one(),
-                        false,
-                    );
-                    product(
-                        (n, n, hp),
-                        ds.as_mut_ptr(),
-                        n,
-                        (d_out.as_ptr(), hp, 1),
-                        (scratch.v.as_ptr(), 1, hp),
-                        T::one(),
-                        false,
-                    );
-                }
-                // dS = P (dP - rowsum(dP P)).
-                for (g, p) in ds.chunks_exact_mut(n).zip(scratch.p.chunks_exact(n)) {
-                    let row_dot = dot(g, p);
-                    for (g, &p) in g.iter_mut().zip(p) {
-                        *g = p * (*g - row_dot);
+    let run = inlined(
+        #[inline(always)]
+        |first: usize, dq: &mut [T], dk: &mut [T], dv: &mut [T]| {
+            let mut scratch = Scratch::new(&d);
+            let mut d_out = vec![T::zero(); n * hp];
+            let mut ds = vec![T::zero(); n * n];
+            let samples = dq.len() / per_sample.max(1);
+            for k in 0..samples {
+                let b = first + k;
+                let at = k * per_sample;
+                let (dq, dk, dv) =
+                    (&mut dq[at..at + per_sample], &mut dk[at..at + per_sample], &mut dv[at..at + per_sample]);
+                for h in 0..d.heads {
+                    scratch.attend(inputs, &d, b, h, scale, causal);
+                    read_head(grad.0, grad.1, &d, b, h, &mut d_out);
+                    let col = h * hp;
+                    unsafe {
+                        // dV = P^T dO; dP = dO V^T (into `ds`).
+                        product(
+                            (n, hp, n),
+                            dv.as_mut_ptr().add(col),
+                            width,
+                            (scratch.p.as_ptr(), 1, n),
+                            (d_out.as_ptr(), hp, 1),
+                            T::one(),
+                            false,
+                        );
+                        product(
+                            (n, n, hp),
+                            ds.as_mut_ptr(),
+                            n,
+                            (d_out.as_ptr(), hp, 1),
+                            (scratch.v.as_ptr(), 1, hp),
+                            T::one(),
+                            false,
+                        );
+                    }
+                    // dS = P (dP - rowsum(dP P)).
+                    for (g, p) in ds.chunks_exact_mut(n).zip(scratch.p.chunks_exact(n)) {
+                        let row_dot = dot(g, p);
+                        for (g, &p) in g.iter_mut().zip(p) {
+                            *g = p * (*g - row_dot);
+                        }
+                    }
+                    unsafe {
+                        // dQ = scale dS K; dK = scale dS^T Q.
+                        product(
+                            (n, hp, n),
+                            dq.as_mut_ptr().add(col),
+                            width,
+                            (ds.as_ptr(), n, 1),
+                            (scratch.k.as_ptr(), hp, 1),
+                            scale,
+                            false,
+                        );
+                        product(
+                            (n, hp, n),
+                            dk.as_mut_ptr().add(col),
+                            width,
+                            (ds.as_ptr(), 1, n),
+                            (scratch.q.as_ptr(), hp, 1),
+                            scale,
+                            false,
+                        );
                     }
                 }
-                unsafe {
-                    // dQ = scale dS K; dK = scale dS^T Q.
-                    product(
-                        (n, hp, n),
-                        dq.as_mut_ptr().add(col),
-                        width,
-                        (ds.as_ptr(), n, 1),
-                        (scratch.k.as_ptr(), hp, 1),
-                        scale,
-                        false,
-                    );
-                    product(
-                        (n, hp, n),
-                        dk.as_mut_ptr().add(col),
-                        width,
-                        (ds.as_ptr(), 1, n),
-                        (scratch.q.as_ptr(), hp, 1),
-                        scale,
-                        false,
-                    );
-                }
             }
-        }
-    };
+        },
+    );
     let (dq, rest) = out.split_at_mut(total);
     let (dk, dv) = rest.split_at_mut(total);
     match parallel_plan(total, per_sample) {
         Some(per_task) if per_sample > 0 => {
             let len = per_task * per_sample;
-            dq.par_chunks_mut(len)
-                .zip(dk.par_chunks_mut(len))
-                .zip(dv.par_chunks_mut(len))
-                .enumerate()
-                .for_each(|(c, ((dq, dk), dv))| run(c * per_task, dq, dk, dv));
+            dq.par_chunks_mut(len).zip(dk.par_chunks_mut(len)).zip(dv.par_chunks_mut(len)).enumerate().for_each(
+                |(c, ((dq, dk), dv))| {
+                    widest(
+                        #[inline(always)]
+                        || run(c * per_task, dq, dk, dv),
+                    )
+                },
+            );
         }
-        _ => run(0, dq, dk, dv),
+        _ => widest(
+            #[inline(always)]
+            || run(0, dq, dk, dv),
+        ),
     }
     out
 }

@@ -2,6 +2,7 @@
 //! broadcast views included), and splitting row-wise work over the rayon pool.
 
 use crate::real::Real;
+use crate::widest::widest;
 use candle_core::{bail, CpuStorage, Layout, Result, Tensor};
 use rayon::prelude::*;
 
@@ -172,11 +173,19 @@ where
     let item_len = item_len.max(1);
     let items = out.len() / item_len;
     if !worth_parallel(out.len(), items) {
-        f(0, out);
+        widest(
+            #[inline(always)]
+            || f(0, out),
+        );
         return;
     }
     let per_task = items_per_task(items, item_len);
-    out.par_chunks_mut(per_task * item_len).enumerate().for_each(|(c, chunk)| f(c * per_task, chunk));
+    out.par_chunks_mut(per_task * item_len).enumerate().for_each(|(c, chunk)| {
+        widest(
+            #[inline(always)]
+            || f(c * per_task, chunk),
+        )
+    });
 }
 
 /// As [`for_each_chunk`], with each chunk also returning a partial result (e.g. a partial
@@ -190,11 +199,22 @@ where
     let item_len = item_len.max(1);
     let items = out.len() / item_len;
     if !worth_parallel(out.len(), items) {
-        return f(0, out);
+        return widest(
+            #[inline(always)]
+            || f(0, out),
+        );
     }
     let per_task = items_per_task(items, item_len);
-    let parts: Vec<R> =
-        out.par_chunks_mut(per_task * item_len).enumerate().map(|(c, chunk)| f(c * per_task, chunk)).collect();
+    let parts: Vec<R> = out
+        .par_chunks_mut(per_task * item_len)
+        .enumerate()
+        .map(|(c, chunk)| {
+            widest(
+                #[inline(always)]
+                || f(c * per_task, chunk),
+            )
+        })
+        .collect();
     let mut parts = parts.into_iter();
     let first = parts.next().expect("at least one chunk");
     parts.fold(first, merge)
