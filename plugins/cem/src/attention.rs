@@ -21,7 +21,7 @@
 //! Keys, `hn` and the bias are computed once from the block input and kept fixed across steps.
 
 use crate::alibi::{score_bias, Alibi};
-use crate::block::{split_heads, RMS_EPS};
+use crate::block::{split_heads, step, RMS_EPS};
 use crate::model::{CemConfig, KqDiagonal};
 use crate::preconditioner::Preconditioner;
 use kernels::{rms_norm, softmax};
@@ -58,7 +58,9 @@ pub struct AttentionContext {
     pub normed_input: Tensor,
     /// Keys, which are also the values, `k_j^k = W_k^K hn_j` `[B, K, N, D_r]`.
     pub keys: Tensor,
-    /// `diag(d_k) hn_j` `[B, 1 or K, N, D]`, if the layer has a KQ diagonal.
+    /// `k_j^k / tau`, the keys as the scores use them (scaled once per block, not per step).
+    pub score_keys: Tensor,
+    /// `diag(d_k) hn_j / tau` `[B, 1 or K, N, D]`, if the layer has a KQ diagonal.
     pub diagonal_keys: Option<Tensor>,
     /// Additive score bias (ALiBi, causal mask) `[1 or K, N, N]`.
     pub bias: Option<Tensor>,
@@ -107,7 +109,7 @@ impl CemAttention {
         let mut x = h.clone();
         for _ in 0..self.steps {
             let u = self.normalise(&x)?;
-            x = (x + (self.update(&ctx, &u)? * self.step_size)?)?;
+            x = step(&x, &self.update(&ctx, &u)?, self.step_size)?;
         }
         Ok(x)
     }
@@ -122,7 +124,7 @@ impl CemAttention {
             let u = self.normalise(&x)?;
             energies.push(self.energy(&ctx, &u, false)?);
             if s < self.steps {
-                x = (x + (self.update(&ctx, &u)? * self.step_size)?)?;
+                x = step(&x, &self.update(&ctx, &u)?, self.step_size)?;
             }
         }
         Ok((energies, x))
@@ -132,13 +134,14 @@ impl CemAttention {
     pub fn context(&self, h: &Tensor, causal: bool) -> Result<AttentionContext> {
         let normed_input = self.normalise(h)?;
         let keys = split_heads(&kernels::linear(&normed_input, &self.w_k, None)?, self.heads, self.head_dim)?;
+        let score_keys = (&keys / self.tau)?;
         let diagonal_keys = match &self.kq_diagonal {
-            Some(d) => Some(normed_input.unsqueeze(1)?.broadcast_mul(&d.unsqueeze(1)?)?),
+            Some(d) => Some(normed_input.unsqueeze(1)?.broadcast_mul(&(d / self.tau)?.unsqueeze(1)?)?),
             None => None,
         };
         let n = h.dim(1)?;
         let bias = score_bias(self.alibi.as_ref(), n, causal, h.dtype(), h.device())?;
-        Ok(AttentionContext { normed_input, keys, diagonal_keys, bias })
+        Ok(AttentionContext { normed_input, keys, score_keys, diagonal_keys, bias })
     }
 
     /// `u = RMSNorm(x)` with the sub-layer's gain (Algorithm 1).
@@ -157,7 +160,7 @@ impl CemAttention {
         Ok(u.broadcast_matmul(&w_heads.contiguous()?)?)
     }
 
-    /// `hn_j^T diag(d_k) u_i` `[B, 1 or K, N, N]` for a state `u` `[B, N, D]` or `[B, K, N, D]`.
+    /// `hn_j^T diag(d_k) u_i / tau` `[B, 1 or K, N, N]` for a state `u` `[B, N, D]` or `[B, K, N, D]`.
     pub fn diagonal_scores(&self, ctx: &AttentionContext, u: &Tensor) -> Result<Option<Tensor>> {
         let Some(dk) = &ctx.diagonal_keys else { return Ok(None) };
         let u = if u.rank() == 3 { u.unsqueeze(1)? } else { u.clone() };
@@ -165,13 +168,12 @@ impl CemAttention {
     }
 
     /// The scores `a_ijk = (q . k + hn^T diag(d) u) / tau + b_ijk` `[B, K, N, N]` (Eq. 1,
-    /// Appendix B, Algorithm 1).
+    /// Appendix B, Algorithm 1), from the queries and the diagonal term `diagonal_scores`.
     pub fn logits(&self, ctx: &AttentionContext, q: &Tensor, diagonal: Option<&Tensor>) -> Result<Tensor> {
-        // The temperature scales the queries and the diagonal term, which are smaller than
-        // the [B, K, N, N] scores.
-        let mut scores = (q / self.tau)?.matmul(&ctx.keys.t()?)?;
+        // The temperature is in the context's keys, which are fixed over the steps.
+        let mut scores = q.matmul(&ctx.score_keys.t()?)?;
         if let Some(s) = diagonal {
-            scores = scores.broadcast_add(&(s / self.tau)?)?;
+            scores = scores.broadcast_add(s)?;
         }
         if let Some(b) = &ctx.bias {
             // The same [K, N, N] bias for every sample, added as one row per sample: its

@@ -87,6 +87,16 @@ impl CemBlock {
     }
 }
 
+/// One recursion step `x + eta d` (Eq. 16, 17); a unit step (the default) adds `d` as it is,
+/// without a scaling pass over it and its gradient.
+pub(crate) fn step(x: &Tensor, direction: &Tensor, eta: f64) -> plugin_api::candle::Result<Tensor> {
+    if eta == 1.0 {
+        x + direction
+    } else {
+        x + (direction * eta)?
+    }
+}
+
 /// `[B, N, K * p]` to `[B, K, N, p]`.
 pub(crate) fn split_heads(x: &Tensor, heads: usize, head_dim: usize) -> plugin_api::candle::Result<Tensor> {
     let (b, n, _) = x.dims3()?;

@@ -14,7 +14,7 @@
 //! with `gamma` computed once from the block input. The in-loop RMSNorm shares the pre-norm's
 //! gain (notes-cem.md §3.6), so one step with `P = I` is exactly the tied gated MLP.
 
-use crate::block::RMS_EPS;
+use crate::block::{step, RMS_EPS};
 use crate::model::CemConfig;
 use crate::phi::phi;
 use crate::preconditioner::Preconditioner;
@@ -62,7 +62,7 @@ impl CemMlp {
         let mut x = h.clone();
         for _ in 0..self.steps {
             let u = self.normalise(&x)?;
-            x = (x + (self.update(&gamma, &u)? * self.step_size)?)?;
+            x = step(&x, &self.update(&gamma, &u)?, self.step_size)?;
         }
         Ok(x)
     }
@@ -77,7 +77,7 @@ impl CemMlp {
             let u = self.normalise(&x)?;
             energies.push(self.energy(&gamma, &u)?);
             if s < self.steps {
-                x = (x + (self.update(&gamma, &u)? * self.step_size)?)?;
+                x = step(&x, &self.update(&gamma, &u)?, self.step_size)?;
             }
         }
         Ok((energies, x))
