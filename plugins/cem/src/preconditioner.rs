@@ -113,18 +113,16 @@ impl Preconditioner {
         };
         if let (Some(u), Some(v)) = (&self.u, &self.v) {
             let (b, g, n, _) = y.dims4()?;
-            let (through_v, through_u) = if g == 1 {
-                // One group (the MLP's): plain linear maps of the token rows, no batch of
-                // broadcast products.
-                let side_by_side = |m: &Tensor| -> Result<Tensor> {
-                    Ok(kernels::linear(y, &m.squeeze(0)?, None)?.reshape((b, n, ()))?)
-                };
-                (side_by_side(v)?, side_by_side(u)?)
+            let through = if g == 1 {
+                // One group (the MLP's): one linear map of the token rows onto [V | U], no
+                // batch of broadcast products.
+                let both = Tensor::cat(&[&v.squeeze(0)?, &u.squeeze(0)?], 1)?;
+                kernels::linear(y, &both, None)?.reshape((b, n, ()))?
             } else {
                 let side_by_side = |t: Tensor| -> Result<Tensor> { Ok(t.transpose(1, 2)?.reshape((b, n, ()))?) };
-                (side_by_side(y.broadcast_matmul(v)?)?, side_by_side(y.broadcast_matmul(u)?)?)
+                Tensor::cat(&[side_by_side(y.broadcast_matmul(v)?)?, side_by_side(y.broadcast_matmul(u)?)?], 2)?
             };
-            out = (out + self.low_rank_sum(u, v, &through_v, &through_u)?)?;
+            out = (out + self.low_rank_sum(u, v, &through)?)?;
         }
         Ok(out)
     }
@@ -145,19 +143,19 @@ impl Preconditioner {
             // V_k^T W_k^T o_k = o_k (W_k V_k), with W_k V_k of shape [D_r, R]: every head at
             // once as the merged outputs times the block-diagonal [K D_r, K R] of the W_k V_k,
             // which gives the heads' coordinates side by side.
-            let through_v = kernels::linear(&merged, &block_diagonal(&w_heads.matmul(v)?)?, None)?;
-            let through_u = kernels::linear(&merged, &block_diagonal(&w_heads.matmul(u)?)?, None)?;
-            out = (out + self.low_rank_sum(u, v, &through_v, &through_u)?)?;
+            let both = Tensor::cat(&[block_diagonal(&w_heads.matmul(v)?)?, block_diagonal(&w_heads.matmul(u)?)?], 1)?;
+            out = (out + self.low_rank_sum(u, v, &kernels::linear(&merged, &both, None)?)?)?;
         }
         Ok(out)
     }
 
     /// `sum_g U_g r_g + V_g s_g` for `r_g = V_g^T y_g`, `s_g = U_g^T y_g` given side by side
-    /// (`[B, N, G R]`), times the stacked `U_g^T` / `V_g^T`.
-    fn low_rank_sum(&self, u: &Tensor, v: &Tensor, through_v: &Tensor, through_u: &Tensor) -> Result<Tensor> {
+    /// (`through = [r_1 .. r_G | s_1 .. s_G]`, `[B, N, 2 G R]`): one product with the stacked
+    /// `[U_g^T; V_g^T]`.
+    fn low_rank_sum(&self, u: &Tensor, v: &Tensor, through: &Tensor) -> Result<Tensor> {
         let (g, _, r) = u.dims3()?;
         let stacked = |m: &Tensor| m.transpose(1, 2)?.reshape((g * r, self.width));
-        Ok((kernels::linear(through_v, &stacked(u)?, None)? + kernels::linear(through_u, &stacked(v)?, None)?)?)
+        Ok(kernels::linear(through, &Tensor::cat(&[stacked(u)?, stacked(v)?], 0)?, None)?)
     }
 }
 
