@@ -620,3 +620,29 @@ fn sums_over_any_dimensions_match_per_entry_sums() {
         assert!(worst < 1e-12, "sum over {reduced:?}: off by {worst}");
     }
 }
+
+/// The `LayerNorm` layer (gain and bias variables, PyTorch's eps) against candle_nn's
+/// forward-only `layer_norm`, with gradients reaching the input, the gain and the bias.
+#[test]
+fn layer_norm_layer_matches_candle_and_passes_gradients() {
+    use candle_core::DType;
+    use plugin_api::candle_nn::{VarBuilder, VarMap};
+    let dev = Device::Cpu;
+    let map = VarMap::new();
+    let norm = LayerNorm::new(6, VarBuilder::from_varmap(&map, DType::F32, &dev)).unwrap();
+    for (i, var) in map.all_vars().iter().enumerate() {
+        var.set(&(normal(&[6], 1.0, 70 + i as u64) + 0.5).unwrap().to_dtype(DType::F32).unwrap()).unwrap();
+    }
+    let x = Var::from_tensor(&normal(&[2, 4, 6], 3.0, 72).to_dtype(DType::F32).unwrap()).unwrap();
+    let y = norm.forward(x.as_tensor()).unwrap();
+    let vars = map.data().lock().unwrap();
+    let (weight, bias) = (vars["weight"].as_tensor(), vars["bias"].as_tensor());
+    let reference = plugin_api::candle_nn::ops::layer_norm(x.as_tensor(), weight, bias, LAYER_NORM_EPS as f32).unwrap();
+    let diff = (&y - reference).unwrap().abs().unwrap().max_all().unwrap().to_scalar::<f32>().unwrap();
+    assert!(diff < 1e-5, "differs from candle's layer_norm by {diff}");
+    let grads = y.sin().unwrap().sum_all().unwrap().backward().unwrap();
+    for t in [x.as_tensor(), weight, bias] {
+        let g = grads.get(t).expect("a gradient");
+        assert!(g.abs().unwrap().sum_all().unwrap().to_scalar::<f32>().unwrap() > 0.0);
+    }
+}

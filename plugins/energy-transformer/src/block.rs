@@ -23,10 +23,11 @@
 //! `dE_HN/dg = -ReLU(g Xi^T) Xi`.
 
 use crate::model::EtConfig;
-use kernels::{add_row, layer_norm, relu, rms_norm, softmax};
+use kernels::{layer_norm, relu, rms_norm, softmax};
 use plugin_api::candle::{DType, Device, Tensor, D};
 use plugin_api::candle_nn::{Init, VarBuilder};
 use plugin_api::{PluginError, Result};
+use std::sync::Mutex;
 
 /// LayerNorm epsilon of the seed authors' `EnergyLayerNorm`.
 const LAYER_NORM_EPS: f64 = 1e-5;
@@ -53,8 +54,10 @@ impl EnergyLayerNorm {
 
     /// `g = LN(x)` over the last dimension.
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        let normed = layer_norm(x, None, None, LAYER_NORM_EPS)?;
-        Ok(add_row(&normed.broadcast_mul(&self.gamma)?, &self.delta)?)
+        // The scalar gain seen as one per channel, so that the fused norm applies it (its
+        // gradient sums back to the scalar over a [D] vector, not over every entry).
+        let gain = self.gamma.broadcast_as(self.delta.dims1()?)?;
+        Ok(layer_norm(x, Some(&gain), Some(&self.delta), LAYER_NORM_EPS)?)
     }
 }
 
@@ -72,6 +75,8 @@ pub struct EtBlock {
     beta: f64,
     alpha: f64,
     attend_self: bool,
+    /// The self-exclusion mask of the last token count, built once for every iteration.
+    exclusion: Mutex<Option<Tensor>>,
 }
 
 impl EtBlock {
@@ -90,6 +95,7 @@ impl EtBlock {
             beta: cfg.beta,
             alpha: cfg.alpha,
             attend_self: cfg.attend_self,
+            exclusion: Mutex::new(None),
         })
     }
 
@@ -118,6 +124,20 @@ impl EtBlock {
         Ok(flat.reshape((b, n, self.heads, self.head_dim))?.transpose(1, 2)?.contiguous()?)
     }
 
+    /// The `[N, N]` mask with `-inf` on the diagonal, kept while `N`, the dtype and the device
+    /// stay the same.
+    fn exclusion_mask(&self, n: usize, dtype: DType, device: &Device) -> Result<Tensor> {
+        let mut kept = self.exclusion.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some(mask) = kept.as_ref() {
+            if mask.dims() == [n, n] && mask.dtype() == dtype && mask.device().same_device(device) {
+                return Ok(mask.clone());
+            }
+        }
+        let mask = self_exclusion_mask(n, dtype, device)?;
+        *kept = Some(mask.clone());
+        Ok(mask)
+    }
+
     /// `(Q, K, A)`: queries, keys and the scores `A_hCB = beta Q_hC . K_hB`, with `-inf` on the
     /// diagonal unless tokens attend to themselves.
     fn scores(&self, g: &Tensor) -> Result<(Tensor, Tensor, Tensor)> {
@@ -129,9 +149,10 @@ impl EtBlock {
         }
         let q = self.project(g, &self.w_query)?;
         let k = self.project(g, &self.w_key)?;
-        let mut a = (q.matmul(&k.t()?)? * self.beta)?;
+        // beta scales the queries, which are smaller than the [B, H, N, N] scores.
+        let mut a = (&q * self.beta)?.matmul(&k.t()?)?;
         if !self.attend_self {
-            a = a.broadcast_add(&self_exclusion_mask(n, a.dtype(), a.device())?)?;
+            a = a.broadcast_add(&self.exclusion_mask(n, a.dtype(), a.device())?)?;
         }
         Ok((q, k, a))
     }
