@@ -66,6 +66,39 @@ pub fn causal_mask(n: usize, dtype: DType, device: &Device) -> Result<Tensor> {
     Tensor::from_vec(values, (n, n), device)?.to_dtype(dtype)
 }
 
+/// The `[n, n]` additive mask that leaves each token out of its own attention: `-inf` on the
+/// diagonal, 0 elsewhere (the Energy Transformer's sum over `B != C`).
+pub fn self_exclusion_mask(n: usize, dtype: DType, device: &Device) -> Result<Tensor> {
+    let values: Vec<f32> =
+        (0..n).flat_map(|i| (0..n).map(move |j| if i == j { f32::NEG_INFINITY } else { 0.0 })).collect();
+    Tensor::from_vec(values, (n, n), device)?.to_dtype(dtype)
+}
+
+/// Inverted dropout with a mask drawn from `seed`: each entry kept with probability `1 - p`
+/// and scaled by `1 / (1 - p)`. candle's own `dropout` draws from the device's generator,
+/// which cannot be seeded on CPU, so a run with dropout would not train again to the same
+/// numbers; a seed derived from the run and the data (see [`content_seed`]) makes it
+/// reproducible, resumed or split over threads.
+pub fn seeded_dropout(x: &Tensor, p: f64, seed: u64) -> Result<Tensor> {
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let keep = (1.0 / (1.0 - p)) as f32;
+    let mask: Vec<f32> = (0..x.elem_count()).map(|_| if rng.random::<f64>() < p { 0.0 } else { keep }).collect();
+    x * Tensor::from_vec(mask, x.shape(), x.device())?.to_dtype(x.dtype())?
+}
+
+/// A seed from `seed` and a sequence of values (FNV-1a over them): the same values give the
+/// same seed, others another one. Dropout masks and decoding draws are seeded this way.
+pub fn mix_seed(seed: u64, values: impl IntoIterator<Item = u64>) -> u64 {
+    values.into_iter().fold(0xcbf2_9ce4_8422_2325 ^ seed, |h, v| (h ^ v).wrapping_mul(0x0100_0000_01b3))
+}
+
+/// A seed from `seed` and the values of `x` ([`mix_seed`] over their f32 bits).
+pub fn content_seed(seed: u64, x: &Tensor) -> Result<u64> {
+    let values: Vec<f32> = x.flatten_all()?.to_dtype(DType::F32)?.to_vec1()?;
+    Ok(mix_seed(seed, values.iter().map(|v| v.to_bits() as u64)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -118,29 +151,4 @@ mod tests {
         assert!((e[3] - (3.0 * 1e-4f64).sin()).abs() < 1e-12); // w_last = 1e-4
         Ok(())
     }
-}
-
-/// Inverted dropout with a mask drawn from `seed`: each entry kept with probability `1 - p`
-/// and scaled by `1 / (1 - p)`. candle's own `dropout` draws from the device's generator,
-/// which cannot be seeded on CPU, so a run with dropout would not train again to the same
-/// numbers; a seed derived from the run and the data (see [`content_seed`]) makes it
-/// reproducible, resumed or split over threads.
-pub fn seeded_dropout(x: &Tensor, p: f64, seed: u64) -> Result<Tensor> {
-    use rand::{Rng, SeedableRng};
-    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
-    let keep = (1.0 / (1.0 - p)) as f32;
-    let mask: Vec<f32> = (0..x.elem_count()).map(|_| if rng.random::<f64>() < p { 0.0 } else { keep }).collect();
-    x * Tensor::from_vec(mask, x.shape(), x.device())?.to_dtype(x.dtype())?
-}
-
-/// A seed from `seed` and a sequence of values (FNV-1a over them): the same values give the
-/// same seed, others another one. Dropout masks and decoding draws are seeded this way.
-pub fn mix_seed(seed: u64, values: impl IntoIterator<Item = u64>) -> u64 {
-    values.into_iter().fold(0xcbf2_9ce4_8422_2325 ^ seed, |h, v| (h ^ v).wrapping_mul(0x0100_0000_01b3))
-}
-
-/// A seed from `seed` and the values of `x` ([`mix_seed`] over their f32 bits).
-pub fn content_seed(seed: u64, x: &Tensor) -> Result<u64> {
-    let values: Vec<f32> = x.flatten_all()?.to_dtype(DType::F32)?.to_vec1()?;
-    Ok(mix_seed(seed, values.iter().map(|v| v.to_bits() as u64)))
 }

@@ -70,6 +70,7 @@ macro_rules! per_real {
 
 mod activation;
 mod attention;
+mod energy_attention;
 mod layer_norm;
 mod linear;
 mod norm;
@@ -116,8 +117,8 @@ pub fn normed_activation(x: &Tensor, gain: Option<&Tensor>, eps: f64, act: Activ
         return Kernels::Composed.normed_activation(x, gain, eps, act);
     }
     match gain {
-        None => x.apply_op1(norm::Norm { eps, act }),
-        Some(g) => x.apply_op2(g, norm::NormGain { eps, act }),
+        None => x.apply_op1(norm::Norm { eps, act, centre: false }),
+        Some(g) => x.apply_op2(g, norm::NormGain(norm::Norm { eps, act, centre: false })),
     }
 }
 
@@ -185,11 +186,19 @@ pub fn linear(x: &Tensor, w: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
 
 /// LayerNorm over the last dimension, `(x - mean) / sqrt(var + eps) gain + bias`, with the
 /// biased variance of PyTorch's `nn.LayerNorm`. The variance is the mean square of the centred
-/// `x`, so this is [`rms_norm`] of `x - mean`: a mean, a difference and one fused op with its
-/// own backward, instead of the eight candle ops of the composition.
+/// `x`, so this is [`rms_norm`] of `x - mean`: one fused op with its own backward (and the
+/// bias added by [`add_row`]), instead of the eight candle ops of the composition.
 pub fn layer_norm(x: &Tensor, gain: Option<&Tensor>, bias: Option<&Tensor>, eps: f64) -> Result<Tensor> {
-    let centred = x.broadcast_sub(&x.mean_keepdim(candle_core::D::Minus1)?)?;
-    let normed = rms_norm(&centred, gain, eps)?;
+    let len = x.dims().last().copied().unwrap_or(1);
+    let normed = if !is_fused(x) || gain.is_some_and(|g| !gain_fits(x, g, len)) {
+        rms_norm(&x.broadcast_sub(&x.mean_keepdim(candle_core::D::Minus1)?)?, gain, eps)?
+    } else {
+        let norm = norm::Norm { eps, act: Activation::Identity, centre: true };
+        match gain {
+            None => x.apply_op1(norm)?,
+            Some(g) => x.apply_op2(g, norm::NormGain(norm))?,
+        }
+    };
     match bias {
         Some(b) => add_row(&normed, b),
         None => Ok(normed),
@@ -249,6 +258,18 @@ pub fn softmax_attention(q: &Tensor, k: &Tensor, v: &Tensor, heads: usize, scale
         return Kernels::Composed.softmax_attention(q, k, v, heads, scale, causal);
     }
     q.apply_op3(k, v, softmax_attention::SoftmaxAttention { heads, scale, causal })
+}
+
+/// The Energy Transformer's attention descent directions: for `qk` `[B, N, 2 H p]` (queries
+/// then keys, side by side), per sample and head `P = softmax_row(beta Q_h K_h^T)` (with the
+/// diagonal left out unless `attend_self`), and `[P K_h | P^T Q_h]` into the head's columns of
+/// each half (`-dE/dQ` and `-dE/dK`, seed 003 Eq. 3-4). One op with its own backward; the
+/// `[B, H, N, N]` weights are never stored.
+pub fn energy_attention(qk: &Tensor, heads: usize, beta: f64, attend_self: bool) -> Result<Tensor> {
+    if !is_fused(qk) || qk.rank() != 3 {
+        return Kernels::Composed.energy_attention(qk, heads, beta, attend_self);
+    }
+    qk.apply_op1(energy_attention::EnergyAttention { heads, beta, attend_self })
 }
 
 /// Which implementation a layer runs: the fused kernels of this crate (falling back to the
@@ -401,6 +422,33 @@ impl Kernels {
 
     /// [`softmax_attention`], or its composition: split the heads, the scaled scores, the
     /// causal mask of `plugin_api::ops`, `ops::softmax`, the product with `V`, merge the heads.
+    pub fn energy_attention(self, qk: &Tensor, heads: usize, beta: f64, attend_self: bool) -> Result<Tensor> {
+        match self {
+            Kernels::Fused => energy_attention(qk, heads, beta, attend_self),
+            Kernels::Composed => {
+                let (b, n, both) = qk.dims3()?;
+                if heads == 0 || both % (2 * heads) != 0 {
+                    candle_core::bail!("energy_attention: width {both} is not divisible by 2 x {heads} heads")
+                }
+                if !attend_self && n < 2 {
+                    candle_core::bail!("energy_attention: leaving each token out of its own attention needs at least 2 tokens, got {n}")
+                }
+                let width = both / 2;
+                let split = |x: Tensor| -> Result<Tensor> {
+                    x.reshape((b, n, heads, width / heads))?.transpose(1, 2)?.contiguous()
+                };
+                let (q, k) = (split(qk.narrow(2, 0, width)?)?, split(qk.narrow(2, width, width)?)?);
+                let mut scores = (q.matmul(&k.t()?)? * beta)?;
+                if !attend_self {
+                    scores = scores.broadcast_add(&ops::self_exclusion_mask(n, scores.dtype(), scores.device())?)?;
+                }
+                let p = ops::softmax(&scores, D::Minus1)?;
+                let merge = |x: Tensor| x.transpose(1, 2)?.reshape((b, n, width));
+                Tensor::cat(&[merge(p.matmul(&k)?)?, merge(p.t()?.matmul(&q)?)?], 2)
+            }
+        }
+    }
+
     pub fn softmax_attention(
         self,
         q: &Tensor,

@@ -1,16 +1,19 @@
 //! RMSNorm over the last dimension, with an optional gain and an optional element-wise
-//! activation after it, as one op with a hand-written backward.
+//! activation after it, as one op with a hand-written backward; with `centre`, LayerNorm
+//! (the RMSNorm of the row minus its mean).
 //!
 //! Forward, per row `x` of length `n`: `r = (mean(x^2) + eps)^(-1/2)`, `x^ = r x`,
 //! `u = x^ g` (or `x^` without gain), `y = act(u)`.
 //!
 //! Backward, from `dy`: `du = dy act'(u)`, `dg = sum_rows du x^`, `dx^ = du g` and
 //! `dx = r (dx^ - x^ mean(dx^ x^))`. The backward recomputes `r` from `x` rather than keeping
-//! it, so the op holds no memory beyond candle's graph.
+//! it, so the op holds no memory beyond candle's graph. Centred, `x` is replaced by
+//! `c = x - mean(x)` and the gradient through the mean is `dx - mean(dx)` (the rows' `dx` of
+//! `c`, projected off the constant direction).
 
 use crate::real::Real;
 use crate::strided::{for_each_chunk, map_chunks, read_vector, slice, unpack, Rows};
-use crate::vector::{dot, sum_sq};
+use crate::vector::{dot, sum, sum_sq};
 use candle_core::{bail, CpuStorage, CustomOp1, CustomOp2, CustomOp3, Layout, Result, Shape, Tensor};
 
 /// The element-wise function applied after the normalisation (and gain).
@@ -133,18 +136,31 @@ fn forward_row<T: Real>(x: &[T], gain: Option<&[T]>, eps: T, y: &mut [T], f: imp
     }
 }
 
-fn forward<T: Real>(x: &[T], rows: &Rows, gain: Option<&[T]>, eps: f64, act: Activation) -> Vec<T> {
-    let (len, eps) = (rows.len, T::c(eps));
+/// `x - mean(x)` in `out`, when centring; else `x` itself.
+#[inline(always)]
+fn centred<'a, T: Real>(x: &'a [T], centre: bool, out: &'a mut Vec<T>) -> &'a [T] {
+    if !centre {
+        return x;
+    }
+    let mean = sum(x) / T::c(x.len().max(1) as f64);
+    out.clear();
+    out.extend(x.iter().map(|&v| v - mean));
+    out
+}
+
+fn forward<T: Real>(x: &[T], rows: &Rows, gain: Option<&[T]>, norm: &Norm) -> Vec<T> {
+    let (len, eps, act, centre) = (rows.len, T::c(norm.eps), norm.act, norm.centre);
     let mut out = vec![T::zero(); rows.count * len];
     for_each_chunk(
         &mut out,
         len,
         #[inline(always)]
         |first, chunk| {
-            let mut buf = Vec::new();
+            let (mut buf, mut cbuf) = (Vec::new(), Vec::new());
             with_activation!(act, |f, _df| {
                 for (k, y) in chunk.chunks_exact_mut(len.max(1)).enumerate() {
-                    forward_row(rows.read(x, first + k, &mut buf), gain, eps, y, f);
+                    let row = centred(rows.read(x, first + k, &mut buf), centre, &mut cbuf);
+                    forward_row(row, gain, eps, y, f);
                 }
             })
         },
@@ -189,16 +205,8 @@ fn backward_row<T: Real>(
 }
 
 /// `dx` (contiguous, the shape of `x`) followed by `dg` (`len` values) when there is a gain.
-fn backward<T: Real>(
-    x: &[T],
-    x_rows: &Rows,
-    gain: Option<&[T]>,
-    dy: &[T],
-    dy_rows: &Rows,
-    eps: f64,
-    act: Activation,
-) -> Vec<T> {
-    let (len, eps) = (x_rows.len, T::c(eps));
+fn backward<T: Real>(x: &[T], x_rows: &Rows, gain: Option<&[T]>, dy: &[T], dy_rows: &Rows, norm: &Norm) -> Vec<T> {
+    let (len, eps, act, centre) = (x_rows.len, T::c(norm.eps), norm.act, norm.centre);
     let n = x_rows.count * len;
     let mut out = Vec::with_capacity(n + if gain.is_some() { len } else { 0 });
     out.resize(n, T::zero());
@@ -208,13 +216,19 @@ fn backward<T: Real>(
         #[inline(always)]
         |first, chunk| {
             let mut dg = vec![T::zero(); if gain.is_some() { len } else { 0 }];
-            let (mut xbuf, mut dybuf) = (Vec::new(), Vec::new());
+            let (mut xbuf, mut dybuf, mut cbuf) = (Vec::new(), Vec::new(), Vec::new());
             let mut dxhat = vec![T::zero(); len];
             with_activation!(act, |_f, df| {
                 for (k, dx) in chunk.chunks_exact_mut(len.max(1)).enumerate() {
-                    let xr = x_rows.read(x, first + k, &mut xbuf);
+                    let xr = centred(x_rows.read(x, first + k, &mut xbuf), centre, &mut cbuf);
                     let dyr = dy_rows.read(dy, first + k, &mut dybuf);
                     backward_row(xr, dyr, gain, eps, dx, &mut dg, &mut dxhat, df);
+                    if centre {
+                        let mean = sum(dx) / T::c(len.max(1) as f64);
+                        for v in dx.iter_mut() {
+                            *v -= mean;
+                        }
+                    }
                 }
             });
             dg
@@ -237,37 +251,45 @@ fn check_gain(rows: &Rows, gain_layout: &Layout, op: &'static str) -> Result<()>
     Ok(())
 }
 
-/// RMSNorm (then `act`) without gain.
+/// RMSNorm (then `act`) without gain, or LayerNorm with `centre`.
+#[derive(Debug, Clone, Copy)]
 pub(crate) struct Norm {
     pub eps: f64,
     pub act: Activation,
+    /// Subtract each row's mean first (LayerNorm).
+    pub centre: bool,
 }
 
 impl CustomOp1 for Norm {
     fn name(&self) -> &'static str {
-        "fused-rms-norm"
+        if self.centre {
+            "fused-layer-norm"
+        } else {
+            "fused-rms-norm"
+        }
     }
 
     fn cpu_fwd(&self, s: &CpuStorage, l: &Layout) -> Result<(CpuStorage, Shape)> {
         let rows = Rows::new(l);
-        let out = per_real!(s, self.name(), |T| forward(slice::<T>(s, self.name())?, &rows, None, self.eps, self.act));
+        let out = per_real!(s, self.name(), |T| forward(slice::<T>(s, self.name())?, &rows, None, self));
         Ok((out, l.shape().clone()))
     }
 
     fn bwd(&self, x: &Tensor, _res: &Tensor, dy: &Tensor) -> Result<Option<Tensor>> {
-        Ok(Some(x.apply_op2_no_bwd(dy, &NormBackward { eps: self.eps, act: self.act })?))
+        Ok(Some(x.apply_op2_no_bwd(dy, &NormBackward(*self))?))
     }
 }
 
-/// RMSNorm with gain (then `act`): arguments `x`, `g`.
-pub(crate) struct NormGain {
-    pub eps: f64,
-    pub act: Activation,
-}
+/// [`Norm`] with gain (then `act`): arguments `x`, `g`.
+pub(crate) struct NormGain(pub Norm);
 
 impl CustomOp2 for NormGain {
     fn name(&self) -> &'static str {
-        "fused-rms-norm-gain"
+        if self.0.centre {
+            "fused-layer-norm-gain"
+        } else {
+            "fused-rms-norm-gain"
+        }
     }
 
     fn cpu_fwd(&self, s: &CpuStorage, l: &Layout, gs: &CpuStorage, gl: &Layout) -> Result<(CpuStorage, Shape)> {
@@ -275,27 +297,24 @@ impl CustomOp2 for NormGain {
         check_gain(&rows, gl, self.name())?;
         let out = per_real!(s, self.name(), |T| {
             let g = read_vector::<T>(gs, gl, self.name())?;
-            forward(slice::<T>(s, self.name())?, &rows, Some(&g), self.eps, self.act)
+            forward(slice::<T>(s, self.name())?, &rows, Some(&g), &self.0)
         });
         Ok((out, l.shape().clone()))
     }
 
     fn bwd(&self, x: &Tensor, g: &Tensor, _res: &Tensor, dy: &Tensor) -> Result<(Option<Tensor>, Option<Tensor>)> {
-        let packed = x.apply_op3_no_bwd(g, dy, &NormGainBackward { eps: self.eps, act: self.act })?;
+        let packed = x.apply_op3_no_bwd(g, dy, &NormGainBackward(self.0))?;
         let [dx, dg] = unpack(&packed, [x, g])?;
         Ok((Some(dx), Some(dg)))
     }
 }
 
 /// The backward of [`Norm`]: arguments `x`, `dy`; result `dx`.
-struct NormBackward {
-    eps: f64,
-    act: Activation,
-}
+struct NormBackward(Norm);
 
 impl CustomOp2 for NormBackward {
     fn name(&self) -> &'static str {
-        "fused-rms-norm-backward"
+        "fused-norm-backward"
     }
 
     fn cpu_fwd(&self, s: &CpuStorage, l: &Layout, ds: &CpuStorage, dl: &Layout) -> Result<(CpuStorage, Shape)> {
@@ -307,22 +326,18 @@ impl CustomOp2 for NormBackward {
             None,
             slice::<T>(ds, name)?,
             &dy_rows,
-            self.eps,
-            self.act,
+            &self.0,
         ));
         Ok((out, l.shape().clone()))
     }
 }
 
 /// The backward of [`NormGain`]: arguments `x`, `g`, `dy`; result `[dx (flattened), dg]`.
-struct NormGainBackward {
-    eps: f64,
-    act: Activation,
-}
+struct NormGainBackward(Norm);
 
 impl CustomOp3 for NormGainBackward {
     fn name(&self) -> &'static str {
-        "fused-rms-norm-gain-backward"
+        "fused-norm-gain-backward"
     }
 
     fn cpu_fwd(
@@ -340,7 +355,7 @@ impl CustomOp3 for NormGainBackward {
         let out = per_real!(s, name, |T| {
             let g = read_vector::<T>(gs, gl, name)?;
             let (x, dy) = (slice::<T>(s, name)?, slice::<T>(ds, name)?);
-            backward(x, &rows, Some(&g), dy, &dy_rows, self.eps, self.act)
+            backward(x, &rows, Some(&g), dy, &dy_rows, &self.0)
         });
         let len = out_len(&out);
         Ok((out, Shape::from(len)))

@@ -165,6 +165,18 @@ fn layer_norm_matches_the_composition() {
                 |i| layer_norm(&i[0], Some(&i[1]), Some(&i[2]), 1e-5).unwrap(),
                 |i| composed_layer_norm(&i[0], &i[1], &i[2], 1e-5),
             );
+            let (xv, x) = input(shape, view, 80 + s as u64);
+            let (ones, zeros) = (
+                Tensor::ones(len, DType::F64, &Device::Cpu).unwrap(),
+                Tensor::zeros(len, DType::F64, &Device::Cpu).unwrap(),
+            );
+            check(
+                &format!("layer_norm {shape:?} {view:?} without gain and bias"),
+                std::slice::from_ref(&xv),
+                std::slice::from_ref(&x),
+                |i| layer_norm(&i[0], None, None, 1e-5).unwrap(),
+                |i| composed_layer_norm(&i[0], &ones, &zeros, 1e-5),
+            );
         }
     }
 }
@@ -377,6 +389,32 @@ fn softmax_attention_matches_the_composition() {
                     &[x],
                     |i| softmax_attention(&i[0], &i[0], &i[0], heads, scale, causal).unwrap(),
                     |i| Kernels::Composed.softmax_attention(&i[0], &i[0], &i[0], heads, scale, causal).unwrap(),
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn energy_attention_matches_the_composition() {
+    // (B, N, heads, p): a single token (attending to itself only), odd token counts, one head
+    // of width 1.
+    let cases = [(1, 1, 1, 4), (2, 5, 3, 4), (2, 7, 3, 4), (1, 9, 2, 5), (3, 5, 1, 1)];
+    for (s, &(b, n, heads, p)) in cases.iter().enumerate() {
+        for attend_self in [true, false] {
+            if n < 2 && !attend_self {
+                let qk = normal(&[b, n, 2 * heads * p], 1.0, 0);
+                assert!(energy_attention(&qk, heads, 0.5, false).is_err(), "one token cannot leave itself out");
+                continue;
+            }
+            for (v, view) in VIEWS.into_iter().enumerate() {
+                let (qkv, qk) = input(&[b, n, 2 * heads * p], view, 400 + 10 * s as u64 + v as u64);
+                check(
+                    &format!("energy attention B={b} N={n} H={heads} p={p} attend_self={attend_self} {view:?}"),
+                    &[qkv],
+                    &[qk],
+                    |i| energy_attention(&i[0], heads, 0.7, attend_self).unwrap(),
+                    |i| Kernels::Composed.energy_attention(&i[0], heads, 0.7, attend_self).unwrap(),
                 );
             }
         }

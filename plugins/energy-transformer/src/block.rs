@@ -23,7 +23,7 @@
 //! `dE_HN/dg = -ReLU(g Xi^T) Xi`.
 
 use crate::model::EtConfig;
-use kernels::{layer_norm, relu, rms_norm, softmax};
+use kernels::{layer_norm, relu, rms_norm};
 use plugin_api::candle::{DType, Device, Tensor, D};
 use plugin_api::candle_nn::{Init, VarBuilder};
 use plugin_api::{PluginError, Result};
@@ -133,20 +133,26 @@ impl EtBlock {
                 return Ok(mask.clone());
             }
         }
-        let mask = self_exclusion_mask(n, dtype, device)?;
+        let mask = plugin_api::ops::self_exclusion_mask(n, dtype, device)?;
         *kept = Some(mask.clone());
         Ok(mask)
+    }
+
+    /// An error unless the attention has other tokens to sum over.
+    fn check_tokens(&self, n: usize) -> Result<()> {
+        if !self.attend_self && n < 2 {
+            return Err(PluginError::Other(format!(
+                "the Energy Transformer attention sums over the other tokens (B != C) and needs at least 2 tokens, got {n}; use attend_self=true for single tokens"
+            )));
+        }
+        Ok(())
     }
 
     /// `(Q, K, A)`: queries, keys and the scores `A_hCB = beta Q_hC . K_hB`, with `-inf` on the
     /// diagonal unless tokens attend to themselves.
     fn scores(&self, g: &Tensor) -> Result<(Tensor, Tensor, Tensor)> {
         let n = g.dim(1)?;
-        if !self.attend_self && n < 2 {
-            return Err(PluginError::Other(format!(
-                "the Energy Transformer attention sums over the other tokens (B != C) and needs at least 2 tokens, got {n}; use attend_self=true for single tokens"
-            )));
-        }
+        self.check_tokens(n)?;
         let q = self.project(g, &self.w_query)?;
         let k = self.project(g, &self.w_key)?;
         // beta scales the queries, which are smaller than the [B, H, N, N] scores.
@@ -176,18 +182,15 @@ impl EtBlock {
         Ok(self.attention_descent(g)?.neg()?)
     }
 
-    /// `-dE_ATT/dg = sum_h (P_h K_h Wq_h + P_h^T Q_h Wk_h)`.
+    /// `-dE_ATT/dg = sum_h (P_h K_h Wq_h + P_h^T Q_h Wk_h)`: `[Q | K] = g [W^Q; W^K]^T` as one
+    /// product, the fused op's `[P K | P^T Q]` (`-dE/dQ`, `-dE/dK`, per head), and one product
+    /// back with `[W^Q; W^K]`, which sums the two.
     fn attention_descent(&self, g: &Tensor) -> Result<Tensor> {
-        let (b, n, _) = g.dims3()?;
-        let (q, k, a) = self.scores(g)?;
-        let p = softmax(&a, D::Minus1)?;
-        let merge =
-            |t: Tensor| -> Result<Tensor> { Ok(t.transpose(1, 2)?.reshape((b, n, self.heads * self.head_dim))?) };
-        let d_query = merge(p.matmul(&k)?)?; // -dE/dQ
-        let d_key = merge(p.t()?.matmul(&q)?)?; // -dE/dK
-        let through_queries = kernels::linear(&d_query, &self.flat(&self.w_query)?, None)?;
-        let through_keys = kernels::linear(&d_key, &self.flat(&self.w_key)?, None)?;
-        Ok((through_queries + through_keys)?)
+        self.check_tokens(g.dim(1)?)?;
+        let both = Tensor::cat(&[&self.flat(&self.w_query)?, &self.flat(&self.w_key)?], 0)?; // [2 H p, d]
+        let qk = kernels::linear(g, &both.t()?, None)?;
+        let directions = kernels::energy_attention(&qk, self.heads, self.beta, self.attend_self)?;
+        Ok(kernels::linear(&directions, &both, None)?)
     }
 
     /// `dE_HN/dg = -ReLU(g Xi^T) Xi`, `[B, N, d]`.
@@ -211,11 +214,4 @@ impl EtBlock {
     pub fn normalised_queries(&self, x: &Tensor) -> Result<Tensor> {
         Ok(rms_norm(&self.project(&self.norm.forward(x)?, &self.w_query)?, None, RMS_EPS)?)
     }
-}
-
-/// `[N, N]` with `-inf` on the diagonal and 0 elsewhere: the sum over keys `B != C`.
-fn self_exclusion_mask(n: usize, dtype: DType, device: &Device) -> Result<Tensor> {
-    let values: Vec<f32> =
-        (0..n).flat_map(|c| (0..n).map(move |b| if b == c { f32::NEG_INFINITY } else { 0.0 })).collect();
-    Ok(Tensor::from_vec(values, (n, n), device)?.to_dtype(dtype)?)
 }

@@ -1,0 +1,208 @@
+//! The Energy Transformer's attention descent directions as one op (seed 003 Eq. 3-4 and
+//! their gradients): from `[Q | K]` (`[B, N, 2 H p]`, the queries and keys side by side, one
+//! product of the normalised tokens with `[W^Q; W^K]`), per sample and head `h`,
+//!
+//! `P = softmax_row(beta Q_h K_h^T)` (the diagonal left out unless tokens attend to
+//! themselves), `O^Q_h = P K_h` (`-dE/dQ_h`), `O^K_h = P^T Q_h` (`-dE/dK_h`),
+//!
+//! written back side by side as `[O^Q | O^K]` (`[B, N, 2 H p]`), so that one product with
+//! `[W^Q; W^K]` takes both back to the tokens. No `[B, H, N, N]` tensor and no per-head copy
+//! is stored: each (sample, head) works in its own scratch, and the backward recomputes `P`.
+//! From `G^Q`, `G^K` (the gradients of the two halves):
+//!
+//! - `dP = G^Q K^T + Q G^K^T`, `dA = P (dP - rowsum(dP P))` (entry-wise; `P = 0` off the mask);
+//! - `dQ = P G^K + beta dA K`, `dK = P^T G^Q + beta dA^T Q`.
+
+use crate::attention::{product, read_head, Dims};
+use crate::real::Real;
+use crate::strided::{for_each_chunk, slice, Rows};
+use crate::vector::{dot, softmax_in_place};
+use candle_core::{bail, CpuStorage, CustomOp1, CustomOp2, Layout, Result, Shape, Tensor};
+
+/// Per-thread scratch for one (sample, head).
+struct Scratch<T> {
+    /// `Q_h`, `K_h`, `N x p` each.
+    q: Vec<T>,
+    k: Vec<T>,
+    /// `P`, `N x N`.
+    p: Vec<T>,
+}
+
+impl<T: Real> Scratch<T> {
+    fn new(d: &Dims) -> Self {
+        let (n, p) = (d.tokens, d.head_dim);
+        Scratch { q: vec![T::zero(); n * p], k: vec![T::zero(); n * p], p: vec![T::zero(); n * n] }
+    }
+
+    /// Reads `Q_h`, `K_h` of sample `b` (heads `h` and `H + h` of the `2 H`-head view `d`)
+    /// and fills `p` with the attention weights.
+    fn attend(&mut self, qk: (&[T], &Rows), d: &Dims, b: usize, h: usize, op: &EnergyAttention) {
+        let (n, hp) = (d.tokens, d.head_dim);
+        read_head(qk.0, qk.1, d, b, h, &mut self.q);
+        read_head(qk.0, qk.1, d, b, op.heads + h, &mut self.k);
+        // SAFETY: `p` holds N x N; `q` and `k` hold N x p, row-major.
+        unsafe {
+            product(
+                (n, n, hp),
+                self.p.as_mut_ptr(),
+                n,
+                (self.q.as_ptr(), hp, 1),
+                (self.k.as_ptr(), 1, hp),
+                T::c(op.beta),
+                false,
+            );
+        }
+        for (i, row) in self.p.chunks_exact_mut(n).enumerate() {
+            if !op.attend_self {
+                row[i] = T::neg_infinity();
+            }
+            softmax_in_place(row);
+        }
+    }
+}
+
+fn forward<T: Real>(qk: (&[T], &Rows), d: Dims, op: &EnergyAttention) -> Vec<T> {
+    let (n, width, hp, heads) = (d.tokens, d.width(), d.head_dim, op.heads);
+    let mut out = vec![T::zero(); d.batch * n * width];
+    for_each_chunk(
+        &mut out,
+        n * width,
+        #[inline(always)]
+        |first, chunk: &mut [T]| {
+            let mut scratch = Scratch::new(&d);
+            for (s, sample) in chunk.chunks_exact_mut((n * width).max(1)).enumerate() {
+                for h in 0..heads {
+                    scratch.attend(qk, &d, first + s, h, op);
+                    // SAFETY: the head's columns of the sample, N rows of `width`.
+                    unsafe {
+                        // O^Q_h = P K_h; O^K_h = P^T Q_h.
+                        let (p, q, k) = (scratch.p.as_ptr(), scratch.q.as_ptr(), scratch.k.as_ptr());
+                        product(
+                            (n, hp, n),
+                            sample.as_mut_ptr().add(h * hp),
+                            width,
+                            (p, n, 1),
+                            (k, hp, 1),
+                            T::one(),
+                            false,
+                        );
+                        let keys = sample.as_mut_ptr().add((heads + h) * hp);
+                        product((n, hp, n), keys, width, (p, 1, n), (q, hp, 1), T::one(), false);
+                    }
+                }
+            }
+        },
+    );
+    out
+}
+
+fn backward<T: Real>(qk: (&[T], &Rows), grad: (&[T], &Rows), d: Dims, op: &EnergyAttention) -> Vec<T> {
+    let (n, width, hp, heads) = (d.tokens, d.width(), d.head_dim, op.heads);
+    let mut out = vec![T::zero(); d.batch * n * width];
+    let beta = T::c(op.beta);
+    for_each_chunk(
+        &mut out,
+        n * width,
+        #[inline(always)]
+        |first, chunk: &mut [T]| {
+            let mut scratch = Scratch::new(&d);
+            let (mut gq, mut gk) = (vec![T::zero(); n * hp], vec![T::zero(); n * hp]);
+            let mut da = vec![T::zero(); n * n];
+            for (s, sample) in chunk.chunks_exact_mut((n * width).max(1)).enumerate() {
+                let b = first + s;
+                for h in 0..heads {
+                    scratch.attend(qk, &d, b, h, op);
+                    read_head(grad.0, grad.1, &d, b, h, &mut gq);
+                    read_head(grad.0, grad.1, &d, b, heads + h, &mut gk);
+                    let (p, q, k) = (scratch.p.as_ptr(), scratch.q.as_ptr(), scratch.k.as_ptr());
+                    // SAFETY: scratch of the sizes above; the sample's head columns.
+                    unsafe {
+                        // dP = G^Q K^T + Q G^K^T (into `da`).
+                        product((n, n, hp), da.as_mut_ptr(), n, (gq.as_ptr(), hp, 1), (k, 1, hp), T::one(), false);
+                        product((n, n, hp), da.as_mut_ptr(), n, (q, hp, 1), (gk.as_ptr(), 1, hp), T::one(), true);
+                    }
+                    // dA = P (dP - rowsum(dP P)).
+                    for (g, p) in da.chunks_exact_mut(n).zip(scratch.p.chunks_exact(n)) {
+                        let row_dot = dot(g, p);
+                        for (g, &p) in g.iter_mut().zip(p) {
+                            *g = p * (*g - row_dot);
+                        }
+                    }
+                    unsafe {
+                        // dQ = P G^K + beta dA K; dK = P^T G^Q + beta dA^T Q.
+                        let dq = sample.as_mut_ptr().add(h * hp);
+                        product((n, hp, n), dq, width, (p, n, 1), (gk.as_ptr(), hp, 1), T::one(), false);
+                        product((n, hp, n), dq, width, (da.as_ptr(), n, 1), (k, hp, 1), beta, true);
+                        let dk = sample.as_mut_ptr().add((heads + h) * hp);
+                        product((n, hp, n), dk, width, (p, 1, n), (gq.as_ptr(), hp, 1), T::one(), false);
+                        product((n, hp, n), dk, width, (da.as_ptr(), 1, n), (q, hp, 1), beta, true);
+                    }
+                }
+            }
+        },
+    );
+    out
+}
+
+/// The op: argument `[Q | K]` (`[B, N, 2 H p]`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct EnergyAttention {
+    pub heads: usize,
+    pub beta: f64,
+    pub attend_self: bool,
+}
+
+impl EnergyAttention {
+    /// The `2 H`-head view of `[Q | K]` (and of its gradient), checked.
+    fn dims(&self, layout: &Layout, op: &'static str) -> Result<Dims> {
+        let d = Dims::of(layout, 2 * self.heads, op)?;
+        if !self.attend_self && d.tokens < 2 {
+            bail!("{op}: leaving each token out of its own attention needs at least 2 tokens, got {}", d.tokens)
+        }
+        Ok(d)
+    }
+}
+
+impl CustomOp1 for EnergyAttention {
+    fn name(&self) -> &'static str {
+        "fused-energy-attention"
+    }
+
+    fn cpu_fwd(&self, s: &CpuStorage, l: &Layout) -> Result<(CpuStorage, Shape)> {
+        let name = self.name();
+        let d = self.dims(l, name)?;
+        let rows = Rows::new(l);
+        let out = per_real!(s, name, |T| forward((slice::<T>(s, name)?, &rows), d, self));
+        Ok((out, l.shape().clone()))
+    }
+
+    fn bwd(&self, qk: &Tensor, _res: &Tensor, grad: &Tensor) -> Result<Option<Tensor>> {
+        Ok(Some(qk.apply_op2_no_bwd(grad, &EnergyAttentionBackward(*self))?))
+    }
+}
+
+/// The backward of [`EnergyAttention`]: arguments `[Q | K]` and `[G^Q | G^K]`; result
+/// `[dQ | dK]`.
+struct EnergyAttentionBackward(EnergyAttention);
+
+impl CustomOp2 for EnergyAttentionBackward {
+    fn name(&self) -> &'static str {
+        "fused-energy-attention-backward"
+    }
+
+    fn cpu_fwd(&self, s: &CpuStorage, l: &Layout, gs: &CpuStorage, gl: &Layout) -> Result<(CpuStorage, Shape)> {
+        let name = self.name();
+        let d = self.0.dims(l, name)?;
+        if gl.dims() != l.dims() {
+            bail!("{name}: the gradient has shape {:?}, the output {:?}", gl.dims(), l.dims())
+        }
+        let (rows, grad_rows) = (Rows::new(l), Rows::new(gl));
+        let out = per_real!(s, name, |T| backward(
+            (slice::<T>(s, name)?, &rows),
+            (slice::<T>(gs, name)?, &grad_rows),
+            d,
+            &self.0
+        ));
+        Ok((out, l.shape().clone()))
+    }
+}
