@@ -167,20 +167,36 @@ pub fn relu(x: &Tensor) -> Result<Tensor> {
 /// `x w (+ bias)` for `x` `[..., k]`, `w` `[k, n]` (any strides: pass `W^T` as the view
 /// `w.t()`), `bias` `[n]`: a linear map of the last dimension as one op.
 pub fn linear(x: &Tensor, w: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
+    linear_op(x, w, bias, false)
+}
+
+/// `x w^T (+ bias)` for a weight `w` `[n, k]` (the layout of PyTorch's `nn.Linear`): as
+/// [`linear`] with `w.t()`, but the weight's gradient comes back in its own layout, where the
+/// transposed view's would reach it through candle's transpose and be added to its other
+/// gradients entry by entry.
+pub fn linear_transposed(x: &Tensor, w: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
+    linear_op(x, w, bias, true)
+}
+
+fn linear_op(x: &Tensor, w: &Tensor, bias: Option<&Tensor>, transposed: bool) -> Result<Tensor> {
     let k = x.dims().last().copied().unwrap_or(0);
+    let (inner, outer) = if transposed { (1, 0) } else { (0, 1) };
     let fits = is_fused(x)
         && x.rank() >= 1
         && w.dims().len() == 2
-        && w.dims()[0] == k
+        && w.dims()[inner] == k
         && w.dtype() == x.dtype()
         && w.device().same_device(x.device())
-        && bias.is_none_or(|b| gain_fits(x, b, w.dims()[1]));
+        && bias.is_none_or(|b| gain_fits(x, b, w.dims()[outer]));
     if !fits {
-        return Kernels::Composed.linear(x, w, bias);
+        return match transposed {
+            true => Kernels::Composed.linear(x, &w.t()?, bias),
+            false => Kernels::Composed.linear(x, w, bias),
+        };
     }
     match bias {
-        None => x.apply_op2(w, linear::Linear),
-        Some(b) => x.apply_op3(w, b, linear::LinearBias),
+        None => x.apply_op2(w, linear::Linear { transposed }),
+        Some(b) => x.apply_op3(w, b, linear::LinearBias { transposed }),
     }
 }
 
@@ -318,6 +334,13 @@ impl Kernels {
     }
 
     /// [`linear`], or candle's `reshape`, `matmul`, `reshape` and `broadcast_add`.
+    pub fn linear_transposed(self, x: &Tensor, w: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
+        match self {
+            Kernels::Fused => linear_transposed(x, w, bias),
+            Kernels::Composed => self.linear(x, &w.t()?, bias),
+        }
+    }
+
     pub fn linear(self, x: &Tensor, w: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
         match self {
             Kernels::Fused => linear(x, w, bias),

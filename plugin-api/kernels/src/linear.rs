@@ -116,15 +116,16 @@ unsafe fn product<T: Real>(m: usize, n: usize, k: usize, dst: *mut T, lhs: (&[T]
     }
 }
 
-/// The weight `[k, n]` as a matrix.
-fn weight_matrix(layout: &Layout, k: usize, op: &'static str) -> Result<(usize, Strided)> {
+/// The weight `[k, n]` as a matrix, or with `transposed` the weight `[n, k]` as its transpose.
+fn weight_matrix(layout: &Layout, k: usize, transposed: bool, op: &'static str) -> Result<(usize, Strided)> {
     let dims = layout.dims();
-    let &[wk, n] = dims else { bail!("{op}: the weight must be [k, n], got shape {dims:?}") };
-    if wk != k {
-        bail!("{op}: the weight is [{wk}, {n}] but the input's last dimension is {k}")
+    let (s, offset) = (layout.stride(), layout.start_offset());
+    match (dims, transposed) {
+        (&[wk, n], false) if wk == k => Ok((n, Strided { offset, row_stride: s[0], col_stride: s[1] })),
+        (&[n, wk], true) if wk == k => Ok((n, Strided { offset, row_stride: s[1], col_stride: s[0] })),
+        _ if transposed => bail!("{op}: the weight must be [n, {k}] (used transposed), got shape {dims:?}"),
+        _ => bail!("{op}: the weight must be [{k}, n] (the input's last dimension first), got shape {dims:?}"),
     }
-    let s = layout.stride();
-    Ok((n, Strided { offset: layout.start_offset(), row_stride: s[0], col_stride: s[1] }))
 }
 
 fn forward<T: Real>(
@@ -132,12 +133,13 @@ fn forward<T: Real>(
     xl: &Layout,
     w: &[T],
     wl: &Layout,
+    transposed: bool,
     bias: Option<Vec<T>>,
     op: &'static str,
 ) -> Result<Vec<T>> {
     let mut buf = Vec::new();
     let (x, m, k, sx) = matrix_of(x, xl, &mut buf);
-    let (n, sw) = weight_matrix(wl, k, op)?;
+    let (n, sw) = weight_matrix(wl, k, transposed, op)?;
     let mut out = Vec::with_capacity(m * n);
     // SAFETY: the product writes all `m * n` entries.
     unsafe {
@@ -159,15 +161,16 @@ fn forward<T: Real>(
 
 /// `x`'s shape with the last dimension replaced by the weight's output width (once
 /// [`forward`] has checked the weight).
-fn output_shape(xl: &Layout, wl: &Layout) -> Shape {
+fn output_shape(xl: &Layout, wl: &Layout, transposed: bool) -> Shape {
     let mut dims = xl.dims().to_vec();
-    if let (Some(last), Some(&n)) = (dims.last_mut(), wl.dims().last()) {
+    let n = if transposed { wl.dims().first() } else { wl.dims().last() };
+    if let (Some(last), Some(&n)) = (dims.last_mut(), n) {
         *last = n;
     }
     Shape::from(dims)
 }
 
-/// `[dx (x's shape, flattened), dw ([k, n]), db ([n], with a bias)]`.
+/// `[dx (x's shape, flattened), dw (the weight's shape), db ([n], with a bias)]`.
 #[allow(clippy::too_many_arguments)]
 fn backward<T: Real>(
     x: &[T],
@@ -176,12 +179,12 @@ fn backward<T: Real>(
     wl: &Layout,
     dy: &[T],
     dyl: &Layout,
-    with_bias: bool,
+    (with_bias, transposed): (bool, bool),
     op: &'static str,
 ) -> Result<Vec<T>> {
     let (mut xbuf, mut dybuf) = (Vec::new(), Vec::new());
     let (x, m, k, sx) = matrix_of(x, xl, &mut xbuf);
-    let (n, sw) = weight_matrix(wl, k, op)?;
+    let (n, sw) = weight_matrix(wl, k, transposed, op)?;
     let (dy, dm, dn, sdy) = matrix_of(dy, dyl, &mut dybuf);
     if (dm, dn) != (m, n) {
         bail!("{op}: the output gradient is {dm} x {dn}, expected {m} x {n}")
@@ -193,7 +196,12 @@ fn backward<T: Real>(
     unsafe {
         let start: *mut T = out.as_mut_ptr();
         product(m, k, n, start, (dy, sdy), (w, sw.transposed()));
-        product(k, n, m, start.add(m * k), (x, sx.transposed()), (dy, sdy));
+        if transposed {
+            // The weight's own [n, k]: dW^T = dy^T x.
+            product(n, k, m, start.add(m * k), (dy, sdy.transposed()), (x, sx));
+        } else {
+            product(k, n, m, start.add(m * k), (x, sx.transposed()), (dy, sdy));
+        }
         std::ptr::write_bytes(start.add(m * k + k * n), 0, bias_len);
         out.set_len(m * k + k * n + bias_len);
     }
@@ -216,15 +224,20 @@ fn storage_len(s: &CpuStorage) -> usize {
     }
 }
 
-/// `x w`.
-pub(crate) struct Linear;
+/// `x w`, or `x w^T` when `transposed` (a weight `[n, k]` as PyTorch's `nn.Linear` keeps it).
+pub(crate) struct Linear {
+    pub transposed: bool,
+}
 
-/// `x w + b`.
-pub(crate) struct LinearBias;
+/// `x w + b` (or `x w^T + b`).
+pub(crate) struct LinearBias {
+    pub transposed: bool,
+}
 
 /// The backward of both: arguments `x`, `w`, `dy`; result `[dx, dw (, db)]`.
 struct LinearBackward {
     with_bias: bool,
+    transposed: bool,
 }
 
 impl CustomOp2 for Linear {
@@ -234,12 +247,23 @@ impl CustomOp2 for Linear {
 
     fn cpu_fwd(&self, s: &CpuStorage, l: &Layout, ws: &CpuStorage, wl: &Layout) -> Result<(CpuStorage, Shape)> {
         let name = self.name();
-        let out = per_real!(s, name, |T| forward(slice::<T>(s, name)?, l, slice::<T>(ws, name)?, wl, None, name)?);
-        Ok((out, output_shape(l, wl)))
+        let out = per_real!(s, name, |T| forward(
+            slice::<T>(s, name)?,
+            l,
+            slice::<T>(ws, name)?,
+            wl,
+            self.transposed,
+            None,
+            name
+        )?);
+        Ok((out, output_shape(l, wl, self.transposed)))
     }
 
     fn bwd(&self, x: &Tensor, w: &Tensor, _res: &Tensor, dy: &Tensor) -> Result<(Option<Tensor>, Option<Tensor>)> {
-        let [dx, dw] = unpack(&x.apply_op3_no_bwd(w, dy, &LinearBackward { with_bias: false })?, [x, w])?;
+        let [dx, dw] = unpack(
+            &x.apply_op3_no_bwd(w, dy, &LinearBackward { with_bias: false, transposed: self.transposed })?,
+            [x, w],
+        )?;
         Ok((Some(dx), Some(dw)))
     }
 }
@@ -261,9 +285,9 @@ impl CustomOp3 for LinearBias {
         let name = self.name();
         let out = per_real!(s, name, |T| {
             let b = read_vector::<T>(bs, bl, name)?;
-            forward(slice::<T>(s, name)?, l, slice::<T>(ws, name)?, wl, Some(b), name)?
+            forward(slice::<T>(s, name)?, l, slice::<T>(ws, name)?, wl, self.transposed, Some(b), name)?
         });
-        Ok((out, output_shape(l, wl)))
+        Ok((out, output_shape(l, wl, self.transposed)))
     }
 
     fn bwd(
@@ -274,7 +298,10 @@ impl CustomOp3 for LinearBias {
         _res: &Tensor,
         dy: &Tensor,
     ) -> Result<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
-        let [dx, dw, db] = unpack(&x.apply_op3_no_bwd(w, dy, &LinearBackward { with_bias: true })?, [x, w, b])?;
+        let [dx, dw, db] = unpack(
+            &x.apply_op3_no_bwd(w, dy, &LinearBackward { with_bias: true, transposed: self.transposed })?,
+            [x, w, b],
+        )?;
         Ok((Some(dx), Some(dw), Some(db)))
     }
 }
@@ -296,7 +323,7 @@ impl CustomOp3 for LinearBackward {
         let name = self.name();
         let out = per_real!(s, name, |T| {
             let (x, w, dy) = (slice::<T>(s, name)?, slice::<T>(ws, name)?, slice::<T>(ds, name)?);
-            backward(x, l, w, wl, dy, dl, self.with_bias, name)?
+            backward(x, l, w, wl, dy, dl, (self.with_bias, self.transposed), name)?
         });
         let len = storage_len(&out);
         Ok((out, Shape::from(len)))

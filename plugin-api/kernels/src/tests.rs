@@ -451,10 +451,25 @@ fn linear_matches_the_composition_for_any_layout() {
                 );
                 check(
                     &format!("{label} with bias"),
-                    &[xv, wv, bv],
-                    &[x, w, b],
+                    &[xv.clone(), wv.clone(), bv.clone()],
+                    &[x.clone(), w.clone(), b.clone()],
                     |i| linear(&i[0], &i[1], Some(&i[2])).unwrap(),
                     |i| Kernels::Composed.linear(&i[0], &i[1], Some(&i[2])).unwrap(),
+                );
+                // The same product from the weight's transpose, as `linear_transposed` takes it.
+                let (wtv, wt) = if transposed_weight {
+                    let t = wv.as_tensor().clone();
+                    (wv, t)
+                } else {
+                    let t = wv.as_tensor().t().unwrap();
+                    (wv, t)
+                };
+                check(
+                    &format!("{label} transposed"),
+                    &[xv, wtv, bv],
+                    &[x, wt, b],
+                    |i| linear_transposed(&i[0], &i[1], Some(&i[2])).unwrap(),
+                    |i| Kernels::Composed.linear(&i[0], &i[1].t().unwrap(), Some(&i[2])).unwrap(),
                 );
             }
         }

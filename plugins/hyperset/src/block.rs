@@ -223,7 +223,7 @@ impl HyperSetBlock {
         let z = self.project(x, w)?;
         let mixed = self.attention.mix(&z.query, &z.key, &z.value)?;
         let merged = mixed.transpose(1, 2)?.reshape((b, n, d))?;
-        Ok(self.kernels.linear(&merged, &w.t()?, None)?)
+        Ok(self.kernels.linear_transposed(&merged, w, None)?)
     }
 
     /// `D a(RMSNorm(D^T X))` with the variant's `a = -dE_FF/dU~` (module `feedforward`):
@@ -235,7 +235,7 @@ impl HyperSetBlock {
         let hidden = self.kernels.linear(x, d_ff, None)?;
         let gain = self.ff_gain.as_ref();
         let activated = self.feedforward.normed_activation(&hidden, gain, self.norm_eps, self.kernels)?;
-        Ok(self.kernels.linear(&activated, &d_ff.t()?, None)?)
+        Ok(self.kernels.linear_transposed(&activated, d_ff, None)?)
     }
 }
 

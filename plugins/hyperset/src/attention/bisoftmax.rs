@@ -19,7 +19,7 @@ pub fn fused_update(x: &Tensor, w: &Tensor, gain: Option<&Tensor>, heads: usize,
     let beta = head_inverse_temperature(x.dim(2)? / heads);
     let projected = kernels::linear(x, w, None)?;
     let merged = kernels::bi_softmax_attention(&projected, gain, heads, beta, eps)?;
-    kernels::linear(&merged, &w.t()?, None)
+    kernels::linear_transposed(&merged, w, None)
 }
 
 /// `(softmax(A, -1) + softmax(A, -2)) v` with `A = beta q k^T`: Eq. 9's bracket per head.
