@@ -96,7 +96,7 @@ impl CemMlp {
     /// `V^T (gamma o SiLU(V u))` `[B, N, D]`: minus the gradient of `xi` in `u` (Eq. 8).
     pub fn gradient_direction(&self, gamma: &Tensor, u: &Tensor) -> Result<Tensor> {
         let gated = (gamma * kernels::activation(&kernels::linear(u, &self.v, None)?, kernels::Activation::Silu)?)?;
-        Ok(kernels::linear(&gated, &self.v.t()?, None)?)
+        Ok(kernels::linear_transposed(&gated, &self.v, None)?)
     }
 
     /// The step direction `-Delta x^xi = P_mlp V^T (gamma o SiLU(V u))` (Eq. 15).

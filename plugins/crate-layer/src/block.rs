@@ -129,7 +129,7 @@ impl CrateBlock {
     /// objective `1/2 ||Z - D Z'||^2 + lambda sum(Z')` (on `Z' >= 0` the sum is `||Z'||_1`).
     /// Row-major: `(Z - Z D^T) D - lambda`.
     pub fn ista_direction(&self, z: &Tensor) -> Result<Tensor> {
-        let residual = (z - kernels::linear(z, &self.dictionary.t()?, None)?)?;
+        let residual = (z - kernels::linear_transposed(z, &self.dictionary, None)?)?;
         Ok((kernels::linear(&residual, &self.dictionary, None)? - self.lambda)?)
     }
 

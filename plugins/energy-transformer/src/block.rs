@@ -188,7 +188,7 @@ impl EtBlock {
     fn attention_descent(&self, g: &Tensor) -> Result<Tensor> {
         self.check_tokens(g.dim(1)?)?;
         let both = Tensor::cat(&[&self.flat(&self.w_query)?, &self.flat(&self.w_key)?], 0)?; // [2 H p, d]
-        let qk = kernels::linear(g, &both.t()?, None)?;
+        let qk = kernels::linear_transposed(g, &both, None)?;
         let directions = kernels::energy_attention(&qk, self.heads, self.beta, self.attend_self)?;
         Ok(kernels::linear(&directions, &both, None)?)
     }
@@ -200,7 +200,7 @@ impl EtBlock {
 
     /// `-dE_HN/dg = ReLU(g Xi^T) Xi`.
     fn hopfield_descent(&self, g: &Tensor) -> Result<Tensor> {
-        let hidden = relu(&kernels::linear(g, &self.memories.t()?, None)?)?;
+        let hidden = relu(&kernels::linear_transposed(g, &self.memories, None)?)?;
         kernels::linear(&hidden, &self.memories, None).map_err(Into::into)
     }
 
