@@ -6,26 +6,20 @@
 
 use crate::norm::{gelu, gelu_derivative, gelu_tanh, gelu_tanh_derivative, silu, silu_derivative, Activation};
 use crate::real::Real;
-use crate::strided::{for_each_chunk, slice, Rows};
+use crate::strided::{map_row_pairs, map_rows, slice, Rows};
 use candle_core::{CpuStorage, CustomOp1, CustomOp2, Layout, Result, Shape, Tensor};
 
 fn map<T: Real>(x: &[T], rows: &Rows, f: impl Fn(T) -> T + Sync) -> Vec<T> {
-    let len = rows.len;
-    let mut out = vec![T::zero(); rows.count * len];
-    for_each_chunk(
-        &mut out,
-        len,
+    map_rows(
+        x,
+        rows,
         #[inline(always)]
-        |first, chunk| {
-            let mut buf = Vec::new();
-            for (k, y) in chunk.chunks_exact_mut(len.max(1)).enumerate() {
-                for (y, &x) in y.iter_mut().zip(rows.read(x, first + k, &mut buf)) {
-                    *y = f(x);
-                }
+        |x, y| {
+            for (y, &x) in y.iter_mut().zip(x) {
+                *y = f(x);
             }
         },
-    );
-    out
+    )
 }
 
 fn forward<T: Real>(x: &[T], rows: &Rows, act: Activation) -> Vec<T> {
@@ -39,24 +33,18 @@ fn forward<T: Real>(x: &[T], rows: &Rows, act: Activation) -> Vec<T> {
 }
 
 fn backward_with<T: Real>(x: &[T], rows: &Rows, dy: &[T], dy_rows: &Rows, df: impl Fn(T) -> T + Sync) -> Vec<T> {
-    let len = rows.len;
-    let mut out = vec![T::zero(); rows.count * len];
-    for_each_chunk(
-        &mut out,
-        len,
+    map_row_pairs(
+        x,
+        rows,
+        dy,
+        dy_rows,
         #[inline(always)]
-        |first, chunk| {
-            let (mut xbuf, mut dybuf) = (Vec::new(), Vec::new());
-            for (k, dx) in chunk.chunks_exact_mut(len.max(1)).enumerate() {
-                let xr = rows.read(x, first + k, &mut xbuf);
-                let dyr = dy_rows.read(dy, first + k, &mut dybuf);
-                for ((dx, &x), &dy) in dx.iter_mut().zip(xr).zip(dyr) {
-                    *dx = dy * df(x);
-                }
+        |x, dy, dx| {
+            for ((dx, &x), &dy) in dx.iter_mut().zip(x).zip(dy) {
+                *dx = dy * df(x);
             }
         },
-    );
-    out
+    )
 }
 
 fn backward<T: Real>(x: &[T], rows: &Rows, dy: &[T], dy_rows: &Rows, act: Activation) -> Vec<T> {

@@ -20,7 +20,7 @@
 //! Samples run in parallel; the small products go to the `gemm` crate on one thread each.
 
 use crate::real::Real;
-use crate::strided::{for_each_chunk, map_chunks, read_vector, slice, unpack, Rows};
+use crate::strided::{fill, map_chunks, read_vector, slice, unpack, Rows};
 use crate::vector::{dot, softmax_in_place, sum_sq};
 use candle_core::{bail, CpuStorage, CustomOp2, CustomOp3, Layout, Result, Shape, Tensor};
 
@@ -60,6 +60,22 @@ pub(crate) unsafe fn product<T: Real>(
         false,
         gemm::Parallelism::None,
     )
+}
+
+/// `dst_h = lhs (N x N) rhs (N x p)` into head `h`'s columns of one sample of a merged
+/// output (`N` rows of `width`), `rhs` row-major.
+///
+/// # Safety
+/// `sample` holds `N` rows of `width >= (h + 1) p` entries; `lhs` and `rhs` are valid for
+/// the strides and sizes given.
+pub(crate) unsafe fn into_head<T: Real>(
+    sample: &mut [T],
+    h: usize,
+    (n, p, width): (usize, usize, usize),
+    lhs: (*const T, usize, usize),
+    rhs: *const T,
+) {
+    product((n, p, n), sample.as_mut_ptr().add(h * p), width, lhs, (rhs, p, 1), T::one(), false);
 }
 
 /// Shapes of one call: batch, tokens, heads, head width.
@@ -186,10 +202,9 @@ fn symmetric_sum<T: Real>(m: &[T], out: &mut [T], n: usize) {
 
 fn forward<T: Real>(xw: &[T], rows: &Rows, d: Dims, gain: &[T], eps: f64, beta: f64) -> Vec<T> {
     let (n, width, hp) = (d.tokens, d.width(), d.head_dim);
-    let mut out = vec![T::zero(); d.batch * n * width];
     let (eps, beta) = (T::c(eps), T::c(beta));
-    for_each_chunk(
-        &mut out,
+    fill(
+        d.batch * n * width,
         n * width,
         #[inline(always)]
         |first, chunk| {
@@ -198,22 +213,11 @@ fn forward<T: Real>(xw: &[T], rows: &Rows, d: Dims, gain: &[T], eps: f64, beta: 
                 for h in 0..d.heads {
                     scratch.attend(xw, rows, &d, first + k, h, gain, eps, beta);
                     // out_h = S Z, written into the head's columns.
-                    unsafe {
-                        product(
-                            (n, hp, n),
-                            sample.as_mut_ptr().add(h * hp),
-                            width,
-                            (scratch.s.as_ptr(), n, 1),
-                            (scratch.z.as_ptr(), hp, 1),
-                            T::one(),
-                            false,
-                        );
-                    }
+                    unsafe { into_head(sample, h, (n, hp, width), (scratch.s.as_ptr(), n, 1), scratch.z.as_ptr()) }
                 }
             }
         },
-    );
-    out
+    )
 }
 
 /// `[dXW (flattened), dg]`.

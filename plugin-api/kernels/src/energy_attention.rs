@@ -13,9 +13,9 @@
 //! - `dP = G^Q K^T + Q G^K^T`, `dA = P (dP - rowsum(dP P))` (entry-wise; `P = 0` off the mask);
 //! - `dQ = P G^K + beta dA K`, `dK = P^T G^Q + beta dA^T Q`.
 
-use crate::attention::{product, read_head, Dims};
+use crate::attention::{into_head, product, read_head, Dims};
 use crate::real::Real;
-use crate::strided::{for_each_chunk, slice, Rows};
+use crate::strided::{fill, slice, Rows};
 use crate::vector::{dot, softmax_in_place};
 use candle_core::{bail, CpuStorage, CustomOp1, CustomOp2, Layout, Result, Shape, Tensor};
 
@@ -63,9 +63,8 @@ impl<T: Real> Scratch<T> {
 
 fn forward<T: Real>(qk: (&[T], &Rows), d: Dims, op: &EnergyAttention) -> Vec<T> {
     let (n, width, hp, heads) = (d.tokens, d.width(), d.head_dim, op.heads);
-    let mut out = vec![T::zero(); d.batch * n * width];
-    for_each_chunk(
-        &mut out,
+    fill(
+        d.batch * n * width,
         n * width,
         #[inline(always)]
         |first, chunk: &mut [T]| {
@@ -77,31 +76,20 @@ fn forward<T: Real>(qk: (&[T], &Rows), d: Dims, op: &EnergyAttention) -> Vec<T> 
                     unsafe {
                         // O^Q_h = P K_h; O^K_h = P^T Q_h.
                         let (p, q, k) = (scratch.p.as_ptr(), scratch.q.as_ptr(), scratch.k.as_ptr());
-                        product(
-                            (n, hp, n),
-                            sample.as_mut_ptr().add(h * hp),
-                            width,
-                            (p, n, 1),
-                            (k, hp, 1),
-                            T::one(),
-                            false,
-                        );
-                        let keys = sample.as_mut_ptr().add((heads + h) * hp);
-                        product((n, hp, n), keys, width, (p, 1, n), (q, hp, 1), T::one(), false);
+                        into_head(sample, h, (n, hp, width), (p, n, 1), k);
+                        into_head(sample, heads + h, (n, hp, width), (p, 1, n), q);
                     }
                 }
             }
         },
-    );
-    out
+    )
 }
 
 fn backward<T: Real>(qk: (&[T], &Rows), grad: (&[T], &Rows), d: Dims, op: &EnergyAttention) -> Vec<T> {
     let (n, width, hp, heads) = (d.tokens, d.width(), d.head_dim, op.heads);
-    let mut out = vec![T::zero(); d.batch * n * width];
     let beta = T::c(op.beta);
-    for_each_chunk(
-        &mut out,
+    fill(
+        d.batch * n * width,
         n * width,
         #[inline(always)]
         |first, chunk: &mut [T]| {
@@ -130,18 +118,17 @@ fn backward<T: Real>(qk: (&[T], &Rows), grad: (&[T], &Rows), d: Dims, op: &Energ
                     }
                     unsafe {
                         // dQ = P G^K + beta dA K; dK = P^T G^Q + beta dA^T Q.
+                        into_head(sample, h, (n, hp, width), (p, n, 1), gk.as_ptr());
                         let dq = sample.as_mut_ptr().add(h * hp);
-                        product((n, hp, n), dq, width, (p, n, 1), (gk.as_ptr(), hp, 1), T::one(), false);
                         product((n, hp, n), dq, width, (da.as_ptr(), n, 1), (k, hp, 1), beta, true);
+                        into_head(sample, heads + h, (n, hp, width), (p, 1, n), gq.as_ptr());
                         let dk = sample.as_mut_ptr().add((heads + h) * hp);
-                        product((n, hp, n), dk, width, (p, 1, n), (gq.as_ptr(), hp, 1), T::one(), false);
                         product((n, hp, n), dk, width, (da.as_ptr(), 1, n), (q, hp, 1), beta, true);
                     }
                 }
             }
         },
-    );
-    out
+    )
 }
 
 /// The op: argument `[Q | K]` (`[B, N, 2 H p]`).

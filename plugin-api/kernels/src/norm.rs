@@ -12,7 +12,7 @@
 //! `c`, projected off the constant direction).
 
 use crate::real::Real;
-use crate::strided::{for_each_chunk, map_chunks, read_vector, slice, unpack, Rows};
+use crate::strided::{fill, map_chunks, read_vector, slice, unpack, Rows};
 use crate::vector::{dot, sum, sum_sq};
 use candle_core::{bail, CpuStorage, CustomOp1, CustomOp2, CustomOp3, Layout, Result, Shape, Tensor};
 
@@ -150,9 +150,8 @@ fn centred<'a, T: Real>(x: &'a [T], centre: bool, out: &'a mut Vec<T>) -> &'a [T
 
 fn forward<T: Real>(x: &[T], rows: &Rows, gain: Option<&[T]>, norm: &Norm) -> Vec<T> {
     let (len, eps, act, centre) = (rows.len, T::c(norm.eps), norm.act, norm.centre);
-    let mut out = vec![T::zero(); rows.count * len];
-    for_each_chunk(
-        &mut out,
+    fill(
+        rows.count * len,
         len,
         #[inline(always)]
         |first, chunk| {
@@ -164,8 +163,7 @@ fn forward<T: Real>(x: &[T], rows: &Rows, gain: Option<&[T]>, norm: &Norm) -> Ve
                 }
             })
         },
-    );
-    out
+    )
 }
 
 /// One row backward: writes `dx`, adds to `dg` (when there is a gain). `dxhat` is scratch.

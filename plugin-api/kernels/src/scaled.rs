@@ -4,7 +4,7 @@
 //! `du = sign dy a`, the last two in one pass.
 
 use crate::real::Real;
-use crate::strided::{for_each_chunk, parallel_plan, slice, unpack, Rows};
+use crate::strided::{fill, parallel_plan, slice, unpack, Rows};
 use crate::widest::{inlined, widest};
 use candle_core::{bail, CpuStorage, CustomOp3, Layout, Result, Shape, Tensor};
 use rayon::prelude::*;
@@ -20,9 +20,8 @@ fn check_shapes(l: &[&Layout], op: &'static str) -> Result<()> {
 fn forward<T: Real>(x: (&[T], &Layout), a: (&[T], &Layout), u: (&[T], &Layout), sign: T) -> Vec<T> {
     let (xr, ar, ur) = (Rows::new(x.1), Rows::new(a.1), Rows::new(u.1));
     let len = xr.len;
-    let mut out = vec![T::zero(); xr.count * len];
-    for_each_chunk(
-        &mut out,
+    fill(
+        xr.count * len,
         len,
         #[inline(always)]
         |first, chunk| {
@@ -38,8 +37,7 @@ fn forward<T: Real>(x: (&[T], &Layout), a: (&[T], &Layout), u: (&[T], &Layout), 
                 }
             }
         },
-    );
-    out
+    )
 }
 
 /// `[da, du]`, each contiguous in the shape of the arguments.

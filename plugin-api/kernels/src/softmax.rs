@@ -7,47 +7,33 @@
 //! `dA = P (dS - rowsum(dS P)) + Q (dS - colsum(dS Q))`. Neither assumes `A` symmetric.
 
 use crate::real::Real;
-use crate::strided::{for_each_chunk, slice, Matrices, Rows};
+use crate::strided::{fill, map_row_pairs, map_rows, slice, Matrices, Rows};
 use crate::vector::{dot, softmax_row};
 use candle_core::{CpuStorage, CustomOp1, CustomOp2, Layout, Result, Shape, Tensor};
 
 fn softmax_forward<T: Real>(x: &[T], rows: &Rows) -> Vec<T> {
-    let len = rows.len;
-    let mut out = vec![T::zero(); rows.count * len];
-    for_each_chunk(
-        &mut out,
-        len,
+    map_rows(
+        x,
+        rows,
         #[inline(always)]
-        |first, chunk| {
-            let mut buf = Vec::new();
-            for (k, y) in chunk.chunks_exact_mut(len.max(1)).enumerate() {
-                softmax_row(rows.read(x, first + k, &mut buf), y);
-            }
-        },
-    );
-    out
+        |x, y| softmax_row(x, y),
+    )
 }
 
 fn softmax_backward<T: Real>(y: &[T], y_rows: &Rows, dy: &[T], dy_rows: &Rows) -> Vec<T> {
-    let len = y_rows.len;
-    let mut out = vec![T::zero(); y_rows.count * len];
-    for_each_chunk(
-        &mut out,
-        len,
+    map_row_pairs(
+        y,
+        y_rows,
+        dy,
+        dy_rows,
         #[inline(always)]
-        |first, chunk| {
-            let (mut ybuf, mut dybuf) = (Vec::new(), Vec::new());
-            for (k, dx) in chunk.chunks_exact_mut(len.max(1)).enumerate() {
-                let yr = y_rows.read(y, first + k, &mut ybuf);
-                let dyr = dy_rows.read(dy, first + k, &mut dybuf);
-                let dot = dot(yr, dyr);
-                for ((dx, &y), &dy) in dx.iter_mut().zip(yr).zip(dyr) {
-                    *dx = y * (dy - dot);
-                }
+        |y, dy, dx| {
+            let dot = dot(y, dy);
+            for ((dx, &y), &dy) in dx.iter_mut().zip(y).zip(dy) {
+                *dx = y * (dy - dot);
             }
         },
-    );
-    out
+    )
 }
 
 /// Row softmax `P` and column softmax `Q` of the row-major `rows x cols` matrix `a`.
@@ -82,9 +68,8 @@ fn row_and_column_softmax<T: Real>(a: &[T], rows: usize, cols: usize, p: &mut [T
 
 fn bi_softmax_forward<T: Real>(a: &[T], mats: &Matrices) -> Vec<T> {
     let size = mats.rows * mats.cols;
-    let mut out = vec![T::zero(); mats.count() * size];
-    for_each_chunk(
-        &mut out,
+    fill(
+        mats.count() * size,
         size,
         #[inline(always)]
         |first, chunk| {
@@ -97,16 +82,14 @@ fn bi_softmax_forward<T: Real>(a: &[T], mats: &Matrices) -> Vec<T> {
                 }
             }
         },
-    );
-    out
+    )
 }
 
 fn bi_softmax_backward<T: Real>(a: &[T], mats: &Matrices, ds: &[T], ds_mats: &Matrices) -> Vec<T> {
     let (rows, cols) = (mats.rows, mats.cols);
     let size = rows * cols;
-    let mut out = vec![T::zero(); mats.count() * size];
-    for_each_chunk(
-        &mut out,
+    fill(
+        mats.count() * size,
         size,
         #[inline(always)]
         |first, chunk| {
@@ -135,8 +118,7 @@ fn bi_softmax_backward<T: Real>(a: &[T], mats: &Matrices, ds: &[T], ds_mats: &Ma
                 }
             }
         },
-    );
-    out
+    )
 }
 
 /// Softmax over the last dimension.

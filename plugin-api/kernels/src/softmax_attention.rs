@@ -18,9 +18,9 @@
 //! the three gradients. Samples run in parallel; the products go to the `gemm` crate on one
 //! thread each.
 
-use crate::attention::{product, read_head, Dims};
+use crate::attention::{into_head, product, read_head, Dims};
 use crate::real::Real;
-use crate::strided::{parallel_plan, slice, unpack, Rows};
+use crate::strided::{fill, parallel_plan, slice, unpack, Rows};
 use crate::vector::{dot, softmax_in_place};
 use crate::widest::{inlined, widest};
 use candle_core::{bail, CpuStorage, CustomOp3, Layout, Result, Shape, Tensor};
@@ -79,10 +79,9 @@ impl<T: Real> Scratch<T> {
 
 fn forward<T: Real>(inputs: [(&[T], &Rows); 3], d: Dims, scale: f64, causal: bool) -> Vec<T> {
     let (n, width, hp) = (d.tokens, d.width(), d.head_dim);
-    let mut out = vec![T::zero(); d.batch * n * width];
     let scale = T::c(scale);
-    crate::strided::for_each_chunk(
-        &mut out,
+    fill(
+        d.batch * n * width,
         n * width,
         #[inline(always)]
         |first, chunk| {
@@ -91,22 +90,11 @@ fn forward<T: Real>(inputs: [(&[T], &Rows); 3], d: Dims, scale: f64, causal: boo
                 for h in 0..d.heads {
                     scratch.attend(inputs, &d, first + k, h, scale, causal);
                     // out_h = P V_h, written into the head's columns.
-                    unsafe {
-                        product(
-                            (n, hp, n),
-                            sample.as_mut_ptr().add(h * hp),
-                            width,
-                            (scratch.p.as_ptr(), n, 1),
-                            (scratch.v.as_ptr(), hp, 1),
-                            T::one(),
-                            false,
-                        );
-                    }
+                    unsafe { into_head(sample, h, (n, hp, width), (scratch.p.as_ptr(), n, 1), scratch.v.as_ptr()) }
                 }
             }
         },
-    );
-    out
+    )
 }
 
 /// `[dQ, dK, dV]`, flattened one after the other.

@@ -164,6 +164,19 @@ pub(crate) fn read_vector<T: Real>(storage: &CpuStorage, layout: &Layout, op: &'
     Ok(out)
 }
 
+/// A fresh zeroed output of `total` elements, `item_len` per item, written by
+/// `f(first_item, chunk)` over consecutive chunks of whole items, in parallel when the work is
+/// large enough. The caller marks `f` `#[inline(always)]`, so that it is compiled inside
+/// [`widest`].
+pub(crate) fn fill<T: Real, F>(total: usize, item_len: usize, f: F) -> Vec<T>
+where
+    F: Fn(usize, &mut [T]) + Sync,
+{
+    let mut out = vec![T::zero(); total];
+    for_each_chunk(&mut out, item_len, f);
+    out
+}
+
 /// Runs `f(first_item, chunk)` over consecutive chunks of `out`, `item_len` elements per
 /// item, in parallel when the work is large enough. Each chunk holds whole items.
 pub(crate) fn for_each_chunk<T: Send, F>(out: &mut [T], item_len: usize, f: F)
@@ -186,6 +199,44 @@ where
             || f(c * per_task, chunk),
         )
     });
+}
+
+/// A fresh output shaped as `x`'s rows, each row written by `f(x_row, out_row)` (any layout of
+/// `x`): a row-wise op. The caller marks `f` `#[inline(always)]`, so that it is compiled inside
+/// [`widest`].
+pub(crate) fn map_rows<T: Real, F>(x: &[T], rows: &Rows, f: F) -> Vec<T>
+where
+    F: Fn(&[T], &mut [T]) + Sync,
+{
+    map_row_pairs(
+        x,
+        rows,
+        x,
+        rows,
+        #[inline(always)]
+        |x, _, out| f(x, out),
+    )
+}
+
+/// A fresh output shaped as `x`'s rows, each row written by `f(x_row, dy_row, out_row)` from
+/// the same row of `x` and of `dy` (any layouts): the backward of a row-wise op. The caller
+/// marks `f` `#[inline(always)]`, so that it is compiled inside [`widest`].
+pub(crate) fn map_row_pairs<T: Real, F>(x: &[T], rows: &Rows, dy: &[T], dy_rows: &Rows, f: F) -> Vec<T>
+where
+    F: Fn(&[T], &[T], &mut [T]) + Sync,
+{
+    let len = rows.len;
+    fill(
+        rows.count * len,
+        len,
+        #[inline(always)]
+        |first, chunk| {
+            let (mut xbuf, mut dybuf) = (Vec::new(), Vec::new());
+            for (k, out) in chunk.chunks_exact_mut(len.max(1)).enumerate() {
+                f(rows.read(x, first + k, &mut xbuf), dy_rows.read(dy, first + k, &mut dybuf), out);
+            }
+        },
+    )
 }
 
 /// As [`for_each_chunk`], with each chunk also returning a partial result (e.g. a partial
