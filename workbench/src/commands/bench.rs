@@ -38,7 +38,6 @@ pub fn run(
     }
     let layer_plugin = host.get(layer, PluginKind::Layer).map_err(refused)?;
     let task_plugin = host.get(task, PluginKind::Task).map_err(refused)?;
-    let task_name = task;
     let mut all: Vec<String> = small_data(task).iter().map(|o| o.to_string()).collect();
     all.extend(overrides.iter().cloned());
     let config = RunConfig::resolve(&layer_plugin.declaration, &task_plugin.declaration, &all).map_err(refused)?;
@@ -54,11 +53,11 @@ pub fn run(
         false => None,
     };
     let device = crate::device::parse(&s.device)?;
-    let task = host.build_task(task, &config.task_config, s.seed)?;
+    let task_obj = host.build_task(task, &config.task_config, s.seed)?;
     let params = Params::new(s.seed);
     let vb = params.var_builder(DType::F32, &device);
     let layer_obj = host.build_layer(layer, &config.layer_config, vb.pp("layer"))?;
-    let model = task.build_model(vb.pp("task"), layer_obj.width()).map_err(|e| anyhow!("{e}"))?;
+    let model = task_obj.build_model(vb.pp("task"), layer_obj.width()).map_err(|e| anyhow!("{e}"))?;
     let mut opt = AdamW::new(
         params.vars(),
         AdamWConfig { beta1: s.beta1, beta2: s.beta2, eps: 1e-8, weight_decay: s.weight_decay },
@@ -66,11 +65,11 @@ pub fn run(
     let vars: Vec<_> = opt.slots.iter().map(|slot| slot.var.as_tensor().clone()).collect();
     let iterations = layer_obj.train_iterations();
     let shards = parallel::shard_count(s.threads, s.batch_size, device.is_cpu());
-    let causal = task.info().map_err(|e| anyhow!("{e}"))?.causal;
+    let causal = task_obj.info().map_err(|e| anyhow!("{e}"))?.causal;
     // CPU time of the steps (the closure's timed part), for `cpu ... per step`.
     let cpu = std::cell::Cell::new(0.0);
     let mut step = |i: usize| -> Result<f64> {
-        let batch = task.train_batch(i as u64, s.batch_size, &device).map_err(|e| anyhow!("{e}"))?;
+        let batch = task_obj.train_batch(i as u64, s.batch_size, &device).map_err(|e| anyhow!("{e}"))?;
         let cpu0 = process_cpu_seconds();
         let t0 = Instant::now();
         let (_, grads) = parallel::loss_and_grads(&layer_obj, &model, &batch, iterations, causal, shards, &vars)?;
@@ -94,12 +93,12 @@ pub fn run(
     let n = steps.max(1) as f64;
     let samples_per_s = s.batch_size as f64 * n / total;
     let mut report = serde_json::json!({
-        "layer": layer, "task": task_name, "batch_size": s.batch_size, "iterations": iterations,
+        "layer": layer, "task": task, "batch_size": s.batch_size, "iterations": iterations,
         "parameters": params.count(), "shards": shards, "threads_per_op": candle_core::utils::get_num_threads(),
         "steps": steps, "step_s": total / n, "samples_per_s": samples_per_s, "cpu_s_per_step": cpu / n,
     });
     say!(
-        "layer {layer} on {task_name}, batch {}, {} iterations, {} parameters, {shards} shard(s) x {} thread(s) per op",
+        "layer {layer} on {task}, batch {}, {} iterations, {} parameters, {shards} shard(s) x {} thread(s) per op",
         s.batch_size,
         iterations,
         params.count(),
@@ -120,7 +119,7 @@ pub fn run(
     }
     // The graph one forward records: candle's backward visits every op node and gives each
     // a zero-filled gradient, so fewer, fused nodes mean fewer passes over memory.
-    let batch = task.train_batch(0, s.batch_size, &device).map_err(|e| anyhow!("{e}"))?;
+    let batch = task_obj.train_batch(0, s.batch_size, &device).map_err(|e| anyhow!("{e}"))?;
     let x0 = model.embed(&batch, true).map_err(|e| anyhow!("{e}"))?;
     let h = layer_obj.forward(&x0, &mut Pass::new(iterations)).map_err(|e| anyhow!("{e}"))?;
     let loss = model.loss(&h, &batch).map_err(|e| anyhow!("{e}"))?;
