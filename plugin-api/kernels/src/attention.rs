@@ -78,6 +78,30 @@ pub(crate) unsafe fn into_head<T: Real>(
     product((n, p, n), sample.as_mut_ptr().add(h * p), width, lhs, (rhs, p, 1), T::one(), false);
 }
 
+/// A fresh merged output (`[B, N, width]` of `d`), written by `f(scratch, b, h, sample)` for
+/// every sample `b` and head `h < heads`, `sample` being the sample's `N x width` rows. Each
+/// chunk of samples (a thread's share) gets its own `scratch()`. The caller marks `f`
+/// `#[inline(always)]`, so that it is compiled inside `widest`.
+pub(crate) fn fill_heads<T: Real, S, F>(d: &Dims, heads: usize, scratch: impl Fn() -> S + Sync, f: F) -> Vec<T>
+where
+    F: Fn(&mut S, usize, usize, &mut [T]) + Sync,
+{
+    let per_sample = d.tokens * d.width();
+    fill(
+        d.batch * per_sample,
+        per_sample,
+        #[inline(always)]
+        |first, chunk: &mut [T]| {
+            let mut s = scratch();
+            for (k, sample) in chunk.chunks_exact_mut(per_sample.max(1)).enumerate() {
+                for h in 0..heads {
+                    f(&mut s, first + k, h, sample);
+                }
+            }
+        },
+    )
+}
+
 /// Shapes of one call: batch, tokens, heads, head width.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Dims {
@@ -203,19 +227,15 @@ fn symmetric_sum<T: Real>(m: &[T], out: &mut [T], n: usize) {
 fn forward<T: Real>(xw: &[T], rows: &Rows, d: Dims, gain: &[T], eps: f64, beta: f64) -> Vec<T> {
     let (n, width, hp) = (d.tokens, d.width(), d.head_dim);
     let (eps, beta) = (T::c(eps), T::c(beta));
-    fill(
-        d.batch * n * width,
-        n * width,
+    fill_heads(
+        &d,
+        d.heads,
+        || Scratch::new(&d),
         #[inline(always)]
-        |first, chunk| {
-            let mut scratch = Scratch::new(&d);
-            for (k, sample) in chunk.chunks_exact_mut((n * width).max(1)).enumerate() {
-                for h in 0..d.heads {
-                    scratch.attend(xw, rows, &d, first + k, h, gain, eps, beta);
-                    // out_h = S Z, written into the head's columns.
-                    unsafe { into_head(sample, h, (n, hp, width), (scratch.s.as_ptr(), n, 1), scratch.z.as_ptr()) }
-                }
-            }
+        |scratch, b, h, sample| {
+            scratch.attend(xw, rows, &d, b, h, gain, eps, beta);
+            // out_h = S Z, written into the head's columns.
+            unsafe { into_head(sample, h, (n, hp, width), (scratch.s.as_ptr(), n, 1), scratch.z.as_ptr()) }
         },
     )
 }

@@ -13,9 +13,9 @@
 //! - `dP = G^Q K^T + Q G^K^T`, `dA = P (dP - rowsum(dP P))` (entry-wise; `P = 0` off the mask);
 //! - `dQ = P G^K + beta dA K`, `dK = P^T G^Q + beta dA^T Q`.
 
-use crate::attention::{into_head, product, read_head, Dims};
+use crate::attention::{fill_heads, into_head, product, read_head, Dims};
 use crate::real::Real;
-use crate::strided::{fill, slice, Rows};
+use crate::strided::{slice, Rows};
 use crate::vector::{dot, softmax_in_place};
 use candle_core::{bail, CpuStorage, CustomOp1, CustomOp2, Layout, Result, Shape, Tensor};
 
@@ -63,23 +63,19 @@ impl<T: Real> Scratch<T> {
 
 fn forward<T: Real>(qk: (&[T], &Rows), d: Dims, op: &EnergyAttention) -> Vec<T> {
     let (n, width, hp, heads) = (d.tokens, d.width(), d.head_dim, op.heads);
-    fill(
-        d.batch * n * width,
-        n * width,
+    fill_heads(
+        &d,
+        heads,
+        || Scratch::new(&d),
         #[inline(always)]
-        |first, chunk: &mut [T]| {
-            let mut scratch = Scratch::new(&d);
-            for (s, sample) in chunk.chunks_exact_mut((n * width).max(1)).enumerate() {
-                for h in 0..heads {
-                    scratch.attend(qk, &d, first + s, h, op);
-                    // SAFETY: the head's columns of the sample, N rows of `width`.
-                    unsafe {
-                        // O^Q_h = P K_h; O^K_h = P^T Q_h.
-                        let (p, q, k) = (scratch.p.as_ptr(), scratch.q.as_ptr(), scratch.k.as_ptr());
-                        into_head(sample, h, (n, hp, width), (p, n, 1), k);
-                        into_head(sample, heads + h, (n, hp, width), (p, 1, n), q);
-                    }
-                }
+        |scratch, b, h, sample| {
+            scratch.attend(qk, &d, b, h, op);
+            // SAFETY: the head's columns of the sample, N rows of `width`.
+            unsafe {
+                // O^Q_h = P K_h; O^K_h = P^T Q_h.
+                let (p, q, k) = (scratch.p.as_ptr(), scratch.q.as_ptr(), scratch.k.as_ptr());
+                into_head(sample, h, (n, hp, width), (p, n, 1), k);
+                into_head(sample, heads + h, (n, hp, width), (p, 1, n), q);
             }
         },
     )
@@ -88,44 +84,39 @@ fn forward<T: Real>(qk: (&[T], &Rows), d: Dims, op: &EnergyAttention) -> Vec<T> 
 fn backward<T: Real>(qk: (&[T], &Rows), grad: (&[T], &Rows), d: Dims, op: &EnergyAttention) -> Vec<T> {
     let (n, width, hp, heads) = (d.tokens, d.width(), d.head_dim, op.heads);
     let beta = T::c(op.beta);
-    fill(
-        d.batch * n * width,
-        n * width,
+    // The forward's scratch, `G^Q_h`, `G^K_h` (`N x p`) and `dP`, then `dA` (`N x N`).
+    let scratch = || (Scratch::new(&d), vec![T::zero(); n * hp], vec![T::zero(); n * hp], vec![T::zero(); n * n]);
+    fill_heads(
+        &d,
+        heads,
+        scratch,
         #[inline(always)]
-        |first, chunk: &mut [T]| {
-            let mut scratch = Scratch::new(&d);
-            let (mut gq, mut gk) = (vec![T::zero(); n * hp], vec![T::zero(); n * hp]);
-            let mut da = vec![T::zero(); n * n];
-            for (s, sample) in chunk.chunks_exact_mut((n * width).max(1)).enumerate() {
-                let b = first + s;
-                for h in 0..heads {
-                    scratch.attend(qk, &d, b, h, op);
-                    read_head(grad.0, grad.1, &d, b, h, &mut gq);
-                    read_head(grad.0, grad.1, &d, b, heads + h, &mut gk);
-                    let (p, q, k) = (scratch.p.as_ptr(), scratch.q.as_ptr(), scratch.k.as_ptr());
-                    // SAFETY: scratch of the sizes above; the sample's head columns.
-                    unsafe {
-                        // dP = G^Q K^T + Q G^K^T (into `da`).
-                        product((n, n, hp), da.as_mut_ptr(), n, (gq.as_ptr(), hp, 1), (k, 1, hp), T::one(), false);
-                        product((n, n, hp), da.as_mut_ptr(), n, (q, hp, 1), (gk.as_ptr(), 1, hp), T::one(), true);
-                    }
-                    // dA = P (dP - rowsum(dP P)).
-                    for (g, p) in da.chunks_exact_mut(n).zip(scratch.p.chunks_exact(n)) {
-                        let row_dot = dot(g, p);
-                        for (g, &p) in g.iter_mut().zip(p) {
-                            *g = p * (*g - row_dot);
-                        }
-                    }
-                    unsafe {
-                        // dQ = P G^K + beta dA K; dK = P^T G^Q + beta dA^T Q.
-                        into_head(sample, h, (n, hp, width), (p, n, 1), gk.as_ptr());
-                        let dq = sample.as_mut_ptr().add(h * hp);
-                        product((n, hp, n), dq, width, (da.as_ptr(), n, 1), (k, hp, 1), beta, true);
-                        into_head(sample, heads + h, (n, hp, width), (p, 1, n), gq.as_ptr());
-                        let dk = sample.as_mut_ptr().add((heads + h) * hp);
-                        product((n, hp, n), dk, width, (da.as_ptr(), 1, n), (q, hp, 1), beta, true);
-                    }
+        |(scratch, gq, gk, da), b, h, sample| {
+            scratch.attend(qk, &d, b, h, op);
+            read_head(grad.0, grad.1, &d, b, h, gq);
+            read_head(grad.0, grad.1, &d, b, heads + h, gk);
+            let (p, q, k) = (scratch.p.as_ptr(), scratch.q.as_ptr(), scratch.k.as_ptr());
+            // SAFETY: scratch of the sizes above; the sample's head columns.
+            unsafe {
+                // dP = G^Q K^T + Q G^K^T (into `da`).
+                product((n, n, hp), da.as_mut_ptr(), n, (gq.as_ptr(), hp, 1), (k, 1, hp), T::one(), false);
+                product((n, n, hp), da.as_mut_ptr(), n, (q, hp, 1), (gk.as_ptr(), 1, hp), T::one(), true);
+            }
+            // dA = P (dP - rowsum(dP P)).
+            for (g, p) in da.chunks_exact_mut(n).zip(scratch.p.chunks_exact(n)) {
+                let row_dot = dot(g, p);
+                for (g, &p) in g.iter_mut().zip(p) {
+                    *g = p * (*g - row_dot);
                 }
+            }
+            unsafe {
+                // dQ = P G^K + beta dA K; dK = P^T G^Q + beta dA^T Q.
+                into_head(sample, h, (n, hp, width), (p, n, 1), gk.as_ptr());
+                let dq = sample.as_mut_ptr().add(h * hp);
+                product((n, hp, n), dq, width, (da.as_ptr(), n, 1), (k, hp, 1), beta, true);
+                into_head(sample, heads + h, (n, hp, width), (p, 1, n), gq.as_ptr());
+                let dk = sample.as_mut_ptr().add((heads + h) * hp);
+                product((n, hp, n), dk, width, (da.as_ptr(), 1, n), (q, hp, 1), beta, true);
             }
         },
     )

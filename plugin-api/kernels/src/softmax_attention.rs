@@ -18,9 +18,9 @@
 //! the three gradients. Samples run in parallel; the products go to the `gemm` crate on one
 //! thread each.
 
-use crate::attention::{into_head, product, read_head, Dims};
+use crate::attention::{fill_heads, into_head, product, read_head, Dims};
 use crate::real::Real;
-use crate::strided::{fill, parallel_plan, slice, unpack, Rows};
+use crate::strided::{parallel_plan, slice, unpack, Rows};
 use crate::vector::{dot, softmax_in_place};
 use crate::widest::{inlined, widest};
 use candle_core::{bail, CpuStorage, CustomOp3, Layout, Result, Shape, Tensor};
@@ -80,19 +80,15 @@ impl<T: Real> Scratch<T> {
 fn forward<T: Real>(inputs: [(&[T], &Rows); 3], d: Dims, scale: f64, causal: bool) -> Vec<T> {
     let (n, width, hp) = (d.tokens, d.width(), d.head_dim);
     let scale = T::c(scale);
-    fill(
-        d.batch * n * width,
-        n * width,
+    fill_heads(
+        &d,
+        d.heads,
+        || Scratch::new(&d),
         #[inline(always)]
-        |first, chunk| {
-            let mut scratch = Scratch::new(&d);
-            for (k, sample) in chunk.chunks_exact_mut((n * width).max(1)).enumerate() {
-                for h in 0..d.heads {
-                    scratch.attend(inputs, &d, first + k, h, scale, causal);
-                    // out_h = P V_h, written into the head's columns.
-                    unsafe { into_head(sample, h, (n, hp, width), (scratch.p.as_ptr(), n, 1), scratch.v.as_ptr()) }
-                }
-            }
+        |scratch, b, h, sample| {
+            scratch.attend(inputs, &d, b, h, scale, causal);
+            // out_h = P V_h, written into the head's columns.
+            unsafe { into_head(sample, h, (n, hp, width), (scratch.p.as_ptr(), n, 1), scratch.v.as_ptr()) }
         },
     )
 }
