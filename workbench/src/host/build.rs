@@ -233,25 +233,45 @@ impl Collected {
     }
 }
 
-/// The compiler's error lines (with their `-->` locations), at most [`SUMMARY_LINES`]; the
-/// last lines of output when there are none.
+/// The compiler's error lines (with their `-->` locations, and the short `= note:` lines that
+/// say why a link failed), at most [`SUMMARY_LINES`]; the last lines of output when there are
+/// none. A full disk is named first, with what to do: it fails a build in ways that look like
+/// anything else (a link, a write of some dependency's output).
 pub fn error_summary(lines: &[String], status: &str) -> String {
     let mut out = Vec::new();
+    if lines.iter().any(|l| l.contains("No space left on device") || l.contains("os error 28")) {
+        out.push(DISK_FULL.to_string());
+    }
     for (i, line) in lines.iter().enumerate() {
         if line.starts_with("error") && !line.starts_with("error: could not compile") {
             out.push(line.trim().to_string());
             if let Some(next) = lines.get(i + 1).filter(|n| n.trim_start().starts_with("-->")) {
                 out.push(format!("  {}", next.trim()));
             }
+            out.extend(link_notes(&lines[i + 1..]).map(|note| format!("  {note}")));
         }
     }
-    if out.is_empty() {
+    if out.len() <= usize::from(out.first().is_some_and(|l| l == DISK_FULL)) {
         let tail: Vec<&String> = lines.iter().rev().filter(|l| !l.trim().is_empty()).take(5).collect();
-        out = tail.into_iter().rev().cloned().collect();
+        out.extend(tail.into_iter().rev().cloned());
         out.push(format!("cargo {status}"));
     }
     out.truncate(SUMMARY_LINES);
     out.join("\n")
+}
+
+/// What a build that ran out of disk space is reported with.
+const DISK_FULL: &str =
+    "the disk is full (No space left on device): free some space (`cargo clean` removes old builds), then start again";
+
+/// The `= note:` lines of one message (up to the next line that starts a message) that are
+/// short enough to be a reason; the linker's command line, thousands of characters, is not.
+fn link_notes(rest: &[String]) -> impl Iterator<Item = &str> {
+    rest.iter()
+        .take_while(|l| !l.starts_with("error") && !l.starts_with("warning"))
+        .map(|l| l.trim())
+        .filter_map(|l| l.strip_prefix("= note:").map(str::trim))
+        .filter(|note| note.len() <= 200 && !note.starts_with("some arguments are omitted"))
 }
 
 /// Where the build id of the sources a library was built from is recorded:
@@ -321,6 +341,38 @@ mod tests {
         assert!(other.contains("could not find"), "{other}");
         let silent = error_summary(&["warning: something".to_string()], "exit status: 1");
         assert!(silent.ends_with("cargo exit status: 1"), "{silent}");
+    }
+
+    #[test]
+    fn a_failed_link_is_summarised_with_its_reason_and_a_full_disk_with_the_fix() {
+        let command = format!("= note: LC_ALL=\"C\" \"cc\" {}", "\"-Wl,--as-needed\" ".repeat(100));
+        let lines: Vec<String> = [
+            "error: linking with `cc` failed: exit status: 1",
+            "  |",
+            &format!("  {command}"),
+            "  = note: some arguments are omitted. use `--verbose` to show all linker arguments",
+            "  = note: /usr/bin/ld: final link failed: No space left on device",
+            "error: could not compile `probe` (lib) due to 1 previous error",
+        ]
+        .map(String::from)
+        .to_vec();
+        let summary = error_summary(&lines, "exit status: 101");
+        let summary: Vec<&str> = summary.lines().collect();
+        assert_eq!(
+            summary,
+            [
+                DISK_FULL,
+                "error: linking with `cc` failed: exit status: 1",
+                "  /usr/bin/ld: final link failed: No space left on device"
+            ]
+        );
+        let write = [
+            "warning: unused import".to_string(),
+            "could not write output: No space left on device (os error 28)".into(),
+        ];
+        let summary = error_summary(&write, "exit status: 101");
+        assert!(summary.starts_with(DISK_FULL) && summary.contains("could not write output"), "{summary}");
+        assert!(summary.ends_with("cargo exit status: 101"), "{summary}");
     }
 
     #[test]
