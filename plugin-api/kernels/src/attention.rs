@@ -4,15 +4,19 @@
 //!
 //! `Z = RMSNorm(XW_h) g`, `P = softmax_row(beta Z Z^T)`, `out_h = (P + P^T) Z`,
 //!
-//! written back in the merged layout `[B, N, H p]`. Because the scores `beta Z Z^T` are
+//! written back in the merged layout `[B, N, H p]`. Because the scores `A = beta Z Z^T` are
 //! symmetric, `softmax(A, -2) = P^T` and `P + P^T` is the bi-softmax of `plugin_api::ops`
-//! (notes-hyperset.md §1.6); one exponential per score instead of two.
+//! (notes-hyperset.md §1.6). No transpose is ever taken (a strided pass over an `N x N`
+//! matrix cost a quarter of the op): `P^T_ij = P_ji = exp(A_ij - m_j) / s_j` from row `j`'s
+//! maximum `m_j` and normaliser `s_j`, read along row `i` of the symmetric `A`.
 //!
 //! Each (sample, head) works in its own `N x N` and `N x p` scratch, so nothing of size
-//! `B H N^2` is ever stored: the backward recomputes `Z`, `P` from `XW`:
+//! `B H N^2` is ever stored: the backward recomputes `Z`, `P`, `S = P + P^T` from `XW`:
 //!
-//! - `dS = dO Z^T`, `dZ = S dO` (`S` is symmetric);
-//! - `G = dS + dS^T` (the gradient with respect to `P`), `dA = P (G - rowsum(G P))`;
+//! - `dZ = S dO` (`S` is symmetric);
+//! - `G = dS + dS^T = dO Z^T + Z dO^T` (the gradient with respect to `P`, two products);
+//! - `dA = P (G - r)` with `r_i = sum_j G_ij P_ij`, and since `G` is symmetric
+//!   `(dA + dA^T)_ij = P_ij (G_ij - r_i) + P^T_ij (G_ij - r_j)`, row by row;
 //! - `dZ += beta (dA + dA^T) Z`;
 //! - then the RMSNorm backward of `norm.rs` on each row: `dg = sum dZ Zhat`,
 //!   `dXW = r (dZhat - Zhat mean(dZhat Zhat))` with `dZhat = dZ g`.
@@ -21,7 +25,7 @@
 
 use crate::real::Real;
 use crate::strided::{fill, map_chunks, read_vector, slice, unpack, Rows};
-use crate::vector::{dot, softmax_in_place, sum_sq};
+use crate::vector::{dot, exp_shifted, max, sum_sq};
 use candle_core::{bail, CpuStorage, CustomOp2, CustomOp3, Layout, Result, Shape, Tensor};
 
 /// `dst (m x n) = scale * lhs (m x k) * rhs (k x n)`, or `dst += ...` when `accumulate`;
@@ -128,6 +132,7 @@ impl Dims {
 
 /// Copies head `h` of sample `b` of a merged `[B, N, H p]` tensor (its rows `rows`) into
 /// `out` (`N x p`, row-major).
+#[inline(always)]
 pub(crate) fn read_head<T: Real>(data: &[T], rows: &Rows, d: &Dims, b: usize, h: usize, out: &mut [T]) {
     let hp = d.head_dim;
     for (i, row) in out.chunks_exact_mut(hp.max(1)).take(d.tokens).enumerate() {
@@ -152,8 +157,11 @@ struct Scratch<T> {
     inv_rms: Vec<T>,
     /// `P`, `N x N`.
     p: Vec<T>,
-    /// `S = P + P^T`, `N x N`.
+    /// `S = P + P^T`, `N x N` (the scores `A` until `P` is known).
     s: Vec<T>,
+    /// Per row of `A`: its maximum `m_i` and `1 / sum_j exp(A_ij - m_i)`.
+    row_max: Vec<T>,
+    row_inv_sum: Vec<T>,
 }
 
 impl<T: Real> Scratch<T> {
@@ -165,10 +173,13 @@ impl<T: Real> Scratch<T> {
             inv_rms: vec![T::zero(); n],
             p: vec![T::zero(); n * n],
             s: vec![T::zero(); n * n],
+            row_max: vec![T::zero(); n],
+            row_inv_sum: vec![T::zero(); n],
         }
     }
 
     /// Fills `zhat`, `z`, `inv_rms`, `p` and `s` for sample `b`, head `h`.
+    #[inline(always)]
     #[allow(clippy::too_many_arguments)]
     fn attend(&mut self, xw: &[T], rows: &Rows, d: &Dims, b: usize, h: usize, gain: &[T], eps: T, beta: T) {
         let (n, hp) = (d.tokens, d.head_dim);
@@ -191,11 +202,11 @@ impl<T: Real> Scratch<T> {
                 *z = *v * g;
             }
         }
-        // A = beta Z Z^T into `p`, then its row softmax in place.
+        // A = beta Z Z^T into `s`.
         unsafe {
             product(
                 (n, n, hp),
-                self.p.as_mut_ptr(),
+                self.s.as_mut_ptr(),
                 n,
                 (self.z.as_ptr(), hp, 1),
                 (self.z.as_ptr(), 1, hp),
@@ -203,22 +214,21 @@ impl<T: Real> Scratch<T> {
                 false,
             );
         }
-        for row in self.p.chunks_exact_mut(n) {
-            softmax_in_place(row);
+        // P = softmax_row(A), keeping each row's maximum and normaliser.
+        for (i, (a, p)) in self.s.chunks_exact(n.max(1)).zip(self.p.chunks_exact_mut(n.max(1))).enumerate() {
+            let m = max(a);
+            let inv = exp_shifted(a, m, p).recip();
+            for v in p.iter_mut() {
+                *v *= inv;
+            }
+            self.row_max[i] = m;
+            self.row_inv_sum[i] = inv;
         }
-        symmetric_sum(&self.p, &mut self.s, n);
-    }
-}
-
-/// `out = m + m^T` for an `n x n` row-major `m`, in tiles so both reads stay in cache.
-fn symmetric_sum<T: Real>(m: &[T], out: &mut [T], n: usize) {
-    const TILE: usize = 16;
-    for i0 in (0..n).step_by(TILE) {
-        for j0 in (0..n).step_by(TILE) {
-            for i in i0..(i0 + TILE).min(n) {
-                for j in j0..(j0 + TILE).min(n) {
-                    out[i * n + j] = m[i * n + j] + m[j * n + i];
-                }
+        // S = P + P^T, row by row without a transpose: A is symmetric, so
+        // P^T_ij = P_ji = exp(A_ij - m_j) / sum_j, written over A.
+        for (s, p) in self.s.chunks_exact_mut(n.max(1)).zip(self.p.chunks_exact(n.max(1))) {
+            for (((s, &p), &m), &inv) in s.iter_mut().zip(p).zip(&self.row_max).zip(&self.row_inv_sum) {
+                *s = p + (*s - m).exp_fast() * inv;
             }
         }
     }
@@ -266,55 +276,49 @@ fn backward<T: Real>(
             let mut dg = vec![T::zero(); hp];
             let mut d_out = vec![T::zero(); n * hp];
             let mut dz = vec![T::zero(); n * hp];
-            let mut ds = vec![T::zero(); n * n];
-            let mut da = vec![T::zero(); n * n];
+            let mut g = vec![T::zero(); n * n];
+            let mut row_dot = vec![T::zero(); n];
             let inv_len = T::c(1.0 / hp as f64);
             for (k, sample) in chunk.chunks_exact_mut((n * width).max(1)).enumerate() {
                 let b = first + k;
                 for h in 0..d.heads {
                     scratch.attend(xw, rows, &d, b, h, gain, eps, beta);
                     read_head(grad, grad_rows, &d, b, h, &mut d_out);
+                    let (dout, z) = (d_out.as_ptr(), scratch.z.as_ptr());
                     unsafe {
-                        // dS = dO Z^T; dZ = S dO.
-                        product(
-                            (n, n, hp),
-                            ds.as_mut_ptr(),
-                            n,
-                            (d_out.as_ptr(), hp, 1),
-                            (scratch.z.as_ptr(), 1, hp),
-                            T::one(),
-                            false,
-                        );
+                        // G = dS + dS^T = dO Z^T + Z dO^T, the gradient with respect to P.
+                        product((n, n, hp), g.as_mut_ptr(), n, (dout, hp, 1), (z, 1, hp), T::one(), false);
+                        product((n, n, hp), g.as_mut_ptr(), n, (z, hp, 1), (dout, 1, hp), T::one(), true);
+                        // dZ = S dO.
                         product(
                             (n, hp, n),
                             dz.as_mut_ptr(),
                             hp,
                             (scratch.s.as_ptr(), n, 1),
-                            (d_out.as_ptr(), hp, 1),
+                            (dout, hp, 1),
                             T::one(),
                             false,
                         );
                     }
-                    // dA = P (G - rowsum(G P)) with G = dS + dS^T.
-                    symmetric_sum(&ds, &mut da, n);
-                    for (g, p) in da.chunks_exact_mut(n).zip(scratch.p.chunks_exact(n)) {
-                        let row_dot = dot(g, p);
-                        for (g, &p) in g.iter_mut().zip(p) {
-                            *g = p * (*g - row_dot);
+                    // dA = P (G - r) with r_i = sum_j G_ij P_ij; its symmetric part, row by row
+                    // (G is symmetric and P^T = S - P):
+                    // (dA + dA^T)_ij = P_ij (G_ij - r_i) + P^T_ij (G_ij - r_j), written over G.
+                    let n1 = n.max(1);
+                    for (r, (g, p)) in row_dot.iter_mut().zip(g.chunks_exact(n1).zip(scratch.p.chunks_exact(n1))) {
+                        *r = dot(g, p);
+                    }
+                    for ((g, &ri), (p, s)) in g
+                        .chunks_exact_mut(n1)
+                        .zip(&row_dot)
+                        .zip(scratch.p.chunks_exact(n1).zip(scratch.s.chunks_exact(n1)))
+                    {
+                        for (((g, &p), &s), &rj) in g.iter_mut().zip(p).zip(s).zip(&row_dot) {
+                            *g = p * (*g - ri) + (s - p) * (*g - rj);
                         }
                     }
-                    // dZ += beta (dA + dA^T) Z, the symmetric part kept in `ds`.
-                    symmetric_sum(&da, &mut ds, n);
+                    // dZ += beta (dA + dA^T) Z.
                     unsafe {
-                        product(
-                            (n, hp, n),
-                            dz.as_mut_ptr(),
-                            hp,
-                            (ds.as_ptr(), n, 1),
-                            (scratch.z.as_ptr(), hp, 1),
-                            beta,
-                            true,
-                        );
+                        product((n, hp, n), dz.as_mut_ptr(), hp, (g.as_ptr(), n, 1), (z, hp, 1), beta, true);
                     }
                     // RMSNorm with gain, backward, into the head's columns of dXW.
                     for i in 0..n {

@@ -36,6 +36,7 @@ impl<T: Real> Scratch<T> {
 
     /// Reads `Q_h`, `K_h` of sample `b` (heads `h` and `H + h` of the `2 H`-head view `d`)
     /// and fills `p` with the attention weights.
+    #[inline(always)]
     fn attend(&mut self, qk: (&[T], &Rows), d: &Dims, b: usize, h: usize, op: &EnergyAttention) {
         let (n, hp) = (d.tokens, d.head_dim);
         read_head(qk.0, qk.1, d, b, h, &mut self.q);

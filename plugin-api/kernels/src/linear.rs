@@ -8,7 +8,8 @@
 //! view costs no copy).
 
 use crate::real::Real;
-use crate::strided::{read_vector, slice, unpack, Rows};
+use crate::strided::{map_rows, read_vector, slice, unpack, Rows};
+use crate::widest::widest;
 use candle_core::{bail, CpuStorage, CustomOp2, CustomOp3, Layout, Result, Shape, Tensor};
 
 /// Products smaller than this many multiply-adds run on one thread.
@@ -150,11 +151,16 @@ fn forward<T: Real>(
         if b.len() != n {
             bail!("{op}: the bias has {} entries for {n} outputs", b.len())
         }
-        for row in out.chunks_exact_mut(n.max(1)) {
-            for (y, &b) in row.iter_mut().zip(&b) {
-                *y += b;
-            }
-        }
+        widest(
+            #[inline(always)]
+            || {
+                for row in out.chunks_exact_mut(n.max(1)) {
+                    for (y, &b) in row.iter_mut().zip(&b) {
+                        *y += b;
+                    }
+                }
+            },
+        );
     }
     Ok(out)
 }
@@ -207,11 +213,16 @@ fn backward<T: Real>(
     }
     let db = &mut out[m * k + k * n..];
     if with_bias {
-        for i in 0..m {
-            for (j, b) in db.iter_mut().enumerate() {
-                *b += dy[sdy.offset + i * sdy.row_stride + j * sdy.col_stride];
-            }
-        }
+        widest(
+            #[inline(always)]
+            || {
+                for i in 0..m {
+                    for (j, b) in db.iter_mut().enumerate() {
+                        *b += dy[sdy.offset + i * sdy.row_stride + j * sdy.col_stride];
+                    }
+                }
+            },
+        );
     }
     Ok(out)
 }
@@ -341,15 +352,16 @@ impl CustomOp2 for AddRow {
 
     fn cpu_fwd(&self, s: &CpuStorage, l: &Layout, vs: &CpuStorage, vl: &Layout) -> Result<(CpuStorage, Shape)> {
         fn add<T: Real>(x: &[T], l: &Layout, v: &[T]) -> Vec<T> {
-            let rows = Rows::new(l);
-            let mut out = vec![T::zero(); rows.count * rows.len];
-            let mut buf = Vec::new();
-            for (r, y) in out.chunks_exact_mut(rows.len.max(1)).enumerate() {
-                for ((y, &x), &v) in y.iter_mut().zip(rows.read(x, r, &mut buf)).zip(v) {
-                    *y = x + v;
-                }
-            }
-            out
+            map_rows(
+                x,
+                &Rows::new(l),
+                #[inline(always)]
+                |x, y| {
+                    for ((y, &x), &v) in y.iter_mut().zip(x).zip(v) {
+                        *y = x + v;
+                    }
+                },
+            )
         }
         let name = self.name();
         let n = l.dims().last().copied().unwrap_or(1);
@@ -378,11 +390,16 @@ impl candle_core::CustomOp1 for ColumnSums {
             let rows = Rows::new(l);
             let mut out = vec![T::zero(); rows.len];
             let mut buf = Vec::new();
-            for r in 0..rows.count {
-                for (o, &x) in out.iter_mut().zip(rows.read(x, r, &mut buf)) {
-                    *o += x;
-                }
-            }
+            widest(
+                #[inline(always)]
+                || {
+                    for r in 0..rows.count {
+                        for (o, &x) in out.iter_mut().zip(rows.read(x, r, &mut buf)) {
+                            *o += x;
+                        }
+                    }
+                },
+            );
             out
         }
         let name = self.name();

@@ -37,6 +37,7 @@ fn softmax_backward<T: Real>(y: &[T], y_rows: &Rows, dy: &[T], dy_rows: &Rows) -
 }
 
 /// Row softmax `P` and column softmax `Q` of the row-major `rows x cols` matrix `a`.
+#[inline(always)]
 fn row_and_column_softmax<T: Real>(a: &[T], rows: usize, cols: usize, p: &mut [T], q: &mut [T], col: &mut [T]) {
     for i in 0..rows {
         softmax_row(&a[i * cols..(i + 1) * cols], &mut p[i * cols..(i + 1) * cols]);

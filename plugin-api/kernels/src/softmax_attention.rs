@@ -48,6 +48,7 @@ impl<T: Real> Scratch<T> {
     }
 
     /// Reads `Q_h`, `K_h`, `V_h` of sample `b` and fills `p` with the attention weights.
+    #[inline(always)]
     fn attend(&mut self, [q, k, v]: [(&[T], &Rows); 3], d: &Dims, b: usize, h: usize, scale: T, causal: bool) {
         let (n, hp) = (d.tokens, d.head_dim);
         read_head(q.0, q.1, d, b, h, &mut self.q);

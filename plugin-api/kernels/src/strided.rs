@@ -62,7 +62,7 @@ impl Rows {
 
     /// Storage offset of the first element of row `row` (rows in row-major order of the
     /// leading dimensions).
-    #[inline]
+    #[inline(always)]
     pub fn offset(&self, row: usize) -> usize {
         let mut rest = row;
         let mut offset = self.start;
@@ -75,7 +75,7 @@ impl Rows {
     }
 
     /// Row `row` of `data`: borrowed when its elements are adjacent, else gathered into `buf`.
-    #[inline]
+    #[inline(always)]
     pub fn read<'a, T: Copy>(&self, data: &'a [T], row: usize, buf: &'a mut Vec<T>) -> &'a [T] {
         let offset = self.offset(row);
         if self.step == 1 {
