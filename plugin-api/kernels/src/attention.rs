@@ -66,8 +66,25 @@ pub(crate) unsafe fn product<T: Real>(
     )
 }
 
+/// A matrix for [`product`]: its first element, its row stride and its column stride.
+pub(crate) type Matrix<T> = (*const T, usize, usize);
+
+/// `m` transposed (the same storage read the other way).
+#[inline(always)]
+pub(crate) fn transposed<T>((at, rs, cs): Matrix<T>) -> Matrix<T> {
+    (at, cs, rs)
+}
+
+/// Head `h` of sample `b` of a merged `[B, N, H p]` tensor (rows `rows`) as an `N x p`
+/// matrix read where it is, without a copy.
+#[inline(always)]
+pub(crate) fn head_matrix<T: Real>(data: &[T], rows: &Rows, d: &Dims, b: usize, h: usize) -> Matrix<T> {
+    let offset = rows.offset(b * d.tokens) + h * d.head_dim * rows.step;
+    (data[offset.min(data.len())..].as_ptr(), rows.inner_stride(), rows.step)
+}
+
 /// `dst_h = lhs (N x N) rhs (N x p)` into head `h`'s columns of one sample of a merged
-/// output (`N` rows of `width`), `rhs` row-major.
+/// output (`N` rows of `width`).
 ///
 /// # Safety
 /// `sample` holds `N` rows of `width >= (h + 1) p` entries; `lhs` and `rhs` are valid for
@@ -76,10 +93,10 @@ pub(crate) unsafe fn into_head<T: Real>(
     sample: &mut [T],
     h: usize,
     (n, p, width): (usize, usize, usize),
-    lhs: (*const T, usize, usize),
-    rhs: *const T,
+    lhs: Matrix<T>,
+    rhs: Matrix<T>,
 ) {
-    product((n, p, n), sample.as_mut_ptr().add(h * p), width, lhs, (rhs, p, 1), T::one(), false);
+    product((n, p, n), sample.as_mut_ptr().add(h * p), width, lhs, rhs, T::one(), false);
 }
 
 /// A fresh merged output (`[B, N, width]` of `d`), written by `f(scratch, b, h, sample)` for
@@ -127,23 +144,6 @@ impl Dims {
 
     pub fn width(&self) -> usize {
         self.heads * self.head_dim
-    }
-}
-
-/// Copies head `h` of sample `b` of a merged `[B, N, H p]` tensor (its rows `rows`) into
-/// `out` (`N x p`, row-major).
-#[inline(always)]
-pub(crate) fn read_head<T: Real>(data: &[T], rows: &Rows, d: &Dims, b: usize, h: usize, out: &mut [T]) {
-    let hp = d.head_dim;
-    for (i, row) in out.chunks_exact_mut(hp.max(1)).take(d.tokens).enumerate() {
-        let offset = rows.offset(b * d.tokens + i) + h * hp * rows.step;
-        if rows.step == 1 {
-            row.copy_from_slice(&data[offset..offset + hp]);
-        } else {
-            for (c, v) in row.iter_mut().enumerate() {
-                *v = data[offset + c * rows.step];
-            }
-        }
     }
 }
 
@@ -245,7 +245,7 @@ fn forward<T: Real>(xw: &[T], rows: &Rows, d: Dims, gain: &[T], eps: f64, beta: 
         |scratch, b, h, sample| {
             scratch.attend(xw, rows, &d, b, h, gain, eps, beta);
             // out_h = S Z, written into the head's columns.
-            unsafe { into_head(sample, h, (n, hp, width), (scratch.s.as_ptr(), n, 1), scratch.z.as_ptr()) }
+            unsafe { into_head(sample, h, (n, hp, width), (scratch.s.as_ptr(), n, 1), (scratch.z.as_ptr(), hp, 1)) }
         },
     )
 }
@@ -274,7 +274,6 @@ fn backward<T: Real>(
         |first, chunk| {
             let mut scratch = Scratch::new(&d);
             let mut dg = vec![T::zero(); hp];
-            let mut d_out = vec![T::zero(); n * hp];
             let mut dz = vec![T::zero(); n * hp];
             let mut g = vec![T::zero(); n * n];
             let mut row_dot = vec![T::zero(); n];
@@ -283,22 +282,14 @@ fn backward<T: Real>(
                 let b = first + k;
                 for h in 0..d.heads {
                     scratch.attend(xw, rows, &d, b, h, gain, eps, beta);
-                    read_head(grad, grad_rows, &d, b, h, &mut d_out);
-                    let (dout, z) = (d_out.as_ptr(), scratch.z.as_ptr());
+                    let d_out = head_matrix(grad, grad_rows, &d, b, h);
+                    let z = (scratch.z.as_ptr(), hp, 1);
                     unsafe {
                         // G = dS + dS^T = dO Z^T + Z dO^T, the gradient with respect to P.
-                        product((n, n, hp), g.as_mut_ptr(), n, (dout, hp, 1), (z, 1, hp), T::one(), false);
-                        product((n, n, hp), g.as_mut_ptr(), n, (z, hp, 1), (dout, 1, hp), T::one(), true);
+                        product((n, n, hp), g.as_mut_ptr(), n, d_out, transposed(z), T::one(), false);
+                        product((n, n, hp), g.as_mut_ptr(), n, z, transposed(d_out), T::one(), true);
                         // dZ = S dO.
-                        product(
-                            (n, hp, n),
-                            dz.as_mut_ptr(),
-                            hp,
-                            (scratch.s.as_ptr(), n, 1),
-                            (dout, hp, 1),
-                            T::one(),
-                            false,
-                        );
+                        product((n, hp, n), dz.as_mut_ptr(), hp, (scratch.s.as_ptr(), n, 1), d_out, T::one(), false);
                     }
                     // dA = P (G - r) with r_i = sum_j G_ij P_ij; its symmetric part, row by row
                     // (G is symmetric and P^T = S - P):
@@ -318,7 +309,7 @@ fn backward<T: Real>(
                     }
                     // dZ += beta (dA + dA^T) Z.
                     unsafe {
-                        product((n, hp, n), dz.as_mut_ptr(), hp, (g.as_ptr(), n, 1), (z, hp, 1), beta, true);
+                        product((n, hp, n), dz.as_mut_ptr(), hp, (g.as_ptr(), n, 1), z, beta, true);
                     }
                     // RMSNorm with gain, backward, into the head's columns of dXW.
                     for i in 0..n {

@@ -13,45 +13,36 @@
 //! - `dP = G^Q K^T + Q G^K^T`, `dA = P (dP - rowsum(dP P))` (entry-wise; `P = 0` off the mask);
 //! - `dQ = P G^K + beta dA K`, `dK = P^T G^Q + beta dA^T Q`.
 
-use crate::attention::{fill_heads, into_head, product, read_head, Dims};
+use crate::attention::{fill_heads, head_matrix, into_head, product, transposed, Dims, Matrix};
 use crate::real::Real;
 use crate::strided::{slice, Rows};
 use crate::vector::{dot, softmax_in_place};
 use candle_core::{bail, CpuStorage, CustomOp1, CustomOp2, Layout, Result, Shape, Tensor};
 
-/// Per-thread scratch for one (sample, head).
+/// Per-thread scratch for one (sample, head): `Q_h`, `K_h` (read where they are) and `P`,
+/// `N x N`.
 struct Scratch<T> {
-    /// `Q_h`, `K_h`, `N x p` each.
-    q: Vec<T>,
-    k: Vec<T>,
-    /// `P`, `N x N`.
+    q: Matrix<T>,
+    k: Matrix<T>,
     p: Vec<T>,
 }
 
 impl<T: Real> Scratch<T> {
     fn new(d: &Dims) -> Self {
-        let (n, p) = (d.tokens, d.head_dim);
-        Scratch { q: vec![T::zero(); n * p], k: vec![T::zero(); n * p], p: vec![T::zero(); n * n] }
+        let none = (std::ptr::null(), 0, 0);
+        Scratch { q: none, k: none, p: vec![T::zero(); d.tokens * d.tokens] }
     }
 
-    /// Reads `Q_h`, `K_h` of sample `b` (heads `h` and `H + h` of the `2 H`-head view `d`)
+    /// Takes `Q_h`, `K_h` of sample `b` (heads `h` and `H + h` of the `2 H`-head view `d`)
     /// and fills `p` with the attention weights.
     #[inline(always)]
     fn attend(&mut self, qk: (&[T], &Rows), d: &Dims, b: usize, h: usize, op: &EnergyAttention) {
         let (n, hp) = (d.tokens, d.head_dim);
-        read_head(qk.0, qk.1, d, b, h, &mut self.q);
-        read_head(qk.0, qk.1, d, b, op.heads + h, &mut self.k);
-        // SAFETY: `p` holds N x N; `q` and `k` hold N x p, row-major.
+        self.q = head_matrix(qk.0, qk.1, d, b, h);
+        self.k = head_matrix(qk.0, qk.1, d, b, op.heads + h);
+        // SAFETY: `p` holds N x N; `q` and `k` are N x p views of the argument.
         unsafe {
-            product(
-                (n, n, hp),
-                self.p.as_mut_ptr(),
-                n,
-                (self.q.as_ptr(), hp, 1),
-                (self.k.as_ptr(), 1, hp),
-                T::c(op.beta),
-                false,
-            );
+            product((n, n, hp), self.p.as_mut_ptr(), n, self.q, transposed(self.k), T::c(op.beta), false);
         }
         for (i, row) in self.p.chunks_exact_mut(n).enumerate() {
             if !op.attend_self {
@@ -74,9 +65,9 @@ fn forward<T: Real>(qk: (&[T], &Rows), d: Dims, op: &EnergyAttention) -> Vec<T> 
             // SAFETY: the head's columns of the sample, N rows of `width`.
             unsafe {
                 // O^Q_h = P K_h; O^K_h = P^T Q_h.
-                let (p, q, k) = (scratch.p.as_ptr(), scratch.q.as_ptr(), scratch.k.as_ptr());
-                into_head(sample, h, (n, hp, width), (p, n, 1), k);
-                into_head(sample, heads + h, (n, hp, width), (p, 1, n), q);
+                let p = scratch.p.as_ptr();
+                into_head(sample, h, (n, hp, width), (p, n, 1), scratch.k);
+                into_head(sample, heads + h, (n, hp, width), (p, 1, n), scratch.q);
             }
         },
     )
@@ -85,23 +76,22 @@ fn forward<T: Real>(qk: (&[T], &Rows), d: Dims, op: &EnergyAttention) -> Vec<T> 
 fn backward<T: Real>(qk: (&[T], &Rows), grad: (&[T], &Rows), d: Dims, op: &EnergyAttention) -> Vec<T> {
     let (n, width, hp, heads) = (d.tokens, d.width(), d.head_dim, op.heads);
     let beta = T::c(op.beta);
-    // The forward's scratch, `G^Q_h`, `G^K_h` (`N x p`) and `dP`, then `dA` (`N x N`).
-    let scratch = || (Scratch::new(&d), vec![T::zero(); n * hp], vec![T::zero(); n * hp], vec![T::zero(); n * n]);
+    // The forward's scratch and `dP`, then `dA` (`N x N`).
+    let scratch = || (Scratch::new(&d), vec![T::zero(); n * n]);
     fill_heads(
         &d,
         heads,
         scratch,
         #[inline(always)]
-        |(scratch, gq, gk, da), b, h, sample| {
+        |(scratch, da), b, h, sample| {
             scratch.attend(qk, &d, b, h, op);
-            read_head(grad.0, grad.1, &d, b, h, gq);
-            read_head(grad.0, grad.1, &d, b, heads + h, gk);
-            let (p, q, k) = (scratch.p.as_ptr(), scratch.q.as_ptr(), scratch.k.as_ptr());
+            let (gq, gk) = (head_matrix(grad.0, grad.1, &d, b, h), head_matrix(grad.0, grad.1, &d, b, heads + h));
+            let (p, q, k) = (scratch.p.as_ptr(), scratch.q, scratch.k);
             // SAFETY: scratch of the sizes above; the sample's head columns.
             unsafe {
                 // dP = G^Q K^T + Q G^K^T (into `da`).
-                product((n, n, hp), da.as_mut_ptr(), n, (gq.as_ptr(), hp, 1), (k, 1, hp), T::one(), false);
-                product((n, n, hp), da.as_mut_ptr(), n, (q, hp, 1), (gk.as_ptr(), 1, hp), T::one(), true);
+                product((n, n, hp), da.as_mut_ptr(), n, gq, transposed(k), T::one(), false);
+                product((n, n, hp), da.as_mut_ptr(), n, q, transposed(gk), T::one(), true);
             }
             // dA = P (dP - rowsum(dP P)).
             for (g, p) in da.chunks_exact_mut(n).zip(scratch.p.chunks_exact(n)) {
@@ -112,12 +102,12 @@ fn backward<T: Real>(qk: (&[T], &Rows), grad: (&[T], &Rows), d: Dims, op: &Energ
             }
             unsafe {
                 // dQ = P G^K + beta dA K; dK = P^T G^Q + beta dA^T Q.
-                into_head(sample, h, (n, hp, width), (p, n, 1), gk.as_ptr());
+                into_head(sample, h, (n, hp, width), (p, n, 1), gk);
                 let dq = sample.as_mut_ptr().add(h * hp);
-                product((n, hp, n), dq, width, (da.as_ptr(), n, 1), (k, hp, 1), beta, true);
-                into_head(sample, heads + h, (n, hp, width), (p, 1, n), gq.as_ptr());
+                product((n, hp, n), dq, width, (da.as_ptr(), n, 1), k, beta, true);
+                into_head(sample, heads + h, (n, hp, width), (p, 1, n), gq);
                 let dk = sample.as_mut_ptr().add((heads + h) * hp);
-                product((n, hp, n), dk, width, (da.as_ptr(), 1, n), (q, hp, 1), beta, true);
+                product((n, hp, n), dk, width, (da.as_ptr(), 1, n), q, beta, true);
             }
         },
     )

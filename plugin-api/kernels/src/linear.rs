@@ -217,8 +217,16 @@ fn backward<T: Real>(
             #[inline(always)]
             || {
                 for i in 0..m {
-                    for (j, b) in db.iter_mut().enumerate() {
-                        *b += dy[sdy.offset + i * sdy.row_stride + j * sdy.col_stride];
+                    let row = sdy.offset + i * sdy.row_stride;
+                    if sdy.col_stride == 1 {
+                        // Adjacent entries: one vector add per row.
+                        for (b, &g) in db.iter_mut().zip(&dy[row..row + n]) {
+                            *b += g;
+                        }
+                    } else {
+                        for (j, b) in db.iter_mut().enumerate() {
+                            *b += dy[row + j * sdy.col_stride];
+                        }
                     }
                 }
             },

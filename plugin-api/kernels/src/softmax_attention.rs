@@ -18,7 +18,7 @@
 //! the three gradients. Samples run in parallel; the products go to the `gemm` crate on one
 //! thread each.
 
-use crate::attention::{fill_heads, into_head, product, read_head, Dims};
+use crate::attention::{fill_heads, head_matrix, into_head, product, transposed, Dims, Matrix};
 use crate::real::Real;
 use crate::strided::{parallel_plan, slice, unpack, Rows};
 use crate::vector::{dot, softmax_in_place};
@@ -26,45 +26,31 @@ use crate::widest::{inlined, widest};
 use candle_core::{bail, CpuStorage, CustomOp3, Layout, Result, Shape, Tensor};
 use rayon::prelude::*;
 
-/// Per-thread scratch for one (sample, head).
+/// Per-thread scratch for one (sample, head): `Q_h`, `K_h`, `V_h` (read where they are) and
+/// `P`, `N x N`.
 struct Scratch<T> {
-    /// `Q_h`, `K_h`, `V_h`, `N x p` each.
-    q: Vec<T>,
-    k: Vec<T>,
-    v: Vec<T>,
-    /// `P`, `N x N`.
+    q: Matrix<T>,
+    k: Matrix<T>,
+    v: Matrix<T>,
     p: Vec<T>,
 }
 
 impl<T: Real> Scratch<T> {
     fn new(d: &Dims) -> Self {
-        let (n, p) = (d.tokens, d.head_dim);
-        Scratch {
-            q: vec![T::zero(); n * p],
-            k: vec![T::zero(); n * p],
-            v: vec![T::zero(); n * p],
-            p: vec![T::zero(); n * n],
-        }
+        let none = (std::ptr::null(), 0, 0);
+        Scratch { q: none, k: none, v: none, p: vec![T::zero(); d.tokens * d.tokens] }
     }
 
-    /// Reads `Q_h`, `K_h`, `V_h` of sample `b` and fills `p` with the attention weights.
+    /// Takes `Q_h`, `K_h`, `V_h` of sample `b` and fills `p` with the attention weights.
     #[inline(always)]
     fn attend(&mut self, [q, k, v]: [(&[T], &Rows); 3], d: &Dims, b: usize, h: usize, scale: T, causal: bool) {
         let (n, hp) = (d.tokens, d.head_dim);
-        read_head(q.0, q.1, d, b, h, &mut self.q);
-        read_head(k.0, k.1, d, b, h, &mut self.k);
-        read_head(v.0, v.1, d, b, h, &mut self.v);
+        self.q = head_matrix(q.0, q.1, d, b, h);
+        self.k = head_matrix(k.0, k.1, d, b, h);
+        self.v = head_matrix(v.0, v.1, d, b, h);
         // S = scale Q K^T into `p`, then its row softmax in place (over keys <= i if causal).
         unsafe {
-            product(
-                (n, n, hp),
-                self.p.as_mut_ptr(),
-                n,
-                (self.q.as_ptr(), hp, 1),
-                (self.k.as_ptr(), 1, hp),
-                scale,
-                false,
-            );
+            product((n, n, hp), self.p.as_mut_ptr(), n, self.q, transposed(self.k), scale, false);
         }
         for (i, row) in self.p.chunks_exact_mut(n).enumerate() {
             if causal {
@@ -89,7 +75,7 @@ fn forward<T: Real>(inputs: [(&[T], &Rows); 3], d: Dims, scale: f64, causal: boo
         |scratch, b, h, sample| {
             scratch.attend(inputs, &d, b, h, scale, causal);
             // out_h = P V_h, written into the head's columns.
-            unsafe { into_head(sample, h, (n, hp, width), (scratch.p.as_ptr(), n, 1), scratch.v.as_ptr()) }
+            unsafe { into_head(sample, h, (n, hp, width), (scratch.p.as_ptr(), n, 1), scratch.v) }
         },
     )
 }
@@ -106,7 +92,6 @@ fn backward<T: Real>(inputs: [(&[T], &Rows); 3], grad: (&[T], &Rows), d: Dims, s
         #[inline(always)]
         |first: usize, dq: &mut [T], dk: &mut [T], dv: &mut [T]| {
             let mut scratch = Scratch::new(&d);
-            let mut d_out = vec![T::zero(); n * hp];
             let mut ds = vec![T::zero(); n * n];
             let samples = dq.len() / per_sample.max(1);
             for k in 0..samples {
@@ -116,7 +101,7 @@ fn backward<T: Real>(inputs: [(&[T], &Rows); 3], grad: (&[T], &Rows), d: Dims, s
                     (&mut dq[at..at + per_sample], &mut dk[at..at + per_sample], &mut dv[at..at + per_sample]);
                 for h in 0..d.heads {
                     scratch.attend(inputs, &d, b, h, scale, causal);
-                    read_head(grad.0, grad.1, &d, b, h, &mut d_out);
+                    let d_out = head_matrix(grad.0, grad.1, &d, b, h);
                     let col = h * hp;
                     unsafe {
                         // dV = P^T dO; dP = dO V^T (into `ds`).
@@ -125,19 +110,11 @@ fn backward<T: Real>(inputs: [(&[T], &Rows); 3], grad: (&[T], &Rows), d: Dims, s
                             dv.as_mut_ptr().add(col),
                             width,
                             (scratch.p.as_ptr(), 1, n),
-                            (d_out.as_ptr(), hp, 1),
+                            d_out,
                             T::one(),
                             false,
                         );
-                        product(
-                            (n, n, hp),
-                            ds.as_mut_ptr(),
-                            n,
-                            (d_out.as_ptr(), hp, 1),
-                            (scratch.v.as_ptr(), 1, hp),
-                            T::one(),
-                            false,
-                        );
+                        product((n, n, hp), ds.as_mut_ptr(), n, d_out, transposed(scratch.v), T::one(), false);
                     }
                     // dS = P (dP - rowsum(dP P)).
                     for (g, p) in ds.chunks_exact_mut(n).zip(scratch.p.chunks_exact(n)) {
@@ -153,7 +130,7 @@ fn backward<T: Real>(inputs: [(&[T], &Rows); 3], grad: (&[T], &Rows), d: Dims, s
                             dq.as_mut_ptr().add(col),
                             width,
                             (ds.as_ptr(), n, 1),
-                            (scratch.k.as_ptr(), hp, 1),
+                            scratch.k,
                             scale,
                             false,
                         );
@@ -162,7 +139,7 @@ fn backward<T: Real>(inputs: [(&[T], &Rows); 3], grad: (&[T], &Rows), d: Dims, s
                             dk.as_mut_ptr().add(col),
                             width,
                             (ds.as_ptr(), 1, n),
-                            (scratch.q.as_ptr(), hp, 1),
+                            scratch.q,
                             scale,
                             false,
                         );

@@ -74,6 +74,13 @@ impl Rows {
         offset
     }
 
+    /// Storage distance between consecutive rows of the innermost leading dimension (the
+    /// tokens of a `[B, N, W]` tensor).
+    #[inline(always)]
+    pub fn inner_stride(&self) -> usize {
+        self.outer_strides.last().copied().unwrap_or(0)
+    }
+
     /// Row `row` of `data`: borrowed when its elements are adjacent, else gathered into `buf`.
     #[inline(always)]
     pub fn read<'a, T: Copy>(&self, data: &'a [T], row: usize, buf: &'a mut Vec<T>) -> &'a [T] {
