@@ -25,7 +25,7 @@
 
 use crate::real::Real;
 use crate::strided::{fill, map_chunks, read_vector, slice, unpack, Rows};
-use crate::vector::{dot, exp_shifted, max, sum_sq};
+use crate::vector::{dot, softmax_row, sum_sq};
 use candle_core::{bail, CpuStorage, CustomOp2, CustomOp3, Layout, Result, Shape, Tensor};
 
 /// `dst (m x n) = scale * lhs (m x k) * rhs (k x n)`, or `dst += ...` when `accumulate`;
@@ -81,6 +81,23 @@ pub(crate) fn transposed<T>((at, rs, cs): Matrix<T>) -> Matrix<T> {
 pub(crate) fn head_matrix<T: Real>(data: &[T], rows: &Rows, d: &Dims, b: usize, h: usize) -> Matrix<T> {
     let offset = rows.offset(b * d.tokens) + h * d.head_dim * rows.step;
     (data[offset.min(data.len())..].as_ptr(), rows.inner_stride(), rows.step)
+}
+
+/// Per-thread scratch of the softmax and Energy Transformer attentions for one (sample,
+/// head): the head's `Q_h`, `K_h`, `V_h` (read where they are; `V_h` unused by the Energy
+/// Transformer) and the attention weights `P`, `N x N`.
+pub(crate) struct HeadScratch<T> {
+    pub q: Matrix<T>,
+    pub k: Matrix<T>,
+    pub v: Matrix<T>,
+    pub p: Vec<T>,
+}
+
+impl<T: Real> HeadScratch<T> {
+    pub fn new(d: &Dims) -> Self {
+        let none = (std::ptr::null(), 0, 0);
+        HeadScratch { q: none, k: none, v: none, p: vec![T::zero(); d.tokens * d.tokens] }
+    }
 }
 
 /// `dst_h = lhs (N x N) rhs (N x p)` into head `h`'s columns of one sample of a merged
@@ -216,13 +233,7 @@ impl<T: Real> Scratch<T> {
         }
         // P = softmax_row(A), keeping each row's maximum and normaliser.
         for (i, (a, p)) in self.s.chunks_exact(n.max(1)).zip(self.p.chunks_exact_mut(n.max(1))).enumerate() {
-            let m = max(a);
-            let inv = exp_shifted(a, m, p).recip();
-            for v in p.iter_mut() {
-                *v *= inv;
-            }
-            self.row_max[i] = m;
-            self.row_inv_sum[i] = inv;
+            (self.row_max[i], self.row_inv_sum[i]) = softmax_row(a, p);
         }
         // S = P + P^T, row by row without a transpose: A is symmetric, so
         // P^T_ij = P_ji = exp(A_ij - m_j) / sum_j, written over A.

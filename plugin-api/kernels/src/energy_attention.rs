@@ -13,30 +13,17 @@
 //! - `dP = G^Q K^T + Q G^K^T`, `dA = P (dP - rowsum(dP P))` (entry-wise; `P = 0` off the mask);
 //! - `dQ = P G^K + beta dA K`, `dK = P^T G^Q + beta dA^T Q`.
 
-use crate::attention::{fill_heads, head_matrix, into_head, product, transposed, Dims, Matrix};
+use crate::attention::{fill_heads, head_matrix, into_head, product, transposed, Dims, HeadScratch};
 use crate::real::Real;
 use crate::strided::{slice, Rows};
 use crate::vector::{dot, softmax_in_place};
 use candle_core::{bail, CpuStorage, CustomOp1, CustomOp2, Layout, Result, Shape, Tensor};
 
-/// Per-thread scratch for one (sample, head): `Q_h`, `K_h` (read where they are) and `P`,
-/// `N x N`.
-struct Scratch<T> {
-    q: Matrix<T>,
-    k: Matrix<T>,
-    p: Vec<T>,
-}
-
-impl<T: Real> Scratch<T> {
-    fn new(d: &Dims) -> Self {
-        let none = (std::ptr::null(), 0, 0);
-        Scratch { q: none, k: none, p: vec![T::zero(); d.tokens * d.tokens] }
-    }
-
+impl<T: Real> HeadScratch<T> {
     /// Takes `Q_h`, `K_h` of sample `b` (heads `h` and `H + h` of the `2 H`-head view `d`)
     /// and fills `p` with the attention weights.
     #[inline(always)]
-    fn attend(&mut self, qk: (&[T], &Rows), d: &Dims, b: usize, h: usize, op: &EnergyAttention) {
+    fn attend_energy(&mut self, qk: (&[T], &Rows), d: &Dims, b: usize, h: usize, op: &EnergyAttention) {
         let (n, hp) = (d.tokens, d.head_dim);
         self.q = head_matrix(qk.0, qk.1, d, b, h);
         self.k = head_matrix(qk.0, qk.1, d, b, op.heads + h);
@@ -58,10 +45,10 @@ fn forward<T: Real>(qk: (&[T], &Rows), d: Dims, op: &EnergyAttention) -> Vec<T> 
     fill_heads(
         &d,
         heads,
-        || Scratch::new(&d),
+        || HeadScratch::new(&d),
         #[inline(always)]
         |scratch, b, h, sample| {
-            scratch.attend(qk, &d, b, h, op);
+            scratch.attend_energy(qk, &d, b, h, op);
             // SAFETY: the head's columns of the sample, N rows of `width`.
             unsafe {
                 // O^Q_h = P K_h; O^K_h = P^T Q_h.
@@ -77,14 +64,14 @@ fn backward<T: Real>(qk: (&[T], &Rows), grad: (&[T], &Rows), d: Dims, op: &Energ
     let (n, width, hp, heads) = (d.tokens, d.width(), d.head_dim, op.heads);
     let beta = T::c(op.beta);
     // The forward's scratch and `dP`, then `dA` (`N x N`).
-    let scratch = || (Scratch::new(&d), vec![T::zero(); n * n]);
+    let scratch = || (HeadScratch::new(&d), vec![T::zero(); n * n]);
     fill_heads(
         &d,
         heads,
         scratch,
         #[inline(always)]
         |(scratch, da), b, h, sample| {
-            scratch.attend(qk, &d, b, h, op);
+            scratch.attend_energy(qk, &d, b, h, op);
             let (gq, gk) = (head_matrix(grad.0, grad.1, &d, b, h), head_matrix(grad.0, grad.1, &d, b, heads + h));
             let (p, q, k) = (scratch.p.as_ptr(), scratch.q, scratch.k);
             // SAFETY: scratch of the sizes above; the sample's head columns.

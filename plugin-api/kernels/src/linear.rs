@@ -189,6 +189,8 @@ fn backward<T: Real>(
     op: &'static str,
 ) -> Result<Vec<T>> {
     let (mut xbuf, mut dybuf) = (Vec::new(), Vec::new());
+    // The bias gradient reads `dy` by rows, as it is (before `matrix_of` may gather it).
+    let (dy_storage, dy_rows) = (dy, Rows::new(dyl));
     let (x, m, k, sx) = matrix_of(x, xl, &mut xbuf);
     let (n, sw) = weight_matrix(wl, k, transposed, op)?;
     let (dy, dm, dn, sdy) = matrix_of(dy, dyl, &mut dybuf);
@@ -213,24 +215,7 @@ fn backward<T: Real>(
     }
     let db = &mut out[m * k + k * n..];
     if with_bias {
-        widest(
-            #[inline(always)]
-            || {
-                for i in 0..m {
-                    let row = sdy.offset + i * sdy.row_stride;
-                    if sdy.col_stride == 1 {
-                        // Adjacent entries: one vector add per row.
-                        for (b, &g) in db.iter_mut().zip(&dy[row..row + n]) {
-                            *b += g;
-                        }
-                    } else {
-                        for (j, b) in db.iter_mut().enumerate() {
-                            *b += dy[row + j * sdy.col_stride];
-                        }
-                    }
-                }
-            },
-        );
+        add_column_sums(dy_storage, &dy_rows, db);
     }
     Ok(out)
 }
@@ -397,17 +382,7 @@ impl candle_core::CustomOp1 for ColumnSums {
         fn sums<T: Real>(x: &[T], l: &Layout) -> Vec<T> {
             let rows = Rows::new(l);
             let mut out = vec![T::zero(); rows.len];
-            let mut buf = Vec::new();
-            widest(
-                #[inline(always)]
-                || {
-                    for r in 0..rows.count {
-                        for (o, &x) in out.iter_mut().zip(rows.read(x, r, &mut buf)) {
-                            *o += x;
-                        }
-                    }
-                },
-            );
+            add_column_sums(x, &rows, &mut out);
             out
         }
         let name = self.name();
@@ -415,4 +390,19 @@ impl candle_core::CustomOp1 for ColumnSums {
         let out = per_real!(s, name, |T| sums(slice::<T>(s, name)?, l));
         Ok((out, Shape::from(n)))
     }
+}
+
+/// `out += sum_rows x` over the rows of `x` (any layout): a bias's gradient.
+fn add_column_sums<T: Real>(x: &[T], rows: &Rows, out: &mut [T]) {
+    let mut buf = Vec::new();
+    widest(
+        #[inline(always)]
+        || {
+            for r in 0..rows.count {
+                for (o, &x) in out.iter_mut().zip(rows.read(x, r, &mut buf)) {
+                    *o += x;
+                }
+            }
+        },
+    );
 }

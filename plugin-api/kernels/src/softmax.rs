@@ -16,7 +16,9 @@ fn softmax_forward<T: Real>(x: &[T], rows: &Rows) -> Vec<T> {
         x,
         rows,
         #[inline(always)]
-        |x, y| softmax_row(x, y),
+        |x, y| {
+            softmax_row(x, y);
+        },
     )
 }
 

@@ -18,7 +18,7 @@
 //! the three gradients. Samples run in parallel; the products go to the `gemm` crate on one
 //! thread each.
 
-use crate::attention::{fill_heads, head_matrix, into_head, product, transposed, Dims, Matrix};
+use crate::attention::{fill_heads, head_matrix, into_head, product, transposed, Dims, HeadScratch};
 use crate::real::Real;
 use crate::strided::{parallel_plan, slice, unpack, Rows};
 use crate::vector::{dot, softmax_in_place};
@@ -26,24 +26,10 @@ use crate::widest::{inlined, widest};
 use candle_core::{bail, CpuStorage, CustomOp3, Layout, Result, Shape, Tensor};
 use rayon::prelude::*;
 
-/// Per-thread scratch for one (sample, head): `Q_h`, `K_h`, `V_h` (read where they are) and
-/// `P`, `N x N`.
-struct Scratch<T> {
-    q: Matrix<T>,
-    k: Matrix<T>,
-    v: Matrix<T>,
-    p: Vec<T>,
-}
-
-impl<T: Real> Scratch<T> {
-    fn new(d: &Dims) -> Self {
-        let none = (std::ptr::null(), 0, 0);
-        Scratch { q: none, k: none, v: none, p: vec![T::zero(); d.tokens * d.tokens] }
-    }
-
+impl<T: Real> HeadScratch<T> {
     /// Takes `Q_h`, `K_h`, `V_h` of sample `b` and fills `p` with the attention weights.
     #[inline(always)]
-    fn attend(&mut self, [q, k, v]: [(&[T], &Rows); 3], d: &Dims, b: usize, h: usize, scale: T, causal: bool) {
+    fn attend_softmax(&mut self, [q, k, v]: [(&[T], &Rows); 3], d: &Dims, b: usize, h: usize, scale: T, causal: bool) {
         let (n, hp) = (d.tokens, d.head_dim);
         self.q = head_matrix(q.0, q.1, d, b, h);
         self.k = head_matrix(k.0, k.1, d, b, h);
@@ -70,10 +56,10 @@ fn forward<T: Real>(inputs: [(&[T], &Rows); 3], d: Dims, scale: f64, causal: boo
     fill_heads(
         &d,
         d.heads,
-        || Scratch::new(&d),
+        || HeadScratch::new(&d),
         #[inline(always)]
         |scratch, b, h, sample| {
-            scratch.attend(inputs, &d, b, h, scale, causal);
+            scratch.attend_softmax(inputs, &d, b, h, scale, causal);
             // out_h = P V_h, written into the head's columns.
             unsafe { into_head(sample, h, (n, hp, width), (scratch.p.as_ptr(), n, 1), scratch.v) }
         },
@@ -91,7 +77,7 @@ fn backward<T: Real>(inputs: [(&[T], &Rows); 3], grad: (&[T], &Rows), d: Dims, s
     let run = inlined(
         #[inline(always)]
         |first: usize, dq: &mut [T], dk: &mut [T], dv: &mut [T]| {
-            let mut scratch = Scratch::new(&d);
+            let mut scratch = HeadScratch::new(&d);
             let mut ds = vec![T::zero(); n * n];
             let samples = dq.len() / per_sample.max(1);
             for k in 0..samples {
@@ -100,7 +86,7 @@ fn backward<T: Real>(inputs: [(&[T], &Rows); 3], grad: (&[T], &Rows), d: Dims, s
                 let (dq, dk, dv) =
                     (&mut dq[at..at + per_sample], &mut dk[at..at + per_sample], &mut dv[at..at + per_sample]);
                 for h in 0..d.heads {
-                    scratch.attend(inputs, &d, b, h, scale, causal);
+                    scratch.attend_softmax(inputs, &d, b, h, scale, causal);
                     let d_out = head_matrix(grad.0, grad.1, &d, b, h);
                     let col = h * hp;
                     unsafe {

@@ -457,16 +457,10 @@ fn linear_matches_the_composition_for_any_layout() {
                     |i| Kernels::Composed.linear(&i[0], &i[1], Some(&i[2])).unwrap(),
                 );
                 // The same product from the weight's transpose, as `linear_transposed` takes it.
-                let (wtv, wt) = if transposed_weight {
-                    let t = wv.as_tensor().clone();
-                    (wv, t)
-                } else {
-                    let t = wv.as_tensor().t().unwrap();
-                    (wv, t)
-                };
+                let wt = if transposed_weight { wv.as_tensor().clone() } else { wv.as_tensor().t().unwrap() };
                 check(
                     &format!("{label} transposed"),
-                    &[xv, wtv, bv],
+                    &[xv, wv, bv],
                     &[x, wt, b],
                     |i| linear_transposed(&i[0], &i[1], Some(&i[2])).unwrap(),
                     |i| Kernels::Composed.linear(&i[0], &i[1].t().unwrap(), Some(&i[2])).unwrap(),

@@ -60,14 +60,15 @@ pub(crate) fn exp_shifted<T: Real>(x: &[T], shift: T, y: &mut [T]) -> T {
     sum(y)
 }
 
-/// Softmax of one row, `y = exp(x - max) / sum`.
+/// Softmax of one row, `y = exp(x - max) / sum`; returns `(max, 1 / sum)`.
 #[inline(always)]
-pub(crate) fn softmax_row<T: Real>(x: &[T], y: &mut [T]) {
+pub(crate) fn softmax_row<T: Real>(x: &[T], y: &mut [T]) -> (T, T) {
     let m = max(x);
     let inv = exp_shifted(x, m, y).recip();
     for y in y.iter_mut() {
         *y *= inv;
     }
+    (m, inv)
 }
 
 /// Softmax of one row in place.

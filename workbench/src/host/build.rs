@@ -239,9 +239,6 @@ impl Collected {
 /// anything else (a link, a write of some dependency's output).
 pub fn error_summary(lines: &[String], status: &str) -> String {
     let mut out = Vec::new();
-    if lines.iter().any(|l| l.contains("No space left on device") || l.contains("os error 28")) {
-        out.push(DISK_FULL.to_string());
-    }
     for (i, line) in lines.iter().enumerate() {
         if line.starts_with("error") && !line.starts_with("error: could not compile") {
             out.push(line.trim().to_string());
@@ -251,10 +248,13 @@ pub fn error_summary(lines: &[String], status: &str) -> String {
             out.extend(link_notes(&lines[i + 1..]).map(|note| format!("  {note}")));
         }
     }
-    if out.len() <= usize::from(out.first().is_some_and(|l| l == DISK_FULL)) {
+    if out.is_empty() {
         let tail: Vec<&String> = lines.iter().rev().filter(|l| !l.trim().is_empty()).take(5).collect();
-        out.extend(tail.into_iter().rev().cloned());
+        out = tail.into_iter().rev().cloned().collect();
         out.push(format!("cargo {status}"));
+    }
+    if lines.iter().any(|l| l.contains("No space left on device") || l.contains("os error 28")) {
+        out.insert(0, DISK_FULL.to_string());
     }
     out.truncate(SUMMARY_LINES);
     out.join("\n")
@@ -323,18 +323,21 @@ mod tests {
         }
     }
 
+    /// Lines of cargo's output.
+    fn owned(lines: &[&str]) -> Vec<String> {
+        lines.iter().map(|l| l.to_string()).collect()
+    }
+
     #[test]
     fn build_failures_are_summarised_by_their_errors_and_locations() {
-        let lines: Vec<String> = [
+        let lines = owned(&[
             "   Compiling probe v0.1.0",
             "error[E0425]: cannot find value `x` in this scope",
             "  --> plugins/probe/src/lib.rs:3:5",
             "   |",
             "3  |     x",
             "error: could not compile `probe` (lib) due to 1 previous error",
-        ]
-        .map(String::from)
-        .to_vec();
+        ]);
         let summary = error_summary(&lines, "exit status: 101");
         assert_eq!(summary, "error[E0425]: cannot find value `x` in this scope\n  --> plugins/probe/src/lib.rs:3:5");
         let other = error_summary(&["error: could not find `Cargo.toml`".to_string()], "exit status: 101");
@@ -346,16 +349,14 @@ mod tests {
     #[test]
     fn a_failed_link_is_summarised_with_its_reason_and_a_full_disk_with_the_fix() {
         let command = format!("= note: LC_ALL=\"C\" \"cc\" {}", "\"-Wl,--as-needed\" ".repeat(100));
-        let lines: Vec<String> = [
+        let lines = owned(&[
             "error: linking with `cc` failed: exit status: 1",
             "  |",
             &format!("  {command}"),
             "  = note: some arguments are omitted. use `--verbose` to show all linker arguments",
             "  = note: /usr/bin/ld: final link failed: No space left on device",
             "error: could not compile `probe` (lib) due to 1 previous error",
-        ]
-        .map(String::from)
-        .to_vec();
+        ]);
         let summary = error_summary(&lines, "exit status: 101");
         let summary: Vec<&str> = summary.lines().collect();
         assert_eq!(
@@ -366,10 +367,7 @@ mod tests {
                 "  /usr/bin/ld: final link failed: No space left on device"
             ]
         );
-        let write = [
-            "warning: unused import".to_string(),
-            "could not write output: No space left on device (os error 28)".into(),
-        ];
+        let write = owned(&["warning: unused import", "could not write output: No space left on device (os error 28)"]);
         let summary = error_summary(&write, "exit status: 101");
         assert!(summary.starts_with(DISK_FULL) && summary.contains("could not write output"), "{summary}");
         assert!(summary.ends_with("cargo exit status: 101"), "{summary}");
