@@ -188,6 +188,15 @@ impl<B> BlockStack<B> {
         Ok((&self.blocks[b], local_t))
     }
 
+    /// The same stack with each block paired with what `prepare` derives from it, once per
+    /// pass: weight matrices built from the parameters that every iteration of the block
+    /// uses, so that they (and the gradients back through them) enter the graph once.
+    pub fn prepare<'a, P>(&'a self, prepare: impl FnMut(&'a B) -> Result<P>) -> Result<BlockStack<(&'a B, P)>> {
+        let mut prepare = prepare;
+        let blocks = self.blocks.iter().map(|b| Ok((b, prepare(b)?))).collect::<Result<Vec<_>>>()?;
+        Ok(BlockStack { blocks })
+    }
+
     /// Runs a pass: `x_t = step(block(t), x_{t-1})` for `t = 1..=pass.iterations`, reporting
     /// `x_0` and every `x_t` to the pass's observer. State carried across iterations (a
     /// momentum buffer) lives in the closure.
@@ -311,5 +320,22 @@ mod tests {
         assert!(stack.at(1, 3).is_err(), "3 iterations cannot be split over 2 blocks");
         let mut pass = Pass::new(3);
         assert!(stack.run(&x0, &mut pass, |_, x| Ok(x.clone())).is_err());
+        // Prepared once per block, then each iteration sees its own block's value.
+        let mut prepared_for = Vec::new();
+        let prepared = stack
+            .prepare(|b| {
+                prepared_for.push(*b);
+                Ok(10 * b)
+            })
+            .unwrap();
+        assert_eq!(prepared_for, vec![0, 1]);
+        let mut seen = Vec::new();
+        prepared
+            .run(&x0, &mut Pass::new(4), |(b, value), x| {
+                seen.push((**b, *value));
+                Ok(x.clone())
+            })
+            .unwrap();
+        assert_eq!(seen, vec![(0, 0), (0, 0), (1, 10), (1, 10)]);
     }
 }

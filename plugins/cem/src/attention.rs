@@ -23,7 +23,7 @@
 use crate::alibi::{score_bias, Alibi};
 use crate::block::{split_heads, step, RMS_EPS};
 use crate::model::{CemConfig, KqDiagonal};
-use crate::preconditioner::Preconditioner;
+use crate::preconditioner::{Preconditioner, PreparedHeads};
 use kernels::{rms_norm, softmax};
 use plugin_api::candle::{Tensor, D};
 use plugin_api::candle_nn::{Init, VarBuilder};
@@ -64,6 +64,8 @@ pub struct AttentionContext {
     pub diagonal_keys: Option<Tensor>,
     /// Additive score bias (ALiBi, causal mask) `[1 or K, N, N]`.
     pub bias: Option<Tensor>,
+    /// `sum_k P_k W_k^Q^T o_k`'s matrices, derived from the parameters once for every step.
+    pub through_heads: PreparedHeads,
 }
 
 impl CemAttention {
@@ -141,7 +143,8 @@ impl CemAttention {
         };
         let n = h.dim(1)?;
         let bias = score_bias(self.alibi.as_ref(), n, causal, h.dtype(), h.device())?;
-        Ok(AttentionContext { normed_input, keys, score_keys, diagonal_keys, bias })
+        let through_heads = self.preconditioner.prepare_heads(&self.w_q)?;
+        Ok(AttentionContext { normed_input, keys, score_keys, diagonal_keys, bias, through_heads })
     }
 
     /// `u = RMSNorm(x)` with the sub-layer's gain (Algorithm 1).
@@ -215,17 +218,23 @@ impl CemAttention {
     /// The step direction `-Delta x^eps` of Eq. 14 at `u` `[B, N, D]`:
     /// `sum_k P_k (W_k^Q^T o_k [+ d_k o sum_j softmax_j hn_j])`.
     pub fn update(&self, ctx: &AttentionContext, u: &Tensor) -> Result<Tensor> {
-        self.update_with(&self.preconditioner, ctx, u)
+        self.update_with(&self.preconditioner, &ctx.through_heads, ctx, u)
     }
 
     /// The same direction without preconditioning (`P_k = I`, Eq. 2 and 4).
     pub fn gradient_direction(&self, ctx: &AttentionContext, u: &Tensor) -> Result<Tensor> {
-        self.update_with(&self.identity, ctx, u)
+        self.update_with(&self.identity, &self.identity.prepare_heads(&self.w_q)?, ctx, u)
     }
 
-    fn update_with(&self, p: &Preconditioner, ctx: &AttentionContext, u: &Tensor) -> Result<Tensor> {
+    fn update_with(
+        &self,
+        p: &Preconditioner,
+        through_heads: &PreparedHeads,
+        ctx: &AttentionContext,
+        u: &Tensor,
+    ) -> Result<Tensor> {
         let (weights, outputs) = self.head_outputs(ctx, u)?;
-        let mut z = p.apply_through_heads(&outputs, &self.w_q)?;
+        let mut z = through_heads.apply(&outputs)?;
         if let (true, Some(d)) = (self.diag_value, &self.kq_diagonal) {
             // d_k o sum_j softmax_j(a_ijk) hn_j: the diagonal's share of beta_kj (Eq. 2, 12)
             let mixed = weights.broadcast_matmul(&ctx.normed_input.unsqueeze(1)?)?;

@@ -17,7 +17,7 @@
 use crate::block::{step, RMS_EPS};
 use crate::model::CemConfig;
 use crate::phi::phi;
-use crate::preconditioner::Preconditioner;
+use crate::preconditioner::{Preconditioner, PreparedSingle};
 use kernels::rms_norm;
 use plugin_api::candle::Tensor;
 use plugin_api::candle_nn::{Init, VarBuilder};
@@ -59,10 +59,11 @@ impl CemMlp {
     /// Eq. 17: `T_xi` steps from `x^(0) = h`, returning `x^(T)`.
     pub fn forward(&self, h: &Tensor) -> Result<Tensor> {
         let gamma = self.gamma(h)?;
+        let p = self.preconditioner.prepare_single()?;
         let mut x = h.clone();
         for _ in 0..self.steps {
             let u = self.normalise(&x)?;
-            x = step(&x, &self.update(&gamma, &u)?, self.step_size)?;
+            x = step(&x, &self.update_with(&p, &gamma, &u)?, self.step_size)?;
         }
         Ok(x)
     }
@@ -71,13 +72,14 @@ impl CemMlp {
     /// `x^(0) = h`, and the final state.
     pub fn energy_trajectory(&self, h: &Tensor) -> Result<(Vec<Tensor>, Tensor)> {
         let gamma = self.gamma(h)?;
+        let p = self.preconditioner.prepare_single()?;
         let mut x = h.clone();
         let mut energies = Vec::with_capacity(self.steps + 1);
         for s in 0..=self.steps {
             let u = self.normalise(&x)?;
             energies.push(self.energy(&gamma, &u)?);
             if s < self.steps {
-                x = step(&x, &self.update(&gamma, &u)?, self.step_size)?;
+                x = step(&x, &self.update_with(&p, &gamma, &u)?, self.step_size)?;
             }
         }
         Ok((energies, x))
@@ -101,7 +103,12 @@ impl CemMlp {
 
     /// The step direction `-Delta x^xi = P_mlp V^T (gamma o SiLU(V u))` (Eq. 15).
     pub fn update(&self, gamma: &Tensor, u: &Tensor) -> Result<Tensor> {
-        self.preconditioner.apply(&self.gradient_direction(gamma, u)?)
+        self.update_with(&self.preconditioner.prepare_single()?, gamma, u)
+    }
+
+    /// [`update`](Self::update) with `P_mlp`'s matrices built once for the recursion.
+    fn update_with(&self, p: &PreparedSingle, gamma: &Tensor, u: &Tensor) -> Result<Tensor> {
+        p.apply(&self.gradient_direction(gamma, u)?)
     }
 
     /// `xi = -sum_i gamma_i^T phi(V u_i)` per sample, `[B]` (Eq. 7).

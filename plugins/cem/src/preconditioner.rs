@@ -102,7 +102,22 @@ impl Preconditioner {
 
     /// `P y` for a single preconditioner (`G = 1`, the MLP's): `[B, N, D]` to `[B, N, D]`.
     pub fn apply(&self, y: &Tensor) -> Result<Tensor> {
-        self.apply_sum(&y.unsqueeze(1)?)
+        self.prepare_single()?.apply(y)
+    }
+
+    /// The matrices of `P y` for a single preconditioner, built once for every step of a
+    /// recursion.
+    pub fn prepare_single(&self) -> Result<PreparedSingle> {
+        let diagonal = self.diagonal()?;
+        let low_rank = match (&self.u, &self.v) {
+            // One linear map of the token rows onto [V | U], one back.
+            (Some(u), Some(v)) => Some(LowRank {
+                onto: Tensor::cat(&[&v.squeeze(0)?, &u.squeeze(0)?], 1)?,
+                back: self.stacked_back(u, v)?,
+            }),
+            _ => None,
+        };
+        Ok(PreparedSingle { diagonal, low_rank })
     }
 
     /// `sum_g P_g y_g` for per-group vectors `y` `[B, G, N, D]`, giving `[B, N, D]`.
@@ -112,17 +127,11 @@ impl Preconditioner {
             None => y.sum(1)?,
         };
         if let (Some(u), Some(v)) = (&self.u, &self.v) {
-            let (b, g, n, _) = y.dims4()?;
-            let through = if g == 1 {
-                // One group (the MLP's): one linear map of the token rows onto [V | U], no
-                // batch of broadcast products.
-                let both = Tensor::cat(&[&v.squeeze(0)?, &u.squeeze(0)?], 1)?;
-                kernels::linear(y, &both, None)?.reshape((b, n, ()))?
-            } else {
-                let side_by_side = |t: Tensor| -> Result<Tensor> { Ok(t.transpose(1, 2)?.reshape((b, n, ()))?) };
-                Tensor::cat(&[side_by_side(y.broadcast_matmul(v)?)?, side_by_side(y.broadcast_matmul(u)?)?], 2)?
-            };
-            out = (out + self.low_rank_sum(u, v, &through)?)?;
+            let (b, _, n, _) = y.dims4()?;
+            let side_by_side = |t: Tensor| -> Result<Tensor> { Ok(t.transpose(1, 2)?.reshape((b, n, ()))?) };
+            let through =
+                Tensor::cat(&[side_by_side(y.broadcast_matmul(v)?)?, side_by_side(y.broadcast_matmul(u)?)?], 2)?;
+            out = (out + kernels::linear(&through, &self.stacked_back(u, v)?, None)?)?;
         }
         Ok(out)
     }
@@ -130,32 +139,96 @@ impl Preconditioner {
     /// `sum_k P_k W_k^T o_k` (Eq. 14) for head outputs `o` `[B, K, N, D_r]` and the query
     /// projection `w` `[D, K D_r]` (row form: `q = u w`, so `W_k^T o_k` is `o_k w_k^T`).
     pub fn apply_through_heads(&self, o: &Tensor, w: &Tensor) -> Result<Tensor> {
-        let (b, k, n, head_dim) = o.dims4()?;
-        let merged = o.transpose(1, 2)?.reshape((b, n, k * head_dim))?;
+        self.prepare_heads(w)?.apply(o)
+    }
+
+    /// The matrices of `sum_k P_k W_k^T o_k` for the query projection `w` `[D, K D_r]`,
+    /// built once for every step of a recursion.
+    pub fn prepare_heads(&self, w: &Tensor) -> Result<PreparedHeads> {
+        let k = self.groups;
+        let head_dim = w.dim(1)? / k;
         let w_heads = w.t()?.reshape((k, head_dim, self.width))?; // W_k^Q, [K, D_r, D]
         let scaled = match self.diagonal()? {
             // sum_k diag(s_k) W_k^T o_k = merged @ (W^T with head k's rows scaled by s_k)
             Some(s) => w_heads.broadcast_mul(&s.unsqueeze(1)?)?,
             None => w_heads.clone(),
         };
-        let mut out = kernels::linear(&merged, &scaled.reshape((k * head_dim, self.width))?, None)?;
-        if let (Some(u), Some(v)) = (&self.u, &self.v) {
+        let low_rank = match (&self.u, &self.v) {
             // V_k^T W_k^T o_k = o_k (W_k V_k), with W_k V_k of shape [D_r, R]: every head at
             // once as the merged outputs times the block-diagonal [K D_r, K R] of the W_k V_k,
             // which gives the heads' coordinates side by side.
-            let both = Tensor::cat(&[block_diagonal(&w_heads.matmul(v)?)?, block_diagonal(&w_heads.matmul(u)?)?], 1)?;
-            out = (out + self.low_rank_sum(u, v, &kernels::linear(&merged, &both, None)?)?)?;
+            (Some(u), Some(v)) => Some(LowRank {
+                onto: Tensor::cat(&[block_diagonal(&w_heads.matmul(v)?)?, block_diagonal(&w_heads.matmul(u)?)?], 1)?,
+                back: self.stacked_back(u, v)?,
+            }),
+            _ => None,
+        };
+        Ok(PreparedHeads { merged_weight: scaled.reshape((k * head_dim, self.width))?, low_rank })
+    }
+
+    /// The stacked `[U_g^T; V_g^T]` `[2 G R, D]`: one product with it gives
+    /// `sum_g U_g r_g + V_g s_g` from `[r_1 .. r_G | s_1 .. s_G]`.
+    fn stacked_back(&self, u: &Tensor, v: &Tensor) -> Result<Tensor> {
+        let (g, _, r) = u.dims3()?;
+        let stacked = |m: &Tensor| m.transpose(1, 2)?.reshape((g * r, self.width));
+        Ok(Tensor::cat(&[stacked(u)?, stacked(v)?], 0)?)
+    }
+}
+
+/// The low-rank terms `U V^T + V U^T` of Eq. 13 as two products: the rows onto the
+/// coordinates `[r | s]` (`r = V^T y`, `s = U^T y`, per group), then back with `[U^T; V^T]`.
+struct LowRank {
+    onto: Tensor,
+    back: Tensor,
+}
+
+impl LowRank {
+    fn apply(&self, y: &Tensor) -> Result<Tensor> {
+        Ok(kernels::linear(&kernels::linear(y, &self.onto, None)?, &self.back, None)?)
+    }
+}
+
+/// `P y` (`G = 1`) with its matrices derived from the parameters once per forward pass: each
+/// recursion step reuses them, so their ops (and the gradients back through them) are in the
+/// graph once, not once per step.
+pub struct PreparedSingle {
+    /// `softplus(d)` `[1, D]`.
+    diagonal: Option<Tensor>,
+    low_rank: Option<LowRank>,
+}
+
+impl PreparedSingle {
+    /// `P y` for the token rows `y` `[B, N, D]`.
+    pub fn apply(&self, y: &Tensor) -> Result<Tensor> {
+        let mut out = match &self.diagonal {
+            Some(s) => y.broadcast_mul(s)?,
+            None => y.clone(),
+        };
+        if let Some(low_rank) = &self.low_rank {
+            out = (out + low_rank.apply(y)?)?;
         }
         Ok(out)
     }
+}
 
-    /// `sum_g U_g r_g + V_g s_g` for `r_g = V_g^T y_g`, `s_g = U_g^T y_g` given side by side
-    /// (`through = [r_1 .. r_G | s_1 .. s_G]`, `[B, N, 2 G R]`): one product with the stacked
-    /// `[U_g^T; V_g^T]`.
-    fn low_rank_sum(&self, u: &Tensor, v: &Tensor, through: &Tensor) -> Result<Tensor> {
-        let (g, _, r) = u.dims3()?;
-        let stacked = |m: &Tensor| m.transpose(1, 2)?.reshape((g * r, self.width));
-        Ok(kernels::linear(through, &Tensor::cat(&[stacked(u)?, stacked(v)?], 0)?, None)?)
+/// `sum_k P_k W_k^T o_k` (Eq. 14) with its matrices derived once per forward pass, as
+/// [`PreparedSingle`].
+pub struct PreparedHeads {
+    /// `W^T` with head `k`'s rows scaled by `softplus(d_k)`, `[K D_r, D]`.
+    merged_weight: Tensor,
+    low_rank: Option<LowRank>,
+}
+
+impl PreparedHeads {
+    /// The sum over the heads' outputs `o` `[B, K, N, D_r]`, giving `[B, N, D]`.
+    pub fn apply(&self, o: &Tensor) -> Result<Tensor> {
+        let (b, k, n, head_dim) = o.dims4()?;
+        let merged = o.transpose(1, 2)?.reshape((b, n, k * head_dim))?;
+        let mut out = kernels::linear(&merged, &self.merged_weight, None)?;
+        if let Some(low_rank) = &self.low_rank {
+            out = (out + low_rank.apply(&merged)?)?;
+        }
+        Ok(out)
     }
 }
 

@@ -434,6 +434,21 @@ fn preconditioner_forms_agree() {
         expected = (expected + py).unwrap();
     }
     assert!(max_abs(&(p.apply_sum(&per_group).unwrap() - expected).unwrap()) < 1e-12);
+
+    // The single (MLP) form, G = 1.
+    let map = VarMap::new();
+    let single = Preconditioner::new(
+        PreconditionerKind::DiagonalLowRank,
+        1,
+        d,
+        3,
+        VarBuilder::from_varmap(&map, DType::F64, &dev),
+    )
+    .unwrap();
+    perturb(&map, 0.3);
+    let dense = single.matrices(DType::F64, &dev).unwrap().get(0).unwrap();
+    let direct = y.broadcast_matmul(&dense).unwrap();
+    assert!(max_abs(&(single.apply(&y).unwrap() - direct).unwrap()) < 1e-12);
 }
 
 /// `phi(z) = integral_{-inf}^z SiLU`: `phi(0) = -pi^2/12`, `phi` matches a quadrature of SiLU

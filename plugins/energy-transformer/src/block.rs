@@ -105,11 +105,17 @@ impl EtBlock {
     }
 
     /// One iteration: `x - alpha dE/dg` at `g = LN(x)`, taken as `x + alpha (-dE/dg)` so that
-    /// no sign flip costs a pass over the tokens.
-    pub fn iterate(&self, x: &Tensor) -> Result<Tensor> {
+    /// no sign flip costs a pass over the tokens. `query_key` is `[W^Q; W^K]` (`query_key_weights`), built once for every iteration of
+    /// the pass.
+    pub fn iterate(&self, query_key: &Tensor, x: &Tensor) -> Result<Tensor> {
         let g = self.norm.forward(x)?;
-        let descent = (self.attention_descent(&g)? + self.hopfield_descent(&g)?)?;
+        let descent = (self.attention_descent(query_key, &g)? + self.hopfield_descent(&g)?)?;
         Ok((x + descent.affine(self.alpha, 0.0)?)?)
+    }
+
+    /// The per-head query and key matrices stacked as `[W^Q; W^K]`, `[2 H p, d]`.
+    pub fn query_key_weights(&self) -> Result<Tensor> {
+        Ok(Tensor::cat(&[&self.flat(&self.w_query)?, &self.flat(&self.w_key)?], 0)?)
     }
 
     /// `[H*p, d]` view of a per-head matrix.
@@ -179,18 +185,17 @@ impl EtBlock {
 
     /// `dE_ATT/dg = -sum_h (P_h K_h Wq_h + P_h^T Q_h Wk_h)`, `[B, N, d]`.
     pub fn attention_gradient(&self, g: &Tensor) -> Result<Tensor> {
-        Ok(self.attention_descent(g)?.neg()?)
+        Ok(self.attention_descent(&self.query_key_weights()?, g)?.neg()?)
     }
 
     /// `-dE_ATT/dg = sum_h (P_h K_h Wq_h + P_h^T Q_h Wk_h)`: `[Q | K] = g [W^Q; W^K]^T` as one
     /// product, the fused op's `[P K | P^T Q]` (`-dE/dQ`, `-dE/dK`, per head), and one product
-    /// back with `[W^Q; W^K]`, which sums the two.
-    fn attention_descent(&self, g: &Tensor) -> Result<Tensor> {
+    /// back with `[W^Q; W^K]` (`query_key`), which sums the two.
+    fn attention_descent(&self, query_key: &Tensor, g: &Tensor) -> Result<Tensor> {
         self.check_tokens(g.dim(1)?)?;
-        let both = Tensor::cat(&[&self.flat(&self.w_query)?, &self.flat(&self.w_key)?], 0)?; // [2 H p, d]
-        let qk = kernels::linear_transposed(g, &both, None)?;
+        let qk = kernels::linear_transposed(g, query_key, None)?;
         let directions = kernels::energy_attention(&qk, self.heads, self.beta, self.attend_self)?;
-        Ok(kernels::linear(&directions, &both, None)?)
+        Ok(kernels::linear(&directions, query_key, None)?)
     }
 
     /// `dE_HN/dg = -ReLU(g Xi^T) Xi`, `[B, N, d]`.

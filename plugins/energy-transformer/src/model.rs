@@ -117,7 +117,9 @@ impl Layer for EnergyTransformer {
                 "the Energy Transformer has no causal form (its key gradient P^T Q carries later tokens back); use a non-causal task".into(),
             ));
         }
-        self.blocks.run(x0, pass, |block, x| block.iterate(x))
+        // [W^Q; W^K] of each block, stacked once for all of its iterations.
+        let blocks = self.blocks.prepare(EtBlock::query_key_weights)?;
+        blocks.run(x0, pass, |(block, query_key), x| block.iterate(query_key, x))
     }
 
     /// `attention` (E_ATT), `hopfield` (E_HN) and `total` at `g = LN(x)` with the block that
