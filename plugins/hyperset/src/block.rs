@@ -65,6 +65,8 @@ pub struct HyperSetBlock {
     heads: usize,
     head_dim: usize,
     norm_eps: f64,
+    /// `b` of the learned momentum coefficient `sigmoid(b)` (`learn_beta`), `[1]`.
+    beta_logit: Option<Tensor>,
 }
 
 impl HyperSetBlock {
@@ -88,6 +90,13 @@ impl HyperSetBlock {
                 Some(gain("ff_norm", cfg.ff_width)?),
             ),
         };
+        let beta_logit = match cfg.optimizer {
+            // Starts at the `beta` option: sigmoid(log(beta / (1 - beta))) = beta.
+            Optimizer::Momentum { beta } | Optimizer::Nesterov { beta } if cfg.learn_beta => {
+                Some(vb.get_with_hints(1, "beta_logit", Init::Const((beta / (1.0 - beta)).ln()))?)
+            }
+            _ => None,
+        };
         let lora = match cfg.lora_rank {
             0 => None,
             rank => Some(DepthwiseLora::new(cfg.d, cfg.ff_width, rank, iterations, cfg.lora_scale, vb.clone())?),
@@ -104,7 +113,15 @@ impl HyperSetBlock {
             heads: cfg.heads,
             head_dim: cfg.head_dim(),
             norm_eps: cfg.norm_eps,
+            beta_logit,
         })
+    }
+
+    /// The block's learned momentum coefficient `sigmoid(b)`, `[1]` (`learn_beta`).
+    pub fn learned_beta(&self) -> Result<Option<Tensor>> {
+        let Some(logit) = &self.beta_logit else { return Ok(None) };
+        // 1 / (1 + e^-b) from differentiable primitives (a [1] tensor: nothing to fuse).
+        Ok(Some((logit.neg()?.exp()? + 1.0)?.recip()?))
     }
 
     /// The weights of the block's iteration `t` (1-based): `W`, `D` themselves without LoRA.
@@ -170,8 +187,12 @@ impl HyperSetBlock {
         if *optimizer == Optimizer::Gd {
             return self.iterate(x, alpha, gamma, weights);
         }
-        let x_half = optimizer.step(state, x, alpha, self.kernels, |x| self.attention_update(x, &weights.w))?;
-        optimizer.step(state, &x_half, gamma, self.kernels, |x| Ok(self.feedforward_update(x, &weights.d_ff)?.neg()?))
+        let beta = self.learned_beta()?;
+        let x_half =
+            optimizer.step(state, x, alpha, beta.as_ref(), self.kernels, |x| self.attention_update(x, &weights.w))?;
+        optimizer.step(state, &x_half, gamma, beta.as_ref(), self.kernels, |x| {
+            Ok(self.feedforward_update(x, &weights.d_ff)?.neg()?)
+        })
     }
 
     /// The kernels the block's steps run on.

@@ -54,6 +54,8 @@ pub struct HyperSetConfig {
     pub norm_eps: f64,
     /// The optimiser of every sub-step (option `optimizer`, with `beta`, `beta2`, `eps`).
     pub optimizer: Optimizer,
+    /// Each block learns its momentum coefficient, starting at `beta` (option `learn_beta`).
+    pub learn_beta: bool,
 }
 
 impl HyperSetConfig {
@@ -92,7 +94,21 @@ impl HyperSetConfig {
             })?,
             norm_eps: cfg.f64("norm_eps")?,
             optimizer: Optimizer::parse(cfg.str("optimizer")?, cfg.f64("beta")?, cfg.f64("beta2")?, cfg.f64("eps")?)?,
+            learn_beta: cfg.bool("learn_beta")?,
         };
+        if c.learn_beta && !c.optimizer.has_momentum() {
+            return Err(config_error(format!(
+                "learn_beta = true has no momentum coefficient to learn with optimizer = {}; use optimizer=momentum or \
+                 optimizer=nesterov, or learn_beta=false",
+                c.optimizer.name()
+            )));
+        }
+        if c.learn_beta && cfg.f64("beta")? <= 0.0 {
+            return Err(config_error(
+                "learn_beta = true starts the learned coefficient at beta, which must lie in (0, 1) (a sigmoid keeps it \
+                 there and cannot start at 0); use e.g. beta=0.9",
+            ));
+        }
         for (key, users) in OPTIMIZER_KEYS {
             if !c.optimizer.reads(key) {
                 let context = format!("optimizer = {}", c.optimizer.name());

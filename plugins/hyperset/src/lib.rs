@@ -25,7 +25,8 @@
 //!   gradient identities of `verify` are always the composition. Each fused op sits with
 //!   its variant (`attention::bisoftmax::fused_update`, `feedforward::*::fused_normed`).
 //! - `optimizer` (with `beta`, `beta2`, `eps`): each sub-step as a step of gd (default),
-//!   momentum or Nesterov (seed 001, Eq. 8-9), RMSProp or Adam, module `optimizer`.
+//!   momentum or Nesterov (seed 001, Eq. 8-9), RMSProp or Adam, module `optimizer`;
+//!   `learn_beta` makes momentum's and Nesterov's coefficient a parameter of each block.
 //!
 //! Layout: `config` reads and checks the options (`HyperSetConfig`), `block` is one
 //! iteration (attention step, then feedforward step), `step_size` the step sizes, `model`
@@ -118,6 +119,11 @@ fn params() -> Vec<ParamSpec> {
             0.0,
             1.0,
             "momentum / nesterov coefficient, adam's first-moment decay, in [0, 1) (seed 001: 0.9)",
+        ),
+        ParamSpec::bool(
+            "learn_beta",
+            false,
+            "momentum / nesterov: each block learns its coefficient, starting at beta (seed 001 learns it)",
         ),
         ParamSpec::float("beta2", 0.99, 0.0, 1.0, "rmsprop / adam second-moment decay, in [0, 1)"),
         ParamSpec::float("eps", 1e-8, 0.0, 1.0, "rmsprop / adam: g / sqrt(v + eps), eps > 0"),

@@ -75,7 +75,7 @@ fn momentum_state_runs_through_both_sub_steps_of_every_iteration() {
     assert!(max_abs_diff(&y, &z) < 1e-12, "{}", max_abs_diff(&y, &z));
 }
 
-/// No optimiser adds a parameter (the seed's learnable beta is a fixed hyperparameter here).
+/// No optimiser adds a parameter unless `learn_beta` asks for one (below).
 #[test]
 fn optimizers_add_no_parameters() {
     let count = |name: &str| param_count(&build(&small(&[("optimizer", s(name))]), DType::F32).0);
@@ -151,7 +151,7 @@ fn a_wrong_sign_in_the_update_fails_the_check() {
     for _ in 0..3 {
         // Wrong: the feedforward update is -grad E_FF, so its gradient needs a minus sign.
         y = optimizer
-            .step(&mut state, &y, &StepSize::Constant(1e-2), block.kernels(), |p| {
+            .step(&mut state, &y, &StepSize::Constant(1e-2), None, block.kernels(), |p| {
                 block.feedforward_update(p, &weights.d_ff)
             })
             .unwrap();
@@ -173,6 +173,12 @@ fn bad_optimizer_configurations_are_refused() {
     refused(&[("beta", Value::Float(0.5))], "has no effect with optimizer = gd");
     refused(&[("optimizer", s("momentum")), ("beta2", Value::Float(0.9))], "set optimizer=rmsprop | adam");
     refused(&[("optimizer", s("rmsprop")), ("beta", Value::Float(0.5))], "optimizer=momentum | nesterov | adam");
+    refused(&[("learn_beta", Value::Bool(true))], "use optimizer=momentum or optimizer=nesterov");
+    refused(&[("optimizer", s("adam")), ("learn_beta", Value::Bool(true))], "no momentum coefficient to learn");
+    refused(
+        &[("optimizer", s("momentum")), ("learn_beta", Value::Bool(true)), ("beta", Value::Float(0.0))],
+        "use e.g. beta=0.9",
+    );
     assert!(HyperSetConfig::from_config(&small(&[("optimizer", s("adam")), ("beta", Value::Float(0.5))])).is_ok());
 }
 
@@ -205,7 +211,7 @@ fn optimizer_checks_stop_above_the_small_step_bound() {
     let weights = block.weights(1).unwrap();
     let optimizer = Optimizer::RmsProp { beta2: 0.99, eps: 1e-8 };
     let moved = optimizer
-        .step(&mut OptimizerState::default(), &x, &StepSize::Constant(1e-1), block.kernels(), |y| {
+        .step(&mut OptimizerState::default(), &x, &StepSize::Constant(1e-1), None, block.kernels(), |y| {
             block.attention_update(y, &weights.w)
         })
         .unwrap();
@@ -218,4 +224,49 @@ fn optimizer_checks_stop_above_the_small_step_bound() {
             .unwrap()
     };
     assert!(energy(&moved) > energy(&x), "rmsprop at 0.1 descended here; the bound may be loosened");
+}
+
+/// `learn_beta`: each block has one more parameter, `sigmoid(beta_logit)` starts at the `beta`
+/// option (so the first pass is the fixed-beta layer's), the coefficient gets a gradient, and
+/// the pass follows the learned value.
+#[test]
+fn a_learned_beta_starts_at_the_option_and_learns() {
+    for name in ["momentum", "nesterov"] {
+        let fixed_cfg = small(&[("optimizer", s(name)), ("beta", Value::Float(0.8)), ("layers", Value::Int(2))]);
+        let mut learned_pairs = vec![("optimizer", s(name)), ("beta", Value::Float(0.8)), ("layers", Value::Int(2))];
+        learned_pairs.push(("learn_beta", Value::Bool(true)));
+        let learned_cfg = small(&learned_pairs);
+        let (fixed_map, fixed) = build(&fixed_cfg, DType::F64);
+        let (learned_map, learned) = build(&learned_cfg, DType::F64);
+        assert_eq!(param_count(&learned_map), param_count(&fixed_map) + 2, "{name}: one coefficient per block");
+        perturb_seeded(&fixed_map, 0.1, &mut rng(40));
+        let values: std::collections::HashMap<_, _> = named_vars(&fixed_map).into_iter().collect();
+        for (param, var) in named_vars(&learned_map) {
+            if let Some(v) = values.get(&param) {
+                var.set(v.as_tensor()).unwrap();
+            } else {
+                assert!(param.ends_with("beta_logit"), "{name}: unexpected new parameter {param}");
+            }
+        }
+        let start = learned.block(0).learned_beta().unwrap().unwrap().to_vec1::<f64>().unwrap()[0];
+        assert!((start - 0.8).abs() < 1e-12, "{name}: starts at {start}");
+        let x = normal(&[2, 5, 16], 1.0, &mut rng(41));
+        let y = learned.forward(&x, &mut Pass::new(4)).unwrap();
+        assert!(max_abs_diff(&y, &fixed.forward(&x, &mut Pass::new(4)).unwrap()) < 1e-12, "{name}");
+        let r = normal(y.dims(), 1.0, &mut rng(42));
+        let grads = (&y * r).unwrap().sum_all().unwrap().backward().unwrap();
+        for (param, g) in gradient_sizes(&learned_map, &grads) {
+            if param.ends_with("beta_logit") {
+                assert!(g > 0.0 && g.is_finite(), "{name}: {param} gradient {g}");
+            }
+        }
+        // Moving the learned coefficient moves the pass.
+        for (param, var) in named_vars(&learned_map) {
+            if param.ends_with("beta_logit") {
+                var.set(&(var.as_tensor() * 0.0).unwrap()).unwrap(); // sigmoid(0) = 0.5
+            }
+        }
+        let half = learned.forward(&x, &mut Pass::new(4)).unwrap();
+        assert!(max_abs_diff(&half, &y) > 1e-4, "{name}: the learned beta must be the one used");
+    }
 }

@@ -188,8 +188,9 @@ pub fn optimizer_descent_checks(
     let run = |sub_steps: usize, gradient: &dyn Fn(&Tensor) -> Result<Tensor>| -> Result<Tensor> {
         let mut state = OptimizerState::default();
         let mut y = x.clone();
+        let beta = block.learned_beta()?;
         for _ in 0..sub_steps {
-            y = optimizer.step(&mut state, &y, &eta, block.kernels(), gradient)?;
+            y = optimizer.step(&mut state, &y, &eta, beta.as_ref(), block.kernels(), gradient)?;
         }
         Ok(y)
     };

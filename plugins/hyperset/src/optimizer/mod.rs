@@ -19,7 +19,9 @@
 //!   `rmsprop` and `adam`.
 //!
 //! `beta` (momentum, Nesterov, Adam's first moment) defaults to seed 001's 0.9. The seed
-//! learns `beta`; here it is a fixed hyperparameter, so no optimiser adds a parameter.
+//! learns it ("We set β and η as learnable parameters initialized to 0.9 and 1.0", Section
+//! 3.1): with `learn_beta`, momentum and Nesterov take each block's own learned coefficient
+//! ([`Beta::Learned`], kept in `(0, 1)` by a sigmoid), starting at the `beta` option.
 //! `beta2` defaults to 0.99 (PyTorch's RMSProp): a pass runs `2 L` sub-steps, tens rather
 //! than the thousands 0.999 averages over, and without bias correction RMSProp's first step
 //! is `1 / sqrt(1 - beta2)` times the normalised gradient (10 at 0.99, 32 at 0.999). `eps`
@@ -67,6 +69,23 @@ pub enum Optimizer {
         /// Added to the second moment under the square root.
         eps: f64,
     },
+}
+
+/// A momentum coefficient: the `beta` option, or a block's learned one (`[1]`).
+#[derive(Clone, Copy)]
+pub enum Beta<'a> {
+    Fixed(f64),
+    Learned(&'a Tensor),
+}
+
+impl Beta<'_> {
+    /// `beta p`.
+    pub fn scale(&self, p: &Tensor) -> Result<Tensor> {
+        Ok(match self {
+            Beta::Fixed(beta) => (p * *beta)?,
+            Beta::Learned(beta) => p.broadcast_mul(beta)?,
+        })
+    }
 }
 
 /// What an optimiser carries from one sub-step to the next within a pass.
@@ -132,6 +151,12 @@ impl Optimizer {
         }
     }
 
+    /// Whether `learn_beta` can apply: the optimiser keeps a momentum buffer decayed by `beta`
+    /// (seed 001 learns it for momentum and Nesterov).
+    pub fn has_momentum(&self) -> bool {
+        matches!(self, Optimizer::Momentum { .. } | Optimizer::Nesterov { .. })
+    }
+
     /// Whether this optimiser reads the hyperparameter `key`.
     pub fn reads(&self, key: &str) -> bool {
         KEYS.iter().any(|(k, users)| *k == key && users.contains(&self.name()))
@@ -139,20 +164,25 @@ impl Optimizer {
 
     /// One sub-step from `x`: `gradient` is the sub-step's gradient `g` as a function of the
     /// point where it is evaluated (`x`, or Nesterov's look-ahead point), `step` the step
-    /// size `eta` (a learned `alpha` / `gamma` or a constant). Updates `state`.
+    /// size `eta` (a learned `alpha` / `gamma` or a constant), `learned_beta` the block's
+    /// learned momentum coefficient, which replaces the `beta` option (`learn_beta`). Updates
+    /// `state`.
     pub fn step(
         &self,
         state: &mut OptimizerState,
         x: &Tensor,
         step: &StepSize,
+        learned_beta: Option<&Tensor>,
         kernels: Kernels,
         gradient: impl FnOnce(&Tensor) -> Result<Tensor>,
     ) -> Result<Tensor> {
         state.steps += 1;
+        let momentum_beta = |beta| learned_beta.map_or(Beta::Fixed(beta), Beta::Learned);
         let direction = match *self {
             Optimizer::Gd => gradient(x)?,
-            Optimizer::Momentum { beta } => momentum::direction(state, beta, gradient(x)?)?,
+            Optimizer::Momentum { beta } => momentum::direction(state, momentum_beta(beta), gradient(x)?)?,
             Optimizer::Nesterov { beta } => {
+                let beta = momentum_beta(beta);
                 let lookahead = nesterov::lookahead(state, beta, x, step, kernels)?;
                 momentum::direction(state, beta, gradient(&lookahead)?)?
             }

@@ -7,16 +7,16 @@
 //! `z~ = z - eta beta p` (Sutskever et al., 2013, whose velocity is `-eta p`); at `eta = 1`
 //! it is Eq. 9's. The update of `p` and `z` is then momentum's (module `momentum`).
 
-use super::OptimizerState;
+use super::{Beta, OptimizerState};
 use crate::step_size::StepSize;
 use kernels::Kernels;
 use plugin_api::candle::Tensor;
 use plugin_api::Result;
 
 /// The look-ahead point `z - eta beta p` (`z` itself while `p` is zero).
-pub fn lookahead(state: &OptimizerState, beta: f64, z: &Tensor, step: &StepSize, kernels: Kernels) -> Result<Tensor> {
+pub fn lookahead(state: &OptimizerState, beta: Beta, z: &Tensor, step: &StepSize, kernels: Kernels) -> Result<Tensor> {
     match &state.velocity {
-        Some(p) => step.apply(z, (p * beta)?, true, kernels),
+        Some(p) => step.apply(z, beta.scale(p)?, true, kernels),
         None => Ok(z.clone()),
     }
 }

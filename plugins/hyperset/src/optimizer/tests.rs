@@ -27,7 +27,7 @@ fn by_the_layer(optimizer: Optimizer) -> Vec<f64> {
     let mut state = OptimizerState::default();
     let mut y = tensor(&X0);
     for _ in 0..SUB_STEPS {
-        y = optimizer.step(&mut state, &y, &eta, Kernels::Composed, |p| Ok(((p * &a)? - &b)?)).unwrap();
+        y = optimizer.step(&mut state, &y, &eta, None, Kernels::Composed, |p| Ok(((p * &a)? - &b)?)).unwrap();
     }
     y.flatten_all().unwrap().to_vec1().unwrap()
 }
@@ -122,7 +122,7 @@ fn first_steps_of_the_preconditioned_rules_are_sign_like() {
     let step = StepSize::Constant(0.1);
     let one = |optimizer: Optimizer| -> Vec<f64> {
         let moved = optimizer
-            .step(&mut OptimizerState::default(), &y, &step, Kernels::Composed, |p| {
+            .step(&mut OptimizerState::default(), &y, &step, None, Kernels::Composed, |p| {
                 Ok(((p * &tensor(&A))? - tensor(&B))?)
             })
             .unwrap();
