@@ -191,8 +191,7 @@ impl<B> BlockStack<B> {
     /// The same stack with each block paired with what `prepare` derives from it, once per
     /// pass: weight matrices built from the parameters that every iteration of the block
     /// uses, so that they (and the gradients back through them) enter the graph once.
-    pub fn prepare<'a, P>(&'a self, prepare: impl FnMut(&'a B) -> Result<P>) -> Result<BlockStack<(&'a B, P)>> {
-        let mut prepare = prepare;
+    pub fn prepare<'a, P>(&'a self, mut prepare: impl FnMut(&'a B) -> Result<P>) -> Result<BlockStack<(&'a B, P)>> {
         let blocks = self.blocks.iter().map(|b| Ok((b, prepare(b)?))).collect::<Result<Vec<_>>>()?;
         Ok(BlockStack { blocks })
     }

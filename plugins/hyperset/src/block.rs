@@ -174,7 +174,9 @@ impl HyperSetBlock {
 
     /// As [`iterate`](Self::iterate), each sub-step a step of `optimizer` carrying `state`:
     /// the attention sub-step's gradient is the update of Eq. 9, the feedforward's minus the
-    /// update of Eq. 11 (module `optimizer`). `gd` is `iterate` itself.
+    /// update of Eq. 11 (module `optimizer`). `gd` is `iterate` itself. `beta` is the block's
+    /// learned momentum coefficient (`learned_beta`, built once per pass).
+    #[allow(clippy::too_many_arguments)]
     pub fn iterate_with(
         &self,
         x: &Tensor,
@@ -182,15 +184,14 @@ impl HyperSetBlock {
         gamma: &StepSize,
         weights: &IterationWeights,
         optimizer: &Optimizer,
+        beta: Option<&Tensor>,
         state: &mut OptimizerState,
     ) -> Result<Tensor> {
         if *optimizer == Optimizer::Gd {
             return self.iterate(x, alpha, gamma, weights);
         }
-        let beta = self.learned_beta()?;
-        let x_half =
-            optimizer.step(state, x, alpha, beta.as_ref(), self.kernels, |x| self.attention_update(x, &weights.w))?;
-        optimizer.step(state, &x_half, gamma, beta.as_ref(), self.kernels, |x| {
+        let x_half = optimizer.step(state, x, alpha, beta, self.kernels, |x| self.attention_update(x, &weights.w))?;
+        optimizer.step(state, &x_half, gamma, beta, self.kernels, |x| {
             Ok(self.feedforward_update(x, &weights.d_ff)?.neg()?)
         })
     }

@@ -55,10 +55,13 @@ impl Layer for HyperSet {
     fn forward(&self, x0: &Tensor, pass: &mut Pass<'_>) -> Result<Tensor> {
         // The optimiser's state starts at zero and runs through every sub-step of the pass.
         let mut state = OptimizerState::default();
-        self.blocks.run_local(x0, pass, |block, local_t, x| {
+        // Each block's learned momentum coefficient (learn_beta), once for all its iterations.
+        let blocks = self.blocks.prepare(HyperSetBlock::learned_beta)?;
+        blocks.run_local(x0, pass, |(block, beta), local_t, x| {
             let cond = if self.cfg.condition_on_x0 { x0 } else { x };
             let (alpha, gamma) = self.step_sizes.at(local_t, cond)?;
-            block.iterate_with(x, &alpha, &gamma, &block.weights(local_t)?, &self.cfg.optimizer, &mut state)
+            let weights = block.weights(local_t)?;
+            block.iterate_with(x, &alpha, &gamma, &weights, &self.cfg.optimizer, beta.as_ref(), &mut state)
         })
     }
 
