@@ -8,10 +8,22 @@
 use candle_core::{Device, Result, Tensor};
 use std::time::Instant;
 
-fn gflops(lhs: &[usize], rhs: &[usize], repeats: usize) -> Result<(f64, f64)> {
+/// A random tensor of `shape`; with `transposed`, the transpose of a contiguous one (as the
+/// backward pass reads its operands).
+fn operand(shape: &[usize], transposed: bool) -> Result<Tensor> {
     let dev = Device::Cpu;
-    let a = Tensor::randn(0f32, 1.0, lhs, &dev)?;
-    let b = Tensor::randn(0f32, 1.0, rhs, &dev)?;
+    if !transposed {
+        return Tensor::randn(0f32, 1.0, shape, &dev);
+    }
+    let mut stored = shape.to_vec();
+    let r = stored.len();
+    stored.swap(r - 2, r - 1);
+    Tensor::randn(0f32, 1.0, stored, &dev)?.transpose(r - 2, r - 1)
+}
+
+fn gflops((lhs, lhs_t): (&[usize], bool), (rhs, rhs_t): (&[usize], bool), repeats: usize) -> Result<(f64, f64)> {
+    let a = operand(lhs, lhs_t)?;
+    let b = operand(rhs, rhs_t)?;
     let _ = a.matmul(&b)?; // warm-up
     let mut times = Vec::with_capacity(repeats);
     for _ in 0..repeats {
@@ -41,12 +53,21 @@ fn main() -> Result<()> {
             .collect::<Vec<_>>()
             .join(" ")
     );
-    let shapes: [(&str, &[usize], &[usize]); 5] = [
-        ("square 1024", &[1024, 1024], &[1024, 1024]),
-        ("X D      [1296,128]x[128,512]", &[1296, 128], &[128, 512]),
-        ("U D^T    [1296,512]x[512,128]", &[1296, 512], &[512, 128]),
-        ("X W      [1296,128]x[128,128]", &[1296, 128], &[128, 128]),
-        ("Z Z^T    64x[81,32]x[32,81]", &[64, 81, 32], &[64, 32, 81]),
+    // (name, lhs, rhs), each operand with whether it is read transposed. The backward rows
+    // are the products the step's backward pass runs for the forward ones above them.
+    type Operand = (&'static [usize], bool);
+    let shapes: [(&str, Operand, Operand); 11] = [
+        ("square 1024", (&[1024, 1024], false), (&[1024, 1024], false)),
+        ("X D      [1296,128]x[128,512]", (&[1296, 128], false), (&[128, 512], false)),
+        ("U D^T    [1296,512]x[512,128]", (&[1296, 512], false), (&[512, 128], true)),
+        ("X W      [1296,128]x[128,128]", (&[1296, 128], false), (&[128, 128], false)),
+        ("Z Z^T    64x[81,32]x[32,81]", (&[64, 81, 32], false), (&[64, 32, 81], true)),
+        ("backward, dX = dU D^T", (&[1296, 512], false), (&[512, 128], true)),
+        ("backward, dD = X^T dU", (&[128, 1296], true), (&[1296, 512], false)),
+        ("backward, dU = dY D", (&[1296, 128], false), (&[128, 512], false)),
+        ("backward, dD = dY^T U", (&[128, 1296], true), (&[1296, 512], false)),
+        ("backward, dX = dY W^T", (&[1296, 128], false), (&[128, 128], true)),
+        ("backward, dW = X^T dY", (&[128, 1296], true), (&[1296, 128], false)),
     ];
     for (name, lhs, rhs) in shapes {
         let (median, best) = gflops(lhs, rhs, repeats)?;

@@ -24,7 +24,7 @@
 //! Samples run in parallel; the small products go to the `gemm` crate on one thread each.
 
 use crate::real::Real;
-use crate::strided::{fill, map_chunks, read_vector, slice, unpack, Rows};
+use crate::strided::{fill, map_chunks, output_buffer_with_room, read_vector, slice, unpack, Rows};
 use crate::vector::{dot, softmax_row, sum_sq};
 use candle_core::{bail, CpuStorage, CustomOp2, CustomOp3, Layout, Result, Shape, Tensor};
 
@@ -275,8 +275,7 @@ fn backward<T: Real>(
 ) -> Vec<T> {
     let (n, width, hp) = (d.tokens, d.width(), d.head_dim);
     let total = d.batch * n * width;
-    let mut out = Vec::with_capacity(total + hp);
-    out.resize(total, T::zero());
+    let mut out = output_buffer_with_room(total, hp);
     let (eps, beta) = (T::c(eps), T::c(beta));
     let dg = map_chunks(
         &mut out,

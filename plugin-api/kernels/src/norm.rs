@@ -12,7 +12,7 @@
 //! `c`, projected off the constant direction).
 
 use crate::real::Real;
-use crate::strided::{fill, map_chunks, read_vector, slice, unpack, Rows};
+use crate::strided::{fill, map_chunks, output_buffer_with_room, read_vector, slice, unpack, Rows};
 use crate::vector::{dot, sum, sum_sq};
 use candle_core::{bail, CpuStorage, CustomOp1, CustomOp2, CustomOp3, Layout, Result, Shape, Tensor};
 
@@ -206,8 +206,7 @@ fn backward_row<T: Real>(
 fn backward<T: Real>(x: &[T], x_rows: &Rows, gain: Option<&[T]>, dy: &[T], dy_rows: &Rows, norm: &Norm) -> Vec<T> {
     let (len, eps, act, centre) = (x_rows.len, T::c(norm.eps), norm.act, norm.centre);
     let n = x_rows.count * len;
-    let mut out = Vec::with_capacity(n + if gain.is_some() { len } else { 0 });
-    out.resize(n, T::zero());
+    let mut out = output_buffer_with_room(n, if gain.is_some() { len } else { 0 });
     let dg = map_chunks(
         &mut out,
         len,

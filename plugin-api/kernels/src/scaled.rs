@@ -4,7 +4,7 @@
 //! `du = sign dy a`, the last two in one pass.
 
 use crate::real::Real;
-use crate::strided::{fill, parallel_plan, slice, unpack, Rows};
+use crate::strided::{fill, output_buffer, parallel_plan, slice, unpack, Rows};
 use crate::widest::{inlined, widest};
 use candle_core::{bail, CpuStorage, CustomOp3, Layout, Result, Shape, Tensor};
 use rayon::prelude::*;
@@ -44,7 +44,7 @@ fn forward<T: Real>(x: (&[T], &Layout), a: (&[T], &Layout), u: (&[T], &Layout), 
 fn backward<T: Real>(dy: (&[T], &Layout), a: (&[T], &Layout), u: (&[T], &Layout), sign: T) -> Vec<T> {
     let (dr, ar, ur) = (Rows::new(dy.1), Rows::new(a.1), Rows::new(u.1));
     let (len, n) = (dr.len, dr.count * dr.len);
-    let mut out = vec![T::zero(); 2 * n];
+    let mut out = output_buffer(2 * n);
     let (da, du) = out.split_at_mut(n);
     let len = len.max(1);
     let work = inlined(

@@ -171,15 +171,38 @@ pub(crate) fn read_vector<T: Real>(storage: &CpuStorage, layout: &Layout, op: &'
     Ok(out)
 }
 
-/// A fresh zeroed output of `total` elements, `item_len` per item, written by
-/// `f(first_item, chunk)` over consecutive chunks of whole items, in parallel when the work is
-/// large enough. The caller marks `f` `#[inline(always)]`, so that it is compiled inside
-/// [`widest`].
+/// A buffer of `len` elements for an op that writes every one of them before reading any.
+///
+/// Release builds leave it unfilled: zeroing it was a whole extra pass over every fused op's
+/// output (3-4 % of a default Hyper-SET step, the profile's `memset`). Debug builds, which the
+/// tests run, fill it with NaN, so an element an op failed to write shows up as NaN in every
+/// test comparing the op's values.
+pub(crate) fn output_buffer<T: Real>(len: usize) -> Vec<T> {
+    output_buffer_with_room(len, 0)
+}
+
+/// As [`output_buffer`], with capacity for `room` more elements pushed after the `len`.
+pub(crate) fn output_buffer_with_room<T: Real>(len: usize, room: usize) -> Vec<T> {
+    let mut out = Vec::with_capacity(len + room);
+    if cfg!(debug_assertions) {
+        out.resize(len, T::nan());
+        return out;
+    }
+    // SAFETY: `T` is f32 or f64, plain values for which any bits are a number, and the callers
+    // write every element before one is read (candle's own CPU outputs are made this way).
+    unsafe { out.set_len(len) };
+    out
+}
+
+/// A fresh output of `total` elements, `item_len` per item, written by `f(first_item, chunk)`
+/// over consecutive chunks of whole items, in parallel when the work is large enough. `f` must
+/// write every element of its chunk (the buffer is not zeroed, see [`output_buffer`]). The
+/// caller marks `f` `#[inline(always)]`, so that it is compiled inside [`widest`].
 pub(crate) fn fill<T: Real, F>(total: usize, item_len: usize, f: F) -> Vec<T>
 where
     F: Fn(usize, &mut [T]) + Sync,
 {
-    let mut out = vec![T::zero(); total];
+    let mut out = output_buffer(total);
     for_each_chunk(&mut out, item_len, f);
     out
 }
