@@ -10,8 +10,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
 /// Configuration keys that never define a configuration: seeds vary within a row, and
-/// bookkeeping keys say nothing about the model.
-const IGNORED_KEYS: [&str; 4] = ["seed", "train.seed", "device", "checkpoint"];
+/// bookkeeping keys (the device, checkpoints, which trajectories are recorded) say nothing
+/// about the model.
+const IGNORED_KEYS: [&str; 6] = ["seed", "train.seed", "device", "checkpoint", "sphere_head", "sphere_tokens"];
 
 /// A run and its metric rows, the input of [`Table::build`].
 pub struct RunInput<'a> {

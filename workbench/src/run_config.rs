@@ -37,6 +37,14 @@ pub fn train_schema() -> Vec<ParamSpec> {
             "CPU threads: each batch is split into this many shards trained in parallel (0: one per core)",
         ),
         ParamSpec::bool("checkpoint", true, "save a safetensors checkpoint at each evaluation"),
+        ParamSpec::int(
+            "sphere_head",
+            0,
+            0,
+            4096,
+            "head whose token trajectories each evaluation records (sphere panels, plot --sphere)",
+        ),
+        ParamSpec::int("sphere_tokens", 8, 1, 64, "tokens (the first ones) whose trajectories each evaluation records"),
     ]
 }
 
@@ -235,6 +243,8 @@ pub struct TrainSettings {
     pub checkpoint: bool,
     /// Data-parallel CPU threads (0: one per core); see `train::parallel`.
     pub threads: usize,
+    /// The head and tokens whose trajectories each evaluation records.
+    pub sphere: crate::sphere::Selection,
 }
 
 impl TrainSettings {
@@ -274,6 +284,7 @@ impl TrainSettings {
             device: c.str("device")?.to_string(),
             checkpoint: c.bool("checkpoint")?,
             threads: c.usize("threads")?,
+            sphere: crate::sphere::Selection { head: c.usize("sphere_head")?, tokens: c.usize("sphere_tokens")? },
         };
         if s.min_lr > s.lr {
             bail!("min_lr = {} is above lr = {}; the cosine schedule decays from lr to min_lr", s.min_lr, s.lr);

@@ -2,8 +2,9 @@
 //! over the layer iterations (the figures of seed 000, drawn from heads of dimension 3).
 //!
 //! Recorded at every evaluation, at the training depth only, from the states the evaluation's
-//! forward pass already observed on its first batch: for the first example, head
-//! [`HEAD`] and the first [`TOKENS`] tokens, the point `u_i(t)` on the unit sphere of
+//! forward pass already observed on its first batch: for the first example, the head and the
+//! first tokens the run's [`Selection`] names (trainer options `sphere_head`, default 0, and
+//! `sphere_tokens`, default 8), the point `u_i(t)` on the unit sphere of
 //! dimension `p` at every iteration `t = 0..=L` ([`Layer::head_projections`]), scaled to
 //! unit length: layers normalise heads to different radii (Hyper-SET's RMSNorm to
 //! `sqrt(p)`), and the direction is what moves on the sphere. Stored as diagnostic rows
@@ -29,10 +30,20 @@ use nalgebra::{DMatrix, SVD};
 use plugin_api::Layer;
 use std::collections::{BTreeMap, BTreeSet};
 
-/// Tokens recorded: enough to see them gather into clusters, few enough to tell apart.
-pub const TOKENS: usize = 8;
-/// The head recorded: one head keeps the figure readable and the rows few.
-pub const HEAD: usize = 0;
+/// Which head and how many tokens each evaluation records (trainer options `sphere_head` and
+/// `sphere_tokens`). One head keeps the figure readable and the rows few; the default 8
+/// tokens are enough to see them gather into clusters and few enough to tell apart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Selection {
+    pub head: usize,
+    pub tokens: usize,
+}
+
+impl Default for Selection {
+    fn default() -> Self {
+        Selection { head: 0, tokens: 8 }
+    }
+}
 
 const PREFIX: &str = "sphere/";
 const DIM: &str = "sphere/dim";
@@ -143,9 +154,11 @@ pub fn rows_of(points: &[DMatrix<f64>], head: usize) -> Result<Vec<(u32, String,
 }
 
 /// The trajectory rows of one forward pass of `layer` (`states[t]` after iteration `t`, as
-/// [`crate::diagnostics::StateRecorder`] holds them), or `None` when the layer defines no
-/// head projections. Only the first example is projected, so this costs `L + 1` small calls.
-pub fn measure(layer: &dyn Layer, states: &[Tensor]) -> Result<Option<Vec<(u32, String, f64)>>> {
+/// [`crate::diagnostics::StateRecorder`] holds them) for the head and tokens of `selection`
+/// (fewer tokens when the sequence is shorter), or `None` when the layer defines no head
+/// projections. A head the layer does not have is an error naming its heads. Only the first
+/// example is projected, so this costs `L + 1` small calls.
+pub fn measure(layer: &dyn Layer, states: &[Tensor], selection: Selection) -> Result<Option<Vec<(u32, String, f64)>>> {
     let iterations = states.len().checked_sub(1).ok_or_else(|| anyhow!("no state was recorded"))?;
     let mut points = Vec::with_capacity(states.len());
     for (t, x) in states.iter().enumerate() {
@@ -159,18 +172,24 @@ pub fn measure(layer: &dyn Layer, states: &[Tensor]) -> Result<Option<Vec<(u32, 
         let [_, h, n, p]: [usize; 4] = heads.dims().try_into().map_err(|_| {
             anyhow!("head projections at iteration {t} have shape {:?}, not [B, H, N, p]", heads.dims())
         })?;
-        // `h > HEAD`: the recorded head exists.
-        if h < HEAD + 1 || n == 0 || p == 0 {
+        if h == 0 || n == 0 || p == 0 {
             bail!("head projections at iteration {t} have shape {:?}: nothing to record", heads.dims());
         }
-        let k = TOKENS.min(n);
-        let tokens = heads.get(0)?.get(HEAD)?.narrow(0, 0, k)?;
+        if selection.head >= h {
+            bail!(
+                "sphere_head = {} but the layer has {h} heads: set train.sphere_head to one of 0..={}",
+                selection.head,
+                h - 1
+            );
+        }
+        let k = selection.tokens.min(n);
+        let tokens = heads.get(0)?.get(selection.head)?.narrow(0, 0, k)?;
         let values = tokens.to_device(&Device::Cpu)?.to_dtype(DType::F64)?.flatten_all()?.to_vec1::<f64>()?;
         let mut m = DMatrix::from_row_slice(k, p, &values);
         unit_rows(&mut m);
         points.push(m);
     }
-    rows_of(&points, HEAD).map(Some)
+    rows_of(&points, selection.head).map(Some)
 }
 
 // ---------------------------------------------------------------------------------------------

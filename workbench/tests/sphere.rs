@@ -8,11 +8,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use workbench::store::DiagnosticRow;
 
-/// Trains a tiny Hyper-SET run (d = `d`, 4 heads, 3 iterations) with evaluations at steps 2
-/// and 4, and returns its diagnostics.
-fn train(dir: &Path, d: u32) -> Vec<DiagnosticRow> {
+/// Trains a tiny Hyper-SET run (d = `d`, 4 heads, 3 iterations, and the `extra` options)
+/// with evaluations at steps 2 and 4, and returns its diagnostics and its standard error.
+fn train_with(dir: &Path, d: u32, extra: &[&str]) -> (Vec<DiagnosticRow>, String) {
     let d = format!("d={d}");
-    let args = [
+    let mut args = vec![
         "train",
         "--layer",
         "hyperset",
@@ -31,15 +31,23 @@ fn train(dir: &Path, d: u32) -> Vec<DiagnosticRow> {
         "eval_depths=2",
         "eval_examples=8",
     ];
+    args.extend_from_slice(extra);
     let (code, stdout, stderr) = run(workbench(dir).args(args));
     assert_eq!(code, 0, "{stderr}");
     assert!(stdout.lines().any(|l| l.contains("\"event\":\"finished\"")), "{stdout}\n{stderr}");
-    assert!(!stderr.contains("no token trajectories"), "{stderr}");
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    rt.block_on(async {
+    let rows = rt.block_on(async {
         let store = workbench::store::Store::open(&dir.join("runs.db")).await.unwrap();
         store.diagnostics(1).await.unwrap()
-    })
+    });
+    (rows, stderr)
+}
+
+/// As [`train_with`] with the default head and tokens, which must be recorded.
+fn train(dir: &Path, d: u32) -> Vec<DiagnosticRow> {
+    let (rows, stderr) = train_with(dir, d, &[]);
+    assert!(!stderr.contains("no token trajectories"), "{stderr}");
+    rows
 }
 
 /// `(step, token, t) -> [x, y, z]` of the sphere rows, and the other sphere rows by
@@ -167,6 +175,30 @@ fn wider_heads_are_a_pca_projection_and_say_so() {
     assert_eq!(code, 0, "{stdout}{stderr}");
     let text = std::fs::read_to_string(&svg).unwrap();
     assert!(text.contains("PCA of 8-dim heads (") && text.contains("% variance)"), "no PCA note in the title");
+}
+
+#[test]
+fn the_head_and_token_count_are_options_and_a_missing_head_is_named() {
+    let dir = temp_dir("sphere-choice");
+    let (rows, stderr) = train_with(&dir, 12, &["sphere_head=2", "sphere_tokens=3"]);
+    assert!(!stderr.contains("no token trajectories"), "{stderr}");
+    let (points, other) = sphere_rows(&rows);
+    assert_eq!(other.get(&(4, "head".into())), Some(&(0, 2.0)), "{other:?}");
+    let tokens: BTreeSet<usize> = points.keys().filter(|k| k.0 == 4).map(|k| k.1).collect();
+    assert_eq!(tokens, (0..3).collect());
+    let (code, stdout, stderr) =
+        run(workbench(&dir).args(["plot", "--runs", "1", "--sphere", "--out", dir.join("s.svg").to_str().unwrap()]));
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    assert!(stdout.contains("3 tokens"), "{stdout}");
+    assert!(std::fs::read_to_string(dir.join("s.svg")).unwrap().contains("head 2"));
+
+    // Head 4 of 4: the run trains on, and its log says which heads there are.
+    let dir = temp_dir("sphere-no-head");
+    let (rows, stderr) = train_with(&dir, 12, &["sphere_head=4"]);
+    assert!(stderr.contains("sphere_head = 4 but the layer has 4 heads"), "{stderr}");
+    assert!(stderr.contains("0..=3"), "{stderr}");
+    assert!(!rows.iter().any(|r| r.name.starts_with("sphere/")), "nothing recorded for a missing head");
+    assert!(rows.iter().any(|r| !r.name.starts_with("sphere/")), "the other diagnostics are kept");
 }
 
 #[test]

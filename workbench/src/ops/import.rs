@@ -87,7 +87,7 @@ pub async fn import(
         let depths = worker::eval_depths(built_layer.train_iterations(), &s.eval_depths);
         let threads = parallel::shard_count(s.threads, usize::MAX, device.is_cpu());
         let train_depth = built_layer.train_iterations();
-        let reports = evaluate_depths(&built_layer, &model, &batches, &depths, train_depth, info.causal, threads, 0)?;
+        let reports = evaluate_depths(&built_layer, &model, &batches, &depths, train_depth, info.causal, threads, 0, s.sphere)?;
         let mut lines =
             vec![format!("imported {} ({parameters} parameters) with {}", file.display(), options.join(" "))];
         let (mut rows, mut diagnostics, mut eval) = (Vec::new(), Vec::new(), BTreeMap::new());

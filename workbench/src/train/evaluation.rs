@@ -43,7 +43,7 @@ pub enum DepthReport {
 }
 
 /// Evaluates at each of `depths` (the first being the training depth `train_iterations` or
-/// not), at training step `step`.
+/// not), at training step `step`, recording the token trajectories of `sphere`.
 #[allow(clippy::too_many_arguments)]
 pub fn evaluate_depths(
     layer: &Plugged<dyn Layer>,
@@ -54,6 +54,7 @@ pub fn evaluate_depths(
     causal: bool,
     threads: usize,
     step: u64,
+    sphere: crate::sphere::Selection,
 ) -> Result<Vec<DepthReport>> {
     let mut reports = Vec::with_capacity(depths.len());
     for &iterations in depths {
@@ -80,7 +81,7 @@ pub fn evaluate_depths(
         // Token trajectories on the sphere (crate::sphere), at the training depth only, from
         // the same states (none when the diagnostics already found none).
         if iterations == train_iterations && notes.is_empty() {
-            match crate::sphere::measure(&**layer, &recorder.states) {
+            match crate::sphere::measure(&**layer, &recorder.states, sphere) {
                 Ok(Some(measured)) => {
                     diagnostics.extend(crate::diagnostics::rows(step, iterations, train_iterations, measured))
                 }

@@ -422,6 +422,7 @@ async fn train(
                 info.causal,
                 threads,
                 step,
+                s.sphere,
             )?;
             for report in reports {
                 let scored = match report {
