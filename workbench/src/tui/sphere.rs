@@ -1,10 +1,11 @@
-//! The sphere panel of the Compare screen: a run's token trajectories ([`crate::sphere`])
-//! drawn on a braille canvas by an orthographic projection, turned with `[` / `]`. Each token
-//! has its run-palette colour and its number printed at its last point, so the tokens stay
-//! apart without colours (`NO_COLOR`).
+//! The sphere panel of the Compare and Live screens: a run's token trajectories
+//! ([`crate::sphere`]) drawn on a braille canvas by an orthographic projection, turned with
+//! `[` / `]`. Each token has its run-palette colour and its number printed at its last point,
+//! so the tokens stay apart without colours (`NO_COLOR`).
 
 use super::compare::colour;
 use crate::sphere::Trajectories;
+use crate::tui::app::App;
 use ratatui::layout::Rect;
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::symbols::Marker;
@@ -12,7 +13,9 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::canvas::{Canvas, Context, Line as Segment};
 use ratatui::widgets::{Block, Borders, Paragraph, Wrap};
 use ratatui::Frame;
+use std::cell::RefCell;
 use std::f64::consts::PI;
+use std::rc::Rc;
 
 /// Degrees the view turns per key press.
 pub const TURN_DEGREES: i16 = 15;
@@ -20,6 +23,35 @@ pub const TURN_DEGREES: i16 = 15;
 const ELEVATION_DEGREES: f64 = 20.0;
 /// Points per circle of the wireframe.
 const CIRCLE_POINTS: usize = 48;
+
+/// A run's last recorded trajectories, or why there are none.
+pub type Found = Rc<Result<Trajectories, String>>;
+
+/// The trajectories a sphere panel last read, by run id and data version: read again only
+/// when the run's data changed (a new evaluation), filled while drawing through a shared
+/// reference, as a cache that changes no visible state.
+#[derive(Debug, Clone, Default)]
+pub struct TrajectoryCache(RefCell<Option<((i64, u64), Found)>>);
+
+impl TrajectoryCache {
+    /// Run `id`'s name and its last recorded trajectories (or why there are none).
+    pub fn of(&self, app: &App, id: Option<i64>) -> (String, Found) {
+        let Some(id) = id else {
+            return (String::new(), Rc::new(Err("no run to draw".to_string())));
+        };
+        let run = format!("run {id}");
+        let Some(data) = app.details.get(&id) else {
+            return (run, Rc::new(Err("loading…".to_string())));
+        };
+        let key = (id, app.data_version);
+        let mut cache = self.0.borrow_mut();
+        if cache.as_ref().map(|(k, _)| k) != Some(&key) {
+            let found = crate::sphere::trajectories(&data.diagnostics, None).map_err(|e| e.to_string());
+            *cache = Some((key, Rc::new(found)));
+        }
+        (run, cache.as_ref().expect("just filled").1.clone())
+    }
+}
 
 /// The view angle after turning `yaw` (degrees) by `steps` presses, kept in `0..360`.
 pub fn turn(yaw: i16, steps: i16) -> i16 {

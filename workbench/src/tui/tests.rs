@@ -276,7 +276,7 @@ fn welcome_screen_on_an_empty_database() {
 fn launch_form_from_schemas_refuses_bad_values_inline() {
     let (mut app, _) = app();
     press(&mut app, KeyCode::Char('2'));
-    let screen = render(&mut app, 120, 32);
+    let screen = render(&mut app, 120, 36);
     for key in ["layer.d", "layer.attention", "task.difficulty", "train.steps", "train.seed", "[ Launch ]"] {
         assert!(screen.contains(key), "{key} missing:\n{screen}");
     }
@@ -630,7 +630,7 @@ fn state(app: &App, sent: &Arc<Mutex<Vec<Request>>>) -> String {
         app.runs,
         (app.launch.cursor, app.launch.layer, app.launch.editing),
         app.launch.fields.iter().map(|f| f.text.as_str()).collect::<Vec<_>>().join(","),
-        app.live.run,
+        (app.live.run, app.live.sphere, app.live.yaw),
         app.compare.options,
         app.ablation,
         app.quit,
@@ -1212,4 +1212,40 @@ fn compare_screen_draws_token_trajectories_turns_them_and_says_when_there_are_no
         .collect();
     let text = text.join(" ");
     assert!(text.contains("no token trajectories") && text.contains("Train it again"), "{text}");
+}
+
+#[test]
+fn live_screen_shows_the_runs_trajectories_in_place_of_its_metric_curves_and_follows_new_evaluations() {
+    let (mut app, _) = app();
+    app.apply(Update::Run(1, run_data_with_sphere()));
+    app.live.run = Some(1);
+    press(&mut app, KeyCode::Char('3'));
+    let curves = render(&mut app, 200, 45);
+    assert!(!curves.contains("tokens on the sphere") && curves.contains("s sphere"), "{curves}");
+    assert!(curves.contains("cell_acc (eval)"), "{curves}");
+    press(&mut app, KeyCode::Char('s'));
+    let screen = render(&mut app, 200, 45);
+    assert!(screen.contains("tokens on the sphere · run 1 · step 40 · head 0 · p = 3 heads"), "{screen}");
+    // The loss curves stay beside it; the metric's give way.
+    assert!(screen.contains("loss (train") && !screen.contains("cell_acc (eval)"), "{screen}");
+    press(&mut app, KeyCode::Char(']'));
+    assert!(render(&mut app, 200, 45).contains("(15°)"));
+
+    // A later evaluation's trajectories replace the panel's as they arrive.
+    let mut data = run_data_with_sphere();
+    let later: Vec<DiagnosticRow> = data
+        .diagnostics
+        .iter()
+        .filter(|d| d.name.starts_with("sphere/"))
+        .map(|d| DiagnosticRow { step: 80, ..d.clone() })
+        .collect();
+    data.diagnostics.extend(later);
+    app.apply(Update::Run(1, data));
+    let screen = render(&mut app, 200, 45);
+    assert!(screen.contains("run 1 · step 80"), "{screen}");
+
+    // Off again: the metric curves are back.
+    press(&mut app, KeyCode::Char('s'));
+    let screen = render(&mut app, 200, 45);
+    assert!(!screen.contains("tokens on the sphere") && screen.contains("cell_acc (eval)"), "{screen}");
 }

@@ -2,7 +2,6 @@
 //! building in [`crate::tui::compare`]); its toggles, exports and panel cache; and, toggled
 //! with `s`, the token trajectories of the first compared run ([`crate::tui::sphere`]).
 
-use crate::sphere::Trajectories;
 use crate::store::RunRecord;
 use crate::tui::app::App;
 use crate::tui::compare::{self, Options, Panel};
@@ -11,7 +10,7 @@ use crate::tui::exports::compare_name;
 use crate::tui::keys::{cmd, hint, Action, Command, Key};
 use crate::tui::layout::Areas;
 use crate::tui::service::Request;
-use crate::tui::sphere;
+use crate::tui::sphere::{self, TrajectoryCache};
 use ratatui::crossterm::event::KeyCode;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::widgets::{Paragraph, Wrap};
@@ -31,12 +30,9 @@ pub type CompareKey = (Vec<i64>, u64, Options);
 pub struct CompareState {
     pub options: Options,
     cache: RefCell<Option<(CompareKey, Rc<Vec<Panel>>)>>,
-    /// The sphere panel's trajectories (or why there are none), by run id and data version.
-    sphere_cache: RefCell<Option<SphereEntry>>,
+    /// The sphere panel's trajectories (of the first compared run).
+    trajectories: TrajectoryCache,
 }
-
-/// Trajectories (or why there are none) of a run id at a data version.
-type SphereEntry = ((i64, u64), Rc<Result<Trajectories, String>>);
 
 const COMMANDS: &[Command] = &[
     hint(&[Key::char('m')], "m", "smoothing", "smoothing of the step curves on / off", Action::ToggleSmooth),
@@ -99,28 +95,9 @@ impl Component for Compare {
         }
         let [left, right] = Layout::horizontal([Constraint::Min(0), Constraint::Percentage(40)]).areas(area);
         compare::draw(frame, left, &legend, &panels, options);
-        let (run, trajectories) = trajectories(app);
+        let (run, trajectories) = app.compare.trajectories.of(app, app.compared_runs().first().copied());
         sphere::draw(frame, right, &run, trajectories.as_ref().as_ref().map_err(String::as_str), options.yaw);
     }
-}
-
-/// The first compared run's name and its last recorded trajectories (or why there are none),
-/// from the cache when its data did not change.
-fn trajectories(app: &App) -> (String, Rc<Result<Trajectories, String>>) {
-    let Some(id) = app.compared_runs().first().copied() else {
-        return (String::new(), Rc::new(Err("no run to draw".to_string())));
-    };
-    let run = format!("run {id}");
-    let Some(data) = app.details.get(&id) else {
-        return (run, Rc::new(Err("loading…".to_string())));
-    };
-    let key = (id, app.data_version);
-    let mut cache = app.compare.sphere_cache.borrow_mut();
-    if cache.as_ref().map(|(k, _)| k) != Some(&key) {
-        let found = crate::sphere::trajectories(&data.diagnostics, None).map_err(|e| e.to_string());
-        *cache = Some((key, Rc::new(found)));
-    }
-    (run, cache.as_ref().expect("just filled").1.clone())
 }
 
 /// The legend and the panels of the compared runs, from the cache when nothing changed.

@@ -1,6 +1,7 @@
 //! The Live screen: the running (and recent) runs, and for the chosen one its progress, rate
 //! and ETA, loss and metric curves beside its worker's system metrics, where its worker runs
-//! and its last log lines.
+//! and its last log lines; with `s`, its tokens' trajectories of the last evaluation
+//! ([`crate::tui::sphere`]), redrawn as evaluations arrive.
 
 use super::system_panel::{self, SystemView};
 use crate::store::MetricRow;
@@ -10,6 +11,7 @@ use crate::tui::component::Component;
 use crate::tui::keys::{cmd, hint, Action, Command, Key};
 use crate::tui::layout::Areas;
 use crate::tui::runs::format_duration;
+use crate::tui::sphere::{self, TrajectoryCache};
 use crate::tui::ui::status_colour;
 use ratatui::crossterm::event::KeyCode;
 use ratatui::layout::{Constraint, Layout, Rect};
@@ -26,12 +28,26 @@ pub struct Live;
 pub struct LiveState {
     /// Chosen with j/k or Enter on the Runs screen; default: the first running run.
     pub run: Option<i64>,
+    /// The sphere panel (the run's token trajectories) in place of the metric curves.
+    pub sphere: bool,
+    /// The sphere panel's view angle, in degrees.
+    pub yaw: i16,
+    trajectories: TrajectoryCache,
 }
 
 const COMMANDS: &[Command] = &[
     hint(&[Key::char('j'), Key::plain(KeyCode::Down)], "j, ↓", "another run", "next run", Action::Down(1)),
     cmd(&[Key::char('k'), Key::plain(KeyCode::Up)], "k, ↑", "previous run", Action::Up(1)),
     hint(&[Key::char('x')], "x", "stop", "stop the run, after confirmation", Action::StopRun),
+    hint(
+        &[Key::char('s')],
+        "s",
+        "sphere",
+        "token trajectories on the sphere (last evaluation) in place of the metric curves, on / off",
+        Action::ToggleSphere,
+    ),
+    cmd(&[Key::char('[')], "[", "turn the sphere view left", Action::TurnLeft),
+    cmd(&[Key::char(']')], "]", "turn the sphere view right", Action::TurnRight),
     cmd(&[Key::plain(KeyCode::Esc)], "Esc", "back to Runs", Action::Back),
 ];
 
@@ -47,6 +63,9 @@ impl Component for Live {
             Action::Down(n) if !ids.is_empty() => app.live.run = Some(ids[(at + n).min(ids.len() - 1)]),
             Action::Up(n) if !ids.is_empty() => app.live.run = Some(ids[at.saturating_sub(n)]),
             Action::StopRun => super::runs::ask_cancel(app, app.live_id()),
+            Action::ToggleSphere => app.live.sphere = !app.live.sphere,
+            Action::TurnLeft => app.live.yaw = sphere::turn(app.live.yaw, -1),
+            Action::TurnRight => app.live.yaw = sphere::turn(app.live.yaw, 1),
             _ => {}
         }
     }
@@ -161,7 +180,12 @@ fn draw_live(frame: &mut Frame, area: Rect, app: &App) {
     let [a, b, sys] =
         Layout::horizontal([Constraint::Ratio(1, 2), Constraint::Ratio(1, 2), Constraint::Length(side)]).areas(charts);
     compare::draw_panel(frame, a, &panels[0]);
-    compare::draw_panel(frame, b, &panels[1]);
+    if app.live.sphere {
+        let (name, found) = app.live.trajectories.of(app, Some(run.id));
+        sphere::draw(frame, b, &name, found.as_ref().as_ref().map_err(String::as_str), app.live.yaw);
+    } else {
+        compare::draw_panel(frame, b, &panels[1]);
+    }
     if let Some(view) = &system {
         system_panel::draw(frame, sys, view);
     }
