@@ -6,6 +6,7 @@
 use super::compare::colour;
 use crate::sphere::Trajectories;
 use crate::tui::app::App;
+use crate::tui::keys::{cmd, Action, Command, Key};
 use ratatui::layout::Rect;
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::symbols::Marker;
@@ -52,6 +53,10 @@ impl TrajectoryCache {
         (run, cache.as_ref().expect("just filled").1.clone())
     }
 }
+
+/// The keys that turn a sphere panel, on every screen that has one.
+pub const TURN_LEFT: Command = cmd(&[Key::char('[')], "[", "turn the sphere view left", Action::TurnLeft);
+pub const TURN_RIGHT: Command = cmd(&[Key::char(']')], "]", "turn the sphere view right", Action::TurnRight);
 
 /// The view angle after turning `yaw` (degrees) by `steps` presses, kept in `0..360`.
 pub fn turn(yaw: i16, steps: i16) -> i16 {

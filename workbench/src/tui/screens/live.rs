@@ -46,8 +46,8 @@ const COMMANDS: &[Command] = &[
         "token trajectories on the sphere (last evaluation) in place of the metric curves, on / off",
         Action::ToggleSphere,
     ),
-    cmd(&[Key::char('[')], "[", "turn the sphere view left", Action::TurnLeft),
-    cmd(&[Key::char(']')], "]", "turn the sphere view right", Action::TurnRight),
+    sphere::TURN_LEFT,
+    sphere::TURN_RIGHT,
     cmd(&[Key::plain(KeyCode::Esc)], "Esc", "back to Runs", Action::Back),
 ];
 
