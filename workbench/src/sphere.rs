@@ -30,19 +30,13 @@ use nalgebra::{DMatrix, SVD};
 use plugin_api::Layer;
 use std::collections::{BTreeMap, BTreeSet};
 
-/// Which head and how many tokens each evaluation records (trainer options `sphere_head` and
-/// `sphere_tokens`). One head keeps the figure readable and the rows few; the default 8
-/// tokens are enough to see them gather into clusters and few enough to tell apart.
+/// Which head and how many tokens each evaluation records: the trainer options `sphere_head`
+/// and `sphere_tokens`, whose defaults (`run_config::train_schema`: head 0, 8 tokens) keep
+/// the figure readable and the rows few, with enough tokens to see them gather into clusters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Selection {
     pub head: usize,
     pub tokens: usize,
-}
-
-impl Default for Selection {
-    fn default() -> Self {
-        Selection { head: 0, tokens: 8 }
-    }
 }
 
 const PREFIX: &str = "sphere/";
