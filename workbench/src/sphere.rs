@@ -39,6 +39,35 @@ pub struct Selection {
     pub tokens: usize,
 }
 
+impl Selection {
+    /// Refuses a head the layer (of `heads` heads) does not have, naming the ones it has.
+    fn check_head(&self, heads: usize) -> Result<()> {
+        if heads == 0 {
+            bail!("the layer's head projections have no heads");
+        }
+        if self.head >= heads {
+            bail!(
+                "sphere_head = {} but the layer has {heads} heads: set train.sphere_head to one of 0..={}",
+                self.head,
+                heads - 1
+            );
+        }
+        Ok(())
+    }
+
+    /// Checks, before a run trains, that `layer` has the selected head, by projecting a
+    /// two-token probe state (layers without head projections record nothing and pass).
+    pub fn check(&self, layer: &dyn Layer, device: &Device) -> Result<()> {
+        let probe = Tensor::ones((1, 2, layer.width()), DType::F32, device)?;
+        let iterations = layer.train_iterations();
+        match layer.head_projections(0, iterations, &probe).map_err(|e| anyhow!("head projections: {e}"))? {
+            Some(heads) if heads.rank() == 4 => self.check_head(heads.dims()[1]),
+            Some(heads) => bail!("head projections have shape {:?}, not [B, H, N, p]", heads.dims()),
+            None => Ok(()),
+        }
+    }
+}
+
 const PREFIX: &str = "sphere/";
 const DIM: &str = "sphere/dim";
 const HEAD_NAME: &str = "sphere/head";
@@ -169,13 +198,7 @@ pub fn measure(layer: &dyn Layer, states: &[Tensor], selection: Selection) -> Re
         if h == 0 || n == 0 || p == 0 {
             bail!("head projections at iteration {t} have shape {:?}: nothing to record", heads.dims());
         }
-        if selection.head >= h {
-            bail!(
-                "sphere_head = {} but the layer has {h} heads: set train.sphere_head to one of 0..={}",
-                selection.head,
-                h - 1
-            );
-        }
+        selection.check_head(h)?;
         let k = selection.tokens.min(n);
         let tokens = heads.get(0)?.get(selection.head)?.narrow(0, 0, k)?;
         let values = tokens.to_device(&Device::Cpu)?.to_dtype(DType::F64)?.flatten_all()?.to_vec1::<f64>()?;

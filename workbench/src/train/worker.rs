@@ -321,6 +321,7 @@ async fn train(
             config.task
         );
     }
+    s.sphere.check(&*layer, &device)?;
     store.set_param_count(run_id, params.count() as u64).await?;
     // Evaluation batches spread over all the threads; training batches over at most one
     // thread per example.
