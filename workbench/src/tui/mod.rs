@@ -33,6 +33,7 @@ pub mod column_fit;
 pub mod compare;
 pub mod component;
 pub mod data;
+pub mod draw_cache;
 pub mod experiment;
 pub mod exports;
 pub mod keys;

@@ -6,6 +6,7 @@
 use super::compare::colour;
 use crate::sphere::Trajectories;
 use crate::tui::app::App;
+use crate::tui::draw_cache::DrawCache;
 use crate::tui::keys::{cmd, Action, Command, Key};
 use ratatui::layout::Rect;
 use ratatui::style::{Color, Modifier, Style};
@@ -14,7 +15,6 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::canvas::{Canvas, Context, Line as Segment};
 use ratatui::widgets::{Block, Borders, Paragraph, Wrap};
 use ratatui::Frame;
-use std::cell::RefCell;
 use std::f64::consts::PI;
 use std::rc::Rc;
 
@@ -32,7 +32,7 @@ pub type Found = Rc<Result<Trajectories, String>>;
 /// when the run's data changed (a new evaluation), filled while drawing through a shared
 /// reference, as a cache that changes no visible state.
 #[derive(Debug, Clone, Default)]
-pub struct TrajectoryCache(RefCell<Option<((i64, u64), Found)>>);
+pub struct TrajectoryCache(DrawCache<(i64, u64), Result<Trajectories, String>>);
 
 impl TrajectoryCache {
     /// Run `id`'s name and its last recorded trajectories (or why there are none).
@@ -44,13 +44,10 @@ impl TrajectoryCache {
         let Some(data) = app.details.get(&id) else {
             return (run, Rc::new(Err("loading…".to_string())));
         };
-        let key = (id, app.data_version);
-        let mut cache = self.0.borrow_mut();
-        if cache.as_ref().map(|(k, _)| k) != Some(&key) {
-            let found = crate::sphere::trajectories(&data.diagnostics, None).map_err(|e| e.to_string());
-            *cache = Some((key, Rc::new(found)));
-        }
-        (run, cache.as_ref().expect("just filled").1.clone())
+        let found = self.0.get((id, app.data_version), || {
+            crate::sphere::trajectories(&data.diagnostics, None).map_err(|e| e.to_string())
+        });
+        (run, found)
     }
 }
 

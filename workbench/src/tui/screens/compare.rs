@@ -6,6 +6,7 @@ use crate::store::RunRecord;
 use crate::tui::app::App;
 use crate::tui::compare::{self, Options, Panel};
 use crate::tui::component::Component;
+use crate::tui::draw_cache::DrawCache;
 use crate::tui::exports::compare_name;
 use crate::tui::keys::{cmd, hint, Action, Command, Key};
 use crate::tui::layout::Areas;
@@ -15,7 +16,6 @@ use ratatui::crossterm::event::KeyCode;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::widgets::{Paragraph, Wrap};
 use ratatui::Frame;
-use std::cell::RefCell;
 use std::rc::Rc;
 
 /// The Compare screen.
@@ -29,7 +29,7 @@ pub type CompareKey = (Vec<i64>, u64, Options);
 #[derive(Default)]
 pub struct CompareState {
     pub options: Options,
-    cache: RefCell<Option<(CompareKey, Rc<Vec<Panel>>)>>,
+    cache: DrawCache<CompareKey, Vec<Panel>>,
     /// The sphere panel's trajectories (of the first compared run).
     trajectories: TrajectoryCache,
 }
@@ -106,11 +106,10 @@ pub fn panels(app: &App) -> (Vec<String>, Rc<Vec<Panel>>) {
     let records: Vec<&RunRecord> = ids.iter().filter_map(|id| app.snapshot.run(*id)).collect();
     let legend = crate::plot::run_legend(&records);
     let key = (ids.clone(), app.data_version, app.compare.options);
-    let mut cache = app.compare.cache.borrow_mut();
-    if cache.as_ref().map(|(k, _)| k) != Some(&key) {
+    let panels = app.compare.cache.get(key, || {
         let inputs: Vec<compare::Input> =
             records.iter().map(|r| compare::Input { record: r, data: app.details.get(&r.id) }).collect();
-        *cache = Some((key, Rc::new(compare::panels(&inputs, app.compare.options))));
-    }
-    (legend, cache.as_ref().expect("just filled").1.clone())
+        compare::panels(&inputs, app.compare.options)
+    });
+    (legend, panels)
 }

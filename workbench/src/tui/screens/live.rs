@@ -8,6 +8,7 @@ use crate::store::MetricRow;
 use crate::tui::app::App;
 use crate::tui::compare;
 use crate::tui::component::Component;
+use crate::tui::draw_cache::DrawCache;
 use crate::tui::keys::{cmd, hint, Action, Command, Key};
 use crate::tui::layout::Areas;
 use crate::tui::runs::format_duration;
@@ -33,6 +34,8 @@ pub struct LiveState {
     /// The sphere panel's view angle, in degrees.
     pub yaw: i16,
     trajectories: TrajectoryCache,
+    /// The followed run's curve panels, by run id and data version.
+    panels: DrawCache<(i64, u64), Vec<compare::Panel>>,
 }
 
 const COMMANDS: &[Command] = &[
@@ -174,7 +177,8 @@ fn draw_live(frame: &mut Frame, area: Rect, app: &App) {
     }
     frame.render_widget(Paragraph::new(lines).wrap(Wrap { trim: true }), info_area);
     let inputs = [compare::Input { record: run, data }];
-    let panels = compare::panels(&inputs, compare::Options::default());
+    let panels =
+        app.live.panels.get((run.id, app.data_version), || compare::panels(&inputs, compare::Options::default()));
     let system = data.and_then(|d| SystemView::of(&d.metrics));
     let side = if system.is_some() { system_panel::WIDTH } else { 0 };
     let [a, b, sys] =
