@@ -98,20 +98,20 @@ fn main() {
     let mut terminal = Terminal::new(TestBackend::new(w, h)).expect("test backend");
 
     let start = Instant::now();
-    terminal.draw(|f| ui::draw(f, &mut app)).expect("draw");
+    terminal.draw(|f| ui::draw(f, &app)).expect("draw");
     let first = start.elapsed().as_secs_f64() * 1e3;
 
     let frames = 60;
     let start = Instant::now();
     for _ in 0..frames {
-        terminal.draw(|f| ui::draw(f, &mut app)).expect("draw");
+        terminal.draw(|f| ui::draw(f, &app)).expect("draw");
     }
     let per_frame = start.elapsed().as_secs_f64() * 1e3 / frames as f64;
 
     // A toggle rebuilds the panels from the raw rows (the cost after new data arrives).
     let start = Instant::now();
     app.compare.options.smooth = !app.compare.options.smooth;
-    terminal.draw(|f| ui::draw(f, &mut app)).expect("draw");
+    terminal.draw(|f| ui::draw(f, &app)).expect("draw");
     let rebuild = start.elapsed().as_secs_f64() * 1e3;
 
     let curves = RUNS as u64 * 3;

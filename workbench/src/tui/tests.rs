@@ -994,7 +994,7 @@ fn launch_form_loads_and_saves_experiment_files() {
     press(&mut app, KeyCode::Enter);
     press(&mut app, KeyCode::Char('y'));
     assert!(std::fs::read_to_string(&bad).unwrap().starts_with("# Saved from the Launch form"));
-    let back = crate::experiment_file::Experiment::load(&[saved.clone()]).unwrap();
+    let back = crate::experiment_file::Experiment::load(std::slice::from_ref(&saved)).unwrap();
     assert_eq!(back.layer.as_deref(), Some("hyperset"));
     assert_eq!(back.task.as_deref(), Some("sudoku"));
     for expected in ["layer.d=64", "layer.attention=sigmoid", "task.difficulty=easy", "train.steps=40"] {
