@@ -61,8 +61,9 @@ fn train(dir: &Path, d: u32) -> Vec<DiagnosticRow> {
 /// `(step, token, t) -> [x, y, z]` of the sphere rows, and the other sphere rows by
 /// `(step, name)`.
 type Points = BTreeMap<(u64, usize, u32), [f64; 3]>;
+type Others = BTreeMap<(u64, String), (u32, f64)>;
 
-fn sphere_rows(rows: &[DiagnosticRow]) -> (Points, BTreeMap<(u64, String), (u32, f64)>) {
+fn sphere_rows(rows: &[DiagnosticRow]) -> (Points, Others) {
     let mut points: Points = BTreeMap::new();
     let mut other = BTreeMap::new();
     for r in rows.iter().filter(|r| r.name.contains("sphere/")) {
