@@ -42,9 +42,6 @@ pub struct Selection {
 impl Selection {
     /// Refuses a head the layer (of `heads` heads) does not have, naming the ones it has.
     fn check_head(&self, heads: usize) -> Result<()> {
-        if heads == 0 {
-            bail!("the layer's head projections have no heads");
-        }
         if self.head >= heads {
             bail!(
                 "sphere_head = {} but the layer has {heads} heads: set train.sphere_head to one of 0..={}",
@@ -61,11 +58,23 @@ impl Selection {
         let probe = Tensor::ones((1, 2, layer.width()), DType::F32, device)?;
         let iterations = layer.train_iterations();
         match layer.head_projections(0, iterations, &probe).map_err(|e| anyhow!("head projections: {e}"))? {
-            Some(heads) if heads.rank() == 4 => self.check_head(heads.dims()[1]),
-            Some(heads) => bail!("head projections have shape {:?}, not [B, H, N, p]", heads.dims()),
+            Some(heads) => self.check_head(projection_dims(&heads, "")?[1]),
             None => Ok(()),
         }
     }
+}
+
+/// `[B, H, N, p]` of a layer's head projections (`at` says where, for the message), or an
+/// error naming the shape they have.
+fn projection_dims(heads: &Tensor, at: &str) -> Result<[usize; 4]> {
+    let dims: [usize; 4] = heads
+        .dims()
+        .try_into()
+        .map_err(|_| anyhow!("head projections{at} have shape {:?}, not [B, H, N, p]", heads.dims()))?;
+    if dims.contains(&0) {
+        bail!("head projections{at} have shape {dims:?}: nothing to record");
+    }
+    Ok(dims)
 }
 
 const PREFIX: &str = "sphere/";
@@ -192,12 +201,7 @@ pub fn measure(layer: &dyn Layer, states: &[Tensor], selection: Selection) -> Re
         else {
             return Ok(None);
         };
-        let [_, h, n, p]: [usize; 4] = heads.dims().try_into().map_err(|_| {
-            anyhow!("head projections at iteration {t} have shape {:?}, not [B, H, N, p]", heads.dims())
-        })?;
-        if h == 0 || n == 0 || p == 0 {
-            bail!("head projections at iteration {t} have shape {:?}: nothing to record", heads.dims());
-        }
+        let [_, h, n, p] = projection_dims(&heads, &format!(" at iteration {t}"))?;
         selection.check_head(h)?;
         let k = selection.tokens.min(n);
         let tokens = heads.get(0)?.get(selection.head)?.narrow(0, 0, k)?;
