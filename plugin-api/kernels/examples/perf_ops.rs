@@ -147,6 +147,10 @@ impl BackpropArms {
     }
 
     fn arm(&self, line: u32) -> String {
+        if self.lines.is_empty() {
+            // Built elsewhere (a clone since removed): the line number is all there is.
+            return format!("backprop.rs:{line} (its source is not readable here)");
+        }
         let target = (line as usize).saturating_sub(1).min(self.lines.len().saturating_sub(1));
         for l in (0..=target).rev() {
             let text = self.lines[l].trim();
