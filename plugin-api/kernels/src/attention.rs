@@ -1,4 +1,4 @@
-//! Hyper-SET's bi-softmax attention on RMS-normalised heads as one op (seed 000, Eq. 7-9):
+//! Hyper-SET's bi-softmax attention on RMS-normalised heads, fused (seed 000, Eq. 7-9):
 //! from the projection `XW` (`[B, N, H p]`) and the RMSNorm gain `g` (`[p]`), per sample and
 //! head `h`,
 //!
@@ -6,12 +6,12 @@
 //!
 //! written back in the merged layout `[B, N, H p]`. Because the scores `A = beta Z Z^T` are
 //! symmetric, `softmax(A, -2) = P^T` and `P + P^T` is the bi-softmax of `plugin_api::ops`
-//! (notes-hyperset.md §1.6). No transpose is ever taken (a strided pass over an `N x N`
-//! matrix cost a quarter of the op): `P^T_ij = P_ji = exp(A_ij - m_j) / s_j` from row `j`'s
-//! maximum `m_j` and normaliser `s_j`, read along row `i` of the symmetric `A`.
+//! (notes-hyperset.md §1.6); `S = P + P^T` is formed by mirroring `P` in the L1 cache, not by
+//! a second pass of exponentials.
 //!
-//! Each (sample, head) works in its own `N x N` and `N x p` scratch, so nothing of size
-//! `B H N^2` is ever stored: the backward recomputes `Z`, `P`, `S = P + P^T` from `XW`:
+//! Two ops: the first computes the weights `P` of every (sample, head) (`B H N^2` values) and
+//! is kept for the backward; the second forms `out`. The backward thus recomputes only the
+//! per-row norms `Z` from `XW` and `S` from `P`, not the scores and their exponentials:
 //!
 //! - `dZ = S dO` (`S` is symmetric);
 //! - `G = dS + dS^T = M + M^T` with `M = dO Z^T` (the gradient with respect to `P`: one
@@ -26,7 +26,7 @@
 
 use crate::real::Real;
 use crate::strided::{fill, map_chunks, output_buffer_with_room, read_vector, slice, unpack, Rows};
-use crate::vector::{dot, softmax_row, sum_sq};
+use crate::vector::{dot, softmax_in_place, sum_sq};
 use candle_core::{bail, CpuStorage, CustomOp2, CustomOp3, Layout, Result, Shape, Tensor};
 
 /// `dst (m x n) = scale * lhs (m x k) * rhs (k x n)`, or `dst += ...` when `accumulate`;
@@ -173,13 +173,8 @@ struct Scratch<T> {
     z: Vec<T>,
     /// `1 / rms` per token.
     inv_rms: Vec<T>,
-    /// `P`, `N x N`.
-    p: Vec<T>,
-    /// `S = P + P^T`, `N x N` (the scores `A` until `P` is known).
+    /// `S = P + P^T`, `N x N`.
     s: Vec<T>,
-    /// Per row of `A`: its maximum `m_i` and `1 / sum_j exp(A_ij - m_i)`.
-    row_max: Vec<T>,
-    row_inv_sum: Vec<T>,
 }
 
 impl<T: Real> Scratch<T> {
@@ -189,17 +184,14 @@ impl<T: Real> Scratch<T> {
             zhat: vec![T::zero(); n * p],
             z: vec![T::zero(); n * p],
             inv_rms: vec![T::zero(); n],
-            p: vec![T::zero(); n * n],
             s: vec![T::zero(); n * n],
-            row_max: vec![T::zero(); n],
-            row_inv_sum: vec![T::zero(); n],
         }
     }
 
-    /// Fills `zhat`, `z`, `inv_rms`, `p` and `s` for sample `b`, head `h`.
+    /// Fills `zhat`, `z` and `inv_rms` for sample `b`, head `h`.
     #[inline(always)]
     #[allow(clippy::too_many_arguments)]
-    fn attend(&mut self, xw: &[T], rows: &Rows, d: &Dims, b: usize, h: usize, gain: &[T], eps: T, beta: T) {
+    fn normalise(&mut self, xw: &[T], rows: &Rows, d: &Dims, b: usize, h: usize, gain: &[T], eps: T) {
         let (n, hp) = (d.tokens, d.head_dim);
         let inv_len = T::c(1.0 / hp as f64);
         for i in 0..n {
@@ -220,30 +212,22 @@ impl<T: Real> Scratch<T> {
                 *z = *v * g;
             }
         }
-        // A = beta Z Z^T into `s`.
-        unsafe {
-            product(
-                (n, n, hp),
-                self.s.as_mut_ptr(),
-                n,
-                (self.z.as_ptr(), hp, 1),
-                (self.z.as_ptr(), 1, hp),
-                beta,
-                false,
-            );
-        }
-        // P = softmax_row(A), keeping each row's maximum and normaliser.
-        for (i, (a, p)) in self.s.chunks_exact(n.max(1)).zip(self.p.chunks_exact_mut(n.max(1))).enumerate() {
-            (self.row_max[i], self.row_inv_sum[i]) = softmax_row(a, p);
-        }
-        // S = P + P^T, row by row without a transpose: A is symmetric, so
-        // P^T_ij = P_ji = exp(A_ij - m_j) / sum_j, written over A.
-        for (s, p) in self.s.chunks_exact_mut(n.max(1)).zip(self.p.chunks_exact(n.max(1))) {
-            for (((s, &p), &m), &inv) in s.iter_mut().zip(p).zip(&self.row_max).zip(&self.row_inv_sum) {
-                *s = p + (*s - m).exp_fast() * inv;
-            }
-        }
     }
+
+    /// `S = P + P^T` from the head's weights `P` (`N x N`): a mirror in L1, as the scores are
+    /// symmetric and `softmax(A, -2) = P^T`.
+    #[inline(always)]
+    fn symmetrise(&mut self, p: &[T], n: usize) {
+        self.s.copy_from_slice(p);
+        add_transpose_in_place(&mut self.s, n);
+    }
+}
+
+/// Head `h` of sample `b` of the weights `[B, H, N, N]`.
+#[inline(always)]
+fn head_weights<'a, T>(p: &'a [T], d: &Dims, b: usize, h: usize) -> &'a [T] {
+    let per_head = d.tokens * d.tokens;
+    &p[(b * d.heads + h) * per_head..][..per_head]
 }
 
 /// `m <- m + m^T` for the `n x n` row-major `m`, in place: each pair `(i, j)`, `(j, i)` is
@@ -261,16 +245,43 @@ fn add_transpose_in_place<T: Real>(m: &mut [T], n: usize) {
     }
 }
 
-fn forward<T: Real>(xw: &[T], rows: &Rows, d: Dims, gain: &[T], eps: f64, beta: f64) -> Vec<T> {
-    let (n, width, hp) = (d.tokens, d.width(), d.head_dim);
+/// `P = softmax_row(beta Z Z^T)` of every (sample, head), `[B, H, N, N]`.
+fn weights<T: Real>(xw: &[T], rows: &Rows, d: Dims, gain: &[T], eps: f64, beta: f64) -> Vec<T> {
+    let (n, hp, per_head) = (d.tokens, d.head_dim, d.tokens * d.tokens);
     let (eps, beta) = (T::c(eps), T::c(beta));
+    fill(
+        d.batch * d.heads * per_head,
+        d.heads * per_head,
+        #[inline(always)]
+        |first, chunk: &mut [T]| {
+            let mut scratch = Scratch::new(&d);
+            for (k, sample) in chunk.chunks_exact_mut((d.heads * per_head).max(1)).enumerate() {
+                for (h, p) in sample.chunks_exact_mut(per_head.max(1)).enumerate() {
+                    scratch.normalise(xw, rows, &d, first + k, h, gain, eps);
+                    let z = scratch.z.as_ptr();
+                    // SAFETY: `p` is the head's N x N; `z` is N x p.
+                    unsafe { product((n, n, hp), p.as_mut_ptr(), n, (z, hp, 1), (z, 1, hp), beta, false) }
+                    for row in p.chunks_exact_mut(n.max(1)) {
+                        softmax_in_place(row);
+                    }
+                }
+            }
+        },
+    )
+}
+
+/// `out_h = (P + P^T) Z` into the merged layout, from the weights `p` of [`weights`].
+fn forward<T: Real>(xw: &[T], rows: &Rows, d: Dims, gain: &[T], p: &[T], eps: f64) -> Vec<T> {
+    let (n, width, hp) = (d.tokens, d.width(), d.head_dim);
+    let eps = T::c(eps);
     fill_heads(
         &d,
         d.heads,
         || Scratch::new(&d),
         #[inline(always)]
         |scratch, b, h, sample| {
-            scratch.attend(xw, rows, &d, b, h, gain, eps, beta);
+            scratch.normalise(xw, rows, &d, b, h, gain, eps);
+            scratch.symmetrise(head_weights(p, &d, b, h), n);
             // out_h = S Z, written into the head's columns.
             unsafe { into_head(sample, h, (n, hp, width), (scratch.s.as_ptr(), n, 1), (scratch.z.as_ptr(), hp, 1)) }
         },
@@ -284,6 +295,7 @@ fn backward<T: Real>(
     rows: &Rows,
     d: Dims,
     gain: &[T],
+    p: &[T],
     grad: &[T],
     grad_rows: &Rows,
     eps: f64,
@@ -307,7 +319,9 @@ fn backward<T: Real>(
             for (k, sample) in chunk.chunks_exact_mut((n * width).max(1)).enumerate() {
                 let b = first + k;
                 for h in 0..d.heads {
-                    scratch.attend(xw, rows, &d, b, h, gain, eps, beta);
+                    scratch.normalise(xw, rows, &d, b, h, gain, eps);
+                    let p = head_weights(p, &d, b, h);
+                    scratch.symmetrise(p, n);
                     let d_out = head_matrix(grad, grad_rows, &d, b, h);
                     let z = (scratch.z.as_ptr(), hp, 1);
                     unsafe {
@@ -322,13 +336,11 @@ fn backward<T: Real>(
                     // (G is symmetric and P^T = S - P):
                     // (dA + dA^T)_ij = P_ij (G_ij - r_i) + P^T_ij (G_ij - r_j), written over G.
                     let n1 = n.max(1);
-                    for (r, (g, p)) in row_dot.iter_mut().zip(g.chunks_exact(n1).zip(scratch.p.chunks_exact(n1))) {
+                    for (r, (g, p)) in row_dot.iter_mut().zip(g.chunks_exact(n1).zip(p.chunks_exact(n1))) {
                         *r = dot(g, p);
                     }
-                    for ((g, &ri), (p, s)) in g
-                        .chunks_exact_mut(n1)
-                        .zip(&row_dot)
-                        .zip(scratch.p.chunks_exact(n1).zip(scratch.s.chunks_exact(n1)))
+                    for ((g, &ri), (p, s)) in
+                        g.chunks_exact_mut(n1).zip(&row_dot).zip(p.chunks_exact(n1).zip(scratch.s.chunks_exact(n1)))
                     {
                         for (((g, &p), &s), &rj) in g.iter_mut().zip(p).zip(s).zip(&row_dot) {
                             *g = p * (*g - ri) + (s - p) * (*g - rj);
@@ -367,7 +379,17 @@ fn backward<T: Real>(
     out
 }
 
-/// The fused attention: arguments `XW` (`[B, N, H p]`) and `g` (`[p]`).
+/// The attention weights `P` of every (sample, head), `[B, H, N, N]`: arguments `XW`
+/// (`[B, N, H p]`) and `g` (`[p]`). Applied without a backward: [`BiSoftmaxAttention`],
+/// which takes them as its third argument, differentiates through them.
+pub(crate) struct BiSoftmaxWeights {
+    pub heads: usize,
+    pub eps: f64,
+    pub beta: f64,
+}
+
+/// The fused attention: arguments `XW` (`[B, N, H p]`), `g` (`[p]`) and the weights `P` of
+/// [`BiSoftmaxWeights`] on the same `XW` and `g`, which the backward reuses.
 pub(crate) struct BiSoftmaxAttention {
     pub heads: usize,
     pub eps: f64,
@@ -381,9 +403,19 @@ fn check_gain(d: &Dims, gl: &Layout, op: &'static str) -> Result<()> {
     Ok(())
 }
 
-impl CustomOp2 for BiSoftmaxAttention {
+/// The weights `[B, H, N, N]` of `d` as one slice (they come contiguous from
+/// [`BiSoftmaxWeights`]).
+fn weights_slice<'a, T: Real>(s: &'a CpuStorage, l: &Layout, d: &Dims, op: &'static str) -> Result<&'a [T]> {
+    let expected = [d.batch, d.heads, d.tokens, d.tokens];
+    match l.contiguous_offsets() {
+        Some((start, end)) if l.dims() == expected => Ok(&slice::<T>(s, op)?[start..end]),
+        _ => bail!("{op}: the weights must be contiguous {expected:?}, got {:?}", l.dims()),
+    }
+}
+
+impl CustomOp2 for BiSoftmaxWeights {
     fn name(&self) -> &'static str {
-        "fused-bi-softmax-attention"
+        "fused-bi-softmax-weights"
     }
 
     fn cpu_fwd(&self, s: &CpuStorage, l: &Layout, gs: &CpuStorage, gl: &Layout) -> Result<(CpuStorage, Shape)> {
@@ -391,23 +423,57 @@ impl CustomOp2 for BiSoftmaxAttention {
         check_gain(&d, gl, name)?;
         let out = per_real!(s, name, |T| {
             let g = read_vector::<T>(gs, gl, name)?;
-            forward(slice::<T>(s, name)?, &rows, d, &g, self.eps, self.beta)
+            weights(slice::<T>(s, name)?, &rows, d, &g, self.eps, self.beta)
+        });
+        Ok((out, Shape::from((d.batch, d.heads, d.tokens, d.tokens))))
+    }
+}
+
+impl CustomOp3 for BiSoftmaxAttention {
+    fn name(&self) -> &'static str {
+        "fused-bi-softmax-attention"
+    }
+
+    fn cpu_fwd(
+        &self,
+        s: &CpuStorage,
+        l: &Layout,
+        gs: &CpuStorage,
+        gl: &Layout,
+        ps: &CpuStorage,
+        pl: &Layout,
+    ) -> Result<(CpuStorage, Shape)> {
+        let (name, d, rows) = (self.name(), Dims::of(l, self.heads, self.name())?, Rows::new(l));
+        check_gain(&d, gl, name)?;
+        let out = per_real!(s, name, |T| {
+            let g = read_vector::<T>(gs, gl, name)?;
+            forward(slice::<T>(s, name)?, &rows, d, &g, weights_slice::<T>(ps, pl, &d, name)?, self.eps)
         });
         Ok((out, l.shape().clone()))
     }
 
-    fn bwd(&self, xw: &Tensor, g: &Tensor, _res: &Tensor, grad: &Tensor) -> Result<(Option<Tensor>, Option<Tensor>)> {
-        let op = BiSoftmaxAttentionBackward { heads: self.heads, eps: self.eps, beta: self.beta };
-        let [dxw, dg] = unpack(&xw.apply_op3_no_bwd(g, grad, &op)?, [xw, g])?;
-        Ok((Some(dxw), Some(dg)))
+    fn bwd(
+        &self,
+        xw: &Tensor,
+        g: &Tensor,
+        p: &Tensor,
+        _res: &Tensor,
+        grad: &Tensor,
+    ) -> Result<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
+        // The gain (`[p]`) travels in the op, so that the weights can be an argument.
+        let gain = g.to_dtype(candle_core::DType::F64)?.to_vec1::<f64>()?;
+        let op = BiSoftmaxAttentionBackward { heads: self.heads, eps: self.eps, beta: self.beta, gain };
+        let [dxw, dg] = unpack(&xw.apply_op3_no_bwd(p, grad, &op)?, [xw, g])?;
+        Ok((Some(dxw), Some(dg), None))
     }
 }
 
-/// The backward of [`BiSoftmaxAttention`]: arguments `XW`, `g`, `dO`; result `[dXW, dg]`.
+/// The backward of [`BiSoftmaxAttention`]: arguments `XW`, `P`, `dO`; result `[dXW, dg]`.
 struct BiSoftmaxAttentionBackward {
     heads: usize,
     eps: f64,
     beta: f64,
+    gain: Vec<f64>,
 }
 
 impl CustomOp3 for BiSoftmaxAttentionBackward {
@@ -419,18 +485,20 @@ impl CustomOp3 for BiSoftmaxAttentionBackward {
         &self,
         s: &CpuStorage,
         l: &Layout,
-        gs: &CpuStorage,
-        gl: &Layout,
+        ps: &CpuStorage,
+        pl: &Layout,
         ds: &CpuStorage,
         dl: &Layout,
     ) -> Result<(CpuStorage, Shape)> {
         let (name, d) = (self.name(), Dims::of(l, self.heads, self.name())?);
-        check_gain(&d, gl, name)?;
+        if self.gain.len() != d.head_dim {
+            bail!("{name}: the gain has {} entries for heads of width {}", self.gain.len(), d.head_dim)
+        }
         let (rows, grad_rows) = (Rows::new(l), Rows::new(dl));
         let out = per_real!(s, name, |T| {
-            let g = read_vector::<T>(gs, gl, name)?;
-            let (xw, grad) = (slice::<T>(s, name)?, slice::<T>(ds, name)?);
-            backward(xw, &rows, d, &g, grad, &grad_rows, self.eps, self.beta)
+            let g: Vec<T> = self.gain.iter().map(|&v| T::c(v)).collect();
+            let (xw, p, grad) = (slice::<T>(s, name)?, weights_slice::<T>(ps, pl, &d, name)?, slice::<T>(ds, name)?);
+            backward(xw, &rows, d, &g, p, grad, &grad_rows, self.eps, self.beta)
         });
         let len = match &out {
             CpuStorage::F32(v) => v.len(),

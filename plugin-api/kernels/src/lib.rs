@@ -254,12 +254,15 @@ pub fn bi_softmax_attention(xw: &Tensor, gain: Option<&Tensor>, heads: usize, be
     if !is_fused(xw) || xw.rank() != 3 || gain.is_some_and(|g| !gain_fits(xw, g, head_dim)) {
         return Kernels::Composed.bi_softmax_attention(xw, gain, heads, beta, eps);
     }
-    let op = attention::BiSoftmaxAttention { heads, eps, beta };
-    match gain {
-        Some(g) => xw.apply_op2(g, op),
-        // The op always takes a gain; ones (not a variable) leave the result unchanged.
-        None => xw.apply_op2(&Tensor::ones(head_dim, xw.dtype(), xw.device())?, op),
-    }
+    let gain = match gain {
+        Some(g) => g.clone(),
+        // The ops always take a gain; ones (not a variable) leave the result unchanged.
+        None => Tensor::ones(head_dim, xw.dtype(), xw.device())?,
+    };
+    // The weights P are computed once and kept for the backward, which would otherwise
+    // recompute the scores and their exponentials.
+    let weights = xw.apply_op2_no_bwd(&gain, &attention::BiSoftmaxWeights { heads, eps, beta })?;
+    xw.apply_op3(&gain, &weights, attention::BiSoftmaxAttention { heads, eps, beta })
 }
 
 /// Multi-head softmax attention, merged back: for `q`, `k`, `v` `[B, N, H p]` (the merged
