@@ -693,3 +693,24 @@ fn layer_norm_layer_matches_candle_and_passes_gradients() {
         assert!(g.abs().unwrap().sum_all().unwrap().to_scalar::<f32>().unwrap() > 0.0);
     }
 }
+
+/// Gradient sums (the vendored candle's in-place sum): a gradient that reaches a node already
+/// holding one is added into the stored tensor only when nothing else holds that tensor. An
+/// `Add` hands one gradient tensor to both of its arguments, so summing into one argument's
+/// gradient in place would change the other's too. In `y = u + (v + 3 u)`, `u = x^2`,
+/// `v = e^x`, the pass gives `u`, `v` and `3 u` one shared gradient, then sums `3 u`'s into
+/// `u`'s before `v` is differentiated; checked against the analytic `dy/dx = 8 x + e^x`.
+#[test]
+fn gradient_sums_leave_shared_gradients_unchanged() {
+    let values = [0.5f64, -1.25, 2.0];
+    let x = Var::new(&values[..], &Device::Cpu).unwrap();
+    let u = x.as_tensor().sqr().unwrap();
+    let v = x.as_tensor().exp().unwrap();
+    let y = (&u + (&v + (&u * 3.0).unwrap()).unwrap()).unwrap();
+    let grads = y.sum_all().unwrap().backward().unwrap();
+    let got = grads.get(x.as_tensor()).unwrap().to_vec1::<f64>().unwrap();
+    for (g, x) in got.iter().zip(values) {
+        let expected = 8.0 * x + x.exp();
+        assert!((g - expected).abs() < 1e-12 * expected.abs().max(1.0), "dy/dx at {x} is {g}, expected {expected}");
+    }
+}

@@ -738,8 +738,11 @@ impl GradStore {
     fn accumulate(&mut self, tensor: &Tensor, grad: Tensor) -> Result<()> {
         match self.0.entry(tensor.id()) {
             Entry::Occupied(mut entry) => {
-                let sum = entry.get().add(&grad)?;
-                entry.insert(sum);
+                // Into the stored sum itself when nothing else holds it (fifth patch).
+                if !entry.get().add_assign_if_unshared(&grad)? {
+                    let sum = entry.get().add(&grad)?;
+                    entry.insert(sum);
+                }
             }
             Entry::Vacant(entry) => {
                 entry.insert(grad.contiguous()?);

@@ -2774,6 +2774,36 @@ impl Tensor {
         self.storage.read_recursive()
     }
 
+    /// Workbench patch: `self += other` in place, when nothing but this handle can see the
+    /// change (no clone of the tensor, no view or graph node sharing its storage), both are
+    /// contiguous f32 or f64 CPU tensors of one shape, and `other` is not `self`. Returns
+    /// whether it added; the caller adds out of place otherwise. Gradient sums use it, saving
+    /// an allocation (and its page faults) per sum.
+    pub(crate) fn add_assign_if_unshared(&self, other: &Tensor) -> Result<bool> {
+        let unshared = Arc::strong_count(&self.0) == 1 && Arc::strong_count(&self.storage) == 1;
+        if !unshared || self.shape() != other.shape() || self.dtype() != other.dtype() {
+            return Ok(false);
+        }
+        let (Some((start, end)), Some((o_start, o_end))) =
+            (self.layout.contiguous_offsets(), other.layout.contiguous_offsets())
+        else {
+            return Ok(false);
+        };
+        // `other` cannot share `self`'s storage: its count would then be above one.
+        let theirs = other.storage();
+        let mut ours = self.storage_mut();
+        match (&mut *ours, &*theirs) {
+            (Storage::Cpu(crate::CpuStorage::F32(a)), Storage::Cpu(crate::CpuStorage::F32(b))) => {
+                a[start..end].iter_mut().zip(&b[o_start..o_end]).for_each(|(a, b)| *a += *b)
+            }
+            (Storage::Cpu(crate::CpuStorage::F64(a)), Storage::Cpu(crate::CpuStorage::F64(b))) => {
+                a[start..end].iter_mut().zip(&b[o_start..o_end]).for_each(|(a, b)| *a += *b)
+            }
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
     /// Acquire write lock on storage and returns guard.
     pub(crate) fn storage_mut(&self) -> StorageMutRef<'_> {
         self.storage.write()
