@@ -139,6 +139,9 @@ fn bad_imports_are_refused_without_storing_a_run() {
     candle_core::safetensors::save(&tensors, &extra).unwrap();
     let stderr = refused(&[&extra.display().to_string(), "--layer", "hyperset", "--task", "sudoku"]);
     assert!(stderr.contains("`blocks.0.attn.rope`"), "{stderr}");
+    // A head for the token trajectories that the layer does not have.
+    let stderr = refused(&[&pth, "--layer", "hyperset", "--task", "sudoku", "train.sphere_head=9"]);
+    assert!(stderr.contains("sphere_head = 9 but the layer has"), "{stderr}");
     // Not a checkpoint.
     let text = dir.join("weights.txt");
     std::fs::write(&text, "not weights").unwrap();

@@ -65,6 +65,8 @@ pub async fn import(
     let built_layer = host.build_layer(&config.layer, &config.layer_config, vb.pp("layer"))?;
     let model =
         built_task.build_model(vb.pp("task"), built_layer.width()).map_err(|e| anyhow!("task `{task}`: {e}"))?;
+    // A head the layer lacks would only show as a note on the evaluation's diagnostics.
+    s.sphere.check(&*built_layer, &device)?;
     let slots = (layout.slots)(published_sudoku::block_count(&tensors));
     let parameters = import::fill(&params, &tensors, &slots).map_err(|e| anyhow!("{}: {e}", file.display()))?;
 
@@ -87,7 +89,8 @@ pub async fn import(
         let depths = worker::eval_depths(built_layer.train_iterations(), &s.eval_depths);
         let threads = parallel::shard_count(s.threads, usize::MAX, device.is_cpu());
         let train_depth = built_layer.train_iterations();
-        let reports = evaluate_depths(&built_layer, &model, &batches, &depths, train_depth, info.causal, threads, 0, s.sphere)?;
+        let reports =
+            evaluate_depths(&built_layer, &model, &batches, &depths, train_depth, info.causal, threads, 0, s.sphere)?;
         let mut lines =
             vec![format!("imported {} ({parameters} parameters) with {}", file.display(), options.join(" "))];
         let (mut rows, mut diagnostics, mut eval) = (Vec::new(), Vec::new(), BTreeMap::new());
