@@ -17,12 +17,12 @@ fn overlaps(a: (i32, i32), asz: (u32, u32), b: (i32, i32), bsz: (u32, u32)) -> b
 /// Anchors for `labels`, in order: each keeps its own unless it would cover one placed before,
 /// then it moves up a line at a time (down when that leaves the plot, whose top is `top`).
 pub fn place(labels: &[EndLabel], top: i32) -> Vec<(i32, i32)> {
-    let mut placed: Vec<((i32, i32), (u32, u32))> = Vec::new();
+    // Each placed label's anchor and size.
+    type Placed = ((i32, i32), (u32, u32));
+    let mut placed: Vec<Placed> = Vec::new();
     for l in labels {
         let step = l.size.1 as i32 + 2;
-        let free = |at: (i32, i32), placed: &[((i32, i32), (u32, u32))]| {
-            placed.iter().all(|(p, s)| !overlaps(at, l.size, *p, *s))
-        };
+        let free = |at: (i32, i32), placed: &[Placed]| placed.iter().all(|(p, s)| !overlaps(at, l.size, *p, *s));
         let mut at = l.anchor;
         // Up first, then down: at most as many moves as labels already placed, and one more.
         let ups = (0..=placed.len() as i32).map(|k| (l.anchor.0, l.anchor.1 - k * step));

@@ -182,6 +182,8 @@ fn estimate_and_peak(dir: &Path, args: &[&str]) -> (f64, f64) {
     let mut cmd = workbench(dir);
     cmd.env("RUST_LOG", "workbench::memory=debug").arg("train").args(args);
     cmd.stdout(std::process::Stdio::null()).stderr(std::process::Stdio::piped());
+    // Reaped by `wait4` below, which also reads the child's peak memory.
+    #[allow(clippy::zombie_processes)]
     let mut child = cmd.spawn().unwrap();
     let mut stderr = String::new();
     std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut stderr).unwrap();

@@ -202,6 +202,7 @@ async fn a_requeued_job_continues_its_run_from_the_checkpoint() {
     assert_eq!(code, 0, "{err}");
     let finished = cluster.wait_for(1, Duration::from_secs(120), |r| r["status"] == "finished");
     let _ = train.kill();
+    let _ = train.wait();
     assert_eq!(finished["status"], "finished", "{finished}");
     assert_eq!(finished["last_step"], 30);
     let (_, shown, _) = run(cluster.workbench().args(["runs", "show", "1"]));

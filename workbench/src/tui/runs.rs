@@ -81,7 +81,9 @@ pub struct RunsTable<'a> {
 /// The seed groups of `runs`: runs of the same layer and task whose configurations differ only
 /// by the seed share a group, named by its smallest run id.
 pub fn seed_groups(runs: &[RunRecord]) -> BTreeMap<i64, (i64, usize)> {
-    let mut by_key: BTreeMap<(String, String, Vec<(String, String)>), Vec<i64>> = BTreeMap::new();
+    // Layer, task and the configuration without its seed.
+    type GroupKey = (String, String, Vec<(String, String)>);
+    let mut by_key: BTreeMap<GroupKey, Vec<i64>> = BTreeMap::new();
     for r in runs {
         let config: Vec<(String, String)> =
             flatten_config(&r.config).into_iter().filter(|(k, _)| k != "seed" && k != "train.seed").collect();
@@ -143,7 +145,7 @@ impl RunsState {
         if let Some(sort) = &self.sort {
             if let Some(col) = columns.iter().find(|c| &c.title() == sort) {
                 rows.sort_by(|(a, fa), (b, fb)| {
-                    let o = compare(col, a, fa, b, fb, snapshot, &groups, now);
+                    let o = compare(col, (a, fa), (b, fb), snapshot, &groups, now);
                     if self.descending {
                         o.reverse()
                     } else {
@@ -157,12 +159,11 @@ impl RunsState {
     }
 }
 
+/// Orders two runs, each with its flattened configuration, by `col`.
 fn compare(
     col: &Column,
-    a: &RunRecord,
-    fa: &BTreeMap<String, String>,
-    b: &RunRecord,
-    fb: &BTreeMap<String, String>,
+    (a, fa): (&RunRecord, &BTreeMap<String, String>),
+    (b, fb): (&RunRecord, &BTreeMap<String, String>),
     snapshot: &Snapshot,
     groups: &BTreeMap<i64, (i64, usize)>,
     now: f64,
