@@ -25,7 +25,7 @@
 //! Samples run in parallel; the small products go to the `gemm` crate on one thread each.
 
 use crate::real::Real;
-use crate::strided::{fill, map_chunks, output_buffer_with_room, read_vector, slice, unpack, Rows};
+use crate::strided::{fill, map_chunks, output_buffer_with_room, read_vector, slice, storage_len, unpack, Rows};
 use crate::vector::{dot, softmax_in_place, sum_sq};
 use candle_core::{bail, CpuStorage, CustomOp2, CustomOp3, Layout, Result, Shape, Tensor};
 
@@ -500,11 +500,7 @@ impl CustomOp3 for BiSoftmaxAttentionBackward {
             let (xw, p, grad) = (slice::<T>(s, name)?, weights_slice::<T>(ps, pl, &d, name)?, slice::<T>(ds, name)?);
             backward(xw, &rows, d, &g, p, grad, &grad_rows, self.eps, self.beta)
         });
-        let len = match &out {
-            CpuStorage::F32(v) => v.len(),
-            CpuStorage::F64(v) => v.len(),
-            _ => 0,
-        };
+        let len = storage_len(&out);
         Ok((out, Shape::from(len)))
     }
 }

@@ -8,7 +8,7 @@
 //! view costs no copy).
 
 use crate::real::Real;
-use crate::strided::{map_rows, read_vector, slice, unpack, Rows};
+use crate::strided::{map_rows, read_vector, slice, storage_len, unpack, Rows};
 use crate::widest::widest;
 use candle_core::{bail, CpuStorage, CustomOp2, CustomOp3, Layout, Result, Shape, Tensor};
 
@@ -218,14 +218,6 @@ fn backward<T: Real>(
         add_column_sums(dy_storage, &dy_rows, db);
     }
     Ok(out)
-}
-
-fn storage_len(s: &CpuStorage) -> usize {
-    match s {
-        CpuStorage::F32(v) => v.len(),
-        CpuStorage::F64(v) => v.len(),
-        _ => 0,
-    }
 }
 
 /// `x w`, or `x w^T` when `transposed` (a weight `[n, k]` as PyTorch's `nn.Linear` keeps it).

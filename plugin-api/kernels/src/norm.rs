@@ -12,7 +12,7 @@
 //! `c`, projected off the constant direction).
 
 use crate::real::Real;
-use crate::strided::{fill, map_chunks, output_buffer_with_room, read_vector, slice, unpack, Rows};
+use crate::strided::{fill, map_chunks, output_buffer_with_room, read_vector, slice, storage_len, unpack, Rows};
 use crate::vector::{dot, sum, sum_sq};
 use candle_core::{bail, CpuStorage, CustomOp1, CustomOp2, CustomOp3, Layout, Result, Shape, Tensor};
 
@@ -354,15 +354,7 @@ impl CustomOp3 for NormGainBackward {
             let (x, dy) = (slice::<T>(s, name)?, slice::<T>(ds, name)?);
             backward(x, &rows, Some(&g), dy, &dy_rows, &self.0)
         });
-        let len = out_len(&out);
+        let len = storage_len(&out);
         Ok((out, Shape::from(len)))
-    }
-}
-
-fn out_len(s: &CpuStorage) -> usize {
-    match s {
-        CpuStorage::F32(v) => v.len(),
-        CpuStorage::F64(v) => v.len(),
-        _ => 0,
     }
 }

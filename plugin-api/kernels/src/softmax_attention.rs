@@ -20,7 +20,7 @@
 
 use crate::attention::{fill_heads, head_matrix, into_head, product, transposed, Dims, HeadScratch};
 use crate::real::Real;
-use crate::strided::{parallel_plan, slice, unpack, Rows};
+use crate::strided::{parallel_plan, slice, storage_len, unpack, Rows};
 use crate::vector::{dot, softmax_in_place};
 use crate::widest::{inlined, widest};
 use candle_core::{bail, CpuStorage, CustomOp3, Layout, Result, Shape, Tensor};
@@ -259,11 +259,7 @@ impl CustomOp3 for SoftmaxAttentionBackward {
             let inputs = [(slice::<T>(qs, name)?, &rows[0]), (slice::<T>(ks, name)?, &rows[1]), (vg, &rows[2])];
             backward(inputs, (vg, &grad_rows), d, self.scale, self.causal)
         });
-        let len = match &out {
-            CpuStorage::F32(v) => v.len(),
-            CpuStorage::F64(v) => v.len(),
-            _ => 0,
-        };
+        let len = storage_len(&out);
         Ok((out, Shape::from(len)))
     }
 }

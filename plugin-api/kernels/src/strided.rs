@@ -338,6 +338,16 @@ pub(crate) fn unpack<const K: usize>(packed: &Tensor, like: [&Tensor; K]) -> Res
     parts.try_into().map_err(|_| candle_core::Error::Msg("unpack: wrong number of parts".into()))
 }
 
+/// The number of elements of a CPU storage: the length of a packed result (`[dx, dw, ...]`)
+/// that [`unpack`] splits.
+pub(crate) fn storage_len(storage: &CpuStorage) -> usize {
+    match storage {
+        CpuStorage::F32(v) => v.len(),
+        CpuStorage::F64(v) => v.len(),
+        _ => 0,
+    }
+}
+
 /// The dtype of a CPU storage, for error messages.
 pub(crate) fn dtype(storage: &CpuStorage) -> candle_core::DType {
     use candle_core::backend::BackendStorage;
