@@ -26,6 +26,7 @@
 
 use crate::real::Real;
 use crate::strided::{fill, map_chunks, output_buffer_with_room, read_vector, slice, storage_len, unpack, Rows};
+use crate::transpose::{add_transpose, add_transpose_in_place};
 use crate::vector::{dot, softmax_in_place, sum_sq};
 use candle_core::{bail, CpuStorage, CustomOp2, CustomOp3, Layout, Result, Shape, Tensor};
 
@@ -214,12 +215,11 @@ impl<T: Real> Scratch<T> {
         }
     }
 
-    /// `S = P + P^T` from the head's weights `P` (`N x N`): a mirror in L1, as the scores are
-    /// symmetric and `softmax(A, -2) = P^T`.
+    /// `S = P + P^T` from the head's weights `P` (`N x N`), as the scores are symmetric and
+    /// `softmax(A, -2) = P^T`.
     #[inline(always)]
     fn symmetrise(&mut self, p: &[T], n: usize) {
-        self.s.copy_from_slice(p);
-        add_transpose_in_place(&mut self.s, n);
+        add_transpose(p, &mut self.s, n);
     }
 }
 
@@ -228,21 +228,6 @@ impl<T: Real> Scratch<T> {
 fn head_weights<'a, T>(p: &'a [T], d: &Dims, b: usize, h: usize) -> &'a [T] {
     let per_head = d.tokens * d.tokens;
     &p[(b * d.heads + h) * per_head..][..per_head]
-}
-
-/// `m <- m + m^T` for the `n x n` row-major `m`, in place: each pair `(i, j)`, `(j, i)` is
-/// read once and both get the sum. The matrix is small enough (`N^2` of one head) to stay in
-/// the L1 cache, so the column reads cost less than the product they replace.
-#[inline(always)]
-fn add_transpose_in_place<T: Real>(m: &mut [T], n: usize) {
-    for i in 0..n {
-        m[i * n + i] = m[i * n + i] + m[i * n + i];
-        for j in i + 1..n {
-            let sum = m[i * n + j] + m[j * n + i];
-            m[i * n + j] = sum;
-            m[j * n + i] = sum;
-        }
-    }
 }
 
 /// `P = softmax_row(beta Z Z^T)` of every (sample, head), `[B, H, N, N]`.

@@ -79,6 +79,7 @@ mod scaled;
 mod softmax;
 mod softmax_attention;
 mod strided;
+mod transpose;
 mod vector;
 mod widest;
 

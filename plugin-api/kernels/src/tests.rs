@@ -714,3 +714,24 @@ fn gradient_sums_leave_shared_gradients_unchanged() {
         assert!((g - expected).abs() < 1e-12 * expected.abs().max(1.0), "dy/dx at {x} is {g}, expected {expected}");
     }
 }
+
+/// `M + M^T` by tiles (the f32 AVX path) and by pairs (f64, and the edges past the last full
+/// tile) against the definition, exactly: each entry is one sum of the same two numbers.
+#[test]
+fn add_transpose_matches_the_definition_in_and_out_of_place() {
+    fn check<T: crate::real::Real + std::fmt::Debug>(values: &[T], n: usize) {
+        let m = &values[..n * n];
+        let expected: Vec<T> = (0..n * n).map(|k| m[k] + m[(k % n) * n + k / n]).collect();
+        let mut out = vec![T::zero(); n * n];
+        crate::transpose::add_transpose(m, &mut out, n);
+        assert_eq!(out, expected, "out of place, n = {n}");
+        let mut in_place = m.to_vec();
+        crate::transpose::add_transpose_in_place(&mut in_place, n);
+        assert_eq!(in_place, expected, "in place, n = {n}");
+    }
+    for n in [0, 1, 5, 8, 9, 16, 17, 24, 81] {
+        let m = normal(&[n * n], 1.0, n as u64);
+        check(&m.to_vec1::<f64>().unwrap(), n);
+        check(&m.to_dtype(DType::F32).unwrap().to_vec1::<f32>().unwrap(), n);
+    }
+}
