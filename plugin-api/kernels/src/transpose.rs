@@ -1,9 +1,9 @@
 //! `M + M^T` of a small square matrix (one attention head's `N x N` weights or their
 //! gradient), out of place or in place.
 //!
-//! The scalar loop reads one of the two matrices by columns, an element at a time, and the
-//! compiler cannot vectorise it: about 4.5 us of every 81 x 81 head, three times per head and
-//! iteration in a bi-softmax training step. For f32 on processors with AVX the matrix is
+//! A scalar loop over the pairs `(i, j)`, `(j, i)` reads the matrix by columns an element at
+//! a time and does not vectorise: about 4.5 us of every 81 x 81 head, three times per head
+//! and iteration in a bi-softmax training step. For f32 on processors with AVX the matrix is
 //! taken in pairs of 8 x 8 tiles `(I, J)`, `(J, I)`, each transposed in registers by the usual
 //! unpack / shuffle / lane-permute sequence, so every element is loaded and stored once as
 //! part of an 8-wide vector. No crate offers this fused with the sum (transpose crates copy).
