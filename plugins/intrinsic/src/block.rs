@@ -2,12 +2,14 @@
 //! either a plain residual step `z + f(norm(z))` (one gradient step, Section 2) or a momentum
 //! (Eq. 8) / Nesterov (Eq. 9) step sharing one momentum buffer.
 //!
-//! Dropout (App. A.4: "a fixed dropout ratio of 0.1", placement not given): in training passes
-//! each branch output `f`, `g` is dropped at rate `dropout` and rescaled by `1 / (1 - rate)`
-//! before it enters the residual or the momentum buffer, as GPT-2's residual dropout. The
-//! mask comes from candle's generator, which the run seed does not fix.
+//! Dropout (App. A.4: "a fixed dropout ratio of 0.1", placement not given), in training passes
+//! only, in GPT-2's two places: each branch output `f`, `g` is dropped at rate `dropout` and
+//! rescaled by `1 / (1 - rate)` before it enters the residual or the momentum buffer (residual
+//! dropout), and the attention probabilities at rate `attn_dropout` (attention dropout, see
+//! [`WeightDropout`]). Masks are seeded by the tensors they act on or come from (the branch
+//! output, the normalised branch input), so a run trains again to the same numbers.
 
-use crate::attention::{momentum, nesterov, Attention};
+use crate::attention::{momentum, nesterov, Attention, WeightDropout};
 use crate::config::{AttentionKind, IntrinsicConfig};
 use crate::ops::{Affine, Norm, NORM_EPS};
 use kernels::rms_norm;
@@ -83,7 +85,10 @@ pub struct Block {
     mlp: Mlp,
     /// Plain, momentum or Nesterov updates.
     pub residual: Residual,
+    /// Rate of the residual dropout on the branch outputs.
     dropout: f64,
+    /// Rate of the attention dropout on the probabilities.
+    attn_dropout: f64,
 }
 
 impl Block {
@@ -101,6 +106,7 @@ impl Block {
             mlp: Mlp::new(cfg, &vb.pp("mlp"))?,
             residual,
             dropout: cfg.dropout,
+            attn_dropout: cfg.attn_dropout,
         })
     }
 
@@ -115,10 +121,17 @@ impl Block {
         }
     }
 
-    /// The attention branch `f(z) = Attn(norm(z))`, self-attention over `z`.
-    pub fn attention_branch(&self, z: &Tensor, causal: bool) -> Result<Tensor> {
+    /// The attention branch `f(z) = Attn(norm(z))`, self-attention over `z`, its probabilities
+    /// dropped when `train` and `attn_dropout > 0`.
+    pub fn attention_branch(&self, z: &Tensor, causal: bool, train: bool) -> Result<Tensor> {
         let x = self.attn_norm.forward(z)?;
-        self.attention.forward(&x, &x, causal)
+        let dropout = if train && self.attn_dropout > 0.0 {
+            // Salt 1: not the residual dropout's stream, should the two tensors ever agree.
+            WeightDropout::new(self.attn_dropout, plugin_api::ops::content_seed(1, &x)?)
+        } else {
+            WeightDropout::NONE
+        };
+        self.attention.forward(&x, &x, causal, dropout)
     }
 
     /// The MLP branch `g(z) = MLP(norm(z))`.
@@ -136,7 +149,7 @@ impl Block {
         causal: bool,
         train: bool,
     ) -> Result<(Tensor, Option<Tensor>)> {
-        let attend = |x: &Tensor| self.drop(self.attention_branch(x, causal)?, train);
+        let attend = |x: &Tensor| self.drop(self.attention_branch(x, causal, train)?, train);
         let feed = |x: &Tensor| self.drop(self.mlp_branch(x)?, train);
         match &self.residual {
             Residual::Plain => {

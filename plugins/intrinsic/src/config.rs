@@ -154,6 +154,14 @@ pub fn params() -> Vec<ParamSpec> {
              unspecified; 0 = none)",
         ),
         ParamSpec::float(
+            "attn_dropout",
+            0.0,
+            0.0,
+            1.0,
+            "dropout rate on the attention probabilities in training passes only, in [0, 1) (GPT-2's attention \
+             dropout; softmax, momentum, nesterov, newton, light_newton; 0 = none)",
+        ),
+        ParamSpec::float(
             "gate_bias",
             3.0,
             -30.0,
@@ -206,6 +214,8 @@ pub struct IntrinsicConfig {
     pub gate_bias: f64,
     /// Dropout rate on the branch outputs in training passes.
     pub dropout: f64,
+    /// Dropout rate on the attention probabilities in training passes.
+    pub attn_dropout: f64,
 }
 
 impl IntrinsicConfig {
@@ -248,11 +258,23 @@ impl IntrinsicConfig {
             light_tau: cfg.f64("light_tau")?,
             gate_bias: cfg.f64("gate_bias")?,
             dropout: cfg.f64("dropout")?,
+            attn_dropout: cfg.f64("attn_dropout")?,
         };
-        if !(0.0..1.0).contains(&c.dropout) {
+        for (key, rate, what) in
+            [("dropout", c.dropout, "branch output"), ("attn_dropout", c.attn_dropout, "attention probability")]
+        {
+            if !(0.0..1.0).contains(&rate) {
+                return Err(config_error(format!(
+                    "{key} = {rate} must lie in [0, 1) (1 would drop every {what}); use e.g. {key}=0.1"
+                )));
+            }
+        }
+        if c.attn_dropout > 0.0 && matches!(c.attention, AttentionKind::Linear | AttentionKind::GatedLinear) {
             return Err(config_error(format!(
-                "dropout = {} must lie in [0, 1) (1 would drop every branch output); use e.g. dropout=0.1",
-                c.dropout
+                "attn_dropout = {} acts on attention probabilities, which attention = {} does not form (its scores \
+                 are unnormalised); set attn_dropout=0 and use dropout for the branch output",
+                c.attn_dropout,
+                c.attention.name()
             )));
         }
         check_heads_and_layers(c.d, c.heads, c.iterations, c.layers)?;

@@ -1,6 +1,7 @@
-//! Dropout on the branch outputs: off unless the pass trains, and exactly the old layer at
-//! rate 0.
+//! Dropout on the branch outputs and on the attention probabilities: off unless the pass
+//! trains, and exactly the old layer at rate 0.
 
+use crate::attention::WeightDropout;
 use crate::config::{params, IntrinsicConfig};
 use crate::model::Intrinsic;
 use plugin_api::candle::{DType, Tensor};
@@ -11,18 +12,21 @@ use rand::rngs::StdRng;
 use rand::SeedableRng;
 
 fn config(attention: &str, dropout: f64) -> Config {
-    plugin_testkit::config(
-        &params(),
-        &[
-            ("attention", Value::Str(attention.into())),
-            ("d", Value::Int(16)),
-            ("heads", Value::Int(2)),
-            ("layers", Value::Int(2)),
-            ("iterations", Value::Int(4)),
-            ("ff_ratio", Value::Int(2)),
-            ("dropout", Value::Float(dropout)),
-        ],
-    )
+    config_with(attention, &[("dropout", Value::Float(dropout))])
+}
+
+/// A small layer of kind `attention` with `extra` settings on top.
+fn config_with(attention: &str, extra: &[(&str, Value)]) -> Config {
+    let mut pairs = vec![
+        ("attention", Value::Str(attention.into())),
+        ("d", Value::Int(16)),
+        ("heads", Value::Int(2)),
+        ("layers", Value::Int(2)),
+        ("iterations", Value::Int(4)),
+        ("ff_ratio", Value::Int(2)),
+    ];
+    pairs.extend(extra.iter().cloned());
+    plugin_testkit::config(&params(), &pairs)
 }
 
 /// A layer whose parameters are `reference`'s (or fresh seeded draws when `None`).
@@ -61,7 +65,7 @@ fn zero_dropout_is_the_unchanged_layer() {
     let mut expected = x.clone();
     for t in 0..4 {
         let block = &layer_blocks(&layer)[t / 2];
-        expected = (&expected + block.attention_branch(&expected, true).unwrap()).unwrap();
+        expected = (&expected + block.attention_branch(&expected, true, true).unwrap()).unwrap();
         expected = (&expected + block.mlp_branch(&expected).unwrap()).unwrap();
     }
     assert_eq!(max_abs_diff(&run(&layer, &x, true), &expected), 0.0);
@@ -79,8 +83,35 @@ fn layer_blocks(layer: &Intrinsic) -> &[crate::block::Block] {
 #[test]
 fn dropout_changes_training_passes_only() {
     for attention in ["softmax", "momentum", "newton"] {
-        let (reference, plain) = build(&config(attention, 0.0), None);
-        let (map, dropped) = build(&config(attention, 0.3), Some(&reference));
+        training_passes_differ_and_repeat(&config(attention, 0.0), &config(attention, 0.3), attention);
+    }
+}
+
+/// The same for the attention dropout, on every kind that forms probabilities (both Newton
+/// forms).
+#[test]
+fn attention_dropout_changes_training_passes_only() {
+    let rate = ("attn_dropout", Value::Float(0.3));
+    let full = ("newton", Value::Str("full".into()));
+    for (name, extra) in [
+        ("softmax", vec![]),
+        ("momentum", vec![]),
+        ("nesterov", vec![]),
+        ("newton", vec![]),
+        ("newton", vec![full.clone()]),
+        ("light_newton", vec![]),
+    ] {
+        let mut with_rate = extra.clone();
+        with_rate.push(rate.clone());
+        let label = format!("{name} {extra:?}");
+        training_passes_differ_and_repeat(&config_with(name, &extra), &config_with(name, &with_rate), &label);
+    }
+}
+
+fn training_passes_differ_and_repeat(plain_cfg: &Config, dropped_cfg: &Config, attention: &str) {
+    {
+        let (reference, plain) = build(plain_cfg, None);
+        let (map, dropped) = build(dropped_cfg, Some(&reference));
         let x = tokens();
         let eval = run(&dropped, &x, false);
         assert_eq!(max_abs_diff(&eval, &run(&plain, &x, false)), 0.0, "{attention}: evaluation must not drop");
@@ -97,11 +128,71 @@ fn dropout_changes_training_passes_only() {
     }
 }
 
+/// The attention dropout acts on the probabilities, not on the branch output: the first
+/// token of a causal sequence attends to itself alone with probability 1, so with one head its
+/// branch output less the output bias is 0 or `1 / (1 - rate)` = 2 times the undropped one,
+/// per sample (an output dropout would also drop the bias).
+#[test]
+fn attention_dropout_drops_probabilities() {
+    let cfg = config_with("softmax", &[("heads", Value::Int(1))]);
+    let (_, layer) = build(&cfg, None);
+    let attention = &layer.blocks()[0].attention;
+    let bias = attention.projections().o.bias.clone().expect("GPT-2 blocks have an output bias");
+    let x = plugin_testkit::normal(&[12, 6, 16], 1.0, &mut StdRng::seed_from_u64(4)).to_dtype(DType::F32).unwrap();
+    let first_token = |dropout| {
+        let y = attention.forward(&x, &x, true, dropout).unwrap();
+        let y = y.narrow(1, 0, 1).unwrap().broadcast_sub(&bias).unwrap();
+        y.squeeze(1).unwrap().to_vec2::<f32>().unwrap()
+    };
+    let (clean, dropped) = (first_token(WeightDropout::NONE), first_token(WeightDropout::new(0.5, 7)));
+    let mut factors = Vec::new();
+    for (c, d) in clean.iter().zip(&dropped) {
+        let factor = if d.iter().all(|v| *v == 0.0) { 0.0 } else { 2.0 };
+        for (c, d) in c.iter().zip(d) {
+            assert!((d - factor * c).abs() <= 1e-5 * (1.0 + c.abs()), "{d} is not {factor} x {c}");
+        }
+        factors.push(factor);
+    }
+    assert!(factors.contains(&0.0) && factors.contains(&2.0), "12 samples at rate 0.5 kept all or none: {factors:?}");
+}
+
+/// The composed path the softmax kinds take under dropout is the fused attention: at a rate
+/// too small to drop anything the two agree (up to the `1 / (1 - rate)` scale and rounding).
+#[test]
+fn softmax_under_dropout_composes_the_fused_attention() {
+    let (_, layer) = build(&config_with("softmax", &[]), None);
+    let attention = &layer.blocks()[0].attention;
+    let x = tokens();
+    for causal in [false, true] {
+        let fused = attention.forward(&x, &x, causal, WeightDropout::NONE).unwrap();
+        let composed = attention.forward(&x, &x, causal, WeightDropout::new(1e-12, 3)).unwrap();
+        let diff = max_abs_diff(&fused, &composed);
+        assert!(diff < 1e-5, "causal {causal}: composed differs from fused by {diff}");
+    }
+}
+
 #[test]
 fn dropout_rates_outside_zero_to_one_are_refused() {
     for rate in [1.0, -0.1] {
-        let err = IntrinsicConfig::from_config(&config("softmax", rate)).unwrap_err().to_string();
-        assert!(err.contains("must lie in [0, 1)"), "{err}");
+        for key in ["dropout", "attn_dropout"] {
+            let err = IntrinsicConfig::from_config(&config_with("softmax", &[(key, Value::Float(rate))]))
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(&format!("{key} = {rate} must lie in [0, 1)")), "{err}");
+        }
     }
-    assert_eq!(IntrinsicConfig::from_config(&plugin_testkit::config(&params(), &[])).unwrap().dropout, 0.0);
+    let defaults = IntrinsicConfig::from_config(&plugin_testkit::config(&params(), &[])).unwrap();
+    assert_eq!((defaults.dropout, defaults.attn_dropout), (0.0, 0.0));
+}
+
+/// The linear kinds form no probabilities: an attention-dropout rate for them is an error
+/// naming the fix, not a setting that silently does nothing.
+#[test]
+fn attention_dropout_is_refused_where_there_are_no_probabilities() {
+    for attention in ["linear", "gated_linear"] {
+        let cfg = config_with(attention, &[("attn_dropout", Value::Float(0.1))]);
+        let err = IntrinsicConfig::from_config(&cfg).unwrap_err().to_string();
+        assert!(err.contains("does not form") && err.contains("attn_dropout=0"), "{err}");
+        assert!(IntrinsicConfig::from_config(&config_with(attention, &[("dropout", Value::Float(0.1))])).is_ok());
+    }
 }

@@ -28,8 +28,9 @@
 //! - Block layout: GPT-2 (notes §2.4): pre-LayerNorm (`norm = layer`, or RMSNorm with
 //!   `norm = rms`), biases in projections, MLP and LayerNorms (`bias`), GELU (tanh form) MLP of
 //!   width `ff_ratio * d`. The final LayerNorm, embeddings, positions and head belong to the
-//!   task. Dropout: `dropout` (default 0; the seed uses 0.1) on each branch output, in
-//!   training passes only (`Pass::train`), see `block`.
+//!   task. Dropout (the seed uses 0.1, placement not given), in training passes only
+//!   (`Pass::train`): `dropout` on each branch output and `attn_dropout` on the attention
+//!   probabilities (both default 0), see `block` and `attention/weight_dropout.rs`.
 //! - Key bias: omitted for the softmax-scored kinds (`softmax`, `momentum`, `nesterov`,
 //!   `light_newton`): `q . (k_i + b)` shifts all scores of a query equally, so a key bias
 //!   would never receive a gradient. GPT-2 has it; the counts differ by `d` per block.

@@ -1,5 +1,5 @@
 use super::*;
-use crate::attention::{momentum, nesterov, Attention};
+use crate::attention::{momentum, nesterov, Attention, WeightDropout};
 use crate::block::Block;
 use crate::config::AttentionKind;
 use nalgebra::DMatrix;
@@ -261,8 +261,13 @@ fn newton_branch_matches_a_direct_evaluation_of_eq_24() {
     let token = |i: usize| nalgebra::DVector::from_column_slice(&xs[i * d..(i + 1) * d]);
 
     for causal in [false, true] {
-        let got: Vec<f64> =
-            attention_of(&block).forward(&x, &x, causal).unwrap().flatten_all().unwrap().to_vec1().unwrap();
+        let got: Vec<f64> = attention_of(&block)
+            .forward(&x, &x, causal, WeightDropout::NONE)
+            .unwrap()
+            .flatten_all()
+            .unwrap()
+            .to_vec1()
+            .unwrap();
         for t in 0..n {
             let mut expected = nalgebra::DVector::<f64>::zeros(d);
             for h in 0..heads {
@@ -413,7 +418,7 @@ fn unmatched_branches_are_not_gradients() {
         let identity = GradientIdentity {
             name: "learned W_V, W_O".into(),
             energy: block.attention.energy(z.as_tensor(), &x, false).unwrap().sum_all().unwrap(),
-            descent: block.attention.forward(&x, &x, false).unwrap(),
+            descent: block.attention.forward(&x, &x, false, WeightDropout::NONE).unwrap(),
             variable: z.as_tensor().clone(),
         };
         assert!(relative_error(&identity) > 0.1, "{}", kind.name());

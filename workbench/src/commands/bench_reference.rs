@@ -98,6 +98,7 @@ const LAYERS: &[Part] = &[
             "newton_ridge",
             "light_tau",
             "dropout",
+            "attn_dropout",
             "gate_bias"
         ],
         ignores: []

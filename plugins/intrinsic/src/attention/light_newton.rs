@@ -15,7 +15,7 @@
 //! UNSPECIFIED): `T = sqrt(d_h)` as for MHA. With `tau = 0` this is softmax attention.
 
 use super::softmax::{attention_weights, dot_free_energy};
-use super::Projections;
+use super::{Projections, WeightDropout};
 use crate::config::IntrinsicConfig;
 use crate::ops::per_head;
 use plugin_api::candle::{Result, Tensor, D};
@@ -41,12 +41,12 @@ impl LightNewtonAttention {
         Ok((self.proj.head_dim()? as f64).sqrt())
     }
 
-    /// `f(z) = sum_h W_{O,h} (v^_h + tau_h b_h)`.
-    pub fn forward(&self, queries: &Tensor, context: &Tensor, causal: bool) -> Result<Tensor> {
+    /// `f(z) = sum_h W_{O,h} (v^_h + tau_h b_h)`, the `p` of both terms dropped by `dropout`.
+    pub fn forward(&self, queries: &Tensor, context: &Tensor, causal: bool, dropout: WeightDropout) -> Result<Tensor> {
         let q = self.proj.queries(queries)?;
         let k = self.proj.keys(context)?;
         let v = self.proj.values(context)?;
-        let p = attention_weights(&q, &k, self.temperature()?, causal)?;
+        let p = dropout.apply(attention_weights(&q, &k, self.temperature()?, causal)?)?;
         let mean_value = p.matmul(&v)?;
         let b = covariance_product(&p, &v, &mean_value)?;
         self.proj.output(&(&mean_value + b.broadcast_mul(&per_head(&self.tau)?)?)?)

@@ -17,6 +17,7 @@ pub mod momentum;
 pub mod nesterov;
 pub mod newton;
 pub mod softmax;
+pub mod weight_dropout;
 
 use crate::config::{AttentionKind, IntrinsicConfig};
 use crate::ops::{merge_heads, split_heads, Affine};
@@ -28,6 +29,7 @@ use plugin_api::candle::{Result as CandleResult, Tensor};
 use plugin_api::candle_nn::VarBuilder;
 use plugin_api::Result;
 use softmax::SoftmaxAttention;
+pub use weight_dropout::WeightDropout;
 
 /// The query, key, value and output maps `W_Q, W_K, W_V, W_O` (Eq. 6) of one block.
 #[derive(Clone)]
@@ -142,14 +144,16 @@ impl Attention {
     }
 
     /// The branch `f(z; H)` (`[B, N, d]`) for queries from `queries` and keys and values
-    /// from `context`; with `causal`, query `t` attends to keys `i <= t` only.
-    pub fn forward(&self, queries: &Tensor, context: &Tensor, causal: bool) -> Result<Tensor> {
+    /// from `context`; with `causal`, query `t` attends to keys `i <= t` only. `dropout` acts on
+    /// the attention probabilities; the linear kinds have none (the configuration refuses a
+    /// rate for them).
+    pub fn forward(&self, queries: &Tensor, context: &Tensor, causal: bool, dropout: WeightDropout) -> Result<Tensor> {
         Ok(match self {
-            Attention::Softmax(a) => a.forward(queries, context, causal)?,
+            Attention::Softmax(a) => a.forward(queries, context, causal, dropout)?,
             Attention::Linear(a) => a.forward(queries, context, causal)?,
             Attention::GatedLinear(a) => a.forward(queries, context, causal)?,
-            Attention::Newton(a) => a.forward(queries, context, causal)?,
-            Attention::LightNewton(a) => a.forward(queries, context, causal)?,
+            Attention::Newton(a) => a.forward(queries, context, causal, dropout)?,
+            Attention::LightNewton(a) => a.forward(queries, context, causal, dropout)?,
         })
     }
 

@@ -38,7 +38,7 @@
 //! `eps I` before inverting (the seed has none; 0 by default). With biases on, `q_h` is
 //! affine; Eq. 24 is applied to it unchanged and `b_{V,h}` is added after `W_{V,h} M_h`.
 
-use super::Projections;
+use super::{Projections, WeightDropout};
 use crate::config::{IntrinsicConfig, NewtonBForm, NewtonForm};
 use crate::inverse::inverse;
 use crate::ops::{logsumexp, per_head};
@@ -143,9 +143,10 @@ impl NewtonAttention {
     }
 
     /// The head-space Newton direction for queries `q` and keys `k` (`[B, H, N, d_h]`):
-    /// `u + c (sum p d d^T) u` (Eq. 23-24) or `(I - c sum p d d^T)^-1 u` (Eq. 21).
-    pub fn direction(&self, q: &Tensor, k: &Tensor, causal: bool) -> Result<Tensor> {
-        let terms = newton_terms(q, k, &self.temperature, causal)?;
+    /// `u + c (sum p d d^T) u` (Eq. 23-24) or `(I - c sum p d d^T)^-1 u` (Eq. 21), the `p` of
+    /// every term dropped by `dropout`.
+    pub fn direction(&self, q: &Tensor, k: &Tensor, causal: bool, dropout: WeightDropout) -> Result<Tensor> {
+        let terms = newton_terms(q, k, &self.temperature, causal, dropout)?;
         match self.form {
             NewtonForm::Taylor => {
                 let b = match self.b_form {
@@ -169,10 +170,10 @@ impl NewtonAttention {
 
     /// `f(z) = sum_h W_{O,h} (W_{V,h} M_h g_h + b_{V,h})` with `g_h` the head-space
     /// direction of [`direction`](Self::direction) (Eq. 21 or Eq. 24).
-    pub fn forward(&self, queries: &Tensor, context: &Tensor, causal: bool) -> Result<Tensor> {
+    pub fn forward(&self, queries: &Tensor, context: &Tensor, causal: bool, dropout: WeightDropout) -> Result<Tensor> {
         let q = self.proj.queries(queries)?;
         let k = self.proj.keys(context)?;
-        let direction = self.direction(&q, &k, causal)?;
+        let direction = self.direction(&q, &k, causal, dropout)?;
         let mut out = direction.broadcast_matmul(&self.preconditioner()?.unsqueeze(0)?)?;
         if let Some(bias) = &self.proj.v.bias {
             let (heads, head_dim) = (self.proj.heads, self.proj.head_dim()?);
@@ -219,9 +220,16 @@ fn distance_weights(q: &Tensor, k: &Tensor, temperature: &Tensor, causal: bool) 
 }
 
 /// `p`, `k^`, `u = q - k^` and `(sum_i p d d^T) u` for queries and keys `[B, H, N, d_h]` and
-/// head-wise temperatures `[H]` (Eq. 16, 19, 24).
-pub fn newton_terms(q: &Tensor, k: &Tensor, temperature: &Tensor, causal: bool) -> Result<NewtonTerms> {
-    let weights = distance_weights(q, k, temperature, causal)?;
+/// head-wise temperatures `[H]` (Eq. 16, 19, 24), with `p` dropped by `dropout` before any
+/// term uses it.
+pub fn newton_terms(
+    q: &Tensor,
+    k: &Tensor,
+    temperature: &Tensor,
+    causal: bool,
+    dropout: WeightDropout,
+) -> Result<NewtonTerms> {
+    let weights = dropout.apply(distance_weights(q, k, temperature, causal)?)?;
     let mean_key = weights.matmul(k)?;
     let gradient = (q - &mean_key)?;
     // sum_i p_i k_i (k_i . u) - k^ (k^ . u): inner products first (App. A.3.1, cost O(N d_h)).

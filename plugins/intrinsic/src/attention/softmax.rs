@@ -10,7 +10,7 @@
 //! `W_V`, `W_O`; [`Projections::tied`] restores the matching for the gradient identity.
 //! Temperature `T = sqrt(d_h)` (Section 3.1).
 
-use super::Projections;
+use super::{Projections, WeightDropout};
 use crate::ops::logsumexp;
 use kernels::softmax;
 use plugin_api::candle::{Result, Tensor, D};
@@ -33,11 +33,18 @@ impl SoftmaxAttention {
         Ok((self.proj.head_dim()? as f64).sqrt())
     }
 
-    /// `f(z) = sum_h W_{O,h} sum_i p_{i,h} v_{i,h}` with `p_{i,h} = softmax_i(q_h . k_{i,h} / T)`.
-    pub fn forward(&self, queries: &Tensor, context: &Tensor, causal: bool) -> Result<Tensor> {
+    /// `f(z) = sum_h W_{O,h} sum_i p_{i,h} v_{i,h}` with `p_{i,h} = softmax_i(q_h . k_{i,h} / T)`,
+    /// the `p` dropped by `dropout`.
+    pub fn forward(&self, queries: &Tensor, context: &Tensor, causal: bool, dropout: WeightDropout) -> Result<Tensor> {
+        let p = &self.proj;
+        if dropout.is_active() {
+            // The probabilities must exist to be dropped: the composed form.
+            let (q, k, v) = (p.queries(queries)?, p.keys(context)?, p.values(context)?);
+            let weights = dropout.apply(attention_weights(&q, &k, self.temperature()?, causal)?)?;
+            return p.output(&weights.matmul(&v)?);
+        }
         // One fused op on the merged projections (the scores are never stored); it composes
         // candle's ops itself where it does not apply (other devices, other key counts).
-        let p = &self.proj;
         let (q, k, v) = (p.q.forward(queries)?, p.k.forward(context)?, p.v.forward(context)?);
         let mixed = kernels::softmax_attention(&q, &k, &v, p.heads, 1.0 / self.temperature()?, causal)?;
         p.o.forward(&mixed)

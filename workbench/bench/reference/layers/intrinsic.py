@@ -69,6 +69,7 @@ class Attention(nn.Module):
         super().__init__()
         d, std, heads, bias = options["d"], options["init_std"], options["heads"], options["bias"]
         self.kind, self.heads, self.head_dim = options["attention"], heads, d // heads
+        self.attn_dropout = options["attn_dropout"]
         key_bias = bias and self.kind not in SOFTMAX_SCORED
         self.q, self.k = Affine(d, d, std, bias), Affine(d, d, std, key_bias)
         self.v, self.o = Affine(d, d, std, bias), Affine(d, d, std, bias)
@@ -93,6 +94,9 @@ class Attention(nn.Module):
 
     def per_head(self, v):  # [H] -> [1, H, 1, 1]
         return v.view(1, self.heads, 1, 1)
+
+    def drop(self, p):  # attention dropout on the probabilities, training passes only (weight_dropout.rs)
+        return F.dropout(p, self.attn_dropout, training=self.training) if self.attn_dropout > 0.0 else p
 
     def forward(self, x, mask, tril):
         q, k = self.split(self.q(x)), self.split(self.k(x))
@@ -124,7 +128,7 @@ class Attention(nn.Module):
         scores = (q @ k.transpose(-1, -2)) / math.sqrt(self.head_dim)
         if mask is not None:
             scores = scores + mask
-        return torch.softmax(scores, -1)
+        return self.drop(torch.softmax(scores, -1))
 
     def newton(self, q, k, mask):
         """MHA2nd1st (Eq. 24) or MHA2nd (Eq. 21): `sum_h W_{O,h} (W_{V,h} M_h g_h + b_{V,h})`."""
@@ -135,7 +139,7 @@ class Attention(nn.Module):
         scores = sq_dist / (self.per_head(self.temperature) * -2.0)
         if mask is not None:
             scores = scores + mask
-        weights = torch.softmax(scores, -1)
+        weights = self.drop(torch.softmax(scores, -1))
         mean_key = weights @ k
         u = q - mean_key
         if self.full:  # Eq. 21: (I - c S)^-1 u, S = sum_i p k k^T - k^ k^T, per query and head
@@ -222,8 +226,10 @@ class Intrinsic(nn.Module):
         self.width, self.iterations, self.causal = options["d"], options["iterations"], causal
         if options["d"] % options["heads"] or options["iterations"] % options["layers"]:
             raise SystemExit("intrinsic: heads must divide d and layers must divide iterations")
-        if not 0.0 <= options["dropout"] < 1.0:
-            raise SystemExit("intrinsic: dropout must lie in [0, 1)")
+        if not 0.0 <= options["dropout"] < 1.0 or not 0.0 <= options["attn_dropout"] < 1.0:
+            raise SystemExit("intrinsic: dropout and attn_dropout must lie in [0, 1)")
+        if options["attn_dropout"] > 0.0 and options["attention"] in ("linear", "gated_linear"):
+            raise SystemExit("intrinsic: attn_dropout needs attention probabilities; linear kinds have none")
         if options["attention"] == "newton" and options["init_std"] == 0.0 and options["newton_ridge"] == 0.0:
             raise SystemExit("intrinsic: attention=newton inverts W_Q,h W_Q,h^T: set init_std > 0 or newton_ridge > 0")
         if options["attention"] == "newton" and options["newton_b_form"] == "temperature" and options["newton_b_init"] <= 0.0:
