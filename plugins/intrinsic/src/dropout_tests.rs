@@ -108,23 +108,22 @@ fn attention_dropout_changes_training_passes_only() {
     }
 }
 
+/// Checks that `dropped_cfg` (`plain_cfg` with a dropout rate) drops in training passes only.
 fn training_passes_differ_and_repeat(plain_cfg: &Config, dropped_cfg: &Config, attention: &str) {
-    {
-        let (reference, plain) = build(plain_cfg, None);
-        let (map, dropped) = build(dropped_cfg, Some(&reference));
-        let x = tokens();
-        let eval = run(&dropped, &x, false);
-        assert_eq!(max_abs_diff(&eval, &run(&plain, &x, false)), 0.0, "{attention}: evaluation must not drop");
-        assert_eq!(max_abs_diff(&eval, &run(&dropped, &x, false)), 0.0, "{attention}");
-        let (first, second) = (run(&dropped, &x, true), run(&dropped, &x, true));
-        assert!(max_abs_diff(&first, &eval) > 1e-3, "{attention}: training output unchanged by dropout");
-        assert_eq!(max_abs_diff(&first, &second), 0.0, "{attention}: the same input must draw the same masks");
+    let (reference, plain) = build(plain_cfg, None);
+    let (map, dropped) = build(dropped_cfg, Some(&reference));
+    let x = tokens();
+    let eval = run(&dropped, &x, false);
+    assert_eq!(max_abs_diff(&eval, &run(&plain, &x, false)), 0.0, "{attention}: evaluation must not drop");
+    assert_eq!(max_abs_diff(&eval, &run(&dropped, &x, false)), 0.0, "{attention}");
+    let (first, second) = (run(&dropped, &x, true), run(&dropped, &x, true));
+    assert!(max_abs_diff(&first, &eval) > 1e-3, "{attention}: training output unchanged by dropout");
+    assert_eq!(max_abs_diff(&first, &second), 0.0, "{attention}: the same input must draw the same masks");
 
-        let r = plugin_testkit::normal(first.dims(), 1.0, &mut StdRng::seed_from_u64(3)).to_dtype(DType::F32).unwrap();
-        let grads = (run(&dropped, &x, true) * r).unwrap().sum_all().unwrap().backward().unwrap();
-        for (name, g) in gradient_sizes(&map, &grads) {
-            assert!(g > 0.0 && g.is_finite(), "{attention}: parameter {name} gradient {g}");
-        }
+    let r = plugin_testkit::normal(first.dims(), 1.0, &mut StdRng::seed_from_u64(3)).to_dtype(DType::F32).unwrap();
+    let grads = (run(&dropped, &x, true) * r).unwrap().sum_all().unwrap().backward().unwrap();
+    for (name, g) in gradient_sizes(&map, &grads) {
+        assert!(g > 0.0 && g.is_finite(), "{attention}: parameter {name} gradient {g}");
     }
 }
 
