@@ -2,15 +2,12 @@
 //! either a plain residual step `z + f(norm(z))` (one gradient step, Section 2) or a momentum
 //! (Eq. 8) / Nesterov (Eq. 9) step sharing one momentum buffer.
 //!
-//! Dropout (App. A.4: "a fixed dropout ratio of 0.1", placement not given), in training passes
-//! only, in GPT-2's two places: each branch output `f`, `g` is dropped at rate `dropout` and
-//! rescaled by `1 / (1 - rate)` before it enters the residual or the momentum buffer (residual
-//! dropout), and the attention probabilities at rate `attn_dropout` (attention dropout, see
-//! [`WeightDropout`]). Masks are seeded by the tensors they act on or come from (the branch
-//! output, the normalised branch input), so a run trains again to the same numbers.
+//! Dropout in training passes, in GPT-2's two places (see [`Dropout`]): each branch output at
+//! rate `dropout`, and the attention probabilities at rate `attn_dropout`.
 
-use crate::attention::{momentum, nesterov, Attention, WeightDropout};
+use crate::attention::{momentum, nesterov, Attention};
 use crate::config::{AttentionKind, IntrinsicConfig};
+use crate::dropout::Dropout;
 use crate::ops::{Affine, Norm, NORM_EPS};
 use kernels::rms_norm;
 use plugin_api::candle::Tensor;
@@ -110,27 +107,17 @@ impl Block {
         })
     }
 
-    /// The branch output `f` with dropout in training passes, `f` itself otherwise.
+    /// The branch output `f` with dropout in training passes (its mask seeded by `f` itself),
+    /// `f` itself otherwise.
     fn drop(&self, f: Tensor, train: bool) -> Result<Tensor> {
-        if train && self.dropout > 0.0 {
-            // Seeded by the branch output itself: the same state drops the same entries.
-            let seed = plugin_api::ops::content_seed(0, &f)?;
-            Ok(plugin_api::ops::seeded_dropout(&f, self.dropout, seed)?)
-        } else {
-            Ok(f)
-        }
+        Ok(Dropout::in_pass(self.dropout, train, 0, &f)?.apply(f)?)
     }
 
     /// The attention branch `f(z) = Attn(norm(z))`, self-attention over `z`, its probabilities
     /// dropped when `train` and `attn_dropout > 0`.
     pub fn attention_branch(&self, z: &Tensor, causal: bool, train: bool) -> Result<Tensor> {
         let x = self.attn_norm.forward(z)?;
-        let dropout = if train && self.attn_dropout > 0.0 {
-            // Salt 1: not the residual dropout's stream, should the two tensors ever agree.
-            WeightDropout::new(self.attn_dropout, plugin_api::ops::content_seed(1, &x)?)
-        } else {
-            WeightDropout::NONE
-        };
+        let dropout = Dropout::in_pass(self.attn_dropout, train, 1, &x)?;
         self.attention.forward(&x, &x, causal, dropout)
     }
 

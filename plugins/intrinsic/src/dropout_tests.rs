@@ -1,8 +1,8 @@
 //! Dropout on the branch outputs and on the attention probabilities: off unless the pass
 //! trains, and exactly the old layer at rate 0.
 
-use crate::attention::WeightDropout;
 use crate::config::{params, IntrinsicConfig};
+use crate::dropout::Dropout;
 use crate::model::Intrinsic;
 use plugin_api::candle::{DType, Tensor};
 use plugin_api::candle_nn::VarMap;
@@ -143,7 +143,7 @@ fn attention_dropout_drops_probabilities() {
         let y = y.narrow(1, 0, 1).unwrap().broadcast_sub(&bias).unwrap();
         y.squeeze(1).unwrap().to_vec2::<f32>().unwrap()
     };
-    let (clean, dropped) = (first_token(WeightDropout::NONE), first_token(WeightDropout::new(0.5, 7)));
+    let (clean, dropped) = (first_token(Dropout::NONE), first_token(Dropout::new(0.5, 7)));
     let mut factors = Vec::new();
     for (c, d) in clean.iter().zip(&dropped) {
         let factor = if d.iter().all(|v| *v == 0.0) { 0.0 } else { 2.0 };
@@ -163,8 +163,8 @@ fn softmax_under_dropout_composes_the_fused_attention() {
     let attention = &layer.blocks()[0].attention;
     let x = tokens();
     for causal in [false, true] {
-        let fused = attention.forward(&x, &x, causal, WeightDropout::NONE).unwrap();
-        let composed = attention.forward(&x, &x, causal, WeightDropout::new(1e-12, 3)).unwrap();
+        let fused = attention.forward(&x, &x, causal, Dropout::NONE).unwrap();
+        let composed = attention.forward(&x, &x, causal, Dropout::new(1e-12, 3)).unwrap();
         let diff = max_abs_diff(&fused, &composed);
         assert!(diff < 1e-5, "causal {causal}: composed differs from fused by {diff}");
     }

@@ -30,7 +30,7 @@
 //!   width `ff_ratio * d`. The final LayerNorm, embeddings, positions and head belong to the
 //!   task. Dropout (the seed uses 0.1, placement not given), in training passes only
 //!   (`Pass::train`): `dropout` on each branch output and `attn_dropout` on the attention
-//!   probabilities (both default 0), see `block` and `attention/weight_dropout.rs`.
+//!   probabilities (both default 0), see `dropout`.
 //! - Key bias: omitted for the softmax-scored kinds (`softmax`, `momentum`, `nesterov`,
 //!   `light_newton`): `q . (k_i + b)` shifts all scores of a query equally, so a key bias
 //!   would never receive a gradient. GPT-2 has it; the counts differ by `d` per block.
@@ -59,6 +59,7 @@
 mod attention;
 mod block;
 mod config;
+mod dropout;
 mod inverse;
 mod model;
 mod ops;

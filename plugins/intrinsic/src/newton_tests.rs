@@ -1,9 +1,10 @@
 //! MHA2nd's exact form (`newton = full`, Eq. 21) against a direct f64 evaluation, its
 //! relation to the Taylor form MHA2nd1st (Eq. 22-24), and `verify`'s claims for both.
 
-use crate::attention::{Attention, WeightDropout};
+use crate::attention::Attention;
 use crate::block::Block;
 use crate::config::{params, IntrinsicConfig};
+use crate::dropout::Dropout;
 use crate::model::Intrinsic;
 use nalgebra::{DMatrix, DVector};
 use plugin_api::candle::{DType, Tensor};
@@ -69,7 +70,7 @@ fn set(map: &VarMap, name: &str, value: &Tensor) {
 
 fn branch(block: &Block, x: &Tensor, causal: bool) -> Vec<f64> {
     let Attention::Newton(a) = &block.attention else { panic!("not newton") };
-    a.forward(x, x, causal, WeightDropout::NONE).unwrap().flatten_all().unwrap().to_vec1().unwrap()
+    a.forward(x, x, causal, Dropout::NONE).unwrap().flatten_all().unwrap().to_vec1().unwrap()
 }
 
 /// MHA2nd (Eq. 21) for every query, head by head, in f64 with nalgebra:

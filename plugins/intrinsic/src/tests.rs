@@ -1,7 +1,8 @@
 use super::*;
-use crate::attention::{momentum, nesterov, Attention, WeightDropout};
+use crate::attention::{momentum, nesterov, Attention};
 use crate::block::Block;
 use crate::config::AttentionKind;
+use crate::dropout::Dropout;
 use nalgebra::DMatrix;
 use plugin_api::candle::{DType, Device, Tensor, Var, D};
 use plugin_api::candle_nn::{VarBuilder, VarMap};
@@ -262,7 +263,7 @@ fn newton_branch_matches_a_direct_evaluation_of_eq_24() {
 
     for causal in [false, true] {
         let got: Vec<f64> = attention_of(&block)
-            .forward(&x, &x, causal, WeightDropout::NONE)
+            .forward(&x, &x, causal, Dropout::NONE)
             .unwrap()
             .flatten_all()
             .unwrap()
@@ -418,7 +419,7 @@ fn unmatched_branches_are_not_gradients() {
         let identity = GradientIdentity {
             name: "learned W_V, W_O".into(),
             energy: block.attention.energy(z.as_tensor(), &x, false).unwrap().sum_all().unwrap(),
-            descent: block.attention.forward(&x, &x, false, WeightDropout::NONE).unwrap(),
+            descent: block.attention.forward(&x, &x, false, Dropout::NONE).unwrap(),
             variable: z.as_tensor().clone(),
         };
         assert!(relative_error(&identity) > 0.1, "{}", kind.name());

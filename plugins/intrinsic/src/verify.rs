@@ -36,9 +36,10 @@
 use crate::attention::light_newton::covariance_product;
 use crate::attention::newton::{distance_free_energy, full_direction, newton_terms, NewtonAttention};
 use crate::attention::softmax::attention_weights;
-use crate::attention::{momentum, nesterov, Attention, WeightDropout};
+use crate::attention::{momentum, nesterov, Attention};
 use crate::block::{Block, Coefficients, Residual};
 use crate::config::NewtonForm;
+use crate::dropout::Dropout;
 use crate::ops::per_head;
 use plugin_api::candle::{Tensor, Var};
 use plugin_api::{DescentCheck, GradientIdentity, Result};
@@ -103,7 +104,7 @@ fn branch_identity(matched: &Attention, x: &Tensor, causal: bool, name: String) 
     let context = x.detach();
     let z = Var::from_tensor(&context)?;
     let energy = matched.energy(z.as_tensor(), &context, causal)?.sum_all()?;
-    let descent = matched.forward(&context, &context, causal, WeightDropout::NONE)?;
+    let descent = matched.forward(&context, &context, causal, Dropout::NONE)?;
     Ok(GradientIdentity { name, variable: z.as_tensor().clone(), energy, descent })
 }
 
@@ -123,7 +124,7 @@ fn momentum_identity(
     // A generic momentum state, neither zero nor parallel to `x`, made from `x` (whose draw
     // `verify` seeds) rather than from candle's unseedable generator: the same every run.
     let m = ((x * 3.7)? + 1.3)?.sin()?;
-    let branch = |y: &Tensor| matched.forward(y, &context, causal, WeightDropout::NONE);
+    let branch = |y: &Tensor| matched.forward(y, &context, causal, Dropout::NONE);
     let (_, m_next) = if look_ahead {
         nesterov::step(&context, Some(&m), &beta, &eta, branch)?
     } else {
@@ -141,7 +142,7 @@ fn newton_identities(a: &NewtonAttention, x: &Tensor, causal: bool, scope: &str)
     let q = a.proj.queries(x)?.detach();
     let k = a.proj.keys(x)?.detach();
     let temperature = a.temperature().detach();
-    let terms = newton_terms(&q, &k, &temperature, causal, WeightDropout::NONE)?;
+    let terms = newton_terms(&q, &k, &temperature, causal, Dropout::NONE)?;
 
     let qv = Var::from_tensor(&q)?;
     let gradient = GradientIdentity {
@@ -154,7 +155,7 @@ fn newton_identities(a: &NewtonAttention, x: &Tensor, causal: bool, scope: &str)
     // d/dq [grad F_h(q) . u] = grad^2 F_h u for a fixed u (grad F_h from the identity above).
     let u = terms.gradient.detach();
     let qv = Var::from_tensor(&q)?;
-    let moving = newton_terms(qv.as_tensor(), &k, &temperature, causal, WeightDropout::NONE)?;
+    let moving = newton_terms(qv.as_tensor(), &k, &temperature, causal, Dropout::NONE)?;
     let hessian_energy = ((qv.as_tensor() - &moving.mean_key)? * &u)?.sum_all()?;
     let hessian_u = (&u - terms.covariance_product.broadcast_div(&per_head(&temperature)?)?)?;
     let hessian = GradientIdentity {
@@ -168,7 +169,7 @@ fn newton_identities(a: &NewtonAttention, x: &Tensor, causal: bool, scope: &str)
         // d/dq [grad F_h(q) . s] = grad^2 F_h s for the fixed solution s = C^-1 u, c = 1/T.
         let solution = full_direction(&terms, &k, &per_head(&temperature)?.recip()?)?.detach();
         let qv = Var::from_tensor(&q)?;
-        let moving = newton_terms(qv.as_tensor(), &k, &temperature, causal, WeightDropout::NONE)?;
+        let moving = newton_terms(qv.as_tensor(), &k, &temperature, causal, Dropout::NONE)?;
         out.push(GradientIdentity {
             name: format!("newton full (Eq. 19-21), c_h = 1/T_h, head space: grad^2 F_h (C_h^-1 u_h) = u_h, {scope}"),
             energy: ((qv.as_tensor() - &moving.mean_key)? * &solution)?.sum_all()?,
@@ -199,11 +200,11 @@ pub fn descent_checks(block: &Block, x: &Tensor, step: f64) -> Result<Vec<Descen
     let context = x.detach();
     let k = a.proj.keys(&context)?;
     let q = a.proj.queries(&context)?;
-    let moves = a.direction(&q, &k, false, WeightDropout::NONE)?.broadcast_matmul(&a.range_map()?.unsqueeze(0)?)?; // [B, H, N, d]
+    let moves = a.direction(&q, &k, false, Dropout::NONE)?.broadcast_matmul(&a.range_map()?.unsqueeze(0)?)?; // [B, H, N, d]
     let mut out = Vec::new();
     for causal in [false, true] {
         let moves = if causal {
-            a.direction(&q, &k, true, WeightDropout::NONE)?.broadcast_matmul(&a.range_map()?.unsqueeze(0)?)?
+            a.direction(&q, &k, true, Dropout::NONE)?.broadcast_matmul(&a.range_map()?.unsqueeze(0)?)?
         } else {
             moves.clone()
         };

@@ -15,8 +15,9 @@
 //! UNSPECIFIED): `T = sqrt(d_h)` as for MHA. With `tau = 0` this is softmax attention.
 
 use super::softmax::{attention_weights, dot_free_energy};
-use super::{Projections, WeightDropout};
+use super::Projections;
 use crate::config::IntrinsicConfig;
+use crate::dropout::Dropout;
 use crate::ops::per_head;
 use plugin_api::candle::{Result, Tensor, D};
 use plugin_api::candle_nn::{Init, VarBuilder};
@@ -42,7 +43,7 @@ impl LightNewtonAttention {
     }
 
     /// `f(z) = sum_h W_{O,h} (v^_h + tau_h b_h)`, the `p` of both terms dropped by `dropout`.
-    pub fn forward(&self, queries: &Tensor, context: &Tensor, causal: bool, dropout: WeightDropout) -> Result<Tensor> {
+    pub fn forward(&self, queries: &Tensor, context: &Tensor, causal: bool, dropout: Dropout) -> Result<Tensor> {
         let q = self.proj.queries(queries)?;
         let k = self.proj.keys(context)?;
         let v = self.proj.values(context)?;

@@ -17,9 +17,9 @@ pub mod momentum;
 pub mod nesterov;
 pub mod newton;
 pub mod softmax;
-pub mod weight_dropout;
 
 use crate::config::{AttentionKind, IntrinsicConfig};
+use crate::dropout::Dropout;
 use crate::ops::{merge_heads, split_heads, Affine};
 use gated_linear::GatedLinearAttention;
 use light_newton::LightNewtonAttention;
@@ -29,7 +29,6 @@ use plugin_api::candle::{Result as CandleResult, Tensor};
 use plugin_api::candle_nn::VarBuilder;
 use plugin_api::Result;
 use softmax::SoftmaxAttention;
-pub use weight_dropout::WeightDropout;
 
 /// The query, key, value and output maps `W_Q, W_K, W_V, W_O` (Eq. 6) of one block.
 #[derive(Clone)]
@@ -147,7 +146,7 @@ impl Attention {
     /// from `context`; with `causal`, query `t` attends to keys `i <= t` only. `dropout` acts on
     /// the attention probabilities; the linear kinds have none (the configuration refuses a
     /// rate for them).
-    pub fn forward(&self, queries: &Tensor, context: &Tensor, causal: bool, dropout: WeightDropout) -> Result<Tensor> {
+    pub fn forward(&self, queries: &Tensor, context: &Tensor, causal: bool, dropout: Dropout) -> Result<Tensor> {
         Ok(match self {
             Attention::Softmax(a) => a.forward(queries, context, causal, dropout)?,
             Attention::Linear(a) => a.forward(queries, context, causal)?,

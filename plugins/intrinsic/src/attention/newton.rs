@@ -38,8 +38,9 @@
 //! `eps I` before inverting (the seed has none; 0 by default). With biases on, `q_h` is
 //! affine; Eq. 24 is applied to it unchanged and `b_{V,h}` is added after `W_{V,h} M_h`.
 
-use super::{Projections, WeightDropout};
+use super::Projections;
 use crate::config::{IntrinsicConfig, NewtonBForm, NewtonForm};
+use crate::dropout::Dropout;
 use crate::inverse::inverse;
 use crate::ops::{logsumexp, per_head};
 use kernels::softmax;
@@ -145,7 +146,7 @@ impl NewtonAttention {
     /// The head-space Newton direction for queries `q` and keys `k` (`[B, H, N, d_h]`):
     /// `u + c (sum p d d^T) u` (Eq. 23-24) or `(I - c sum p d d^T)^-1 u` (Eq. 21), the `p` of
     /// every term dropped by `dropout`.
-    pub fn direction(&self, q: &Tensor, k: &Tensor, causal: bool, dropout: WeightDropout) -> Result<Tensor> {
+    pub fn direction(&self, q: &Tensor, k: &Tensor, causal: bool, dropout: Dropout) -> Result<Tensor> {
         let terms = newton_terms(q, k, &self.temperature, causal, dropout)?;
         match self.form {
             NewtonForm::Taylor => {
@@ -170,7 +171,7 @@ impl NewtonAttention {
 
     /// `f(z) = sum_h W_{O,h} (W_{V,h} M_h g_h + b_{V,h})` with `g_h` the head-space
     /// direction of [`direction`](Self::direction) (Eq. 21 or Eq. 24).
-    pub fn forward(&self, queries: &Tensor, context: &Tensor, causal: bool, dropout: WeightDropout) -> Result<Tensor> {
+    pub fn forward(&self, queries: &Tensor, context: &Tensor, causal: bool, dropout: Dropout) -> Result<Tensor> {
         let q = self.proj.queries(queries)?;
         let k = self.proj.keys(context)?;
         let direction = self.direction(&q, &k, causal, dropout)?;
@@ -227,7 +228,7 @@ pub fn newton_terms(
     k: &Tensor,
     temperature: &Tensor,
     causal: bool,
-    dropout: WeightDropout,
+    dropout: Dropout,
 ) -> Result<NewtonTerms> {
     let weights = dropout.apply(distance_weights(q, k, temperature, causal)?)?;
     let mean_key = weights.matmul(k)?;

@@ -10,7 +10,8 @@
 //! `W_V`, `W_O`; [`Projections::tied`] restores the matching for the gradient identity.
 //! Temperature `T = sqrt(d_h)` (Section 3.1).
 
-use super::{Projections, WeightDropout};
+use super::Projections;
+use crate::dropout::Dropout;
 use crate::ops::logsumexp;
 use kernels::softmax;
 use plugin_api::candle::{Result, Tensor, D};
@@ -35,7 +36,7 @@ impl SoftmaxAttention {
 
     /// `f(z) = sum_h W_{O,h} sum_i p_{i,h} v_{i,h}` with `p_{i,h} = softmax_i(q_h . k_{i,h} / T)`,
     /// the `p` dropped by `dropout`.
-    pub fn forward(&self, queries: &Tensor, context: &Tensor, causal: bool, dropout: WeightDropout) -> Result<Tensor> {
+    pub fn forward(&self, queries: &Tensor, context: &Tensor, causal: bool, dropout: Dropout) -> Result<Tensor> {
         let p = &self.proj;
         if dropout.is_active() {
             // The probabilities must exist to be dropped: the composed form.

@@ -95,7 +95,7 @@ class Attention(nn.Module):
     def per_head(self, v):  # [H] -> [1, H, 1, 1]
         return v.view(1, self.heads, 1, 1)
 
-    def drop(self, p):  # attention dropout on the probabilities, training passes only (weight_dropout.rs)
+    def drop(self, p):  # attention dropout on the probabilities, training passes only (plugins/intrinsic/src/dropout.rs)
         return F.dropout(p, self.attn_dropout, training=self.training) if self.attn_dropout > 0.0 else p
 
     def forward(self, x, mask, tril):
