@@ -20,6 +20,7 @@
 //! | [`add_scaled`]           | `x + sign a u`, element-wise                          | `*` then `+` or `-`                 |
 //! | [`bi_softmax_attention`] | `(P + P^T) Z` per head, `Z = rms_norm(XW_h, g)`       | split, `rms_norm`, scores, `bi_softmax`, product, merge |
 //! | [`softmax_attention`]    | `softmax(scale Q_h K_h^T) V_h` per head, optionally causal | split, scores, mask, `softmax`, product, merge |
+//! | [`softmax_attention_dropped`] | the same with GPT-2's dropout on the weights      | the same with `seeded_dropout` on the weights |
 //!
 //! The fused forms run for f32 and f64 tensors on the CPU. On any other device or dtype each
 //! function returns the differentiable composition of `plugin_api::ops` instead (so a CUDA
@@ -70,6 +71,7 @@ macro_rules! per_real {
 
 mod activation;
 mod attention;
+mod dropout_mask;
 mod energy_attention;
 mod layer_norm;
 mod linear;
@@ -271,13 +273,82 @@ pub fn bi_softmax_attention(xw: &Tensor, gain: Option<&Tensor>, heads: usize, be
 /// `softmax_row(scale Q_h K_h^T) V_h` into the output's head columns, with key `j > i` left out
 /// of query `i` when `causal`. The backward recomputes the `N x N` weights per (sample, head).
 pub fn softmax_attention(q: &Tensor, k: &Tensor, v: &Tensor, heads: usize, scale: f64, causal: bool) -> Result<Tensor> {
+    softmax_attention_dropped(q, k, v, heads, scale, causal, None)
+}
+
+/// GPT-2's attention dropout: the `[B, H, N, N]` attention weights' mask at `rate` (in
+/// `[0, 1)`), drawn from `seed` exactly as `plugin_api::ops::seeded_dropout` draws it on those
+/// weights, kept entries scaled by `1 / (1 - rate)`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct AttentionDropout {
+    pub rate: f64,
+    pub seed: u64,
+}
+
+/// [`softmax_attention`] with the weights dropped by `dropout` (the identity for `None` or
+/// rate 0) before they weigh the values: `D(softmax_row(scale Q_h K_h^T)) V_h`. The fused op
+/// draws the mask once, block by block (flags only, one per weight), and never forms the
+/// weights as a tensor; the composition applies `seeded_dropout` to them, with the same mask.
+pub fn softmax_attention_dropped(
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    heads: usize,
+    scale: f64,
+    causal: bool,
+    dropout: Option<AttentionDropout>,
+) -> Result<Tensor> {
+    let dropout = dropout.filter(|d| d.rate != 0.0);
+    if let Some(AttentionDropout { rate, .. }) = dropout {
+        if !(0.0..1.0).contains(&rate) {
+            candle_core::bail!("softmax_attention: the dropout rate must be in [0, 1), got {rate}")
+        }
+    }
     let fits = is_fused(q)
         && q.rank() == 3
         && [k, v].iter().all(|t| t.dtype() == q.dtype() && t.device().same_device(q.device()) && t.dims() == q.dims());
     if !fits {
-        return Kernels::Composed.softmax_attention(q, k, v, heads, scale, causal);
+        return composed_softmax_attention(q, k, v, heads, scale, causal, dropout);
     }
-    q.apply_op3(k, v, softmax_attention::SoftmaxAttention { heads, scale, causal })
+    let mask = match dropout {
+        Some(AttentionDropout { rate, seed }) => {
+            let (batch, tokens, _) = q.dims3()?;
+            Some(std::sync::Arc::new(dropout_mask::DropMask::draw(batch * heads, tokens * tokens, rate, seed)))
+        }
+        None => None,
+    };
+    q.apply_op3(k, v, softmax_attention::SoftmaxAttention { heads, scale, causal, mask })
+}
+
+/// The differentiable composition of [`softmax_attention_dropped`].
+fn composed_softmax_attention(
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    heads: usize,
+    scale: f64,
+    causal: bool,
+    dropout: Option<AttentionDropout>,
+) -> Result<Tensor> {
+    let (b, n, width) = q.dims3()?;
+    if heads == 0 || width % heads != 0 {
+        candle_core::bail!("softmax_attention: width {width} is not divisible by {heads} heads")
+    }
+    let split = |x: &Tensor| -> Result<Tensor> {
+        let (b, m, _) = x.dims3()?;
+        x.reshape((b, m, heads, width / heads))?.transpose(1, 2)?.contiguous()
+    };
+    let (qh, kh, vh) = (split(q)?, split(k)?, split(v)?);
+    let mut scores = (qh.matmul(&kh.t()?)? * scale)?;
+    if causal {
+        scores = scores.broadcast_add(&ops::causal_mask(n, scores.dtype(), scores.device())?)?;
+    }
+    let mut weights = ops::softmax(&scores, D::Minus1)?;
+    if let Some(AttentionDropout { rate, seed }) = dropout {
+        weights = ops::seeded_dropout(&weights, rate, seed)?;
+    }
+    let mixed = weights.matmul(&vh)?;
+    mixed.transpose(1, 2)?.reshape((b, n, width))
 }
 
 /// The Energy Transformer's attention descent directions: for `qk` `[B, N, 2 H p]` (queries
@@ -487,23 +558,7 @@ impl Kernels {
     ) -> Result<Tensor> {
         match self {
             Kernels::Fused => softmax_attention(q, k, v, heads, scale, causal),
-            Kernels::Composed => {
-                let (b, n, width) = q.dims3()?;
-                if heads == 0 || width % heads != 0 {
-                    candle_core::bail!("softmax_attention: width {width} is not divisible by {heads} heads")
-                }
-                let split = |x: &Tensor| -> Result<Tensor> {
-                    let (b, m, _) = x.dims3()?;
-                    x.reshape((b, m, heads, width / heads))?.transpose(1, 2)?.contiguous()
-                };
-                let (qh, kh, vh) = (split(q)?, split(k)?, split(v)?);
-                let mut scores = (qh.matmul(&kh.t()?)? * scale)?;
-                if causal {
-                    scores = scores.broadcast_add(&ops::causal_mask(n, scores.dtype(), scores.device())?)?;
-                }
-                let mixed = ops::softmax(&scores, D::Minus1)?.matmul(&vh)?;
-                mixed.transpose(1, 2)?.reshape((b, n, width))
-            }
+            Kernels::Composed => composed_softmax_attention(q, k, v, heads, scale, causal, None),
         }
     }
 }

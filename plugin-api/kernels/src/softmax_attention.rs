@@ -1,16 +1,18 @@
 //! Standard multi-head softmax attention as one op: from `Q`, `K`, `V` (each `[B, N, H p]`,
 //! the merged layout of the projections), per sample and head `h`,
 //!
-//! `P = softmax_row(scale Q_h K_h^T)`, `out_h = P V_h`,
+//! `P = softmax_row(scale Q_h K_h^T)`, `out_h = D(P) V_h`,
 //!
 //! written back in the merged layout `[B, N, H p]`. With `causal`, key `j > i` is left out of
 //! query `i`'s softmax (the `-inf` of `plugin_api::ops::causal_mask`): its row is the softmax
-//! of its first `i + 1` scores and zero after.
+//! of its first `i + 1` scores and zero after. `D` is the identity, or GPT-2's attention
+//! dropout: a seeded mask on the `[B, H, N, N]` weights (`dropout_mask.rs`), kept entries
+//! scaled by `1 / (1 - rate)`.
 //!
 //! As in `attention.rs`, each (sample, head) works in its own `N x N` and `N x p` scratch, so
-//! nothing of size `B H N^2` is stored; the backward recomputes `P`:
+//! nothing of size `B H N^2` is stored but the mask's flags; the backward recomputes `P`:
 //!
-//! - `dV = P^T dO`, `dP = dO V^T`;
+//! - `dV = D(P)^T dO`, `dP = D(dO V^T)` (the mask is linear: its own transpose);
 //! - `dS = P (dP - rowsum(dP P))` (entry-wise products; masked entries have `P = 0`);
 //! - `dQ = scale dS K`, `dK = scale dS^T Q`.
 //!
@@ -19,12 +21,14 @@
 //! thread each.
 
 use crate::attention::{fill_heads, head_matrix, into_head, product, transposed, Dims, HeadScratch};
+use crate::dropout_mask::DropMask;
 use crate::real::Real;
 use crate::strided::{parallel_plan, slice, storage_len, unpack, Rows};
 use crate::vector::{dot, softmax_in_place};
 use crate::widest::{inlined, widest};
 use candle_core::{bail, CpuStorage, CustomOp3, Layout, Result, Shape, Tensor};
 use rayon::prelude::*;
+use std::sync::Arc;
 
 impl<T: Real> HeadScratch<T> {
     /// Takes `Q_h`, `K_h`, `V_h` of sample `b` and fills `p` with the attention weights.
@@ -50,7 +54,7 @@ impl<T: Real> HeadScratch<T> {
     }
 }
 
-fn forward<T: Real>(inputs: [(&[T], &Rows); 3], d: Dims, scale: f64, causal: bool) -> Vec<T> {
+fn forward<T: Real>(inputs: [(&[T], &Rows); 3], d: Dims, scale: f64, causal: bool, mask: Option<&DropMask>) -> Vec<T> {
     let (n, width, hp) = (d.tokens, d.width(), d.head_dim);
     let scale = T::c(scale);
     fill_heads(
@@ -60,14 +64,24 @@ fn forward<T: Real>(inputs: [(&[T], &Rows); 3], d: Dims, scale: f64, causal: boo
         #[inline(always)]
         |scratch, b, h, sample| {
             scratch.attend_softmax(inputs, &d, b, h, scale, causal);
-            // out_h = P V_h, written into the head's columns.
+            if let Some(mask) = mask {
+                mask.apply(b * d.heads + h, &mut scratch.p);
+            }
+            // out_h = D(P) V_h, written into the head's columns.
             unsafe { into_head(sample, h, (n, hp, width), (scratch.p.as_ptr(), n, 1), scratch.v) }
         },
     )
 }
 
 /// `[dQ, dK, dV]`, flattened one after the other.
-fn backward<T: Real>(inputs: [(&[T], &Rows); 3], grad: (&[T], &Rows), d: Dims, scale: f64, causal: bool) -> Vec<T> {
+fn backward<T: Real>(
+    inputs: [(&[T], &Rows); 3],
+    grad: (&[T], &Rows),
+    d: Dims,
+    scale: f64,
+    causal: bool,
+    mask: Option<&DropMask>,
+) -> Vec<T> {
     let (n, width, hp) = (d.tokens, d.width(), d.head_dim);
     let per_sample = n * width;
     let total = d.batch * per_sample;
@@ -79,6 +93,8 @@ fn backward<T: Real>(inputs: [(&[T], &Rows); 3], grad: (&[T], &Rows), d: Dims, s
         |first: usize, dq: &mut [T], dk: &mut [T], dv: &mut [T]| {
             let mut scratch = HeadScratch::new(&d);
             let mut ds = vec![T::zero(); n * n];
+            // D(P) when there is a mask (`P` itself is needed for dS).
+            let mut dropped = vec![T::zero(); if mask.is_some() { n * n } else { 0 }];
             let samples = dq.len() / per_sample.max(1);
             for k in 0..samples {
                 let b = first + k;
@@ -89,18 +105,20 @@ fn backward<T: Real>(inputs: [(&[T], &Rows); 3], grad: (&[T], &Rows), d: Dims, s
                     scratch.attend_softmax(inputs, &d, b, h, scale, causal);
                     let d_out = head_matrix(grad.0, grad.1, &d, b, h);
                     let col = h * hp;
+                    let weights = match mask {
+                        Some(mask) => {
+                            mask.apply_into(b * d.heads + h, &scratch.p, &mut dropped);
+                            dropped.as_ptr()
+                        }
+                        None => scratch.p.as_ptr(),
+                    };
                     unsafe {
-                        // dV = P^T dO; dP = dO V^T (into `ds`).
-                        product(
-                            (n, hp, n),
-                            dv.as_mut_ptr().add(col),
-                            width,
-                            (scratch.p.as_ptr(), 1, n),
-                            d_out,
-                            T::one(),
-                            false,
-                        );
+                        // dV = D(P)^T dO; dP = D(dO V^T) (into `ds`).
+                        product((n, hp, n), dv.as_mut_ptr().add(col), width, (weights, 1, n), d_out, T::one(), false);
                         product((n, n, hp), ds.as_mut_ptr(), n, d_out, transposed(scratch.v), T::one(), false);
+                    }
+                    if let Some(mask) = mask {
+                        mask.apply(b * d.heads + h, &mut ds);
                     }
                     // dS = P (dP - rowsum(dP P)).
                     for (g, p) in ds.chunks_exact_mut(n).zip(scratch.p.chunks_exact(n)) {
@@ -165,11 +183,24 @@ fn dims_of(layouts: [&Layout; 3], heads: usize, op: &'static str) -> Result<Dims
     Dims::of(q, heads, op)
 }
 
+/// A mask must hold one block of `N x N` flags per (sample, head).
+fn check_mask(mask: Option<&DropMask>, d: &Dims, op: &'static str) -> Result<()> {
+    match mask {
+        Some(mask) if !mask.covers(d.batch * d.heads, d.tokens * d.tokens) => {
+            bail!("{op}: the dropout mask was drawn for another shape than {d:?}")
+        }
+        _ => Ok(()),
+    }
+}
+
 /// The fused attention: arguments `Q`, `K`, `V` (`[B, N, H p]` each).
 pub(crate) struct SoftmaxAttention {
     pub heads: usize,
     pub scale: f64,
     pub causal: bool,
+    /// The dropout mask of the `[B, H, N, N]` weights, if any (drawn before the op, kept for
+    /// the backward).
+    pub mask: Option<Arc<DropMask>>,
 }
 
 impl CustomOp3 for SoftmaxAttention {
@@ -188,6 +219,7 @@ impl CustomOp3 for SoftmaxAttention {
     ) -> Result<(CpuStorage, Shape)> {
         let name = self.name();
         let d = dims_of([ql, kl, vl], self.heads, name)?;
+        check_mask(self.mask.as_deref(), &d, name)?;
         let rows = [Rows::new(ql), Rows::new(kl), Rows::new(vl)];
         let out = per_real!(qs, name, |T| {
             let inputs = [
@@ -195,7 +227,7 @@ impl CustomOp3 for SoftmaxAttention {
                 (slice::<T>(ks, name)?, &rows[1]),
                 (slice::<T>(vs, name)?, &rows[2]),
             ];
-            forward(inputs, d, self.scale, self.causal)
+            forward(inputs, d, self.scale, self.causal, self.mask.as_deref())
         });
         Ok((out, ql.shape().clone()))
     }
@@ -211,7 +243,13 @@ impl CustomOp3 for SoftmaxAttention {
         // A custom op takes at most three arguments: `V` and `dO` travel side by side.
         let width = v.dims().last().copied().unwrap_or(0);
         let v_grad = Tensor::cat(&[v, grad], 2)?;
-        let op = SoftmaxAttentionBackward { heads: self.heads, scale: self.scale, causal: self.causal, width };
+        let op = SoftmaxAttentionBackward {
+            heads: self.heads,
+            scale: self.scale,
+            causal: self.causal,
+            width,
+            mask: self.mask.clone(),
+        };
         let [dq, dk, dv] = unpack(&q.apply_op3_no_bwd(k, &v_grad, &op)?, [q, k, v])?;
         Ok((Some(dq), Some(dk), Some(dv)))
     }
@@ -225,6 +263,7 @@ struct SoftmaxAttentionBackward {
     causal: bool,
     /// `H p`, the width of `V` (and of `dO`).
     width: usize,
+    mask: Option<Arc<DropMask>>,
 }
 
 impl CustomOp3 for SoftmaxAttentionBackward {
@@ -249,6 +288,7 @@ impl CustomOp3 for SoftmaxAttentionBackward {
         let v_layout = vgl.narrow(2, 0, self.width)?;
         let grad_layout = vgl.narrow(2, self.width, self.width)?;
         let d = dims_of([ql, kl, &v_layout], self.heads, name)?;
+        check_mask(self.mask.as_deref(), &d, name)?;
         if grad_layout.dims() != ql.dims() {
             bail!("{name}: the gradient has shape {:?}, the output {:?}", grad_layout.dims(), ql.dims())
         }
@@ -257,7 +297,7 @@ impl CustomOp3 for SoftmaxAttentionBackward {
         let out = per_real!(qs, name, |T| {
             let vg = slice::<T>(vgs, name)?;
             let inputs = [(slice::<T>(qs, name)?, &rows[0]), (slice::<T>(ks, name)?, &rows[1]), (vg, &rows[2])];
-            backward(inputs, (vg, &grad_rows), d, self.scale, self.causal)
+            backward(inputs, (vg, &grad_rows), d, self.scale, self.causal, self.mask.as_deref())
         });
         let len = storage_len(&out);
         Ok((out, Shape::from(len)))

@@ -390,9 +390,46 @@ fn softmax_attention_matches_the_composition() {
                     |i| softmax_attention(&i[0], &i[0], &i[0], heads, scale, causal).unwrap(),
                     |i| Kernels::Composed.softmax_attention(&i[0], &i[0], &i[0], heads, scale, causal).unwrap(),
                 );
+                check_dropped_attention(&format!("{label} dropped"), &shape, view, heads, scale, causal, seed);
             }
         }
     }
+}
+
+/// GPT-2's attention dropout in the fused op against the composition with `seeded_dropout` on
+/// the weights (which holds the same mask only if the op draws it exactly as that function
+/// does), values and gradients; and the mask does act.
+fn check_dropped_attention(label: &str, shape: &[usize], view: View, heads: usize, scale: f64, causal: bool, seed: u64) {
+    let dropout = Some(AttentionDropout { rate: 0.3, seed: seed * 31 + 5 });
+    let (qv, q) = input(shape, view, seed + 400);
+    let (kv, k) = input(shape, VIEWS[(view as usize + 1) % 4], seed + 500);
+    let (vv, v) = input(shape, VIEWS[(view as usize + 3) % 4], seed + 600);
+    check(
+        label,
+        &[qv, kv, vv],
+        &[q.clone(), k.clone(), v.clone()],
+        |i| softmax_attention_dropped(&i[0], &i[1], &i[2], heads, scale, causal, dropout).unwrap(),
+        |i| super::composed_softmax_attention(&i[0], &i[1], &i[2], heads, scale, causal, dropout).unwrap(),
+    );
+    let (tokens, entries) = (shape[1], shape.iter().product::<usize>());
+    if tokens * tokens * heads * shape[0] >= 20 && entries > 1 {
+        let plain = softmax_attention(&q, &k, &v, heads, scale, causal).unwrap();
+        let dropped = softmax_attention_dropped(&q, &k, &v, heads, scale, causal, dropout).unwrap();
+        assert!(relative_error(&dropped, &plain) > 1e-3, "{label}: the mask changes nothing");
+    }
+}
+
+/// Dropout rates outside `[0, 1)` are refused; rate 0 is the plain attention.
+#[test]
+fn attention_dropout_rates_are_checked() {
+    let (_, x) = input(&[2, 5, 6], View::Plain, 7);
+    for rate in [1.0, -0.1, f64::NAN] {
+        let dropout = Some(AttentionDropout { rate, seed: 1 });
+        let err = softmax_attention_dropped(&x, &x, &x, 2, 0.5, true, dropout).unwrap_err().to_string();
+        assert!(err.contains("[0, 1)"), "rate {rate}: {err}");
+    }
+    let zero = softmax_attention_dropped(&x, &x, &x, 2, 0.5, true, Some(AttentionDropout { rate: 0.0, seed: 1 }));
+    assert_eq!(relative_error(&zero.unwrap(), &softmax_attention(&x, &x, &x, 2, 0.5, true).unwrap()), 0.0);
 }
 
 #[test]
@@ -571,6 +608,7 @@ fn large_shapes_split_into_chunks_match_the_composition() {
             |i| softmax_attention(&i[0], &i[1], &i[2], 4, 0.3, causal).unwrap(),
             |i| Kernels::Composed.softmax_attention(&i[0], &i[1], &i[2], 4, 0.3, causal).unwrap(),
         );
+        check_dropped_attention(&format!("dropped attention large causal={causal}"), &[3, 81, 96], View::Narrowed, 4, 0.3, causal, 137);
     }
     // f32: the chunked result equals the f64 one to f32 precision.
     let x32 = x.to_dtype(DType::F32).unwrap();

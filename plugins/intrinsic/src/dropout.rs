@@ -44,6 +44,11 @@ impl Dropout {
         self.rate > 0.0
     }
 
+    /// The same dropout for the fused softmax attention's weights, `None` when inactive.
+    pub fn on_weights(&self) -> Option<kernels::AttentionDropout> {
+        self.is_active().then_some(kernels::AttentionDropout { rate: self.rate, seed: self.seed })
+    }
+
     /// `x` with the mask applied, or `x` itself when inactive.
     pub fn apply(&self, x: Tensor) -> Result<Tensor> {
         if self.is_active() {

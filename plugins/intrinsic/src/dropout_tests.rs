@@ -2,6 +2,7 @@
 //! trains, and exactly the old layer at rate 0.
 
 use crate::config::{params, IntrinsicConfig};
+use crate::attention::softmax::attention_weights;
 use crate::dropout::Dropout;
 use crate::model::Intrinsic;
 use plugin_api::candle::{DType, Tensor};
@@ -155,18 +156,25 @@ fn attention_dropout_drops_probabilities() {
     assert!(factors.contains(&0.0) && factors.contains(&2.0), "12 samples at rate 0.5 kept all or none: {factors:?}");
 }
 
-/// The composed path the softmax kinds take under dropout is the fused attention: at a rate
-/// too small to drop anything the two agree (up to the `1 / (1 - rate)` scale and rounding).
+/// The fused attention under dropout is the composition written out with the weights
+/// `p_{i,h}` formed and dropped by [`Dropout::apply`]: the same mask on the same entries.
 #[test]
-fn softmax_under_dropout_composes_the_fused_attention() {
+fn fused_softmax_under_dropout_is_the_composition() {
     let (_, layer) = build(&config_with("softmax", &[]), None);
     let attention = &layer.blocks()[0].attention;
+    let proj = attention.projections();
     let x = tokens();
     for causal in [false, true] {
-        let fused = attention.forward(&x, &x, causal, Dropout::NONE).unwrap();
-        let composed = attention.forward(&x, &x, causal, Dropout::new(1e-12, 3)).unwrap();
+        let dropout = Dropout::new(0.3, 3);
+        let fused = attention.forward(&x, &x, causal, dropout).unwrap();
+        let (q, k, v) = (proj.queries(&x).unwrap(), proj.keys(&x).unwrap(), proj.values(&x).unwrap());
+        let temperature = (proj.head_dim().unwrap() as f64).sqrt();
+        let weights = dropout.apply(attention_weights(&q, &k, temperature, causal).unwrap()).unwrap();
+        let composed = proj.output(&weights.matmul(&v).unwrap()).unwrap();
         let diff = max_abs_diff(&fused, &composed);
-        assert!(diff < 1e-5, "causal {causal}: composed differs from fused by {diff}");
+        assert!(diff < 1e-5, "causal {causal}: fused differs from the composition by {diff}");
+        let undropped = attention.forward(&x, &x, causal, Dropout::NONE).unwrap();
+        assert!(max_abs_diff(&fused, &undropped) > 1e-3, "causal {causal}: the mask changes nothing");
     }
 }
 

@@ -37,17 +37,13 @@ impl SoftmaxAttention {
     /// `f(z) = sum_h W_{O,h} sum_i p_{i,h} v_{i,h}` with `p_{i,h} = softmax_i(q_h . k_{i,h} / T)`,
     /// the `p` dropped by `dropout`.
     pub fn forward(&self, queries: &Tensor, context: &Tensor, causal: bool, dropout: Dropout) -> Result<Tensor> {
+        // One fused op on the merged projections (the scores are never stored, the dropout
+        // mask is drawn as `Dropout::apply` would draw it on the `[B, H, N, N]` weights); it
+        // composes candle's ops itself where it does not apply (other devices).
         let p = &self.proj;
-        if dropout.is_active() {
-            // The probabilities must exist to be dropped: the composed form.
-            let (q, k, v) = (p.queries(queries)?, p.keys(context)?, p.values(context)?);
-            let weights = dropout.apply(attention_weights(&q, &k, self.temperature()?, causal)?)?;
-            return p.output(&weights.matmul(&v)?);
-        }
-        // One fused op on the merged projections (the scores are never stored); it composes
-        // candle's ops itself where it does not apply (other devices, other key counts).
         let (q, k, v) = (p.q.forward(queries)?, p.k.forward(context)?, p.v.forward(context)?);
-        let mixed = kernels::softmax_attention(&q, &k, &v, p.heads, 1.0 / self.temperature()?, causal)?;
+        let scale = 1.0 / self.temperature()?;
+        let mixed = kernels::softmax_attention_dropped(&q, &k, &v, p.heads, scale, causal, dropout.on_weights())?;
         p.o.forward(&mixed)
     }
 
