@@ -84,7 +84,9 @@ mod tests {
     /// `seeded_dropout` draws in one stream.
     #[test]
     fn blocks_draw_the_masks_of_seeded_dropout() {
-        for (blocks, block, rate, seed) in [(6, 49, 0.3, 7u64), (4, 3, 0.5, 11), (5, 37, 0.1, u64::MAX), (40, 1000, 0.2, 3)] {
+        for (blocks, block, rate, seed) in
+            [(6, 49, 0.3, 7u64), (4, 3, 0.5, 11), (5, 37, 0.1, u64::MAX), (40, 1000, 0.2, 3)]
+        {
             let ones = Tensor::ones(blocks * block, candle_core::DType::F32, &Device::Cpu).unwrap();
             let expected: Vec<f32> = plugin_api::ops::seeded_dropout(&ones, rate, seed).unwrap().to_vec1().unwrap();
             let mask = DropMask::draw(blocks, block, rate, seed);

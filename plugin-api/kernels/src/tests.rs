@@ -399,7 +399,15 @@ fn softmax_attention_matches_the_composition() {
 /// GPT-2's attention dropout in the fused op against the composition with `seeded_dropout` on
 /// the weights (which holds the same mask only if the op draws it exactly as that function
 /// does), values and gradients; and the mask does act.
-fn check_dropped_attention(label: &str, shape: &[usize], view: View, heads: usize, scale: f64, causal: bool, seed: u64) {
+fn check_dropped_attention(
+    label: &str,
+    shape: &[usize],
+    view: View,
+    heads: usize,
+    scale: f64,
+    causal: bool,
+    seed: u64,
+) {
     let dropout = Some(AttentionDropout { rate: 0.3, seed: seed * 31 + 5 });
     let (qv, q) = input(shape, view, seed + 400);
     let (kv, k) = input(shape, VIEWS[(view as usize + 1) % 4], seed + 500);
@@ -608,7 +616,15 @@ fn large_shapes_split_into_chunks_match_the_composition() {
             |i| softmax_attention(&i[0], &i[1], &i[2], 4, 0.3, causal).unwrap(),
             |i| Kernels::Composed.softmax_attention(&i[0], &i[1], &i[2], 4, 0.3, causal).unwrap(),
         );
-        check_dropped_attention(&format!("dropped attention large causal={causal}"), &[3, 81, 96], View::Narrowed, 4, 0.3, causal, 137);
+        check_dropped_attention(
+            &format!("dropped attention large causal={causal}"),
+            &[3, 81, 96],
+            View::Narrowed,
+            4,
+            0.3,
+            causal,
+            137,
+        );
     }
     // f32: the chunked result equals the f64 one to f32 precision.
     let x32 = x.to_dtype(DType::F32).unwrap();

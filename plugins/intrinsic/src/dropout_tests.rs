@@ -1,8 +1,8 @@
 //! Dropout on the branch outputs and on the attention probabilities: off unless the pass
 //! trains, and exactly the old layer at rate 0.
 
-use crate::config::{params, IntrinsicConfig};
 use crate::attention::softmax::attention_weights;
+use crate::config::{params, IntrinsicConfig};
 use crate::dropout::Dropout;
 use crate::model::Intrinsic;
 use plugin_api::candle::{DType, Tensor};
