@@ -308,7 +308,7 @@ pub fn softmax_attention_dropped(
         && q.rank() == 3
         && [k, v].iter().all(|t| t.dtype() == q.dtype() && t.device().same_device(q.device()) && t.dims() == q.dims());
     if !fits {
-        return composed_softmax_attention(q, k, v, heads, scale, causal, dropout);
+        return composed_softmax_attention([q, k, v], heads, scale, causal, dropout);
     }
     let mask = match dropout {
         Some(AttentionDropout { rate, seed }) => {
@@ -320,11 +320,9 @@ pub fn softmax_attention_dropped(
     q.apply_op3(k, v, softmax_attention::SoftmaxAttention { heads, scale, causal, mask })
 }
 
-/// The differentiable composition of [`softmax_attention_dropped`].
+/// The differentiable composition of [`softmax_attention_dropped`] on `[q, k, v]`.
 fn composed_softmax_attention(
-    q: &Tensor,
-    k: &Tensor,
-    v: &Tensor,
+    [q, k, v]: [&Tensor; 3],
     heads: usize,
     scale: f64,
     causal: bool,
@@ -558,7 +556,7 @@ impl Kernels {
     ) -> Result<Tensor> {
         match self {
             Kernels::Fused => softmax_attention(q, k, v, heads, scale, causal),
-            Kernels::Composed => composed_softmax_attention(q, k, v, heads, scale, causal, None),
+            Kernels::Composed => composed_softmax_attention([q, k, v], heads, scale, causal, None),
         }
     }
 }

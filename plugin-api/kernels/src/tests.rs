@@ -417,7 +417,7 @@ fn check_dropped_attention(
         &[qv, kv, vv],
         &[q.clone(), k.clone(), v.clone()],
         |i| softmax_attention_dropped(&i[0], &i[1], &i[2], heads, scale, causal, dropout).unwrap(),
-        |i| super::composed_softmax_attention(&i[0], &i[1], &i[2], heads, scale, causal, dropout).unwrap(),
+        |i| super::composed_softmax_attention([&i[0], &i[1], &i[2]], heads, scale, causal, dropout).unwrap(),
     );
     let (tokens, entries) = (shape[1], shape.iter().product::<usize>());
     if tokens * tokens * heads * shape[0] >= 20 && entries > 1 {
