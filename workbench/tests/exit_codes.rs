@@ -4,11 +4,11 @@
 
 mod common;
 
-use common::{fixture_train_args, plugin_dir_with, run, temp_dir, workbench};
-use std::path::{Path, PathBuf};
+use common::{fixture_train_args, plugin_dir_with, run, temp_dir, workbench, TestDir};
+use std::path::Path;
 
 /// A store directory and a plugin directory with the fixture layer and Sudoku.
-fn setup(tag: &str) -> (PathBuf, PathBuf) {
+fn setup(tag: &str) -> (TestDir, TestDir) {
     (temp_dir(&format!("{tag}-db")), plugin_dir_with(tag, &["fixture-panicking-plugin", "sudoku"]))
 }
 

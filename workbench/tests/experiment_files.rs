@@ -6,7 +6,6 @@ mod common;
 
 use common::{run, show, temp_dir, train_losses, workbench};
 
-
 /// A tiny Sudoku configuration (a few seconds on one thread), split over two files.
 const BASE: &str = r#"
 [layer]

@@ -6,7 +6,6 @@
 mod common;
 
 use candle_core::{DType, Device};
-use common::plugin_dir_with;
 use plugin_api::Value;
 use std::path::{Path, PathBuf};
 use workbench::experiment_file::Experiment;
@@ -21,7 +20,7 @@ fn experiments_dir() -> PathBuf {
 
 fn host() -> PluginHost {
     let crates = ["hyperset", "sudoku", "image-task", "masked-image", "intrinsic", "cem", "language"];
-    PluginHost::load_dirs(&[plugin_dir_with("experiments", &crates)])
+    common::load_plugins("experiments", &crates)
 }
 
 /// The configurations `train` (one) or `sweep` (every point) would store for `file`.

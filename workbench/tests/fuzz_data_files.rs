@@ -3,13 +3,14 @@
 //! noise, header fields set to extremes, no line breaks, gzip of the result) and loads it as a
 //! run would (the generator is seeded: the same cases every time); every case must end within a time limit with the data or an error, never a panic.
 
+mod common;
+
 use datasets::images::{load_cifar10, load_mnist, MnistVariant};
 use datasets::sudoku::{generate, load_csv, Difficulty};
 use datasets::text::{read_text_file, TokenizedCorpus, TokenizerKind};
-use rand::{Rng, SeedableRng};
 use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
 use std::io::Write;
-use std::path::PathBuf;
 use std::sync::mpsc;
 use std::time::Duration;
 
@@ -46,11 +47,8 @@ impl Tally {
     }
 }
 
-fn scratch(tag: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("wb-fuzz-data-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+fn scratch(tag: &str) -> common::TestDir {
+    common::temp_dir(&format!("fuzz-data-{tag}"))
 }
 
 /// One seeded mutation of `valid`; `header` is the length of its header (counts, sizes),

@@ -11,7 +11,6 @@ use rand::seq::IndexedRandom;
 use rand::{Rng, SeedableRng};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
-use workbench::host::PluginHost;
 use workbench::run_config::{train_schema, RunConfig};
 
 const CASES: usize = 320;
@@ -47,7 +46,7 @@ fn value_for(spec: &ParamSpec, rng: &mut StdRng) -> String {
 
 #[test]
 fn random_overrides_are_answered_quickly_and_never_panic() {
-    let host = std::sync::Arc::new(PluginHost::load_dirs(&[common::plugin_dir_with(
+    let host = std::sync::Arc::new(common::load_plugins(
         "fuzz",
         &[
             "hyperset",
@@ -62,7 +61,7 @@ fn random_overrides_are_answered_quickly_and_never_panic() {
             "masked_image",
             "gp_regression",
         ],
-    )]));
+    ));
     assert!(host.errors.is_empty(), "{:?}", host.errors);
     let of_kind = |kind| (0..host.plugins.len()).filter(|i| host.plugins[*i].declaration.kind() == kind).collect();
     let (layers, tasks): (Vec<usize>, Vec<usize>) = (of_kind(PluginKind::Layer), of_kind(PluginKind::Task));

@@ -245,7 +245,7 @@ fn libraries_dropped_into_a_watched_directory_are_checked_before_anything_change
         root: PathBuf::new(),
         crates: Vec::new(),
         discover_new_crates: false,
-        library_dirs: vec![dir.clone()],
+        library_dirs: vec![dir.to_path_buf()],
         profile: "dev".into(),
         cargo_args: Vec::new(),
         cargo_env: Vec::new(),

@@ -4,7 +4,6 @@
 mod common;
 
 use candle_core::{DType, Device, Tensor};
-use common::plugin_dir_with;
 use plugin_api::{Config, Pass, PluginKind, Value};
 use workbench::host::PluginHost;
 use workbench::params::Params;
@@ -21,7 +20,7 @@ fn config(host: &PluginHost, name: &str, kind: PluginKind, pairs: &[(&str, Value
 /// 512-dimensional time embedding has exactly 5,195,584 parameters.
 #[test]
 fn hyperset_sudoku_paper_configuration_has_5_195_584_parameters() {
-    let host = PluginHost::load_dirs(&[plugin_dir_with("count", &["hyperset", "sudoku"])]);
+    let host = common::load_plugins("count", &["hyperset", "sudoku"]);
     let layer_cfg = config(
         &host,
         "hyperset",
@@ -50,7 +49,7 @@ fn hyperset_sudoku_paper_configuration_has_5_195_584_parameters() {
 /// unrelated nodes and this fails.
 #[test]
 fn gradients_across_plugin_copies_match_finite_differences() {
-    let host = PluginHost::load_dirs(&[plugin_dir_with("xcopy", &["hyperset", "sudoku"])]);
+    let host = common::load_plugins("xcopy", &["hyperset", "sudoku"]);
     let layer_cfg = config(
         &host,
         "hyperset",
@@ -128,7 +127,7 @@ fn gradients_across_plugin_copies_match_finite_differences() {
 #[test]
 fn split_batches_give_the_whole_batch_loss_and_gradients() {
     use workbench::train::parallel::{evaluate, loss_and_grads};
-    let host = PluginHost::load_dirs(&[plugin_dir_with("shards", &["hyperset", "sudoku"])]);
+    let host = common::load_plugins("shards", &["hyperset", "sudoku"]);
     let layer_cfg = config(
         &host,
         "hyperset",

@@ -2,11 +2,9 @@
 
 mod common;
 
-use common::plugin_dir_with;
 use common::stores::{Backend, TestDb};
 use std::time::Duration;
 use workbench::ablation::Format;
-use workbench::host::PluginHost;
 use workbench::ops::export::{self, TableRuns};
 use workbench::ops::grid::{self, parse_axis, Spec};
 use workbench::ops::launch;
@@ -74,7 +72,7 @@ async fn annotate_changes_only_what_it_is_given() {
 /// points of the same grid plan on their own.
 #[test]
 fn a_grid_plan_reports_every_bad_point() {
-    let host = PluginHost::load_dirs(&[plugin_dir_with("ops-grid", &["transformer", "sudoku"])]);
+    let host = common::load_plugins("ops-grid", &["transformer", "sudoku"]);
     let spec = |d: &str| Spec {
         layers: vec!["transformer".into()],
         task: "sudoku".into(),

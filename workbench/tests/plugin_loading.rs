@@ -4,11 +4,11 @@ mod common;
 
 use common::{library, plugin_dir_with, run, temp_dir, workbench};
 use plugin_api::{Config, PluginKind};
-use workbench::host::{load, LoadError, PluginHost};
+use workbench::host::{load, LoadError};
 
 #[test]
 fn workspace_plugins_load_with_their_declarations() {
-    let host = PluginHost::load_dirs(&[plugin_dir_with("good", &["hyperset", "transformer", "sudoku"])]);
+    let host = common::load_plugins("good", &["hyperset", "transformer", "sudoku"]);
     assert!(host.errors.is_empty(), "{:?}", host.errors);
     let hyperset = host.get("hyperset", PluginKind::Layer).unwrap();
     assert!(hyperset.declaration.params.iter().any(|p| p.name == "heads"));
@@ -40,7 +40,7 @@ const WORKSPACE_PLUGINS: [&str; 12] = [
 /// it; every layer builds from a configuration with no keys at all, as from its defaults.
 #[test]
 fn stored_configurations_missing_a_key_load_with_its_default_for_every_plugin() {
-    let host = PluginHost::load_dirs(&[plugin_dir_with("defaults", &WORKSPACE_PLUGINS)]);
+    let host = common::load_plugins("defaults", &WORKSPACE_PLUGINS);
     assert!(host.errors.is_empty(), "{:?}", host.errors);
     assert_eq!(host.plugins.len(), WORKSPACE_PLUGINS.len());
     for plugin in &host.plugins {
@@ -71,7 +71,7 @@ fn stored_configurations_missing_a_key_load_with_its_default_for_every_plugin() 
 /// is what the built layer says (checked again at every causal pass).
 #[test]
 fn every_layer_declares_the_causal_mask_it_has() {
-    let host = PluginHost::load_dirs(&[plugin_dir_with("causal", &WORKSPACE_PLUGINS)]);
+    let host = common::load_plugins("causal", &WORKSPACE_PLUGINS);
     let mut masking = Vec::new();
     for plugin in host.plugins.iter().filter(|p| p.declaration.kind() == PluginKind::Layer) {
         let declaration = &plugin.declaration;

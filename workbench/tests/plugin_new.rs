@@ -19,7 +19,7 @@ fn in_workspace(root: &Path) -> Command {
 }
 
 /// A directory holding links to the given libraries of the shared build output.
-fn plugin_dir(libraries: &[&str]) -> std::path::PathBuf {
+fn plugin_dir(libraries: &[&str]) -> common::TestDir {
     let dir = temp_dir("plugin-new-libs");
     for name in libraries {
         let file = format!("{}{name}{}", std::env::consts::DLL_PREFIX, std::env::consts::DLL_SUFFIX);

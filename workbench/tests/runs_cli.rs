@@ -14,7 +14,7 @@ mod common;
 /// 2. transformer d=32 lr=0.003, finished, in sweep 1;
 /// 3. hyperset d=128, failed, no metrics.
 struct Fixture {
-    dir: PathBuf,
+    dir: common::TestDir,
 }
 
 const AWKWARD: &str = "a, \"quoted\" value";

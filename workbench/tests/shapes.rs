@@ -24,7 +24,7 @@ fn host() -> PluginHost {
     let crates = ["hyperset", "transformer", "crate_layer", "energy_transformer", "intrinsic", "cem", "mlp"];
     let tasks = ["sudoku", "language", "image_task", "masked_image", "gp_regression"];
     let all: Vec<&str> = crates.iter().chain(tasks.iter()).copied().collect();
-    PluginHost::load_dirs(&[common::plugin_dir_with("shapes", &all)])
+    common::load_plugins("shapes", &all)
 }
 
 #[test]

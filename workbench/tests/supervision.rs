@@ -5,15 +5,15 @@
 
 mod common;
 
-use common::{fixture_train_args, plugin_dir_with, run, temp_dir, workbench};
+use common::{fixture_train_args, plugin_dir_with, run, temp_dir, workbench, TestDir};
 use serde_json::Value;
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// A store directory and a plugin directory with the fixture layer and Sudoku.
-fn setup(tag: &str) -> (PathBuf, PathBuf) {
+fn setup(tag: &str) -> (TestDir, TestDir) {
     (temp_dir(&format!("{tag}-db")), plugin_dir_with(tag, &["fixture-panicking-plugin", "sudoku"]))
 }
 

@@ -8,7 +8,6 @@ use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::Stdio;
 
-
 fn last_eval(dir: &Path, id: i64, name: &str) -> f64 {
     let shown = show(dir, id);
     let metric = shown["metrics"]

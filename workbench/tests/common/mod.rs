@@ -24,11 +24,48 @@ pub fn library(crate_name: &str) -> PathBuf {
     path
 }
 
-/// A fresh empty directory for one test.
-pub fn temp_dir(tag: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("workbench-test-{tag}-{}-{}", std::process::id(), nanos()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+/// A fresh empty directory for one test, removed with everything in it when the test is done
+/// with it (a test's stores, runs and plugin links are hundreds of megabytes per test run). A
+/// failing test keeps it, and says where, for a look at what it left.
+pub fn temp_dir(tag: &str) -> TestDir {
+    let path = std::env::temp_dir().join(format!("workbench-test-{tag}-{}-{}", std::process::id(), nanos()));
+    std::fs::create_dir_all(&path).unwrap();
+    TestDir { path }
+}
+
+/// A test's directory, see [`temp_dir`]; it reads as the [`Path`] it is.
+pub struct TestDir {
+    path: PathBuf,
+}
+
+impl std::ops::Deref for TestDir {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl AsRef<Path> for TestDir {
+    fn as_ref(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl AsRef<std::ffi::OsStr> for TestDir {
+    fn as_ref(&self) -> &std::ffi::OsStr {
+        self.path.as_os_str()
+    }
+}
+
+impl Drop for TestDir {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!("kept the failing test's directory {}", self.path.display());
+        } else {
+            // A worker the test started may still be writing: what is left then stays.
+            let _ = std::fs::remove_dir_all(&self.path);
+        }
+    }
 }
 
 fn nanos() -> u128 {
@@ -36,13 +73,19 @@ fn nanos() -> u128 {
 }
 
 /// A directory holding links to the given plugin libraries (and nothing else).
-pub fn plugin_dir_with(tag: &str, crates: &[&str]) -> PathBuf {
+pub fn plugin_dir_with(tag: &str, crates: &[&str]) -> TestDir {
     let dir = temp_dir(tag);
     for c in crates {
         let src = library(c);
         std::os::unix::fs::symlink(&src, dir.join(src.file_name().unwrap())).unwrap();
     }
     dir
+}
+
+/// A plugin host with the given plugin libraries loaded, through a directory of links that is
+/// removed once they are (a loaded library stays mapped).
+pub fn load_plugins(tag: &str, crates: &[&str]) -> workbench::host::PluginHost {
+    workbench::host::PluginHost::load_dirs(&[plugin_dir_with(tag, crates).to_path_buf()])
 }
 
 /// The workbench binary with a database in `dir`, never rebuilding plugins.
