@@ -20,7 +20,7 @@
 //! | [`add_scaled`]           | `x + sign a u`, element-wise                          | `*` then `+` or `-`                 |
 //! | [`bi_softmax_attention`] | `(P + P^T) Z` per head, `Z = rms_norm(XW_h, g)`       | split, `rms_norm`, scores, `bi_softmax`, product, merge |
 //! | [`softmax_attention`]    | `softmax(scale Q_h K_h^T) V_h` per head, optionally causal | split, scores, mask, `softmax`, product, merge |
-//! | [`softmax_attention_dropped`] | the same with GPT-2's dropout on the weights      | the same with `seeded_dropout` on the weights |
+//! | [`Kernels::softmax_attention`] | the same with GPT-2's dropout on the weights     | the same with `seeded_dropout` on the weights |
 //!
 //! The fused forms run for f32 and f64 tensors on the CPU. On any other device or dtype each
 //! function returns the differentiable composition of `plugin_api::ops` instead (so a CUDA
@@ -272,8 +272,9 @@ pub fn bi_softmax_attention(xw: &Tensor, gain: Option<&Tensor>, heads: usize, be
 /// projections, any strides; they may be one tensor), per head
 /// `softmax_row(scale Q_h K_h^T) V_h` into the output's head columns, with key `j > i` left out
 /// of query `i` when `causal`. The backward recomputes the `N x N` weights per (sample, head).
+/// [`Kernels::softmax_attention`] adds GPT-2's attention dropout.
 pub fn softmax_attention(q: &Tensor, k: &Tensor, v: &Tensor, heads: usize, scale: f64, causal: bool) -> Result<Tensor> {
-    softmax_attention_dropped(q, k, v, heads, scale, causal, None)
+    Kernels::Fused.softmax_attention(q, k, v, heads, scale, causal, None)
 }
 
 /// GPT-2's attention dropout: the `[B, H, N, N]` attention weights' mask at `rate` (in
@@ -285,42 +286,8 @@ pub struct AttentionDropout {
     pub seed: u64,
 }
 
-/// [`softmax_attention`] with the weights dropped by `dropout` (the identity for `None` or
-/// rate 0) before they weigh the values: `D(softmax_row(scale Q_h K_h^T)) V_h`. The fused op
-/// draws the mask once, block by block (flags only, one per weight), and never forms the
-/// weights as a tensor; the composition applies `seeded_dropout` to them, with the same mask.
-pub fn softmax_attention_dropped(
-    q: &Tensor,
-    k: &Tensor,
-    v: &Tensor,
-    heads: usize,
-    scale: f64,
-    causal: bool,
-    dropout: Option<AttentionDropout>,
-) -> Result<Tensor> {
-    let dropout = dropout.filter(|d| d.rate != 0.0);
-    if let Some(AttentionDropout { rate, .. }) = dropout {
-        if !(0.0..1.0).contains(&rate) {
-            candle_core::bail!("softmax_attention: the dropout rate must be in [0, 1), got {rate}")
-        }
-    }
-    let fits = is_fused(q)
-        && q.rank() == 3
-        && [k, v].iter().all(|t| t.dtype() == q.dtype() && t.device().same_device(q.device()) && t.dims() == q.dims());
-    if !fits {
-        return composed_softmax_attention([q, k, v], heads, scale, causal, dropout);
-    }
-    let mask = match dropout {
-        Some(AttentionDropout { rate, seed }) => {
-            let (batch, tokens, _) = q.dims3()?;
-            Some(std::sync::Arc::new(dropout_mask::DropMask::draw(batch * heads, tokens * tokens, rate, seed)))
-        }
-        None => None,
-    };
-    q.apply_op3(k, v, softmax_attention::SoftmaxAttention { heads, scale, causal, mask })
-}
-
-/// The differentiable composition of [`softmax_attention_dropped`] on `[q, k, v]`.
+/// The differentiable composition of [`Kernels::softmax_attention`] on `[q, k, v]`: the dropout,
+/// if any, is `seeded_dropout` on the weights, with the same mask as the fused op's.
 fn composed_softmax_attention(
     [q, k, v]: [&Tensor; 3],
     heads: usize,
@@ -545,6 +512,10 @@ impl Kernels {
         }
     }
 
+    /// [`softmax_attention`], with the weights dropped by `dropout` (the identity for `None` or
+    /// rate 0) before they weigh the values: `D(softmax_row(scale Q_h K_h^T)) V_h`. Both paths
+    /// drop the same entries.
+    #[allow(clippy::too_many_arguments)]
     pub fn softmax_attention(
         self,
         q: &Tensor,
@@ -553,10 +524,31 @@ impl Kernels {
         heads: usize,
         scale: f64,
         causal: bool,
+        dropout: Option<AttentionDropout>,
     ) -> Result<Tensor> {
-        match self {
-            Kernels::Fused => softmax_attention(q, k, v, heads, scale, causal),
-            Kernels::Composed => composed_softmax_attention([q, k, v], heads, scale, causal, None),
+        let dropout = dropout.filter(|d| d.rate != 0.0);
+        if let Some(AttentionDropout { rate, .. }) = dropout {
+            if !(0.0..1.0).contains(&rate) {
+                candle_core::bail!("softmax_attention: the dropout rate must be in [0, 1), got {rate}")
+            }
         }
+        let fits = is_fused(q)
+            && q.rank() == 3
+            && [k, v]
+                .iter()
+                .all(|t| t.dtype() == q.dtype() && t.device().same_device(q.device()) && t.dims() == q.dims());
+        if self == Kernels::Composed || !fits {
+            return composed_softmax_attention([q, k, v], heads, scale, causal, dropout);
+        }
+        // The mask, if any, is drawn once, block by block (flags only, one per weight); the
+        // weights are never formed as a tensor.
+        let mask = match dropout {
+            Some(AttentionDropout { rate, seed }) => {
+                let (batch, tokens, _) = q.dims3()?;
+                Some(std::sync::Arc::new(dropout_mask::DropMask::draw(batch * heads, tokens * tokens, rate, seed)))
+            }
+            None => None,
+        };
+        q.apply_op3(k, v, softmax_attention::SoftmaxAttention { heads, scale, causal, mask })
     }
 }

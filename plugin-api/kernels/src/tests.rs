@@ -378,7 +378,7 @@ fn softmax_attention_matches_the_composition() {
                     &[qv, kv, vv],
                     &[q, k, val],
                     |i| softmax_attention(&i[0], &i[1], &i[2], heads, scale, causal).unwrap(),
-                    |i| Kernels::Composed.softmax_attention(&i[0], &i[1], &i[2], heads, scale, causal).unwrap(),
+                    |i| Kernels::Composed.softmax_attention(&i[0], &i[1], &i[2], heads, scale, causal, None).unwrap(),
                 );
                 // One tensor as query, key and value (CRATE's MSSA): candle adds the three
                 // gradients.
@@ -388,7 +388,7 @@ fn softmax_attention_matches_the_composition() {
                     &[xv],
                     &[x],
                     |i| softmax_attention(&i[0], &i[0], &i[0], heads, scale, causal).unwrap(),
-                    |i| Kernels::Composed.softmax_attention(&i[0], &i[0], &i[0], heads, scale, causal).unwrap(),
+                    |i| Kernels::Composed.softmax_attention(&i[0], &i[0], &i[0], heads, scale, causal, None).unwrap(),
                 );
                 check_dropped_attention(&format!("{label} dropped"), &shape, view, heads, scale, causal, seed);
             }
@@ -416,13 +416,13 @@ fn check_dropped_attention(
         label,
         &[qv, kv, vv],
         &[q.clone(), k.clone(), v.clone()],
-        |i| softmax_attention_dropped(&i[0], &i[1], &i[2], heads, scale, causal, dropout).unwrap(),
-        |i| super::composed_softmax_attention([&i[0], &i[1], &i[2]], heads, scale, causal, dropout).unwrap(),
+        |i| Kernels::Fused.softmax_attention(&i[0], &i[1], &i[2], heads, scale, causal, dropout).unwrap(),
+        |i| Kernels::Composed.softmax_attention(&i[0], &i[1], &i[2], heads, scale, causal, dropout).unwrap(),
     );
     let (tokens, entries) = (shape[1], shape.iter().product::<usize>());
     if tokens * tokens * heads * shape[0] >= 20 && entries > 1 {
         let plain = softmax_attention(&q, &k, &v, heads, scale, causal).unwrap();
-        let dropped = softmax_attention_dropped(&q, &k, &v, heads, scale, causal, dropout).unwrap();
+        let dropped = Kernels::Fused.softmax_attention(&q, &k, &v, heads, scale, causal, dropout).unwrap();
         assert!(relative_error(&dropped, &plain) > 1e-3, "{label}: the mask changes nothing");
     }
 }
@@ -433,10 +433,11 @@ fn attention_dropout_rates_are_checked() {
     let (_, x) = input(&[2, 5, 6], View::Plain, 7);
     for rate in [1.0, -0.1, f64::NAN] {
         let dropout = Some(AttentionDropout { rate, seed: 1 });
-        let err = softmax_attention_dropped(&x, &x, &x, 2, 0.5, true, dropout).unwrap_err().to_string();
+        let err = Kernels::Fused.softmax_attention(&x, &x, &x, 2, 0.5, true, dropout).unwrap_err().to_string();
         assert!(err.contains("[0, 1)"), "rate {rate}: {err}");
     }
-    let zero = softmax_attention_dropped(&x, &x, &x, 2, 0.5, true, Some(AttentionDropout { rate: 0.0, seed: 1 }));
+    let zero =
+        Kernels::Fused.softmax_attention(&x, &x, &x, 2, 0.5, true, Some(AttentionDropout { rate: 0.0, seed: 1 }));
     assert_eq!(relative_error(&zero.unwrap(), &softmax_attention(&x, &x, &x, 2, 0.5, true).unwrap()), 0.0);
 }
 
@@ -614,7 +615,7 @@ fn large_shapes_split_into_chunks_match_the_composition() {
             &[xv.clone(), kv, vv],
             &[x.clone(), k, v],
             |i| softmax_attention(&i[0], &i[1], &i[2], 4, 0.3, causal).unwrap(),
-            |i| Kernels::Composed.softmax_attention(&i[0], &i[1], &i[2], 4, 0.3, causal).unwrap(),
+            |i| Kernels::Composed.softmax_attention(&i[0], &i[1], &i[2], 4, 0.3, causal, None).unwrap(),
         );
         check_dropped_attention(
             &format!("dropped attention large causal={causal}"),

@@ -70,7 +70,7 @@ impl TransformerBlock {
             (k.linear(h, &self.w_k, None)?, k.linear(h, &self.w_v, None)?)
         };
         let scale = 1.0 / (self.head_dim as f64).sqrt();
-        let mixed = k.softmax_attention(&q, &key, &v, self.heads, scale, causal)?;
+        let mixed = k.softmax_attention(&q, &key, &v, self.heads, scale, causal, None)?;
         Ok(k.linear(&mixed, &self.w_o, None)?)
     }
 

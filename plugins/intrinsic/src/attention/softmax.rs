@@ -13,7 +13,7 @@
 use super::Projections;
 use crate::dropout::Dropout;
 use crate::ops::logsumexp;
-use kernels::softmax;
+use kernels::{softmax, Kernels};
 use plugin_api::candle::{Result, Tensor, D};
 use plugin_api::ops::causal_mask;
 
@@ -43,7 +43,7 @@ impl SoftmaxAttention {
         let p = &self.proj;
         let (q, k, v) = (p.q.forward(queries)?, p.k.forward(context)?, p.v.forward(context)?);
         let scale = 1.0 / self.temperature()?;
-        let mixed = kernels::softmax_attention_dropped(&q, &k, &v, p.heads, scale, causal, dropout.on_weights())?;
+        let mixed = Kernels::Fused.softmax_attention(&q, &k, &v, p.heads, scale, causal, dropout.on_weights())?;
         p.o.forward(&mixed)
     }
 
