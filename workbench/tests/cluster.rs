@@ -6,7 +6,7 @@
 mod common;
 
 use common::stores::{Backend, TestDb};
-use common::{fixture_train_args, plugin_dir_with, run, workbench};
+use common::{fixture_train_args, plugin_dir_with, run, workbench, TestDir};
 use serde_json::Value;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -26,9 +26,12 @@ fn slurm_available() -> bool {
     false
 }
 
-/// A PostgreSQL store with its artifacts directory, and the workbench command on it.
+/// A PostgreSQL store with its artifacts directory, the plugins its jobs load, and the
+/// workbench command on them.
 struct Cluster {
     db: TestDb,
+    /// Kept as long as the test: Slurm starts the jobs later, and they load plugins from here.
+    plugins: TestDir,
 }
 
 impl Cluster {
@@ -37,7 +40,8 @@ impl Cluster {
             return None;
         }
         let db = TestDb::new(Backend::Postgres, tag).await?;
-        Some(Cluster { db })
+        let plugins = plugin_dir_with(tag, &["fixture-panicking-plugin", "sudoku"]);
+        Some(Cluster { db, plugins })
     }
 
     /// `workbench` with `--executor slurm` on the shared store and artifacts.
@@ -51,10 +55,9 @@ impl Cluster {
     }
 
     /// `train` of the fixture layer with `args`, in the background (it follows its Slurm job).
-    fn spawn_fixture_train(&self, tag: &str, args: &[String]) -> std::process::Child {
-        let plugins = plugin_dir_with(tag, &["fixture-panicking-plugin", "sudoku"]);
+    fn spawn_fixture_train(&self, args: &[String]) -> std::process::Child {
         self.workbench()
-            .env("WORKBENCH_PLUGIN_PATH", &plugins)
+            .env("WORKBENCH_PLUGIN_PATH", &self.plugins)
             .args(args)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -139,10 +142,9 @@ async fn a_sweep_runs_as_slurm_jobs_into_postgres() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scancel_interrupts_and_a_requeued_run_ends_as_if_uninterrupted() {
     let Some(cluster) = Cluster::new("slurm-scancel").await else { return };
-    let plugins = plugin_dir_with("slurm-scancel", &["fixture-panicking-plugin", "sudoku"]);
     let mut args = fixture_train_args("slow", 40, 5);
     args.push("--json".into());
-    let mut train = cluster.spawn_fixture_train("slurm-scancel", &args);
+    let mut train = cluster.spawn_fixture_train(&args);
     let run1 = cluster.wait_for(1, Duration::from_secs(90), |r| r["last_step"].as_u64().unwrap_or(0) >= 12);
     assert_eq!(run1["status"], "running", "{run1}");
     let job = run1["supervision"]["job_id"].as_str().unwrap().to_string();
@@ -155,14 +157,14 @@ async fn scancel_interrupts_and_a_requeued_run_ends_as_if_uninterrupted() {
 
     let (code, _, err) = run(cluster.workbench().args(["runs", "requeue", "1"]));
     assert_eq!(code, 0, "{err}");
-    let (code, _, err) = run(cluster.workbench().env("WORKBENCH_PLUGIN_PATH", &plugins).args(["queue"]));
+    let (code, _, err) = run(cluster.workbench().env("WORKBENCH_PLUGIN_PATH", &cluster.plugins).args(["queue"]));
     assert_eq!(code, 0, "{err}");
     let resumed = cluster.show(1);
     assert_eq!(resumed["run"]["status"], "finished", "{resumed}");
 
     // The same configuration without interruption, as a second run.
     args.retain(|a| a != "--json");
-    let (code, _, err) = run(cluster.workbench().env("WORKBENCH_PLUGIN_PATH", &plugins).args(&args));
+    let (code, _, err) = run(cluster.workbench().env("WORKBENCH_PLUGIN_PATH", &cluster.plugins).args(&args));
     assert_eq!(code, 0, "{err}");
     let final_loss = |shown: &Value| {
         shown["metrics"]
@@ -182,7 +184,7 @@ async fn scancel_interrupts_and_a_requeued_run_ends_as_if_uninterrupted() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_requeued_job_continues_its_run_from_the_checkpoint() {
     let Some(cluster) = Cluster::new("slurm-requeue").await else { return };
-    let mut train = cluster.spawn_fixture_train("slurm-requeue", &fixture_train_args("slow", 30, 5));
+    let mut train = cluster.spawn_fixture_train(&fixture_train_args("slow", 30, 5));
     let running = cluster.wait_for(1, Duration::from_secs(90), |r| r["last_step"].as_u64().unwrap_or(0) >= 7);
     let job = running["supervision"]["job_id"].as_str().unwrap().to_string();
     let (code, _, err) = run(Command::new("scontrol").args(["requeue", &job]));
