@@ -110,15 +110,14 @@ mod tests {
     use super::*;
     use std::io::Write;
 
-    fn temp(tag: &str) -> std::path::PathBuf {
-        let dir = std::env::temp_dir().join(format!("datasets-files-{tag}-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        dir
+    fn temp(tag: &str) -> tempfile::TempDir {
+        tempfile::Builder::new().prefix(&format!("datasets-files-{tag}-")).tempdir().unwrap()
     }
 
     #[test]
     fn a_regular_file_is_read_whole() {
-        let path = temp("regular").join("a.txt");
+        let dir = temp("regular");
+        let path = dir.path().join("a.txt");
         std::fs::write(&path, b"hello").unwrap();
         assert_eq!(read_regular(&path).unwrap(), b"hello");
     }
@@ -126,9 +125,9 @@ mod tests {
     #[cfg(unix)]
     #[test]
     fn pipes_devices_and_directories_are_refused_at_once() {
-        let dir = temp("special");
+        let tmp = temp("special");
+        let dir = tmp.path();
         let fifo = dir.join("pipe");
-        let _ = std::fs::remove_file(&fifo);
         let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
         assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
         // Reading a pipe nobody writes to would block forever: this returns at once.
@@ -136,7 +135,7 @@ mod tests {
         assert!(e.contains("a named pipe (FIFO), not a regular file"), "{e}");
         let e = read_regular(Path::new("/dev/zero")).unwrap_err().to_string();
         assert!(e.contains("a character device"), "{e}");
-        let e = read_regular(&dir).unwrap_err().to_string();
+        let e = read_regular(dir).unwrap_err().to_string();
         assert!(e.contains("a directory"), "{e}");
     }
 

@@ -57,15 +57,10 @@ pub fn write(dir: &Path, name: &str, payload: &[u8]) {
 mod tests {
     use super::*;
 
-    fn temp(tag: &str) -> PathBuf {
-        let dir = std::env::temp_dir().join(format!("wb-cache-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        dir
-    }
-
     #[test]
     fn a_written_payload_reads_back_and_a_damaged_one_does_not() {
-        let dir = temp("roundtrip");
+        let tmp = tempfile::Builder::new().prefix("wb-cache-roundtrip-").tempdir().unwrap();
+        let dir = tmp.path().join("cache");
         assert_eq!(read(&dir, "x"), None);
         write(&dir, "x", b"hello puzzles");
         assert_eq!(read(&dir, "x").as_deref(), Some(&b"hello puzzles"[..]));
@@ -78,6 +73,5 @@ mod tests {
         assert_eq!(read(&dir, "x"), None, "a torn file");
         std::fs::write(&path, b"WBCACHE0 something else entirely, 32 bytes or more...").unwrap();
         assert_eq!(read(&dir, "x"), None, "another format");
-        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -9,7 +9,7 @@ use datasets::sudoku::{
 };
 use rand::SeedableRng;
 use std::io::Cursor;
-use std::path::PathBuf;
+use tempfile::TempDir;
 
 // ---------------------------------------------------------------- independent reference solver
 
@@ -305,12 +305,9 @@ fn parse(text: &str) -> Result<Vec<Puzzle>, CsvError> {
     parse_csv(Cursor::new(text.as_bytes().to_vec()), "mem.csv")
 }
 
-/// A per-test temporary directory with a unique name.
-fn temp_dir(tag: &str) -> PathBuf {
-    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
-    let dir = std::env::temp_dir().join(format!("datasets-sudoku-{tag}-{}-{nanos}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+/// A per-test temporary directory with a unique name, removed when dropped.
+fn temp_dir(tag: &str) -> TempDir {
+    tempfile::Builder::new().prefix(&format!("datasets-sudoku-{tag}-")).tempdir().unwrap()
 }
 
 #[test]
@@ -326,7 +323,7 @@ fn csv_good_file_loads() {
         grid_str(&ps[2].solution, '.'),
     );
     let dir = temp_dir("good");
-    let path = dir.join("good.csv");
+    let path = dir.path().join("good.csv");
     std::fs::write(&path, &text).unwrap();
     let loaded = load_csv(&path).unwrap();
     assert_eq!(loaded, ps);
@@ -340,7 +337,6 @@ fn csv_good_file_loads() {
         grid_str(&ps[2].solution, '.')
     );
     assert_eq!(parse(&quoted).unwrap(), vec![ps[2].clone()]);
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 /// Builds a file whose line 4 is `bad` (line 1 is a header, 2 and 3 are good lines).
@@ -456,7 +452,8 @@ fn csv_empty_inputs_are_errors() {
 
 #[test]
 fn csv_missing_file_names_the_path() {
-    let dir = temp_dir("missing");
+    let tmp = temp_dir("missing");
+    let dir = tmp.path();
     let path = dir.join("no-such-sudoku.csv");
     let err = load_csv(&path).unwrap_err();
     let msg = err.to_string();
@@ -464,9 +461,8 @@ fn csv_missing_file_names_the_path() {
     assert!(msg.contains(&path.display().to_string()), "{msg}");
     assert!(msg.contains("check"), "{msg}");
     // A directory is not a readable CSV file: an error, not a panic.
-    let err = load_csv(&dir).unwrap_err();
+    let err = load_csv(dir).unwrap_err();
     assert!(err.to_string().contains(&dir.display().to_string()), "{err}");
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]

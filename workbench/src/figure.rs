@@ -323,10 +323,9 @@ mod tests {
         };
         let metrics =
             vec![m(1, "train", 2.0), m(2, "train", 1.5), m(4, "train", 1.0), m(2, "eval", 1.8), m(4, "eval", 1.0)];
-        let out = std::env::temp_dir().join(format!("workbench-figure-labels-{}.svg", std::process::id()));
-        write_image(&[run(metrics)], &[Panel::Loss], &out, (800, 500)).unwrap();
-        let svg = std::fs::read_to_string(&out).unwrap();
-        std::fs::remove_file(&out).unwrap();
+        let out = tempfile::Builder::new().prefix("workbench-figure-labels-").suffix(".svg").tempfile().unwrap();
+        write_image(&[run(metrics)], &[Panel::Loss], out.path(), (800, 500)).unwrap();
+        let svg = std::fs::read_to_string(out.path()).unwrap();
         let (train, eval) = (text_at(&svg, "train loss"), text_at(&svg, "eval loss"));
         assert_eq!(train.0, eval.0, "both end at the same step");
         assert_ne!(train.1, eval.1, "the labels are drawn on top of each other");

@@ -203,16 +203,16 @@ mod tests {
 
     #[test]
     fn the_svg_names_the_keys_the_metric_and_every_value() {
-        let out = std::env::temp_dir().join(format!("workbench-heatmap-{}.svg", std::process::id()));
+        let dir = tempfile::Builder::new().prefix("workbench-heatmap-").tempdir().unwrap();
+        let out = dir.path().join("heatmap.svg");
         write_image(&grid(), &out).unwrap();
         let svg = std::fs::read_to_string(&out).unwrap();
-        std::fs::remove_file(&out).unwrap();
         for text in ["layers", "iterations", "final cell_acc", "0.2500", "0.7500", "0.1250", EMPTY, "n=2"] {
             assert!(svg.contains(text), "no `{text}` in the SVG");
         }
         // The best cell (0.75) is the brightest colour of the map.
         assert!(svg.contains("#FDE725"), "the best cell is not at the bright end");
-        let bad = std::env::temp_dir().join("heatmap.jpg");
+        let bad = dir.path().join("heatmap.jpg");
         assert!(write_image(&grid(), &bad).is_err());
     }
 }

@@ -268,8 +268,8 @@ mod tests {
 
     #[test]
     fn taken_names_and_existing_directories_are_refused() {
-        let root = std::env::temp_dir().join(format!("wb-scaffold-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&root);
+        let tmp = tempfile::Builder::new().prefix("wb-scaffold-").tempdir().unwrap();
+        let root = tmp.path();
         std::fs::create_dir_all(root.join("plugins/old/src")).unwrap();
         std::fs::write(root.join("plugins/old/Cargo.toml"), "[package]\nname = \"old\"\n").unwrap();
         std::fs::create_dir_all(root.join("plugins/stray")).unwrap();
@@ -279,18 +279,17 @@ mod tests {
         )
         .unwrap();
         let refuse =
-            |name: &str, plugins: &[String]| create(&root, name, TemplateKind::Layer, plugins).unwrap_err().to_string();
+            |name: &str, plugins: &[String]| create(root, name, TemplateKind::Layer, plugins).unwrap_err().to_string();
         assert!(refuse("old", &[]).contains("already exists"), "{}", refuse("old", &[]));
         assert!(refuse("stray", &[]).contains("already exists"));
         assert!(refuse("serde", &[]).contains("a crate named `serde`"));
         assert!(refuse("hyperset", &["hyperset".to_string()]).contains("a loaded plugin"));
-        let created = create(&root, "fresh", TemplateKind::Task, &[]).unwrap();
+        let created = create(root, "fresh", TemplateKind::Task, &[]).unwrap();
         assert_eq!(created.files, ["Cargo.toml", "src/lib.rs", "src/task.rs", "src/tests.rs"]);
         let lib = std::fs::read_to_string(created.dir.join("src/lib.rs")).unwrap();
         assert!(lib.contains("\"fresh\"") && !lib.contains("{{"), "{lib}");
         let manifest = std::fs::read_to_string(root.join("Cargo.toml")).unwrap();
         assert!(manifest.contains("\"plugins/old\", \"plugins/fresh\""), "{manifest}");
         assert!(refuse("fresh", &[]).contains("already exists"));
-        std::fs::remove_dir_all(&root).unwrap();
     }
 }

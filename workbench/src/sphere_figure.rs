@@ -156,11 +156,9 @@ mod tests {
     }
 
     fn svg_texts(t: &Trajectories) -> String {
-        let out = std::env::temp_dir().join(format!("workbench-sphere-{}-{}.svg", std::process::id(), t.dim));
-        write_image("run 7: hyperset", t, &out, (900, 700)).unwrap();
-        let svg = std::fs::read_to_string(&out).unwrap();
-        std::fs::remove_file(&out).unwrap();
-        svg
+        let out = tempfile::Builder::new().prefix("workbench-sphere-").suffix(".svg").tempfile().unwrap();
+        write_image("run 7: hyperset", t, out.path(), (900, 700)).unwrap();
+        std::fs::read_to_string(out.path()).unwrap()
     }
 
     #[test]

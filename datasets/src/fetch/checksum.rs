@@ -140,10 +140,9 @@ mod tests {
 
     #[test]
     fn digests_of_a_known_content() {
-        let path = std::env::temp_dir().join(format!("datasets-digest-{}", std::process::id()));
-        std::fs::write(&path, b"abc").unwrap();
-        let digests = Digests::of_file(&path).unwrap();
-        std::fs::remove_file(&path).unwrap();
+        let file = tempfile::Builder::new().prefix("datasets-digest-").tempfile().unwrap();
+        std::fs::write(file.path(), b"abc").unwrap();
+        let digests = Digests::of_file(file.path()).unwrap();
         // The test vectors of RFC 1321 and FIPS 180-2 for "abc".
         assert!(digests.matches(&Checksum::md5("900150983cd24fb0d6963f7d28e17f72").unwrap()));
         assert!(digests

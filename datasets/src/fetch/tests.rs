@@ -11,12 +11,10 @@ use flate2::Compression;
 use sha2::{Digest, Sha256};
 use std::io::Write;
 use std::time::Duration;
+use tempfile::TempDir;
 
-fn temp_cache(tag: &str) -> PathBuf {
-    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
-    let dir = std::env::temp_dir().join(format!("datasets-fetch-{tag}-{}-{nanos}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+fn temp_cache(tag: &str) -> TempDir {
+    tempfile::Builder::new().prefix(&format!("datasets-fetch-{tag}-")).tempdir().unwrap()
 }
 
 fn settings(retries: u32) -> FetchSettings {
@@ -101,10 +99,11 @@ fn cifar10_archive(per_batch: usize) -> Vec<u8> {
 fn a_complete_download_is_verified_recorded_and_listed() {
     let body = noise(200_000, 1);
     let server = Server::start(vec![("/data.bin", Route::file(body.clone()))]);
-    let cache = temp_cache("complete");
+    let tmp = temp_cache("complete");
+    let cache = tmp.path();
     for expected in [md5_of(&body), sha256_of(&body)] {
         let source = one_file("plain", "data.bin", &server, Some(expected));
-        let fetched = fetch(&source, &cache, &settings(0), &mut Quiet).unwrap();
+        let fetched = fetch(&source, cache, &settings(0), &mut Quiet).unwrap();
         assert!(!fetched.already_there);
         assert_eq!(std::fs::read(fetched.dir.join("data.bin")).unwrap(), body);
         assert!(!fetched.dir.join("data.bin.part").exists());
@@ -116,13 +115,13 @@ fn a_complete_download_is_verified_recorded_and_listed() {
     }
     // A second fetch finds the file and checks it again without downloading.
     let source = one_file("plain", "data.bin", &server, Some(md5_of(&body)));
-    fetch(&source, &cache, &settings(0), &mut Quiet).unwrap();
+    fetch(&source, cache, &settings(0), &mut Quiet).unwrap();
     let requests = server.log().len();
-    let again = fetch(&source, &cache, &settings(0), &mut Quiet).unwrap();
+    let again = fetch(&source, cache, &settings(0), &mut Quiet).unwrap();
     assert!(again.already_there);
     assert_eq!(server.log().len(), requests, "nothing is downloaded again");
 
-    let listed = cached(&cache, true).unwrap();
+    let listed = cached(cache, true).unwrap();
     assert_eq!(listed.len(), 1);
     assert_eq!((listed[0].name.as_str(), listed[0].state), ("plain", State::Verified));
     assert!(listed[0].bytes >= body.len() as u64);
@@ -131,12 +130,12 @@ fn a_complete_download_is_verified_recorded_and_listed() {
     let mut changed = body.clone();
     changed[7] ^= 1;
     std::fs::write(cache.join("plain/data.bin"), &changed).unwrap();
-    assert_eq!(cached(&cache, false).unwrap()[0].state, State::Verified, "same size: only a re-hash sees it");
-    assert_eq!(cached(&cache, true).unwrap()[0].state, State::Modified);
+    assert_eq!(cached(cache, false).unwrap()[0].state, State::Verified, "same size: only a re-hash sees it");
+    assert_eq!(cached(cache, true).unwrap()[0].state, State::Modified);
     std::fs::write(cache.join("plain/data.bin"), &changed[1..]).unwrap();
-    assert_eq!(cached(&cache, false).unwrap()[0].state, State::Modified);
+    assert_eq!(cached(cache, false).unwrap()[0].state, State::Modified);
     // ... and fetching again replaces it with a verified copy.
-    let repaired = fetch(&source, &cache, &settings(0), &mut Quiet).unwrap();
+    let repaired = fetch(&source, cache, &settings(0), &mut Quiet).unwrap();
     assert!(!repaired.already_there);
     assert_eq!(std::fs::read(cache.join("plain/data.bin")).unwrap(), body);
 }
@@ -146,10 +145,11 @@ fn a_broken_download_is_resumed_with_a_range_request_in_the_same_run() {
     let body = noise(300_000, 2);
     let cut = 123_457;
     let server = Server::start(vec![("/data.bin", Route::cut(body.clone(), cut, 1))]);
-    let cache = temp_cache("resume-same-run");
+    let tmp = temp_cache("resume-same-run");
+    let cache = tmp.path();
     let source = one_file("plain", "data.bin", &server, Some(sha256_of(&body)));
     let mut notes = Notes::default();
-    fetch(&source, &cache, &settings(2), &mut notes).unwrap();
+    fetch(&source, cache, &settings(2), &mut notes).unwrap();
     assert_eq!(std::fs::read(cache.join("plain/data.bin")).unwrap(), body);
     let ranges: Vec<_> = server.log().into_iter().map(|l| l.range).collect();
     assert_eq!(ranges, vec![None, Some(format!("bytes={cut}-"))]);
@@ -163,16 +163,17 @@ fn a_broken_download_is_kept_and_resumed_by_the_next_run() {
     let body = noise(250_000, 3);
     let cut = 99_999;
     let server = Server::start(vec![("/data.bin", Route::cut(body.clone(), cut, 1))]);
-    let cache = temp_cache("resume-next-run");
+    let tmp = temp_cache("resume-next-run");
+    let cache = tmp.path();
     let source = one_file("plain", "data.bin", &server, Some(md5_of(&body)));
-    let error = fetch(&source, &cache, &settings(0), &mut Quiet).unwrap_err();
+    let error = fetch(&source, cache, &settings(0), &mut Quiet).unwrap_err();
     let message = error.to_string();
     assert!(matches!(error, FetchError::Interrupted { bytes, attempts: 1, .. } if bytes == cut as u64), "{message}");
     assert!(message.contains("run the same command again to resume"), "{message}");
     assert_eq!(std::fs::metadata(cache.join("plain/data.bin.part")).unwrap().len(), cut as u64);
-    assert_eq!(cached(&cache, false).unwrap()[0].state, State::Incomplete);
+    assert_eq!(cached(cache, false).unwrap()[0].state, State::Incomplete);
 
-    fetch(&source, &cache, &settings(0), &mut Quiet).unwrap();
+    fetch(&source, cache, &settings(0), &mut Quiet).unwrap();
     assert_eq!(std::fs::read(cache.join("plain/data.bin")).unwrap(), body);
     assert_eq!(server.log()[1].range, Some(format!("bytes={cut}-")));
 }
@@ -181,14 +182,15 @@ fn a_broken_download_is_kept_and_resumed_by_the_next_run() {
 fn a_partial_download_from_another_address_is_not_completed() {
     let body = noise(60_000, 8);
     let server = Server::start(vec![("/new/data.bin", Route::file(body.clone()))]);
-    let cache = temp_cache("other-address");
+    let tmp = temp_cache("other-address");
+    let cache = tmp.path();
     std::fs::create_dir_all(cache.join("plain")).unwrap();
     std::fs::write(cache.join("plain/data.bin.part"), noise(1000, 9)).unwrap();
     std::fs::write(cache.join("plain/data.bin.part.url"), format!("{}/old/data.bin", server.url)).unwrap();
     let mut source = one_file("plain", "data.bin", &server, None);
     source.files[0].url = Some(format!("{}/new/data.bin", server.url));
     let mut notes = Notes::default();
-    fetch(&source, &cache, &settings(0), &mut notes).unwrap();
+    fetch(&source, cache, &settings(0), &mut notes).unwrap();
     assert_eq!(std::fs::read(cache.join("plain/data.bin")).unwrap(), body);
     assert_eq!(server.log()[0].range, None, "the whole file is asked for");
     assert!(notes.lines.iter().any(|l| l.contains("another address is discarded")), "{:?}", notes.lines);
@@ -202,10 +204,11 @@ fn a_server_without_ranges_makes_the_download_start_over() {
         "/data.bin",
         Route { body: body.clone(), cut_after: Some(50_000), cut_times: 1, ignore_range: true },
     )]);
-    let cache = temp_cache("no-ranges");
+    let tmp = temp_cache("no-ranges");
+    let cache = tmp.path();
     let source = one_file("plain", "data.bin", &server, Some(sha256_of(&body)));
     let mut notes = Notes::default();
-    fetch(&source, &cache, &settings(1), &mut notes).unwrap();
+    fetch(&source, cache, &settings(1), &mut notes).unwrap();
     assert_eq!(std::fs::read(cache.join("plain/data.bin")).unwrap(), body);
     assert!(notes.lines.iter().any(|l| l.contains("starting over")), "{:?}", notes.lines);
 }
@@ -216,25 +219,27 @@ fn a_corrupted_download_is_rejected_and_removed() {
     let mut corrupted = body.clone();
     corrupted[40_000] ^= 0x5a;
     let server = Server::start(vec![("/data.bin", Route::file(corrupted.clone()))]);
-    let cache = temp_cache("corrupted");
+    let tmp = temp_cache("corrupted");
+    let cache = tmp.path();
     let source = one_file("plain", "data.bin", &server, Some(md5_of(&body)));
-    let error = fetch(&source, &cache, &settings(0), &mut Quiet).unwrap_err();
+    let error = fetch(&source, cache, &settings(0), &mut Quiet).unwrap_err();
     let message = error.to_string();
     assert!(matches!(error, FetchError::ChecksumMismatch(_)), "{message}");
     assert!(message.contains(&md5_of(&body).to_string()) && message.contains(&md5_of(&corrupted).to_string()));
     assert!(message.contains("the file was removed"), "{message}");
     assert!(!cache.join("plain/data.bin").exists() && !cache.join("plain/data.bin.part").exists());
-    assert_eq!(cached(&cache, false).unwrap()[0].state, State::Incomplete, "never listed as verified");
+    assert_eq!(cached(cache, false).unwrap()[0].state, State::Incomplete, "never listed as verified");
 }
 
 #[test]
 fn missing_files_and_missing_addresses_are_reported() {
     let server = Server::start(vec![]);
-    let cache = temp_cache("missing");
-    let error = fetch(&one_file("plain", "nothing.bin", &server, None), &cache, &settings(3), &mut Quiet).unwrap_err();
+    let tmp = temp_cache("missing");
+    let cache = tmp.path();
+    let error = fetch(&one_file("plain", "nothing.bin", &server, None), cache, &settings(3), &mut Quiet).unwrap_err();
     assert!(matches!(error, FetchError::NotFound { .. }), "{error}");
     assert_eq!(server.log().len(), 1, "a missing file is not retried");
-    let error = fetch(&registry::source("sudoku-hard").unwrap(), &cache, &settings(0), &mut Quiet).unwrap_err();
+    let error = fetch(&registry::source("sudoku-hard").unwrap(), cache, &settings(0), &mut Quiet).unwrap_err();
     let message = error.to_string();
     assert!(message.contains("--url") && message.contains("recurrent-relational-networks"), "{message}");
 }
@@ -243,22 +248,23 @@ fn missing_files_and_missing_addresses_are_reported() {
 fn a_file_without_checksum_is_trusted_on_first_use_and_checked_afterwards() {
     let first = noise(30_000, 6);
     let server = Server::start(vec![("/train.csv", Route::file(first.clone()))]);
-    let cache = temp_cache("first-use");
+    let tmp = temp_cache("first-use");
+    let cache = tmp.path();
     let source = one_file("sudoku-hard", "train.csv", &server, None);
-    let fetched = fetch(&source, &cache, &settings(0), &mut Quiet).unwrap();
+    let fetched = fetch(&source, cache, &settings(0), &mut Quiet).unwrap();
     assert_eq!(fetched.record.files[0].checked_against, None);
     assert_eq!(fetched.record.files[0].sha256, sha256_of(&first).hex());
-    let listed = &cached(&cache, false).unwrap()[0];
+    let listed = &cached(cache, false).unwrap()[0];
     assert_eq!(listed.state, State::FirstUse);
     assert!(listed.detail.contains(&sha256_of(&first).hex()), "{}", listed.detail);
 
     // The same file again is accepted against the record...
     std::fs::remove_file(cache.join("sudoku-hard/train.csv")).unwrap();
-    fetch(&source, &cache, &settings(0), &mut Quiet).unwrap();
+    fetch(&source, cache, &settings(0), &mut Quiet).unwrap();
     // ... a different one is refused and removed, and the record keeps the first value.
     std::fs::remove_file(cache.join("sudoku-hard/train.csv")).unwrap();
     server.set("/train.csv", Route::file(noise(30_000, 7)));
-    let error = fetch(&source, &cache, &settings(0), &mut Quiet).unwrap_err();
+    let error = fetch(&source, cache, &settings(0), &mut Quiet).unwrap_err();
     assert!(matches!(error, FetchError::FirstUseMismatch(_)), "{error}");
     assert!(error.to_string().contains("its first download had"), "{error}");
     assert!(!cache.join("sudoku-hard/train.csv").exists());
@@ -270,11 +276,12 @@ fn a_file_without_checksum_is_trusted_on_first_use_and_checked_afterwards() {
 fn cifar10_unpacks_into_the_folder_the_image_loader_reads() {
     let archive = cifar10_archive(3);
     let server = Server::start(vec![("/cifar-10-binary.tar.gz", Route::file(archive.clone()))]);
-    let cache = temp_cache("cifar10");
+    let tmp = temp_cache("cifar10");
+    let cache = tmp.path();
     // The registry's source, from the test server as a mirror, with the test archive's checksum.
     let source =
         registry::source("cifar10").unwrap().with_mirror(&server.url).with_checksum(sha256_of(&archive)).unwrap();
-    let fetched = fetch(&source, &cache, &settings(0), &mut Quiet).unwrap();
+    let fetched = fetch(&source, cache, &settings(0), &mut Quiet).unwrap();
     assert_eq!(fetched.dir, cache.join("cifar10"));
     assert!(fetched.dir.join("downloads/cifar-10-binary.tar.gz").is_file());
     assert!(fetched.dir.join("cifar-10-batches-bin/batches.meta.txt").is_file());
@@ -285,7 +292,7 @@ fn cifar10_unpacks_into_the_folder_the_image_loader_reads() {
     assert!(data.test.image(2).iter().all(|&p| p == 2));
     // Unpacked files that go missing are restored from the kept archive, without a download.
     std::fs::remove_file(fetched.dir.join("cifar-10-batches-bin/test_batch.bin")).unwrap();
-    let again = fetch(&source, &cache, &settings(0), &mut Quiet).unwrap();
+    let again = fetch(&source, cache, &settings(0), &mut Quiet).unwrap();
     assert!(again.already_there);
     assert_eq!(load_cifar10(&again.dir).unwrap(), data);
     assert_eq!(server.log().len(), 1);
@@ -313,12 +320,13 @@ fn mnist_files_are_gunzipped_into_the_folder_the_idx_loader_reads() {
     let server = Server::start(
         paths.iter().zip(&files).map(|(path, (_, bytes))| (path.as_str(), Route::file(bytes.clone()))).collect(),
     );
-    let cache = temp_cache("mnist");
+    let tmp = temp_cache("mnist");
+    let cache = tmp.path();
     let mut source = registry::source("fashion-mnist").unwrap().with_mirror(&server.url);
     for (file, (_, bytes)) in source.files.iter_mut().zip(&files) {
         file.expected = Some(Expected { checksum: md5_of(bytes), origin: Origin::Given });
     }
-    let fetched = fetch(&source, &cache, &settings(0), &mut Quiet).unwrap();
+    let fetched = fetch(&source, cache, &settings(0), &mut Quiet).unwrap();
     for (name, _) in &files {
         assert!(fetched.dir.join(DOWNLOADS).join(name).is_file());
         assert!(fetched.dir.join(name.trim_end_matches(".gz")).is_file(), "{name} is unpacked");
@@ -339,14 +347,15 @@ fn a_zip_of_sudoku_csv_files_unpacks_into_files_the_csv_loader_reads() {
     }
     let archive = zip.finish().unwrap().into_inner();
     let server = Server::start(vec![("/files/sudoku-hard.zip", Route::file(archive.clone()))]);
-    let cache = temp_cache("sudoku");
+    let tmp = temp_cache("sudoku");
+    let cache = tmp.path();
     let source = registry::source("sudoku-hard")
         .unwrap()
         .with_url(&format!("{}/files/sudoku-hard.zip?dl=1", server.url))
         .unwrap()
         .with_checksum(sha256_of(&archive))
         .unwrap();
-    let fetched = fetch(&source, &cache, &settings(0), &mut Quiet).unwrap();
+    let fetched = fetch(&source, cache, &settings(0), &mut Quiet).unwrap();
     let loaded = sudoku::load_csv(&fetched.dir.join("sudoku-hard/test.csv")).unwrap();
     assert_eq!(loaded, puzzles);
 }

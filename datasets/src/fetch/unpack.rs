@@ -146,14 +146,14 @@ mod tests {
         builder.into_inner().unwrap().finish().unwrap()
     }
 
-    fn unpack_archive(tag: &str, bytes: &[u8]) -> (Result<(), String>, std::path::PathBuf) {
-        let dir = std::env::temp_dir().join(format!("datasets-unpack-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        let into = dir.join("set");
+    /// Unpacks `bytes` into the folder `set` of a fresh folder, which the returned guard removes.
+    fn unpack_archive(tag: &str, bytes: &[u8]) -> (Result<(), String>, std::path::PathBuf, tempfile::TempDir) {
+        let dir = tempfile::Builder::new().prefix(&format!("datasets-unpack-{tag}-")).tempdir().unwrap();
+        let into = dir.path().join("set");
         std::fs::create_dir_all(&into).unwrap();
-        let archive = dir.join("a.tar.gz");
+        let archive = dir.path().join("a.tar.gz");
         std::fs::write(&archive, bytes).unwrap();
-        (unpack(&archive, Format::TarGz, &into).map_err(|e| e.to_string()), into)
+        (unpack(&archive, Format::TarGz, &into).map_err(|e| e.to_string()), into, dir)
     }
 
     #[test]
@@ -172,13 +172,13 @@ mod tests {
             ("inner-dotdot", "a/../b", tar::EntryType::Regular, None, "entry `a/../b`"),
         ];
         for (tag, name, kind, link, expected) in cases {
-            let (result, into) = unpack_archive(tag, &archive_with(name, kind, link));
+            let (result, into, _dir) = unpack_archive(tag, &archive_with(name, kind, link));
             let e = result.expect_err(tag);
             assert!(e.contains(expected), "{tag}: {e}");
             assert!(!into.join("data.bin").exists(), "{tag}: nothing is written before the check");
         }
         // A link that stays inside is unpacked like any entry.
-        let (result, into) =
+        let (result, into, _dir) =
             unpack_archive("inside", &archive_with("sub/link", tar::EntryType::Symlink, Some("../data.bin")));
         result.unwrap();
         assert_eq!(std::fs::read(into.join("sub/link")).unwrap(), b"data");

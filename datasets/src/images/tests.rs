@@ -6,30 +6,19 @@ use super::*;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use std::io::Write;
+use tempfile::TempDir;
 
 /// A fresh, empty folder for one test's files, removed when dropped.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(name: &str) -> Self {
-        let dir = std::env::temp_dir().join(format!("datasets-images-{}-{name}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        TempDir(dir)
-    }
-
-    fn write(&self, name: &str, bytes: &[u8]) -> PathBuf {
-        let path = self.0.join(name);
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(&path, bytes).unwrap();
-        path
-    }
+fn temp_dir(name: &str) -> TempDir {
+    tempfile::Builder::new().prefix(&format!("datasets-images-{name}-")).tempdir().unwrap()
 }
 
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
+/// Writes `bytes` to `name` inside `dir`, creating its subfolders.
+fn write_file(dir: &TempDir, name: &str, bytes: &[u8]) -> PathBuf {
+    let path = dir.path().join(name);
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(&path, bytes).unwrap();
+    path
 }
 
 // ------------------------------------------------------------------------------------ shapes
@@ -94,17 +83,17 @@ fn cifar_records(labels: &[&[u8]]) -> Vec<u8> {
 
 fn write_cifar10(dir: &TempDir, folder: &str) {
     for k in 1..=5 {
-        dir.write(&format!("{folder}data_batch_{k}.bin"), &cifar_records(&[&[k as u8], &[0], &[9]]));
+        write_file(dir, &format!("{folder}data_batch_{k}.bin"), &cifar_records(&[&[k as u8], &[0], &[9]]));
     }
-    dir.write(&format!("{folder}test_batch.bin"), &cifar_records(&[&[3], &[4], &[5]]));
+    write_file(dir, &format!("{folder}test_batch.bin"), &cifar_records(&[&[3], &[4], &[5]]));
 }
 
 #[test]
 fn cifar10_batches_load() {
-    let dir = TempDir::new("cifar10");
+    let dir = temp_dir("cifar10");
     write_cifar10(&dir, "");
-    check_files(FileDataset::Cifar10, &dir.0).unwrap();
-    let data = load_cifar10(&dir.0).unwrap();
+    check_files(FileDataset::Cifar10, dir.path()).unwrap();
+    let data = load_cifar10(dir.path()).unwrap();
     assert_eq!(data.train.len(), 15);
     assert_eq!(data.train.labels[..6], [1, 0, 9, 2, 0, 9]);
     assert_eq!(data.test.labels, vec![3, 4, 5]);
@@ -116,20 +105,20 @@ fn cifar10_batches_load() {
 
 #[test]
 fn cifar10_is_found_in_the_unpacked_archive_folder() {
-    let dir = TempDir::new("cifar10-nested");
+    let dir = temp_dir("cifar10-nested");
     write_cifar10(&dir, "cifar-10-batches-bin/");
-    assert_eq!(load_cifar10(&dir.0).unwrap().test.len(), 3);
+    assert_eq!(load_cifar10(dir.path()).unwrap().test.len(), 3);
 }
 
 #[test]
 fn cifar100_records_give_fine_or_coarse_labels() {
-    let dir = TempDir::new("cifar100");
-    dir.write("train.bin", &cifar_records(&[&[19, 99], &[0, 1], &[7, 42]]));
-    dir.write("test.bin", &cifar_records(&[&[2, 50]]));
-    check_files(FileDataset::Cifar100(Cifar100Labels::Fine), &dir.0).unwrap();
-    let fine = load_cifar100(&dir.0, Cifar100Labels::Fine).unwrap();
+    let dir = temp_dir("cifar100");
+    write_file(&dir, "train.bin", &cifar_records(&[&[19, 99], &[0, 1], &[7, 42]]));
+    write_file(&dir, "test.bin", &cifar_records(&[&[2, 50]]));
+    check_files(FileDataset::Cifar100(Cifar100Labels::Fine), dir.path()).unwrap();
+    let fine = load_cifar100(dir.path(), Cifar100Labels::Fine).unwrap();
     assert_eq!((fine.train.labels.clone(), fine.train.classes), (vec![99, 1, 42], 100));
-    let coarse = load_cifar100(&dir.0, Cifar100Labels::Coarse).unwrap();
+    let coarse = load_cifar100(dir.path(), Cifar100Labels::Coarse).unwrap();
     assert_eq!((coarse.train.labels.clone(), coarse.train.classes), (vec![19, 0, 7], 20));
     assert_eq!(coarse.test.labels, vec![2]);
     assert_eq!(fine.train.pixels, coarse.train.pixels);
@@ -138,9 +127,9 @@ fn cifar100_records_give_fine_or_coarse_labels() {
 
 #[test]
 fn cifar_errors_name_the_file_and_the_fix() {
-    let dir = TempDir::new("cifar-errors");
+    let dir = temp_dir("cifar-errors");
     // Missing files.
-    let err = load_cifar10(&dir.0).unwrap_err();
+    let err = load_cifar10(dir.path()).unwrap_err();
     assert!(matches!(err, ImageDataError::NotFound { .. }), "{err}");
     let text = err.to_string();
     assert!(text.contains("data_batch_1.bin") && text.contains("cifar-10-binary.tar.gz"), "{text}");
@@ -148,21 +137,21 @@ fn cifar_errors_name_the_file_and_the_fix() {
     // A truncated batch.
     write_cifar10(&dir, "");
     let full = cifar_records(&[&[1], &[2], &[3]]);
-    dir.write("data_batch_3.bin", &full[..full.len() - 100]);
-    for err in [load_cifar10(&dir.0).unwrap_err(), check_files(FileDataset::Cifar10, &dir.0).unwrap_err()] {
+    write_file(&dir, "data_batch_3.bin", &full[..full.len() - 100]);
+    for err in [load_cifar10(dir.path()).unwrap_err(), check_files(FileDataset::Cifar10, dir.path()).unwrap_err()] {
         assert!(matches!(err, ImageDataError::Size { .. }), "{err}");
         let text = err.to_string();
         assert!(text.contains("data_batch_3.bin") && text.contains("truncated"), "{text}");
     }
 
     // A CIFAR-100 file where a CIFAR-10 batch belongs: its records are one byte longer.
-    dir.write("data_batch_3.bin", &cifar_records(&[&[1, 2], &[3, 4], &[5, 6]]));
-    let text = load_cifar10(&dir.0).unwrap_err().to_string();
+    write_file(&dir, "data_batch_3.bin", &cifar_records(&[&[1, 2], &[3, 4], &[5, 6]]));
+    let text = load_cifar10(dir.path()).unwrap_err().to_string();
     assert!(text.contains("not a whole number of 3073-byte records") && text.contains("CIFAR-100"), "{text}");
 
     // A label that is no CIFAR-10 class.
-    dir.write("data_batch_3.bin", &cifar_records(&[&[1], &[12], &[3]]));
-    match load_cifar10(&dir.0).unwrap_err() {
+    write_file(&dir, "data_batch_3.bin", &cifar_records(&[&[1], &[12], &[3]]));
+    match load_cifar10(dir.path()).unwrap_err() {
         ImageDataError::Label { record, label, classes, path, .. } => {
             assert_eq!((record, label, classes), (1, 12, 10));
             assert!(path.ends_with("data_batch_3.bin"));
@@ -171,9 +160,9 @@ fn cifar_errors_name_the_file_and_the_fix() {
     }
 
     // An empty CIFAR-100 test file.
-    dir.write("train.bin", &cifar_records(&[&[1, 2]]));
-    dir.write("test.bin", &[]);
-    let text = load_cifar100(&dir.0, Cifar100Labels::Fine).unwrap_err().to_string();
+    write_file(&dir, "train.bin", &cifar_records(&[&[1, 2]]));
+    write_file(&dir, "test.bin", &[]);
+    let text = load_cifar100(dir.path(), Cifar100Labels::Fine).unwrap_err().to_string();
     assert!(text.contains("test.bin") && text.contains("is empty"), "{text}");
 }
 
@@ -211,9 +200,9 @@ fn write_mnist(dir: &TempDir, compressed: bool) {
     ];
     for (name, bytes) in files {
         if compressed {
-            dir.write(&format!("{name}.gz"), &gzip(&bytes));
+            write_file(dir, &format!("{name}.gz"), &gzip(&bytes));
         } else {
-            dir.write(name, &bytes);
+            write_file(dir, name, &bytes);
         }
     }
 }
@@ -221,10 +210,10 @@ fn write_mnist(dir: &TempDir, compressed: bool) {
 #[test]
 fn idx_files_load_raw_and_gzipped() {
     for compressed in [false, true] {
-        let dir = TempDir::new(if compressed { "idx-gz" } else { "idx-raw" });
+        let dir = temp_dir(if compressed { "idx-gz" } else { "idx-raw" });
         write_mnist(&dir, compressed);
-        check_files(FileDataset::Mnist(MnistVariant::Digits), &dir.0).unwrap();
-        let data = load_mnist(&dir.0, MnistVariant::Fashion).unwrap();
+        check_files(FileDataset::Mnist(MnistVariant::Digits), dir.path()).unwrap();
+        let data = load_mnist(dir.path(), MnistVariant::Fashion).unwrap();
         assert_eq!(data.train.labels, vec![5, 0, 4]);
         assert_eq!(data.test.labels, vec![7, 2]);
         assert_eq!((data.train.channels, data.train.height, data.train.width, data.train.classes), (1, 28, 28, 10));
@@ -234,17 +223,17 @@ fn idx_files_load_raw_and_gzipped() {
 
 #[test]
 fn idx_errors_name_the_file_and_the_fix() {
-    let dir = TempDir::new("idx-errors");
-    let err = load_mnist(&dir.0, MnistVariant::Digits).unwrap_err();
+    let dir = temp_dir("idx-errors");
+    let err = load_mnist(dir.path(), MnistVariant::Digits).unwrap_err();
     assert!(matches!(err, ImageDataError::NotFound { .. }));
     assert!(err.to_string().contains("train-images-idx3-ubyte") && err.to_string().contains("data_dir"), "{err}");
 
     // A label file where the images belong.
     write_mnist(&dir, false);
-    dir.write("train-images-idx3-ubyte", &idx_labels(&[1, 2, 3]));
+    write_file(&dir, "train-images-idx3-ubyte", &idx_labels(&[1, 2, 3]));
     for err in [
-        load_mnist(&dir.0, MnistVariant::Digits).unwrap_err(),
-        check_files(FileDataset::Mnist(MnistVariant::Digits), &dir.0).unwrap_err(),
+        load_mnist(dir.path(), MnistVariant::Digits).unwrap_err(),
+        check_files(FileDataset::Mnist(MnistVariant::Digits), dir.path()).unwrap_err(),
     ] {
         match &err {
             ImageDataError::Magic { found, path, .. } => {
@@ -257,38 +246,38 @@ fn idx_errors_name_the_file_and_the_fix() {
     }
 
     // Not an IDX file at all (gzip-compressed garbage is decompressed first).
-    dir.write("train-images-idx3-ubyte", &gzip(b"<html>not found</html>"));
-    let text = load_mnist(&dir.0, MnistVariant::Fashion).unwrap_err().to_string();
+    write_file(&dir, "train-images-idx3-ubyte", &gzip(b"<html>not found</html>"));
+    let text = load_mnist(dir.path(), MnistVariant::Fashion).unwrap_err().to_string();
     assert!(text.contains("Fashion-MNIST") && text.contains("not an IDX file"), "{text}");
 
     // A truncated image file.
     let full = idx_images(3, 0x0803);
-    dir.write("train-images-idx3-ubyte", &full[..full.len() - 10]);
+    write_file(&dir, "train-images-idx3-ubyte", &full[..full.len() - 10]);
     for err in [
-        load_mnist(&dir.0, MnistVariant::Digits).unwrap_err(),
-        check_files(FileDataset::Mnist(MnistVariant::Digits), &dir.0).unwrap_err(),
+        load_mnist(dir.path(), MnistVariant::Digits).unwrap_err(),
+        check_files(FileDataset::Mnist(MnistVariant::Digits), dir.path()).unwrap_err(),
     ] {
         assert!(matches!(err, ImageDataError::Size { .. }), "{err}");
         assert!(err.to_string().contains("truncated"), "{err}");
     }
 
     // Images and labels of different splits.
-    dir.write("train-images-idx3-ubyte", &full);
-    dir.write("train-labels-idx1-ubyte", &idx_labels(&[1, 2]));
-    let err = load_mnist(&dir.0, MnistVariant::Digits).unwrap_err();
+    write_file(&dir, "train-images-idx3-ubyte", &full);
+    write_file(&dir, "train-labels-idx1-ubyte", &idx_labels(&[1, 2]));
+    let err = load_mnist(dir.path(), MnistVariant::Digits).unwrap_err();
     assert!(matches!(err, ImageDataError::CountMismatch { images: 3, labels: 2, .. }), "{err}");
 
     // A label above 9.
-    dir.write("train-labels-idx1-ubyte", &idx_labels(&[1, 10, 2]));
-    let err = load_mnist(&dir.0, MnistVariant::Digits).unwrap_err();
+    write_file(&dir, "train-labels-idx1-ubyte", &idx_labels(&[1, 10, 2]));
+    let err = load_mnist(dir.path(), MnistVariant::Digits).unwrap_err();
     assert!(matches!(err, ImageDataError::Label { record: 1, label: 10, .. }), "{err}");
 }
 
 #[test]
 fn padding_centres_the_image() {
-    let dir = TempDir::new("idx-pad");
+    let dir = temp_dir("idx-pad");
     write_mnist(&dir, false);
-    let test = load_mnist(&dir.0, MnistVariant::Digits).unwrap().test;
+    let test = load_mnist(dir.path(), MnistVariant::Digits).unwrap().test;
     let padded = test.padded(2);
     assert_eq!((padded.height, padded.width, padded.len()), (32, 32, 2));
     for i in 0..2 {
@@ -417,13 +406,13 @@ fn generic_idx_images(count: usize, rows: usize, cols: usize, channels: usize) -
 
 #[test]
 fn generic_idx_sets_of_any_size_and_channels_load_and_fit_the_task() {
-    let dir = TempDir::new("idx-generic");
-    dir.write("train-images-idx3-ubyte", &generic_idx_images(3, 20, 12, 3));
-    dir.write("train-labels-idx1-ubyte", &idx_labels(&[0, 4, 2]));
-    dir.write("t10k-images-idx3-ubyte.gz", &gzip(&generic_idx_images(2, 20, 12, 3)));
-    dir.write("t10k-labels-idx1-ubyte", &idx_labels(&[1, 1]));
-    check_files(FileDataset::Mnist(MnistVariant::Generic), &dir.0).unwrap();
-    let data = load_mnist(&dir.0, MnistVariant::Generic).unwrap();
+    let dir = temp_dir("idx-generic");
+    write_file(&dir, "train-images-idx3-ubyte", &generic_idx_images(3, 20, 12, 3));
+    write_file(&dir, "train-labels-idx1-ubyte", &idx_labels(&[0, 4, 2]));
+    write_file(&dir, "t10k-images-idx3-ubyte.gz", &gzip(&generic_idx_images(2, 20, 12, 3)));
+    write_file(&dir, "t10k-labels-idx1-ubyte", &idx_labels(&[1, 1]));
+    check_files(FileDataset::Mnist(MnistVariant::Generic), dir.path()).unwrap();
+    let data = load_mnist(dir.path(), MnistVariant::Generic).unwrap();
     // Classes: the largest label of either split, plus one.
     assert_eq!((data.train.channels, data.train.height, data.train.width, data.train.classes), (3, 20, 12, 5));
     assert_eq!(data.test.classes, 5);
@@ -437,11 +426,11 @@ fn generic_idx_sets_of_any_size_and_channels_load_and_fit_the_task() {
     assert!(first[16 * 32 + 16] > 0);
 
     // The MNIST sets keep their shape check, naming the generic set as the way out.
-    dir.write("train-images-idx3-ubyte", &generic_idx_images(3, 20, 12, 0));
-    let err = load_mnist(&dir.0, MnistVariant::Digits).unwrap_err().to_string();
+    write_file(&dir, "train-images-idx3-ubyte", &generic_idx_images(3, 20, 12, 0));
+    let err = load_mnist(dir.path(), MnistVariant::Digits).unwrap_err().to_string();
     assert!(err.contains("dataset=idx"), "{err}");
     // Headers announcing impossible images are refused with the reason.
-    dir.write("train-images-idx3-ubyte", &generic_idx_images(1, 4, 4, 9));
-    let err = load_mnist(&dir.0, MnistVariant::Generic).unwrap_err().to_string();
+    write_file(&dir, "train-images-idx3-ubyte", &generic_idx_images(1, 4, 4, 9));
+    let err = load_mnist(dir.path(), MnistVariant::Generic).unwrap_err().to_string();
     assert!(err.contains("9 channels") && err.contains("1 to 4 channels"), "{err}");
 }

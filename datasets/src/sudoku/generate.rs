@@ -109,8 +109,8 @@ mod cache_tests {
 
     #[test]
     fn cached_puzzles_equal_generated_ones() {
-        let dir = std::env::temp_dir().join(format!("wb-sudoku-cache-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
+        let tmp = tempfile::Builder::new().prefix("wb-sudoku-cache-").tempdir().unwrap();
+        let dir = tmp.path().join("cache");
         // The cache folder comes from the environment; this test alone in this crate sets it.
         std::env::set_var("WORKBENCH_CACHE", &dir);
         let fresh = generate(7, 20, Difficulty::Hard);
@@ -120,6 +120,5 @@ mod cache_tests {
         assert_ne!(generate_cached(8, 20, Difficulty::Hard, &|_| {}), fresh, "another seed, another file");
         assert_eq!(decode(&encode(&fresh), 19), None, "a count that does not match");
         std::env::remove_var("WORKBENCH_CACHE");
-        let _ = std::fs::remove_dir_all(&dir);
     }
 }

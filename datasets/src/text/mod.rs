@@ -220,12 +220,12 @@ impl TokenizedCorpus {
 mod tests {
     use super::*;
 
-    fn temp_file(name: &str, contents: &[u8]) -> std::path::PathBuf {
-        let dir = std::env::temp_dir().join(format!("datasets-text-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join(name);
+    /// A file `name` with `contents` in a fresh folder, removed when the returned guard drops.
+    fn temp_file(name: &str, contents: &[u8]) -> (tempfile::TempDir, std::path::PathBuf) {
+        let dir = tempfile::Builder::new().prefix("datasets-text-").tempdir().unwrap();
+        let path = dir.path().join(name);
         std::fs::write(&path, contents).unwrap();
-        path
+        (dir, path)
     }
 
     #[test]
@@ -236,14 +236,14 @@ mod tests {
             e.contains("does not exist") && e.contains("no-such-file.txt") && e.contains("corpus=generated"),
             "{e}"
         );
-        let empty = temp_file("empty.txt", b"");
+        let (_dir, empty) = temp_file("empty.txt", b"");
         let e = read_text_file(&empty).unwrap_err().to_string();
         assert!(e.contains("is empty") && e.contains("empty.txt"), "{e}");
     }
 
     #[test]
     fn short_text_is_refused_and_names_the_fix() {
-        let path = temp_file("short.txt", b"just a few words here\n");
+        let (_dir, path) = temp_file("short.txt", b"just a few words here\n");
         let bytes = read_text_file(&path).unwrap();
         let name = format!("`{}`", path.display());
         let e = TokenizedCorpus::new(&bytes, &name, TokenizerKind::Bytes, 0.1, 16).err().unwrap();
@@ -258,7 +258,7 @@ mod tests {
     #[test]
     fn any_bytes_load_and_split_with_the_byte_tokenizer() {
         let bytes: Vec<u8> = (0..=255u8).cycle().take(5000).collect();
-        let path = temp_file("binary.bin", &bytes);
+        let (_dir, path) = temp_file("binary.bin", &bytes);
         let read = read_text_file(&path).unwrap();
         let corpus = TokenizedCorpus::new(&read, "binary", TokenizerKind::Bytes, 0.2, 64).unwrap();
         assert_eq!(corpus.train.len() + corpus.eval.len(), 5000);

@@ -161,8 +161,8 @@ fn the_validator_names_the_problem_and_the_fix() {
 /// MNIST-format files: 28×28 digits are padded to 32×32; flips are off for digits only.
 #[test]
 fn mnist_files_are_padded_to_the_grid() {
-    let dir = std::env::temp_dir().join(format!("image-task-mnist-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let tmp = tempfile::Builder::new().prefix("image-task-mnist-").tempdir().unwrap();
+    let dir = tmp.path();
     let idx = |magic: u32, dims: &[u32], body: Vec<u8>| -> Vec<u8> {
         let mut out: Vec<u8> = magic.to_be_bytes().to_vec();
         dims.iter().for_each(|d| out.extend_from_slice(&d.to_be_bytes()));
@@ -181,7 +181,7 @@ fn mnist_files_are_padded_to_the_grid() {
     let fashion = config(&[("dataset", "fashion-mnist"), ("data_dir", &dir_text)]);
     assert!(Options::from_config(&fashion).unwrap().augment.flip);
     let task = ImageTask::new(&cfg, 0).unwrap();
-    std::fs::remove_dir_all(&dir).unwrap();
+    std::fs::remove_dir_all(dir).unwrap();
     assert_eq!(task.info().unwrap().seq_len, 65);
     let batch = task.eval_batches(2, 2, &Device::Cpu).unwrap().remove(0);
     // Gray 4×4 patches: 16 values; the top-left patch has 2 black border rows and columns.

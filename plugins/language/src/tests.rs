@@ -5,6 +5,7 @@ use plugin_api::candle::{DType, Device, Tensor};
 use plugin_api::{Batch, Config, MetricTally, Task, TaskModel, Value};
 use plugin_testkit::{build_task_model, param_count, task_gradient_sizes, train_on_task};
 use std::f64::consts::LN_2;
+use tempfile::TempDir;
 
 fn config(pairs: &[(&str, Value)]) -> Config {
     plugin_testkit::config(&params(), pairs)
@@ -26,10 +27,13 @@ fn evaluate_all(model: &dyn TaskModel, batches: &[Batch]) -> MetricTally {
     plugin_testkit::evaluate_all(model, batches, |h, _| h.clone())
 }
 
-fn temp_file(name: &str, contents: &[u8]) -> String {
-    let dir = std::env::temp_dir().join(format!("language-plugin-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join(name);
+/// A fresh folder for a test's files, removed when dropped.
+fn temp_dir() -> TempDir {
+    tempfile::Builder::new().prefix("language-plugin-").tempdir().unwrap()
+}
+
+fn temp_file(dir: &TempDir, name: &str, contents: &[u8]) -> String {
+    let path = dir.path().join(name);
     std::fs::write(&path, contents).unwrap();
     path.to_string_lossy().into_owned()
 }
@@ -188,14 +192,15 @@ fn the_validator_refuses_bad_sources_with_the_fix() {
     let missing = std::env::temp_dir().join("language-plugin-no-such-file.txt").to_string_lossy().into_owned();
     let e = refusal(&file(&missing, &[]));
     assert!(e.contains(&missing) && e.contains("does not exist"), "{e}");
-    let e = refusal(&file(&temp_file("empty.txt", b""), &[]));
+    let dir = temp_dir();
+    let e = refusal(&file(&temp_file(&dir, "empty.txt", b""), &[]));
     assert!(e.contains("empty.txt") && e.contains("is empty"), "{e}");
-    let short = temp_file("short.txt", "The owls sing. ".repeat(20).as_bytes());
+    let short = temp_file(&dir, "short.txt", "The owls sing. ".repeat(20).as_bytes());
     let e = refusal(&file(&short, &[]));
     assert!(e.contains("short.txt") && e.contains("seq_len = 128") && e.contains("smaller seq_len"), "{e}");
     assert!(LanguageData::validate(&file(&short, &[("seq_len", Value::Int(16))])).is_ok());
     let binary: Vec<u8> = (0..=255u8).cycle().take(4000).collect();
-    let binary = temp_file("binary.bin", &binary);
+    let binary = temp_file(&dir, "binary.bin", &binary);
     assert!(LanguageData::validate(&file(&binary, &[])).is_ok());
     let e = refusal(&file(&binary, &[("tokenizer", Value::Str("bpe".into()))]));
     assert!(e.contains("binary.bin") && e.contains("tokenizer=bytes"), "{e}");
@@ -211,7 +216,8 @@ fn the_validator_refuses_bad_sources_with_the_fix() {
 #[test]
 fn a_file_corpus_is_read_as_bytes() {
     let text = "Ünïcödé and (brackets) and \"quotes\".\n".repeat(50);
-    let path = temp_file("valid.txt", text.as_bytes());
+    let dir = temp_dir();
+    let path = temp_file(&dir, "valid.txt", text.as_bytes());
     let cfg = config(&[
         ("corpus", Value::Str("file".into())),
         ("path", Value::Str(path)),

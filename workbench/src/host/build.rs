@@ -375,13 +375,10 @@ mod tests {
 
     #[test]
     fn a_recorded_build_is_read_back_beside_its_library() {
-        let dir = std::env::temp_dir().join(format!("wb-stamp-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        let library = dir.join("libprobe.so");
+        let dir = tempfile::Builder::new().prefix("wb-stamp-").tempdir().unwrap();
+        let library = dir.path().join("libprobe.so");
         assert_eq!(recorded_build(&library), None);
         record_build(&library, "1a2b3c4d5e6f7a8b");
         assert_eq!(recorded_build(&library).as_deref(), Some("1a2b3c4d5e6f7a8b"));
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

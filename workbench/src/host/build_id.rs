@@ -355,20 +355,21 @@ pub fn legend_names(runs: &[(&PluginRef, &PluginRef)]) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tempfile::TempDir;
 
-    fn temp_crate(tag: &str) -> PathBuf {
-        let dir = std::env::temp_dir().join(format!("wb-build-id-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(dir.join("src")).unwrap();
-        std::fs::write(dir.join("Cargo.toml"), "[package]\nname = \"probe\"\n").unwrap();
-        std::fs::write(dir.join("src/lib.rs"), "pub const A: u32 = 1;\n").unwrap();
+    fn temp_crate(tag: &str) -> TempDir {
+        let dir = tempfile::Builder::new().prefix(&format!("wb-build-id-{tag}-")).tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("src")).unwrap();
+        std::fs::write(dir.path().join("Cargo.toml"), "[package]\nname = \"probe\"\n").unwrap();
+        std::fs::write(dir.path().join("src/lib.rs"), "pub const A: u32 = 1;\n").unwrap();
         dir
     }
 
     #[test]
     fn the_id_follows_the_sources_and_ignores_build_output_and_editor_files() {
-        let dir = temp_crate("follow");
-        let krate = PluginCrate::read(&dir).unwrap();
+        let tmp = temp_crate("follow");
+        let dir = tmp.path();
+        let krate = PluginCrate::read(dir).unwrap();
         let first = crate_build_id(&krate, None).unwrap();
         assert_eq!(first.len(), ID_DIGITS);
         std::fs::create_dir_all(dir.join("target")).unwrap();
@@ -382,13 +383,12 @@ mod tests {
         // A file moved to another name is another source, even with the same content.
         std::fs::rename(dir.join("src/lib.rs"), dir.join("src/other.rs")).unwrap();
         assert_ne!(crate_build_id(&krate, None).unwrap(), second);
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
     fn path_dependencies_count_except_plugin_api() {
-        let root = std::env::temp_dir().join(format!("wb-build-id-deps-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&root);
+        let tmp = tempfile::Builder::new().prefix("wb-build-id-deps-").tempdir().unwrap();
+        let root = tmp.path();
         for dir in ["plugins/probe/src", "data/src", "plugin-api/src"] {
             std::fs::create_dir_all(root.join(dir)).unwrap();
         }
@@ -408,21 +408,20 @@ mod tests {
         std::fs::write(root.join("plugin-api/Cargo.toml"), "[package]\nname = \"plugin-api\"\n").unwrap();
         std::fs::write(root.join("plugin-api/src/lib.rs"), "1").unwrap();
         let krate = PluginCrate::read(&root.join("plugins/probe")).unwrap();
-        let labels: Vec<String> = source_dirs(&krate, Some(&root)).into_iter().map(|(l, _)| l).collect();
+        let labels: Vec<String> = source_dirs(&krate, Some(root)).into_iter().map(|(l, _)| l).collect();
         assert_eq!(labels, vec!["".to_string(), "data".to_string()]);
-        let before = crate_build_id(&krate, Some(&root)).unwrap();
+        let before = crate_build_id(&krate, Some(root)).unwrap();
         std::fs::write(root.join("plugin-api/src/lib.rs"), "2").unwrap();
-        assert_eq!(crate_build_id(&krate, Some(&root)).unwrap(), before);
+        assert_eq!(crate_build_id(&krate, Some(root)).unwrap(), before);
         std::fs::write(root.join("data/src/lib.rs"), "2").unwrap();
-        assert_ne!(crate_build_id(&krate, Some(&root)).unwrap(), before);
-        std::fs::remove_dir_all(&root).unwrap();
+        assert_ne!(crate_build_id(&krate, Some(root)).unwrap(), before);
     }
 
     /// A workspace with `data` and the crate `probe` whose `[package]` and dependency
     /// sections are `probe_manifest`.
-    fn workspace_with(tag: &str, probe_manifest: &str) -> (PathBuf, PluginCrate) {
-        let root = std::env::temp_dir().join(format!("wb-build-id-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&root);
+    fn workspace_with(tag: &str, probe_manifest: &str) -> (TempDir, PluginCrate) {
+        let tmp = tempfile::Builder::new().prefix(&format!("wb-build-id-{tag}-")).tempdir().unwrap();
+        let root = tmp.path();
         for dir in ["plugins/probe/src", "data/src"] {
             std::fs::create_dir_all(root.join(dir)).unwrap();
         }
@@ -432,7 +431,7 @@ mod tests {
         std::fs::write(root.join("data/Cargo.toml"), "[package]\nname = \"data\"\n").unwrap();
         std::fs::write(root.join("data/src/lib.rs"), "1").unwrap();
         let krate = PluginCrate::read(&root.join("plugins/probe")).unwrap();
-        (root, krate)
+        (tmp, krate)
     }
 
     fn labels(krate: &PluginCrate, root: &Path) -> Vec<String> {
@@ -442,12 +441,12 @@ mod tests {
     /// A probe crate with `manifest` depends on the path crate `data`: its files are part of
     /// the probe's build id.
     fn path_dependency_counts(tag: &str, manifest: &str) {
-        let (root, krate) = workspace_with(tag, manifest);
-        assert_eq!(labels(&krate, &root), vec!["".to_string(), "data".to_string()]);
-        let before = crate_build_id(&krate, Some(&root)).unwrap();
+        let (tmp, krate) = workspace_with(tag, manifest);
+        let root = tmp.path();
+        assert_eq!(labels(&krate, root), vec!["".to_string(), "data".to_string()]);
+        let before = crate_build_id(&krate, Some(root)).unwrap();
         std::fs::write(root.join("data/src/lib.rs"), "2").unwrap();
-        assert_ne!(crate_build_id(&krate, Some(&root)).unwrap(), before);
-        std::fs::remove_dir_all(&root).unwrap();
+        assert_ne!(crate_build_id(&krate, Some(root)).unwrap(), before);
     }
 
     #[test]
@@ -469,28 +468,28 @@ mod tests {
     #[test]
     fn another_locked_version_of_a_dependency_is_another_build() {
         // syn 2 and syn 3 are both in this workspace's lock file, so both resolve offline.
-        let (root, krate) = workspace_with(
+        let (tmp, krate) = workspace_with(
             "lock",
             "[package]\nname = \"probe\"\n[dependencies]\nsyn = { version = \">=2, <4\", default-features = false }\n",
         );
+        let root = tmp.path();
         let main_lock = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().join("Cargo.lock");
         std::fs::copy(main_lock, root.join("Cargo.lock")).unwrap();
         let pin = |version: &str| {
             let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
             let status = std::process::Command::new(cargo)
-                .current_dir(&root)
+                .current_dir(root)
                 .args(["update", "--offline", "--quiet", "-p", "syn", "--precise", version])
                 .status()
                 .unwrap();
             assert!(status.success(), "cargo update syn --precise {version}");
         };
-        let first = crate_build_id(&krate, Some(&root)).unwrap();
-        assert_eq!(crate_build_id(&krate, Some(&root)).unwrap(), first, "the same lock, the same id");
+        let first = crate_build_id(&krate, Some(root)).unwrap();
+        assert_eq!(crate_build_id(&krate, Some(root)).unwrap(), first, "the same lock, the same id");
         // Resolving kept one syn in the lock file; pin the other.
         let lock = std::fs::read_to_string(root.join("Cargo.lock")).unwrap();
         pin(if lock.contains("version = \"3.0.10\"") { "2.0.119" } else { "3.0.10" });
-        assert_ne!(crate_build_id(&krate, Some(&root)).unwrap(), first);
-        std::fs::remove_dir_all(&root).unwrap();
+        assert_ne!(crate_build_id(&krate, Some(root)).unwrap(), first);
     }
 
     #[test]

@@ -181,8 +181,8 @@ mod tests {
 
     #[test]
     fn the_workspace_is_the_variable_then_the_current_directory_then_the_compiled_in_one() {
-        let base = std::env::temp_dir().join(format!("wb-workspace-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&base);
+        let tmp = tempfile::Builder::new().prefix("wb-workspace-").tempdir().unwrap();
+        let base = tmp.path();
         let (here, compiled, other) = (base.join("checkout"), base.join("built"), base.join("elsewhere"));
         workspace_at(&here);
         workspace_at(&compiled);
@@ -204,7 +204,6 @@ mod tests {
         // The compiled-in workspace is used only while it exists.
         std::fs::remove_dir_all(&compiled).unwrap();
         assert_eq!(find(None, Some(&other), &compiled), None);
-        std::fs::remove_dir_all(&base).unwrap();
     }
 
     #[test]
@@ -216,16 +215,15 @@ mod tests {
             sudoku.library_file_name(),
             format!("{}sudoku{}", std::env::consts::DLL_PREFIX, std::env::consts::DLL_SUFFIX)
         );
-        let dir = std::env::temp_dir().join(format!("wb-crate-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let tmp = tempfile::Builder::new().prefix("wb-crate-").tempdir().unwrap();
+        let dir = tmp.path();
         std::fs::write(dir.join("Cargo.toml"), "[package]\nname = \"image-task\"\n[lib]\nname = \"image\"\n").unwrap();
-        let c = PluginCrate::read(&dir).unwrap();
+        let c = PluginCrate::read(dir).unwrap();
         assert_eq!((c.package.as_str(), c.lib.as_str()), ("image-task", "image"));
         std::fs::write(dir.join("Cargo.toml"), "[package]\nname = \"my-layer\"\n").unwrap();
-        assert_eq!(PluginCrate::read(&dir).unwrap().lib, "my_layer");
+        assert_eq!(PluginCrate::read(dir).unwrap().lib, "my_layer");
         std::fs::write(dir.join("Cargo.toml"), "not toml [").unwrap();
-        assert!(PluginCrate::read(&dir).is_none());
-        std::fs::remove_dir_all(&dir).unwrap();
+        assert!(PluginCrate::read(dir).is_none());
     }
 
     #[test]

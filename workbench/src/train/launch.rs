@@ -340,17 +340,15 @@ mod tests {
 
     #[test]
     fn a_replaced_executable_is_found_at_its_path() {
-        let dir = std::env::temp_dir().join(format!("wb-exe-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let exe = dir.join("workbench");
+        let dir = tempfile::Builder::new().prefix("wb-exe-").tempdir().unwrap();
+        let exe = dir.path().join("workbench");
         std::fs::write(&exe, b"new build").unwrap();
-        let deleted = dir.join("workbench (deleted)");
+        let deleted = dir.path().join("workbench (deleted)");
         assert_eq!(rebuilt_in_place(&deleted), Some(exe.clone()));
         // A running image that still exists is used as is; a deleted one with nothing at
         // its path is left for the spawn to report.
         assert_eq!(rebuilt_in_place(&exe), None);
         std::fs::remove_file(&exe).unwrap();
         assert_eq!(rebuilt_in_place(&deleted), None);
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

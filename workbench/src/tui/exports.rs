@@ -100,7 +100,8 @@ mod tests {
 
     #[test]
     fn exports_create_their_folder_and_never_overwrite() {
-        let root = std::env::temp_dir().join(format!("workbench-exports-{}", std::process::id()));
+        let tmp = tempfile::Builder::new().prefix("workbench-exports-").tempdir().unwrap();
+        let root = tmp.path();
         let wanted = root.join("exports").join("compare-runs-1-2.png");
         let first = prepare(&wanted).unwrap();
         assert_eq!(first, wanted);
@@ -110,6 +111,5 @@ mod tests {
         assert_eq!(second, root.join("exports").join("compare-runs-1-2-2.png"));
         std::fs::write(&second, b"x").unwrap();
         assert_eq!(prepare(&wanted).unwrap(), root.join("exports").join("compare-runs-1-2-3.png"));
-        std::fs::remove_dir_all(&root).unwrap();
     }
 }

@@ -67,8 +67,8 @@ mod tests {
 
     #[test]
     fn settings_round_trip_and_bad_files_name_the_fix() {
-        let dir = std::env::temp_dir().join(format!("workbench-prefs-{}", std::process::id()));
-        let path = dir.join("sub").join("tui.toml");
+        let dir = tempfile::Builder::new().prefix("workbench-prefs-").tempdir().unwrap();
+        let path = dir.path().join("sub").join("tui.toml");
         assert_eq!(load(&path).unwrap(), Prefs::default(), "a missing file is the defaults");
         let mut prefs = Prefs::default();
         prefs.runs.hidden.extend(["layer".to_string(), "lr".to_string()]);
@@ -77,6 +77,5 @@ mod tests {
         std::fs::write(&path, "[runs]\nhiden = [\"layer\"]\n").unwrap();
         let e = format!("{:#}", load(&path).unwrap_err());
         assert!(e.contains("tui.toml") && e.contains("hiden") && e.contains("delete it"), "{e}");
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -930,8 +930,8 @@ fn log_scale_says_why_a_panel_is_empty_and_labels_show_real_values() {
 #[test]
 fn launch_form_loads_and_saves_experiment_files() {
     let (mut app, _) = app();
-    let dir = std::env::temp_dir().join(format!("workbench-launch-file-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let tmp = tempfile::Builder::new().prefix("workbench-launch-file-").tempdir().unwrap();
+    let dir = tmp.path();
     let good = dir.join("good.toml");
     std::fs::write(
         &good,
@@ -1002,7 +1002,6 @@ fn launch_form_loads_and_saves_experiment_files() {
     }
     assert_eq!(back.axes.len(), 1);
     assert_eq!((back.axes[0].key.as_str(), back.axes[0].values.clone()), ("train.seed", vec!["0".into(), "1".into()]));
-    std::fs::remove_dir_all(&dir).ok();
 }
 
 // ---- The runs table's columns: core ones readable at any width, a chooser, kept settings. ----
@@ -1065,8 +1064,8 @@ fn core_columns_stay_whole_at_narrow_widths() {
 
 #[test]
 fn the_column_chooser_hides_columns_and_the_choice_survives_a_restart() {
-    let dir = std::env::temp_dir().join(format!("workbench-tui-columns-{}", std::process::id()));
-    let path = dir.join("tui.toml");
+    let dir = tempfile::Builder::new().prefix("workbench-tui-columns-").tempdir().unwrap();
+    let path = dir.path().join("tui.toml");
     let mut app = crowded_app();
     app.use_prefs(path.clone());
     press(&mut app, KeyCode::Char('C'));
@@ -1095,7 +1094,6 @@ fn the_column_chooser_hides_columns_and_the_choice_survives_a_restart() {
     let (text, error, _) = broken.status.clone().unwrap();
     assert!(error && text.contains("tui.toml") && text.contains("delete it"), "{text}");
     assert!(broken.runs.hidden.is_empty());
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
