@@ -190,7 +190,9 @@ async fn a_requeued_job_continues_its_run_from_the_checkpoint() {
     let (code, _, err) = run(Command::new("scontrol").args(["requeue", &job]));
     assert_eq!(code, 0, "{err}");
     // Slurm holds a requeued job back for a while (its eligible time); once it is back in
-    // the queue, let it start now.
+    // the queue, let it start two seconds later: slurmd refuses to launch a job whose
+    // credential dates from the second its previous start was killed in ("Job credential
+    // revoked"), which is what that hold waits out.
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let (_, shown, _) = run(Command::new("scontrol").args(["show", "job", "-o", &job]));
@@ -200,7 +202,7 @@ async fn a_requeued_job_continues_its_run_from_the_checkpoint() {
         assert!(Instant::now() < deadline, "job {job} did not return to the queue: {shown}");
         std::thread::sleep(Duration::from_millis(300));
     }
-    let (code, _, err) = run(Command::new("scontrol").args(["update", &format!("JobId={job}"), "StartTime=now"]));
+    let (code, _, err) = run(Command::new("scontrol").args(["update", &format!("JobId={job}"), "StartTime=now+2"]));
     assert_eq!(code, 0, "{err}");
     let finished = cluster.wait_for(1, Duration::from_secs(120), |r| r["status"] == "finished");
     let _ = train.kill();
