@@ -78,13 +78,41 @@ pub fn self_exclusion_mask(n: usize, dtype: DType, device: &Device) -> Result<Te
 /// and scaled by `1 / (1 - p)`. candle's own `dropout` draws from the device's generator,
 /// which cannot be seeded on CPU, so a run with dropout would not train again to the same
 /// numbers; a seed derived from the run and the data (see [`content_seed`]) makes it
-/// reproducible, resumed or split over threads.
+/// reproducible, resumed or split over threads. The mask is [`dropout_flags`] over the
+/// whole tensor, in row-major order.
 pub fn seeded_dropout(x: &Tensor, p: f64, seed: u64) -> Result<Tensor> {
-    use rand::{Rng, SeedableRng};
-    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let mut kept = vec![false; x.elem_count()];
+    dropout_flags(seed, p, 0, &mut kept);
     let keep = (1.0 / (1.0 - p)) as f32;
-    let mask: Vec<f32> = (0..x.elem_count()).map(|_| if rng.random::<f64>() < p { 0.0 } else { keep }).collect();
+    let mask: Vec<f32> = kept.iter().map(|&k| if k { keep } else { 0.0 }).collect();
     x * Tensor::from_vec(mask, x.shape(), x.device())?.to_dtype(x.dtype())?
+}
+
+/// Which of the entries `first .. first + kept.len()` of the dropout stream of `seed` are
+/// kept at `rate` (in `[0, 1)`): entry `i` draws the `i`-th 64-bit word `w` of a ChaCha12
+/// stream seeded by `seed_from_u64(seed)` and is dropped when the `f64` uniform it makes,
+/// `(w >> 11) 2^-53` (rand's `random::<f64>()`), is below `rate`.
+///
+/// Every dropout mask of the workbench comes from here, composed ([`seeded_dropout`]) or
+/// fused (the kernels' masks, drawn chunk by chunk over threads): ChaCha seeks, so a chunk
+/// starts at its own offset and the masks do not depend on how the work is split. The
+/// generator is named rather than taken as `StdRng`, whose algorithm rand may change between
+/// versions (which would change every stored run's masks).
+pub fn dropout_flags(seed: u64, rate: f64, first: usize, kept: &mut [bool]) {
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand_chacha::ChaCha12Rng::seed_from_u64(seed);
+    // Two 32-bit words per 64-bit draw.
+    rng.set_word_pos(2 * first as u128);
+    // `(w >> 11) 2^-53 < rate` as integers: `w >> 11` below `rate 2^53` rounded up.
+    let dropped_below = (rate * (1u64 << 53) as f64).ceil() as u64;
+    let mut words = [0u64; 256];
+    for kept in kept.chunks_mut(words.len()) {
+        let words = &mut words[..kept.len()];
+        rng.fill(words);
+        for (kept, &w) in kept.iter_mut().zip(words.iter()) {
+            *kept = (w >> 11) >= dropped_below;
+        }
+    }
 }
 
 /// A seed from `seed` and a sequence of values (FNV-1a over them): the same values give the
@@ -103,6 +131,38 @@ pub fn content_seed(seed: u64, x: &Tensor) -> Result<u64> {
 mod tests {
     use super::*;
     use candle_core::Var;
+
+    /// The flags follow the `random::<f64>() < rate` rule on the named generator, from any
+    /// offset of the stream, at rates that keep all, drop some and drop almost all.
+    #[test]
+    fn dropout_flags_are_the_uniform_draws_of_the_stream_from_any_offset() {
+        use rand::{Rng, SeedableRng};
+        for (seed, rate) in [(7u64, 0.3), (u64::MAX, 0.0), (3, 0.5), (11, 0.999)] {
+            let mut rng = rand_chacha::ChaCha12Rng::seed_from_u64(seed);
+            let expected: Vec<bool> = (0..700).map(|_| rng.random::<f64>() >= rate).collect();
+            for first in [0, 1, 255, 256, 333] {
+                let mut kept = vec![false; 700 - first];
+                dropout_flags(seed, rate, first, &mut kept);
+                assert_eq!(kept, expected[first..], "seed {seed}, rate {rate}, from entry {first}");
+            }
+            let dropped = expected.iter().filter(|k| !**k).count();
+            assert!((dropped as f64 - 700.0 * rate).abs() < 60.0, "rate {rate}: {dropped} of 700 dropped");
+        }
+    }
+
+    /// `seeded_dropout` keeps the flagged entries, scaled, and zeroes the others.
+    #[test]
+    fn seeded_dropout_applies_the_flags() -> Result<()> {
+        let x = Tensor::arange(1f32, 101.0, &Device::Cpu)?.reshape((10, 10))?;
+        let mut kept = vec![false; 100];
+        dropout_flags(5, 0.25, 0, &mut kept);
+        let got: Vec<f32> = seeded_dropout(&x, 0.25, 5)?.flatten_all()?.to_vec1()?;
+        for (i, (&g, &k)) in got.iter().zip(&kept).enumerate() {
+            let expected = if k { (i + 1) as f32 * (1.0 / 0.75f64) as f32 } else { 0.0 };
+            assert_eq!(g, expected, "entry {i}");
+        }
+        Ok(())
+    }
 
     #[test]
     fn rms_norm_gives_sqrt_dim_norm_and_passes_gradients() -> Result<()> {
