@@ -25,9 +25,7 @@ impl SudokuData {
     pub fn new(cfg: &Config, seed: u64, progress: Progress<'_>) -> Result<Self> {
         let difficulty: Difficulty = cfg.str("difficulty")?.parse().map_err(|e| config_error(format!("{e}")))?;
         let generate = |what: &str, seed: u64, count: usize| {
-            sudoku::generate_cached(seed, count, difficulty, &|done| {
-                progress.report(what, done as u64, count as u64)
-            })
+            sudoku::generate_cached(seed, count, difficulty, &|done| progress.report(what, done as u64, count as u64))
         };
         let train = match cfg.str("train_csv")? {
             "" => generate("training puzzles", seed, cfg.usize("train_puzzles")?),
