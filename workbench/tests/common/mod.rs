@@ -28,48 +28,45 @@ pub fn library(crate_name: &str) -> PathBuf {
 /// with it (a test's stores, runs and plugin links are hundreds of megabytes per test run). A
 /// failing test keeps it, and says where, for a look at what it left.
 pub fn temp_dir(tag: &str) -> TestDir {
-    let path = std::env::temp_dir().join(format!("workbench-test-{tag}-{}-{}", std::process::id(), nanos()));
-    std::fs::create_dir_all(&path).unwrap();
-    TestDir { path }
+    let dir = tempfile::Builder::new().prefix(&format!("workbench-test-{tag}-")).tempdir().unwrap();
+    TestDir { dir }
 }
 
-/// A test's directory, see [`temp_dir`]; it reads as the [`Path`] it is.
+/// A test's directory, see [`temp_dir`]; it reads as the [`Path`] it is. Bind it for as long
+/// as anything the test started may use it: a `TestDir` made in a helper and not returned is
+/// gone when the helper returns.
 pub struct TestDir {
-    path: PathBuf,
+    dir: tempfile::TempDir,
 }
 
 impl std::ops::Deref for TestDir {
     type Target = Path;
     fn deref(&self) -> &Path {
-        &self.path
+        self.dir.path()
     }
 }
 
 impl AsRef<Path> for TestDir {
     fn as_ref(&self) -> &Path {
-        &self.path
+        self.dir.path()
     }
 }
 
 impl AsRef<std::ffi::OsStr> for TestDir {
     fn as_ref(&self) -> &std::ffi::OsStr {
-        self.path.as_os_str()
+        self.dir.path().as_os_str()
     }
 }
 
 impl Drop for TestDir {
     fn drop(&mut self) {
+        // Otherwise `TempDir` removes it when dropped just after; a worker the test started
+        // may still be writing, and what it leaves then stays.
         if std::thread::panicking() {
-            eprintln!("kept the failing test's directory {}", self.path.display());
-        } else {
-            // A worker the test started may still be writing: what is left then stays.
-            let _ = std::fs::remove_dir_all(&self.path);
+            self.dir.disable_cleanup(true);
+            eprintln!("kept the failing test's directory {}", self.dir.path().display());
         }
     }
-}
-
-fn nanos() -> u128 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos()
 }
 
 /// A directory holding links to the given plugin libraries (and nothing else).
