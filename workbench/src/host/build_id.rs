@@ -55,7 +55,7 @@ pub fn tagged(plugin: &PluginRef) -> String {
 /// build id, labelled (the crate itself `""`, then each path dependency, normal or build,
 /// renamed or target-specific, recursively, by package name), and the `Cargo.lock` entries of
 /// the registry and git packages it depends on.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct CrateSources {
     pub dirs: Vec<(String, PathBuf)>,
     pub locked: Vec<String>,
@@ -69,12 +69,12 @@ fn same_dir(a: &Path, b: &Path) -> bool {
     a == b || a.canonicalize().ok().zip(b.canonicalize().ok()).is_some_and(|(a, b)| a == b)
 }
 
-/// `cargo metadata` of a workspace, with the digest of the manifests and lock file it was
-/// read from.
+/// `cargo metadata` of a workspace, with the digest of the manifests, lock file and cargo
+/// configuration it was read from.
 struct CachedMetadata {
     manifests: Vec<PathBuf>,
     digest: Vec<u8>,
-    metadata: Arc<cargo_metadata::Metadata>,
+    metadata: cargo_metadata::Metadata,
 }
 
 fn digest_of(files: &[PathBuf]) -> Vec<u8> {
@@ -87,44 +87,118 @@ fn digest_of(files: &[PathBuf]) -> Vec<u8> {
 }
 
 /// `cargo metadata` for the workspace of `krate`, run again only when one of the workspace's
-/// manifests or its lock file changed (it takes a few tenths of a second, and every plugin
-/// of a workspace asks the same question).
-fn metadata_for(krate: &PluginCrate, root: Option<&Path>) -> std::io::Result<Arc<cargo_metadata::Metadata>> {
-    static CACHE: Mutex<Vec<CachedMetadata>> = Mutex::new(Vec::new());
+/// manifests, its lock file or its cargo configuration changed (it takes a few tenths of a
+/// second, and every plugin of a workspace asks the same question).
+fn metadata_for(krate: &PluginCrate, root: Option<&Path>) -> std::io::Result<Arc<CachedMetadata>> {
+    static CACHE: Mutex<Vec<Arc<CachedMetadata>>> = Mutex::new(Vec::new());
     let manifest = krate.dir.join("Cargo.toml");
     let mut cache = CACHE.lock().unwrap_or_else(|p| p.into_inner());
     let fresh = cache
         .iter()
         .find(|c| c.manifests.iter().any(|m| same_dir(m, &manifest)) && digest_of(&c.manifests) == c.digest);
     if let Some(cached) = fresh {
-        return Ok(cached.metadata.clone());
+        return Ok(cached.clone());
     }
     let mut command = cargo_metadata::MetadataCommand::new();
     command.manifest_path(&manifest);
     if let Some(root) = root {
         command.current_dir(root);
     }
-    let metadata = Arc::new(command.exec().map_err(metadata_error)?);
+    let metadata = command.exec().map_err(metadata_error)?;
     let workspace_root = metadata.workspace_root.as_std_path().to_path_buf();
+    // The configuration files are listed whether they exist or not, so that adding one (a
+    // `[patch]`, a path override) is a change too.
     let mut manifests: Vec<PathBuf> = metadata
         .packages
         .iter()
         .filter(|p| p.source.is_none())
         .map(|p| p.manifest_path.as_std_path().to_path_buf())
-        .chain([workspace_root.join("Cargo.toml"), workspace_root.join("Cargo.lock")])
+        .chain(["Cargo.toml", "Cargo.lock", ".cargo/config.toml", ".cargo/config"].map(|f| workspace_root.join(f)))
         .collect();
     manifests.sort();
     manifests.dedup();
     let digest = digest_of(&manifests);
     cache.retain(|c| c.metadata.workspace_root != metadata.workspace_root);
-    cache.push(CachedMetadata { manifests, digest, metadata: metadata.clone() });
-    Ok(metadata)
+    let cached = Arc::new(CachedMetadata { manifests, digest, metadata });
+    cache.push(cached.clone());
+    Ok(cached)
+}
+
+/// What [`crate_sources`] answered for a crate, kept in the generated-data cache folder
+/// (`datasets::generated_cache`) between processes: `cargo metadata` takes a few tenths of a
+/// second, and `train` and the worker it starts would each ask it again, a good part of the
+/// time to a run's first step. Valid while the files it was read from are unchanged (their
+/// digest); the file's name holds the crate's manifest path and the plugin fingerprint (the
+/// toolchain and platform cargo answered for).
+#[derive(serde::Serialize, serde::Deserialize)]
+struct StoredSources {
+    manifests: Vec<PathBuf>,
+    digest: Vec<u8>,
+    sources: CrateSources,
+}
+
+fn stored_sources_name(krate: &PluginCrate) -> String {
+    let manifest = krate.dir.join("Cargo.toml");
+    let manifest = manifest.canonicalize().unwrap_or(manifest);
+    let mut hasher = Sha256::new();
+    hasher.update(plugin_api::FINGERPRINT.as_bytes());
+    hasher.update([0u8]);
+    hasher.update(manifest.as_os_str().as_encoded_bytes());
+    format!("crate-sources-{}", hex_id(&hasher.finalize()))
+}
+
+fn read_stored_sources(cache: &Path, krate: &PluginCrate) -> Option<CrateSources> {
+    let payload = datasets::generated_cache::read(cache, &stored_sources_name(krate))?;
+    let stored: StoredSources = serde_json::from_slice(&payload).ok()?;
+    (digest_of(&stored.manifests) == stored.digest).then_some(stored.sources)
+}
+
+fn store_sources(cache: &Path, krate: &PluginCrate, metadata: &CachedMetadata, sources: &CrateSources) {
+    let stored = StoredSources {
+        manifests: metadata.manifests.clone(),
+        digest: metadata.digest.clone(),
+        sources: sources.clone(),
+    };
+    if let Ok(payload) = serde_json::to_vec(&stored) {
+        datasets::generated_cache::write(cache, &stored_sources_name(krate), &payload);
+    }
+}
+
+/// The folder [`crate_sources`] keeps its answers in. Unit tests make throwaway workspaces
+/// by the dozen: they pass a folder of their own to [`crate_sources_cached`] instead.
+fn sources_cache_dir() -> Option<PathBuf> {
+    if cfg!(test) {
+        None
+    } else {
+        datasets::generated_cache::dir()
+    }
 }
 
 /// Reads what `krate` is built from (see [`CrateSources`]); `root`, when given, is where
 /// cargo runs (cargo finds the workspace from the crate either way).
 pub fn crate_sources(krate: &PluginCrate, root: Option<&Path>) -> std::io::Result<CrateSources> {
-    let metadata = metadata_for(krate, root)?;
+    crate_sources_cached(krate, root, sources_cache_dir().as_deref())
+}
+
+/// [`crate_sources`], read from and kept in `cache` when one is given (see [`StoredSources`]).
+fn crate_sources_cached(
+    krate: &PluginCrate,
+    root: Option<&Path>,
+    cache: Option<&Path>,
+) -> std::io::Result<CrateSources> {
+    if let Some(stored) = cache.and_then(|c| read_stored_sources(c, krate)) {
+        return Ok(stored);
+    }
+    let cached = metadata_for(krate, root)?;
+    let sources = sources_from_metadata(krate, &cached.metadata)?;
+    if let Some(cache) = cache {
+        store_sources(cache, krate, &cached, &sources);
+    }
+    Ok(sources)
+}
+
+/// What `metadata` says `krate` is built from.
+fn sources_from_metadata(krate: &PluginCrate, metadata: &cargo_metadata::Metadata) -> std::io::Result<CrateSources> {
     let package_in = |dir: &Path| {
         metadata
             .packages
@@ -154,7 +228,7 @@ pub fn crate_sources(krate: &PluginCrate, root: Option<&Path>) -> std::io::Resul
             dirs.push((dep.name.clone(), dir));
         }
     }
-    Ok(CrateSources { dirs, locked: locked_dependencies(&metadata, &top.id) })
+    Ok(CrateSources { dirs, locked: locked_dependencies(metadata, &top.id) })
 }
 
 /// The `Cargo.lock` entries (name, version, source, checksum) of the registry and git packages
@@ -447,6 +521,33 @@ mod tests {
         let before = crate_build_id(&krate, Some(root)).unwrap();
         std::fs::write(root.join("data/src/lib.rs"), "2").unwrap();
         assert_ne!(crate_build_id(&krate, Some(root)).unwrap(), before);
+    }
+
+    /// A crate's sources are kept in the cache folder and answered from there, without cargo,
+    /// until a manifest, the lock file or the cargo configuration changes.
+    #[test]
+    fn stored_sources_answer_until_the_files_cargo_read_change() {
+        let (tmp, krate) =
+            workspace_with("stored", "[package]\nname = \"probe\"\n[dependencies]\ndata = { path = \"../../data\" }\n");
+        let (root, cache) = (tmp.path(), tmp.path().join("cache"));
+        let fresh = crate_sources(&krate, Some(root)).unwrap();
+        assert_eq!(crate_sources_cached(&krate, Some(root), Some(&cache)).unwrap(), fresh, "first answer, stored");
+        // What is stored is what is answered: a marker written into it comes back.
+        let name = stored_sources_name(&krate);
+        let mut stored: StoredSources =
+            serde_json::from_slice(&datasets::generated_cache::read(&cache, &name).unwrap()).unwrap();
+        stored.sources.locked.push("marker".into());
+        datasets::generated_cache::write(&cache, &name, &serde_json::to_vec(&stored).unwrap());
+        let answered = crate_sources_cached(&krate, Some(root), Some(&cache)).unwrap();
+        assert_eq!(answered.locked, vec!["marker".to_string()], "the stored answer, without cargo");
+        // A cargo configuration file appearing is a change; so is a manifest's.
+        std::fs::create_dir_all(root.join(".cargo")).unwrap();
+        std::fs::write(root.join(".cargo/config.toml"), "[net]\noffline = true\n").unwrap();
+        assert_eq!(crate_sources_cached(&krate, Some(root), Some(&cache)).unwrap(), fresh, "after a new config");
+        std::fs::write(root.join("plugins/probe/Cargo.toml"), "[package]\nname = \"probe\"\n").unwrap();
+        let changed = crate_sources_cached(&krate, Some(root), Some(&cache)).unwrap();
+        assert_eq!(changed.dirs.len(), 1, "the dependency removed from the manifest is gone: {changed:?}");
+        assert_eq!(crate_sources_cached(&krate, Some(root), Some(&cache)).unwrap(), changed, "stored again");
     }
 
     #[test]
