@@ -129,7 +129,9 @@ fn metadata_for(krate: &PluginCrate, root: Option<&Path>) -> std::io::Result<Arc
 /// second, and `train` and the worker it starts would each ask it again, a good part of the
 /// time to a run's first step. Valid while the files it was read from are unchanged (their
 /// digest); the file's name holds the crate's manifest path and the plugin fingerprint (the
-/// toolchain and platform cargo answered for).
+/// toolchain and platform cargo answered for). Cargo configuration outside the workspace root
+/// (`~/.cargo/config.toml`, a parent folder's) is not watched, as the in-process cache above
+/// does not watch it: after a `[patch]` there, delete the cache folder.
 #[derive(serde::Serialize, serde::Deserialize)]
 struct StoredSources {
     manifests: Vec<PathBuf>,
