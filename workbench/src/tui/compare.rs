@@ -14,7 +14,7 @@ use ratatui::symbols::Marker;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Axis, Block, Borders, Chart, Dataset, GraphType, Paragraph, Wrap};
 use ratatui::Frame;
-use std::cell::RefCell;
+use std::cell::{OnceCell, RefCell};
 
 /// Run colours, in legend order.
 pub const PALETTE: [Color; 10] = [
@@ -78,11 +78,23 @@ pub struct Panel {
     /// The curves downsampled for the last width drawn (`columns`, curves): most frames
     /// redraw the same data at the same size.
     pub sampled: RefCell<Option<(usize, Vec<Points>)>>,
+    /// The axes' bounds over every point of the curves, found at the first draw: the curves do
+    /// not change once built, and the scan over all points was half of a cached frame.
+    bounds: OnceCell<Option<([f64; 2], [f64; 2])>>,
 }
 
 impl Panel {
     fn new(title: String, x_label: &'static str, empty: &'static str) -> Panel {
-        Panel { title, x_label, curves: vec![], marks: vec![], empty, log_y: false, sampled: RefCell::new(None) }
+        Panel {
+            title,
+            x_label,
+            curves: vec![],
+            marks: vec![],
+            empty,
+            log_y: false,
+            sampled: RefCell::new(None),
+            bounds: OnceCell::new(),
+        }
     }
 }
 
@@ -240,8 +252,8 @@ pub fn draw_panel(frame: &mut Frame, area: Rect, panel: &Panel) {
     let block = Block::default()
         .borders(Borders::ALL)
         .title(Span::styled(panel.title.clone(), Style::default().add_modifier(Modifier::BOLD)));
-    let all: Vec<&[(f64, f64)]> = panel.curves.iter().map(|c| c.points.as_slice()).collect();
-    let Some((x, y)) = bounds(all.iter().copied()) else {
+    let found = *panel.bounds.get_or_init(|| bounds(panel.curves.iter().map(|c| c.points.as_slice())));
+    let Some((x, y)) = found else {
         let text = Paragraph::new(panel.empty)
             .block(block)
             .wrap(Wrap { trim: true })
