@@ -77,13 +77,37 @@ struct CachedMetadata {
     metadata: cargo_metadata::Metadata,
 }
 
+/// The SHA-256 of `files`' paths and contents. Every plugin crate of a workspace asks about
+/// the same files (its manifests and `Cargo.lock`), so the digest of a list is remembered
+/// with each file's length and modification time, and the files are read again only when one
+/// of those moves, as cargo itself decides what to rebuild.
 fn digest_of(files: &[PathBuf]) -> Vec<u8> {
+    type Stamps = Vec<Option<(u64, std::time::SystemTime)>>;
+    static SEEN: Mutex<Vec<(Vec<PathBuf>, Stamps, Vec<u8>)>> = Mutex::new(Vec::new());
+    // A missing file is `None`; a file whose modification time cannot be read leaves the
+    // whole list unstamped, read every time.
+    let stamps: Option<Stamps> = files
+        .iter()
+        .map(|f| match std::fs::metadata(f) {
+            Ok(m) => m.modified().ok().map(|t| Some((m.len(), t))),
+            Err(_) => Some(None),
+        })
+        .collect();
+    let mut seen = SEEN.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some((_, _, digest)) = seen.iter().find(|(f, s, _)| f == files && Some(s) == stamps.as_ref()) {
+        return digest.clone();
+    }
     let mut hasher = Sha256::new();
     for file in files {
         hasher.update(file.as_os_str().as_encoded_bytes());
         hasher.update(std::fs::read(file).unwrap_or_default());
     }
-    hasher.finalize().to_vec()
+    let digest = hasher.finalize().to_vec();
+    seen.retain(|(f, _, _)| f != files);
+    if let Some(stamps) = stamps {
+        seen.push((files.to_vec(), stamps, digest.clone()));
+    }
+    digest
 }
 
 /// `cargo metadata` for the workspace of `krate`, run again only when one of the workspace's
