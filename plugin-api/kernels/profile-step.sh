@@ -22,5 +22,5 @@ echo "load average: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) cores"
 RAYON_NUM_THREADS="${PROFILE_THREADS:-1}" WORKBENCH_NO_BUILD=1 perf record -q -F "$freq" --call-graph dwarf,32768 -o "$out/step.data" -- \
     ./target/release/workbench bench --steps "$steps" threads=1 "$@"
 perf script -i "$out/step.data" -F tid,ip,sym,srcline --full-source-path 2>/dev/null >"$out/step.txt"
-# The bench runs two warm-up steps before the timed ones.
-./target/release/examples/perf_ops "$out/step.txt" --freq "$freq" --steps "$((steps + 2))" --top "${TOP:-40}"
+# The bench's two warm-up steps (first allocations and page faults) are reported apart.
+./target/release/examples/perf_ops "$out/step.txt" --freq "$freq" --steps "$steps" --top "${TOP:-40}"

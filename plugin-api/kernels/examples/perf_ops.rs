@@ -3,7 +3,8 @@
 //!
 //! - a **phase**: forward (everything the bench's step runs before `backward`), backward
 //!   (candle's `Tensor::backward`, including the `bwd` of custom ops), optimizer (gradient
-//!   norm and AdamW), data (batch generation), or setup (building, puzzles, loading);
+//!   norm and AdamW), data (batch generation), warm-up (the bench's two untimed steps, whose
+//!   first allocations fault in fresh pages), or setup (building, puzzles, loading);
 //! - a **site**: the innermost line of the workspace's own code on the stack (a line of a
 //!   plugin, `plugin_api::ops` or a fused kernel), or in the backward the arm of candle's
 //!   `backprop.rs` that differentiates the op (e.g. `Op::Matmul`), which names the op;
@@ -15,11 +16,11 @@
 //! ```text
 //! perf record -F 999 --call-graph dwarf,32768 -o step.data -- ./target/release/workbench bench ...
 //! perf script -i step.data -F tid,ip,sym,srcline --full-source-path > step.txt
-//! cargo run --release -p kernels --example perf_ops -- step.txt --freq 999 --steps 6 [--top 40]
+//! cargo run --release -p kernels --example perf_ops -- step.txt --freq 999 --steps 4 [--top 40]
 //! ```
 //!
-//! `--steps` is the number of steps the bench ran in all (its two warm-up steps included),
-//! so that milliseconds are per step. Run the bench with `RAYON_NUM_THREADS=1` for exact
+//! `--steps` is the number of timed steps the bench ran (its `--steps`), so that milliseconds
+//! are per timed step; the warm-up steps are a phase of their own and never part of a site. Run the bench with `RAYON_NUM_THREADS=1` for exact
 //! attribution: samples of pool threads carry no model frames and are reported apart.
 
 use std::collections::HashMap;
@@ -74,7 +75,9 @@ fn read_samples(path: &str) -> std::io::Result<Vec<Vec<Frame>>> {
 
 fn phase(frames: &[Frame]) -> &'static str {
     let any = |needle: &str| frames.iter().any(|f| f.symbol.contains(needle));
-    if any("backprop") && any("backward") {
+    if any("commands::bench::warm_up") {
+        "warm-up"
+    } else if any("backprop") && any("backward") {
         "backward"
     } else if any("optim::AdamW") || any("global_grad_norm") {
         "optimizer"

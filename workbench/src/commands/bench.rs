@@ -81,9 +81,7 @@ pub fn run(
         cpu.set(cpu.get() + process_cpu_seconds() - cpu0);
         Ok(total)
     };
-    for i in 0..2 {
-        step(i)?;
-    }
+    warm_up(&mut step)?;
     let mut total = 0.0;
     let cpu_warm_up = cpu.get();
     for i in 0..steps {
@@ -244,4 +242,15 @@ fn process_cpu_seconds() -> f64 {
     };
     let seconds = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
     seconds(usage.ru_utime) + seconds(usage.ru_stime)
+}
+
+/// The two untimed steps before the timed ones (first allocations, page faults, caches).
+/// A function of its own, never inlined, so that a profile of the bench can tell their
+/// samples from the timed steps' by its frame (`kernels/examples/perf_ops.rs`).
+#[inline(never)]
+fn warm_up(step: &mut impl FnMut(usize) -> Result<f64>) -> Result<()> {
+    for i in 0..2 {
+        step(i)?;
+    }
+    Ok(())
 }
