@@ -283,17 +283,18 @@ impl CustomOp3 for SoftmaxAttentionBackward {
         let d = dims_of([ql, kl, vl], self.heads, name)?;
         check_mask(self.mask.as_deref(), &d, name)?;
         let (grad_storage, grad_layout) = self.grad.storage_and_layout();
-        let Storage::Cpu(gs) = &*grad_storage else {
-            bail!("{name}: the gradient is not on the CPU")
-        };
+        let Storage::Cpu(gs) = &*grad_storage else { bail!("{name}: the gradient is not on the CPU") };
         if grad_layout.dims() != ql.dims() {
             bail!("{name}: the gradient has shape {:?}, the output {:?}", grad_layout.dims(), ql.dims())
         }
         let rows = [Rows::new(ql), Rows::new(kl), Rows::new(vl)];
         let grad_rows = Rows::new(grad_layout);
         let out = per_real!(qs, name, |T| {
-            let inputs =
-                [(slice::<T>(qs, name)?, &rows[0]), (slice::<T>(ks, name)?, &rows[1]), (slice::<T>(vs, name)?, &rows[2])];
+            let inputs = [
+                (slice::<T>(qs, name)?, &rows[0]),
+                (slice::<T>(ks, name)?, &rows[1]),
+                (slice::<T>(vs, name)?, &rows[2]),
+            ];
             backward(inputs, (slice::<T>(gs, name)?, &grad_rows), d, self.scale, self.causal, self.mask.as_deref())
         });
         let len = storage_len(&out);
