@@ -82,8 +82,11 @@ struct CachedMetadata {
 /// with each file's length and modification time, and the files are read again only when one
 /// of those moves, as cargo itself decides what to rebuild.
 fn digest_of(files: &[PathBuf]) -> Vec<u8> {
+    /// Per file: its length and modification time, `None` when it does not exist.
     type Stamps = Vec<Option<(u64, std::time::SystemTime)>>;
-    static SEEN: Mutex<Vec<(Vec<PathBuf>, Stamps, Vec<u8>)>> = Mutex::new(Vec::new());
+    /// A list of files, their stamps and the digest they gave.
+    type Seen = (Vec<PathBuf>, Stamps, Vec<u8>);
+    static SEEN: Mutex<Vec<Seen>> = Mutex::new(Vec::new());
     // A missing file is `None`; a file whose modification time cannot be read leaves the
     // whole list unstamped, read every time.
     let stamps: Option<Stamps> = files
