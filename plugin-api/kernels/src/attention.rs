@@ -338,15 +338,16 @@ fn backward<T: Real>(
                     // RMSNorm with gain, backward, into the head's columns of dXW.
                     for i in 0..n {
                         let (zhat, dzr) = (&scratch.zhat[i * hp..(i + 1) * hp], &mut dz[i * hp..(i + 1) * hp]);
-                        for c in 0..hp {
-                            dg[c] += dzr[c] * zhat[c];
-                            dzr[c] *= gain[c];
+                        // Zipped rather than indexed: without the bounds checks the loops vectorise.
+                        for ((dg, dz), (&zhat, &gain)) in dg.iter_mut().zip(dzr.iter_mut()).zip(zhat.iter().zip(gain)) {
+                            *dg += *dz * zhat;
+                            *dz *= gain;
                         }
                         let k = dot(dzr, zhat) * inv_len;
                         let r = scratch.inv_rms[i];
                         let dx = &mut sample[i * width + h * hp..i * width + (h + 1) * hp];
-                        for c in 0..hp {
-                            dx[c] = r * (dzr[c] - zhat[c] * k);
+                        for ((dx, &dz), &zhat) in dx.iter_mut().zip(dzr.iter()).zip(zhat) {
+                            *dx = r * (dz - zhat * k);
                         }
                     }
                 }
