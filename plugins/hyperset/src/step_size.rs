@@ -25,7 +25,7 @@
 
 use crate::config::HyperSetConfig;
 use kernels::Kernels;
-use plugin_api::candle::{Module, Tensor, D};
+use plugin_api::candle::{Tensor, D};
 use plugin_api::candle_nn::{Init, Linear, VarBuilder};
 use plugin_api::ops::sinusoidal_embedding;
 use plugin_api::{config_error, Result};
@@ -140,11 +140,15 @@ struct TimeMlp {
 impl TimeMlp {
     fn forward(&self, sinusoid: &Tensor, kernels: Kernels, eps: f64) -> Result<Tensor> {
         let rms_norm = |x: &Tensor, gain: &Tensor| kernels.rms_norm(x, Some(gain), eps);
+        // The weights' gradients come back in their own layout: through candle's `Linear`
+        // (a product with the transposed view) every iteration's gradient would reach the
+        // weight through a transpose and be added to the others entry by entry.
+        let linear = |layer: &Linear, x: &Tensor| kernels.linear_transposed(x, layer.weight(), layer.bias());
         Ok(match &self.norms {
-            None => self.time_out.forward(&kernels.gelu_erf(&self.time_in.forward(sinusoid)?)?)?,
+            None => linear(&self.time_out, &kernels.gelu_erf(&linear(&self.time_in, sinusoid)?)?)?,
             Some([first, mid, last]) => {
-                let h = kernels.gelu_erf(&rms_norm(&self.time_in.forward(sinusoid)?, first)?)?;
-                let h = self.time_out.forward(&rms_norm(&h, mid)?)?;
+                let h = kernels.gelu_erf(&rms_norm(&linear(&self.time_in, sinusoid)?, first)?)?;
+                let h = linear(&self.time_out, &rms_norm(&h, mid)?)?;
                 rms_norm(&h, last)?
             }
         })
@@ -222,11 +226,12 @@ impl StepSizeNet {
         let (weight, bias) = (self.step_out.weight(), self.step_out.bias());
         match (kernels, bias) {
             // Two products on the halves of the weight: `alpha` and `gamma` come out
-            // contiguous (no narrowed views of the activations, whose backward pads with zeros).
+            // contiguous (no narrowed views of the activations, whose backward pads with zeros),
+            // each half's gradient in the weight's own layout.
             (Kernels::Fused, Some(bias)) => {
                 let half = |start: usize| -> Result<Tensor> {
-                    let w = weight.narrow(0, start, d)?.t()?;
-                    Ok(kernels::linear(&h, &w, Some(&bias.narrow(0, start, d)?))?)
+                    let w = weight.narrow(0, start, d)?;
+                    Ok(kernels::linear_transposed(&h, &w, Some(&bias.narrow(0, start, d)?))?)
                 };
                 Ok((half(0)?, half(d)?))
             }
