@@ -20,8 +20,9 @@
 //! ```
 //!
 //! `--steps` is the number of timed steps the bench ran (its `--steps`), so that milliseconds
-//! are per timed step; the warm-up steps are a phase of their own and never part of a site. Run the bench with `RAYON_NUM_THREADS=1` for exact
-//! attribution: samples of pool threads carry no model frames and are reported apart.
+//! are per timed step; the warm-up steps are a phase of their own and never part of a site.
+//! Run the bench with `RAYON_NUM_THREADS=1` for exact attribution: samples of pool threads
+//! carry no model frames and are reported apart.
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
@@ -277,6 +278,11 @@ fn main() -> std::io::Result<()> {
     let step_samples: usize =
         ["forward", "backward", "optimizer"].iter().map(|p| by_phase.get(p).copied().unwrap_or(0)).sum();
     println!("{} samples at {} Hz over {} steps; per step:", samples.len(), a.freq, a.steps);
+    if !by_phase.contains_key("warm-up") {
+        // The phase is found by the bench's `warm_up` frame; without it the warm-up steps'
+        // samples land in the other phases and every per-step figure is too high.
+        println!("  (no sample in the bench's warm_up frame: the figures include the warm-up steps)");
+    }
     let mut phases: Vec<_> = by_phase.iter().collect();
     phases.sort_by(|x, y| y.1.cmp(x.1));
     for (p, n) in &phases {

@@ -236,7 +236,7 @@ impl StepSizeNet {
                 Ok((half(0)?, half(d)?))
             }
             _ => {
-                let s = kernels.linear(&h, &weight.t()?, bias)?;
+                let s = kernels.linear_transposed(&h, weight, bias)?;
                 Ok((s.narrow(D::Minus1, 0, d)?, s.narrow(D::Minus1, d, d)?))
             }
         }
