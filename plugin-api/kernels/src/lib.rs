@@ -46,7 +46,8 @@
 //!   site and kernel class from `perf` call stacks (example `perf_ops`);
 //! - `plugin-api/kernels/bench-compare.sh REPEATS CONFIG...` gives medians of interleaved
 //!   bench runs (one run says little on a shared machine);
-//! - `cargo run --release -p kernels --example gemm_peak` measures candle's f32 gemm.
+//! - `cargo run --release -p kernels --example gemm_peak` measures candle's f32 gemm, the
+//!   processor's f32 FMA limit, and the step's products with their operands out of cache.
 
 /// `per_real!(storage, op_name, |T| body)`: `body` (a `Vec<T>`) for the storage's float type,
 /// `T = f32` or `f64`, wrapped back into a `CpuStorage`; other dtypes are refused with the

@@ -1,0 +1,104 @@
+//! The processor's f32 arithmetic limit: independent fused multiply-adds at the widest vector
+//! width it has, on one thread and on several. A matrix product can at best reach it; the
+//! products' and the training step's GFLOP/s are read against it.
+//!
+//! Each thread runs twelve independent chains `acc <- acc * a + b` (more than an FMA's latency
+//! times the units that issue them on current x86 cores, so the chains never wait on each
+//! other); `a` and `b` keep every value finite and normal.
+
+use std::time::Instant;
+
+/// Iterations of the twelve chains per thread and timing.
+const ITERATIONS: usize = 20_000_000;
+const CHAINS: usize = 12;
+
+/// `(median, best)` GFLOP/s over `repeats` timings of `threads` threads running the chains
+/// at once, and the instruction set used; `None` without FMA.
+pub fn gflops(threads: usize, repeats: usize) -> Option<((f64, f64), &'static str)> {
+    let (lanes, name) = width()?;
+    let flops = (2 * lanes * CHAINS * ITERATIONS * threads) as f64;
+    let mut times: Vec<f64> = (0..repeats.max(1))
+        .map(|_| {
+            let t0 = Instant::now();
+            std::thread::scope(|scope| {
+                for _ in 0..threads {
+                    scope.spawn(|| std::hint::black_box(run(ITERATIONS)));
+                }
+            });
+            t0.elapsed().as_secs_f64()
+        })
+        .collect();
+    times.sort_by(f64::total_cmp);
+    Some(((flops / times[times.len() / 2] / 1e9, flops / times[0] / 1e9), name))
+}
+
+/// f32 lanes per instruction and the instruction set's name.
+fn width() -> Option<(usize, &'static str)> {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::arch::is_x86_feature_detected!("avx512f") {
+            return Some((16, "AVX-512"));
+        }
+        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
+            return Some((8, "AVX2 + FMA"));
+        }
+    }
+    None
+}
+
+/// The chains at the width `width` chose; returns a sum of them so nothing is left unused.
+fn run(iterations: usize) -> f32 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::arch::is_x86_feature_detected!("avx512f") {
+            // SAFETY: the processor has AVX-512F.
+            return unsafe { x86::avx512(iterations) };
+        }
+        // SAFETY: `width` returned `Some` only with AVX2 and FMA.
+        unsafe { x86::avx2(iterations) }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = iterations;
+        0.0
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use super::CHAINS;
+    use std::arch::x86_64::*;
+
+    /// `acc * a + b` converges to `b / (1 - a)`: finite, normal, never constant-folded away
+    /// (`a` and `b` pass through `black_box`).
+    const A: f32 = 0.999_9;
+    const B: f32 = 1e-3;
+
+    #[target_feature(enable = "avx2,fma")]
+    pub unsafe fn avx2(iterations: usize) -> f32 {
+        let (a, b) = (_mm256_set1_ps(std::hint::black_box(A)), _mm256_set1_ps(std::hint::black_box(B)));
+        let mut acc = [_mm256_set1_ps(1.0); CHAINS];
+        for _ in 0..iterations {
+            for chain in acc.iter_mut() {
+                *chain = _mm256_fmadd_ps(*chain, a, b);
+            }
+        }
+        let mut lanes = [0f32; 8];
+        let total = acc.iter().fold(_mm256_setzero_ps(), |s, &c| _mm256_add_ps(s, c));
+        // SAFETY: `lanes` holds eight f32.
+        unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), total) };
+        lanes.iter().sum()
+    }
+
+    #[target_feature(enable = "avx512f")]
+    pub unsafe fn avx512(iterations: usize) -> f32 {
+        let (a, b) = (_mm512_set1_ps(std::hint::black_box(A)), _mm512_set1_ps(std::hint::black_box(B)));
+        let mut acc = [_mm512_set1_ps(1.0); CHAINS];
+        for _ in 0..iterations {
+            for chain in acc.iter_mut() {
+                *chain = _mm512_fmadd_ps(*chain, a, b);
+            }
+        }
+        _mm512_reduce_add_ps(acc.iter().fold(_mm512_setzero_ps(), |s, &c| _mm512_add_ps(s, c)))
+    }
+}
