@@ -74,31 +74,33 @@ mod x86 {
     const A: f32 = 0.999_9;
     const B: f32 = 1e-3;
 
-    #[target_feature(enable = "avx2,fma")]
-    pub unsafe fn avx2(iterations: usize) -> f32 {
-        let (a, b) = (_mm256_set1_ps(std::hint::black_box(A)), _mm256_set1_ps(std::hint::black_box(B)));
-        let mut acc = [_mm256_set1_ps(1.0); CHAINS];
-        for _ in 0..iterations {
-            for chain in acc.iter_mut() {
-                *chain = _mm256_fmadd_ps(*chain, a, b);
+    /// `$name(iterations)`: the twelve chains at one vector width, given that width's
+    /// broadcast, FMA, add and zero intrinsics and the sum of a vector's lanes.
+    macro_rules! chains {
+        ($name:ident, $features:literal, $set1:ident, $fmadd:ident, $add:ident, $zero:ident, $lanes_sum:ident) => {
+            #[target_feature(enable = $features)]
+            pub unsafe fn $name(iterations: usize) -> f32 {
+                let (a, b) = ($set1(std::hint::black_box(A)), $set1(std::hint::black_box(B)));
+                let mut acc = [$set1(1.0); CHAINS];
+                for _ in 0..iterations {
+                    for chain in acc.iter_mut() {
+                        *chain = $fmadd(*chain, a, b);
+                    }
+                }
+                $lanes_sum(acc.iter().fold($zero(), |s, &c| $add(s, c)))
             }
-        }
-        let mut lanes = [0f32; 8];
-        let total = acc.iter().fold(_mm256_setzero_ps(), |s, &c| _mm256_add_ps(s, c));
-        // SAFETY: `lanes` holds eight f32.
-        unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), total) };
-        lanes.iter().sum()
+        };
     }
 
-    #[target_feature(enable = "avx512f")]
-    pub unsafe fn avx512(iterations: usize) -> f32 {
-        let (a, b) = (_mm512_set1_ps(std::hint::black_box(A)), _mm512_set1_ps(std::hint::black_box(B)));
-        let mut acc = [_mm512_set1_ps(1.0); CHAINS];
-        for _ in 0..iterations {
-            for chain in acc.iter_mut() {
-                *chain = _mm512_fmadd_ps(*chain, a, b);
-            }
-        }
-        _mm512_reduce_add_ps(acc.iter().fold(_mm512_setzero_ps(), |s, &c| _mm512_add_ps(s, c)))
+    chains!(avx2, "avx2,fma", _mm256_set1_ps, _mm256_fmadd_ps, _mm256_add_ps, _mm256_setzero_ps, sum_of_lanes);
+    chains!(avx512, "avx512f", _mm512_set1_ps, _mm512_fmadd_ps, _mm512_add_ps, _mm512_setzero_ps, _mm512_reduce_add_ps);
+
+    /// The sum of the eight lanes of `v`.
+    #[target_feature(enable = "avx")]
+    fn sum_of_lanes(v: __m256) -> f32 {
+        let mut lanes = [0f32; 8];
+        // SAFETY: `lanes` holds eight f32.
+        unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), v) };
+        lanes.iter().sum()
     }
 }
