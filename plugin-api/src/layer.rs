@@ -196,6 +196,25 @@ impl<B> BlockStack<B> {
         Ok(BlockStack { blocks })
     }
 
+    /// The gradient identities `identities(block)` of every block, in order; with several
+    /// blocks each claim's name says its layer (`layer 1: ...`).
+    pub fn gradient_identities(
+        &self,
+        mut identities: impl FnMut(&B) -> Result<Vec<GradientIdentity>>,
+    ) -> Result<Vec<GradientIdentity>> {
+        let several = self.blocks.len() > 1;
+        let mut all = Vec::new();
+        for (b, block) in self.blocks.iter().enumerate() {
+            for mut identity in identities(block)? {
+                if several {
+                    identity.name = format!("layer {b}: {}", identity.name);
+                }
+                all.push(identity);
+            }
+        }
+        Ok(all)
+    }
+
     /// Runs a pass: `x_t = step(block(t), x_{t-1})` for `t = 1..=pass.iterations`, reporting
     /// `x_0` and every `x_t` to the pass's observer. State carried across iterations (a
     /// momentum buffer) lives in the closure.
@@ -277,6 +296,39 @@ mod tests {
             self.0.push(t);
             Ok(())
         }
+    }
+
+    #[test]
+    fn gradient_identities_name_their_layer_when_there_are_several() {
+        let map = VarMap::new();
+        let vb = VarBuilder::from_varmap(&map, DType::F32, &Device::Cpu);
+        let x = Tensor::zeros(1, DType::F32, &Device::Cpu).unwrap();
+        let claim = |name: &str| GradientIdentity {
+            name: name.into(),
+            variable: x.clone(),
+            energy: x.clone(),
+            descent: x.clone(),
+        };
+        let names = |count: usize| -> Vec<String> {
+            let stack = BlockStack::new(count, &vb, |_| Ok(())).unwrap();
+            let all = stack.gradient_identities(|_| Ok(vec![claim("attention, Eq. 7"), claim("feedforward, Eq. 5")]));
+            all.unwrap().into_iter().map(|identity| identity.name).collect()
+        };
+        assert_eq!(names(1), ["attention, Eq. 7", "feedforward, Eq. 5"]);
+        assert_eq!(
+            names(2),
+            [
+                "layer 0: attention, Eq. 7",
+                "layer 0: feedforward, Eq. 5",
+                "layer 1: attention, Eq. 7",
+                "layer 1: feedforward, Eq. 5"
+            ]
+        );
+        let stack = BlockStack::new(2, &vb, |_| Ok(())).unwrap();
+        assert!(
+            stack.gradient_identities(|_| Err(crate::config_error("no energy"))).is_err(),
+            "a block's error is returned"
+        );
     }
 
     #[test]

@@ -78,17 +78,7 @@ impl Layer for HyperSet {
     }
 
     fn gradient_identities(&self, x: &Tensor) -> Result<Vec<GradientIdentity>> {
-        let mut all = Vec::new();
-        let blocks = self.blocks.blocks();
-        for (b, block) in blocks.iter().enumerate() {
-            for mut identity in verify::gradient_identities(block, x)? {
-                if blocks.len() > 1 {
-                    identity.name = format!("layer {b}: {}", identity.name);
-                }
-                all.push(identity);
-            }
-        }
-        Ok(all)
+        self.blocks.gradient_identities(|block| verify::gradient_identities(block, x))
     }
 
     fn descent_checks(&self, x: &Tensor, step: f64) -> Result<Vec<DescentCheck>> {
