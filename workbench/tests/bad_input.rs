@@ -25,7 +25,9 @@ fn run_count(dir: &Path) -> usize {
 fn refusals_name_the_problem_and_store_nothing() {
     let dir = temp_dir("bad-input");
     let cases: &[(&[&str], &[&str])] = &[
-        (&["--layer", "nope"], &["unknown layer plugin `nope`; available:", "hyperset", "transformer"]),
+        (&["--layer", "nope"], &["unknown layer plugin `nope`; available:", "hyperset", "transformer", "--plugin-dir"]),
+        (&["--layer", "hyperst"], &["unknown layer plugin `hyperst` (did you mean `hyperset`?); available:"]),
+        (&["--task", "sudoku2"], &["unknown task plugin `sudoku2` (did you mean `sudoku`?); available:"]),
         (&["--task", "chess"], &["unknown task plugin `chess`; available:", "sudoku"]),
         (&["--layer", "sudoku"], &["`sudoku` is a task plugin"]),
         (&["colour=red"], &["unknown key `colour`", "`workbench plugins` lists each plugin's keys"]),

@@ -7,7 +7,7 @@ use crate::ops;
 use crate::run_config::RunConfig;
 use crate::store::{RunStatus, Store};
 use crate::train::launch::{follow, follow_store, spawn_worker, Display};
-use anyhow::{anyhow, Context, Result};
+use anyhow::{anyhow, Result};
 use plugin_api::PluginKind;
 use std::path::PathBuf;
 
@@ -23,8 +23,8 @@ pub async fn train(
     overrides: &[String],
     json: bool,
 ) -> Result<i32> {
-    let layer_plugin = host.get(layer, PluginKind::Layer).with_context(hint_plugin_path).map_err(refused)?;
-    let task_plugin = host.get(task, PluginKind::Task).with_context(hint_plugin_path).map_err(refused)?;
+    let layer_plugin = host.get(layer, PluginKind::Layer).map_err(with_plugin_path_hint).map_err(refused)?;
+    let task_plugin = host.get(task, PluginKind::Task).map_err(with_plugin_path_hint).map_err(refused)?;
     let config = RunConfig::resolve(&layer_plugin.declaration, &task_plugin.declaration, overrides).map_err(refused)?;
     executor.check(store).map_err(refused)?;
     // Refused when it cannot fit in memory, before anything is stored.
@@ -96,6 +96,9 @@ fn nothing_to_resume(run_id: i64, status: RunStatus) -> String {
     }
 }
 
-fn hint_plugin_path() -> String {
-    format!("plugins are searched next to the executable, in --plugin-dir and in {PLUGIN_PATH_VAR}; `workbench plugins` lists them")
+/// `error` followed by where plugins are looked for (the cause first, then the hint).
+fn with_plugin_path_hint(error: anyhow::Error) -> anyhow::Error {
+    anyhow::anyhow!(
+        "{error:#}\n  plugins are searched next to the executable, in --plugin-dir and in {PLUGIN_PATH_VAR}; `workbench plugins` lists them"
+    )
 }

@@ -141,8 +141,11 @@ impl PluginHost {
         }
         let available: Vec<&str> =
             self.plugins.iter().filter(|p| p.declaration.kind() == kind).map(|p| p.declaration.name.as_str()).collect();
+        let suggestion = crate::run_config::closest_key(name, available.iter().copied())
+            .map(|close| format!(" (did you mean `{close}`?)"))
+            .unwrap_or_default();
         let mut message = format!(
-            "unknown {} plugin `{name}`; available: {}",
+            "unknown {} plugin `{name}`{suggestion}; available: {}",
             kind.as_str(),
             if available.is_empty() { "none".to_string() } else { available.join(", ") }
         );
