@@ -424,6 +424,7 @@ pub enum RunsAction {
         force: bool,
     },
     /// Compare two runs: differing configuration keys, plugin builds, final metrics.
+    #[command(visible_alias = "compare")]
     Diff {
         a: i64,
         b: i64,

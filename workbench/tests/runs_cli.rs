@@ -415,6 +415,7 @@ async fn diff_shows_what_differs() {
     assert!(text.contains("plugins:  the same builds"), "{text}");
     assert!(text.lines().any(|l| l.contains(" d ") && l.contains("64") && l.contains("128")), "{text}");
     assert!(text.lines().any(|l| l.contains("cell_acc") && l.contains("0.75000") && l.contains(" - ")), "{text}");
+    assert_eq!(f.ok(&["runs", "compare", "1", "3"]), text, "`compare` is another name of `diff`");
     assert!(f.fails(&["runs", "diff", "1", "1"]).contains("two different runs"));
     assert!(f.fails(&["runs", "diff", "1", "9"]).contains("run 9 does not exist"));
 }
