@@ -162,9 +162,12 @@ pub enum Command {
     /// Draw runs side by side in one PNG or SVG image: loss, metrics, energy, rank, angle, depth
     /// (or, with --sphere, one run's token trajectories on the hypersphere).
     Plot {
+        /// Run ids (e.g. `plot 3 4 7 --out fig.png`), as --runs gives them.
+        #[arg(conflicts_with = "runs", required_unless_present = "runs")]
+        ids: Vec<String>,
         /// Run ids, comma-separated (e.g. 3,4,7).
         #[arg(long)]
-        runs: String,
+        runs: Option<String>,
         /// Panels, comma-separated: loss, metric, energy, erank, angle, depth.
         #[arg(long, default_value = "loss,metric,energy,erank,angle,depth")]
         panels: String,
@@ -656,13 +659,14 @@ async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
                 }
             }
         }
-        Some(Command::Plot { runs, panels, out, size, sphere: false, step: _, json }) => {
+        Some(Command::Plot { ids, runs, panels, out, size, sphere, step, json }) => {
+            let runs = runs.unwrap_or_else(|| ids.join(","));
             let store = commands::open_store(&db, &artifacts).await?;
-            commands::plot::run(&store, &runs, &panels, &out, &size, json).await
-        }
-        Some(Command::Plot { runs, out, size, sphere: true, step, json, .. }) => {
-            let store = commands::open_store(&db, &artifacts).await?;
-            commands::plot::sphere(&store, &runs, step, &out, &size, json).await
+            if sphere {
+                commands::plot::sphere(&store, &runs, step, &out, &size, json).await
+            } else {
+                commands::plot::run(&store, &runs, &panels, &out, &size, json).await
+            }
         }
         Some(Command::Verify { layer, run: Some(run), overrides, seed, json }) => {
             if !overrides.is_empty() || layer.is_some() {

@@ -35,11 +35,12 @@ fn plots_two_runs_to_png_and_svg() {
     let distinct = pixels.chunks(px).filter(|c| *c != first).count();
     assert!(distinct > 1000, "the image is (almost) one flat colour: {distinct} differing pixels");
 
+    // The ids may also come as arguments of their own.
     let svg = dir.join("fig.svg");
     let (code, stdout, stderr) = run(workbench(&dir).args([
         "plot",
-        "--runs",
-        "1,2",
+        "1",
+        "2",
         "--panels",
         "loss,metric,energy,erank,angle,depth",
         "--out",
@@ -71,6 +72,10 @@ fn bad_extension_unknown_panel_and_unknown_run_are_refused() {
         stderr.contains("unknown panel `bogus`") && stderr.contains("loss, metric, energy, erank, angle, depth"),
         "{stderr}"
     );
+    let (code, _, stderr) = run(workbench(&dir).args(["plot", "1", "--runs", "2", "--out", "f.png"]));
+    assert_eq!(code, 2, "ids given both ways are a usage error: {stderr}");
+    let (code, _, stderr) = run(workbench(&dir).args(["plot", "--out", "f.png"]));
+    assert_eq!(code, 2, "no ids is a usage error: {stderr}");
     let (code, _, stderr) = run(workbench(&dir).args(["plot", "--runs", "42", "--out", "f.svg"]));
     assert_eq!(code, 1, "a missing run: {stderr}");
     assert!(stderr.contains("42"), "{stderr}");
