@@ -189,6 +189,9 @@ pub enum Command {
     },
     /// Ablation table of runs: one row per configuration, metrics as mean ± std over seeds.
     Ablation {
+        /// Run ids (e.g. `ablation 3 4 7`), as --runs gives them.
+        #[arg(conflicts_with_all = ["runs", "sweep"])]
+        ids: Vec<String>,
         /// Run ids, comma-separated (e.g. 3,4,7); default: every finished run.
         #[arg(long)]
         runs: Option<String>,
@@ -555,7 +558,8 @@ async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
             let jobs = jobs.unwrap_or_else(crate::queue::default_jobs);
             crate::tui::run(store, host, dirs, jobs, executor, exports).await
         }
-        Some(Command::Ablation { runs, sweep, metrics, format, out, json, heatmap, metric, filters }) => {
+        Some(Command::Ablation { ids, runs, sweep, metrics, format, out, json, heatmap, metric, filters }) => {
+            let runs = runs.or_else(|| (!ids.is_empty()).then(|| ids.join(",")));
             let store = commands::open_store(&db, &artifacts).await?;
             let selection = match (&runs, &sweep) {
                 (_, Some(s)) => commands::ablation::Selection::Sweeps(s),

@@ -110,6 +110,13 @@ fn a_layers_by_iterations_sweep_becomes_a_grid_of_the_stored_metrics() {
     assert_eq!(json["cells"][1][0], Value::Null, "{json}");
     let text = ok(&dir, &["ablation", "--runs", &some, "--heatmap", "layers,iterations"]);
     assert!(text.lines().nth(3).unwrap().contains('–'), "{text}");
+    // The ids may also come as arguments of their own.
+    let args: Vec<&str> = ["ablation"]
+        .into_iter()
+        .chain(keep.iter().map(String::as_str))
+        .chain(["--heatmap", "layers,iterations"])
+        .collect();
+    assert_eq!(ok(&dir, &args), text, "`ablation 3 4 ...` selects as `--runs 3,4,...` does");
 
     // Images: a valid PNG the image crate decodes, and an SVG naming the keys.
     let png = dir.join("grid.png");
