@@ -255,6 +255,9 @@ pub enum Command {
         /// Only queue the runs; `workbench queue` or the TUI starts them.
         #[arg(long)]
         detach: bool,
+        /// Plan and check every point and print the runs it would queue; queue none.
+        #[arg(long, conflicts_with = "detach")]
+        dry_run: bool,
         /// JSON lines on stdout: the queued runs, each start, the end with every run's status.
         #[arg(long)]
         json: bool,
@@ -577,7 +580,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
             };
             commands::ablation::run(&store, selection, options).await
         }
-        Some(Command::Sweep { layer, task, configs, axes, name, jobs, detach, json }) => {
+        Some(Command::Sweep { layer, task, configs, axes, name, jobs, detach, dry_run, json }) => {
             let host = commands::load_plugins(&dirs);
             let store = commands::open_store(&db, &artifacts).await?;
             let jobs = jobs.unwrap_or_else(crate::queue::default_jobs);
@@ -589,6 +592,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
                 name: name.as_deref(),
                 jobs,
                 detach,
+                dry_run,
                 executor: &executor,
                 json,
             };

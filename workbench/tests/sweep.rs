@@ -38,21 +38,25 @@ fn status(dir: &Path, id: i64) -> String {
     v["run"]["status"].as_str().unwrap().to_string()
 }
 
-fn sweep_detached(dir: &Path, layers: &str, axes: &[&str]) -> (String, String) {
-    let mut args = vec!["sweep", "--layer", layers, "--task", "sudoku", "--detach"];
+/// `sweep` of the tiny configuration on Sudoku over `layers` with `flag` (`--detach`,
+/// `--dry-run`) and `axes`.
+fn sweep_command<'a>(layers: &'a str, flag: &'a str, axes: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec!["sweep", "--layer", layers, "--task", "sudoku", flag];
     args.extend_from_slice(TINY);
     args.extend_from_slice(axes);
-    ok(dir, &args)
+    args
+}
+
+fn sweep_detached(dir: &Path, layers: &str, axes: &[&str]) -> (String, String) {
+    ok(dir, &sweep_command(layers, "--detach", axes))
 }
 
 #[test]
 fn a_bad_point_refuses_the_whole_sweep_before_anything_is_queued() {
     let dir = temp_dir("sweep-bad");
-    let mut args = vec!["sweep", "--layer", "transformer", "--task", "sudoku", "--detach"];
-    args.extend_from_slice(TINY);
     // d=30 is not divisible by heads=4; d=16 is.
-    args.extend_from_slice(&["d=16,30", "heads=4"]);
-    let (code, _, stderr) = run(workbench(&dir).args(&args));
+    let (code, _, stderr) =
+        run(workbench(&dir).args(sweep_command("transformer", "--detach", &["d=16,30", "heads=4"])));
     assert_ne!(code, 0);
     assert!(stderr.contains("nothing was queued") && stderr.contains("d=30"), "{stderr}");
     assert!(runs(&dir).is_empty(), "runs were queued");
@@ -65,6 +69,34 @@ fn a_bad_point_refuses_the_whole_sweep_before_anything_is_queued() {
     let (code, _, stderr) = run(workbench(&dir).args(["sweep", "--layer", "transformer", "--detach", "stpes=1,2"]));
     assert_eq!(code, 2, "{stderr}");
     assert!(stderr.contains("`stpes` is not a key") && stderr.contains("did you mean `steps`?"), "{stderr}");
+    assert!(runs(&dir).is_empty());
+}
+
+#[test]
+fn a_dry_run_prints_the_grid_and_queues_nothing() {
+    let dir = temp_dir("sweep-dry");
+    let mut args = sweep_command("hyperset,transformer", "--dry-run", &["step_cond=x0,xt", "seed=0,1"]);
+    let (stdout, _) = ok(&dir, &args);
+    assert!(stdout.contains("6 runs (a dry run: nothing was queued)"), "{stdout}");
+    let listed: Vec<&str> = stdout.lines().skip(1).collect();
+    assert_eq!(listed.len(), 6, "{stdout}");
+    assert!(
+        listed[0].contains("hyperset") && listed[0].contains("step_cond=x0") && listed[0].contains("seed=0"),
+        "{stdout}"
+    );
+    assert!(listed[5].contains("transformer") && listed[5].contains("seed=1"), "{stdout}");
+    args.push("--json");
+    let (stdout, _) = ok(&dir, &args);
+    let planned: Value = serde_json::from_str(stdout.trim()).unwrap();
+    assert_eq!(planned["event"], "planned", "{planned}");
+    assert_eq!(planned["runs"].as_array().unwrap().len(), 6, "{planned}");
+    assert_eq!(planned["runs"][4]["layer"], "transformer", "{planned}");
+    assert!(runs(&dir).is_empty(), "a dry run queued runs");
+    // A bad point is refused as without --dry-run.
+    let (code, _, stderr) =
+        run(workbench(&dir).args(["sweep", "--layer", "transformer", "--dry-run", "d=16,30", "heads=4"]));
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("d=30"), "{stderr}");
     assert!(runs(&dir).is_empty());
 }
 

@@ -27,6 +27,8 @@ pub struct SweepArgs<'a> {
     pub name: Option<&'a str>,
     pub jobs: usize,
     pub detach: bool,
+    /// Plan and check the grid, print it, queue nothing.
+    pub dry_run: bool,
     pub executor: &'a Executor,
     /// JSON lines on stdout instead of messages and a progress bar (see [`Report`]).
     pub json: bool,
@@ -50,6 +52,18 @@ pub async fn sweep(store: &Store, host: &PluginHost, dirs: &[PathBuf], args: Swe
     });
     let runs =
         points.iter().map(|p| ops::launch::new_run_of(host, &p.config)).collect::<Result<Vec<_>>>().map_err(refused)?;
+    if args.dry_run {
+        if args.json {
+            let runs = points.iter().map(|p| PlannedRun { layer: &p.layer, overrides: &p.overrides }).collect();
+            Report::Planned { name: &name, runs }.print();
+        } else {
+            println!("sweep {name}: {} runs (a dry run: nothing was queued)", points.len());
+            for (n, point) in points.iter().enumerate() {
+                println!("  {:>4}  {} {}", n + 1, point.layer, point.overrides.join(" "));
+            }
+        }
+        return Ok(0);
+    }
     let queued = ops::launch::queue_sweep(store, &name, &serde_json::to_value(&spec)?, &runs).await?;
     if args.json {
         let runs = queued.runs.iter().zip(&points);
@@ -148,6 +162,8 @@ pub async fn run_until_done(
 #[derive(serde::Serialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
 enum Report<'a> {
+    /// `--dry-run`: the runs the sweep would queue, in order; nothing was stored.
+    Planned { name: &'a str, runs: Vec<PlannedRun<'a>> },
     /// The sweep's runs are in the queue.
     Queued { sweep: i64, name: &'a str, runs: Vec<QueuedRun<'a>> },
     /// A worker started a run.
@@ -161,6 +177,12 @@ enum Report<'a> {
 #[derive(serde::Serialize)]
 struct QueuedRun<'a> {
     run: i64,
+    layer: &'a str,
+    overrides: &'a [String],
+}
+
+#[derive(serde::Serialize)]
+struct PlannedRun<'a> {
     layer: &'a str,
     overrides: &'a [String],
 }
