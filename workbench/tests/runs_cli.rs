@@ -222,7 +222,7 @@ async fn bad_export_requests_are_refused_with_the_fix() {
     let err = f.fails(&["runs", "export", "--filter", "layer:nothing", "--out", out_s]);
     assert!(err.contains("no run passes the filter `layer:nothing`"), "{err}");
     let err = f.fails(&["runs", "export", "--sweep", "7", "--out", out_s]);
-    assert!(err.contains("no sweep 7"), "{err}");
+    assert!(err.contains("sweep 7 does not exist (see `workbench sweeps`)"), "{err}");
     let err = f.fails(&["runs", "export", "--out", f.path("missing/runs.csv").to_str().unwrap()]);
     assert!(err.contains("missing does not exist"), "{err}");
     let err = f.fails(&["runs", "export", "--format", "tensorboard"]);

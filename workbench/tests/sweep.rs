@@ -172,6 +172,12 @@ fn pause_resume_and_cancel() {
     assert_eq!(code, 130);
     assert_eq!(status(&dir, 1), "queued");
     ok(&dir, &["sweeps", "resume", "1"]);
+    // A sweep that does not exist is named as a sweep.
+    for action in ["pause", "resume", "cancel"] {
+        let (code, _, stderr) = run(workbench(&dir).args(["sweeps", action, "9"]));
+        assert_eq!(code, 1, "{stderr}");
+        assert!(stderr.contains("sweep 9 does not exist (see `workbench sweeps`)"), "{action}: {stderr}");
+    }
     ok(&dir, &["runs", "requeue", "2"]);
     ok(&dir, &["queue"]);
     assert_eq!((status(&dir, 1).as_str(), status(&dir, 2).as_str()), ("finished", "finished"));

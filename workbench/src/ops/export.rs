@@ -71,7 +71,7 @@ pub async fn select(store: &Store, which: &TableRuns) -> Result<Selected> {
         }
         TableRuns::Sweeps(ids) => {
             for &id in ids {
-                store.sweep(id).await.map_err(|_| anyhow!("no sweep {id} (`workbench sweeps` lists them)"))?;
+                store.sweep(id).await?;
                 records.extend(store.sweep_runs(id).await?);
             }
             // A sweep's unfinished runs (queued, cancelled, failed) would count as seeds

@@ -64,7 +64,7 @@ pub async fn select(store: &Store, which: &Which, filter: Option<&str>) -> Resul
             records
         }
         Which::Sweep(id) => {
-            store.sweep(*id).await.map_err(|_| anyhow!("no sweep {id} (`workbench sweeps` lists them)"))?;
+            store.sweep(*id).await?;
             store.sweep_runs(*id).await?
         }
         Which::All => store.list_runs().await?,

@@ -73,6 +73,10 @@ pub enum StoreError {
     #[error("run {0} does not exist (see `workbench runs`)")]
     NotFound(i64),
 
+    /// No sweep has this id.
+    #[error("sweep {0} does not exist (see `workbench sweeps`)")]
+    SweepNotFound(i64),
+
     /// The run's current status does not allow the requested change.
     #[error("run {id} is {status}, so it cannot {action}; {hint}")]
     InvalidTransition {

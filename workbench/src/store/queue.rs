@@ -101,9 +101,9 @@ impl Store {
         Ok(out)
     }
 
-    /// The sweep with this id, or [`StoreError::NotFound`] (the id is reported as a run id).
+    /// The sweep with this id, or [`StoreError::SweepNotFound`].
     pub async fn sweep(&self, id: i64) -> Result<SweepRecord, StoreError> {
-        self.sweeps().await?.into_iter().find(|s| s.id == id).ok_or(StoreError::NotFound(id))
+        self.sweeps().await?.into_iter().find(|s| s.id == id).ok_or(StoreError::SweepNotFound(id))
     }
 
     /// The runs of a sweep in declared order.
