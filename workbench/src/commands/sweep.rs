@@ -70,7 +70,9 @@ pub async fn sweep(store: &Store, host: &PluginHost, dirs: &[PathBuf], args: Swe
         Report::Queued {
             sweep: queued.sweep,
             name: &name,
-            runs: runs.map(|(&run, p)| QueuedRun { run, layer: &p.layer, overrides: &p.overrides }).collect(),
+            runs: runs
+                .map(|(&run, p)| QueuedRun { run, point: PlannedRun { layer: &p.layer, overrides: &p.overrides } })
+                .collect(),
         }
         .print();
     } else {
@@ -174,17 +176,18 @@ enum Report<'a> {
     Stopped { exit_code: i32 },
 }
 
+/// A point of the grid: the layer and the keys set for it.
 #[derive(serde::Serialize)]
-struct QueuedRun<'a> {
-    run: i64,
+struct PlannedRun<'a> {
     layer: &'a str,
     overrides: &'a [String],
 }
 
 #[derive(serde::Serialize)]
-struct PlannedRun<'a> {
-    layer: &'a str,
-    overrides: &'a [String],
+struct QueuedRun<'a> {
+    run: i64,
+    #[serde(flatten)]
+    point: PlannedRun<'a>,
 }
 
 #[derive(serde::Serialize)]

@@ -2,7 +2,7 @@
 
 use crate::executor::Executor;
 use crate::exit_code::{self, refused};
-use crate::host::{PluginHost, PLUGIN_PATH_VAR};
+use crate::host::PluginHost;
 use crate::ops;
 use crate::run_config::RunConfig;
 use crate::store::{RunStatus, Store};
@@ -23,8 +23,8 @@ pub async fn train(
     overrides: &[String],
     json: bool,
 ) -> Result<i32> {
-    let layer_plugin = host.get(layer, PluginKind::Layer).map_err(with_plugin_path_hint).map_err(refused)?;
-    let task_plugin = host.get(task, PluginKind::Task).map_err(with_plugin_path_hint).map_err(refused)?;
+    let layer_plugin = host.get(layer, PluginKind::Layer).map_err(refused)?;
+    let task_plugin = host.get(task, PluginKind::Task).map_err(refused)?;
     let config = RunConfig::resolve(&layer_plugin.declaration, &task_plugin.declaration, overrides).map_err(refused)?;
     executor.check(store).map_err(refused)?;
     // Refused when it cannot fit in memory, before anything is stored.
@@ -94,11 +94,4 @@ fn nothing_to_resume(run_id: i64, status: RunStatus) -> String {
         }
         _ => format!("run {run_id} is still running: `workbench runs show {run_id}` follows it"),
     }
-}
-
-/// `error` followed by where plugins are looked for (the cause first, then the hint).
-fn with_plugin_path_hint(error: anyhow::Error) -> anyhow::Error {
-    anyhow::anyhow!(
-        "{error:#}\n  plugins are searched next to the executable, in --plugin-dir and in {PLUGIN_PATH_VAR}; `workbench plugins` lists them"
-    )
 }

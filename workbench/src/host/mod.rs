@@ -154,6 +154,9 @@ impl PluginHost {
         } else if !self.errors.is_empty() {
             message.push_str(&format!("\n  ({} libraries failed to load: see `workbench plugins`)", self.errors.len()));
         }
+        message.push_str(&format!(
+            "\n  plugins are searched next to the executable, in --plugin-dir and in {PLUGIN_PATH_VAR}; `workbench plugins` lists them"
+        ));
         bail!(message)
     }
 
