@@ -1437,6 +1437,45 @@ async fn a_runs_follower_sees_a_change_that_commits_late() {
     assert_eq!(notes, vec!["late", "early"]);
 }
 
+/// `sweeps` counts each sweep's runs by status (and its paused queued runs), newest first;
+/// `sweep(id)` reads that one sweep alone, and an unknown id is reported as a sweep.
+async fn sweeps_are_counted_and_one_is_read_by_id(backend: Backend) {
+    let Some(dir) = TestDb::new(backend, "sweeps").await else { return };
+    let store = dir.open().await;
+    let first = store.create_sweep("lr", &json!({"axes": ["lr"]})).await.unwrap();
+    let runs: Vec<i64> = queue_in_sweep(&store, first, 3).await;
+    store.mark_running(runs[0], std::process::id()).await.unwrap();
+    store.set_held(runs[1], true).await.unwrap();
+    let second = store.create_sweep("seed", &json!({"axes": ["seed"]})).await.unwrap();
+    store.create_run_in_sweep(&new_run(9), second, 0).await.unwrap();
+    let empty = store.create_sweep("empty", &json!({"axes": []})).await.unwrap();
+    store.create_run(&new_run(10)).await.unwrap(); // outside every sweep
+
+    let all = store.sweeps().await.unwrap();
+    let ids: Vec<i64> = all.iter().map(|s| s.id).collect();
+    assert_eq!(ids, vec![empty, second, first], "newest first");
+    let counts =
+        |s: &workbench::store::SweepRecord| (s.counts.iter().map(|(k, v)| (k.clone(), *v)).collect::<Vec<_>>(), s.held);
+    assert_eq!(counts(&all[2]), (vec![("queued".to_string(), 2), ("running".to_string(), 1)], 1));
+    assert_eq!(counts(&all[1]), (vec![("queued".to_string(), 1)], 0));
+    assert_eq!(counts(&all[0]), (vec![], 0));
+    for listed in &all {
+        let alone = store.sweep(listed.id).await.unwrap();
+        assert_eq!(format!("{alone:?}"), format!("{listed:?}"), "sweep {} read alone", listed.id);
+    }
+    let err = store.sweep(first + 100).await.unwrap_err();
+    assert!(matches!(err, StoreError::SweepNotFound(id) if id == first + 100), "{err:?}");
+}
+
+/// Queues `n` runs in `sweep`, in order.
+async fn queue_in_sweep(store: &Store, sweep: i64, n: u32) -> Vec<i64> {
+    let mut ids = Vec::new();
+    for i in 0..n {
+        ids.push(store.create_run_in_sweep(&new_run(u64::from(i)), sweep, i).await.unwrap());
+    }
+    ids
+}
+
 on_both_backends!(
     run_round_trip_all_fields,
     status_transitions,
@@ -1460,4 +1499,5 @@ on_both_backends!(
     metric_summaries_follow_the_rows,
     a_runs_follower_reads_only_what_changed,
     a_backup_holds_every_row,
+    sweeps_are_counted_and_one_is_read_by_id,
 );

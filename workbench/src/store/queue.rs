@@ -6,7 +6,7 @@ use super::turnstile::{Write, WriteReturning};
 use super::{now, Backend, RunRecord, Store, StoreError, SweepRecord, WriteTx};
 use sqlx::any::AnyArguments;
 use sqlx::Any;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 /// A claim that has not become `running` within this many seconds has failed (the worker
 /// died before it could start) and is released.
@@ -62,48 +62,61 @@ impl Store {
 
     /// Every sweep with its runs counted by status, newest first.
     pub async fn sweeps(&self) -> Result<Vec<SweepRecord>, StoreError> {
-        let rows = sqlx::query::<Any>("SELECT id, name, spec, created_at FROM sweeps ORDER BY id DESC")
-            .fetch_all(&self.pool)
-            .await
-            .map_err(|e| self.err(e))?;
-        let counts = sqlx::query::<Any>(
-            "SELECT sweep_id, status, COUNT(*) AS n, SUM(CASE WHEN held <> 0 THEN 1 ELSE 0 END) AS held FROM runs \
-             WHERE sweep_id IS NOT NULL GROUP BY sweep_id, status",
+        self.sweep_records(None).await
+    }
+
+    /// The sweep with this id, or [`StoreError::SweepNotFound`].
+    pub async fn sweep(&self, id: i64) -> Result<SweepRecord, StoreError> {
+        self.sweep_records(Some(id)).await?.pop().ok_or(StoreError::SweepNotFound(id))
+    }
+
+    /// The sweeps (all, or the one with id `only`), newest first, each with its runs counted
+    /// by status: two queries whatever the number of sweeps.
+    async fn sweep_records(&self, only: Option<i64>) -> Result<Vec<SweepRecord>, StoreError> {
+        // `$1 IS NULL` would need a typed NULL on PostgreSQL; -1 is no sweep's id.
+        let filter = only.unwrap_or(-1);
+        let rows = sqlx::query::<Any>(
+            "SELECT id, name, spec, created_at FROM sweeps WHERE $1 < 0 OR id = $1 ORDER BY id DESC",
         )
+        .bind(filter)
         .fetch_all(&self.pool)
         .await
         .map_err(|e| self.err(e))?;
-        let mut out = Vec::new();
+        let count_rows = sqlx::query::<Any>(
+            "SELECT sweep_id, status, COUNT(*) AS n, SUM(CASE WHEN held <> 0 THEN 1 ELSE 0 END) AS held FROM runs \
+             WHERE sweep_id IS NOT NULL AND ($1 < 0 OR sweep_id = $1) GROUP BY sweep_id, status",
+        )
+        .bind(filter)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(|e| self.err(e))?;
+        // sweep id -> (status -> runs, queued runs held).
+        let mut counts: HashMap<i64, (BTreeMap<String, u64>, u64)> = HashMap::new();
+        for c in &count_rows {
+            let status: String = self.get(c, "status")?;
+            let n: i64 = self.get(c, "n")?;
+            let entry = counts.entry(self.get(c, "sweep_id")?).or_default();
+            if status == "queued" {
+                entry.1 = self.get::<Option<i64>>(c, "held")?.unwrap_or(0) as u64;
+            }
+            entry.0.insert(status, n as u64);
+        }
+        let mut out = Vec::with_capacity(rows.len());
         for r in rows {
             let id: i64 = self.get(&r, "id")?;
             let spec: String = self.get(&r, "spec")?;
-            let mut record = SweepRecord {
+            let (counts, held) = counts.remove(&id).unwrap_or_default();
+            out.push(SweepRecord {
                 id,
                 name: self.get(&r, "name")?,
                 spec: serde_json::from_str(&spec)
                     .map_err(|e| self.corrupt(format!("sweep {id} has an invalid spec: {e}")))?,
                 created_at: self.get(&r, "created_at")?,
-                counts: BTreeMap::new(),
-                held: 0,
-            };
-            for c in &counts {
-                if self.get::<i64>(c, "sweep_id")? == id {
-                    let status: String = self.get(c, "status")?;
-                    let n: i64 = self.get(c, "n")?;
-                    record.counts.insert(status.clone(), n as u64);
-                    if status == "queued" {
-                        record.held = self.get::<Option<i64>>(c, "held")?.unwrap_or(0) as u64;
-                    }
-                }
-            }
-            out.push(record);
+                counts,
+                held,
+            });
         }
         Ok(out)
-    }
-
-    /// The sweep with this id, or [`StoreError::SweepNotFound`].
-    pub async fn sweep(&self, id: i64) -> Result<SweepRecord, StoreError> {
-        self.sweeps().await?.into_iter().find(|s| s.id == id).ok_or(StoreError::SweepNotFound(id))
     }
 
     /// The runs of a sweep in declared order.
