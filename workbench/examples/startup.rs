@@ -1,6 +1,9 @@
 //! Start-up time: from `workbench train` (the default configuration) to its first
 //! optimisation step, read off the worker's JSON events, with an empty generated-data cache
-//! (the puzzles are generated) and then with the cache filled by that run (they are read).
+//! (the puzzles are generated) and then with the cache filled by that run (they are read);
+//! then the same from an installed copy (the binary and the plugin libraries copied to a
+//! folder outside the workspace, as on a cluster), whose libraries' build ids are hashes of
+//! the files: once before they are cached, once after.
 //!
 //! ```text
 //! cargo build --release --workspace
@@ -59,18 +62,26 @@ fn main() {
         eprintln!("{} is missing: build the workspace with this profile first", workbench.display());
         std::process::exit(1);
     }
-    let (mut cold, mut warm) = (Vec::new(), Vec::new());
+    let installed = install_copy(&workbench);
+    let (mut cold, mut warm, mut first, mut again) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for round in 0..rounds {
         let root = std::env::temp_dir().join(format!("workbench-startup-{}-{round}", std::process::id()));
         let _ = std::fs::remove_dir_all(&root);
         let cache = root.join("cache");
-        for (times, name) in [(&mut cold, "cold"), (&mut warm, "warm")] {
+        let cases = [
+            (&mut cold, "cold", &workbench),
+            (&mut warm, "warm", &workbench),
+            (&mut first, "installed", &installed),
+            (&mut again, "installed-again", &installed),
+        ];
+        for (times, name, exe) in cases {
             let dir = root.join(name);
             std::fs::create_dir_all(&dir).expect("a temporary folder");
-            times.push(to_first_step(&workbench, &dir, &cache));
+            times.push(to_first_step(exe, &dir, &cache));
         }
         let _ = std::fs::remove_dir_all(&root);
     }
+    let _ = std::fs::remove_dir_all(installed.parent().expect("the install folder"));
     println!("time from `workbench train` (defaults) to the first optimisation step, {rounds} rounds");
     println!("{:<34} {:>9} {:>9} {:>9}", "case", "median s", "min s", "max s");
     let (cold_median, lo, hi) = summary(&mut cold);
@@ -78,4 +89,28 @@ fn main() {
     let (warm_median, lo, hi) = summary(&mut warm);
     println!("{:<34} {warm_median:>9.3} {lo:>9.3} {hi:>9.3}", "data read from the cache");
     println!("ratio of the medians: {:.1}x", cold_median / warm_median);
+    for (times, case) in
+        [(&mut first, "installed copy, build ids hashed"), (&mut again, "installed copy, build ids cached")]
+    {
+        let (median, lo, hi) = summary(times);
+        println!("{case:<34} {median:>9.3} {lo:>9.3} {hi:>9.3}");
+    }
+}
+
+/// The workbench binary and every plugin library beside it, linked (or copied) into a new
+/// folder outside the workspace; returns the copied binary.
+fn install_copy(workbench: &Path) -> PathBuf {
+    let folder = std::env::temp_dir().join(format!("workbench-startup-{}-install", std::process::id()));
+    let _ = std::fs::remove_dir_all(&folder);
+    std::fs::create_dir_all(&folder).expect("a temporary folder");
+    let built = workbench.parent().expect("the build folder");
+    let libraries = std::fs::read_dir(built).expect("the build folder").filter_map(Result::ok).map(|e| e.path());
+    let libraries = libraries.filter(|p| p.extension().is_some_and(|e| e == std::env::consts::DLL_EXTENSION));
+    for file in std::iter::once(workbench.to_path_buf()).chain(libraries) {
+        let to = folder.join(file.file_name().expect("a file name"));
+        if std::fs::hard_link(&file, &to).is_err() {
+            std::fs::copy(&file, &to).expect("copy into the install folder");
+        }
+    }
+    folder.join(workbench.file_name().expect("a file name"))
 }

@@ -386,9 +386,53 @@ pub fn crate_build_id(krate: &PluginCrate, root: Option<&Path>) -> std::io::Resu
 
 /// The build id of a library built elsewhere: a hash of the file.
 pub fn library_build_id(path: &Path) -> std::io::Result<String> {
+    library_build_id_cached(path, sources_cache_dir().as_deref())
+}
+
+/// [`library_build_id`], kept in `cache` under the file's identity (see [`library_stamp`]):
+/// every command and every worker stamps each plugin it loads, and a release plugin is tens
+/// of MiB, so hashing them all again took most of a second per process.
+fn library_build_id_cached(path: &Path, cache: Option<&Path>) -> std::io::Result<String> {
+    let stamp = cache.and(library_stamp(path));
+    if let (Some(cache), Some(stamp)) = (cache, &stamp) {
+        let stored = datasets::generated_cache::read(cache, stamp).and_then(|id| String::from_utf8(id).ok());
+        if let Some(id) = stored.filter(|id| id.len() == ID_DIGITS && id.bytes().all(|b| b.is_ascii_hexdigit())) {
+            return Ok(id);
+        }
+    }
     let mut hasher = Sha256::new();
     std::io::copy(&mut std::fs::File::open(path)?, &mut hasher)?;
-    Ok(hex_id(&hasher.finalize()))
+    let id = hex_id(&hasher.finalize());
+    // The file may have been replaced while it was read: stored only if it is still the one
+    // whose identity was taken.
+    if let (Some(cache), Some(stamp)) = (cache, stamp) {
+        if library_stamp(path).as_ref() == Some(&stamp) {
+            datasets::generated_cache::write(cache, &stamp, id.as_bytes());
+        }
+    }
+    Ok(id)
+}
+
+/// The name a library's build id is kept under: a hash of its canonical path, length,
+/// modification time and (on Unix) inode and status-change time, which a copy, a rebuild or
+/// an edit in place all move, as cargo decides what to rebuild. `None` when they cannot be
+/// read (the file is then hashed every time).
+fn library_stamp(path: &Path) -> Option<String> {
+    let path = path.canonicalize().ok()?;
+    let meta = std::fs::metadata(&path).ok()?;
+    let modified = meta.modified().ok()?.duration_since(std::time::UNIX_EPOCH).ok()?;
+    let mut hasher = Sha256::new();
+    hasher.update(path.as_os_str().as_encoded_bytes());
+    hasher.update(meta.len().to_le_bytes());
+    hasher.update(modified.as_nanos().to_le_bytes());
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        hasher.update(meta.ino().to_le_bytes());
+        hasher.update(meta.ctime().to_le_bytes());
+        hasher.update(meta.ctime_nsec().to_le_bytes());
+    }
+    Some(format!("library-build-{}", hex_id(&hasher.finalize())))
 }
 
 fn hex_id(digest: &[u8]) -> String {
@@ -550,6 +594,31 @@ mod tests {
         let before = crate_build_id(&krate, Some(root)).unwrap();
         std::fs::write(root.join("data/src/lib.rs"), "2").unwrap();
         assert_ne!(crate_build_id(&krate, Some(root)).unwrap(), before);
+    }
+
+    /// A library's build id is the hash of the file, kept in the cache folder and answered
+    /// from there until the file changes.
+    #[test]
+    fn a_library_build_id_is_kept_until_the_file_changes() {
+        let tmp = tempfile::Builder::new().prefix("wb-library-id-").tempdir().unwrap();
+        let (library, cache) = (tmp.path().join("libprobe.so"), tmp.path().join("cache"));
+        std::fs::write(&library, b"first build").unwrap();
+        let hash_of = |bytes: &[u8]| hex_id(&Sha256::digest(bytes));
+        assert_eq!(library_build_id_cached(&library, None).unwrap(), hash_of(b"first build"));
+        assert_eq!(library_build_id_cached(&library, Some(&cache)).unwrap(), hash_of(b"first build"), "stored");
+        let stamp = library_stamp(&library).unwrap();
+        assert_eq!(datasets::generated_cache::read(&cache, &stamp).unwrap(), hash_of(b"first build").as_bytes());
+        // What is stored is what is answered: a marker written into it comes back.
+        datasets::generated_cache::write(&cache, &stamp, b"0123456789abcdef");
+        assert_eq!(library_build_id_cached(&library, Some(&cache)).unwrap(), "0123456789abcdef", "from the cache");
+        // A stored entry that is not an id is not used.
+        datasets::generated_cache::write(&cache, &stamp, b"not an id");
+        assert_eq!(library_build_id_cached(&library, Some(&cache)).unwrap(), hash_of(b"first build"));
+        // Rewritten in place with the same length: another file, hashed again.
+        datasets::generated_cache::write(&cache, &stamp, b"0123456789abcdef");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        std::fs::write(&library, b"other build").unwrap();
+        assert_eq!(library_build_id_cached(&library, Some(&cache)).unwrap(), hash_of(b"other build"));
     }
 
     /// A crate's sources are kept in the cache folder and answered from there, without cargo,

@@ -6,11 +6,12 @@
 //! child (`workbench probe-plugin PATH`), which reports that loading ended; only then is it
 //! loaded here. A child that dies by a signal, or does not finish within the time limit, is
 //! reported with the cause and the library is not loaded. A library that loaded safely is
-//! remembered by the hash of its content (in the user's cache directory), so it is probed once.
+//! remembered by the hash of its content, its build id (in the user's cache directory), so it
+//! is probed once; the id itself is kept under the file's identity (`build_id`), so an
+//! unchanged library is not read again either.
 
+use super::build_id::library_build_id;
 use super::load::LoadError;
-use std::collections::hash_map::DefaultHasher;
-use std::hash::Hasher;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -28,10 +29,10 @@ pub fn probe(path: &Path) -> Result<(), LoadError> {
         tracing::debug!("no workbench executable to probe {} with; loading it directly", path.display());
         return Ok(());
     };
-    let Ok(hash) = content_hash(path) else {
+    let Ok(id) = library_build_id(path) else {
         return Ok(()); // unreadable: the load itself reports why
     };
-    let mark = cache_dir().map(|dir| dir.join(format!("{hash:016x}")));
+    let mark = cache_dir().map(|dir| dir.join(id));
     if mark.as_ref().is_some_and(|m| m.exists()) {
         return Ok(());
     }
@@ -104,21 +105,6 @@ fn probe_executable() -> Option<PathBuf> {
         return Some(current);
     }
     current.ancestors().skip(1).take(2).map(|dir| dir.join("workbench")).find(|p| p.is_file())
-}
-
-/// A hash of the file's content (not a security check: a cache key for "loads safely").
-fn content_hash(path: &Path) -> std::io::Result<u64> {
-    let mut file = std::fs::File::open(path)?;
-    let mut hasher = DefaultHasher::new();
-    let mut buf = vec![0u8; 1 << 20];
-    loop {
-        let n = file.read(&mut buf)?;
-        if n == 0 {
-            break;
-        }
-        hasher.write(&buf[..n]);
-    }
-    Ok(hasher.finish())
 }
 
 /// Where libraries that loaded safely are remembered.
