@@ -393,7 +393,7 @@ pub fn library_build_id(path: &Path) -> std::io::Result<String> {
 /// every command and every worker stamps each plugin it loads, and a release plugin is tens
 /// of MiB, so hashing them all again took most of a second per process.
 fn library_build_id_cached(path: &Path, cache: Option<&Path>) -> std::io::Result<String> {
-    let stamp = cache.and(library_stamp(path));
+    let stamp = cache.and_then(|_| library_stamp(path));
     if let (Some(cache), Some(stamp)) = (cache, &stamp) {
         let stored = datasets::generated_cache::read(cache, stamp).and_then(|id| String::from_utf8(id).ok());
         if let Some(id) = stored.filter(|id| id.len() == ID_DIGITS && id.bytes().all(|b| b.is_ascii_hexdigit())) {
