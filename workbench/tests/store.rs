@@ -512,6 +512,29 @@ async fn migrations_upgrade_an_existing_database() {
     assert_eq!(max, workbench::store::schema_version());
 }
 
+/// Several processes (here: tasks with their own connections) opening one new store at the
+/// same moment, as a `train` and the TUI or a `runs show` polling it do: each opens it, and
+/// every migration is applied once.
+async fn a_new_store_opened_by_many_at_once_is_migrated_once(backend: Backend) {
+    for round in 0..4 {
+        let Some(db) = TestDb::new(backend, &format!("open-at-once-{round}")).await else { return };
+        let opens: Vec<_> = (0..8)
+            .map(|_| {
+                let location = db.location.clone();
+                tokio::spawn(async move { Store::connect(&location).await })
+            })
+            .collect();
+        for open in opens {
+            match open.await.unwrap() {
+                Ok(store) => store.close().await,
+                Err(e) => panic!("round {round}: {e}"),
+            }
+        }
+        let recorded = db.count("SELECT COUNT(DISTINCT version) FROM _sqlx_migrations WHERE $1 = 0", 0).await;
+        assert_eq!(recorded, workbench::store::schema_version());
+    }
+}
+
 #[tokio::test]
 async fn newer_schema_is_refused_and_left_unchanged() {
     let dir = TempDir::new("newer");
@@ -1500,4 +1523,5 @@ on_both_backends!(
     a_runs_follower_reads_only_what_changed,
     a_backup_holds_every_row,
     sweeps_are_counted_and_one_is_read_by_id,
+    a_new_store_opened_by_many_at_once_is_migrated_once,
 );

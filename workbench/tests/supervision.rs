@@ -100,10 +100,16 @@ fn run_show_text(dir: &Path, id: u32) -> (i32, String, String) {
 #[test]
 fn cancel_ends_a_layer_that_loops_forever_within_the_grace_period() {
     let (dir, plugins) = setup("cancel-loop");
-    let mut train = train_cmd(&dir, &plugins, "loop", 5).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+    let train_err = dir.join("train.stderr");
+    let mut train = train_cmd(&dir, &plugins, "loop", 5)
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&train_err).unwrap())
+        .spawn()
+        .unwrap();
     let mut guard = KillOnDrop(vec![train.id()]);
     let started = wait_for(&dir, 1, Duration::from_secs(60), |r| r["status"] == "running");
-    assert_eq!(started["status"], "running", "{started}");
+    let said = std::fs::read_to_string(&train_err).unwrap_or_default();
+    assert_eq!(started["status"], "running", "{started}; train said: {said}");
     guard.0.push(worker_pid(&started));
     std::thread::sleep(Duration::from_millis(500)); // inside the endless forward pass now
     let started = Instant::now();

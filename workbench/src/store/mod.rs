@@ -60,6 +60,8 @@
 //! directory path is reported by name, a file that does not start with the SQLite header is
 //! refused unchanged, and a database that records a schema migration this binary does not know
 //! (written by a newer workbench) is refused after a read-only look, so it is never modified.
+//! Migrating a new or older file takes the writers' turn (`turnstile.rs`), so processes that
+//! open it at the same moment do not apply the same migration twice.
 //! A PostgreSQL database is checked the same way (its `_sqlx_migrations` table is read before
 //! the migrator runs), and a server that cannot be reached or refuses the login is named with
 //! the reason and the fix, never with the password.

@@ -81,6 +81,8 @@ async fn open_sqlite(location: &StoreLocation, path: &Path) -> Result<Store, Sto
 
     // Set when this call creates the (empty) file, so a failed open can remove it again.
     let mut created = false;
+    // Whether every migration is applied already (then nothing is written while opening).
+    let mut up_to_date = false;
     match std::fs::metadata(path) {
         Ok(meta) if !meta.is_file() => {
             return Err(cannot("it is not a regular file".into()));
@@ -98,7 +100,7 @@ async fn open_sqlite(location: &StoreLocation, path: &Path) -> Result<Store, Sto
                 return Err(cannot(format!("the file is not writable: {e}")));
             }
             if meta.len() > 0 {
-                preflight_sqlite(location, path).await?;
+                up_to_date = preflight_sqlite(location, path).await?;
             }
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -144,6 +146,20 @@ async fn open_sqlite(location: &StoreLocation, path: &Path) -> Result<Store, Sto
             error::from_sqlx_open(location, e)
         })?;
 
+    // Processes that open a new (or older) file at the same moment would each apply the same
+    // migrations ("table runs already exists"): they take turns, and each migrates only what
+    // the ones before it left to do.
+    let _turn = if up_to_date {
+        None
+    } else {
+        match super::Turnstile::for_database(path).enter().await {
+            Ok(turn) => Some(turn),
+            Err(e) => {
+                pool.close().await;
+                return Err(cannot(format!("cannot take the writers' lock file beside it: {e}")));
+            }
+        }
+    };
     migrated(pool, location, &SQLITE_MIGRATOR).await
 }
 
@@ -239,8 +255,8 @@ fn check_header(location: &StoreLocation, path: &Path, len: u64) -> Result<(), S
 /// without modifying it: migrations applied that this binary does not know; tables with no
 /// record of the workbench's migrations (another program's database, or a removed record); a
 /// fully migrated database missing a table or column this binary needs, or claimed by
-/// another program (`user_version`).
-async fn preflight_sqlite(location: &StoreLocation, path: &Path) -> Result<(), StoreError> {
+/// another program (`user_version`). `Ok(true)` when every migration is applied already.
+async fn preflight_sqlite(location: &StoreLocation, path: &Path) -> Result<bool, StoreError> {
     // A database that no process has open in WAL mode has no `-wal` file. Opened immutable,
     // SQLite then creates no `-wal`/`-shm` files either, so a refusal leaves the directory as
     // it was; with a `-wal` file (workers may be writing) it reads as any reader does.
@@ -259,13 +275,15 @@ async fn preflight_sqlite(location: &StoreLocation, path: &Path) -> Result<(), S
     result
 }
 
-async fn inspect_sqlite(location: &StoreLocation, conn: &mut SqliteConnection) -> Result<(), StoreError> {
+async fn inspect_sqlite(location: &StoreLocation, conn: &mut SqliteConnection) -> Result<bool, StoreError> {
     let applied = applied_sqlite_versions(conn).await.map_err(|e| error::from_sqlx_open(location, e))?;
     if let Some(version) = applied.iter().copied().filter(|v| !SQLITE_MIGRATOR.version_exists(*v)).max() {
         return Err(StoreError::NewerSchema { db: location.clone(), version });
     }
     if applied.is_empty() {
-        let tables = schema::has_tables(conn).await.map_err(|e| error::from_sqlx_open(location, e))?;
+        let mut tables = schema::has_tables(conn).await.map_err(|e| error::from_sqlx_open(location, e))?;
+        // The migrator creates its (empty) record table before the first migration commits.
+        tables.retain(|t| t != "_sqlx_migrations");
         if !tables.is_empty() {
             return Err(StoreError::IncompatibleSchema {
                 db: location.clone(),
@@ -276,12 +294,13 @@ async fn inspect_sqlite(location: &StoreLocation, conn: &mut SqliteConnection) -
                 ),
             });
         }
-        return Ok(());
+        return Ok(false);
     }
-    if SQLITE_MIGRATOR.iter().all(|m| applied.contains(&m.version)) {
+    let up_to_date = SQLITE_MIGRATOR.iter().all(|m| applied.contains(&m.version));
+    if up_to_date {
         schema::check_sqlite(location, conn).await?;
     }
-    Ok(())
+    Ok(up_to_date)
 }
 
 /// Versions recorded in `_sqlx_migrations` (empty if the table does not exist yet).
