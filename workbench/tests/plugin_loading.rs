@@ -177,7 +177,8 @@ fn a_library_that_aborts_or_hangs_while_loading_is_reported_and_the_host_lives()
         let (code, stdout, stderr) = run(workbench(&dir)
             .env("WORKBENCH_PLUGIN_PATH", &plugins)
             .env("WB_FIXTURE_ON_LOAD", mode)
-            .env("XDG_CACHE_HOME", dir.join("cache"))
+            // A cache of its own: the same library loaded safely in other tests.
+            .env("WORKBENCH_CACHE", dir.join("cache"))
             .env("WORKBENCH_PROBE_TIMEOUT_S", "2")
             .args(["plugins", "--json"]));
         assert_eq!(code, 0, "{mode}: {stderr}");

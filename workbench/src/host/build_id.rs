@@ -193,9 +193,10 @@ fn store_sources(cache: &Path, krate: &PluginCrate, metadata: &CachedMetadata, s
     }
 }
 
-/// The folder [`crate_sources`] keeps its answers in. Unit tests make throwaway workspaces
-/// by the dozen: they pass a folder of their own to [`crate_sources_cached`] instead.
-fn sources_cache_dir() -> Option<PathBuf> {
+/// The folder [`crate_sources`], build ids and the probe keep their answers in (the
+/// generated-data cache). Unit tests make throwaway workspaces by the dozen: they pass a
+/// folder of their own to [`crate_sources_cached`] instead.
+pub(super) fn cache_dir() -> Option<PathBuf> {
     if cfg!(test) {
         None
     } else {
@@ -206,7 +207,7 @@ fn sources_cache_dir() -> Option<PathBuf> {
 /// Reads what `krate` is built from (see [`CrateSources`]); `root`, when given, is where
 /// cargo runs (cargo finds the workspace from the crate either way).
 pub fn crate_sources(krate: &PluginCrate, root: Option<&Path>) -> std::io::Result<CrateSources> {
-    crate_sources_cached(krate, root, sources_cache_dir().as_deref())
+    crate_sources_cached(krate, root, cache_dir().as_deref())
 }
 
 /// [`crate_sources`], read from and kept in `cache` when one is given (see [`StoredSources`]).
@@ -386,7 +387,7 @@ pub fn crate_build_id(krate: &PluginCrate, root: Option<&Path>) -> std::io::Resu
 
 /// The build id of a library built elsewhere: a hash of the file.
 pub fn library_build_id(path: &Path) -> std::io::Result<String> {
-    library_build_id_cached(path, sources_cache_dir().as_deref())
+    library_build_id_cached(path, cache_dir().as_deref())
 }
 
 /// [`library_build_id`], kept in `cache` under the file's identity (see [`library_stamp`]):

@@ -6,12 +6,13 @@
 //! child (`workbench probe-plugin PATH`), which reports that loading ended; only then is it
 //! loaded here. A child that dies by a signal, or does not finish within the time limit, is
 //! reported with the cause and the library is not loaded. A library that loaded safely is
-//! remembered by the hash of its content, its build id (in the user's cache directory), so it
-//! is probed once; the id itself is kept under the file's identity (`build_id`), so an
-//! unchanged library is not read again either.
+//! remembered by the hash of its content, its build id (a `probed-<id>` entry in the cache
+//! folder, `datasets::generated_cache`), so it is probed once; the id itself is kept under the
+//! file's identity (`build_id`), so an unchanged library is not read again either.
 
-use super::build_id::library_build_id;
+use super::build_id::{cache_dir, library_build_id};
 use super::load::LoadError;
+use datasets::generated_cache;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -32,15 +33,14 @@ pub fn probe(path: &Path) -> Result<(), LoadError> {
     let Ok(id) = library_build_id(path) else {
         return Ok(()); // unreadable: the load itself reports why
     };
-    let mark = cache_dir().map(|dir| dir.join(id));
-    if mark.as_ref().is_some_and(|m| m.exists()) {
+    let cache = cache_dir();
+    let mark = format!("probed-{id}");
+    if cache.as_ref().is_some_and(|dir| generated_cache::read(dir, &mark).is_some()) {
         return Ok(());
     }
     run_child(&exe, path)?;
-    if let Some(mark) = mark {
-        if let Some(dir) = mark.parent() {
-            let _ = std::fs::create_dir_all(dir).and_then(|_| std::fs::write(&mark, path.display().to_string()));
-        }
+    if let Some(dir) = cache {
+        generated_cache::write(&dir, &mark, path.display().to_string().as_bytes());
     }
     Ok(())
 }
@@ -105,12 +105,4 @@ fn probe_executable() -> Option<PathBuf> {
         return Some(current);
     }
     current.ancestors().skip(1).take(2).map(|dir| dir.join("workbench")).find(|p| p.is_file())
-}
-
-/// Where libraries that loaded safely are remembered.
-fn cache_dir() -> Option<PathBuf> {
-    let base = std::env::var_os("XDG_CACHE_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
-    Some(base.join("workbench").join("probed"))
 }
