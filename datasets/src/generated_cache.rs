@@ -42,8 +42,11 @@ pub fn read(dir: &Path, name: &str) -> Option<Vec<u8>> {
 /// Stores `payload` under `name` in `dir` (created if needed); errors are ignored: the
 /// cache only saves time.
 pub fn write(dir: &Path, name: &str, payload: &[u8]) {
+    // Unique per process and per call: two threads of one process may store the same entry.
+    static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let _ = std::fs::create_dir_all(dir);
-    let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
+    let call = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let tmp = dir.join(format!(".{name}.{}.{call}.tmp", std::process::id()));
     let mut bytes = Vec::with_capacity(MAGIC.len() + payload.len() + 32);
     bytes.extend_from_slice(MAGIC);
     bytes.extend_from_slice(payload);
@@ -73,5 +76,37 @@ mod tests {
         assert_eq!(read(&dir, "x"), None, "a torn file");
         std::fs::write(&path, b"WBCACHE0 something else entirely, 32 bytes or more...").unwrap();
         assert_eq!(read(&dir, "x"), None, "another format");
+    }
+
+    #[test]
+    fn threads_storing_one_entry_at_once_never_show_a_torn_file() {
+        let tmp = tempfile::Builder::new().prefix("wb-cache-threads-").tempdir().unwrap();
+        let dir = tmp.path().to_path_buf();
+        let payloads: Vec<Vec<u8>> = (0..3u8).map(|t| vec![t; 1 << 20]).collect();
+        write(&dir, "shared", &payloads[0]);
+        let writing = std::sync::atomic::AtomicBool::new(true);
+        std::thread::scope(|scope| {
+            let writers: Vec<_> = payloads
+                .iter()
+                .map(|payload| {
+                    let dir = &dir;
+                    scope.spawn(move || (0..30).for_each(|_| write(dir, "shared", payload)))
+                })
+                .collect();
+            let reader = scope.spawn(|| {
+                let mut reads = 0;
+                while writing.load(std::sync::atomic::Ordering::Relaxed) {
+                    let stored = read(&dir, "shared").expect("a whole entry at every read");
+                    assert!(payloads.contains(&stored));
+                    reads += 1;
+                }
+                reads
+            });
+            writers.into_iter().for_each(|w| w.join().unwrap());
+            writing.store(false, std::sync::atomic::Ordering::Relaxed);
+            assert!(reader.join().unwrap() > 0);
+        });
+        let left: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(left, vec![std::ffi::OsString::from("shared")], "no temporary file is left");
     }
 }
