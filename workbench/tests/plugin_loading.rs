@@ -172,13 +172,16 @@ fn a_plugin_panicking_at_registration_is_reported_and_the_others_load() {
 #[test]
 fn a_library_that_aborts_or_hangs_while_loading_is_reported_and_the_host_lives() {
     let plugins = plugin_dir_with("on-load", &["fixture-panicking-plugin", "sudoku"]);
-    for (mode, expected) in [("abort", "SIGABRT"), ("hang", "did not end within 2 s")] {
-        let dir = temp_dir(&format!("on-load-{mode}"));
+    // A cache of its own (the same library loaded safely in other tests), or none at all.
+    for (mode, expected, cache) in
+        [("abort", "SIGABRT", "own"), ("hang", "did not end within 2 s", "own"), ("abort", "SIGABRT", "off")]
+    {
+        let dir = temp_dir(&format!("on-load-{mode}-{cache}"));
+        let cache = if cache == "off" { "off".into() } else { dir.join("cache").into_os_string() };
         let (code, stdout, stderr) = run(workbench(&dir)
             .env("WORKBENCH_PLUGIN_PATH", &plugins)
             .env("WB_FIXTURE_ON_LOAD", mode)
-            // A cache of its own: the same library loaded safely in other tests.
-            .env("WORKBENCH_CACHE", dir.join("cache"))
+            .env("WORKBENCH_CACHE", &cache)
             .env("WORKBENCH_PROBE_TIMEOUT_S", "2")
             .args(["plugins", "--json"]));
         assert_eq!(code, 0, "{mode}: {stderr}");

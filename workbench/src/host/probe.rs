@@ -30,17 +30,16 @@ pub fn probe(path: &Path) -> Result<(), LoadError> {
         tracing::debug!("no workbench executable to probe {} with; loading it directly", path.display());
         return Ok(());
     };
+    let Some(cache) = cache_dir() else {
+        return run_child(&exe, path); // nowhere to remember it: no need for its id either
+    };
     let Ok(id) = library_build_id(path) else {
         return Ok(()); // unreadable: the load itself reports why
     };
-    let cache = cache_dir();
     let mark = format!("probed-{id}");
-    if cache.as_ref().is_some_and(|dir| generated_cache::read(dir, &mark).is_some()) {
-        return Ok(());
-    }
-    run_child(&exe, path)?;
-    if let Some(dir) = cache {
-        generated_cache::write(&dir, &mark, path.display().to_string().as_bytes());
+    if generated_cache::read(&cache, &mark).is_none() {
+        run_child(&exe, path)?;
+        generated_cache::write(&cache, &mark, path.display().to_string().as_bytes());
     }
     Ok(())
 }

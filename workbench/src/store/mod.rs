@@ -513,10 +513,7 @@ impl Store {
             Backend::Postgres => "BEGIN",
         };
         let mut turn = match &self.turnstile {
-            Some(t) => Some(t.enter().await.map_err(|e| StoreError::CannotOpen {
-                db: (*self.location).clone(),
-                reason: format!("cannot take the writers' lock file next to it: {e}"),
-            })?),
+            Some(t) => Some(t.enter(&self.location).await?),
             None => None,
         };
         let started = std::time::Instant::now();

@@ -152,11 +152,11 @@ async fn open_sqlite(location: &StoreLocation, path: &Path) -> Result<Store, Sto
     let _turn = if up_to_date {
         None
     } else {
-        match super::Turnstile::for_database(path).enter().await {
+        match super::Turnstile::for_database(path).enter(location).await {
             Ok(turn) => Some(turn),
             Err(e) => {
                 pool.close().await;
-                return Err(cannot(format!("cannot take the writers' lock file beside it: {e}")));
+                return Err(e);
             }
         }
     };

@@ -21,7 +21,7 @@ use sqlx::query::{Query, QueryScalar};
 use sqlx::AnyConnection;
 use sqlx::{Any, Transaction};
 
-use super::{Store, StoreError};
+use super::{Store, StoreError, StoreLocation};
 
 /// The lock file of one SQLite database.
 #[derive(Debug)]
@@ -42,16 +42,21 @@ impl Turnstile {
         Turnstile { path: PathBuf::from(name) }
     }
 
-    /// Waits for this process's turn to write.
-    pub async fn enter(&self) -> std::io::Result<Turn> {
+    /// Waits for this process's turn to write to `db` (the database this turnstile guards,
+    /// named in the error).
+    pub async fn enter(&self, db: &StoreLocation) -> Result<Turn, StoreError> {
         let path = self.path.clone();
-        tokio::task::spawn_blocking(move || {
+        let taken: std::io::Result<Turn> = tokio::task::spawn_blocking(move || {
             let file = OpenOptions::new().create(true).truncate(false).write(true).open(&path)?;
             file.lock()?;
             Ok(Turn { _file: file })
         })
         .await
-        .map_err(std::io::Error::other)?
+        .unwrap_or_else(|e| Err(std::io::Error::other(e)));
+        taken.map_err(|e| StoreError::CannotOpen {
+            db: db.clone(),
+            reason: format!("cannot take the writers' lock file next to it: {e}"),
+        })
     }
 }
 
