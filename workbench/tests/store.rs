@@ -1486,8 +1486,10 @@ async fn sweeps_are_counted_and_one_is_read_by_id(backend: Backend) {
         let alone = store.sweep(listed.id).await.unwrap();
         assert_eq!(format!("{alone:?}"), format!("{listed:?}"), "sweep {} read alone", listed.id);
     }
-    let err = store.sweep(first + 100).await.unwrap_err();
-    assert!(matches!(err, StoreError::SweepNotFound(id) if id == first + 100), "{err:?}");
+    for unknown in [first + 100, -1] {
+        let err = store.sweep(unknown).await.unwrap_err();
+        assert!(matches!(err, StoreError::SweepNotFound(id) if id == unknown), "{err:?}");
+    }
 }
 
 /// Queues `n` runs in `sweep`, in order.

@@ -73,20 +73,23 @@ impl Store {
     /// The sweeps (all, or the one with id `only`), newest first, each with its runs counted
     /// by status: two queries whatever the number of sweeps.
     async fn sweep_records(&self, only: Option<i64>) -> Result<Vec<SweepRecord>, StoreError> {
-        // `$1 IS NULL` would need a typed NULL on PostgreSQL; -1 is no sweep's id.
-        let filter = only.unwrap_or(-1);
+        // A flag beside the id (`$1 IS NULL` would need a typed NULL on PostgreSQL): any id,
+        // a negative one included, then selects only itself.
+        let (all, id) = (i64::from(only.is_none()), only.unwrap_or(0));
         let rows = sqlx::query::<Any>(
-            "SELECT id, name, spec, created_at FROM sweeps WHERE $1 < 0 OR id = $1 ORDER BY id DESC",
+            "SELECT id, name, spec, created_at FROM sweeps WHERE $1 = 1 OR id = $2 ORDER BY id DESC",
         )
-        .bind(filter)
+        .bind(all)
+        .bind(id)
         .fetch_all(&self.pool)
         .await
         .map_err(|e| self.err(e))?;
         let count_rows = sqlx::query::<Any>(
             "SELECT sweep_id, status, COUNT(*) AS n, SUM(CASE WHEN held <> 0 THEN 1 ELSE 0 END) AS held FROM runs \
-             WHERE sweep_id IS NOT NULL AND ($1 < 0 OR sweep_id = $1) GROUP BY sweep_id, status",
+             WHERE sweep_id IS NOT NULL AND ($1 = 1 OR sweep_id = $2) GROUP BY sweep_id, status",
         )
-        .bind(filter)
+        .bind(all)
+        .bind(id)
         .fetch_all(&self.pool)
         .await
         .map_err(|e| self.err(e))?;
