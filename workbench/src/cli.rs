@@ -147,7 +147,7 @@ pub enum Command {
         #[arg(long, default_value = "sudoku")]
         task: String,
         /// Timed steps (after two warm-up steps).
-        #[arg(long, default_value_t = 10)]
+        #[arg(long, default_value_t = 10, value_parser = at_least_one)]
         steps: usize,
         /// Then time the same model in PyTorch CPU eager (needs python3 with torch, or
         /// WORKBENCH_PYTHON) and print the ratio.
@@ -225,7 +225,7 @@ pub enum Command {
     /// Open the terminal workbench (the default when no command is given).
     Tui {
         /// Workers the TUI's queue runs at once (default: one per CUDA device, else 1).
-        #[arg(long)]
+        #[arg(long, value_parser = at_least_one)]
         jobs: Option<usize>,
     },
     /// Queue a grid of runs: `key=a,b,c` lists and `key=lo:hi:logN` ranges, over one or more
@@ -250,7 +250,7 @@ pub enum Command {
         name: Option<String>,
         /// Workers at once (default: one per CUDA device, else 1, since a CPU worker uses
         /// every core).
-        #[arg(long)]
+        #[arg(long, value_parser = at_least_one)]
         jobs: Option<usize>,
         /// Only queue the runs; `workbench queue` or the TUI starts them.
         #[arg(long)]
@@ -273,7 +273,7 @@ pub enum Command {
     /// Start queued runs as workers free up, until the queue is empty (Ctrl-C stops).
     Queue {
         /// Workers at once (default: one per CUDA device, else 1).
-        #[arg(long)]
+        #[arg(long, value_parser = at_least_one)]
         jobs: Option<usize>,
         /// JSON lines on stdout: each start, then the end with every run's status.
         #[arg(long)]
@@ -451,6 +451,16 @@ pub enum SweepsAction {
     Resume { sweep: i64 },
     /// Cancel the queued runs and stop the running ones.
     Cancel { sweep: i64 },
+}
+
+/// A count that must be at least one (workers, timed steps), refused by clap with the reason
+/// before the command does anything.
+fn at_least_one(text: &str) -> Result<usize, String> {
+    match text.trim().parse::<usize>() {
+        Ok(0) => Err("must be at least 1".into()),
+        Ok(n) => Ok(n),
+        Err(_) => Err(format!("`{text}` is not a whole number; give a count such as 2")),
+    }
 }
 
 /// Process settings measured to matter for CPU training on small machines (README,

@@ -46,6 +46,16 @@ fn bench_prints_throughput_and_the_split() {
     assert!(stdout.contains("samples/s") && stdout.contains("GFLOP/s"), "{stdout}");
 }
 
+/// No timed steps would print a step of 0 s and infinite GFLOP/s: refused before any work.
+#[test]
+fn bench_refuses_zero_timed_steps() {
+    let dir = temp_dir("bench-zero");
+    let (code, stdout, stderr) = run(workbench(&dir).args(["bench", "--steps", "0"]));
+    assert_eq!(code, 2, "{stdout}\n{stderr}");
+    assert!(stderr.contains("--steps") && stderr.contains("must be at least 1"), "{stderr}");
+    assert!(stdout.is_empty(), "{stdout}");
+}
+
 #[test]
 fn the_reference_ratio_is_printed_side_by_side() {
     let dir = temp_dir("bench-ref");

@@ -234,3 +234,46 @@ fn free_text_values_keep_their_commas() {
     let listed = runs(&dir);
     assert!(listed[0]["config"].to_string().contains("1.5,2"), "{}", listed[0]["config"]);
 }
+
+/// What cannot start a sweep's workers is refused before anything is queued: no workers at
+/// once (`--jobs 0`), or the Slurm executor with no controller answering (a `slurm.conf`
+/// naming a closed port on this machine; `scontrol ping` says it is down). `train` refuses
+/// the same executor before it stores its run.
+#[test]
+fn a_sweep_that_could_not_start_its_workers_queues_nothing() {
+    let dir = temp_dir("sweep-no-workers");
+    let with_jobs = |jobs: &'static str| {
+        let mut args = vec!["sweep", "--layer", "hyperset", "--task", "sudoku", "--jobs", jobs, "seed=0,1"];
+        args.extend_from_slice(TINY);
+        args
+    };
+    let (code, _, stderr) = run(workbench(&dir).args(with_jobs("0")));
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("--jobs") && stderr.contains("must be at least 1"), "{stderr}");
+    assert!(runs(&dir).is_empty(), "runs were queued");
+
+    let closed_port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let conf = dir.join("slurm.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            "ClusterName=closed\nSlurmctldHost=localhost(127.0.0.1)\nSlurmctldPort={closed_port}\n\
+             NodeName=localhost CPUs=1 State=UNKNOWN\nPartitionName=debug Nodes=localhost Default=YES\n"
+        ),
+    )
+    .unwrap();
+    let slurm = |args: &[&str]| run(workbench(&dir).env("SLURM_CONF", &conf).arg("--executor").arg("slurm").args(args));
+    let refused_for_slurm = |stderr: &str| {
+        stderr.contains("no Slurm controller answers") && stderr.contains("--executor local")
+            || stderr.contains("`scontrol` is not installed")
+    };
+    let (code, _, stderr) = slurm(&with_jobs("1"));
+    assert_eq!(code, 2, "{stderr}");
+    assert!(refused_for_slurm(&stderr), "{stderr}");
+    let mut train = vec!["train", "--layer", "hyperset", "--task", "sudoku"];
+    train.extend_from_slice(TINY);
+    let (code, _, stderr) = slurm(&train);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(refused_for_slurm(&stderr), "{stderr}");
+    assert!(runs(&dir).is_empty(), "runs were stored");
+}

@@ -56,7 +56,8 @@ impl Executor {
 
     /// Refuses, with the reason and the fix, a combination that cannot work: Slurm jobs
     /// writing to an SQLite file on a network file system (its locks and WAL do not work
-    /// across machines), or a store without a place for run files.
+    /// across machines), a store without a place for run files, or no Slurm controller
+    /// answering.
     pub fn check(&self, store: &Store) -> Result<()> {
         let Executor::Slurm(_) = self else { return Ok(()) };
         store.artifacts_dir()?;
@@ -70,7 +71,7 @@ impl Executor {
                 );
             }
         }
-        Ok(())
+        slurm::controller_answers()
     }
 
     /// Starts the worker of claimed run `run`; records the executor (and job) with the run.

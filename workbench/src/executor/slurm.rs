@@ -144,6 +144,30 @@ pub fn submit(spec: &JobSpec<'_>) -> Result<String> {
     Ok(job)
 }
 
+/// Refuses, with Slurm's own words and the fix, when no Slurm controller answers
+/// (`scontrol ping`: no `slurm.conf`, or `slurmctld` down or unreachable), so that a command
+/// stops before it stores or queues anything instead of every run failing at `sbatch`.
+pub fn controller_answers() -> Result<()> {
+    let output = Command::new("scontrol").arg("ping").output().map_err(|e| missing_tool("scontrol", e))?;
+    let (stdout, stderr) = (String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+    // With a backup controller one of the two being up is enough.
+    if output.status.success() && stdout.contains(" is UP") {
+        return Ok(());
+    }
+    let said: Vec<&str> = stdout
+        .lines()
+        .chain(stderr.lines())
+        .map(str::trim)
+        .filter(|line| !line.is_empty() && !line.starts_with('*'))
+        .collect();
+    bail!(
+        "no Slurm controller answers (`scontrol ping`: {}): start slurmctld, or point SLURM_CONF at the \
+         cluster's slurm.conf (`scripts/services start` runs a one-node cluster on this machine); \
+         or run on this machine with --executor local",
+        if said.is_empty() { format!("exit status {}", output.status) } else { said.join("; ") }
+    )
+}
+
 fn missing_tool(tool: &str, e: std::io::Error) -> anyhow::Error {
     if e.kind() == std::io::ErrorKind::NotFound {
         anyhow::anyhow!(
