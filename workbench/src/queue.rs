@@ -38,6 +38,9 @@ pub struct QueueRunner {
     exits: Arc<Mutex<Vec<(i64, u32, ExitStatus)>>>,
     /// Where workers run.
     pub executor: Executor,
+    /// Why the runner claims nothing for now: the executor is away (no Slurm controller
+    /// answers). Runs stay queued, their start attempts untouched, until it answers again.
+    waiting: Mutex<Option<String>>,
 }
 
 impl QueueRunner {
@@ -51,6 +54,7 @@ impl QueueRunner {
             spawn_failures: Mutex::default(),
             exits: Arc::default(),
             executor: Executor::Local,
+            waiting: Mutex::default(),
         }
     }
 
@@ -60,16 +64,32 @@ impl QueueRunner {
         self
     }
 
+    /// Why the runner starts nothing for now (see [`tick`](Self::tick)), if it waits.
+    pub fn waiting(&self) -> Option<String> {
+        lock(&self.waiting).clone()
+    }
+
     /// One pass: marks dead workers' runs interrupted, releases stale claims, then claims and
     /// starts queued runs up to the job limit. Returns the runs started. A worker that cannot
     /// be started leaves its run queued for the next pass, and failed after
-    /// [`SPAWN_ATTEMPTS`] attempts, with the reason.
+    /// [`SPAWN_ATTEMPTS`] attempts, with the reason; but while the executor itself is away
+    /// (no Slurm controller answers, which is passing: a restart, an outage) runs stay queued
+    /// without using up attempts, and [`waiting`](Self::waiting) says why.
     pub async fn tick(&self) -> Result<Vec<i64>> {
         self.record_exits().await?;
         self.executor.reconcile(&self.store).await?;
         self.store.reap_orphans(process_alive).await?;
         self.store.release_stale_claims(process_alive).await?;
         let mut started = Vec::new();
+        if self.waiting().is_some() {
+            match self.executor.available() {
+                Ok(()) => *lock(&self.waiting) = None,
+                Err(away) => {
+                    *lock(&self.waiting) = Some(format!("{away:#}"));
+                    return Ok(started);
+                }
+            }
+        }
         while let Some(run) = self.store.claim_next(std::process::id(), self.jobs).await? {
             // A run that trained before (requeued after an interruption) continues from its
             // checkpoint.
@@ -86,6 +106,11 @@ impl QueueRunner {
                     started.push(run.id);
                 }
                 Err(e) => {
+                    if let Err(away) = self.executor.available() {
+                        self.store.release_claim(run.id).await?;
+                        *lock(&self.waiting) = Some(format!("{away:#}"));
+                        break;
+                    }
                     let attempts = {
                         let mut failures = self.failures();
                         let n = failures.entry(run.id).or_insert(0);

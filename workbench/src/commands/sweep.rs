@@ -112,11 +112,20 @@ pub async fn run_until_done(
             .progress_chars("=> "),
     );
     let mut interrupted = Box::pin(tokio::signal::ctrl_c());
+    let mut waiting = None;
     loop {
         for id in runner.tick().await? {
             match json {
                 true => Report::Started { run: id }.print(),
                 false => bar.println(format!("run {id} started")),
+            }
+        }
+        if runner.waiting() != waiting {
+            waiting = runner.waiting();
+            match (json, &waiting) {
+                (true, _) => Report::Waiting { reason: waiting.as_deref() }.print(),
+                (false, Some(reason)) => bar.println(format!("runs stay queued until Slurm answers again: {reason}")),
+                (false, None) => bar.println("Slurm answers again; the queue goes on"),
             }
         }
         let runs = store.list_runs().await?;
@@ -170,6 +179,9 @@ enum Report<'a> {
     Queued { sweep: i64, name: &'a str, runs: Vec<QueuedRun<'a>> },
     /// A worker started a run.
     Started { run: i64 },
+    /// The runner starts nothing until the executor answers again (`reason`: no Slurm
+    /// controller answers), or, with `reason` null, goes on.
+    Waiting { reason: Option<&'a str> },
     /// Every run ended (or waits paused); `exit_code` is the process's.
     Ended { runs: Vec<EndedRun>, paused: usize, exit_code: i32 },
     /// Ctrl-C stopped the runner; workers go on.

@@ -74,6 +74,16 @@ impl Executor {
         slurm::controller_answers()
     }
 
+    /// Whether the executor can take work now: a Slurm controller answers. While it does not
+    /// (a restart, an outage), the queue runner leaves runs queued rather than using up their
+    /// start attempts.
+    pub fn available(&self) -> Result<()> {
+        match self {
+            Executor::Local => Ok(()),
+            Executor::Slurm(_) => tokio::task::block_in_place(slurm::controller_answers),
+        }
+    }
+
     /// Starts the worker of claimed run `run`; records the executor (and job) with the run.
     /// `on_exit` receives a local worker's exit status.
     pub async fn start(

@@ -82,6 +82,7 @@ pub fn spawn(
             updates,
             table: RunsFollower::new(),
             sent: false,
+            waiting: None,
             watched: HashMap::new(),
             sweeps: HashMap::new(),
         }
@@ -107,6 +108,8 @@ struct Service {
     table: RunsFollower,
     /// Whether the UI has a snapshot (the first one is sent even for an empty store).
     sent: bool,
+    /// The queue runner's reason for starting nothing, as last told to the UI.
+    waiting: Option<String>,
     watched: HashMap<i64, Watched>,
     /// Sweep names by id, for the runs table (read again only when a new sweep appears).
     sweeps: HashMap<i64, String>,
@@ -145,6 +148,13 @@ impl Service {
     async fn refresh_inner(&mut self) -> anyhow::Result<()> {
         for id in self.queue.tick().await? {
             self.send(Update::Info(format!("run {id} started")));
+        }
+        if self.queue.waiting() != self.waiting {
+            self.waiting = self.queue.waiting();
+            self.send(match &self.waiting {
+                Some(reason) => Update::Error(format!("runs stay queued until Slurm answers again: {reason}")),
+                None => Update::Info("Slurm answers again; the queue goes on".into()),
+            });
         }
         // Only the runs changed since the last refresh are read (see store::follow).
         let refreshed = self.table.refresh(&self.store).await?;
