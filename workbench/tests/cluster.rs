@@ -212,3 +212,36 @@ async fn a_requeued_job_continues_its_run_from_the_checkpoint() {
     let (_, shown, _) = run(cluster.workbench().args(["runs", "show", "1"]));
     assert!(shown.contains("resuming from the checkpoint at step"), "{shown}");
 }
+
+/// The shared store out of reach for a few seconds while a Slurm job trains (its database
+/// refuses connections and the open ones are cut, as in a server restart): the job's worker
+/// trains on and writes what it kept once the store answers, and `train`, following the job
+/// through the store, waits for it. The run finishes with every step's loss stored once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slurm_run_and_its_follower_ride_out_a_store_outage() {
+    let Some(cluster) = Cluster::new("slurm-outage").await else { return };
+    let steps: u32 = 25;
+    let mut train = cluster
+        .workbench()
+        .env("WORKBENCH_PLUGIN_PATH", &cluster.plugins)
+        .args(fixture_train_args("slow", steps, 5))
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let running = cluster.wait_for(1, Duration::from_secs(90), |r| r["last_step"].as_u64().unwrap_or(0) >= 2);
+    assert_eq!(running["status"], "running", "{running}");
+    cluster.db.set_out_of_reach(true).await;
+    std::thread::sleep(Duration::from_secs(5));
+    cluster.db.set_out_of_reach(false).await;
+    let status = train.wait().unwrap();
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut train.stderr.take().unwrap(), &mut stderr).unwrap();
+    assert!(status.success(), "{status}\n{stderr}");
+    assert!(stderr.contains("the run store is out of reach"), "{stderr}");
+    let shown = cluster.show(1);
+    assert_eq!(shown["run"]["status"], "finished", "{shown}\n{stderr}");
+    assert_eq!(shown["run"]["last_step"], steps, "{shown}");
+    let losses = "SELECT COUNT(*) FROM metrics WHERE run_id = $1 AND split = 'train' AND name = 'loss'";
+    assert_eq!(cluster.db.count(losses, 1).await, i64::from(steps), "every step's loss once");
+}

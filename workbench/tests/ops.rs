@@ -2,6 +2,8 @@
 
 mod common;
 
+use common::plain_run;
+
 use common::stores::{Backend, TestDb};
 use std::time::Duration;
 use workbench::ablation::Format;
@@ -9,27 +11,14 @@ use workbench::ops::export::{self, TableRuns};
 use workbench::ops::grid::{self, parse_axis, Spec};
 use workbench::ops::launch;
 use workbench::ops::runs::{self, Cancelled, Held};
-use workbench::store::{MetricRow, NewRun, PluginRef, RunStatus, Store};
-
-fn new_run(seed: u64) -> NewRun {
-    let plugin = PluginRef { name: "p".into(), version: "1".into(), fingerprint: "f".into(), build: None };
-    NewRun {
-        layer: plugin.clone(),
-        task: plugin,
-        config: serde_json::json!({}),
-        seed,
-        device: "cpu".into(),
-        git_rev: None,
-        total_steps: Some(10),
-    }
-}
+use workbench::store::{MetricRow, RunStatus, Store};
 
 /// Deleting several runs is all or nothing: one running run refuses the whole request.
 #[tokio::test]
 async fn delete_refuses_running_runs_before_deleting_any() {
     let db = TestDb::new(Backend::Sqlite, "ops-delete").await.unwrap();
     let store = db.open().await;
-    let (a, b) = (store.create_run(&new_run(1)).await.unwrap(), store.create_run(&new_run(2)).await.unwrap());
+    let (a, b) = (store.create_run(&plain_run(1)).await.unwrap(), store.create_run(&plain_run(2)).await.unwrap());
     store.mark_running(b, std::process::id()).await.unwrap();
     let err = runs::delete(&store, &[a, b]).await.unwrap_err();
     assert!(err.to_string().contains(&format!("run {b} is running: cancel it first")), "{err}");
@@ -44,7 +33,7 @@ async fn delete_refuses_running_runs_before_deleting_any() {
 async fn cancel_queued_and_ended_runs() {
     let db = TestDb::new(Backend::Sqlite, "ops-cancel").await.unwrap();
     let store = db.open().await;
-    let id = store.create_run(&new_run(1)).await.unwrap();
+    let id = store.create_run(&plain_run(1)).await.unwrap();
     let grace = Duration::from_secs(1);
     let done = runs::cancel(&store, id, grace).await.unwrap();
     assert_eq!(done, Cancelled::BeforeStart);
@@ -61,7 +50,7 @@ async fn cancel_queued_and_ended_runs() {
 async fn annotate_changes_only_what_it_is_given() {
     let db = TestDb::new(Backend::Sqlite, "ops-annotate").await.unwrap();
     let store = db.open().await;
-    let id = store.create_run(&new_run(1)).await.unwrap();
+    let id = store.create_run(&plain_run(1)).await.unwrap();
     runs::annotate(&store, id, Some("first"), Some(&["a".to_string()])).await.unwrap();
     runs::annotate(&store, id, None, Some(&["b".to_string()])).await.unwrap();
     let run = store.run(id).await.unwrap();
@@ -93,8 +82,9 @@ fn a_grid_plan_reports_every_bad_point() {
 async fn a_queued_sweep_pauses_and_releases_as_one() {
     let db = TestDb::new(Backend::Sqlite, "ops-sweep").await.unwrap();
     let store = db.open().await;
-    let queued =
-        launch::queue_sweep(&store, "s", &serde_json::json!({}), &[new_run(1), new_run(2), new_run(3)]).await.unwrap();
+    let queued = launch::queue_sweep(&store, "s", &serde_json::json!({}), &[plain_run(1), plain_run(2), plain_run(3)])
+        .await
+        .unwrap();
     let in_sweep: Vec<i64> = store.sweep_runs(queued.sweep).await.unwrap().iter().map(|r| r.id).collect();
     assert_eq!(in_sweep, queued.runs);
     let sweep = queued.sweep;
@@ -105,7 +95,7 @@ async fn a_queued_sweep_pauses_and_releases_as_one() {
     let released = runs::toggle_hold(&store, queued.runs[0], true).await.unwrap();
     assert_eq!(released, Held::Sweep { sweep, count: 3, held: false });
 
-    let alone = launch::queue_run(&store, &new_run(4)).await.unwrap();
+    let alone = launch::queue_run(&store, &plain_run(4)).await.unwrap();
     let err = runs::toggle_hold(&store, alone, true).await.unwrap_err();
     assert!(err.to_string().contains(&format!("run {alone} is not part of a sweep")), "{err}");
     assert_eq!(runs::toggle_hold(&store, alone, false).await.unwrap().describe(), format!("run {alone} paused"));
@@ -117,7 +107,7 @@ async fn a_queued_sweep_pauses_and_releases_as_one() {
 async fn requeue_refuses_runs_that_are_waiting_running_or_finished() {
     let db = TestDb::new(Backend::Sqlite, "ops-requeue").await.unwrap();
     let store = db.open().await;
-    let id = store.create_run(&new_run(1)).await.unwrap();
+    let id = store.create_run(&plain_run(1)).await.unwrap();
     let refusal = |e: anyhow::Error| e.to_string();
     assert!(refusal(runs::requeue(&store, id).await.unwrap_err()).contains("it is already waiting for a worker"));
     store.mark_running(id, std::process::id()).await.unwrap();
@@ -127,7 +117,7 @@ async fn requeue_refuses_runs_that_are_waiting_running_or_finished() {
     assert!(err.contains(&format!("run {id} is finished")), "{err}");
     assert!(err.contains("only interrupted or failed runs can be requeued"), "{err}");
 
-    let failed = store.create_run(&new_run(2)).await.unwrap();
+    let failed = store.create_run(&plain_run(2)).await.unwrap();
     store.mark_running(failed, std::process::id()).await.unwrap();
     store.finish(failed, RunStatus::Failed, Some("boom")).await.unwrap();
     runs::requeue(&store, failed).await.unwrap();
@@ -136,7 +126,7 @@ async fn requeue_refuses_runs_that_are_waiting_running_or_finished() {
 
 /// A finished run of layer width `d` with a final accuracy.
 async fn finished_run(store: &Store, d: u32, seed: u64, accuracy: f64) -> i64 {
-    let mut run = new_run(seed);
+    let mut run = plain_run(seed);
     run.config = serde_json::json!({"layer_config": {"d": d}, "task_config": {}, "train": {"seed": seed}});
     let id = store.create_run(&run).await.unwrap();
     store.mark_running(id, std::process::id()).await.unwrap();
@@ -164,7 +154,7 @@ async fn exports_from_run_ids() {
     let missing = export::select(&store, &TableRuns::Runs(vec![a, 999])).await.unwrap_err();
     assert!(format!("{missing:#}").contains("run 999"), "{missing:#}");
 
-    let queued = launch::queue_sweep(&store, "s", &serde_json::json!({}), &[new_run(3)]).await.unwrap();
+    let queued = launch::queue_sweep(&store, "s", &serde_json::json!({}), &[plain_run(3)]).await.unwrap();
     let sweep = export::select(&store, &TableRuns::Sweeps(vec![queued.sweep])).await.unwrap();
     assert_eq!((sweep.records.len(), sweep.unfinished), (0, 1));
     let finished = export::select(&store, &TableRuns::Finished).await.unwrap();

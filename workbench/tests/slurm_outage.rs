@@ -11,10 +11,10 @@
 mod common;
 
 use common::stores::{Backend, TestDb};
-use common::temp_dir;
+use common::{plain_run, temp_dir};
 use workbench::executor::Executor;
 use workbench::queue::{QueueRunner, SPAWN_ATTEMPTS};
-use workbench::store::{NewRun, PluginRef, RunStatus};
+use workbench::store::RunStatus;
 
 /// A `slurm.conf` whose controller is a closed port on 127.0.0.1 (`MessageTimeout=1`, so that
 /// `sbatch` gives up at once instead of retrying for ten seconds).
@@ -41,19 +41,6 @@ fn running_cluster_conf() -> Option<String> {
     }
 }
 
-fn new_run() -> NewRun {
-    let plugin = PluginRef { name: "p".into(), version: "1".into(), fingerprint: "f".into(), build: None };
-    NewRun {
-        layer: plugin.clone(),
-        task: plugin,
-        config: serde_json::json!({}),
-        seed: 0,
-        device: "cpu".into(),
-        git_rev: None,
-        total_steps: Some(10),
-    }
-}
-
 #[test]
 fn queued_runs_wait_while_the_slurm_controller_is_away() {
     let running = running_cluster_conf();
@@ -66,7 +53,7 @@ fn queued_runs_wait_while_the_slurm_controller_is_away() {
     runtime.block_on(async {
         let db = TestDb::new(Backend::Sqlite, "slurm-away").await.unwrap();
         let store = db.open().await;
-        let id = store.create_run(&new_run()).await.unwrap();
+        let id = store.create_run(&plain_run(0)).await.unwrap();
         let runner = QueueRunner::new(store.clone(), Vec::new(), 1).with_executor(Executor::Slurm(Default::default()));
         for pass in 1..=SPAWN_ATTEMPTS + 2 {
             assert!(runner.tick().await.unwrap().is_empty(), "pass {pass} started a run");

@@ -1501,7 +1501,37 @@ async fn queue_in_sweep(store: &Store, sweep: i64, n: u32) -> Vec<i64> {
     ids
 }
 
+/// A worker's writes (`train::outbox`): what it pushes is in the store once `sync` returns,
+/// as before a checkpoint (the writer otherwise writes every two seconds), and closing writes
+/// the rest, the checkpoint's record included.
+async fn a_synced_outbox_has_written_everything_pushed(backend: Backend) {
+    use workbench::train::outbox::Outbox;
+    let Some(db) = TestDb::new(backend, "outbox-sync").await else { return };
+    let store = db.open().await;
+    let id = store.create_run(&new_run(1)).await.unwrap();
+    let outbox = Outbox::start(&store, id, format!("runs/{id}/checkpoint.safetensors"));
+    // Past the writer's first (empty) pass: what follows waits for its next one.
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    for step in 1..=10 {
+        outbox.push(step, "train", "loss", step as f64, 0.0);
+    }
+    outbox.push_log("step 10".into());
+    outbox.progress(10);
+    outbox.sync().await;
+    assert_eq!(store.metrics(id).await.unwrap().len(), 10);
+    assert_eq!(store.logs(id, 10).await.unwrap().len(), 1);
+    assert_eq!(store.run(id).await.unwrap().last_step, 10);
+    outbox.push(11, "train", "loss", 11.0, 0.0);
+    outbox.checkpoint(11);
+    outbox.progress(11);
+    outbox.close().await.unwrap();
+    assert_eq!(store.metrics(id).await.unwrap().len(), 11);
+    assert_eq!(store.run(id).await.unwrap().last_step, 11);
+    assert_eq!(store.artifacts(id).await.unwrap().len(), 1);
+}
+
 on_both_backends!(
+    a_synced_outbox_has_written_everything_pushed,
     run_round_trip_all_fields,
     status_transitions,
     metrics_and_diagnostics_batched,

@@ -214,20 +214,10 @@ fn a_frozen_worker_loses_its_lease() {
 #[tokio::test]
 async fn a_worker_dying_before_it_starts_leaves_a_resumable_failed_run() {
     use std::os::unix::process::ExitStatusExt;
-    use workbench::store::{NewRun, PluginRef, RunStatus, Store};
+    use workbench::store::{RunStatus, Store};
     let dir = temp_dir("unstarted");
     let store = Store::open(&dir.join("runs.db")).await.unwrap();
-    let plugin = PluginRef { name: "p".into(), version: "1".into(), fingerprint: "f".into(), build: None };
-    let run = NewRun {
-        layer: plugin.clone(),
-        task: plugin,
-        config: serde_json::json!({}),
-        seed: 0,
-        device: "cpu".into(),
-        git_rev: None,
-        total_steps: Some(10),
-    };
-    let id = store.create_claimed_run(&run, std::process::id()).await.unwrap();
+    let id = store.create_claimed_run(&common::plain_run(0), std::process::id()).await.unwrap();
     let lines = vec!["error: cannot open the store".to_string()];
     let status = std::process::ExitStatus::from_raw(1 << 8);
     let cause = workbench::train::exit::record_abnormal_end(&store, id, 4242, &status, &lines).await.unwrap();
@@ -237,4 +227,62 @@ async fn a_worker_dying_before_it_starts_leaves_a_resumable_failed_run() {
     assert!(record.error.unwrap_or_default().contains("before it could start the run"));
     assert_eq!(store.logs(id, 5).await.unwrap(), vec!["worker stderr: error: cannot open the store"]);
     store.requeue(id).await.unwrap();
+}
+
+/// A PostgreSQL store out of reach for a few seconds while a sweep trains (its database
+/// refuses connections and the open ones are cut, as in a server restart): the worker trains
+/// on, keeps what it records and writes it once the store answers again, and the sweep's
+/// queue runner waits for the store instead of ending. Both runs finish with every step's
+/// loss stored once, and the run's log says what happened.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sweep_rides_out_a_store_outage() {
+    use common::stores::{Backend, TestDb};
+    let Some(db) = TestDb::new(Backend::Postgres, "store-outage").await else { return };
+    let plugins = plugin_dir_with("store-outage", &["fixture-panicking-plugin", "sudoku"]);
+    let steps: u32 = 25;
+    let workbench_on_store = || {
+        let mut cmd = workbench(&db.dir);
+        cmd.env("WORKBENCH_DB", db.db_arg())
+            .env("WORKBENCH_ARTIFACTS", db.dir.join("artifacts"))
+            .env("WORKBENCH_PLUGIN_PATH", &plugins);
+        cmd
+    };
+    let mut args = fixture_train_args("slow", steps, 5);
+    args[0] = "sweep".into();
+    args.push("seed=0,1".into());
+    let mut sweep = workbench_on_store().args(&args).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
+    let _guard = KillOnDrop(vec![sweep.id()]);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let (code, out, _) = run(workbench_on_store().args(["runs", "show", "1", "--json"]));
+        if code == 0 && running(&serde_json::from_str::<Value>(&out).unwrap()["run"]) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "run 1 never started");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    db.set_out_of_reach(true).await;
+    // Longer than the worker's writes and the runner's passes are apart (2 s, 0.5 s), shorter
+    // than a lease (30 s).
+    std::thread::sleep(Duration::from_secs(5));
+    db.set_out_of_reach(false).await;
+    let status = sweep.wait().unwrap();
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut sweep.stderr.take().unwrap(), &mut stderr).unwrap();
+    assert!(status.success(), "{status}\n{stderr}");
+    assert!(stderr.contains("the run store is out of reach") && stderr.contains("answers again"), "{stderr}");
+    for id in [1, 2] {
+        let (code, out, err) = run(workbench_on_store().args(["runs", "show", &id.to_string(), "--json"]));
+        assert_eq!(code, 0, "{err}");
+        let shown: Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(shown["run"]["status"], "finished", "run {id}\n{stderr}");
+        assert_eq!(shown["run"]["last_step"], steps, "run {id}\n{stderr}");
+        let losses = "SELECT COUNT(*) FROM metrics WHERE run_id = $1 AND split = 'train' AND name = 'loss'";
+        let distinct =
+            "SELECT COUNT(DISTINCT step) FROM metrics WHERE run_id = $1 AND split = 'train' AND name = 'loss'";
+        assert_eq!(db.count(losses, id).await, i64::from(steps), "run {id}: every step's loss once");
+        assert_eq!(db.count(distinct, id).await, i64::from(steps), "run {id}");
+    }
+    let noted = "SELECT COUNT(*) FROM logs WHERE run_id = $1 AND line LIKE '%the run store answers again%'";
+    assert_eq!(db.count(noted, 1).await, 1, "{stderr}");
 }

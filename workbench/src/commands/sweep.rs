@@ -7,7 +7,7 @@ use crate::host::PluginHost;
 use crate::ops;
 use crate::ops::grid::{plan, Spec};
 use crate::queue::QueueRunner;
-use crate::store::{RunStatus, Store};
+use crate::store::{RunStatus, Store, StoreOutage};
 use anyhow::{anyhow, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::path::PathBuf;
@@ -113,8 +113,19 @@ pub async fn run_until_done(
     );
     let mut interrupted = Box::pin(tokio::signal::ctrl_c());
     let mut waiting = None;
+    let mut out_of_reach = StoreOutage::default();
     loop {
-        for id in runner.tick().await? {
+        let pass = async { Ok::<_, anyhow::Error>((runner.tick().await?, store.list_runs().await?)) }.await;
+        // Above the bar when it is drawn, on stderr in any case (a hidden bar prints nothing).
+        let say = |line: String| bar.suspend(|| tracing::warn!("{line}"));
+        let (started, runs) = match out_of_reach.pass(pass, say)? {
+            Some((started, runs)) => (started, Some(runs)),
+            None => {
+                bar.set_message("the run store is out of reach; runs go on, the queue waits");
+                (Vec::new(), None)
+            }
+        };
+        for id in started {
             match json {
                 true => Report::Started { run: id }.print(),
                 false => bar.println(format!("run {id} started")),
@@ -124,34 +135,35 @@ pub async fn run_until_done(
             waiting = runner.waiting();
             match (json, &waiting) {
                 (true, _) => Report::Waiting { reason: waiting.as_deref() }.print(),
-                (false, Some(reason)) => bar.println(format!("runs stay queued until Slurm answers again: {reason}")),
-                (false, None) => bar.println("Slurm answers again; the queue goes on"),
+                (false, Some(reason)) => say(format!("runs stay queued until Slurm answers again: {reason}")),
+                (false, None) => say("Slurm answers again; the queue goes on".into()),
             }
         }
-        let runs = store.list_runs().await?;
-        let mine: Vec<_> = runs.iter().filter(|r| only.is_none_or(|ids| ids.contains(&r.id))).collect();
-        let active: Vec<_> = mine.iter().filter(|r| !r.status.is_terminal()).collect();
-        let done = mine.len() - active.len();
-        let held = active.iter().filter(|r| r.status == RunStatus::Queued && r.held).count();
-        bar.set_length(mine.len() as u64);
-        bar.set_position(done as u64);
-        let running = active.iter().filter(|r| r.status == RunStatus::Running).count();
-        bar.set_message(format!("{running} running, {} queued ({held} paused)", active.len() - running));
-        if active.is_empty() || active.len() == held {
-            bar.finish_and_clear();
-            let code = exit_code::of_runs(mine.iter().map(|r| r.status), held);
-            if json {
-                let runs = mine.iter().map(|r| EndedRun { run: r.id, status: r.status.to_string() }).collect();
-                Report::Ended { runs, paused: held, exit_code: code }.print();
+        if let Some(runs) = runs {
+            let mine: Vec<_> = runs.iter().filter(|r| only.is_none_or(|ids| ids.contains(&r.id))).collect();
+            let active: Vec<_> = mine.iter().filter(|r| !r.status.is_terminal()).collect();
+            let done = mine.len() - active.len();
+            let held = active.iter().filter(|r| r.status == RunStatus::Queued && r.held).count();
+            bar.set_length(mine.len() as u64);
+            bar.set_position(done as u64);
+            let running = active.iter().filter(|r| r.status == RunStatus::Running).count();
+            bar.set_message(format!("{running} running, {} queued ({held} paused)", active.len() - running));
+            if active.is_empty() || active.len() == held {
+                bar.finish_and_clear();
+                let code = exit_code::of_runs(mine.iter().map(|r| r.status), held);
+                if json {
+                    let runs = mine.iter().map(|r| EndedRun { run: r.id, status: r.status.to_string() }).collect();
+                    Report::Ended { runs, paused: held, exit_code: code }.print();
+                    return Ok(code);
+                }
+                let failed = mine.iter().filter(|r| r.status != RunStatus::Finished && r.status.is_terminal()).count();
+                tracing::info!(
+                    "{done} of {} runs ended ({failed} not finished){}",
+                    mine.len(),
+                    if held > 0 { format!("; {held} paused") } else { String::new() }
+                );
                 return Ok(code);
             }
-            let failed = mine.iter().filter(|r| r.status != RunStatus::Finished && r.status.is_terminal()).count();
-            tracing::info!(
-                "{done} of {} runs ended ({failed} not finished){}",
-                mine.len(),
-                if held > 0 { format!("; {held} paused") } else { String::new() }
-            );
-            return Ok(code);
         }
         tokio::select! {
             _ = tokio::time::sleep(POLL) => {}

@@ -129,6 +129,35 @@ pub enum StoreError {
     },
 }
 
+impl StoreError {
+    /// Whether the failure may pass by itself, so that the same write is worth trying again
+    /// later: another writer holding the lock, or the server out of reach (connection refused
+    /// or dropped, no connection free, the server shutting down, starting up or refusing new
+    /// connections). Anything else (a damaged file, a missing run, a value out of range)
+    /// would fail again.
+    pub fn is_passing(&self) -> bool {
+        match self {
+            StoreError::Busy { .. } => true,
+            StoreError::Database { source, .. } => match source {
+                sqlx::Error::Io(_)
+                | sqlx::Error::Tls(_)
+                | sqlx::Error::Protocol(_)
+                | sqlx::Error::PoolTimedOut
+                | sqlx::Error::PoolClosed
+                | sqlx::Error::WorkerCrashed => true,
+                // connection_exception (08...), admin_shutdown, crash_shutdown,
+                // cannot_connect_now, too_many_connections, and "database is not currently
+                // accepting connections" (55000, object_not_in_prerequisite_state).
+                sqlx::Error::Database(db) => db.code().is_some_and(|state| {
+                    state.starts_with("08") || matches!(&*state, "57P01" | "57P02" | "57P03" | "53300" | "55000")
+                }),
+                _ => false,
+            },
+            _ => false,
+        }
+    }
+}
+
 // SQLite primary result codes (https://www.sqlite.org/rescode.html).
 const SQLITE_PERM: i64 = 3;
 const SQLITE_BUSY: i64 = 5;

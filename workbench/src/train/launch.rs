@@ -1,7 +1,7 @@
 //! Starting a worker process for a stored run and following its progress.
 
 use super::events::Event;
-use crate::store::{RunStatus, Store};
+use crate::store::{RunStatus, Store, StoreOutage};
 use anyhow::{Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::ffi::OsString;
@@ -267,35 +267,46 @@ pub async fn follow_store(store: &Store, run_id: i64, display: Display) -> Resul
         );
         bar.set_prefix(format!("run {run_id}"));
     }
+    let show = |line: String| {
+        if bar.is_hidden() {
+            let _ = writeln!(std::io::stderr(), "[run {run_id}] {line}");
+        } else {
+            bar.println(format!("[run {run_id}] {line}"));
+        }
+    };
     let mut shown_logs = 0usize;
     let mut interrupts = 0;
+    let mut status = RunStatus::Queued;
+    // The job trains on while the store is out of reach: so does the following.
+    let mut out_of_reach = StoreOutage::default();
     loop {
-        let run = store.run(run_id).await?;
-        bar.set_length(run.total_steps.unwrap_or(0));
-        bar.set_position(run.last_step);
-        bar.set_message(run.status.to_string());
-        let logs = store.logs(run_id, usize::MAX).await?;
-        for line in logs.iter().skip(shown_logs) {
-            if bar.is_hidden() {
-                let _ = writeln!(std::io::stderr(), "[run {run_id}] {line}");
-            } else {
-                bar.println(format!("[run {run_id}] {line}"));
+        let read = async { Ok::<_, anyhow::Error>((store.run(run_id).await?, store.logs(run_id, usize::MAX).await?)) };
+        match out_of_reach.pass(read.await, show)? {
+            Some((run, logs)) => {
+                status = run.status;
+                bar.set_length(run.total_steps.unwrap_or(0));
+                bar.set_position(run.last_step);
+                bar.set_message(run.status.to_string());
+                for line in logs.iter().skip(shown_logs) {
+                    show(line.clone());
+                }
+                shown_logs = logs.len();
+                if run.status.is_terminal() {
+                    bar.finish_and_clear();
+                    if display == Display::Json {
+                        Event::Finished { status: run.status.to_string(), error: run.error.clone() }.emit();
+                    }
+                    return Ok(run.status);
+                }
             }
-        }
-        shown_logs = logs.len();
-        if run.status.is_terminal() {
-            bar.finish_and_clear();
-            if display == Display::Json {
-                Event::Finished { status: run.status.to_string(), error: run.error.clone() }.emit();
-            }
-            return Ok(run.status);
+            None => bar.set_message("the run store is out of reach"),
         }
         tokio::select! {
             _ = tokio::time::sleep(std::time::Duration::from_millis(500)) => {}
             _ = tokio::signal::ctrl_c() => {
                 interrupts += 1;
                 if interrupts == 1 {
-                    if run.status == RunStatus::Queued {
+                    if status == RunStatus::Queued {
                         crate::train::stop::cancel_queued(store, run_id).await?;
                     } else {
                         store.request_stop(run_id).await?;

@@ -4,7 +4,8 @@
 //! Loop: AdamW with a cosine schedule and warm-up, global gradient clipping, evaluation
 //! every `eval_every` steps at the training depth and at the extra depths of
 //! `eval_depths`, a safetensors checkpoint at each evaluation, metrics written to the store in
-//! batched transactions, per-iteration diagnostics of the first evaluation batch at each depth
+//! batched transactions by a thread of their own that rides out store outages
+//! ([`super::outbox`]), per-iteration diagnostics of the first evaluation batch at each depth
 //! ([`crate::diagnostics`], from the states of the evaluation's own forward pass). A non-finite
 //! loss stops the run as `diverged`; SIGINT / SIGTERM stop it as `interrupted` after saving
 //! what it has.
@@ -13,13 +14,14 @@ use super::checkpoint;
 use super::evaluation::{self, DepthReport};
 use super::events::Event;
 use super::optim::{clip_scale, global_grad_norm, AdamW, AdamWConfig};
+use super::outbox::{with_retries, Outbox};
 use super::parallel;
 use super::schedule::cosine_with_warmup;
 use super::system;
 use crate::host::PluginHost;
 use crate::params::Params;
 use crate::run_config::{RunConfig, TrainSettings};
-use crate::store::{Lease, MetricDirection, MetricRow, RunStatus, Store, LEASE};
+use crate::store::{Lease, MetricDirection, RunStatus, Store, LEASE};
 use anyhow::{anyhow, Context, Result};
 use candle_core::DType;
 use std::path::{Path, PathBuf};
@@ -88,7 +90,8 @@ pub async fn run(store: &Store, host: &PluginHost, run_id: i64, resume: bool) ->
     }
     let heartbeat = Heartbeat::start(store, run_id, pid, stop.clone());
     record_builds(store, host, run_id, &config).await?;
-    let mut log = RunLog { store, run_id };
+    let outbox = Outbox::start(store, run_id, checkpoint_file(run_id).to_string_lossy().into_owned());
+    let mut log = RunLog { outbox: &outbox, run_id };
     let flags = StopFlags { stop: &stop, lost: &heartbeat.lost };
     let result = train(store, host, run_id, &config, resume, flags, &mut log).await;
     if heartbeat.finish() {
@@ -99,7 +102,7 @@ pub async fn run(store: &Store, host: &PluginHost, run_id: i64, resume: bool) ->
         log_line(run_id, &message);
         anyhow::bail!(message);
     }
-    let (status, error) = match &result {
+    let (mut status, mut error) = match &result {
         Ok(Outcome::Finished) => (RunStatus::Finished, None),
         Ok(Outcome::Diverged(why)) => (RunStatus::Diverged, Some(why.clone())),
         Ok(Outcome::Abandoned) => unreachable!("an abandoned run has lost its lease"),
@@ -113,9 +116,21 @@ pub async fn run(store: &Store, host: &PluginHost, run_id: i64, resume: bool) ->
         Err(e) => (RunStatus::Failed, Some(format!("{e:#}"))),
     };
     if let Some(e) = &error {
-        log.line(format!("{status}: {e}")).await;
+        log.line(format!("{status}: {e}"));
     }
-    store.finish(run_id, status, error.as_deref()).await?;
+    // Everything the run recorded is written before its final status.
+    match outbox.close().await {
+        Ok(()) => with_retries(|| store.finish(run_id, status, error.as_deref())).await?,
+        Err(unwritten) => {
+            log_line(run_id, &unwritten);
+            if status != RunStatus::Failed {
+                status = RunStatus::Failed;
+                error =
+                    Some(format!("{unwritten}; its checkpoint is on disk: `workbench resume {run_id}` continues it"));
+            }
+            store.finish(run_id, status, error.as_deref()).await?;
+        }
+    }
     Event::Finished { status: status.to_string(), error }.emit();
     Ok(())
 }
@@ -125,6 +140,9 @@ fn restarted_by_scheduler(record: &crate::store::RunRecord) -> bool {
     let job = std::env::var("SLURM_JOB_ID").ok();
     record.status == RunStatus::Interrupted && job.is_some() && record.supervision.job_id == job
 }
+
+/// How soon a failed heartbeat is tried again.
+const HEARTBEAT_RETRY: Duration = Duration::from_secs(1);
 
 /// The worker's lease: a thread of its own renews it every [`LEASE`] heartbeat, whatever the
 /// training thread is doing (a long step blocks the runtime it runs on), through a connection
@@ -164,8 +182,12 @@ impl Heartbeat {
                                 stop.store(true, Ordering::Relaxed);
                                 break;
                             }
-                            // A passing failure (the server restarting): the next beat retries.
-                            Err(e) => log_line(run_id, &format!("heartbeat failed: {e}")),
+                            // A passing failure (the server restarting): tried again within a
+                            // second, so that the lease is renewed as soon as the store answers.
+                            Err(e) => {
+                                log_line(run_id, &format!("heartbeat failed: {e}"));
+                                next = Instant::now() + HEARTBEAT_RETRY.min(LEASE.heartbeat);
+                            }
                         }
                     }
                     tokio::time::sleep(Duration::from_millis(100)).await;
@@ -187,7 +209,7 @@ impl Heartbeat {
 }
 
 /// A log line on stderr that never panics (the process following the worker may be gone).
-fn log_line(run_id: i64, line: &str) {
+pub(super) fn log_line(run_id: i64, line: &str) {
     use std::io::Write;
     let _ = writeln!(std::io::stderr(), "[run {run_id}] {line}");
 }
@@ -203,18 +225,16 @@ pub(crate) async fn record_builds(store: &Store, host: &PluginHost, run_id: i64,
     Ok(())
 }
 
-/// Log lines go to stderr and to the run's log in the store.
+/// Log lines go to stderr and, through the outbox, to the run's log in the store.
 struct RunLog<'a> {
-    store: &'a Store,
+    outbox: &'a Outbox,
     run_id: i64,
 }
 
 impl RunLog<'_> {
-    async fn line(&mut self, line: String) {
+    fn line(&mut self, line: String) {
         log_line(self.run_id, &line);
-        if let Err(e) = self.store.append_logs(self.run_id, &[line]).await {
-            log_line(self.run_id, &format!("cannot store log line: {e}"));
-        }
+        self.outbox.push_log(line);
     }
 }
 
@@ -257,36 +277,10 @@ fn prepare_task(
     }
 }
 
-/// Metric rows waiting to be written in one transaction.
-struct MetricBuffer {
-    rows: Vec<MetricRow>,
-    last_flush: Instant,
-}
-
-impl MetricBuffer {
-    fn push(&mut self, step: u64, split: &str, name: &str, value: f64, wall_time: f64) {
-        self.rows.push(MetricRow { step, split: split.into(), name: name.into(), value, wall_time });
-    }
-
-    async fn flush(&mut self, store: &Store, run_id: i64, step: u64) -> Result<()> {
-        if !self.rows.is_empty() {
-            store.insert_metrics(run_id, &self.rows).await?;
-            self.rows.clear();
-        }
-        store.set_progress(run_id, step).await?;
-        self.last_flush = Instant::now();
-        Ok(())
-    }
-
-    fn due(&self) -> bool {
-        self.rows.len() >= 500 || self.last_flush.elapsed() > Duration::from_secs(2)
-    }
-
-    /// A sample of the system metrics ([`system`]) at `step`.
-    fn push_system(&mut self, sampler: &mut system::Sampler, step: u64, wall: f64) {
-        for (name, value) in sampler.sample() {
-            self.push(step, system::SPLIT, name, value, wall);
-        }
+/// A sample of the system metrics ([`system`]) at `step`.
+fn push_system(outbox: &Outbox, sampler: &mut system::Sampler, step: u64, wall: f64) {
+    for (name, value) in sampler.sample() {
+        outbox.push(step, system::SPLIT, name, value, wall);
     }
 }
 
@@ -334,9 +328,9 @@ async fn train(
     let mut step = 0;
     if resume && ckpt.is_file() {
         step = checkpoint::load(&ckpt, &mut opt, &device)?;
-        log.line(format!("resuming from the checkpoint at step {step}")).await;
+        log.line(format!("resuming from the checkpoint at step {step}"));
     } else if resume {
-        log.line("no checkpoint: restarting from step 0".into()).await;
+        log.line("no checkpoint: restarting from step 0".into());
     }
     // Rows after the restart point belong to the lost attempt and are replaced.
     store.delete_metrics_after(run_id, step).await?;
@@ -346,7 +340,7 @@ async fn train(
     let depths = eval_depths(layer.train_iterations(), &s.eval_depths);
     let eval_examples: usize = eval_batches.iter().map(|b| b.size).sum();
     if let Some(note) = eval_examples_note(s.eval_examples, info.eval_examples, eval_examples) {
-        log.line(note).await;
+        log.line(note);
     }
     Event::Started {
         run: run_id,
@@ -367,21 +361,23 @@ async fn train(
             1 => "one thread".to_string(),
             n => format!("batches split over {n} threads"),
         }
-    ))
-    .await;
+    ));
 
+    let outbox = log.outbox;
     let started = Instant::now();
-    let mut metrics = MetricBuffer { rows: Vec::new(), last_flush: Instant::now() };
     let mut sampler = system::Sampler::new(&s.device);
     let vars: Vec<_> = opt.slots.iter().map(|slot| slot.var.as_tensor().clone()).collect();
     while step < s.steps {
         if flags.lost.load(Ordering::Relaxed) {
             return Ok(Outcome::Abandoned);
         }
+        if let Some(unwritten) = outbox.failed() {
+            anyhow::bail!("{unwritten}; stopped at step {step}");
+        }
         if flags.stop.load(Ordering::Relaxed) {
-            metrics.push_system(&mut sampler, step, started.elapsed().as_secs_f64());
-            metrics.flush(store, run_id, step).await?;
-            save_checkpoint(store, &s, &ckpt, &opt, run_id, step).await?;
+            push_system(outbox, &mut sampler, step, started.elapsed().as_secs_f64());
+            outbox.progress(step);
+            save_checkpoint(outbox, &s, &ckpt, &opt, step)?;
             return Ok(Outcome::Interrupted(step));
         }
         let t0 = Instant::now();
@@ -392,9 +388,9 @@ async fn train(
             parallel::loss_and_grads(&layer, &model, &batch, layer.train_iterations(), info.causal, shards, &vars)?;
         let wall = started.elapsed().as_secs_f64();
         if !loss_value.is_finite() {
-            metrics.push(step + 1, "train", "loss", loss_value, wall);
-            metrics.push_system(&mut sampler, step + 1, wall);
-            metrics.flush(store, run_id, step).await?;
+            outbox.push(step + 1, "train", "loss", loss_value, wall);
+            push_system(outbox, &mut sampler, step + 1, wall);
+            outbox.progress(step);
             return Ok(Outcome::Diverged(format!(
                 "the training loss became {loss_value} at step {}; lower lr or grad_clip",
                 step + 1
@@ -404,13 +400,13 @@ async fn train(
         opt.step(&grads, lr, clip_scale(norm, s.grad_clip))?;
         step += 1;
         let rate = batch.size as f64 / t0.elapsed().as_secs_f64();
-        metrics.push(step, "train", "loss", loss_value, wall);
-        metrics.push(step, "train", "lr", lr, wall);
-        metrics.push(step, "train", "grad_norm", norm, wall);
-        metrics.push(step, "train", "samples_per_s", rate, wall);
+        outbox.push(step, "train", "loss", loss_value, wall);
+        outbox.push(step, "train", "lr", lr, wall);
+        outbox.push(step, "train", "grad_norm", norm, wall);
+        outbox.push(step, "train", "samples_per_s", rate, wall);
         Event::Step { step, loss: loss_value, lr, grad_norm: norm, samples_per_s: rate }.emit();
         if sampler.due() {
-            metrics.push_system(&mut sampler, step, wall);
+            push_system(outbox, &mut sampler, step, wall);
         }
         if step % s.eval_every == 0 || step == s.steps {
             let mut diagnostics = Vec::new();
@@ -429,50 +425,44 @@ async fn train(
                 let scored = match report {
                     DepthReport::Scored(scored) => scored,
                     DepthReport::Skipped(line) => {
-                        log.line(line).await;
+                        log.line(line);
                         continue;
                     }
                 };
                 let wall = started.elapsed().as_secs_f64();
                 for (name, value) in &scored.means {
-                    metrics.push(step, &scored.split, name, *value, wall);
+                    outbox.push(step, &scored.split, name, *value, wall);
                 }
-                log.line(scored.log_line(step, eval_examples)).await;
+                log.line(scored.log_line(step, eval_examples));
                 Event::Eval { step, iterations: scored.iterations, metrics: scored.means }.emit();
                 diagnostics.extend(scored.diagnostics);
                 for note in scored.notes {
-                    log.line(note).await;
+                    log.line(note);
                 }
             }
             let wall = started.elapsed().as_secs_f64();
-            metrics.push(step, system::SPLIT, system::EVAL_EXAMPLES, eval_examples as f64, wall);
-            if !diagnostics.is_empty() {
-                store.insert_diagnostics(run_id, &diagnostics).await?;
-            }
-            metrics.flush(store, run_id, step).await?;
-            save_checkpoint(store, &s, &ckpt, &opt, run_id, step).await?;
-        } else if metrics.due() {
-            metrics.flush(store, run_id, step).await?;
+            outbox.push(step, system::SPLIT, system::EVAL_EXAMPLES, eval_examples as f64, wall);
+            outbox.push_diagnostics(diagnostics);
+            outbox.progress(step);
+            // The rows the checkpoint covers are written before it: a worker killed after
+            // it loses none of them (unless the store is out of reach just then).
+            outbox.sync().await;
+            save_checkpoint(outbox, &s, &ckpt, &opt, step)?;
         }
+        outbox.progress(step);
     }
-    metrics.push_system(&mut sampler, step, started.elapsed().as_secs_f64());
-    metrics.flush(store, run_id, step).await?;
+    push_system(outbox, &mut sampler, step, started.elapsed().as_secs_f64());
+    outbox.progress(step);
     Ok(Outcome::Finished)
 }
 
-async fn save_checkpoint(
-    store: &Store,
-    s: &TrainSettings,
-    path: &Path,
-    opt: &AdamW,
-    run_id: i64,
-    step: u64,
-) -> Result<()> {
+/// Writes the checkpoint of `step` (unless checkpoints are off); the outbox records it.
+fn save_checkpoint(outbox: &Outbox, s: &TrainSettings, path: &Path, opt: &AdamW, step: u64) -> Result<()> {
     if !s.checkpoint {
         return Ok(());
     }
     checkpoint::save(path, opt, step)?;
-    store.add_artifact(run_id, "checkpoint", &checkpoint_file(run_id).to_string_lossy(), Some(step)).await?;
+    outbox.checkpoint(step);
     Ok(())
 }
 

@@ -181,3 +181,19 @@ pub fn fixture_train_args(mode: &str, steps: u32, eval_every: u32) -> Vec<String
     args.extend([format!("mode={mode}"), format!("steps={steps}"), format!("eval_every={eval_every}")]);
     args
 }
+
+/// A run of a plugin `p` with an empty configuration, for tests of the store, the queue and
+/// the supervision alone (no plugin is loaded).
+pub fn plain_run(seed: u64) -> workbench::store::NewRun {
+    let plugin =
+        workbench::store::PluginRef { name: "p".into(), version: "1".into(), fingerprint: "f".into(), build: None };
+    workbench::store::NewRun {
+        layer: plugin.clone(),
+        task: plugin,
+        config: serde_json::json!({}),
+        seed,
+        device: "cpu".into(),
+        git_rev: None,
+        total_steps: Some(10),
+    }
+}

@@ -112,6 +112,27 @@ impl TestDb {
         self.location.to_arg()
     }
 
+    /// A PostgreSQL store out of reach (`true`) or back (`false`): its database refuses new
+    /// connections and the open ones are cut, as when the server restarts, while the server
+    /// and every other test's database go on.
+    pub async fn set_out_of_reach(&self, out: bool) {
+        let (admin, name) = self.postgres.as_ref().expect("a PostgreSQL test store");
+        let mut conn = PgConnection::connect(admin).await.unwrap();
+        let allow = if out { "false" } else { "true" };
+        sqlx::query(sqlx::AssertSqlSafe(format!("ALTER DATABASE {name} ALLOW_CONNECTIONS {allow}")))
+            .execute(&mut conn)
+            .await
+            .unwrap();
+        if out {
+            sqlx::query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1")
+                .bind(name)
+                .execute(&mut conn)
+                .await
+                .unwrap();
+        }
+        conn.close().await.unwrap();
+    }
+
     /// Runs `sql` (with `$1` = `run_id`) directly on the database and returns the count it
     /// selects.
     pub async fn count(&self, sql: &'static str, run_id: i64) -> i64 {

@@ -1,0 +1,371 @@
+//! What a worker writes to the store while it trains (log lines, metric rows, diagnostics,
+//! the record of its latest checkpoint, its progress), written by a thread of its own so that
+//! the training loop never waits for the store (except before a checkpoint, for the rows it
+//! covers: [`Outbox::sync`]). A write that fails in a way that may pass (the server
+//! restarting, the network away, another writer holding the lock) keeps what it could not
+//! write and tries again, so an outage shorter than [`OUTAGE_LIMIT`] costs the run nothing;
+//! after a longer one, or a failure that would not pass, the run ends with the error and its
+//! checkpoint on disk.
+//!
+//! A write whose commit was lost in transit (the connection dropped after the server
+//! committed) is written again: its metric rows are then stored twice. That takes a
+//! connection lost at that very moment; losing the rows would be worse.
+
+use crate::store::{DiagnosticRow, MetricRow, Store, StoreError, StoreLocation, OUTAGE_LIMIT};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// How often the writer writes what was pushed (sooner when [`ROWS_PER_WRITE`] are waiting).
+const WRITE_EVERY: Duration = Duration::from_secs(2);
+
+/// Rows that wake the writer before its time.
+const ROWS_PER_WRITE: usize = 500;
+
+/// How often a failing write is tried again.
+const RETRY_EVERY: Duration = Duration::from_secs(1);
+
+/// The worker's writes, and the thread that makes them.
+pub struct Outbox {
+    shared: Arc<Shared>,
+    writer: Option<std::thread::JoinHandle<()>>,
+}
+
+struct Shared {
+    state: Mutex<State>,
+    /// Wakes the writer before its time.
+    wake: tokio::sync::Notify,
+    /// Told after each write, for [`Outbox::sync`].
+    wrote: tokio::sync::Notify,
+}
+
+#[derive(Default)]
+struct State {
+    pending: Pending,
+    /// Since when writes have been failing, and the last error.
+    failing: Option<(Instant, String)>,
+    /// The error that ended the writes: out of reach for longer than the limit, or a failure
+    /// that would not pass.
+    failed: Option<String>,
+    /// No more pushes: write what is left, then end.
+    closing: bool,
+    /// End without writing what is left.
+    abandoned: bool,
+    /// A batch taken from `pending` is being written.
+    in_flight: bool,
+}
+
+/// What is waiting to be written.
+#[derive(Default)]
+struct Pending {
+    /// Lines of the run's log.
+    logs: Vec<String>,
+    rows: Vec<MetricRow>,
+    diagnostics: Vec<DiagnosticRow>,
+    /// The step of the latest checkpoint written to disk and not yet recorded.
+    checkpoint: Option<u64>,
+    /// The last step trained, not yet recorded.
+    progress: Option<u64>,
+}
+
+impl Pending {
+    fn is_empty(&self) -> bool {
+        self.logs.is_empty()
+            && self.rows.is_empty()
+            && self.diagnostics.is_empty()
+            && self.checkpoint.is_none()
+            && self.progress.is_none()
+    }
+
+    /// Puts back what a failed write left (`self`, older) before what was pushed meanwhile.
+    fn put_back(self, newer: &mut Pending) {
+        let mut logs = self.logs;
+        logs.append(&mut newer.logs);
+        newer.logs = logs;
+        let mut rows = self.rows;
+        rows.append(&mut newer.rows);
+        newer.rows = rows;
+        let mut diagnostics = self.diagnostics;
+        diagnostics.append(&mut newer.diagnostics);
+        newer.diagnostics = diagnostics;
+        newer.checkpoint = newer.checkpoint.or(self.checkpoint);
+        newer.progress = newer.progress.or(self.progress);
+    }
+
+    /// Writes everything, clearing each part once it is stored: on an error what is left
+    /// is what was not written.
+    async fn write(&mut self, store: &Store, run_id: i64, checkpoint_file: &str) -> Result<(), StoreError> {
+        if !self.logs.is_empty() {
+            store.append_logs(run_id, &self.logs).await?;
+            self.logs.clear();
+        }
+        if !self.rows.is_empty() {
+            store.insert_metrics(run_id, &self.rows).await?;
+            self.rows.clear();
+        }
+        if !self.diagnostics.is_empty() {
+            store.insert_diagnostics(run_id, &self.diagnostics).await?;
+            self.diagnostics.clear();
+        }
+        if let Some(step) = self.checkpoint {
+            store.add_artifact(run_id, "checkpoint", checkpoint_file, Some(step)).await?;
+            self.checkpoint = None;
+        }
+        if let Some(step) = self.progress {
+            store.set_progress(run_id, step).await?;
+            self.progress = None;
+        }
+        Ok(())
+    }
+}
+
+impl Outbox {
+    /// Starts the writer of run `run_id` of `store`. It runs on a thread of its own, with its
+    /// own connection, as the heartbeat does: a training step blocks the runtime it runs on.
+    /// `checkpoint_file` is the checkpoint's path as its artifact row records it.
+    pub fn start(store: &Store, run_id: i64, checkpoint_file: String) -> Outbox {
+        let shared = Arc::new(Shared {
+            state: Mutex::default(),
+            wake: tokio::sync::Notify::new(),
+            wrote: tokio::sync::Notify::new(),
+        });
+        let (location, host, theirs) = (store.location().clone(), store.host().to_string(), shared.clone());
+        let writer =
+            std::thread::spawn(move || match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+                Ok(runtime) => runtime.block_on(write_until_closed(location, host, run_id, checkpoint_file, &theirs)),
+                Err(e) => {
+                    lock(&theirs).failed = Some(format!("cannot start the thread that writes to the run store: {e}"))
+                }
+            });
+        Outbox { shared, writer: Some(writer) }
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        lock(&self.shared)
+    }
+
+    /// A metric value at `step`.
+    pub fn push(&self, step: u64, split: &str, name: &str, value: f64, wall_time: f64) {
+        let waiting = {
+            let mut state = self.state();
+            state.pending.rows.push(MetricRow { step, split: split.into(), name: name.into(), value, wall_time });
+            state.pending.rows.len()
+        };
+        if waiting >= ROWS_PER_WRITE {
+            self.shared.wake.notify_one();
+        }
+    }
+
+    /// A line of the run's log.
+    pub fn push_log(&self, line: String) {
+        self.state().pending.logs.push(line);
+    }
+
+    /// Diagnostics of an evaluation.
+    pub fn push_diagnostics(&self, rows: Vec<DiagnosticRow>) {
+        self.state().pending.diagnostics.extend(rows);
+    }
+
+    /// The checkpoint of `step`, written to disk, to record.
+    pub fn checkpoint(&self, step: u64) {
+        self.state().pending.checkpoint = Some(step);
+    }
+
+    /// The last step trained.
+    pub fn progress(&self, step: u64) {
+        self.state().pending.progress = Some(step);
+    }
+
+    /// Waits until everything pushed so far is written, as before a checkpoint, so that a
+    /// worker killed after it loses none of the rows the checkpoint covers. Returns at once
+    /// while writes fail (the store out of reach): training does not wait for the store.
+    pub async fn sync(&self) {
+        loop {
+            {
+                let state = self.state();
+                if state.failing.is_some() || state.failed.is_some() || (state.pending.is_empty() && !state.in_flight) {
+                    return;
+                }
+            }
+            let wrote = self.shared.wrote.notified();
+            self.shared.wake.notify_one();
+            // A write that ended between the check and here was told to no one: look again soon.
+            let _ = tokio::time::timeout(Duration::from_millis(50), wrote).await;
+        }
+    }
+
+    /// The error that ended the writes, if they ended: the run cannot go on recording.
+    pub fn failed(&self) -> Option<String> {
+        self.state().failed.clone()
+    }
+
+    /// Writes everything still waiting (trying again while the store is out of reach, up to
+    /// the limit) and ends the writer; the error if something could not be written.
+    pub async fn close(mut self) -> Result<(), String> {
+        self.state().closing = true;
+        self.shared.wake.notify_one();
+        if let Some(writer) = self.writer.take() {
+            let _ = tokio::task::spawn_blocking(move || writer.join()).await;
+        }
+        match self.state().failed.clone() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for Outbox {
+    /// Without [`close`](Self::close) (the run is no longer this worker's, or the worker is
+    /// ending on an error it reports itself): the writer ends without writing what waits.
+    fn drop(&mut self) {
+        if self.writer.is_some() {
+            let mut state = self.state();
+            state.abandoned = true;
+            state.closing = true;
+        }
+        self.shared.wake.notify_one();
+    }
+}
+
+fn lock(shared: &Shared) -> std::sync::MutexGuard<'_, State> {
+    shared.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// The writer: every [`WRITE_EVERY`] (or when woken) writes what is waiting; a failure that
+/// may pass keeps it for the next try, until [`OUTAGE_LIMIT`].
+async fn write_until_closed(
+    location: StoreLocation,
+    host: String,
+    run_id: i64,
+    checkpoint_file: String,
+    shared: &Shared,
+) {
+    let mut store: Option<Store> = None;
+    loop {
+        let (mut batch, closing) = {
+            let mut state = lock(shared);
+            if state.abandoned {
+                return;
+            }
+            let batch = std::mem::take(&mut state.pending);
+            state.in_flight = !batch.is_empty();
+            (batch, state.closing)
+        };
+        if batch.is_empty() && closing {
+            break;
+        }
+        if !batch.is_empty() {
+            let result = write_batch(&mut store, &location, &host, &mut batch, run_id, &checkpoint_file).await;
+            let ended = {
+                let mut state = lock(shared);
+                state.in_flight = false;
+                match result {
+                    Ok(()) => {
+                        if let Some((since, _)) = state.failing.take() {
+                            let note = format!(
+                                "the run store answers again after {:.0} s; what was kept meanwhile is written",
+                                since.elapsed().as_secs_f64()
+                            );
+                            note_in_log(&mut state, run_id, note);
+                        }
+                        false
+                    }
+                    Err((e, passing)) => {
+                        batch.put_back(&mut state.pending);
+                        drop(state);
+                        record_failure(shared, run_id, e.to_string(), passing)
+                    }
+                }
+            };
+            shared.wrote.notify_waiters();
+            if ended {
+                return;
+            }
+        }
+        pause(shared).await;
+    }
+    if let Some(store) = store {
+        store.close().await;
+    }
+}
+
+/// Writes `batch` through the writer's own store handle, opened at its first write: opening
+/// may fail as a write does (the server restarting), and is tried again the same way. The
+/// error comes with whether it may pass.
+async fn write_batch(
+    store: &mut Option<Store>,
+    location: &StoreLocation,
+    host: &str,
+    batch: &mut Pending,
+    run_id: i64,
+    checkpoint_file: &str,
+) -> Result<(), (StoreError, bool)> {
+    let opened = match store {
+        Some(opened) => opened,
+        None => store.insert(Store::connect(location).await.map_err(|e| (e, true))?.with_host(host)),
+    };
+    batch.write(opened, run_id, checkpoint_file).await.map_err(|e| {
+        let passing = e.is_passing();
+        (e, passing)
+    })
+}
+
+/// A line about the store's reach: on stderr at once, in the run's log with the next write.
+fn note_in_log(state: &mut State, run_id: i64, note: String) {
+    super::worker::log_line(run_id, &note);
+    state.pending.logs.push(note);
+}
+
+/// Until the next write is due ([`WRITE_EVERY`], or [`RETRY_EVERY`] while writes fail), or
+/// the writer is woken.
+async fn pause(shared: &Shared) {
+    let pause = if lock(shared).failing.is_some() { RETRY_EVERY } else { WRITE_EVERY };
+    tokio::select! {
+        _ = tokio::time::sleep(pause) => {}
+        _ = shared.wake.notified() => {}
+    }
+}
+
+/// Notes a failed write; returns whether the writes end here (the failure will not pass, or
+/// the store has been out of reach for longer than the limit).
+fn record_failure(shared: &Shared, run_id: i64, message: String, passing: bool) -> bool {
+    let mut state = lock(shared);
+    let since = match &state.failing {
+        Some((since, _)) => *since,
+        None => {
+            let note = format!(
+                "cannot write to the run store ({message}); training goes on and what it records is kept \
+                 until the store answers (at most {:.0} s)",
+                OUTAGE_LIMIT.as_secs_f64()
+            );
+            note_in_log(&mut state, run_id, note);
+            Instant::now()
+        }
+    };
+    state.failing = Some((since, message.clone()));
+    if passing && since.elapsed() <= *OUTAGE_LIMIT {
+        return false;
+    }
+    state.failed = Some(match passing {
+        true => {
+            format!("the run store stayed out of reach for more than {:.0} s ({message})", OUTAGE_LIMIT.as_secs_f64())
+        }
+        false => format!("cannot record the run's progress: {message}"),
+    });
+    true
+}
+
+/// `write` tried again every [`RETRY_EVERY`] while it fails in a way that may pass, for at
+/// most [`OUTAGE_LIMIT`]: a run's last word (its final status) is worth waiting for.
+pub async fn with_retries<T, F, Fut>(mut write: F) -> Result<T, StoreError>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, StoreError>>,
+{
+    let started = Instant::now();
+    loop {
+        match write().await {
+            Err(e) if e.is_passing() && started.elapsed() < *OUTAGE_LIMIT => tokio::time::sleep(RETRY_EVERY).await,
+            result => return result,
+        }
+    }
+}
