@@ -132,7 +132,9 @@ impl Store {
 
     /// Marks `interrupted` every running run whose worker is gone, and returns their ids in
     /// increasing order:
-    /// - on any host, a run whose lease expired ([`LEASE`]: no heartbeat for that long);
+    /// - on any host, a run whose lease expired ([`LEASE`]: no heartbeat for that long, and
+    ///   on PostgreSQL for that long since the server started: a restart that kept every worker
+    ///   from renewing its lease gives each a whole lease to renew it);
     /// - on this handle's host, also a run whose worker process no longer exists (per
     ///   `is_alive`, usually [`process_alive`](super::process_alive)) or whose pid now names a
     ///   newer process, and a run recorded without a host (by a workbench from before leases,
@@ -149,6 +151,7 @@ impl Store {
         .await
         .map_err(|e| self.err(e))?;
         let expiry = LEASE.expiry.as_secs_f64();
+        let store_up_since = self.server_started_at().await?;
         let mut reaped = Vec::new();
         for row in rows {
             let id: i64 = self.get(&row, "id")?;
@@ -157,7 +160,7 @@ impl Store {
             let start: Option<i64> = self.get(&row, "pid_start")?;
             let heartbeat: Option<f64> = self.get(&row, "heartbeat_at")?;
             let local = host.as_deref().is_none_or(|h| h == self.host());
-            let silent = heartbeat.map(|at| now() - at);
+            let silent = heartbeat.map(|at| now() - at.max(store_up_since.unwrap_or(f64::MIN)));
             let (error, cause) = match (pid.and_then(|p| u32::try_from(p).ok()), silent) {
                 (_, Some(silent)) if silent > expiry => (
                     format!(
@@ -191,6 +194,21 @@ impl Store {
             }
         }
         Ok(reaped)
+    }
+}
+
+impl Store {
+    /// When the PostgreSQL server started (seconds since the epoch, its clock); `None` for an
+    /// SQLite file, which has no server to restart.
+    async fn server_started_at(&self) -> Result<Option<f64>, StoreError> {
+        if self.backend() != super::Backend::Postgres {
+            return Ok(None);
+        }
+        sqlx::query_scalar::<Any, f64>("SELECT EXTRACT(EPOCH FROM pg_postmaster_start_time())::float8")
+            .fetch_one(&self.pool)
+            .await
+            .map(Some)
+            .map_err(|e| self.err(e))
     }
 }
 
