@@ -69,6 +69,20 @@ impl QueueRunner {
         lock(&self.waiting).clone()
     }
 
+    /// What to tell the user when [`waiting`](Self::waiting) changed since `told` (which is
+    /// updated): why runs stay queued, or that the queue goes on again.
+    pub fn waiting_news(&self, told: &mut Option<String>) -> Option<String> {
+        let now = self.waiting();
+        if now == *told {
+            return None;
+        }
+        *told = now;
+        Some(match told {
+            Some(reason) => format!("runs stay queued until Slurm answers again: {reason}"),
+            None => "Slurm answers again; the queue goes on".into(),
+        })
+    }
+
     /// One pass: marks dead workers' runs interrupted, releases stale claims, then claims and
     /// starts queued runs up to the job limit. Returns the runs started. A worker that cannot
     /// be started leaves its run queued for the next pass, and failed after

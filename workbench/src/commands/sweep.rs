@@ -131,12 +131,10 @@ pub async fn run_until_done(
                 false => bar.println(format!("run {id} started")),
             }
         }
-        if runner.waiting() != waiting {
-            waiting = runner.waiting();
-            match (json, &waiting) {
-                (true, _) => Report::Waiting { reason: waiting.as_deref() }.print(),
-                (false, Some(reason)) => say(format!("runs stay queued until Slurm answers again: {reason}")),
-                (false, None) => say("Slurm answers again; the queue goes on".into()),
+        if let Some(news) = runner.waiting_news(&mut waiting) {
+            match json {
+                true => Report::Waiting { reason: waiting.as_deref() }.print(),
+                false => say(news),
             }
         }
         if let Some(runs) = runs {

@@ -144,14 +144,20 @@ impl Store {
     /// the lease or the vanished process. Each update re-checks status and pid, so a run that
     /// a worker restarted meanwhile is left alone.
     pub async fn reap_orphans(&self, is_alive: impl Fn(u32) -> bool) -> Result<Vec<i64>, StoreError> {
-        let rows = sqlx::query::<Any>(
-            "SELECT id, worker_pid, host, pid_start, heartbeat_at FROM runs WHERE status = 'running' ORDER BY id",
-        )
+        // With each run, when the PostgreSQL server started (an SQLite file has no server to
+        // restart), read in the same query.
+        let server_started = match self.backend() {
+            super::Backend::Postgres => "EXTRACT(EPOCH FROM pg_postmaster_start_time())::float8",
+            super::Backend::Sqlite => "NULL",
+        };
+        let rows = sqlx::query::<Any>(sqlx::AssertSqlSafe(format!(
+            "SELECT id, worker_pid, host, pid_start, heartbeat_at, {server_started} AS server_started \
+             FROM runs WHERE status = 'running' ORDER BY id"
+        )))
         .fetch_all(&self.pool)
         .await
         .map_err(|e| self.err(e))?;
         let expiry = LEASE.expiry.as_secs_f64();
-        let store_up_since = self.server_started_at().await?;
         let mut reaped = Vec::new();
         for row in rows {
             let id: i64 = self.get(&row, "id")?;
@@ -160,7 +166,8 @@ impl Store {
             let start: Option<i64> = self.get(&row, "pid_start")?;
             let heartbeat: Option<f64> = self.get(&row, "heartbeat_at")?;
             let local = host.as_deref().is_none_or(|h| h == self.host());
-            let silent = heartbeat.map(|at| now() - at.max(store_up_since.unwrap_or(f64::MIN)));
+            let server_started: Option<f64> = self.get(&row, "server_started")?;
+            let silent = heartbeat.map(|at| now() - at.max(server_started.unwrap_or(f64::MIN)));
             let (error, cause) = match (pid.and_then(|p| u32::try_from(p).ok()), silent) {
                 (_, Some(silent)) if silent > expiry => (
                     format!(
@@ -194,21 +201,6 @@ impl Store {
             }
         }
         Ok(reaped)
-    }
-}
-
-impl Store {
-    /// When the PostgreSQL server started (seconds since the epoch, its clock); `None` for an
-    /// SQLite file, which has no server to restart.
-    async fn server_started_at(&self) -> Result<Option<f64>, StoreError> {
-        if self.backend() != super::Backend::Postgres {
-            return Ok(None);
-        }
-        sqlx::query_scalar::<Any, f64>("SELECT EXTRACT(EPOCH FROM pg_postmaster_start_time())::float8")
-            .fetch_one(&self.pool)
-            .await
-            .map(Some)
-            .map_err(|e| self.err(e))
     }
 }
 

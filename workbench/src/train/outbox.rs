@@ -11,7 +11,7 @@
 //! committed) is written again: its metric rows are then stored twice. That takes a
 //! connection lost at that very moment; losing the rows would be worse.
 
-use crate::store::{DiagnosticRow, MetricRow, Store, StoreError, StoreLocation, OUTAGE_LIMIT};
+use crate::store::{DiagnosticRow, MetricRow, Store, StoreError, StoreLocation, StoreOutage, OUTAGE_LIMIT};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -355,17 +355,18 @@ fn record_failure(shared: &Shared, run_id: i64, message: String, passing: bool) 
 }
 
 /// `write` tried again every [`RETRY_EVERY`] while it fails in a way that may pass, for at
-/// most [`OUTAGE_LIMIT`]: a run's last word (its final status) is worth waiting for.
-pub async fn with_retries<T, F, Fut>(mut write: F) -> Result<T, StoreError>
+/// most [`OUTAGE_LIMIT`] ([`StoreOutage`], which `say`s when the store goes and comes back):
+/// a run's last word (its final status) is worth waiting for.
+pub async fn with_retries<T, F, Fut>(mut write: F, say: impl Fn(String)) -> anyhow::Result<T>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<T, StoreError>>,
 {
-    let started = Instant::now();
+    let mut outage = StoreOutage::default();
     loop {
-        match write().await {
-            Err(e) if e.is_passing() && started.elapsed() < *OUTAGE_LIMIT => tokio::time::sleep(RETRY_EVERY).await,
-            result => return result,
+        if let Some(value) = outage.pass(write().await.map_err(anyhow::Error::from), &say)? {
+            return Ok(value);
         }
+        tokio::time::sleep(RETRY_EVERY).await;
     }
 }

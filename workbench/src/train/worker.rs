@@ -120,7 +120,10 @@ pub async fn run(store: &Store, host: &PluginHost, run_id: i64, resume: bool) ->
     }
     // Everything the run recorded is written before its final status.
     match outbox.close().await {
-        Ok(()) => with_retries(|| store.finish(run_id, status, error.as_deref())).await?,
+        Ok(()) => {
+            let finish = || store.finish(run_id, status, error.as_deref());
+            with_retries(finish, |line| log_line(run_id, &line)).await?
+        }
         Err(unwritten) => {
             log_line(run_id, &unwritten);
             if status != RunStatus::Failed {

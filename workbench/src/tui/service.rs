@@ -149,12 +149,8 @@ impl Service {
         for id in self.queue.tick().await? {
             self.send(Update::Info(format!("run {id} started")));
         }
-        if self.queue.waiting() != self.waiting {
-            self.waiting = self.queue.waiting();
-            self.send(match &self.waiting {
-                Some(reason) => Update::Error(format!("runs stay queued until Slurm answers again: {reason}")),
-                None => Update::Info("Slurm answers again; the queue goes on".into()),
-            });
+        if let Some(news) = self.queue.waiting_news(&mut self.waiting) {
+            self.send(if self.waiting.is_some() { Update::Error(news) } else { Update::Info(news) });
         }
         // Only the runs changed since the last refresh are read (see store::follow).
         let refreshed = self.table.refresh(&self.store).await?;
