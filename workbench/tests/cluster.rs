@@ -5,6 +5,7 @@
 
 mod common;
 
+use common::proxy::CuttableProxy;
 use common::stores::{Backend, TestDb};
 use common::{fixture_train_args, plugin_dir_with, run, workbench, TestDir};
 use serde_json::Value;
@@ -244,4 +245,76 @@ async fn a_slurm_run_and_its_follower_ride_out_a_store_outage() {
     assert_eq!(shown["run"]["last_step"], steps, "{shown}");
     let losses = "SELECT COUNT(*) FROM metrics WHERE run_id = $1 AND split = 'train' AND name = 'loss'";
     assert_eq!(cluster.db.count(losses, 1).await, i64::from(steps), "every step's loss once");
+}
+
+/// The network between a Slurm job (and `train` following it) and PostgreSQL cut for longer
+/// than a lease, the server up: a reader marks the run interrupted, and `train` follows on
+/// while the job runs; when the network is back the worker takes the run back and finishes
+/// it, and `train` ends with it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slurm_run_cut_off_for_longer_than_a_lease_is_taken_back_and_followed() {
+    cut_off_for_longer_than_a_lease("train").await;
+}
+
+/// The same with `sweep` (a sweep of one run) in place of `train`: the sweep waits for the run
+/// instead of ending with it interrupted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sweep_waits_for_a_slurm_run_cut_off_for_longer_than_a_lease() {
+    cut_off_for_longer_than_a_lease("sweep").await;
+}
+
+async fn cut_off_for_longer_than_a_lease(command: &str) {
+    let Some(cluster) = Cluster::new(&format!("slurm-network-cut-{command}")).await else { return };
+    let proxy = CuttableProxy::start(cluster.db.postgres_addr());
+    let steps: u32 = 60;
+    // Leases of 2 s renewed every 0.5 s, for the job (sbatch passes the environment on), the
+    // follower and the test's reader alike.
+    let leases = |cmd: &mut Command| {
+        cmd.env("WORKBENCH_LEASE_S", "2").env("WORKBENCH_HEARTBEAT_S", "0.5");
+    };
+    let mut args = fixture_train_args("slow", steps, 5);
+    args[0] = command.to_string();
+    if command == "sweep" {
+        args.push("seed=0".into());
+    }
+    let mut follower = cluster.workbench();
+    leases(&mut follower);
+    let mut train = follower
+        .env("WORKBENCH_DB", cluster.db.db_arg_through(proxy.port))
+        .env("WORKBENCH_PLUGIN_PATH", &cluster.plugins)
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let running = cluster.wait_for(1, Duration::from_secs(90), |r| r["last_step"].as_u64().unwrap_or(0) >= 2);
+    assert_eq!(running["status"], "running", "{running}");
+    proxy.set_cut(true);
+    std::thread::sleep(Duration::from_secs(4));
+    let mut reader = cluster.workbench();
+    leases(&mut reader);
+    let (code, out, err) = run(reader.args(["runs", "show", "1", "--json"]));
+    assert_eq!(code, 0, "{err}");
+    let reaped: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(reaped["run"]["status"], "interrupted", "{reaped}");
+    // The network back for the follower first: the worker (a process on this node) is held
+    // stopped for 2 s, and `train` reads the run interrupted meanwhile.
+    let worker = reaped["run"]["worker_pid"].as_u64().expect("a worker pid") as i32;
+    // SAFETY: kill(2) only sends a signal.
+    unsafe { libc::kill(worker, libc::SIGSTOP) };
+    proxy.set_cut(false);
+    std::thread::sleep(Duration::from_secs(2));
+    let following = train.try_wait().unwrap();
+    // SAFETY: as above.
+    unsafe { libc::kill(worker, libc::SIGCONT) };
+    assert!(following.is_none(), "{command} ended while its job still ran: {following:?}");
+    let status = train.wait().unwrap();
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut train.stderr.take().unwrap(), &mut stderr).unwrap();
+    assert!(status.success(), "{status}\n{stderr}");
+    let shown = cluster.show(1);
+    assert_eq!(shown["run"]["status"], "finished", "{shown}\n{stderr}");
+    assert_eq!(shown["run"]["last_step"], steps, "{shown}");
+    let distinct = "SELECT COUNT(DISTINCT step) FROM metrics WHERE run_id = $1 AND split = 'train' AND name = 'loss'";
+    assert_eq!(cluster.db.count(distinct, 1).await, i64::from(steps), "every step's loss");
 }

@@ -1325,8 +1325,25 @@ async fn leases_are_honoured_across_hosts(backend: Backend) {
     let cause = record.supervision.cause.unwrap_or_default();
     assert!(cause.starts_with("lease expired"), "{cause} (> {silent} s)");
     assert!(record.error.unwrap_or_default().contains("workbench resume"), "the error says how to continue");
-    // The worker finds out at its next heartbeat and stops without writing.
+    // Its own worker answering again (the network was cut, the worker went on) takes it back,
+    // as it was; another host or process cannot.
+    assert_eq!(b.heartbeat(on_a, 3_999_901).await.unwrap(), Lease::Lost, "same pid, other host");
+    assert_eq!(a.heartbeat(on_a, 3_999_904).await.unwrap(), Lease::Lost, "other pid");
+    assert_eq!(a.run(on_a).await.unwrap().status, RunStatus::Interrupted);
+    assert_eq!(a.heartbeat(on_a, 3_999_901).await.unwrap(), Lease::Reclaimed);
+    let record = a.run(on_a).await.unwrap();
+    assert_eq!(record.status, RunStatus::Running);
+    assert_eq!((record.error, record.finished_at, record.supervision.cause), (None, None, None));
+    assert_eq!(a.heartbeat(on_a, 3_999_901).await.unwrap(), Lease::StopRequested, "the stop request stands");
+    // Not once the run was requeued meanwhile (`workbench resume`), nor after a reap for another
+    // reason than its lease: then the worker stops without writing.
+    db.count("UPDATE runs SET heartbeat_at = heartbeat_at - 100000 WHERE id = $1 RETURNING id", on_a).await;
+    assert_eq!(b.reap_orphans(|_| true).await.unwrap(), vec![on_a]);
+    a.requeue(on_a).await.unwrap();
     assert_eq!(a.heartbeat(on_a, 3_999_901).await.unwrap(), Lease::Lost);
+    assert_eq!(a.run(on_a).await.unwrap().status, RunStatus::Queued);
+    assert_eq!(a.heartbeat(dead_on_a, 3_999_903).await.unwrap(), Lease::Lost, "its process disappeared");
+    assert_eq!(a.run(dead_on_a).await.unwrap().status, RunStatus::Interrupted);
     a.close().await;
     b.close().await;
 }

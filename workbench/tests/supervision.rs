@@ -179,9 +179,11 @@ fn ctrl_c_on_train_stops_with_a_checkpoint_and_says_how_to_resume() {
 }
 
 /// A worker frozen with SIGSTOP stops renewing its lease and is marked interrupted by the
-/// next reader; when it thaws, it finds its lease lost and ends without touching the run.
+/// next reader; requeued meanwhile (as `resume` does), the run is no longer its own: when it
+/// thaws, it finds its lease lost and ends without touching the run. (A run nobody took
+/// meanwhile is taken back: `a_worker_cut_off_for_longer_than_a_lease_takes_its_run_back`.)
 #[test]
-fn a_frozen_worker_loses_its_lease() {
+fn a_frozen_worker_whose_run_was_requeued_loses_its_lease() {
     let (dir, plugins) = setup("frozen");
     let lease = |cmd: &mut Command| {
         cmd.env("WORKBENCH_HEARTBEAT_S", "0.3").env("WORKBENCH_LEASE_S", "2");
@@ -200,12 +202,16 @@ fn a_frozen_worker_loses_its_lease() {
     let frozen = show(&dir, 1);
     assert_eq!(frozen["status"], "interrupted", "{frozen}");
     assert!(frozen["supervision"]["cause"].as_str().unwrap_or_default().starts_with("lease expired"), "{frozen}");
+    let mut requeue = workbench(&dir);
+    lease(&mut requeue);
+    let (code, _, stderr) = run(requeue.args(["runs", "requeue", "1"]));
+    assert_eq!(code, 0, "{stderr}");
     signal(pid, libc::SIGCONT);
     let _ = train.wait();
     std::thread::sleep(Duration::from_secs(1));
     let after = show(&dir, 1);
-    assert_eq!(after["status"], "interrupted", "the thawed worker did not take the run back: {after}");
-    assert_eq!(after["finished_at"], frozen["finished_at"], "nor did it end it again");
+    assert_eq!(after["status"], "queued", "the thawed worker did not take the run back: {after}");
+    assert_eq!(after["last_step"], frozen["last_step"], "nor wrote to it");
 }
 
 /// A worker that dies before it marks its run running does not strand the run `queued`
@@ -284,5 +290,68 @@ async fn a_sweep_rides_out_a_store_outage() {
         assert_eq!(db.count(distinct, id).await, i64::from(steps), "run {id}");
     }
     let noted = "SELECT COUNT(*) FROM logs WHERE run_id = $1 AND line LIKE '%the run store answers again%'";
+    assert_eq!(db.count(noted, 1).await, 1, "{stderr}");
+}
+
+/// The network between a worker and PostgreSQL cut for longer than a lease, the server up: a
+/// reader marks the run interrupted (its lease expired), and when the network is back the
+/// worker takes the run back and finishes it, every step's loss stored once.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_worker_cut_off_for_longer_than_a_lease_takes_its_run_back() {
+    use common::proxy::CuttableProxy;
+    use common::stores::{Backend, TestDb};
+    let Some(db) = TestDb::new(Backend::Postgres, "network-cut").await else { return };
+    let plugins = plugin_dir_with("network-cut", &["fixture-panicking-plugin", "sudoku"]);
+    let proxy = CuttableProxy::start(db.postgres_addr());
+    let steps: u32 = 60;
+    // The worker reaches the store through the proxy, the test's reader directly; both count
+    // leases of 2 s renewed every 0.5 s.
+    let workbench_on = |db_arg: std::ffi::OsString| {
+        let mut cmd = workbench(&db.dir);
+        cmd.env("WORKBENCH_DB", db_arg)
+            .env("WORKBENCH_ARTIFACTS", db.dir.join("artifacts"))
+            .env("WORKBENCH_PLUGIN_PATH", &plugins)
+            .env("WORKBENCH_LEASE_S", "2")
+            .env("WORKBENCH_HEARTBEAT_S", "0.5");
+        cmd
+    };
+    let reader = || workbench_on(db.db_arg());
+    // Run 1 as the reader sees it (null before it is created).
+    let show = || {
+        let (code, out, _) = run(reader().args(["runs", "show", "1", "--json"]));
+        if code == 0 {
+            serde_json::from_str::<Value>(&out).unwrap()["run"].clone()
+        } else {
+            Value::Null
+        }
+    };
+    let mut train = workbench_on(db.db_arg_through(proxy.port).into())
+        .args(fixture_train_args("slow", steps, 5))
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let _guard = KillOnDrop(vec![train.id()]);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !running(&show()) {
+        assert!(Instant::now() < deadline, "run 1 never started");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    proxy.set_cut(true);
+    std::thread::sleep(Duration::from_secs(4));
+    let reaped = show();
+    assert_eq!(reaped["status"], "interrupted", "{reaped}");
+    assert!(reaped["supervision"]["cause"].as_str().unwrap_or_default().starts_with("lease expired"), "{reaped}");
+    proxy.set_cut(false);
+    let status = train.wait().unwrap();
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut train.stderr.take().unwrap(), &mut stderr).unwrap();
+    assert!(status.success(), "{status}\n{stderr}");
+    let ended = show();
+    assert_eq!(ended["status"], "finished", "{ended}\n{stderr}");
+    assert_eq!(ended["last_step"], steps, "{stderr}");
+    let distinct = "SELECT COUNT(DISTINCT step) FROM metrics WHERE run_id = $1 AND split = 'train' AND name = 'loss'";
+    assert_eq!(db.count(distinct, 1).await, i64::from(steps), "every step's loss\n{stderr}");
+    let noted = "SELECT COUNT(*) FROM logs WHERE run_id = $1 AND line LIKE '%nobody resumed it meanwhile%'";
     assert_eq!(db.count(noted, 1).await, 1, "{stderr}");
 }

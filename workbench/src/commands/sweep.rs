@@ -139,7 +139,9 @@ pub async fn run_until_done(
         }
         if let Some(runs) = runs {
             let mine: Vec<_> = runs.iter().filter(|r| only.is_none_or(|ids| ids.contains(&r.id))).collect();
-            let active: Vec<_> = mine.iter().filter(|r| !r.status.is_terminal()).collect();
+            // A run whose worker may take it back still counts.
+            let active: Vec<_> =
+                mine.iter().filter(|r| !r.status.is_terminal() || Executor::may_be_taken_back(r)).collect();
             let done = mine.len() - active.len();
             let held = active.iter().filter(|r| r.status == RunStatus::Queued && r.held).count();
             bar.set_length(mine.len() as u64);

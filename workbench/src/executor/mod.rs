@@ -118,6 +118,18 @@ impl Executor {
         Ok(())
     }
 
+    /// Whether `run`, marked interrupted because its lease expired, may yet be taken back by
+    /// its worker: its Slurm job is still pending or running (the worker was cut off from the
+    /// store, not gone). Asks Slurm; false for any other run, and when Slurm does not answer.
+    pub fn may_be_taken_back(run: &RunRecord) -> bool {
+        let (Some("slurm"), Some(job)) = (run.supervision.executor.as_deref(), &run.supervision.job_id) else {
+            return false;
+        };
+        run.lease_expired()
+            && tokio::task::block_in_place(|| slurm::states(std::slice::from_ref(job)))
+                .is_ok_and(|states| states.get(job).is_some_and(|s| s.active()))
+    }
+
     /// Brings runs in line with their Slurm jobs: a run whose job has ended while the run is
     /// still queued or running ends (failed or interrupted) with the job's state as its cause,
     /// and a run that its worker ended as interrupted because Slurm stopped it gets that

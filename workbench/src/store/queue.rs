@@ -60,6 +60,21 @@ impl Store {
         self.transition(query, id, "be started here", "a queue runner is already starting it").await
     }
 
+    /// Whether run `id` is claimed by process `pid` on this handle's host (a run requeued
+    /// since is not: `requeue` drops the claim).
+    pub async fn holds_claim(&self, id: i64, pid: u32) -> Result<bool, StoreError> {
+        let claimed: i64 = sqlx::query_scalar::<Any, i64>(
+            "SELECT COUNT(*) FROM runs WHERE id = $1 AND claimed_by = $2 AND claimed_host = $3",
+        )
+        .bind(id)
+        .bind(i64::from(pid))
+        .bind(self.host().to_string())
+        .fetch_one(&self.pool)
+        .await
+        .map_err(|e| self.err(e))?;
+        Ok(claimed == 1)
+    }
+
     /// Every sweep with its runs counted by status, newest first.
     pub async fn sweeps(&self) -> Result<Vec<SweepRecord>, StoreError> {
         self.sweep_records(None).await

@@ -40,9 +40,25 @@ pub enum Lease {
     Held,
     /// Renewed, and a stop was asked for: checkpoint and end as interrupted.
     StopRequested,
-    /// The run is no longer this worker's (it was marked interrupted, requeued or deleted):
-    /// stop without writing to it.
+    /// Renewed after a reader had marked the run interrupted because its lease expired while
+    /// this worker could not reach the store (the network cut): nobody had resumed, requeued
+    /// or deleted it meanwhile, so the run is running again, this worker's as before.
+    Reclaimed,
+    /// The run is no longer this worker's (it was resumed, requeued or deleted, or marked
+    /// interrupted for another reason): stop without writing to it.
     Lost,
+}
+
+/// How the reaper's `cause` of a run whose lease expired begins ([`Store::reap_orphans`]).
+const LEASE_EXPIRED: &str = "lease expired";
+
+impl super::RunRecord {
+    /// Whether a reader marked this run interrupted because its lease expired: its worker may
+    /// still be training, cut off from the store, and take it back ([`Lease::Reclaimed`]).
+    pub fn lease_expired(&self) -> bool {
+        self.status == super::RunStatus::Interrupted
+            && self.supervision.cause.as_deref().is_some_and(|c| c.starts_with(LEASE_EXPIRED))
+    }
 }
 
 impl Store {
@@ -59,10 +75,30 @@ impl Store {
         .write_returning(self)
         .await?;
         Ok(match row {
+            None if self.reclaim(id, pid).await? => Lease::Reclaimed,
             None => Lease::Lost,
             Some(Some(_)) => Lease::StopRequested,
             Some(None) => Lease::Held,
         })
+    }
+
+    /// Takes back run `id` for worker `pid` on this host when a reader marked it interrupted
+    /// only because its lease expired, and it still names this worker: a `resume` or a
+    /// requeue would have made it queued and named another, so the worker that answers again
+    /// after a network cut trains on instead of losing the steps since its checkpoint.
+    async fn reclaim(&self, id: i64, pid: u32) -> Result<bool, StoreError> {
+        let result = sqlx::query::<Any>(
+            "UPDATE runs SET status = 'running', heartbeat_at = $1, finished_at = NULL, error = NULL, cause = NULL \
+             WHERE id = $2 AND status = 'interrupted' AND worker_pid = $3 AND host = $4 AND cause LIKE $5",
+        )
+        .bind(now())
+        .bind(id)
+        .bind(i64::from(pid))
+        .bind(self.host().to_string())
+        .bind(format!("{LEASE_EXPIRED}%"))
+        .write(self)
+        .await?;
+        Ok(result.rows_affected() == 1)
     }
 
     /// Asks the worker of running run `id` to checkpoint and stop; returns false when the run
@@ -178,7 +214,7 @@ impl Store {
                             _ => String::new(),
                         }
                     ),
-                    format!("lease expired: no heartbeat for {silent:.0} s"),
+                    format!("{LEASE_EXPIRED}: no heartbeat for {silent:.0} s"),
                 ),
                 (Some(p), _) if local && (!is_alive(p) || replaced(p, start)) => (
                     format!(

@@ -45,7 +45,9 @@ pub async fn record_abnormal_end(
 ) -> Result<Option<String>> {
     let record = store.run(id).await?;
     let cause = describe(status);
-    if record.status == RunStatus::Queued && !status.success() {
+    // Queued and still claimed by this process (the worker's starter): the worker died before
+    // it started the run. A run requeued meanwhile (its worker had lost it) is left alone.
+    if record.status == RunStatus::Queued && !status.success() && store.holds_claim(id, std::process::id()).await? {
         keep_lines(store, id, last_lines).await?;
         let error = format!(
             "its worker (process {pid}) ended with {cause} before it could start the run; \

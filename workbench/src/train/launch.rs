@@ -277,6 +277,7 @@ pub async fn follow_store(store: &Store, run_id: i64, display: Display) -> Resul
     let mut shown_logs = 0usize;
     let mut interrupts = 0;
     let mut status = RunStatus::Queued;
+    let mut waiting_for_worker = false;
     // The job trains on while the store is out of reach: so does the following.
     let mut out_of_reach = StoreOutage::default();
     loop {
@@ -291,7 +292,20 @@ pub async fn follow_store(store: &Store, run_id: i64, display: Display) -> Resul
                     show(line.clone());
                 }
                 shown_logs = logs.len();
-                if run.status.is_terminal() {
+                if run.status == RunStatus::Running {
+                    waiting_for_worker = false;
+                }
+                if crate::executor::Executor::may_be_taken_back(&run) {
+                    if !waiting_for_worker {
+                        show(
+                            "marked interrupted: its lease expired, but its Slurm job still runs (the worker may \
+                             be cut off from the store); following on until the worker takes the run back or \
+                             the job ends"
+                                .to_string(),
+                        );
+                        waiting_for_worker = true;
+                    }
+                } else if run.status.is_terminal() {
                     bar.finish_and_clear();
                     if display == Display::Json {
                         Event::Finished { status: run.status.to_string(), error: run.error.clone() }.emit();

@@ -69,8 +69,10 @@ struct StopFlags<'a> {
 ///
 /// The worker holds the run's lease while it trains (a heartbeat thread, see
 /// [`Heartbeat`]). It stops at its next step, with a checkpoint, on SIGINT or SIGTERM or when
-/// a stop is requested through the store; if the lease is lost (the run was marked
-/// interrupted while this worker was frozen or cut off) it ends without writing to the run.
+/// a stop is requested through the store. A run marked interrupted while this worker was
+/// frozen or cut off from the store is taken back when the store answers again, unless it was
+/// resumed, requeued or deleted meanwhile: then the lease is lost and the worker ends without
+/// writing to the run.
 pub async fn run(store: &Store, host: &PluginHost, run_id: i64, resume: bool) -> Result<()> {
     let record = store.run(run_id).await?;
     if let Some(damage) = &record.damage {
@@ -94,13 +96,17 @@ pub async fn run(store: &Store, host: &PluginHost, run_id: i64, resume: bool) ->
     let mut log = RunLog { outbox: &outbox, run_id };
     let flags = StopFlags { stop: &stop, lost: &heartbeat.lost };
     let result = train(store, host, run_id, &config, resume, flags, &mut log).await;
-    if heartbeat.finish() {
+    let lost = || {
         let message = format!(
-            "run {run_id} is no longer this worker's (its lease expired and it was marked interrupted, \
-             requeued or deleted meanwhile); stopped without writing to it"
+            "run {run_id} is no longer this worker's (while this worker could not renew its lease, the run \
+             was resumed, requeued or deleted); stopped without writing to it"
         );
         log_line(run_id, &message);
-        anyhow::bail!(message);
+        anyhow::anyhow!(message)
+    };
+    if heartbeat.lost() {
+        heartbeat.finish();
+        return Err(lost());
     }
     let (mut status, mut error) = match &result {
         Ok(Outcome::Finished) => (RunStatus::Finished, None),
@@ -118,8 +124,14 @@ pub async fn run(store: &Store, host: &PluginHost, run_id: i64, resume: bool) ->
     if let Some(e) = &error {
         log.line(format!("{status}: {e}"));
     }
-    // Everything the run recorded is written before its final status.
-    match outbox.close().await {
+    // Everything the run recorded is written before its final status, the lease held
+    // meanwhile (the store may be out of reach for a while: the run is taken back or lost
+    // when it answers).
+    let written = outbox.close().await;
+    if heartbeat.finish() {
+        return Err(lost());
+    }
+    match written {
         Ok(()) => {
             let finish = || store.finish(run_id, status, error.as_deref());
             with_retries(finish, |line| log_line(run_id, &line)).await?
@@ -180,6 +192,13 @@ impl Heartbeat {
                         match store.heartbeat(run_id, pid).await {
                             Ok(Lease::Held) => {}
                             Ok(Lease::StopRequested) => stop.store(true, Ordering::Relaxed),
+                            Ok(Lease::Reclaimed) => {
+                                let line = "the store had marked this run interrupted while this worker could not \
+                                            reach it (its lease expired); nobody resumed it meanwhile, so it runs on";
+                                log_line(run_id, line);
+                                // In the run's log too; the outbox's lines are another thread's.
+                                let _ = store.append_logs(run_id, &[line.to_string()]).await;
+                            }
                             Ok(Lease::Lost) => {
                                 lost_flag.store(true, Ordering::Relaxed);
                                 stop.store(true, Ordering::Relaxed);
@@ -199,6 +218,11 @@ impl Heartbeat {
             });
         });
         Heartbeat { done, lost, thread: Some(thread) }
+    }
+
+    /// Whether the lease was lost.
+    fn lost(&self) -> bool {
+        self.lost.load(Ordering::Relaxed)
     }
 
     /// Stops the heartbeats; returns whether the lease was lost.

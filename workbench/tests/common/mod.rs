@@ -159,6 +159,7 @@ pub fn train_tiny(dir: &Path, layer: &str, layer_args: &[&str]) -> (String, Stri
     assert!(stdout.lines().any(|l| l.contains("\"event\":\"finished\"")), "{stdout}\n{stderr}");
     (stdout, stderr)
 }
+pub mod proxy;
 pub mod stores;
 
 /// `train` arguments for the fixture layer `panicking` in `mode` on a few Sudoku puzzles, one

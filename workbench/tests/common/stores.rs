@@ -112,6 +112,29 @@ impl TestDb {
         self.location.to_arg()
     }
 
+    /// The address of the PostgreSQL server (`host:port` of its URL, resolved).
+    pub fn postgres_addr(&self) -> std::net::SocketAddr {
+        use std::net::ToSocketAddrs;
+        let authority = self.postgres_authority();
+        let with_port = if authority.contains(':') { authority.to_string() } else { format!("{authority}:5432") };
+        with_port.to_socket_addrs().unwrap().next().expect("the server's address resolves")
+    }
+
+    /// The value for `WORKBENCH_DB` of a workbench process reaching this PostgreSQL store
+    /// through `127.0.0.1:port` (a [`CuttableProxy`](super::proxy::CuttableProxy)).
+    pub fn db_arg_through(&self, port: u16) -> String {
+        let StoreLocation::Postgres(url) = &self.location else { panic!("a PostgreSQL test store") };
+        url.replacen(self.postgres_authority(), &format!("127.0.0.1:{port}"), 1)
+    }
+
+    /// `host[:port]` of the PostgreSQL URL.
+    fn postgres_authority(&self) -> &str {
+        let StoreLocation::Postgres(url) = &self.location else { panic!("a PostgreSQL test store") };
+        let after_scheme = &url[url.find("://").expect("a URL") + 3..];
+        let host_and_path = after_scheme.rsplit_once('@').map_or(after_scheme, |(_, rest)| rest);
+        host_and_path.split(['/', '?']).next().unwrap_or_default()
+    }
+
     /// A PostgreSQL store out of reach (`true`) or back (`false`): its database refuses new
     /// connections and the open ones are cut, as when the server restarts, while the server
     /// and every other test's database go on.
