@@ -55,6 +55,20 @@ impl Cluster {
         cmd
     }
 
+    /// `cmd` (a fixture run: `train` or `sweep`) started in the background with its stderr
+    /// kept, once run 1 has trained two steps.
+    fn start_training(&self, cmd: &mut Command) -> std::process::Child {
+        let child = cmd
+            .env("WORKBENCH_PLUGIN_PATH", &self.plugins)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let running = self.wait_for(1, Duration::from_secs(90), |r| r["last_step"].as_u64().unwrap_or(0) >= 2);
+        assert_eq!(running["status"], "running", "{running}");
+        child
+    }
+
     /// `train` of the fixture layer with `args`, in the background (it follows its Slurm job).
     fn spawn_fixture_train(&self, args: &[String]) -> std::process::Child {
         self.workbench()
@@ -222,16 +236,7 @@ async fn a_requeued_job_continues_its_run_from_the_checkpoint() {
 async fn a_slurm_run_and_its_follower_ride_out_a_store_outage() {
     let Some(cluster) = Cluster::new("slurm-outage").await else { return };
     let steps: u32 = 25;
-    let mut train = cluster
-        .workbench()
-        .env("WORKBENCH_PLUGIN_PATH", &cluster.plugins)
-        .args(fixture_train_args("slow", steps, 5))
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let running = cluster.wait_for(1, Duration::from_secs(90), |r| r["last_step"].as_u64().unwrap_or(0) >= 2);
-    assert_eq!(running["status"], "running", "{running}");
+    let mut train = cluster.start_training(cluster.workbench().args(fixture_train_args("slow", steps, 5)));
     cluster.db.set_out_of_reach(true).await;
     std::thread::sleep(Duration::from_secs(5));
     cluster.db.set_out_of_reach(false).await;
@@ -279,16 +284,8 @@ async fn cut_off_for_longer_than_a_lease(command: &str) {
     }
     let mut follower = cluster.workbench();
     leases(&mut follower);
-    let mut train = follower
-        .env("WORKBENCH_DB", cluster.db.db_arg_through(proxy.port))
-        .env("WORKBENCH_PLUGIN_PATH", &cluster.plugins)
-        .args(args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let running = cluster.wait_for(1, Duration::from_secs(90), |r| r["last_step"].as_u64().unwrap_or(0) >= 2);
-    assert_eq!(running["status"], "running", "{running}");
+    let mut train =
+        cluster.start_training(follower.env("WORKBENCH_DB", cluster.db.db_arg_through(proxy.port)).args(args));
     proxy.set_cut(true);
     std::thread::sleep(Duration::from_secs(4));
     let mut reader = cluster.workbench();
