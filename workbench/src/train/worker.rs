@@ -128,7 +128,9 @@ pub async fn run(store: &Store, host: &PluginHost, run_id: i64, resume: bool) ->
     // meanwhile (the store may be out of reach for a while: the run is taken back or lost
     // when it answers).
     let written = outbox.close().await;
-    if heartbeat.finish() {
+    // One last renewal, so that a run resumed or requeued since the last heartbeat is not
+    // given this worker's end.
+    if heartbeat.finish() || matches!(store.heartbeat(run_id, pid).await, Ok(Lease::Lost)) {
         return Err(lost());
     }
     match written {
