@@ -1406,6 +1406,68 @@ async fn metric_summaries_follow_the_rows(backend: Backend) {
     assert!(loss.last.is_nan() && loss.min == 3.0 && loss.last_step == 5, "{loss:?}");
 }
 
+/// A batch written again (its first commit lost in transit, then retried) is stored once, and
+/// a quantity recorded twice at one step keeps its later value, for metrics and diagnostics.
+async fn a_batch_written_again_is_stored_once(backend: Backend) {
+    let Some(db) = TestDb::new(backend, "written-again").await else { return };
+    let store = db.open().await;
+    let id = store.create_run(&new_run(1)).await.unwrap();
+    let batch = vec![metric(1, "train", "loss", 2.0), metric(2, "train", "loss", 1.5), metric(2, "eval", "acc", 0.1)];
+    store.insert_metrics(id, &batch).await.unwrap();
+    store.insert_metrics(id, &batch).await.unwrap();
+    assert_eq!(store.metrics(id).await.unwrap().len(), 3, "the retried batch added no row");
+    // Twins within one batch and across batches: the later value stays.
+    store.insert_metrics(id, &[metric(3, "train", "loss", 1.2), metric(3, "train", "loss", 1.1)]).await.unwrap();
+    store.insert_metrics(id, &[metric(2, "eval", "acc", 0.3)]).await.unwrap();
+    let got = store.metrics(id).await.unwrap();
+    let values: Vec<_> = got.iter().map(|m| (m.split.as_str(), m.name.as_str(), m.step, m.value)).collect();
+    assert_eq!(
+        values,
+        vec![("eval", "acc", 2, 0.3), ("train", "loss", 1, 2.0), ("train", "loss", 2, 1.5), ("train", "loss", 3, 1.1)]
+    );
+    let last = store.metric_summaries().await.unwrap();
+    let loss = last.iter().find(|s| s.name == "loss").unwrap();
+    assert_eq!((loss.last, loss.last_step), (1.1, 3));
+    let diagnostics = vec![diag(5, 0, "energy", -1.0), diag(5, 1, "energy", -2.0), diag(5, 1, "energy", -2.5)];
+    store.insert_diagnostics(id, &diagnostics).await.unwrap();
+    store.insert_diagnostics(id, &diagnostics).await.unwrap();
+    let got = store.diagnostics(id).await.unwrap();
+    assert_eq!(got, vec![diag(5, 0, "energy", -1.0), diag(5, 1, "energy", -2.5)]);
+}
+
+/// A store written before metric rows had a key, holding twins, is migrated: the later of each
+/// pair stays (the value read back before), and the run's summaries are rebuilt from the rows.
+async fn twins_of_an_older_store_are_merged_by_the_migration(backend: Backend) {
+    let Some(db) = TestDb::new(backend, "twins").await else { return };
+    let store = db.open().await;
+    let id = store.create_run(&new_run(1)).await.unwrap();
+    store.insert_metrics(id, &[metric(1, "train", "loss", 2.0), metric(2, "train", "loss", 1.0)]).await.unwrap();
+    store.insert_diagnostics(id, &[diag(2, 0, "energy", -1.0)]).await.unwrap();
+    store.close().await;
+    // Back to the schema before migration 7, with a twin of each kind written as it allowed.
+    for sql in [
+        "DROP INDEX metrics_key",
+        "CREATE INDEX metrics_run_name_step ON metrics (run_id, name, step)",
+        "DROP INDEX diagnostics_key",
+        "CREATE INDEX diagnostics_run_name_step_iter ON diagnostics (run_id, name, step, iteration)",
+        "INSERT INTO metrics (run_id, step, split, name, value, wall_time) VALUES (1, 2, 'train', 'loss', 0.5, 1.0)",
+        "INSERT INTO diagnostics (run_id, step, iteration, name, value) VALUES (1, 2, 0, 'energy', -4.0)",
+        "UPDATE metric_summaries SET lo = -9, hi = 9",
+        "DELETE FROM _sqlx_migrations WHERE version = 7",
+    ] {
+        db.execute(sql).await;
+    }
+    let store = db.open().await;
+    let got: Vec<_> = store.metrics(id).await.unwrap().iter().map(|m| (m.step, m.value)).collect();
+    assert_eq!(got, vec![(1, 2.0), (2, 0.5)]);
+    assert_eq!(store.diagnostics(id).await.unwrap(), vec![diag(2, 0, "energy", -4.0)]);
+    let loss = store.metric_summaries().await.unwrap().into_iter().find(|s| s.name == "loss").unwrap();
+    assert_eq!((loss.min, loss.max, loss.last, loss.last_step), (0.5, 2.0, 0.5, 2));
+    // And the key holds from then on.
+    store.insert_metrics(id, &[metric(2, "train", "loss", 0.25)]).await.unwrap();
+    assert_eq!(store.metrics(id).await.unwrap().len(), 2);
+}
+
 /// A follower of the runs table reads what changed since its last refresh and ends up with
 /// what a full read gives: new runs, changes made through another handle (status, notes,
 /// tags), deletions, and the summaries of running runs as their metrics are written.
@@ -1579,6 +1641,8 @@ on_both_backends!(
     leases_are_honoured_across_hosts,
     claims_of_other_hosts_are_left_until_they_time_out,
     metric_summaries_follow_the_rows,
+    a_batch_written_again_is_stored_once,
+    twins_of_an_older_store_are_merged_by_the_migration,
     a_runs_follower_reads_only_what_changed,
     a_backup_holds_every_row,
     sweeps_are_counted_and_one_is_read_by_id,

@@ -32,10 +32,10 @@ fn keep(current: Option<f64>, candidate: Option<f64>, better: impl Fn(f64, f64) 
     }
 }
 
-/// `INSERT INTO table (columns) VALUES (..), (..), ...` for `rows` rows. SQLite gets
-/// anonymous `?` parameters: it looks a numbered parameter's name up by a linear scan, so a
-/// statement of thousands of `$N` would spend most of its time binding them.
-fn multi_insert(backend: Backend, table: &str, columns: &[&str], rows: usize) -> String {
+/// `INSERT INTO table (columns) VALUES (..), (..), ... on_conflict` for `rows` rows. SQLite
+/// gets anonymous `?` parameters: it looks a numbered parameter's name up by a linear scan, so
+/// a statement of thousands of `$N` would spend most of its time binding them.
+fn multi_insert(backend: Backend, table: &str, columns: &[&str], rows: usize, on_conflict: &str) -> String {
     let width = columns.len();
     let tuples: Vec<String> = (0..rows)
         .map(|r| {
@@ -48,7 +48,27 @@ fn multi_insert(backend: Backend, table: &str, columns: &[&str], rows: usize) ->
             format!("({})", params.join(", "))
         })
         .collect();
-    format!("INSERT INTO {table} ({}) VALUES {}", columns.join(", "), tuples.join(", "))
+    format!("INSERT INTO {table} ({}) VALUES {} {on_conflict}", columns.join(", "), tuples.join(", "))
+}
+
+/// A row written again (a batch retried after its commit was lost in transit, or the same
+/// quantity recorded twice at one step) replaces the stored one: one row per key (migration
+/// 0007), the later value kept, as readers kept it among twins. (A retried batch brings the
+/// same values; a value replaced by a different one stays counted in its summary's smallest
+/// and largest until the summary is next rebuilt.)
+const METRIC_UPSERT: &str =
+    "ON CONFLICT (run_id, name, step, split) DO UPDATE SET value = excluded.value, wall_time = excluded.wall_time";
+const DIAGNOSTIC_UPSERT: &str = "ON CONFLICT (run_id, name, step, iteration) DO UPDATE SET value = excluded.value";
+
+/// The indices of `rows` without the earlier of any two with the same `key` (one statement
+/// may not update a row twice), in increasing order.
+fn last_of_each<'a, T, K: Ord>(rows: &'a [T], key: impl Fn(&'a T) -> K) -> Vec<usize> {
+    let mut last = BTreeMap::new();
+    for (i, row) in rows.iter().enumerate() {
+        last.insert(key(row), i);
+    }
+    let keep: BTreeSet<usize> = last.into_values().collect();
+    keep.into_iter().collect()
 }
 
 impl Store {
@@ -58,13 +78,15 @@ impl Store {
         let steps = rows.iter().map(|r| to_i64(r.step, "metric step")).collect::<Result<Vec<_>, _>>()?;
         let mut tx = self.begin_for_run(run_id).await?;
         let columns = ["run_id", "step", "split", "name", "value", "wall_time"];
-        for (chunk, chunk_steps) in rows.chunks(ROWS_PER_STATEMENT).zip(steps.chunks(ROWS_PER_STATEMENT)) {
-            let sql = multi_insert(self.backend(), "metrics", &columns, chunk.len());
+        let unique = last_of_each(rows, |r| (r.step, r.split.as_str(), r.name.as_str()));
+        for chunk in unique.chunks(ROWS_PER_STATEMENT) {
+            let sql = multi_insert(self.backend(), "metrics", &columns, chunk.len(), METRIC_UPSERT);
             let mut query = sqlx::query::<Any>(sqlx::AssertSqlSafe(sql));
-            for (row, step) in chunk.iter().zip(chunk_steps) {
+            for &i in chunk {
+                let row = &rows[i];
                 query = query
                     .bind(run_id)
-                    .bind(*step)
+                    .bind(steps[i])
                     .bind(row.split.clone())
                     .bind(row.name.clone())
                     .bind(Float::nan_as_null(row.value))
@@ -196,13 +218,15 @@ impl Store {
         let steps = rows.iter().map(|r| to_i64(r.step, "diagnostic step")).collect::<Result<Vec<_>, _>>()?;
         let mut tx = self.begin_for_run(run_id).await?;
         let columns = ["run_id", "step", "iteration", "name", "value"];
-        for (chunk, chunk_steps) in rows.chunks(ROWS_PER_STATEMENT).zip(steps.chunks(ROWS_PER_STATEMENT)) {
-            let sql = multi_insert(self.backend(), "diagnostics", &columns, chunk.len());
+        let unique = last_of_each(rows, |r| (r.step, r.iteration, r.name.as_str()));
+        for chunk in unique.chunks(ROWS_PER_STATEMENT) {
+            let sql = multi_insert(self.backend(), "diagnostics", &columns, chunk.len(), DIAGNOSTIC_UPSERT);
             let mut query = sqlx::query::<Any>(sqlx::AssertSqlSafe(sql));
-            for (row, step) in chunk.iter().zip(chunk_steps) {
+            for &i in chunk {
+                let row = &rows[i];
                 query = query
                     .bind(run_id)
-                    .bind(*step)
+                    .bind(steps[i])
                     .bind(i64::from(row.iteration))
                     .bind(row.name.clone())
                     .bind(Float::nan_as_null(row.value));

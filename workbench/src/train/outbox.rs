@@ -8,8 +8,9 @@
 //! checkpoint on disk.
 //!
 //! A write whose commit was lost in transit (the connection dropped after the server
-//! committed) is written again: its metric rows are then stored twice. That takes a
-//! connection lost at that very moment; losing the rows would be worse.
+//! committed) is written again: its metric and diagnostic rows replace themselves (the store
+//! keeps one row per key), its log lines are stored twice. That takes a connection lost at
+//! that very moment; losing the lines would be worse.
 
 use crate::store::{DiagnosticRow, MetricRow, Store, StoreError, StoreLocation, StoreOutage, OUTAGE_LIMIT};
 use std::sync::{Arc, Mutex};

@@ -156,15 +156,27 @@ impl TestDb {
         conn.close().await.unwrap();
     }
 
-    /// Runs `sql` (with `$1` = `run_id`) directly on the database and returns the count it
-    /// selects.
-    pub async fn count(&self, sql: &'static str, run_id: i64) -> i64 {
+    /// Runs `sql` (no parameters) directly on the database.
+    pub async fn execute(&self, sql: &'static str) {
+        let mut conn = self.connect().await;
+        sqlx::raw_sql(sql).execute(&mut conn).await.unwrap_or_else(|e| panic!("{sql}: {e}"));
+        conn.close().await.unwrap();
+    }
+
+    /// A connection of its own to the database.
+    async fn connect(&self) -> sqlx::AnyConnection {
         sqlx::any::install_default_drivers();
         let url = match &self.location {
             StoreLocation::Sqlite(path) => format!("sqlite://{}", path.display()),
             StoreLocation::Postgres(url) => url.clone(),
         };
-        let mut conn = sqlx::AnyConnection::connect(&url).await.unwrap();
+        sqlx::AnyConnection::connect(&url).await.unwrap()
+    }
+
+    /// Runs `sql` (with `$1` = `run_id`) directly on the database and returns the count it
+    /// selects.
+    pub async fn count(&self, sql: &'static str, run_id: i64) -> i64 {
+        let mut conn = self.connect().await;
         let n: i64 = sqlx::query_scalar(sql).bind(run_id).fetch_one(&mut conn).await.unwrap();
         conn.close().await.unwrap();
         n
