@@ -3,7 +3,7 @@
 //! the training loop never waits for the store (except before a checkpoint, for the rows it
 //! covers: [`Outbox::sync`]). A write that fails in a way that may pass (the server
 //! restarting, the network away, another writer holding the lock) keeps what it could not
-//! write and tries again, so an outage shorter than [`OUTAGE_LIMIT`] costs the run nothing;
+//! write and tries again, so an outage shorter than [`OUTAGE_LIMIT`](crate::store::OUTAGE_LIMIT) costs the run nothing;
 //! after a longer one, or a failure that would not pass, the run ends with the error and its
 //! checkpoint on disk.
 //!
@@ -12,9 +12,9 @@
 //! keeps one row per key), its log lines are stored twice. That takes a connection lost at
 //! that very moment; losing the lines would be worse.
 
-use crate::store::{DiagnosticRow, MetricRow, Store, StoreError, StoreLocation, StoreOutage, OUTAGE_LIMIT};
+use crate::store::{DiagnosticRow, MetricRow, Store, StoreError, StoreLocation, StoreOutage};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// How often the writer writes what was pushed (sooner when [`ROWS_PER_WRITE`] are waiting).
 const WRITE_EVERY: Duration = Duration::from_secs(2);
@@ -42,8 +42,8 @@ struct Shared {
 #[derive(Default)]
 struct State {
     pending: Pending,
-    /// Since when writes have been failing, and the last error.
-    failing: Option<(Instant, String)>,
+    /// Whether writes are failing, and since when.
+    outage: StoreOutage,
     /// The error that ended the writes: out of reach for longer than the limit, or a failure
     /// that would not pass.
     failed: Option<String>,
@@ -124,8 +124,10 @@ impl Outbox {
     /// own connection, as the heartbeat does: a training step blocks the runtime it runs on.
     /// `checkpoint_file` is the checkpoint's path as its artifact row records it.
     pub fn start(store: &Store, run_id: i64, checkpoint_file: String) -> Outbox {
+        let state =
+            State { outage: StoreOutage::new("training goes on and what it records is kept"), ..State::default() };
         let shared = Arc::new(Shared {
-            state: Mutex::default(),
+            state: Mutex::new(state),
             wake: tokio::sync::Notify::new(),
             wrote: tokio::sync::Notify::new(),
         });
@@ -183,7 +185,7 @@ impl Outbox {
         loop {
             {
                 let state = self.state();
-                if state.failing.is_some() || state.failed.is_some() || (state.pending.is_empty() && !state.in_flight) {
+                if state.outage.is_out() || state.failed.is_some() || (state.pending.is_empty() && !state.in_flight) {
                     return;
                 }
             }
@@ -232,7 +234,7 @@ fn lock(shared: &Shared) -> std::sync::MutexGuard<'_, State> {
 }
 
 /// The writer: every [`WRITE_EVERY`] (or when woken) writes what is waiting; a failure that
-/// may pass keeps it for the next try, until [`OUTAGE_LIMIT`].
+/// may pass keeps it for the next try, until [`OUTAGE_LIMIT`](crate::store::OUTAGE_LIMIT).
 async fn write_until_closed(
     location: StoreLocation,
     host: String,
@@ -261,19 +263,16 @@ async fn write_until_closed(
                 state.in_flight = false;
                 match result {
                     Ok(()) => {
-                        if let Some((since, _)) = state.failing.take() {
-                            let note = format!(
-                                "the run store answers again after {:.0} s; what was kept meanwhile is written",
-                                since.elapsed().as_secs_f64()
-                            );
-                            note_in_log(&mut state, run_id, note);
+                        let mut said = None;
+                        state.outage.answered(|note| said = Some(note));
+                        if let Some(note) = said {
+                            note_in_log(&mut state, run_id, format!("{note}; what was kept meanwhile is written"));
                         }
                         false
                     }
                     Err((e, passing)) => {
                         batch.put_back(&mut state.pending);
-                        drop(state);
-                        record_failure(shared, run_id, e.to_string(), passing)
+                        record_failure(&mut state, run_id, &e, passing)
                     }
                 }
             };
@@ -319,7 +318,7 @@ fn note_in_log(state: &mut State, run_id: i64, note: String) {
 /// Until the next write is due ([`WRITE_EVERY`], or [`RETRY_EVERY`] while writes fail), or
 /// the writer is woken.
 async fn pause(shared: &Shared) {
-    let pause = if lock(shared).failing.is_some() { RETRY_EVERY } else { WRITE_EVERY };
+    let pause = if lock(shared).outage.is_out() { RETRY_EVERY } else { WRITE_EVERY };
     tokio::select! {
         _ = tokio::time::sleep(pause) => {}
         _ = shared.wake.notified() => {}
@@ -328,35 +327,26 @@ async fn pause(shared: &Shared) {
 
 /// Notes a failed write; returns whether the writes end here (the failure will not pass, or
 /// the store has been out of reach for longer than the limit).
-fn record_failure(shared: &Shared, run_id: i64, message: String, passing: bool) -> bool {
-    let mut state = lock(shared);
-    let since = match &state.failing {
-        Some((since, _)) => *since,
-        None => {
-            let note = format!(
-                "cannot write to the run store ({message}); training goes on and what it records is kept \
-                 until the store answers (at most {:.0} s)",
-                OUTAGE_LIMIT.as_secs_f64()
-            );
-            note_in_log(&mut state, run_id, note);
-            Instant::now()
-        }
-    };
-    state.failing = Some((since, message.clone()));
-    if passing && since.elapsed() <= *OUTAGE_LIMIT {
-        return false;
+fn record_failure(state: &mut State, run_id: i64, error: &StoreError, passing: bool) -> bool {
+    let mut said = None;
+    let verdict = state.outage.failed(error, passing, |note| said = Some(note));
+    if let Some(note) = said {
+        note_in_log(state, run_id, note);
     }
-    state.failed = Some(match passing {
-        true => {
-            format!("the run store stayed out of reach for more than {:.0} s ({message})", OUTAGE_LIMIT.as_secs_f64())
+    match verdict {
+        Ok(()) => false,
+        Err(why) => {
+            state.failed = Some(match passing {
+                true => format!("{why} ({error})"),
+                false => format!("cannot record the run's progress: {why}"),
+            });
+            true
         }
-        false => format!("cannot record the run's progress: {message}"),
-    });
-    true
+    }
 }
 
 /// `write` tried again every [`RETRY_EVERY`] while it fails in a way that may pass, for at
-/// most [`OUTAGE_LIMIT`] ([`StoreOutage`], which `say`s when the store goes and comes back):
+/// most [`OUTAGE_LIMIT`](crate::store::OUTAGE_LIMIT) ([`StoreOutage`], which `say`s when the store goes and comes back):
 /// a run's last word (its final status) is worth waiting for.
 pub async fn with_retries<T, F, Fut>(mut write: F, say: impl Fn(String)) -> anyhow::Result<T>
 where
