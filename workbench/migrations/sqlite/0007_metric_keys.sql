@@ -1,7 +1,8 @@
 -- One row per run, split, metric and step (and per iteration for diagnostics): a batch written
 -- again, when the commit of its first write was lost in transit, replaces its rows instead of
 -- storing them twice. Twins a store holds already keep the later row (the one read back:
--- readers order equal steps by rowid), and the summaries of their runs are rebuilt.
+-- readers order equal steps by rowid), and the summaries of their runs are rebuilt. The same
+-- SQL serves both engines (postgres/0007_metric_keys.sql links here).
 CREATE TEMP TABLE twinned_runs AS
 SELECT DISTINCT m.run_id FROM metrics m
 WHERE EXISTS (SELECT 1 FROM metrics b WHERE b.run_id = m.run_id AND b.name = m.name AND b.step = m.step
