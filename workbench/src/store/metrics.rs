@@ -49,6 +49,8 @@ fn multi_insert(backend: Backend, table: &str, columns: &[&str], rows: usize, on
         })
         .collect();
     format!("INSERT INTO {table} ({}) VALUES {} {on_conflict}", columns.join(", "), tuples.join(", "))
+        .trim_end()
+        .to_string()
 }
 
 /// A row written again (a batch retried after its commit was lost in transit, or the same
@@ -56,9 +58,26 @@ fn multi_insert(backend: Backend, table: &str, columns: &[&str], rows: usize, on
 /// 0007), the later value kept, as readers kept it among twins. (A retried batch brings the
 /// same values; a value replaced by a different one stays counted in its summary's smallest
 /// and largest until the summary is next rebuilt.)
+///
+/// A batch goes in as plain inserts first, and as upserts only when the key refuses one of its
+/// rows: twins are rare, and on PostgreSQL `ON CONFLICT` costs every row a speculative
+/// insertion (ingest about 14 % slower with it on every batch, `examples/store_scale.rs`).
 const METRIC_UPSERT: &str =
     "ON CONFLICT (run_id, name, step, split) DO UPDATE SET value = excluded.value, wall_time = excluded.wall_time";
 const DIAGNOSTIC_UPSERT: &str = "ON CONFLICT (run_id, name, step, iteration) DO UPDATE SET value = excluded.value";
+
+/// Why a batch was not written: a row's key is stored already (write it again as upserts), or
+/// another failure.
+enum Unwritten {
+    Twin(sqlx::Error),
+    Failed(StoreError),
+}
+
+impl From<StoreError> for Unwritten {
+    fn from(e: StoreError) -> Self {
+        Unwritten::Failed(e)
+    }
+}
 
 /// The indices of `rows` without the earlier of any two with the same `key` (one statement
 /// may not update a row twice), in increasing order.
@@ -73,14 +92,52 @@ fn last_of_each<'a, T, K: Ord>(rows: &'a [T], key: impl Fn(&'a T) -> K) -> Vec<u
 
 impl Store {
     /// Appends metric rows in one transaction (all or nothing), and updates the run's metric
-    /// summaries. NaN values are stored as NULL and read back as NaN.
+    /// summaries. NaN values are stored as NULL and read back as NaN. A row whose run, split,
+    /// name and step are stored already replaces the stored one ([`METRIC_UPSERT`]).
     pub async fn insert_metrics(&self, run_id: i64, rows: &[MetricRow]) -> Result<(), StoreError> {
         let steps = rows.iter().map(|r| to_i64(r.step, "metric step")).collect::<Result<Vec<_>, _>>()?;
+        let write = |on_conflict| self.write_metrics(run_id, rows, &steps, on_conflict);
+        self.written(write("").await, || write(METRIC_UPSERT)).await
+    }
+
+    /// The outcome of a batch written as plain inserts: done, or written again through `upsert`
+    /// when a row's key was stored already.
+    async fn written<F: std::future::Future<Output = Result<(), Unwritten>>>(
+        &self,
+        plain: Result<(), Unwritten>,
+        upsert: impl FnOnce() -> F,
+    ) -> Result<(), StoreError> {
+        let result = match plain {
+            Err(Unwritten::Twin(_)) => upsert().await,
+            other => other,
+        };
+        result.map_err(|e| match e {
+            Unwritten::Twin(e) => self.err(e),
+            Unwritten::Failed(e) => e,
+        })
+    }
+
+    /// A failed statement of a batch written with `on_conflict` (empty: plain inserts).
+    fn unwritten(&self, e: sqlx::Error, on_conflict: &str) -> Unwritten {
+        let twin = matches!(&e, sqlx::Error::Database(d) if d.is_unique_violation());
+        match twin && on_conflict.is_empty() {
+            true => Unwritten::Twin(e),
+            false => Unwritten::Failed(self.err(e)),
+        }
+    }
+
+    async fn write_metrics(
+        &self,
+        run_id: i64,
+        rows: &[MetricRow],
+        steps: &[i64],
+        on_conflict: &str,
+    ) -> Result<(), Unwritten> {
         let mut tx = self.begin_for_run(run_id).await?;
         let columns = ["run_id", "step", "split", "name", "value", "wall_time"];
         let unique = last_of_each(rows, |r| (r.step, r.split.as_str(), r.name.as_str()));
         for chunk in unique.chunks(ROWS_PER_STATEMENT) {
-            let sql = multi_insert(self.backend(), "metrics", &columns, chunk.len(), METRIC_UPSERT);
+            let sql = multi_insert(self.backend(), "metrics", &columns, chunk.len(), on_conflict);
             let mut query = sqlx::query::<Any>(sqlx::AssertSqlSafe(sql));
             for &i in chunk {
                 let row = &rows[i];
@@ -92,10 +149,10 @@ impl Store {
                     .bind(Float::nan_as_null(row.value))
                     .bind(Float::nan_as_null(row.wall_time));
             }
-            query.execute(&mut *tx).await.map_err(|e| self.err(e))?;
+            query.execute(&mut *tx).await.map_err(|e| self.unwritten(e, on_conflict))?;
         }
-        self.add_to_summaries(&mut tx, run_id, rows, &steps).await?;
-        tx.commit().await.map_err(|e| self.err(e))
+        self.add_to_summaries(&mut tx, run_id, rows, steps).await?;
+        tx.commit().await.map_err(|e| self.unwritten(e, on_conflict))
     }
 
     /// Folds a batch of metric rows into the stored summaries.
@@ -213,14 +270,26 @@ impl Store {
             .collect()
     }
 
-    /// Appends diagnostic rows in one transaction (all or nothing).
+    /// Appends diagnostic rows in one transaction (all or nothing); a row whose run, name, step
+    /// and iteration are stored already replaces the stored one ([`DIAGNOSTIC_UPSERT`]).
     pub async fn insert_diagnostics(&self, run_id: i64, rows: &[DiagnosticRow]) -> Result<(), StoreError> {
         let steps = rows.iter().map(|r| to_i64(r.step, "diagnostic step")).collect::<Result<Vec<_>, _>>()?;
+        let write = |on_conflict| self.write_diagnostics(run_id, rows, &steps, on_conflict);
+        self.written(write("").await, || write(DIAGNOSTIC_UPSERT)).await
+    }
+
+    async fn write_diagnostics(
+        &self,
+        run_id: i64,
+        rows: &[DiagnosticRow],
+        steps: &[i64],
+        on_conflict: &str,
+    ) -> Result<(), Unwritten> {
         let mut tx = self.begin_for_run(run_id).await?;
         let columns = ["run_id", "step", "iteration", "name", "value"];
         let unique = last_of_each(rows, |r| (r.step, r.iteration, r.name.as_str()));
         for chunk in unique.chunks(ROWS_PER_STATEMENT) {
-            let sql = multi_insert(self.backend(), "diagnostics", &columns, chunk.len(), DIAGNOSTIC_UPSERT);
+            let sql = multi_insert(self.backend(), "diagnostics", &columns, chunk.len(), on_conflict);
             let mut query = sqlx::query::<Any>(sqlx::AssertSqlSafe(sql));
             for &i in chunk {
                 let row = &rows[i];
@@ -231,8 +300,8 @@ impl Store {
                     .bind(row.name.clone())
                     .bind(Float::nan_as_null(row.value));
             }
-            query.execute(&mut *tx).await.map_err(|e| self.err(e))?;
+            query.execute(&mut *tx).await.map_err(|e| self.unwritten(e, on_conflict))?;
         }
-        tx.commit().await.map_err(|e| self.err(e))
+        tx.commit().await.map_err(|e| self.unwritten(e, on_conflict))
     }
 }
