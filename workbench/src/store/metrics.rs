@@ -48,9 +48,8 @@ fn multi_insert(backend: Backend, table: &str, columns: &[&str], rows: usize, on
             format!("({})", params.join(", "))
         })
         .collect();
-    format!("INSERT INTO {table} ({}) VALUES {} {on_conflict}", columns.join(", "), tuples.join(", "))
-        .trim_end()
-        .to_string()
+    let separator = if on_conflict.is_empty() { "" } else { " " };
+    format!("INSERT INTO {table} ({}) VALUES {}{separator}{on_conflict}", columns.join(", "), tuples.join(", "))
 }
 
 /// A row written again (a batch retried after its commit was lost in transit, or the same
@@ -79,15 +78,20 @@ impl From<StoreError> for Unwritten {
     }
 }
 
-/// The indices of `rows` without the earlier of any two with the same `key` (one statement
-/// may not update a row twice), in increasing order.
-fn last_of_each<'a, T, K: Ord>(rows: &'a [T], key: impl Fn(&'a T) -> K) -> Vec<usize> {
+/// The rows a batch written with `on_conflict` sends, by index: all of them as plain inserts
+/// (twins within the batch are refused by the key like any other); as upserts, the later of
+/// any two with the same `key` only (one statement may not update a row twice).
+fn rows_to_send<'a, T, K: Ord>(rows: &'a [T], on_conflict: &str, key: impl Fn(&'a T) -> K) -> Vec<usize> {
+    if on_conflict.is_empty() {
+        return (0..rows.len()).collect();
+    }
     let mut last = BTreeMap::new();
     for (i, row) in rows.iter().enumerate() {
         last.insert(key(row), i);
     }
-    let keep: BTreeSet<usize> = last.into_values().collect();
-    keep.into_iter().collect()
+    let mut keep: Vec<usize> = last.into_values().collect();
+    keep.sort_unstable();
+    keep
 }
 
 impl Store {
@@ -135,7 +139,7 @@ impl Store {
     ) -> Result<(), Unwritten> {
         let mut tx = self.begin_for_run(run_id).await?;
         let columns = ["run_id", "step", "split", "name", "value", "wall_time"];
-        let unique = last_of_each(rows, |r| (r.step, r.split.as_str(), r.name.as_str()));
+        let unique = rows_to_send(rows, on_conflict, |r| (r.step, r.split.as_str(), r.name.as_str()));
         for chunk in unique.chunks(ROWS_PER_STATEMENT) {
             let sql = multi_insert(self.backend(), "metrics", &columns, chunk.len(), on_conflict);
             let mut query = sqlx::query::<Any>(sqlx::AssertSqlSafe(sql));
@@ -287,7 +291,7 @@ impl Store {
     ) -> Result<(), Unwritten> {
         let mut tx = self.begin_for_run(run_id).await?;
         let columns = ["run_id", "step", "iteration", "name", "value"];
-        let unique = last_of_each(rows, |r| (r.step, r.iteration, r.name.as_str()));
+        let unique = rows_to_send(rows, on_conflict, |r| (r.step, r.iteration, r.name.as_str()));
         for chunk in unique.chunks(ROWS_PER_STATEMENT) {
             let sql = multi_insert(self.backend(), "diagnostics", &columns, chunk.len(), on_conflict);
             let mut query = sqlx::query::<Any>(sqlx::AssertSqlSafe(sql));
