@@ -1389,8 +1389,9 @@ async fn metric_summaries_follow_the_rows(backend: Backend) {
     assert_eq!(
         got,
         vec![
-            // At step 2 the later row (0.5) is the last value.
-            (id, "eval".into(), "acc".into(), 0.25, 0.5, 0.5, 2, 2.5),
+            // The later row at step 2 (0.5, at 2.4 s) replaced the earlier (0.25, at 2.5 s),
+            // which no longer counts.
+            (id, "eval".into(), "acc".into(), 0.5, 0.5, 0.5, 2, 2.4),
             (id, "train".into(), "loss".into(), 1.0, 3.0, 1.0, 3, 2.0),
             (other, "eval".into(), "acc".into(), 0.9, 0.9, 0.9, 7, 9.0),
         ]
@@ -1428,6 +1429,12 @@ async fn a_batch_written_again_is_stored_once(backend: Backend) {
     let last = store.metric_summaries().await.unwrap();
     let loss = last.iter().find(|s| s.name == "loss").unwrap();
     assert_eq!((loss.last, loss.last_step), (1.1, 3));
+    // A replaced value no longer counts in its summary: the step-1 loss was the largest.
+    store.insert_metrics(id, &[metric(1, "train", "loss", 1.3)]).await.unwrap();
+    let loss = store.metric_summaries().await.unwrap().into_iter().find(|s| s.name == "loss").unwrap();
+    assert_eq!((loss.min, loss.max, loss.last, loss.last_step), (1.1, 1.5, 1.1, 3));
+    let acc = store.metric_summaries().await.unwrap().into_iter().find(|s| s.name == "acc").unwrap();
+    assert_eq!((acc.min, acc.max, acc.last), (0.3, 0.3, 0.3), "the eval accuracy of 0.1 was replaced");
     let diagnostics = vec![diag(5, 0, "energy", -1.0), diag(5, 1, "energy", -2.0), diag(5, 1, "energy", -2.5)];
     store.insert_diagnostics(id, &diagnostics).await.unwrap();
     store.insert_diagnostics(id, &diagnostics).await.unwrap();

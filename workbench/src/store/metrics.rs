@@ -65,6 +65,14 @@ const METRIC_UPSERT: &str =
     "ON CONFLICT (run_id, name, step, split) DO UPDATE SET value = excluded.value, wall_time = excluded.wall_time";
 const DIAGNOSTIC_UPSERT: &str = "ON CONFLICT (run_id, name, step, iteration) DO UPDATE SET value = excluded.value";
 
+/// Summaries of metric rows `m` (`last`: the value at the last step, the later row among
+/// twins of an older store), completed by a `WHERE` and `GROUP BY run_id, split, name`.
+const SUMMARIES_FROM_ROWS: &str = "INSERT INTO metric_summaries (run_id, split, name, lo, hi, last, last_step, wall) \
+     SELECT run_id, split, name, MIN(value), MAX(value), \
+     (SELECT value FROM metrics l WHERE l.run_id = m.run_id AND l.split = m.split AND l.name = m.name \
+      ORDER BY l.step DESC, l.rowid DESC LIMIT 1), MAX(step), MAX(wall_time) \
+     FROM metrics m";
+
 /// Why a batch was not written: a row's key is stored already (write it again as upserts), or
 /// another failure.
 enum Unwritten {
@@ -155,7 +163,17 @@ impl Store {
             }
             query.execute(&mut *tx).await.map_err(|e| self.unwritten(e, on_conflict))?;
         }
-        self.add_to_summaries(&mut tx, run_id, rows, steps).await?;
+        match on_conflict.is_empty() {
+            true => self.add_to_summaries(&mut tx, run_id, rows, steps).await?,
+            // A replaced value may have been a summary's smallest or largest: the batch's
+            // summaries are rebuilt from the rows (a rare path: a batch sent again).
+            false => {
+                let keys: BTreeSet<(&str, &str)> = rows.iter().map(|r| (r.split.as_str(), r.name.as_str())).collect();
+                for (split, name) in keys {
+                    self.rebuild_summary(&mut tx, run_id, split, name).await?;
+                }
+            }
+        }
         tx.commit().await.map_err(|e| self.unwritten(e, on_conflict))
     }
 
@@ -222,14 +240,33 @@ impl Store {
     /// copied in from another store).
     pub(super) async fn recompute_summaries(&self, tx: &mut WriteTx, run_id: i64) -> Result<(), StoreError> {
         for sql in [
-            "DELETE FROM metric_summaries WHERE run_id = $1",
-            "INSERT INTO metric_summaries (run_id, split, name, lo, hi, last, last_step, wall) \
-             SELECT run_id, split, name, MIN(value), MAX(value), \
-             (SELECT value FROM metrics l WHERE l.run_id = m.run_id AND l.split = m.split AND l.name = m.name \
-              ORDER BY l.step DESC, l.rowid DESC LIMIT 1), MAX(step), MAX(wall_time) \
-             FROM metrics m WHERE run_id = $1 GROUP BY run_id, split, name",
+            "DELETE FROM metric_summaries WHERE run_id = $1".to_string(),
+            format!("{SUMMARIES_FROM_ROWS} WHERE run_id = $1 GROUP BY run_id, split, name"),
         ] {
-            sqlx::query::<Any>(sql).bind(run_id).execute(&mut **tx).await.map_err(|e| self.err(e))?;
+            sqlx::query::<Any>(sqlx::AssertSqlSafe(sql))
+                .bind(run_id)
+                .execute(&mut **tx)
+                .await
+                .map_err(|e| self.err(e))?;
+        }
+        Ok(())
+    }
+
+    /// Rebuilds the summary of one metric of run `run_id` from its rows.
+    async fn rebuild_summary(&self, tx: &mut WriteTx, run_id: i64, split: &str, name: &str) -> Result<(), StoreError> {
+        for sql in [
+            "DELETE FROM metric_summaries WHERE run_id = $1 AND split = $2 AND name = $3".to_string(),
+            format!(
+                "{SUMMARIES_FROM_ROWS} WHERE run_id = $1 AND split = $2 AND name = $3 GROUP BY run_id, split, name"
+            ),
+        ] {
+            sqlx::query::<Any>(sqlx::AssertSqlSafe(sql))
+                .bind(run_id)
+                .bind(split.to_string())
+                .bind(name.to_string())
+                .execute(&mut **tx)
+                .await
+                .map_err(|e| self.err(e))?;
         }
         Ok(())
     }
