@@ -319,6 +319,12 @@ async fn artifacts_latest_by_step(backend: Backend) {
     assert!(store.latest_artifact(id, "video").await.unwrap().is_none());
     let err = store.add_artifact(999, "plot", "x.png", None).await.unwrap_err();
     assert!(matches!(err, StoreError::NotFound(999)), "{err}");
+    let err = store.add_artifact(999, "checkpoint", "ckpt/100.safetensors", Some(100)).await.unwrap_err();
+    assert!(matches!(err, StoreError::NotFound(999)), "{err}");
+    // A record written again (its first commit lost in transit) is the one stored.
+    assert_eq!(store.add_artifact(id, "checkpoint", "ckpt/200.safetensors", Some(200)).await.unwrap(), a200);
+    assert_eq!(store.artifacts(id).await.unwrap().len(), 5);
+    assert_eq!(store.latest_artifact(id, "checkpoint").await.unwrap().unwrap().id, a300);
     store.close().await;
 }
 
@@ -1440,6 +1446,17 @@ async fn a_batch_written_again_is_stored_once(backend: Backend) {
     store.insert_diagnostics(id, &diagnostics).await.unwrap();
     let got = store.diagnostics(id).await.unwrap();
     assert_eq!(got, vec![diag(5, 0, "energy", -1.0), diag(5, 1, "energy", -2.5)]);
+    // Log lines numbered by their writer: a batch written again adds none of them; the same
+    // numbers from another writer, and unnumbered lines, are lines of their own.
+    let lines = |from: u64, texts: &[&str]| -> Vec<(u64, String)> {
+        texts.iter().enumerate().map(|(i, t)| (from + i as u64, t.to_string())).collect()
+    };
+    store.append_numbered_logs(id, "a", &lines(0, &["one", "two"])).await.unwrap();
+    store.append_numbered_logs(id, "a", &lines(0, &["one", "two"])).await.unwrap();
+    store.append_logs(id, &["note".to_string(), "note".to_string()]).await.unwrap();
+    store.append_numbered_logs(id, "a", &lines(1, &["two", "three"])).await.unwrap();
+    store.append_numbered_logs(id, "b", &lines(0, &["one"])).await.unwrap();
+    assert_eq!(store.logs(id, 10).await.unwrap(), ["one", "two", "note", "note", "three", "one"]);
 }
 
 /// A store written before metric rows had a key, holding twins, is migrated: the later of each

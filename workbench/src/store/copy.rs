@@ -119,7 +119,11 @@ const PER_RUN: [Table; 4] = [
         order: "id",
         columns: &[("id", Int), ("run_id", Int), ("kind", Text), ("path", Text), ("step", Int), ("created_at", Real)],
     },
-    Table { name: "logs", order: "id", columns: &[("id", Int), ("run_id", Int), ("at", Real), ("line", Text)] },
+    Table {
+        name: "logs",
+        order: "id",
+        columns: &[("id", Int), ("run_id", Int), ("at", Real), ("line", Text), ("writer", Text), ("seq", Int)],
+    },
 ];
 
 /// What a copy did.

@@ -638,7 +638,8 @@ impl Store {
         })
     }
 
-    /// Records a file produced by a run; returns the artifact id.
+    /// Records a file produced by a run; returns the artifact id. A record with a step that is
+    /// stored already (same kind, path and step) is not stored twice: its id is returned.
     pub async fn add_artifact(
         &self,
         run_id: i64,
@@ -648,10 +649,13 @@ impl Store {
     ) -> Result<i64, StoreError> {
         let step = step.map(|s| to_i64(s, "artifact step")).transpose()?;
         // Single statement: inserts only if the run exists, so a missing run is NotFound
-        // rather than a foreign-key error.
+        // rather than a foreign-key error, and only if the same record (with a step) is not
+        // stored already, as when a write whose commit was lost in transit is made again.
         let id: Option<i64> = sqlx::query_scalar::<Any, _>(
             "INSERT INTO artifacts (run_id, kind, path, step, created_at) \
-             SELECT $1, $2, $3, $4, $5 WHERE EXISTS (SELECT 1 FROM runs WHERE id = $6) RETURNING id",
+             SELECT $1, $2, $3, $4, $5 WHERE EXISTS (SELECT 1 FROM runs WHERE id = $6) \
+             AND NOT EXISTS (SELECT 1 FROM artifacts WHERE run_id = $7 AND kind = $8 AND path = $9 AND step = $10) \
+             RETURNING id",
         )
         .bind(run_id)
         .bind(kind)
@@ -659,9 +663,26 @@ impl Store {
         .bind(step)
         .bind(now())
         .bind(run_id)
+        .bind(run_id)
+        .bind(kind)
+        .bind(path)
+        .bind(step)
         .write_returning(self)
         .await?;
-        id.ok_or(StoreError::NotFound(run_id))
+        if let Some(id) = id {
+            return Ok(id);
+        }
+        let stored: Option<i64> = sqlx::query_scalar::<Any, _>(
+            "SELECT id FROM artifacts WHERE run_id = $1 AND kind = $2 AND path = $3 AND step = $4 ORDER BY id LIMIT 1",
+        )
+        .bind(run_id)
+        .bind(kind)
+        .bind(path)
+        .bind(step)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(|e| self.err(e))?;
+        stored.ok_or(StoreError::NotFound(run_id))
     }
 
     /// All artifacts of a run, in the order they were added.
@@ -694,18 +715,46 @@ impl Store {
         row.map(|r| self.map_artifact(&r)).transpose()
     }
 
-    /// Appends worker log lines (timestamped now) in one transaction.
+    /// Appends log lines (timestamped now) in one transaction.
     pub async fn append_logs(&self, run_id: i64, lines: &[String]) -> Result<(), StoreError> {
+        self.insert_logs(run_id, lines.iter().map(|line| (None, line.as_str()))).await
+    }
+
+    /// Appends the log lines of one writer, each with its number, in one transaction. A line
+    /// whose writer and number are stored already is skipped, so a batch written again after
+    /// its commit was lost in transit stores none of its lines twice.
+    pub async fn append_numbered_logs(
+        &self,
+        run_id: i64,
+        writer: &str,
+        lines: &[(u64, String)],
+    ) -> Result<(), StoreError> {
+        let numbered = lines
+            .iter()
+            .map(|(seq, line)| to_i64(*seq, "log line number").map(|seq| (Some((writer, seq)), line.as_str())));
+        let numbered = numbered.collect::<Result<Vec<_>, _>>()?;
+        self.insert_logs(run_id, numbered.into_iter()).await
+    }
+
+    async fn insert_logs<'a>(
+        &self,
+        run_id: i64,
+        lines: impl Iterator<Item = (Option<(&'a str, i64)>, &'a str)>,
+    ) -> Result<(), StoreError> {
         let at = now();
         let mut tx = self.begin_for_run(run_id).await?;
-        for line in lines {
-            sqlx::query::<Any>("INSERT INTO logs (run_id, at, line) VALUES ($1, $2, $3)")
-                .bind(run_id)
-                .bind(at)
-                .bind(line)
-                .execute(&mut *tx)
-                .await
-                .map_err(|e| self.err(e))?;
+        for (key, line) in lines {
+            sqlx::query::<Any>(
+                "INSERT INTO logs (run_id, at, line, writer, seq) VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING",
+            )
+            .bind(run_id)
+            .bind(at)
+            .bind(line)
+            .bind(key.map(|(writer, _)| writer))
+            .bind(key.map(|(_, seq)| seq))
+            .execute(&mut *tx)
+            .await
+            .map_err(|e| self.err(e))?;
         }
         tx.commit().await.map_err(|e| self.err(e))
     }

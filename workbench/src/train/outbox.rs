@@ -9,8 +9,7 @@
 //!
 //! A write whose commit was lost in transit (the connection dropped after the server
 //! committed) is written again: its metric and diagnostic rows replace themselves (the store
-//! keeps one row per key), its log lines are stored twice. That takes a connection lost at
-//! that very moment; losing the lines would be worse.
+//! keeps one row per key), and its log lines, numbered by the writer, are skipped.
 
 use crate::store::{DiagnosticRow, MetricRow, Store, StoreError, StoreLocation, StoreOutage};
 use std::sync::{Arc, Mutex};
@@ -53,13 +52,32 @@ struct State {
     abandoned: bool,
     /// A batch taken from `pending` is being written.
     in_flight: bool,
+    /// The number of the next log line.
+    next_line: u64,
+}
+
+impl State {
+    fn push_line(&mut self, line: String) {
+        self.pending.logs.push((self.next_line, line));
+        self.next_line += 1;
+    }
+}
+
+/// Where the writer writes: the run, the name its log lines carry, the checkpoint's path.
+struct Target {
+    run_id: i64,
+    /// Unique to this writer (host, process, run, start time): with each line's number, the
+    /// key that keeps a log batch written again from being stored twice.
+    writer: String,
+    /// The checkpoint's path as its artifact row records it.
+    checkpoint_file: String,
 }
 
 /// What is waiting to be written.
 #[derive(Default)]
 struct Pending {
-    /// Lines of the run's log.
-    logs: Vec<String>,
+    /// Lines of the run's log, each with its number.
+    logs: Vec<(u64, String)>,
     rows: Vec<MetricRow>,
     diagnostics: Vec<DiagnosticRow>,
     /// The step of the latest checkpoint written to disk and not yet recorded.
@@ -94,9 +112,10 @@ impl Pending {
 
     /// Writes everything, clearing each part once it is stored: on an error what is left
     /// is what was not written.
-    async fn write(&mut self, store: &Store, run_id: i64, checkpoint_file: &str) -> Result<(), StoreError> {
+    async fn write(&mut self, store: &Store, target: &Target) -> Result<(), StoreError> {
+        let run_id = target.run_id;
         if !self.logs.is_empty() {
-            store.append_logs(run_id, &self.logs).await?;
+            store.append_numbered_logs(run_id, &target.writer, &self.logs).await?;
             self.logs.clear();
         }
         if !self.rows.is_empty() {
@@ -108,7 +127,7 @@ impl Pending {
             self.diagnostics.clear();
         }
         if let Some(step) = self.checkpoint {
-            store.add_artifact(run_id, "checkpoint", checkpoint_file, Some(step)).await?;
+            store.add_artifact(run_id, "checkpoint", &target.checkpoint_file, Some(step)).await?;
             self.checkpoint = None;
         }
         if let Some(step) = self.progress {
@@ -132,9 +151,12 @@ impl Outbox {
             wrote: tokio::sync::Notify::new(),
         });
         let (location, host, theirs) = (store.location().clone(), store.host().to_string(), shared.clone());
+        let started = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+        let writer = format!("{host}/{}/{run_id}/{}", std::process::id(), started.as_nanos());
+        let target = Target { run_id, writer, checkpoint_file };
         let writer =
             std::thread::spawn(move || match tokio::runtime::Builder::new_current_thread().enable_all().build() {
-                Ok(runtime) => runtime.block_on(write_until_closed(location, host, run_id, checkpoint_file, &theirs)),
+                Ok(runtime) => runtime.block_on(write_until_closed(location, host, target, &theirs)),
                 Err(e) => {
                     lock(&theirs).failed = Some(format!("cannot start the thread that writes to the run store: {e}"))
                 }
@@ -160,7 +182,7 @@ impl Outbox {
 
     /// A line of the run's log.
     pub fn push_log(&self, line: String) {
-        self.state().pending.logs.push(line);
+        self.state().push_line(line);
     }
 
     /// Diagnostics of an evaluation.
@@ -235,13 +257,8 @@ fn lock(shared: &Shared) -> std::sync::MutexGuard<'_, State> {
 
 /// The writer: every [`WRITE_EVERY`] (or when woken) writes what is waiting; a failure that
 /// may pass keeps it for the next try, until [`OUTAGE_LIMIT`](crate::store::OUTAGE_LIMIT).
-async fn write_until_closed(
-    location: StoreLocation,
-    host: String,
-    run_id: i64,
-    checkpoint_file: String,
-    shared: &Shared,
-) {
+async fn write_until_closed(location: StoreLocation, host: String, target: Target, shared: &Shared) {
+    let run_id = target.run_id;
     let mut store: Option<Store> = None;
     loop {
         let (mut batch, closing) = {
@@ -257,7 +274,7 @@ async fn write_until_closed(
             break;
         }
         if !batch.is_empty() {
-            let result = write_batch(&mut store, &location, &host, &mut batch, run_id, &checkpoint_file).await;
+            let result = write_batch(&mut store, &location, &host, &mut batch, &target).await;
             let ended = {
                 let mut state = lock(shared);
                 state.in_flight = false;
@@ -296,14 +313,13 @@ async fn write_batch(
     location: &StoreLocation,
     host: &str,
     batch: &mut Pending,
-    run_id: i64,
-    checkpoint_file: &str,
+    target: &Target,
 ) -> Result<(), (StoreError, bool)> {
     let opened = match store {
         Some(opened) => opened,
         None => store.insert(Store::connect(location).await.map_err(|e| (e, true))?.with_host(host)),
     };
-    batch.write(opened, run_id, checkpoint_file).await.map_err(|e| {
+    batch.write(opened, target).await.map_err(|e| {
         let passing = e.is_passing();
         (e, passing)
     })
@@ -312,7 +328,7 @@ async fn write_batch(
 /// A line about the store's reach: on stderr at once, in the run's log with the next write.
 fn note_in_log(state: &mut State, run_id: i64, note: String) {
     super::worker::log_line(run_id, &note);
-    state.pending.logs.push(note);
+    state.push_line(note);
 }
 
 /// Until the next write is due ([`WRITE_EVERY`], or [`RETRY_EVERY`] while writes fail), or

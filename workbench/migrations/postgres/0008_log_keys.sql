@@ -1,0 +1,1 @@
+../sqlite/0008_log_keys.sql
