@@ -84,7 +84,9 @@ impl QueueRunner {
     }
 
     /// One pass: marks dead workers' runs interrupted, releases stale claims, then claims and
-    /// starts queued runs up to the job limit. Returns the runs started. A worker that cannot
+    /// starts queued runs up to the job limit (counting the runs that are running, claimed, or
+    /// [may be taken back](Executor::may_be_taken_back) by a worker cut off from the store).
+    /// Returns the runs started. A worker that cannot
     /// be started leaves its run queued for the next pass, and failed after
     /// [`SPAWN_ATTEMPTS`] attempts, with the reason; but while the executor itself is away
     /// (no Slurm controller answers, which is passing: a restart, an outage) runs stay queued
@@ -104,7 +106,11 @@ impl QueueRunner {
                 }
             }
         }
-        while let Some(run) = self.store.claim_next(std::process::id(), self.jobs).await? {
+        // A run whose lease expired while its Slurm job still runs holds a slot: its worker
+        // may take it back.
+        let cut_off = Executor::may_be_taken_back(&self.store.lease_expired_runs().await?).len();
+        let jobs = self.jobs.saturating_sub(cut_off);
+        while let Some(run) = self.store.claim_next(std::process::id(), jobs).await? {
             // A run that trained before (requeued after an interruption) continues from its
             // checkpoint.
             let resume = run.started_at.is_some();

@@ -261,8 +261,8 @@ async fn a_slurm_run_cut_off_for_longer_than_a_lease_is_taken_back_and_followed(
     cut_off_for_longer_than_a_lease("train").await;
 }
 
-/// The same with `sweep` (a sweep of one run) in place of `train`: the sweep waits for the run
-/// instead of ending with it interrupted.
+/// The same with `sweep` (two runs, one job at a time) in place of `train`: the sweep waits for
+/// the run instead of ending with it interrupted, and starts no other run in its slot.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sweep_waits_for_a_slurm_run_cut_off_for_longer_than_a_lease() {
     cut_off_for_longer_than_a_lease("sweep").await;
@@ -280,7 +280,8 @@ async fn cut_off_for_longer_than_a_lease(command: &str) {
     let mut args = fixture_train_args("slow", steps, 5);
     args[0] = command.to_string();
     if command == "sweep" {
-        args.push("seed=0".into());
+        args.splice(1..1, ["--jobs".to_string(), "1".to_string()]);
+        args.push("seed=0,1".into());
     }
     let mut follower = cluster.workbench();
     leases(&mut follower);
@@ -302,16 +303,24 @@ async fn cut_off_for_longer_than_a_lease(command: &str) {
     proxy.set_cut(false);
     std::thread::sleep(Duration::from_secs(2));
     let following = train.try_wait().unwrap();
+    let second = (command == "sweep").then(|| cluster.show(2));
     // SAFETY: as above.
     unsafe { libc::kill(worker, libc::SIGCONT) };
     assert!(following.is_none(), "{command} ended while its job still ran: {following:?}");
+    if let Some(second) = second {
+        assert_eq!(second["run"]["status"], "queued", "the cut-off run's slot stays taken: {second}");
+        assert!(second["run"]["supervision"]["job_id"].is_null(), "no job for the second run yet: {second}");
+    }
     let status = train.wait().unwrap();
     let mut stderr = String::new();
     std::io::Read::read_to_string(&mut train.stderr.take().unwrap(), &mut stderr).unwrap();
     assert!(status.success(), "{status}\n{stderr}");
-    let shown = cluster.show(1);
-    assert_eq!(shown["run"]["status"], "finished", "{shown}\n{stderr}");
-    assert_eq!(shown["run"]["last_step"], steps, "{shown}");
+    let runs = if command == "sweep" { 2 } else { 1 };
+    for id in 1..=runs {
+        let shown = cluster.show(id);
+        assert_eq!(shown["run"]["status"], "finished", "{shown}\n{stderr}");
+        assert_eq!(shown["run"]["last_step"], steps, "{shown}");
+    }
     let distinct = "SELECT COUNT(DISTINCT step) FROM metrics WHERE run_id = $1 AND split = 'train' AND name = 'loss'";
     assert_eq!(cluster.db.count(distinct, 1).await, i64::from(steps), "every step's loss");
 }

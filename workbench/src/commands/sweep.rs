@@ -140,8 +140,9 @@ pub async fn run_until_done(
         if let Some(runs) = runs {
             let mine: Vec<_> = runs.iter().filter(|r| only.is_none_or(|ids| ids.contains(&r.id))).collect();
             // A run whose worker may take it back still counts.
+            let coming_back = Executor::may_be_taken_back(mine.iter().copied());
             let active: Vec<_> =
-                mine.iter().filter(|r| !r.status.is_terminal() || Executor::may_be_taken_back(r)).collect();
+                mine.iter().filter(|r| !r.status.is_terminal() || coming_back.contains(&r.id)).collect();
             let done = mine.len() - active.len();
             let held = active.iter().filter(|r| r.status == RunStatus::Queued && r.held).count();
             bar.set_length(mine.len() as u64);

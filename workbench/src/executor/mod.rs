@@ -8,6 +8,7 @@ pub mod slurm;
 
 use crate::store::{Backend, RunRecord, RunStatus, Store};
 use anyhow::{bail, Result};
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
 pub use slurm::SlurmOptions;
@@ -21,6 +22,11 @@ pub enum Executor {
     /// One Slurm batch job per run.
     Slurm(SlurmOptions),
 }
+
+/// Slurm jobs this process saw leave the queue: they never come back to it, so
+/// [`Executor::may_be_taken_back`] does not ask about them again (`sweep` and `queue` ask on
+/// every pass, and a store keeps its lease-interrupted runs for good).
+static ENDED_JOBS: std::sync::LazyLock<std::sync::Mutex<BTreeSet<String>>> = std::sync::LazyLock::new(Default::default);
 
 impl Executor {
     /// How much memory a run may use where this executor runs it: this machine's, a Slurm
@@ -118,16 +124,22 @@ impl Executor {
         Ok(())
     }
 
-    /// Whether `run`, marked interrupted because its lease expired, may yet be taken back by
-    /// its worker: its Slurm job is still pending or running (the worker was cut off from the
-    /// store, not gone). Asks Slurm; false for any other run, and when Slurm does not answer.
-    pub fn may_be_taken_back(run: &RunRecord) -> bool {
-        let (Some("slurm"), Some(job)) = (run.supervision.executor.as_deref(), &run.supervision.job_id) else {
-            return false;
-        };
-        run.lease_expired()
-            && tokio::task::block_in_place(|| slurm::states(std::slice::from_ref(job)))
-                .is_ok_and(|states| states.get(job).is_some_and(|s| s.active()))
+    /// Of `runs`, those marked interrupted because their lease expired that their workers may
+    /// yet take back: their Slurm job is still pending or running (the worker was cut off from
+    /// the store, not gone). One `squeue` call for all of them, none for a job seen ended
+    /// before ([`ENDED_JOBS`]); none taken back when Slurm does not answer, nor of any other run.
+    pub fn may_be_taken_back<'a>(runs: impl IntoIterator<Item = &'a RunRecord>) -> BTreeSet<i64> {
+        let mut ended = ENDED_JOBS.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let jobs: BTreeMap<String, i64> = runs
+            .into_iter()
+            .filter(|run| run.lease_expired() && run.supervision.executor.as_deref() == Some("slurm"))
+            .filter_map(|run| Some((run.supervision.job_id.clone()?, run.id)))
+            .filter(|(job, _)| !ended.contains(job))
+            .collect();
+        let asked: Vec<String> = jobs.keys().cloned().collect();
+        let Some(queued) = tokio::task::block_in_place(|| slurm::in_queue(&asked)) else { return BTreeSet::new() };
+        ended.extend(asked.into_iter().filter(|job| !queued.contains(job)));
+        jobs.into_iter().filter(|(job, _)| queued.contains(job)).map(|(_, run)| run).collect()
     }
 
     /// Brings runs in line with their Slurm jobs: a run whose job has ended while the run is

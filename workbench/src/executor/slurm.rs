@@ -8,7 +8,7 @@
 //! `sbatch` passes on (its default, `--export=ALL`).
 
 use anyhow::{bail, Context, Result};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -218,6 +218,31 @@ impl JobState {
     }
 }
 
+/// Of `jobs`, those still in Slurm's queue (waiting, running, or about to run again), from one
+/// `squeue` call; `None` when squeue does not answer. A job squeue no longer lists has ended
+/// for good (a requeued job stays listed), so a caller need not ask about it again.
+pub fn in_queue(jobs: &[String]) -> Option<BTreeSet<String>> {
+    if jobs.is_empty() {
+        return Some(BTreeSet::new());
+    }
+    let out = Command::new("squeue").args(["-h", "-o", "%i|%T", "-j", &jobs.join(",")]).output().ok()?;
+    if !out.status.success() {
+        // squeue refuses a list of which it knows no job (they all ended): none is queued.
+        return String::from_utf8_lossy(&out.stderr).contains("Invalid job id").then(BTreeSet::new);
+    }
+    Some(queued_of(&String::from_utf8_lossy(&out.stdout)))
+}
+
+/// The jobs of `squeue -o '%i|%T'` lines whose state is [active](JobState::active).
+fn queued_of(listing: &str) -> BTreeSet<String> {
+    listing
+        .lines()
+        .filter_map(|line| line.trim().split_once('|'))
+        .filter(|(_, state)| JobState { state: state.to_string(), exit_code: None }.active())
+        .map(|(job, _)| job.to_string())
+        .collect()
+}
+
 /// States of `jobs`: from `squeue` while queued or running, else from `sacct`, else from
 /// `scontrol show job` (finished jobs stay there for MinJobAge). Jobs no source knows are
 /// missing from the map.
@@ -303,6 +328,14 @@ pub fn on_network_file_system(path: &Path) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn queued_jobs_are_those_in_an_active_state() {
+        let listing = "12|RUNNING\n13|PENDING\n14|COMPLETED\n15|REQUEUED\nnot a line\n";
+        let queued: Vec<String> = queued_of(listing).into_iter().collect();
+        assert_eq!(queued, ["12", "13", "15"]);
+        assert!(in_queue(&[]).is_some_and(|q| q.is_empty()));
+    }
 
     #[test]
     fn options_parse_and_refuse_what_the_workbench_sets() {

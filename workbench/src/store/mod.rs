@@ -390,6 +390,18 @@ impl Store {
         rows.iter().map(|r| self.map_run(r)).collect()
     }
 
+    /// The runs marked interrupted because their lease expired ([`RunRecord::lease_expired`]:
+    /// their workers may take them back), ordered by id.
+    pub async fn lease_expired_runs(&self) -> Result<Vec<RunRecord>, StoreError> {
+        let rows =
+            sqlx::query::<Any>(concat!(select_runs!(), " WHERE status = 'interrupted' AND cause LIKE $1 ORDER BY id"))
+                .bind(format!("{}%", supervision::LEASE_EXPIRED))
+                .fetch_all(&self.pool)
+                .await
+                .map_err(|e| self.err(e))?;
+        rows.iter().map(|r| self.map_run(r)).collect()
+    }
+
     /// Status of a run, or [`StoreError::NotFound`].
     async fn status_of(&self, id: i64) -> Result<RunStatus, StoreError> {
         let status: Option<String> = sqlx::query_scalar::<Any, _>("SELECT status FROM runs WHERE id = $1")

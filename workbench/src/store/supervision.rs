@@ -50,7 +50,7 @@ pub enum Lease {
 }
 
 /// How the reaper's `cause` of a run whose lease expired begins ([`Store::reap_orphans`]).
-const LEASE_EXPIRED: &str = "lease expired";
+pub(super) const LEASE_EXPIRED: &str = "lease expired";
 
 impl super::RunRecord {
     /// Whether a reader marked this run interrupted because its lease expired: its worker may

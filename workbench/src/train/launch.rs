@@ -295,7 +295,7 @@ pub async fn follow_store(store: &Store, run_id: i64, display: Display) -> Resul
                 if run.status == RunStatus::Running {
                     waiting_for_worker = false;
                 }
-                if crate::executor::Executor::may_be_taken_back(&run) {
+                if crate::executor::Executor::may_be_taken_back([&run]).contains(&run.id) {
                     if !waiting_for_worker {
                         show(
                             "marked interrupted: its lease expired, but its Slurm job still runs (the worker may \
