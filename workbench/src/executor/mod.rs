@@ -136,6 +136,9 @@ impl Executor {
             .filter_map(|run| Some((run.supervision.job_id.clone()?, run.id)))
             .filter(|(job, _)| !ended.contains(job))
             .collect();
+        if jobs.is_empty() {
+            return BTreeSet::new();
+        }
         let asked: Vec<String> = jobs.keys().cloned().collect();
         let Some(queued) = tokio::task::block_in_place(|| slurm::in_queue(&asked)) else { return BTreeSet::new() };
         ended.extend(asked.into_iter().filter(|job| !queued.contains(job)));
