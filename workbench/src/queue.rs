@@ -108,7 +108,7 @@ impl QueueRunner {
         }
         // A run whose lease expired while its Slurm job still runs holds a slot: its worker
         // may take it back.
-        let cut_off = Executor::may_be_taken_back(&self.store.lease_expired_runs().await?).len();
+        let cut_off = Executor::with_job_in_queue(self.store.lease_expired_slurm_jobs().await?).len();
         let jobs = self.jobs.saturating_sub(cut_off);
         while let Some(run) = self.store.claim_next(std::process::id(), jobs).await? {
             // A run that trained before (requeued after an interruption) continues from its

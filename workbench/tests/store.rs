@@ -1324,8 +1324,15 @@ async fn leases_are_honoured_across_hosts(backend: Backend) {
         }
     }
     let silent = LEASE.expiry.as_secs_f64() + 5.0;
+    a.set_executor(on_a, "slurm", Some("4242")).await.unwrap();
+    assert_eq!(a.lease_expired_slurm_jobs().await.unwrap(), vec![]);
     db.count("UPDATE runs SET heartbeat_at = heartbeat_at - 100000 WHERE id = $1 RETURNING id", on_a).await;
     assert_eq!(b.reap_orphans(|_| true).await.unwrap(), vec![on_a]);
+    assert_eq!(
+        a.lease_expired_slurm_jobs().await.unwrap(),
+        vec![(on_a, "4242".to_string())],
+        "its job may bring it back"
+    );
     let record = a.run(on_a).await.unwrap();
     assert_eq!(record.status, RunStatus::Interrupted);
     let cause = record.supervision.cause.unwrap_or_default();
@@ -1340,6 +1347,7 @@ async fn leases_are_honoured_across_hosts(backend: Backend) {
     let record = a.run(on_a).await.unwrap();
     assert_eq!(record.status, RunStatus::Running);
     assert_eq!((record.error, record.finished_at, record.supervision.cause), (None, None, None));
+    assert_eq!(a.lease_expired_slurm_jobs().await.unwrap(), vec![]);
     assert_eq!(a.heartbeat(on_a, 3_999_901).await.unwrap(), Lease::StopRequested, "the stop request stands");
     // Not once the run was requeued meanwhile (`workbench resume`), nor after a reap for another
     // reason than its lease: then the worker stops without writing.

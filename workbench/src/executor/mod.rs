@@ -126,16 +126,22 @@ impl Executor {
 
     /// Of `runs`, those marked interrupted because their lease expired that their workers may
     /// yet take back: their Slurm job is still pending or running (the worker was cut off from
-    /// the store, not gone). One `squeue` call for all of them, none for a job seen ended
-    /// before ([`ENDED_JOBS`]); none taken back when Slurm does not answer, nor of any other run.
+    /// the store, not gone). See [`with_job_in_queue`](Self::with_job_in_queue).
     pub fn may_be_taken_back<'a>(runs: impl IntoIterator<Item = &'a RunRecord>) -> BTreeSet<i64> {
-        let mut ended = ENDED_JOBS.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        let jobs: BTreeMap<String, i64> = runs
+        let jobs = runs
             .into_iter()
             .filter(|run| run.lease_expired() && run.supervision.executor.as_deref() == Some("slurm"))
-            .filter_map(|run| Some((run.supervision.job_id.clone()?, run.id)))
-            .filter(|(job, _)| !ended.contains(job))
-            .collect();
+            .filter_map(|run| Some((run.id, run.supervision.job_id.clone()?)));
+        Self::with_job_in_queue(jobs)
+    }
+
+    /// Of `runs` (run, Slurm job), those whose job is still in Slurm's queue: one `squeue` call
+    /// for all of them, none for a job seen ended before ([`ENDED_JOBS`]); none when Slurm does
+    /// not answer.
+    pub fn with_job_in_queue(runs: impl IntoIterator<Item = (i64, String)>) -> BTreeSet<i64> {
+        let mut ended = ENDED_JOBS.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let jobs: BTreeMap<String, i64> =
+            runs.into_iter().map(|(run, job)| (job, run)).filter(|(job, _)| !ended.contains(job)).collect();
         if jobs.is_empty() {
             return BTreeSet::new();
         }

@@ -390,16 +390,17 @@ impl Store {
         rows.iter().map(|r| self.map_run(r)).collect()
     }
 
-    /// The runs marked interrupted because their lease expired ([`RunRecord::lease_expired`]:
-    /// their workers may take them back), ordered by id.
-    pub async fn lease_expired_runs(&self) -> Result<Vec<RunRecord>, StoreError> {
-        let rows =
-            sqlx::query::<Any>(concat!(select_runs!(), " WHERE status = 'interrupted' AND cause LIKE $1 ORDER BY id"))
-                .bind(format!("{}%", supervision::LEASE_EXPIRED))
-                .fetch_all(&self.pool)
-                .await
-                .map_err(|e| self.err(e))?;
-        rows.iter().map(|r| self.map_run(r)).collect()
+    /// The runs on Slurm marked interrupted because their lease expired
+    /// ([`RunRecord::lease_expired`]: their workers may take them back), as (run, job) pairs.
+    pub async fn lease_expired_slurm_jobs(&self) -> Result<Vec<(i64, String)>, StoreError> {
+        sqlx::query_as::<Any, (i64, String)>(
+            "SELECT id, job_id FROM runs WHERE status = 'interrupted' AND cause LIKE $1 \
+             AND executor = 'slurm' AND job_id IS NOT NULL ORDER BY id",
+        )
+        .bind(format!("{}%", supervision::LEASE_EXPIRED))
+        .fetch_all(&self.pool)
+        .await
+        .map_err(|e| self.err(e))
     }
 
     /// Status of a run, or [`StoreError::NotFound`].
