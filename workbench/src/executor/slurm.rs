@@ -225,21 +225,30 @@ pub fn in_queue(jobs: &[String]) -> Option<BTreeSet<String>> {
     if jobs.is_empty() {
         return Some(BTreeSet::new());
     }
-    let out = Command::new("squeue").args(["-h", "-o", "%i|%T", "-j", &jobs.join(",")]).output().ok()?;
-    if !out.status.success() {
-        // squeue refuses a list of which it knows no job (they all ended): none is queued.
-        return String::from_utf8_lossy(&out.stderr).contains("Invalid job id").then(BTreeSet::new);
-    }
-    Some(queued_of(&String::from_utf8_lossy(&out.stdout)))
+    Some(queued(squeue(jobs)?))
 }
 
-/// The jobs of `squeue -o '%i|%T'` lines whose state is [active](JobState::active).
-fn queued_of(listing: &str) -> BTreeSet<String> {
+/// The jobs of a listing whose state is [active](JobState::active).
+fn queued(listing: BTreeMap<String, JobState>) -> BTreeSet<String> {
+    listing.into_iter().filter(|(_, state)| state.active()).map(|(job, _)| job).collect()
+}
+
+/// The jobs of `jobs` that `squeue` still holds, with their state: empty when it knows none of
+/// them (it refuses such a list), `None` when it does not answer.
+fn squeue(jobs: &[String]) -> Option<BTreeMap<String, JobState>> {
+    let out = Command::new("squeue").args(["-h", "-o", "%i|%T", "-j", &jobs.join(",")]).output().ok()?;
+    if !out.status.success() {
+        return String::from_utf8_lossy(&out.stderr).contains("Invalid job id").then(BTreeMap::new);
+    }
+    Some(parse_squeue(&String::from_utf8_lossy(&out.stdout)))
+}
+
+/// `squeue -o '%i|%T'` lines as job -> state.
+fn parse_squeue(listing: &str) -> BTreeMap<String, JobState> {
     listing
         .lines()
         .filter_map(|line| line.trim().split_once('|'))
-        .filter(|(_, state)| JobState { state: state.to_string(), exit_code: None }.active())
-        .map(|(job, _)| job.to_string())
+        .map(|(job, state)| (job.to_string(), JobState { state: state.to_string(), exit_code: None }))
         .collect()
 }
 
@@ -247,20 +256,11 @@ fn queued_of(listing: &str) -> BTreeSet<String> {
 /// `scontrol show job` (finished jobs stay there for MinJobAge). Jobs no source knows are
 /// missing from the map.
 pub fn states(jobs: &[String]) -> Result<BTreeMap<String, JobState>> {
-    let mut found = BTreeMap::new();
     if jobs.is_empty() {
-        return Ok(found);
+        return Ok(BTreeMap::new());
     }
-    let list = jobs.join(",");
-    // squeue refuses the whole call when one id is unknown to it; unknown ones are then
-    // looked up below.
-    if let Ok(out) = Command::new("squeue").args(["-h", "-o", "%i|%T", "-j", &list]).output() {
-        for line in String::from_utf8_lossy(&out.stdout).lines() {
-            if let Some((job, state)) = line.trim().split_once('|') {
-                found.insert(job.to_string(), JobState { state: state.to_string(), exit_code: None });
-            }
-        }
-    }
+    // Jobs squeue does not list (or all of them, when it does not answer) are looked up below.
+    let mut found = squeue(jobs).unwrap_or_default();
     let rest: Vec<&String> = jobs.iter().filter(|j| !found.contains_key(*j)).collect();
     if rest.is_empty() {
         return Ok(found);
@@ -332,7 +332,7 @@ mod tests {
     #[test]
     fn queued_jobs_are_those_in_an_active_state() {
         let listing = "12|RUNNING\n13|PENDING\n14|COMPLETED\n15|REQUEUED\nnot a line\n";
-        let queued: Vec<String> = queued_of(listing).into_iter().collect();
+        let queued: Vec<String> = queued(parse_squeue(listing)).into_iter().collect();
         assert_eq!(queued, ["12", "13", "15"]);
         assert!(in_queue(&[]).is_some_and(|q| q.is_empty()));
     }

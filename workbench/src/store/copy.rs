@@ -204,7 +204,7 @@ impl Store {
                 *report.rows.entry(table.name.to_string()).or_insert(0) += copied;
             }
             // Summaries are derived from the metric rows: rebuilt, not copied.
-            target.recompute_summaries(&mut tx, new).await?;
+            target.rebuild_summaries(&mut tx, new, None).await?;
         }
         if keep && target.backend() == Backend::Postgres {
             // Explicit ids do not advance PostgreSQL's sequences: move them past the copy.

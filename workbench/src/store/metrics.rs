@@ -54,9 +54,8 @@ fn multi_insert(backend: Backend, table: &str, columns: &[&str], rows: usize, on
 
 /// A row written again (a batch retried after its commit was lost in transit, or the same
 /// quantity recorded twice at one step) replaces the stored one: one row per key (migration
-/// 0007), the later value kept, as readers kept it among twins. (A retried batch brings the
-/// same values; a value replaced by a different one stays counted in its summary's smallest
-/// and largest until the summary is next rebuilt.)
+/// 0007), the later value kept, as readers kept it among twins, and the summaries of the
+/// metrics such a batch holds are rebuilt from the rows.
 ///
 /// A batch goes in as plain inserts first, and as upserts only when the key refuses one of its
 /// rows: twins are rare, and on PostgreSQL `ON CONFLICT` costs every row a speculative
@@ -170,7 +169,7 @@ impl Store {
             false => {
                 let keys: BTreeSet<(&str, &str)> = rows.iter().map(|r| (r.split.as_str(), r.name.as_str())).collect();
                 for (split, name) in keys {
-                    self.rebuild_summary(&mut tx, run_id, split, name).await?;
+                    self.rebuild_summaries(&mut tx, run_id, Some((split, name))).await?;
                 }
             }
         }
@@ -236,37 +235,28 @@ impl Store {
         Ok(())
     }
 
-    /// Rebuilds run `run_id`'s summaries from its metric rows (after rows were deleted, or
-    /// copied in from another store).
-    pub(super) async fn recompute_summaries(&self, tx: &mut WriteTx, run_id: i64) -> Result<(), StoreError> {
+    /// Rebuilds run `run_id`'s summaries from its metric rows, or only the summary of the
+    /// metric `only` (split, name): after rows were deleted, replaced, or copied in from
+    /// another store.
+    pub(super) async fn rebuild_summaries(
+        &self,
+        tx: &mut WriteTx,
+        run_id: i64,
+        only: Option<(&str, &str)>,
+    ) -> Result<(), StoreError> {
+        let filter = match only {
+            None => "run_id = $1",
+            Some(_) => "run_id = $1 AND split = $2 AND name = $3",
+        };
         for sql in [
-            "DELETE FROM metric_summaries WHERE run_id = $1".to_string(),
-            format!("{SUMMARIES_FROM_ROWS} WHERE run_id = $1 GROUP BY run_id, split, name"),
+            format!("DELETE FROM metric_summaries WHERE {filter}"),
+            format!("{SUMMARIES_FROM_ROWS} WHERE {filter} GROUP BY run_id, split, name"),
         ] {
-            sqlx::query::<Any>(sqlx::AssertSqlSafe(sql))
-                .bind(run_id)
-                .execute(&mut **tx)
-                .await
-                .map_err(|e| self.err(e))?;
-        }
-        Ok(())
-    }
-
-    /// Rebuilds the summary of one metric of run `run_id` from its rows.
-    async fn rebuild_summary(&self, tx: &mut WriteTx, run_id: i64, split: &str, name: &str) -> Result<(), StoreError> {
-        for sql in [
-            "DELETE FROM metric_summaries WHERE run_id = $1 AND split = $2 AND name = $3".to_string(),
-            format!(
-                "{SUMMARIES_FROM_ROWS} WHERE run_id = $1 AND split = $2 AND name = $3 GROUP BY run_id, split, name"
-            ),
-        ] {
-            sqlx::query::<Any>(sqlx::AssertSqlSafe(sql))
-                .bind(run_id)
-                .bind(split.to_string())
-                .bind(name.to_string())
-                .execute(&mut **tx)
-                .await
-                .map_err(|e| self.err(e))?;
+            let mut query = sqlx::query::<Any>(sqlx::AssertSqlSafe(sql)).bind(run_id);
+            if let Some((split, name)) = only {
+                query = query.bind(split.to_string()).bind(name.to_string());
+            }
+            query.execute(&mut **tx).await.map_err(|e| self.err(e))?;
         }
         Ok(())
     }

@@ -610,7 +610,7 @@ impl Store {
         ] {
             sqlx::query::<Any>(sql).bind(run_id).bind(step).execute(&mut *tx).await.map_err(|e| self.err(e))?;
         }
-        self.recompute_summaries(&mut tx, run_id).await?;
+        self.rebuild_summaries(&mut tx, run_id, None).await?;
         tx.commit().await.map_err(|e| self.err(e))
     }
 
