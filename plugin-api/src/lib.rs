@@ -72,6 +72,51 @@ pub mod schema;
 pub mod task;
 
 pub use candle_core as candle;
+
+/// Whether this build has CUDA: plugin-api's `cuda` feature, which turns on candle's and which
+/// every plugin shares through this crate.
+pub const CUDA: bool = cfg!(feature = "cuda");
+
+/// The setting that switches on the kernels crate's CUDA normalisations and softmaxes. They are
+/// unfinished (built and tested against candle's composition, not yet run on a GPU), so a CUDA
+/// device runs the composition unless this is set to `1`.
+pub const CUDA_KERNELS_SWITCH: &str = "WORKBENCH_CUDA_KERNELS";
+
+/// Whether [`CUDA_KERNELS_SWITCH`] is set to `1` in this process (read once).
+pub fn cuda_kernels_switched_on() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var(CUDA_KERNELS_SWITCH).is_ok_and(|v| v == "1"))
+}
+
+/// The items inside, in a build with CUDA only. Crates built on plugin-api (the kernels) follow
+/// its `cuda` feature this way, without a feature of their own that every build command (the
+/// host's plugin rebuilds too) would have to name.
+#[cfg(feature = "cuda")]
+#[macro_export]
+macro_rules! with_cuda {
+    ($($item:item)*) => { $($item)* };
+}
+
+/// See the other [`with_cuda`]: in a build without CUDA the items are left out.
+#[cfg(not(feature = "cuda"))]
+#[macro_export]
+macro_rules! with_cuda {
+    ($($item:item)*) => {};
+}
+
+/// The items inside, in a build without CUDA only: the counterpart of [`with_cuda`].
+#[cfg(not(feature = "cuda"))]
+#[macro_export]
+macro_rules! without_cuda {
+    ($($item:item)*) => { $($item)* };
+}
+
+/// See the other [`without_cuda`]: in a build with CUDA the items are left out.
+#[cfg(feature = "cuda")]
+#[macro_export]
+macro_rules! without_cuda {
+    ($($item:item)*) => {};
+}
 pub use candle_nn;
 pub use error::{config_error, PluginError, Result};
 pub use export::{

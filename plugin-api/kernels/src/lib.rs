@@ -22,11 +22,15 @@
 //! | [`softmax_attention`]    | `softmax(scale Q_h K_h^T) V_h` per head, optionally causal | split, scores, mask, `softmax`, product, merge |
 //! | [`Kernels::softmax_attention`] | the same with GPT-2's dropout on the weights     | the same with `seeded_dropout` on the weights |
 //!
-//! The fused forms run for f32 and f64 tensors on the CPU. On any other device or dtype each
-//! function returns the differentiable composition of `plugin_api::ops` instead (so a CUDA
-//! model keeps its gradients); [`is_fused`] says which one a tensor gets. Every op's forward
-//! and backward are checked against autograd of that composition in f64 (relative error
-//! <= 1e-6) on odd and non-contiguous shapes (`tests.rs`).
+//! The fused forms run for f32 and f64 tensors on the CPU. On a CUDA device (a build with the
+//! `cuda` feature) with `WORKBENCH_CUDA_KERNELS=1` (unfinished: not yet run on a GPU) the
+//! normalisations (RMSNorm, LayerNorm, with ReLU after them) and the softmax along rows or
+//! columns (so the bi-softmax too) are one CUDA kernel each way (`gpu.rs`), and the attention
+//! ops are candle's composition around them; the rest is candle's composition there. On any other device or dtype each function returns the
+//! differentiable composition of `plugin_api::ops` instead; [`is_fused`] says whether a tensor
+//! gets the CPU kernels. Every op's forward and backward are checked against autograd of that
+//! composition in f64 (relative error <= 1e-6) on odd and non-contiguous shapes (`tests.rs`;
+//! the CUDA ops in `tests_cuda.rs`, on a GPU).
 //!
 //! A layer that wants both paths (to compare them, or for its identity checks) takes a
 //! [`Kernels`] option: `Kernels::Composed` always composes.
@@ -74,6 +78,7 @@ mod activation;
 mod attention;
 mod dropout_mask;
 mod energy_attention;
+mod gpu;
 mod layer_norm;
 mod linear;
 mod norm;
@@ -88,6 +93,12 @@ mod widest;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_emulated;
+plugin_api::with_cuda! {
+    #[cfg(test)]
+    mod tests_cuda;
+}
 
 pub use layer_norm::{LayerNorm, LAYER_NORM_EPS};
 pub use norm::Activation;
@@ -117,7 +128,16 @@ pub fn rms_norm(x: &Tensor, gain: Option<&Tensor>, eps: f64) -> Result<Tensor> {
 /// activation as one op (Hyper-SET's `ReLU(RMSNorm(D^T X))`, seed 000 Eq. 11).
 pub fn normed_activation(x: &Tensor, gain: Option<&Tensor>, eps: f64, act: Activation) -> Result<Tensor> {
     let len = x.dims().last().copied().unwrap_or(1);
-    if !is_fused(x) || gain.is_some_and(|g| !gain_fits(x, g, len)) {
+    if gain.is_some_and(|g| !gain_fits(x, g, len)) {
+        return Kernels::Composed.normed_activation(x, gain, eps, act);
+    }
+    if gpu::serves(x) {
+        return match gpu::serves_activation(act) {
+            true => gpu::norm(x, gain, eps, act, false),
+            false => activation(&gpu::norm(x, gain, eps, Activation::Identity, false)?, act),
+        };
+    }
+    if !is_fused(x) {
         return Kernels::Composed.normed_activation(x, gain, eps, act);
     }
     match gain {
@@ -126,9 +146,19 @@ pub fn normed_activation(x: &Tensor, gain: Option<&Tensor>, eps: f64, act: Activ
     }
 }
 
-/// Softmax along `dim`: fused when `dim` is the last dimension, else candle's composition.
+/// Softmax along `dim`: fused when `dim` is the last dimension (on a CUDA device also the one
+/// before it), else candle's composition.
 pub fn softmax(x: &Tensor, dim: D) -> Result<Tensor> {
     let last = x.rank().checked_sub(1);
+    if gpu::serves(x) && last.is_some() {
+        let dim = dim.to_index(x.shape(), "softmax")?;
+        if dim + 1 == x.rank() {
+            return gpu::softmax(x, gpu::Along::Rows);
+        }
+        if dim + 2 == x.rank() {
+            return gpu::softmax(x, gpu::Along::Columns);
+        }
+    }
     if is_fused(x) && last.is_some() && dim.to_index(x.shape(), "softmax")? == x.rank() - 1 {
         x.apply_op1(softmax::SoftmaxLastDim)
     } else {
@@ -139,6 +169,9 @@ pub fn softmax(x: &Tensor, dim: D) -> Result<Tensor> {
 /// `softmax(a, -1) + softmax(a, -2)` over the last two dimensions (for symmetric scores
 /// `P + P^T`, Hyper-SET's bi-softmax, seed 000 Eq. 7 and 9); `a` of rank >= 2.
 pub fn bi_softmax(a: &Tensor) -> Result<Tensor> {
+    if gpu::serves(a) && a.rank() >= 2 {
+        return gpu::softmax(a, gpu::Along::Rows)? + gpu::softmax(a, gpu::Along::Columns)?;
+    }
     if is_fused(a) && a.rank() >= 2 {
         a.apply_op1(softmax::BiSoftmax)
     } else {
@@ -210,7 +243,10 @@ fn linear_op(x: &Tensor, w: &Tensor, bias: Option<&Tensor>, transposed: bool) ->
 /// bias added by [`add_row`]), instead of the eight candle ops of the composition.
 pub fn layer_norm(x: &Tensor, gain: Option<&Tensor>, bias: Option<&Tensor>, eps: f64) -> Result<Tensor> {
     let len = x.dims().last().copied().unwrap_or(1);
-    let normed = if !is_fused(x) || gain.is_some_and(|g| !gain_fits(x, g, len)) {
+    let gain_serves = gain.is_none_or(|g| gain_fits(x, g, len));
+    let normed = if gpu::serves(x) && gain_serves {
+        gpu::norm(x, gain, eps, Activation::Identity, true)?
+    } else if !is_fused(x) || !gain_serves {
         rms_norm(&x.broadcast_sub(&x.mean_keepdim(candle_core::D::Minus1)?)?, gain, eps)?
     } else {
         let norm = norm::Norm { eps, act: Activation::Identity, centre: true };
@@ -256,7 +292,7 @@ pub fn bi_softmax_attention(xw: &Tensor, gain: Option<&Tensor>, heads: usize, be
     let width = xw.dims().last().copied().unwrap_or(0);
     let head_dim = width.checked_div(heads).unwrap_or(0);
     if !is_fused(xw) || xw.rank() != 3 || gain.is_some_and(|g| !gain_fits(xw, g, head_dim)) {
-        return Kernels::Composed.bi_softmax_attention(xw, gain, heads, beta, eps);
+        return composed_bi_softmax_attention(xw, gain, heads, beta, eps, Kernels::Fused);
     }
     let gain = match gain {
         Some(g) => g.clone(),
@@ -287,14 +323,16 @@ pub struct AttentionDropout {
     pub seed: u64,
 }
 
-/// The differentiable composition of [`Kernels::softmax_attention`] on `[q, k, v]`: the dropout,
-/// if any, is `seeded_dropout` on the weights, with the same mask as the fused op's.
+/// The differentiable composition of [`Kernels::softmax_attention`] on `[q, k, v]`, its softmax
+/// from `kernels` (fused where it applies: on a CUDA device): the dropout, if any, is
+/// `seeded_dropout` on the weights, with the same mask as the fused op's.
 fn composed_softmax_attention(
     [q, k, v]: [&Tensor; 3],
     heads: usize,
     scale: f64,
     causal: bool,
     dropout: Option<AttentionDropout>,
+    kernels: Kernels,
 ) -> Result<Tensor> {
     let (b, n, width) = q.dims3()?;
     if heads == 0 || width % heads != 0 {
@@ -309,12 +347,65 @@ fn composed_softmax_attention(
     if causal {
         scores = scores.broadcast_add(&ops::causal_mask(n, scores.dtype(), scores.device())?)?;
     }
-    let mut weights = ops::softmax(&scores, D::Minus1)?;
+    let mut weights = kernels.softmax(&scores, D::Minus1)?;
     if let Some(AttentionDropout { rate, seed }) = dropout {
         weights = ops::seeded_dropout(&weights, rate, seed)?;
     }
     let mixed = weights.matmul(&vh)?;
     mixed.transpose(1, 2)?.reshape((b, n, width))
+}
+
+/// The composition of [`bi_softmax_attention`] (split the heads, RMSNorm, the scores, the
+/// bi-softmax, the product with `Z`, merge the heads), its RMSNorm and bi-softmax from `kernels`
+/// (fused where they apply: on a CUDA device).
+fn composed_bi_softmax_attention(
+    xw: &Tensor,
+    gain: Option<&Tensor>,
+    heads: usize,
+    beta: f64,
+    eps: f64,
+    kernels: Kernels,
+) -> Result<Tensor> {
+    let (b, n, width) = xw.dims3()?;
+    if heads == 0 || width % heads != 0 {
+        candle_core::bail!("bi_softmax_attention: width {width} is not divisible by {heads} heads")
+    }
+    let z = xw.reshape((b, n, heads, width / heads))?.transpose(1, 2)?.contiguous()?;
+    let z = kernels.rms_norm(&z, gain, eps)?;
+    let scores = (z.matmul(&z.t()?)? * beta)?;
+    let mixed = kernels.bi_softmax(&scores)?.matmul(&z)?;
+    mixed.transpose(1, 2)?.reshape((b, n, width))
+}
+
+/// The composition of [`energy_attention`], its softmax from `kernels` (fused where it
+/// applies: on a CUDA device).
+fn composed_energy_attention(
+    qk: &Tensor,
+    heads: usize,
+    beta: f64,
+    attend_self: bool,
+    kernels: Kernels,
+) -> Result<Tensor> {
+    let (b, n, both) = qk.dims3()?;
+    if heads == 0 || both % (2 * heads) != 0 {
+        candle_core::bail!("energy_attention: width {both} is not divisible by 2 x {heads} heads")
+    }
+    if !attend_self && n < 2 {
+        candle_core::bail!(
+            "energy_attention: leaving each token out of its own attention needs at least 2 tokens, got {n}"
+        )
+    }
+    let width = both / 2;
+    let split =
+        |x: Tensor| -> Result<Tensor> { x.reshape((b, n, heads, width / heads))?.transpose(1, 2)?.contiguous() };
+    let (q, k) = (split(qk.narrow(2, 0, width)?)?, split(qk.narrow(2, width, width)?)?);
+    let mut scores = (q.matmul(&k.t()?)? * beta)?;
+    if !attend_self {
+        scores = scores.broadcast_add(&ops::self_exclusion_mask(n, scores.dtype(), scores.device())?)?;
+    }
+    let p = kernels.softmax(&scores, D::Minus1)?;
+    let merge = |x: Tensor| x.transpose(1, 2)?.reshape((b, n, width));
+    Tensor::cat(&[merge(p.matmul(&k)?)?, merge(p.t()?.matmul(&q)?)?], 2)
 }
 
 /// The Energy Transformer's attention descent directions: for `qk` `[B, N, 2 H p]` (queries
@@ -324,7 +415,7 @@ fn composed_softmax_attention(
 /// `[B, H, N, N]` weights are never stored.
 pub fn energy_attention(qk: &Tensor, heads: usize, beta: f64, attend_self: bool) -> Result<Tensor> {
     if !is_fused(qk) || qk.rank() != 3 {
-        return Kernels::Composed.energy_attention(qk, heads, beta, attend_self);
+        return composed_energy_attention(qk, heads, beta, attend_self, Kernels::Fused);
     }
     qk.apply_op1(energy_attention::EnergyAttention { heads, beta, attend_self })
 }
@@ -470,17 +561,7 @@ impl Kernels {
     ) -> Result<Tensor> {
         match self {
             Kernels::Fused => bi_softmax_attention(xw, gain, heads, beta, eps),
-            Kernels::Composed => {
-                let (b, n, width) = xw.dims3()?;
-                if heads == 0 || width % heads != 0 {
-                    candle_core::bail!("bi_softmax_attention: width {width} is not divisible by {heads} heads")
-                }
-                let z = xw.reshape((b, n, heads, width / heads))?.transpose(1, 2)?.contiguous()?;
-                let z = ops::rms_norm(&z, gain, eps)?;
-                let scores = (z.matmul(&z.t()?)? * beta)?;
-                let mixed = ops::bi_softmax(&scores)?.matmul(&z)?;
-                mixed.transpose(1, 2)?.reshape((b, n, width))
-            }
+            Kernels::Composed => composed_bi_softmax_attention(xw, gain, heads, beta, eps, self),
         }
     }
 
@@ -489,27 +570,7 @@ impl Kernels {
     pub fn energy_attention(self, qk: &Tensor, heads: usize, beta: f64, attend_self: bool) -> Result<Tensor> {
         match self {
             Kernels::Fused => energy_attention(qk, heads, beta, attend_self),
-            Kernels::Composed => {
-                let (b, n, both) = qk.dims3()?;
-                if heads == 0 || both % (2 * heads) != 0 {
-                    candle_core::bail!("energy_attention: width {both} is not divisible by 2 x {heads} heads")
-                }
-                if !attend_self && n < 2 {
-                    candle_core::bail!("energy_attention: leaving each token out of its own attention needs at least 2 tokens, got {n}")
-                }
-                let width = both / 2;
-                let split = |x: Tensor| -> Result<Tensor> {
-                    x.reshape((b, n, heads, width / heads))?.transpose(1, 2)?.contiguous()
-                };
-                let (q, k) = (split(qk.narrow(2, 0, width)?)?, split(qk.narrow(2, width, width)?)?);
-                let mut scores = (q.matmul(&k.t()?)? * beta)?;
-                if !attend_self {
-                    scores = scores.broadcast_add(&ops::self_exclusion_mask(n, scores.dtype(), scores.device())?)?;
-                }
-                let p = ops::softmax(&scores, D::Minus1)?;
-                let merge = |x: Tensor| x.transpose(1, 2)?.reshape((b, n, width));
-                Tensor::cat(&[merge(p.matmul(&k)?)?, merge(p.t()?.matmul(&q)?)?], 2)
-            }
+            Kernels::Composed => composed_energy_attention(qk, heads, beta, attend_self, self),
         }
     }
 
@@ -539,7 +600,7 @@ impl Kernels {
                 .iter()
                 .all(|t| t.dtype() == q.dtype() && t.device().same_device(q.device()) && t.dims() == q.dims());
         if self == Kernels::Composed || !fits {
-            return composed_softmax_attention([q, k, v], heads, scale, causal, dropout);
+            return composed_softmax_attention([q, k, v], heads, scale, causal, dropout, self);
         }
         // The mask, if any, is drawn once, block by block (flags only, one per weight); the
         // weights are never formed as a tensor.

@@ -11,7 +11,7 @@ use rand_distr::{Distribution, Normal};
 /// The bound on `max |fused - composed| / max |composed|` for values and gradients.
 const TOLERANCE: f64 = 1e-6;
 
-fn normal(shape: &[usize], std: f64, seed: u64) -> Tensor {
+pub(crate) fn normal(shape: &[usize], std: f64, seed: u64) -> Tensor {
     let mut rng = StdRng::seed_from_u64(seed);
     let dist = Normal::new(0.0, std).unwrap();
     let values: Vec<f64> = (0..shape.iter().product::<usize>()).map(|_| dist.sample(&mut rng)).collect();
@@ -22,7 +22,7 @@ fn max_abs(t: &Tensor) -> f64 {
     t.abs().unwrap().flatten_all().unwrap().max(0).unwrap().to_scalar::<f64>().unwrap()
 }
 
-fn relative_error(fused: &Tensor, reference: &Tensor) -> f64 {
+pub(crate) fn relative_error(fused: &Tensor, reference: &Tensor) -> f64 {
     assert_eq!(fused.dims(), reference.dims(), "shapes differ");
     if reference.elem_count() == 0 {
         return 0.0;
@@ -40,7 +40,7 @@ fn relative_error(fused: &Tensor, reference: &Tensor) -> f64 {
 
 /// How an op's input is presented: as the variable itself or as a view of it.
 #[derive(Debug, Clone, Copy)]
-enum View {
+pub(crate) enum View {
     /// The variable, contiguous.
     Plain,
     /// The transpose of a variable of the transposed shape (last two dims swapped).
@@ -53,7 +53,13 @@ enum View {
 
 /// A variable and the view of it of shape `shape` that the op receives.
 fn input(shape: &[usize], view: View, seed: u64) -> (Var, Tensor) {
+    input_on(shape, view, seed, &Device::Cpu)
+}
+
+/// [`input`] with the variable on `device`.
+pub(crate) fn input_on(shape: &[usize], view: View, seed: u64, device: &Device) -> (Var, Tensor) {
     let rank = shape.len();
+    let normal = |shape: &[usize], std: f64, seed: u64| normal(shape, std, seed).to_device(device).unwrap();
     match view {
         View::Plain => {
             let v = Var::from_tensor(&normal(shape, 1.0, seed)).unwrap();
@@ -86,7 +92,7 @@ fn input(shape: &[usize], view: View, seed: u64) -> (Var, Tensor) {
 
 /// Compares `fused(inputs)` with `composed(inputs)`: values, and the gradients of every
 /// variable under the loss `sum(out * R)` for a fixed random `R`.
-fn check(
+pub(crate) fn check(
     label: &str,
     vars: &[Var],
     inputs: &[Tensor],
@@ -96,7 +102,7 @@ fn check(
     let (y_fused, y_ref) = (fused(inputs), composed(inputs));
     let err = relative_error(&y_fused, &y_ref);
     assert!(err <= TOLERANCE, "{label}: forward relative error {err:e}");
-    let r = normal(y_ref.dims(), 1.0, 99);
+    let r = normal(y_ref.dims(), 1.0, 99).to_device(y_ref.device()).unwrap();
     let g_fused = (y_fused * &r).unwrap().sum_all().unwrap().backward().unwrap();
     let g_ref = (y_ref * &r).unwrap().sum_all().unwrap().backward().unwrap();
     for (k, var) in vars.iter().enumerate() {
@@ -108,10 +114,10 @@ fn check(
     }
 }
 
-const VIEWS: [View; 4] = [View::Plain, View::Transposed, View::Narrowed, View::Broadcast];
+pub(crate) const VIEWS: [View; 4] = [View::Plain, View::Transposed, View::Narrowed, View::Broadcast];
 
 /// Shapes with odd sizes, each of rank >= 2 (for the transposed view).
-const SHAPES: [&[usize]; 6] = [&[1, 1], &[1, 7], &[7, 1], &[3, 7], &[2, 81, 5], &[2, 3, 81]];
+pub(crate) const SHAPES: [&[usize]; 6] = [&[1, 1], &[1, 7], &[7, 1], &[3, 7], &[2, 81, 5], &[2, 3, 81]];
 
 #[test]
 fn rms_norm_matches_the_composition_with_and_without_gain() {
@@ -142,7 +148,7 @@ fn rms_norm_matches_the_composition_with_and_without_gain() {
 }
 
 /// PyTorch's LayerNorm written out: `(x - mean) / sqrt(var + eps) g + b`, biased variance.
-fn composed_layer_norm(x: &Tensor, g: &Tensor, b: &Tensor, eps: f64) -> Tensor {
+pub(crate) fn composed_layer_norm(x: &Tensor, g: &Tensor, b: &Tensor, eps: f64) -> Tensor {
     let centred = x.broadcast_sub(&x.mean_keepdim(candle_core::D::Minus1).unwrap()).unwrap();
     let var = centred.sqr().unwrap().mean_keepdim(candle_core::D::Minus1).unwrap();
     let normed = centred.broadcast_div(&(var + eps).unwrap().sqrt().unwrap()).unwrap();

@@ -112,7 +112,15 @@ pub fn run(
         std::fs::read_to_string("/proc/loadavg").unwrap_or_default().split_whitespace().next().unwrap_or("?")
     );
     if let Ok(kernels) = config.layer_config.str("kernels") {
-        let note = if device.is_cpu() { "" } else { " (no fused kernels off the CPU: the composition runs)" };
+        let note = match (device.is_cpu(), kernels, plugin_api::cuda_kernels_switched_on()) {
+            (false, "fused", true) => {
+                " (on CUDA: the CUDA normalisations and softmaxes, unfinished, in candle's composition)"
+            }
+            (false, "fused", false) => {
+                " (on CUDA: candle's composition; WORKBENCH_CUDA_KERNELS=1 fuses the normalisations and softmaxes)"
+            }
+            _ => "",
+        };
         say!("  kernels {kernels}{note}");
     }
     // The graph one forward records: candle's backward visits every op node and gives each

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# The CUDA checks, on a machine with a GPU, in the order that matters if time runs out: the
+# CUDA kernel tests, the CUDA training tests, then the benches on cuda:0 against PyTorch on the
+# same device, with the CUDA normalisations and softmaxes switched on (WORKBENCH_CUDA_KERNELS=1)
+# and off (candle's composition alone): Hyper-SET and the Transformer on Sudoku, the paper size
+# at batch 16 and 128, then every family with them on.
+#
+#   cargo build --workspace --release --features workbench/cuda
+#   cargo test --release -p workbench --features cuda --test cuda --no-run
+#   cargo test --release -p kernels -p workbench --features workbench/cuda --lib --no-run
+#   workbench/bench/cuda-check.sh [ROUNDS]
+#
+# (The last build names the workbench too so that candle is built with the features of the
+# first, not again.) ROUNDS (default 3) interleaved rounds of the Sudoku benches, PAPER_ROUNDS
+# (default 1) of the paper size, 1 of every family. The test programs are run as cargo built
+# them (the newest of each in target/release/deps), so a machine with the build but without
+# cargo runs them too. A failing test does not stop the benches (GPU time is scarce); the script
+# then exits with status 1 at the end.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+rounds="${1:-3}"
+newest() { find target/release/deps -maxdepth 1 -type f -executable -name "$1-*" -printf '%T@ %p\n' | sort -n | tail -1 | cut -d' ' -f2; }
+
+failed=0
+echo "== CUDA kernel tests"
+WORKBENCH_CUDA_KERNELS=1 "$(newest kernels)" tests_cuda || failed=1
+echo "== CUDA training tests, with the CUDA kernels"
+WORKBENCH_CUDA_KERNELS=1 "$(newest cuda)" --nocapture --test-threads 1 || failed=1
+
+compare=plugin-api/kernels/bench-compare.sh
+on=WORKBENCH_CUDA_KERNELS=1
+echo "== Hyper-SET and the Transformer on Sudoku, the CUDA kernels on and off"
+$compare "$rounds" \
+    "$on --layer hyperset --task sudoku --steps 20 --reference device=cuda:0" \
+    "--layer hyperset --task sudoku --steps 20 device=cuda:0" \
+    "$on --layer transformer --task sudoku --steps 20 --reference device=cuda:0" \
+    "--layer transformer --task sudoku --steps 20 device=cuda:0"
+echo "== Hyper-SET, paper size (d = 768, 12 heads, 24 iterations), batch 16 and 128"
+paper="d=768 heads=12 iterations=24 device=cuda:0"
+$compare "${PAPER_ROUNDS:-1}" \
+    "$on --layer hyperset --task sudoku --steps 5 --reference $paper" \
+    "--layer hyperset --task sudoku --steps 5 $paper" \
+    "$on --layer hyperset --task sudoku --steps 5 --reference $paper batch_size=128" \
+    "--layer hyperset --task sudoku --steps 5 $paper batch_size=128"
+echo "== Every family, the CUDA kernels on"
+env $on STEPS=20 EXTRA=device=cuda:0 workbench/bench/every-family.sh 1
+exit "$failed"
