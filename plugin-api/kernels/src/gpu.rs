@@ -1,12 +1,14 @@
 //! The normalisation and softmax ops on a CUDA device, each one kernel forward and one
-//! backward (`gpu/kernels.cu`, launched by `gpu/cuda.rs`), where candle's composition launches a kernel per element-wise op and
-//! adds a gradient per node: RMSNorm (seed 000 Eq. 7 and 11's `RMSNorm`), LayerNorm (its
-//! centred form), optionally followed by ReLU, the row softmax and the column softmax (the two
-//! halves of the bi-softmax, Eq. 7 and 9). The formulas are those of the CPU ops (`norm.rs`,
-//! `softmax.rs`); the tests compare both against the composition.
+//! backward (`gpu/kernels.cu`, launched by `gpu/cuda.rs`), where candle's composition launches
+//! a kernel per element-wise op and adds a gradient per node: RMSNorm (seed 000 Eq. 7 and 11's
+//! `RMSNorm`), LayerNorm (its centred form), optionally followed by ReLU, the row softmax and
+//! the column softmax (the two halves of the bi-softmax, Eq. 7 and 9). The formulas are those
+//! of the CPU ops (`norm.rs`, `softmax.rs`). The kernels' source is tested on the CPU under an
+//! emulation of CUDA (`tests_emulated.rs`), the ops on a device (`tests_cuda.rs`).
 //!
-//! Unfinished: the ops run only with `WORKBENCH_CUDA_KERNELS=1` ([`SWITCH`]) until they have
-//! been checked on a GPU (`workbench/bench/cuda-check.sh` runs their tests and benches there).
+//! Unfinished: the ops run only with `WORKBENCH_CUDA_KERNELS=1`
+//! (`plugin_api::CUDA_KERNELS_SWITCH`) until they have been checked on a GPU
+//! (`workbench/bench/cuda-check.sh` runs their tests and benches there).
 //!
 //! The kernels are compiled once per process with NVRTC, which a CUDA build already needs
 //! (`vendor/README.md`), so building with `--features cuda` needs no step of its own. Without

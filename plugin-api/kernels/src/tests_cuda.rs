@@ -3,7 +3,11 @@
 //! rows longer than a warp and more rows than a block, and f32 against f64. Built only with
 //! CUDA; they need a CUDA device and `WORKBENCH_CUDA_KERNELS=1`, and fail without either.
 
-use super::tests::{check, composed_layer_norm, input_on, normal, relative_error, SHAPES, VIEWS};
+use super::tests::{
+    bi_softmax_attention_matches_the_composition_on, check, composed_layer_norm,
+    energy_attention_matches_the_composition_on, input_on, normal, relative_error,
+    softmax_attention_matches_the_composition_on, SHAPES, VIEWS,
+};
 use super::*;
 use candle_core::{Device, Var};
 
@@ -102,46 +106,14 @@ fn cuda_softmax_along_rows_and_columns_matches_the_composition() {
     }
 }
 
+/// The attention ops' cases of `tests.rs` on the device: their composition runs the CUDA
+/// normalisation and softmax, the reference candle's composition alone.
 #[test]
 fn cuda_attentions_match_the_composition() {
     let dev = cuda();
-    // (B, N, heads, p): a single token, odd token counts, Sudoku's 81 tokens.
-    let cases = [(1, 1, 1, 4), (2, 7, 3, 2), (2, 81, 2, 8), (3, 5, 1, 1)];
-    for (s, &(b, n, heads, p)) in cases.iter().enumerate() {
-        for view in VIEWS {
-            let label = format!("B={b} N={n} H={heads} p={p} {view:?}");
-            let (xv, xw) = input_on(&[b, n, heads * p], view, 70 + s as u64, &dev);
-            let beta = 1.0 / (p as f64).sqrt();
-            let gv =
-                Var::from_tensor(&(normal(&[p], 0.3, 80 + s as u64) + 1.0).unwrap().to_device(&dev).unwrap()).unwrap();
-            check(
-                &format!("bi-softmax attention {label}"),
-                &[xv.clone(), gv.clone()],
-                &[xw.clone(), gv.as_tensor().clone()],
-                |i| bi_softmax_attention(&i[0], Some(&i[1]), heads, beta, 1e-6).unwrap(),
-                |i| Kernels::Composed.bi_softmax_attention(&i[0], Some(&i[1]), heads, beta, 1e-6).unwrap(),
-            );
-            for causal in [false, true] {
-                check(
-                    &format!("softmax attention causal={causal} {label}"),
-                    std::slice::from_ref(&xv),
-                    std::slice::from_ref(&xw),
-                    |i| softmax_attention(&i[0], &i[0], &i[0], heads, beta, causal).unwrap(),
-                    |i| Kernels::Composed.softmax_attention(&i[0], &i[0], &i[0], heads, beta, causal, None).unwrap(),
-                );
-            }
-            if n > 1 {
-                let (qkv, qk) = input_on(&[b, n, 2 * heads * p], view, 400 + s as u64, &dev);
-                check(
-                    &format!("energy attention {label}"),
-                    &[qkv],
-                    &[qk],
-                    |i| energy_attention(&i[0], heads, 0.7, false).unwrap(),
-                    |i| Kernels::Composed.energy_attention(&i[0], heads, 0.7, false).unwrap(),
-                );
-            }
-        }
-    }
+    bi_softmax_attention_matches_the_composition_on(&dev);
+    softmax_attention_matches_the_composition_on(&dev);
+    energy_attention_matches_the_composition_on(&dev);
 }
 
 /// f32 on the GPU against the f64 composition: forward values and gradients within 1e-5.

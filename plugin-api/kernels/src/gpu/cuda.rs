@@ -34,7 +34,7 @@ fn ptx() -> Result<&'static str> {
     }
 }
 
-/// The entry point of kernel `name` for `dtype` (`gpu.cu` instantiates each for f32 and f64).
+/// The entry point of kernel `name` for `dtype` (`kernels.cu` instantiates each for f32 and f64).
 fn entry(name: &str, dtype: DType) -> Result<String> {
     match dtype {
         DType::F32 => Ok(format!("{name}_f32")),
@@ -102,54 +102,35 @@ struct Norm {
 }
 
 impl Norm {
-    /// The kernels' activation code (`gpu.cu`: 0 identity, 1 ReLU).
+    /// The kernels' activation code (`kernels.cu`: 0 identity, 1 ReLU).
     fn act_code(&self) -> i32 {
         i32::from(self.act == Activation::Relu)
     }
 
-    fn forward<T: GpuReal>(&self, x: &CudaStorage, lx: &Layout, g: &CudaStorage, lg: &Layout) -> Result<CudaStorage> {
-        let dev = x.device();
-        let (xs, gs) = (entries::<T>(x, lx, "x")?, entries::<T>(g, lg, "the gain")?);
-        let (rows, n) = rows(lx.shape());
-        // SAFETY: every entry is written by the kernel below.
-        let y = unsafe { dev.alloc::<T>(rows * n)? };
-        if rows > 0 {
-            let func = dev.get_or_load_custom_func(&entry("norm_forward", T::DTYPE)?, module_name(), ptx()?)?;
-            let (rows_arg, n_arg, eps, act, centre) =
-                (rows as i64, n as i32, T::from_f64(self.eps), self.act_code(), i32::from(self.centre));
-            let mut b = func.builder();
-            b.arg(&xs).arg(&gs).arg(&y).arg(&rows_arg).arg(&n_arg).arg(&eps).arg(&act).arg(&centre);
-            // SAFETY: the arguments match the kernel's signature; the sizes are the tensors'.
-            unsafe { b.launch(per_row(rows)) }.w()?;
-        }
-        Ok(CudaStorage::wrap_cuda_slice(y, dev.clone()))
-    }
-
-    /// `[dx, du x^]` stacked (shape `[2, ..x]`): the input's gradient and the rows whose sum
-    /// is the gain's.
-    #[allow(clippy::too_many_arguments)]
-    fn backward<T: GpuReal>(
+    /// Runs `norm_forward` (`inputs` x, gain; `outputs` 1) or `norm_backward` (x, gain, dy;
+    /// `outputs` 2: `[dx, du x^]` stacked, the input's gradient and the rows whose sum is the
+    /// gain's) over the rows of `shape`.
+    fn launch<T: GpuReal>(
         &self,
-        x: &CudaStorage,
-        lx: &Layout,
-        g: &CudaStorage,
-        lg: &Layout,
-        dy: &CudaStorage,
-        ldy: &Layout,
+        kernel: &str,
+        dev: &CudaDevice,
+        shape: &Shape,
+        inputs: &[&CudaView<'_, T>],
+        outputs: usize,
     ) -> Result<CudaStorage> {
-        let dev = x.device();
-        let (xs, gs, dys) =
-            (entries::<T>(x, lx, "x")?, entries::<T>(g, lg, "the gain")?, entries::<T>(dy, ldy, "the gradient")?);
-        let (rows, n) = rows(lx.shape());
-        // SAFETY: every entry of both halves is written by the kernel below.
-        let out = unsafe { dev.alloc::<T>(2 * rows * n)? };
+        let (rows, n) = rows(shape);
+        // SAFETY: every entry is written by the kernel below.
+        let out = unsafe { dev.alloc::<T>(outputs * rows * n)? };
         if rows > 0 {
-            let func = dev.get_or_load_custom_func(&entry("norm_backward", T::DTYPE)?, module_name(), ptx()?)?;
+            let func = dev.get_or_load_custom_func(&entry(kernel, T::DTYPE)?, module_name(), ptx()?)?;
             let (rows_arg, n_arg, eps, act, centre) =
                 (rows as i64, n as i32, T::from_f64(self.eps), self.act_code(), i32::from(self.centre));
             let mut b = func.builder();
-            b.arg(&xs).arg(&gs).arg(&dys).arg(&out).arg(&rows_arg).arg(&n_arg).arg(&eps).arg(&act).arg(&centre);
-            // SAFETY: as in `forward`.
+            for input in inputs {
+                b.arg(*input);
+            }
+            b.arg(&out).arg(&rows_arg).arg(&n_arg).arg(&eps).arg(&act).arg(&centre);
+            // SAFETY: the arguments match the kernel's signature; the sizes are the tensors'.
             unsafe { b.launch(per_row(rows)) }.w()?;
         }
         Ok(CudaStorage::wrap_cuda_slice(out, dev.clone()))
@@ -166,7 +147,10 @@ impl CustomOp2 for Norm {
     }
 
     fn cuda_fwd(&self, x: &CudaStorage, lx: &Layout, g: &CudaStorage, lg: &Layout) -> Result<(CudaStorage, Shape)> {
-        let y = per_dtype!(x.dtype(), self.name(), |T| self.forward::<T>(x, lx, g, lg)?);
+        let y = per_dtype!(x.dtype(), self.name(), |T| {
+            let (xs, gs) = (entries::<T>(x, lx, "x")?, entries::<T>(g, lg, "the gain")?);
+            self.launch::<T>("norm_forward", x.device(), lx.shape(), &[&xs, &gs], 1)?
+        });
         Ok((y, lx.shape().clone()))
     }
 
@@ -207,7 +191,11 @@ impl CustomOp3 for NormBackward {
         dy: &CudaStorage,
         ldy: &Layout,
     ) -> Result<(CudaStorage, Shape)> {
-        let out = per_dtype!(x.dtype(), self.name(), |T| self.0.backward::<T>(x, lx, g, lg, dy, ldy)?);
+        let out = per_dtype!(x.dtype(), self.name(), |T| {
+            let (xs, gs) = (entries::<T>(x, lx, "x")?, entries::<T>(g, lg, "the gain")?);
+            let dys = entries::<T>(dy, ldy, "the gradient")?;
+            self.0.launch::<T>("norm_backward", x.device(), lx.shape(), &[&xs, &gs, &dys], 2)?
+        });
         let mut dims = vec![2];
         dims.extend_from_slice(lx.dims());
         Ok((out, Shape::from(dims)))
