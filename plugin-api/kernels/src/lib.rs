@@ -26,11 +26,13 @@
 //! `cuda` feature) with `WORKBENCH_CUDA_KERNELS=1` (unfinished: not yet run on a GPU) the
 //! normalisations (RMSNorm, LayerNorm, with ReLU after them) and the softmax along rows or
 //! columns (so the bi-softmax too) are one CUDA kernel each way (`gpu.rs`), and the attention
-//! ops are candle's composition around them; the rest is candle's composition there. On any other device or dtype each function returns the
-//! differentiable composition of `plugin_api::ops` instead; [`is_fused`] says whether a tensor
-//! gets the CPU kernels. Every op's forward and backward are checked against autograd of that
-//! composition in f64 (relative error <= 1e-6) on odd and non-contiguous shapes (`tests.rs`;
-//! the CUDA ops in `tests_cuda.rs`, on a GPU).
+//! ops are candle's composition around them; the rest is candle's composition there. On any
+//! other device or dtype each function returns the differentiable composition of
+//! `plugin_api::ops` instead; [`is_fused`] says whether a tensor gets the CPU kernels. Every
+//! op's forward and backward are checked against autograd of that composition in f64 (relative
+//! error <= 1e-6) on odd and non-contiguous shapes (`tests.rs`; the CUDA kernels' source under
+//! an emulation of CUDA on the CPU, `tests_emulated.rs`, and the CUDA ops on a GPU,
+//! `tests_cuda.rs`).
 //!
 //! A layer that wants both paths (to compare them, or for its identity checks) takes a
 //! [`Kernels`] option: `Kernels::Composed` always composes.
