@@ -320,10 +320,15 @@ fn softmax_matches_the_composition() {
 
 #[test]
 fn bi_softmax_matches_the_composition_on_square_and_rectangular_scores() {
+    bi_softmax_matches_the_composition_on(&Device::Cpu);
+}
+
+/// The bi-softmax against its composition on square and rectangular scores on `device`.
+pub(crate) fn bi_softmax_matches_the_composition_on(device: &Device) {
     let shapes: [&[usize]; 6] = [&[1, 1], &[7, 7], &[3, 7, 5], &[2, 2, 9, 4], &[1, 81, 81], &[2, 1, 7]];
     for (s, shape) in shapes.iter().enumerate() {
         for view in VIEWS {
-            let (xv, x) = input(shape, view, 40 + s as u64);
+            let (xv, x) = input_on(shape, view, 40 + s as u64, device);
             check(
                 &format!("bi_softmax {shape:?} {view:?}"),
                 &[xv],

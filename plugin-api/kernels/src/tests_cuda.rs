@@ -4,7 +4,7 @@
 //! CUDA; they need a CUDA device and `WORKBENCH_CUDA_KERNELS=1`, and fail without either.
 
 use super::tests::{
-    bi_softmax_attention_matches_the_composition_on, check, composed_layer_norm,
+    bi_softmax_attention_matches_the_composition_on, bi_softmax_matches_the_composition_on, check, composed_layer_norm,
     energy_attention_matches_the_composition_on, input_on, normal, relative_error,
     softmax_attention_matches_the_composition_on, SHAPES, VIEWS,
 };
@@ -94,16 +94,9 @@ fn cuda_softmax_along_rows_and_columns_matches_the_composition() {
                     |i| ops::softmax(&i[0], dim).unwrap(),
                 );
             }
-            let (xv, x) = input_on(shape, view, 60 + s as u64, &dev);
-            check(
-                &format!("bi_softmax {shape:?} {view:?}"),
-                &[xv],
-                &[x],
-                |i| bi_softmax(&i[0]).unwrap(),
-                |i| ops::bi_softmax(&i[0]).unwrap(),
-            );
         }
     }
+    bi_softmax_matches_the_composition_on(&dev);
 }
 
 /// The attention ops' cases of `tests.rs` on the device: their composition runs the CUDA
