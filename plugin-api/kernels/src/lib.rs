@@ -151,17 +151,12 @@ pub fn normed_activation(x: &Tensor, gain: Option<&Tensor>, eps: f64, act: Activ
 /// Softmax along `dim`: fused when `dim` is the last dimension (on a CUDA device also the one
 /// before it), else candle's composition.
 pub fn softmax(x: &Tensor, dim: D) -> Result<Tensor> {
-    let last = x.rank().checked_sub(1);
-    if gpu::serves(x) && last.is_some() {
-        let dim = dim.to_index(x.shape(), "softmax")?;
-        if dim + 1 == x.rank() {
-            return gpu::softmax(x, gpu::Along::Rows);
-        }
-        if dim + 2 == x.rank() {
-            return gpu::softmax(x, gpu::Along::Columns);
-        }
+    let Some(last) = x.rank().checked_sub(1) else { return ops::softmax(x, dim) };
+    let index = dim.to_index(x.shape(), "softmax")?;
+    if gpu::serves(x) && index + 1 >= last {
+        return gpu::softmax(x, if index == last { gpu::Along::Rows } else { gpu::Along::Columns });
     }
-    if is_fused(x) && last.is_some() && dim.to_index(x.shape(), "softmax")? == x.rank() - 1 {
+    if is_fused(x) && index == last {
         x.apply_op1(softmax::SoftmaxLastDim)
     } else {
         ops::softmax(x, dim)
