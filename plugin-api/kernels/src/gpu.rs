@@ -44,13 +44,8 @@ pub fn norm(x: &Tensor, gain: Option<&Tensor>, eps: f64, act: Activation, centre
     if !serves_activation(act) {
         candle_core::bail!("the CUDA normalisation applies no {act:?}: apply it after the normalisation")
     }
-    let len = x.dims().last().copied().unwrap_or(1);
-    let gain = match gain {
-        Some(g) => g.contiguous()?,
-        // The kernel always takes a gain; ones (not a variable) leave the result unchanged.
-        None => Tensor::ones(len, x.dtype(), x.device())?,
-    };
-    imp::norm(&x.contiguous()?, &gain, eps, act, centre)
+    let gain = gain.map(Tensor::contiguous).transpose()?;
+    imp::norm(&x.contiguous()?, gain.as_ref(), eps, act, centre)
 }
 
 /// Softmax of `x` along its rows (the last dimension) or its columns (the one before).
@@ -73,7 +68,7 @@ plugin_api::without_cuda! {
         use super::{Activation, Along};
         use candle_core::{bail, Result, Tensor};
 
-        pub fn norm(_: &Tensor, _: &Tensor, _: f64, _: Activation, _: bool) -> Result<Tensor> {
+        pub fn norm(_: &Tensor, _: Option<&Tensor>, _: f64, _: Activation, _: bool) -> Result<Tensor> {
             bail!("the CUDA kernels need a build with the `cuda` feature")
         }
 

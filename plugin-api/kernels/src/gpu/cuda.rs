@@ -93,12 +93,14 @@ fn cpu_refused(name: &str) -> Result<(CpuStorage, Shape)> {
     bail!("{name} runs on CUDA devices only")
 }
 
-/// The normalisation: `(x, gain) -> y`.
+/// The normalisation: `(x, gain) -> y`. Without a gain (`gain` false) the op is applied to
+/// `(x, x)`: the second operand stands in for the gain and is never read.
 #[derive(Debug, Clone, Copy)]
 struct Norm {
     eps: f64,
     act: Activation,
     centre: bool,
+    gain: bool,
 }
 
 impl Norm {
@@ -108,8 +110,8 @@ impl Norm {
     }
 
     /// Runs `norm_forward` (`inputs` x, gain; `outputs` 1) or `norm_backward` (x, gain, dy;
-    /// `outputs` 2: `[dx, du x^]` stacked, the input's gradient and the rows whose sum is the
-    /// gain's) over the rows of `shape`.
+    /// `outputs` 2 with a gain: `[dx, du x^]` stacked, the input's gradient and the rows whose
+    /// sum is the gain's; 1 without: `dx`) over the rows of `shape`.
     fn launch<T: GpuReal>(
         &self,
         kernel: &str,
@@ -123,13 +125,19 @@ impl Norm {
         let out = unsafe { dev.alloc::<T>(outputs * rows * n)? };
         if rows > 0 {
             let func = dev.get_or_load_custom_func(&entry(kernel, T::DTYPE)?, module_name(), ptx()?)?;
-            let (rows_arg, n_arg, eps, act, centre) =
-                (rows as i64, n as i32, T::from_f64(self.eps), self.act_code(), i32::from(self.centre));
+            let (rows_arg, n_arg, eps, act, centre, gain) = (
+                rows as i64,
+                n as i32,
+                T::from_f64(self.eps),
+                self.act_code(),
+                i32::from(self.centre),
+                i32::from(self.gain),
+            );
             let mut b = func.builder();
             for input in inputs {
                 b.arg(*input);
             }
-            b.arg(&out).arg(&rows_arg).arg(&n_arg).arg(&eps).arg(&act).arg(&centre);
+            b.arg(&out).arg(&rows_arg).arg(&n_arg).arg(&eps).arg(&act).arg(&centre).arg(&gain);
             // SAFETY: the arguments match the kernel's signature; the sizes are the tensors'.
             unsafe { b.launch(per_row(rows)) }.w()?;
         }
@@ -155,14 +163,16 @@ impl CustomOp2 for Norm {
     }
 
     fn bwd(&self, x: &Tensor, g: &Tensor, _y: &Tensor, dy: &Tensor) -> Result<(Option<Tensor>, Option<Tensor>)> {
-        let both = x.apply_op3_no_bwd(g, &dy.contiguous()?, &NormBackward(*self))?;
-        let n = g.elem_count();
-        let gain_grad = both.get(1)?.reshape(((), n))?.sum(0)?;
-        Ok((Some(both.get(0)?), Some(gain_grad)))
+        let out = x.apply_op3_no_bwd(g, &dy.contiguous()?, &NormBackward(*self))?;
+        if !self.gain {
+            return Ok((Some(out), None));
+        }
+        let gain_grad = out.get(1)?.reshape(((), g.elem_count()))?.sum(0)?;
+        Ok((Some(out.get(0)?), Some(gain_grad)))
     }
 }
 
-/// The normalisation's backward: `(x, gain, dy) -> [dx, du x^]`.
+/// The normalisation's backward: `(x, gain, dy) -> [dx, du x^]`, or `dx` without a gain.
 struct NormBackward(Norm);
 
 impl CustomOp3 for NormBackward {
@@ -194,8 +204,11 @@ impl CustomOp3 for NormBackward {
         let out = per_dtype!(x.dtype(), self.name(), |T| {
             let (xs, gs) = (entries::<T>(x, lx, "x")?, entries::<T>(g, lg, "the gain")?);
             let dys = entries::<T>(dy, ldy, "the gradient")?;
-            self.0.launch::<T>("norm_backward", x.device(), lx.shape(), &[&xs, &gs, &dys], 2)?
+            self.0.launch::<T>("norm_backward", x.device(), lx.shape(), &[&xs, &gs, &dys], 1 + usize::from(self.0.gain))?
         });
+        if !self.0.gain {
+            return Ok((out, lx.shape().clone()));
+        }
         let mut dims = vec![2];
         dims.extend_from_slice(lx.dims());
         Ok((out, Shape::from(dims)))
@@ -311,8 +324,9 @@ impl CustomOp2 for SoftmaxBackward {
     }
 }
 
-pub fn norm(x: &Tensor, gain: &Tensor, eps: f64, act: Activation, centre: bool) -> Result<Tensor> {
-    x.apply_op2(gain, Norm { eps, act, centre })
+pub fn norm(x: &Tensor, gain: Option<&Tensor>, eps: f64, act: Activation, centre: bool) -> Result<Tensor> {
+    let op = Norm { eps, act, centre, gain: gain.is_some() };
+    x.apply_op2(gain.unwrap_or(x), op)
 }
 
 pub fn softmax(x: &Tensor, along: Along) -> Result<Tensor> {

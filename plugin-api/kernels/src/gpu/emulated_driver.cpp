@@ -1,7 +1,7 @@
 // Runs one kernel of kernels.cu under emulation.hpp for tests_emulated.rs, with the launch shapes
 // of gpu/cuda.rs (one warp per row, eight rows per block; one thread per column, 128 per
 // block). Arguments: KERNEL TYPE (f32 or f64) then the kernel's sizes and settings:
-//   norm_forward / norm_backward  ROWS N EPS ACT CENTRE
+//   norm_forward / norm_backward  ROWS N EPS ACT CENTRE HAS_GAIN (a gain is read either way)
 //   softmax_rows / softmax_rows_backward  ROWS N
 //   softmax_columns / softmax_columns_backward  MATS M N
 // Inputs are read from stdin as little-endian f64 (in the kernel's argument order), the output
@@ -36,19 +36,19 @@ static dim3 per_column(long long columns) { return dim3{unsigned((columns + 127)
         static void run(const std::string& name, char** a) {                                                   \
             if (name == "norm_forward" || name == "norm_backward") {                                           \
                 long long rows = std::atoll(a[0]);                                                             \
-                int n = std::atoi(a[1]), act = std::atoi(a[3]), centre = std::atoi(a[4]);                      \
+                int n = std::atoi(a[1]), act = std::atoi(a[3]), centre = std::atoi(a[4]), gain = std::atoi(a[5]); \
                 T eps = T(std::atof(a[2]));                                                                    \
                 auto x = read_values<T>(rows * n), g = read_values<T>(n);                                      \
                 if (name == "norm_forward") {                                                                  \
                     std::vector<T> y(rows * n);                                                                \
                     launch(per_row(rows), dim3{32, 8, 1},                                                      \
-                           [&] { norm_forward_##SUFFIX(x.data(), g.data(), y.data(), rows, n, eps, act, centre); }); \
+                           [&] { norm_forward_##SUFFIX(x.data(), g.data(), y.data(), rows, n, eps, act, centre, gain); }); \
                     write_values(y);                                                                           \
                 } else {                                                                                       \
                     auto dy = read_values<T>(rows * n);                                                        \
-                    std::vector<T> out(2 * rows * n);                                                          \
+                    std::vector<T> out((1 + gain) * rows * n);                                                 \
                     launch(per_row(rows), dim3{32, 8, 1}, [&] {                                                \
-                        norm_backward_##SUFFIX(x.data(), g.data(), dy.data(), out.data(), rows, n, eps, act, centre); \
+                        norm_backward_##SUFFIX(x.data(), g.data(), dy.data(), out.data(), rows, n, eps, act, centre, gain); \
                     });                                                                                        \
                     write_values(out);                                                                         \
                 }                                                                                              \

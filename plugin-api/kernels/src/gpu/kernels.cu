@@ -47,9 +47,13 @@ template <typename T> __device__ inline void row_scale(const T* x, int n, T eps,
     *r = T(1) / sqrt_of(warp_sum(ss) / T(n) + eps);
 }
 
+// The gain of column j: g[j], or 1 where the norm has no gain (then g is never read).
+template <typename T> __device__ inline T gain_at(const T* g, int has_gain, int j) { return has_gain ? g[j] : T(1); }
+
 // y = act((x - mean) r g), act 0 = identity, 1 = ReLU.
 template <typename T>
-__device__ void norm_forward(const T* x, const T* g, T* y, long long rows, int n, T eps, int act, int centre) {
+__device__ void norm_forward(const T* x, const T* g, T* y, long long rows, int n, T eps, int act, int centre,
+                             int has_gain) {
     long long row = warp_row(rows);
     if (row < 0) return;
     const T* xr = x + row * n;
@@ -57,16 +61,17 @@ __device__ void norm_forward(const T* x, const T* g, T* y, long long rows, int n
     T mean, r;
     row_scale(xr, n, eps, centre, &mean, &r);
     for (int j = threadIdx.x; j < n; j += 32) {
-        T u = (xr[j] - mean) * r * g[j];
+        T u = (xr[j] - mean) * r * gain_at(g, has_gain, j);
         yr[j] = (act == 1 && !(u > T(0))) ? T(0) : u;
     }
 }
 
 // From dy: out[0] = dx = r (dx^ - x^ mean(dx^ x^) - mean(dx^)) (the last term when centred) with
-// du = dy act'(u), dx^ = du g; out[1] = du x^, the rows the gain's gradient sums.
+// du = dy act'(u), dx^ = du g; out[1] = du x^, the rows the gain's gradient sums (only with a
+// gain: without one, out holds dx alone).
 template <typename T>
 __device__ void norm_backward(const T* x, const T* g, const T* dy, T* out, long long rows, int n, T eps, int act,
-                              int centre) {
+                              int centre, int has_gain) {
     long long row = warp_row(rows);
     if (row < 0) return;
     const T* xr = x + row * n;
@@ -77,19 +82,19 @@ __device__ void norm_backward(const T* x, const T* g, const T* dy, T* out, long 
     row_scale(xr, n, eps, centre, &mean, &r);
     T along = 0, total = 0;
     for (int j = threadIdx.x; j < n; j += 32) {
-        T xh = (xr[j] - mean) * r;
-        T du = (act == 1 && !(xh * g[j] > T(0))) ? T(0) : dyr[j];
-        T dxh = du * g[j];
+        T xh = (xr[j] - mean) * r, gj = gain_at(g, has_gain, j);
+        T du = (act == 1 && !(xh * gj > T(0))) ? T(0) : dyr[j];
+        T dxh = du * gj;
         along += dxh * xh;
         total += dxh;
-        gain_terms[j] = du * xh;
+        if (has_gain) gain_terms[j] = du * xh;
     }
     along = warp_sum(along) / T(n);
     total = centre ? warp_sum(total) / T(n) : T(0);
     for (int j = threadIdx.x; j < n; j += 32) {
-        T xh = (xr[j] - mean) * r;
-        T du = (act == 1 && !(xh * g[j] > T(0))) ? T(0) : dyr[j];
-        dx[j] = r * (du * g[j] - xh * along - total);
+        T xh = (xr[j] - mean) * r, gj = gain_at(g, has_gain, j);
+        T du = (act == 1 && !(xh * gj > T(0))) ? T(0) : dyr[j];
+        dx[j] = r * (du * gj - xh * along - total);
     }
 }
 
@@ -159,12 +164,13 @@ __device__ void softmax_columns_backward(const T* y, const T* dy, T* dx, long lo
 
 #define FOR_TYPE(T, SUFFIX)                                                                                   \
     extern "C" __global__ void norm_forward_##SUFFIX(const T* x, const T* g, T* y, long long rows, int n,     \
-                                                      T eps, int act, int centre) {                           \
-        norm_forward<T>(x, g, y, rows, n, eps, act, centre);                                                  \
+                                                      T eps, int act, int centre, int has_gain) {             \
+        norm_forward<T>(x, g, y, rows, n, eps, act, centre, has_gain);                                        \
     }                                                                                                         \
     extern "C" __global__ void norm_backward_##SUFFIX(const T* x, const T* g, const T* dy, T* out,            \
-                                                       long long rows, int n, T eps, int act, int centre) {  \
-        norm_backward<T>(x, g, dy, out, rows, n, eps, act, centre);                                           \
+                                                       long long rows, int n, T eps, int act, int centre,    \
+                                                       int has_gain) {                                        \
+        norm_backward<T>(x, g, dy, out, rows, n, eps, act, centre, has_gain);                                 \
     }                                                                                                         \
     extern "C" __global__ void softmax_rows_##SUFFIX(const T* x, T* y, long long rows, int n) {               \
         softmax_rows<T>(x, y, rows, n);                                                                       \
