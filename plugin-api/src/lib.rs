@@ -72,6 +72,17 @@ pub mod schema;
 pub mod task;
 
 pub use candle_core as candle;
+pub use candle_nn;
+pub use error::{config_error, PluginError, Result};
+pub use export::{
+    guard, Declaration, PluginEntry, PluginKind, CANDLE_VERSION, ENTRY_MAGIC, ENTRY_SYMBOL, FINGERPRINT, FINGERPRINT_C,
+};
+pub use layer::{
+    check_heads_and_layers, BlockSchedule, BlockStack, DescentCheck, Energy, GradientIdentity, Layer, Pass,
+    StateObserver,
+};
+pub use schema::{Config, ParamKind, ParamSpec, Value};
+pub use task::{Batch, Footprint, LayerPass, MetricSpec, MetricTally, Progress, Task, TaskInfo, TaskModel};
 
 /// Whether this build has CUDA: plugin-api's `cuda` feature, which turns on candle's and which
 /// every plugin shares through this crate.
@@ -117,17 +128,6 @@ macro_rules! without_cuda {
 macro_rules! without_cuda {
     ($($item:item)*) => {};
 }
-pub use candle_nn;
-pub use error::{config_error, PluginError, Result};
-pub use export::{
-    guard, Declaration, PluginEntry, PluginKind, CANDLE_VERSION, ENTRY_MAGIC, ENTRY_SYMBOL, FINGERPRINT, FINGERPRINT_C,
-};
-pub use layer::{
-    check_heads_and_layers, BlockSchedule, BlockStack, DescentCheck, Energy, GradientIdentity, Layer, Pass,
-    StateObserver,
-};
-pub use schema::{Config, ParamKind, ParamSpec, Value};
-pub use task::{Batch, Footprint, LayerPass, MetricSpec, MetricTally, Progress, Task, TaskInfo, TaskModel};
 
 #[cfg(test)]
 mod tests {
