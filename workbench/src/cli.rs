@@ -593,6 +593,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         Some(Command::Sweep { layer, task, configs, axes, name, jobs, detach, dry_run, json }) => {
             let host = commands::load_plugins(&dirs);
             let store = commands::open_store(&db, &artifacts).await?;
+            let jobs_chosen = jobs.is_some();
             let jobs = jobs.unwrap_or_else(crate::queue::default_jobs);
             let args = commands::sweep::SweepArgs {
                 layers: layer.as_deref(),
@@ -601,6 +602,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
                 axes: &axes,
                 name: name.as_deref(),
                 jobs,
+                jobs_chosen,
                 detach,
                 dry_run,
                 executor: &executor,

@@ -26,6 +26,8 @@ pub struct SweepArgs<'a> {
     pub axes: &'a [String],
     pub name: Option<&'a str>,
     pub jobs: usize,
+    /// Whether `jobs` was given (`--jobs`) rather than the default.
+    pub jobs_chosen: bool,
     pub detach: bool,
     /// Plan and check the grid, print it, queue nothing.
     pub dry_run: bool,
@@ -81,6 +83,17 @@ pub async fn sweep(store: &Store, host: &PluginHost, dirs: &[PathBuf], args: Swe
             tracing::info!("  run {id}: {} {}", point.layer, point.overrides.join(" "));
         }
     }
+    let on_cpu_by_default = points
+        .iter()
+        .all(|p| p.config.train.usize("threads").ok() == Some(0) && p.config.train.str("device").ok() == Some("cpu"));
+    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    let local = matches!(args.executor, Executor::Local);
+    // A detached sweep's runs start with whatever `workbench queue --jobs` says later.
+    if !args.detach && !args.json {
+        if let Some(hint) = per_core_hint(points.len(), on_cpu_by_default, args.jobs_chosen || !local, cores) {
+            tracing::info!("{hint}");
+        }
+    }
     if args.detach {
         if !args.json {
             tracing::info!("the queue lives in {}: `workbench queue` (or the TUI) starts them", store.location());
@@ -88,6 +101,24 @@ pub async fn sweep(store: &Store, host: &PluginHost, dirs: &[PathBuf], args: Swe
         return Ok(0);
     }
     run_until_done(store, dirs, args.jobs, args.executor, Some(&queued.runs), args.json).await
+}
+
+/// A CPU worker splits each batch over every core (`threads=0`) and the queue runs one worker
+/// at a time; for a sweep of several runs, one single-thread worker per core finishes sooner
+/// (measured in the README's Sweeps section: the batch split waits for its slower shard and
+/// runs the optimiser, evaluation and store writes of one run at a time). Said, not imposed:
+/// `threads` is part of each run's configuration and changes its sums' order. `None` when
+/// the user chose the workers (`--jobs`, or an executor other than this machine), set
+/// `threads` or a device, or when there is one run or one core.
+fn per_core_hint(runs: usize, on_cpu_by_default: bool, workers_chosen: bool, cores: usize) -> Option<String> {
+    if workers_chosen || !on_cpu_by_default || runs < 2 || cores < 2 {
+        return None;
+    }
+    Some(format!(
+        "{runs} runs one at a time, each over {cores} cores; `threads=1 --jobs {}` runs one per core instead, \
+         usually sooner for a sweep on a CPU (README, Sweeps)",
+        cores.min(runs)
+    ))
 }
 
 /// Starts queued runs as slots free up until `only` (or the whole queue) has no queued or
@@ -262,4 +293,26 @@ pub async fn cancel_sweep(store: &Store, sweep: i64) -> Result<i32> {
         tracing::info!("{}", cancelled.describe(id, grace));
     }
     Ok(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::per_core_hint;
+
+    #[test]
+    fn the_per_core_hint_names_the_workers_it_would_run() {
+        let hint = per_core_hint(4, true, false, 2).expect("a default CPU sweep of 4 runs on 2 cores");
+        assert!(hint.starts_with("4 runs one at a time, each over 2 cores"), "{hint}");
+        assert!(hint.contains("`threads=1 --jobs 2`"), "{hint}");
+        // Never more workers than runs.
+        assert!(per_core_hint(3, true, false, 16).unwrap().contains("--jobs 3"));
+    }
+
+    #[test]
+    fn the_per_core_hint_stays_quiet_when_the_user_chose_or_it_cannot_help() {
+        assert_eq!(per_core_hint(4, true, true, 2), None, "--jobs given");
+        assert_eq!(per_core_hint(4, false, false, 2), None, "threads or device set");
+        assert_eq!(per_core_hint(1, true, false, 2), None, "one run");
+        assert_eq!(per_core_hint(4, true, false, 1), None, "one core");
+    }
 }
