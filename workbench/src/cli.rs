@@ -249,7 +249,7 @@ pub enum Command {
         #[arg(long)]
         name: Option<String>,
         /// Workers at once (default: one per CUDA device, else 1, since a CPU worker uses
-        /// every core).
+        /// every core; several runs on a CPU usually finish sooner as `threads=1 --jobs <cores>`).
         #[arg(long, value_parser = at_least_one)]
         jobs: Option<usize>,
         /// Only queue the runs; `workbench queue` or the TUI starts them.
