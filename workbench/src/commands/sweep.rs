@@ -83,14 +83,15 @@ pub async fn sweep(store: &Store, host: &PluginHost, dirs: &[PathBuf], args: Swe
             tracing::info!("  run {id}: {} {}", point.layer, point.overrides.join(" "));
         }
     }
-    let on_cpu_by_default = points
-        .iter()
-        .all(|p| p.config.train.usize("threads").ok() == Some(0) && p.config.train.str("device").ok() == Some("cpu"));
-    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
-    let local = matches!(args.executor, Executor::Local);
     // A detached sweep's runs start with whatever `workbench queue --jobs` says later.
     if !args.detach && !args.json {
-        if let Some(hint) = per_core_hint(points.len(), on_cpu_by_default, args.jobs_chosen || !local, cores) {
+        let on_cpu_by_default = points.iter().all(|p| {
+            p.config.train.usize("threads").ok() == Some(0) && p.config.train.str("device").ok() == Some("cpu")
+        });
+        let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+        // More than one worker already (one per CUDA device), or workers the user chose.
+        let workers_chosen = args.jobs_chosen || args.jobs > 1 || !matches!(args.executor, Executor::Local);
+        if let Some(hint) = per_core_hint(points.len(), on_cpu_by_default, workers_chosen, cores) {
             tracing::info!("{hint}");
         }
     }
@@ -105,11 +106,11 @@ pub async fn sweep(store: &Store, host: &PluginHost, dirs: &[PathBuf], args: Swe
 
 /// A CPU worker splits each batch over every core (`threads=0`) and the queue runs one worker
 /// at a time; for a sweep of several runs, one single-thread worker per core finishes sooner
-/// (measured in the README's Sweeps section: the batch split waits for its slower shard and
-/// runs the optimiser, evaluation and store writes of one run at a time). Said, not imposed:
+/// (measured in the README's Sweeps section: partly the training step, partly the parts of a
+/// run that use one core, such as its start and the optimiser step). Said, not imposed:
 /// `threads` is part of each run's configuration and changes its sums' order. `None` when
-/// the user chose the workers (`--jobs`, or an executor other than this machine), set
-/// `threads` or a device, or when there is one run or one core.
+/// the workers are chosen (`--jobs`, another executor) or several already (one per CUDA
+/// device), when the runs set `threads` or a device, or when there is one run or one core.
 fn per_core_hint(runs: usize, on_cpu_by_default: bool, workers_chosen: bool, cores: usize) -> Option<String> {
     if workers_chosen || !on_cpu_by_default || runs < 2 || cores < 2 {
         return None;
