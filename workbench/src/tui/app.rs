@@ -90,6 +90,8 @@ pub struct App {
     pub launch: LaunchForm,
     /// Where launched runs train, for the Launch screen: `local workers` or `Slurm jobs (...)`.
     pub executor: String,
+    /// How many workers the queue runs at once (`+` / `-` on the Runs screen).
+    pub workers: usize,
     pub live: LiveState,
     pub compare: CompareState,
     pub ablation: AblationState,
@@ -131,6 +133,7 @@ impl App {
             runs: RunsState::default(),
             launch,
             executor: "local workers".to_string(),
+            workers: 1,
             live: LiveState::default(),
             compare: CompareState::default(),
             ablation: AblationState::default(),

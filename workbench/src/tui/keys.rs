@@ -72,6 +72,8 @@ pub enum Action {
     Pause,
     PauseSweep,
     ChooseColumns,
+    MoreWorkers,
+    FewerWorkers,
     // Launch.
     PreviousChoice,
     NextChoice,

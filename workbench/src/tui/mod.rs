@@ -96,6 +96,7 @@ pub async fn run(
         let _ = requests.send(r);
     });
     app.executor = executor_text;
+    app.workers = jobs;
     app.exports = exports;
     if let Some(path) = prefs::default_path() {
         app.use_prefs(path);

@@ -36,6 +36,8 @@ pub enum Request {
     Cancel(i64),
     /// Requeue an interrupted or failed run; the queue continues it from its checkpoint.
     Resume(i64),
+    /// Run up to this many workers at once from now on.
+    Workers(usize),
     /// Delete runs and their data.
     Delete(Vec<i64>),
     /// Replace a run's notes and tags.
@@ -240,6 +242,7 @@ impl Service {
                 ops::runs::requeue(&self.store, id).await?;
                 self.send(Update::Info(format!("run {id} queued again; it continues from its last checkpoint")));
             }
+            Request::Workers(workers) => self.queue.jobs = workers,
             Request::Delete(ids) => {
                 ops::runs::delete(&self.store, &ids).await?;
                 self.send(Update::Info(format!("deleted {} run(s)", ids.len())));

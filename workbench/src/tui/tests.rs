@@ -1247,3 +1247,34 @@ fn live_screen_shows_the_runs_trajectories_in_place_of_its_metric_curves_and_fol
     let screen = render(&mut app, 200, 45);
     assert!(!screen.contains("tokens on the sphere") && screen.contains("cell_acc (eval)"), "{screen}");
 }
+
+#[test]
+fn plus_and_minus_set_how_many_workers_the_queue_runs() {
+    let (mut app, sent) = app();
+    assert_eq!(app.workers, 1);
+    press(&mut app, KeyCode::Char('+'));
+    press(&mut app, KeyCode::Char('+'));
+    assert_eq!(app.workers, 3);
+    let asked: Vec<usize> = sent
+        .lock()
+        .unwrap()
+        .iter()
+        .filter_map(|r| match r {
+            Request::Workers(n) => Some(*n),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(asked, [2, 3]);
+    assert!(app.status.as_ref().unwrap().0.contains("up to 3 worker(s)"), "{:?}", app.status);
+    app.screen = Screen::Launch;
+    assert!(render(&mut app, 140, 20).contains("up to 3 at once"));
+    // Never below one: the queue would start nothing.
+    app.screen = Screen::Runs;
+    for _ in 0..3 {
+        press(&mut app, KeyCode::Char('-'));
+    }
+    assert_eq!(app.workers, 1);
+    let (text, error, _) = app.status.clone().unwrap();
+    assert!(error && text.contains("from 1 to"), "{text}");
+    assert_eq!(sent.lock().unwrap().iter().filter(|r| matches!(r, Request::Workers(_))).count(), 4);
+}

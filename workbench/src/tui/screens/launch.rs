@@ -265,7 +265,10 @@ fn draw(frame: &mut Frame, area: Rect, app: &App) {
     let height = list_area.height.saturating_sub(2).max(1) as usize;
     let offset = form.cursor.saturating_sub(height - 1);
     let mut state = ListState::default().with_selected(Some(form.cursor)).with_offset(offset);
-    let title = format!("Launch on {}: a layer on a task (Enter edits, ←/→ choose, L launches)", app.executor);
+    let title = format!(
+        "Launch on {}, up to {} at once: a layer on a task (Enter edits, ←/→ choose, L launches)",
+        app.executor, app.workers
+    );
     frame.render_stateful_widget(
         List::new(items).block(Block::default().borders(Borders::ALL).title(title)),
         list_area,

@@ -80,6 +80,13 @@ const COMMANDS: &[Command] = &[
     ),
     cmd(&[Key::char('p')], "p", "pause or release a queued run", Action::Pause),
     cmd(&[Key::char('P')], "P", "pause or release every queued run of its sweep", Action::PauseSweep),
+    cmd(
+        &[Key::char('+')],
+        "+",
+        "one more worker at once (CPU runs launched with train.threads=1: one per core, sooner)",
+        Action::MoreWorkers,
+    ),
+    cmd(&[Key::char('-')], "-", "one worker fewer at once (running runs go on; fewer start)", Action::FewerWorkers),
 ];
 
 impl Component for Runs {
@@ -170,6 +177,8 @@ impl Component for Runs {
                     app.send(Request::Pause { id: r.id, sweep: action == Action::PauseSweep });
                 }
             }
+            Action::MoreWorkers => set_workers(app, app.workers.saturating_add(1)),
+            Action::FewerWorkers => set_workers(app, app.workers.saturating_sub(1)),
             Action::Requeue => {
                 if let Some(r) = app.cursor_run() {
                     if matches!(r.status, RunStatus::Interrupted | RunStatus::Failed) {
@@ -187,6 +196,23 @@ impl Component for Runs {
     fn draw(&self, frame: &mut Frame, area: Rect, app: &App, areas: &Areas) {
         draw(frame, area, app, areas)
     }
+}
+
+/// The most workers the TUI's queue runs at once (`+` stops there).
+pub const MOST_WORKERS: usize = 256;
+
+/// Sets how many workers the queue runs at once, between 1 and [`MOST_WORKERS`]; running
+/// runs are never stopped by a lower limit, fewer are started.
+fn set_workers(app: &mut App, workers: usize) {
+    if !(1..=MOST_WORKERS).contains(&workers) {
+        let text = format!("the queue runs {} worker(s) at once: from 1 to {MOST_WORKERS}", app.workers);
+        app.say(text, true);
+        return;
+    }
+    app.workers = workers;
+    app.send(Request::Workers(workers));
+    let text = format!("the queue now runs up to {workers} worker(s) at once (running runs go on)");
+    app.say(text, false);
 }
 
 /// A key while typing into the filter box: Enter keeps the filter, Esc leaves and clears it.
