@@ -106,7 +106,7 @@ pub async fn sweep(store: &Store, host: &PluginHost, dirs: &[PathBuf], args: Swe
 
 /// A CPU worker splits each batch over every core (`threads=0`) and the queue runs one worker
 /// at a time; for a sweep of several runs, one single-thread worker per core finishes sooner
-/// (measured in the README's Sweeps section: partly the training step, partly the parts of a
+/// (measured in the README's "Sweeps and the queue": partly the training step, partly the parts of a
 /// run that use one core, such as its start and the optimiser step). Said, not imposed:
 /// `threads` is part of each run's configuration and changes its sums' order. `None` when
 /// the workers are chosen (`--jobs`, another executor) or several already (one per CUDA
@@ -117,7 +117,7 @@ fn per_core_hint(runs: usize, on_cpu_by_default: bool, workers_chosen: bool, cor
     }
     Some(format!(
         "{runs} runs one at a time, each over {cores} cores; `threads=1 --jobs {}` runs one per core instead, \
-         usually sooner for a sweep on a CPU (README, Sweeps)",
+         usually sooner for a sweep on a CPU (README: Sweeps and the queue)",
         cores.min(runs)
     ))
 }
