@@ -88,7 +88,8 @@ pub async fn sweep(store: &Store, host: &PluginHost, dirs: &[PathBuf], args: Swe
         let on_cpu_by_default = points.iter().all(|p| {
             p.config.train.usize("threads").ok() == Some(0) && p.config.train.str("device").ok() == Some("cpu")
         });
-        let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+        // What `threads=0` resolves to in a worker: one shard per core.
+        let cores = crate::train::parallel::shard_count(0, usize::MAX, true);
         // More than one worker already (one per CUDA device), or workers the user chose.
         let workers_chosen = args.jobs_chosen || args.jobs > 1 || !matches!(args.executor, Executor::Local);
         if let Some(hint) = per_core_hint(points.len(), on_cpu_by_default, workers_chosen, cores) {
