@@ -44,6 +44,13 @@ fn bench_prints_throughput_and_the_split() {
     assert_eq!(code, 0, "{stderr}");
     assert!(stdout.contains("2 shard(s) x 1 thread(s) per op"), "{stdout}");
     assert!(stdout.contains("samples/s") && stdout.contains("GFLOP/s"), "{stdout}");
+    // Two shards: how long their threads waited for the slower one.
+    let waiting = stdout.lines().find(|l| l.trim_start().starts_with("shards: the slowest takes")).expect(&stdout);
+    assert!(waiting.contains("% of that time waiting for it"), "{waiting}");
+    // One shard never waits: no such line.
+    let (code, stdout, stderr) = bench(&dir, None, &["threads=1"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(!stdout.contains("shards:"), "{stdout}");
 }
 
 /// No timed steps would print a step of 0 s and infinite GFLOP/s: refused before any work.
@@ -95,6 +102,8 @@ fn bench_json_is_one_object() {
     let ours = report["samples_per_s"].as_f64().unwrap();
     assert!(ours > 0.0 && report["step_s"].as_f64().unwrap() > 0.0, "{report}");
     assert!(report["gflop_per_s"].as_f64().is_some(), "{report}");
+    let waiting = report["shard_wait_share"].as_f64().unwrap();
+    assert!((0.0..1.0).contains(&waiting), "{report}");
     assert_eq!(report["reference"]["torch"], "9.9.9");
     let ratio = report["reference"]["ratio"].as_f64().unwrap();
     assert!((ratio - ours / 8.0).abs() < 1e-9 * ratio.max(1.0), "{report}");

@@ -155,8 +155,11 @@ fn split_batches_give_the_whole_batch_loss_and_gradients() {
     }
     let vars: Vec<Tensor> = params.vars().iter().map(|(_, v)| v.as_tensor().clone()).collect();
     let batch = task.train_batch(0, 7, &Device::Cpu).unwrap();
-    let (whole_loss, whole) = loss_and_grads(&layer, &model, &batch, 2, false, 1, &vars).unwrap();
-    let (split_loss, split) = loss_and_grads(&layer, &model, &batch, 2, false, 3, &vars).unwrap();
+    let whole = loss_and_grads(&layer, &model, &batch, 2, false, 1, &vars).unwrap();
+    let split = loss_and_grads(&layer, &model, &batch, 2, false, 3, &vars).unwrap();
+    assert_eq!((whole.shard_seconds.len(), split.shard_seconds.len()), (1, 3));
+    assert!(split.shard_seconds.iter().all(|&s| s > 0.0), "{:?}", split.shard_seconds);
+    let (whole_loss, whole, split_loss, split) = (whole.loss, whole.grads, split.loss, split.grads);
     assert!((whole_loss - split_loss).abs() < 1e-12 * whole_loss.abs().max(1.0), "{whole_loss} vs {split_loss}");
     for (name, var) in params.vars() {
         let a: Vec<f64> = whole.get(var.as_tensor()).unwrap().flatten_all().unwrap().to_vec1().unwrap();

@@ -118,8 +118,9 @@ fn an_interrupted_run_resumes_from_its_checkpoint() {
     assert!((a - b).abs() <= 1e-4 * b.abs(), "resumed final loss {a} vs uninterrupted {b}");
 }
 
-/// A worker records its system metrics (split `sys`, at least the sample at the end) and the
-/// examples each evaluation scored; an `eval_examples` above the set's size is said once in
+/// A worker records its system metrics (split `sys`, at least the sample at the end; with
+/// batches split over two threads, how long they waited for each other) and the examples
+/// each evaluation scored; an `eval_examples` above the set's size is said once in
 /// the log, and `runs show` reports both without mixing them into the task's metrics.
 #[test]
 fn a_run_records_system_metrics_and_its_evaluation_size() {
@@ -141,16 +142,20 @@ fn a_run_records_system_metrics_and_its_evaluation_size() {
         "eval_every=2",
         "eval_depths=",
         "checkpoint=false",
+        "threads=2",
     ]));
     assert_eq!(code, 0, "{stderr}");
     let shown = show(&dir, 1);
     let sys = |name: &str| {
         shown["metrics"].as_array().unwrap().iter().find(|m| m["split"] == "sys" && m["name"] == name).cloned()
     };
-    for name in ["cpu_percent", "rss_bytes", "peak_rss_bytes", "threads"] {
+    for name in ["cpu_percent", "rss_bytes", "peak_rss_bytes", "threads", "shard_wait_percent"] {
         let m = sys(name).unwrap_or_else(|| panic!("no sys/{name}: {shown}"));
         assert!(m["summary"]["last"].as_f64().unwrap() >= 0.0, "{m}");
     }
+    // Two shards: the share of their time spent waiting for the slower one.
+    let wait = sys("shard_wait_percent").unwrap()["summary"]["max"].as_f64().unwrap();
+    assert!(wait < 100.0, "shards waited {wait} %");
     let examples = sys("eval_examples").expect("eval examples");
     assert_eq!((examples["summary"]["last"].as_f64(), examples["summary"]["points"].as_u64()), (Some(40.0), Some(2)));
     let note = "eval_examples=1000 but the evaluation set holds 40: scoring all 40";

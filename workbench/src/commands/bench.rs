@@ -68,11 +68,17 @@ pub fn run(
     let causal = task_obj.info().map_err(|e| anyhow!("{e}"))?.causal;
     // CPU time of the steps (the closure's timed part), for `cpu ... per step`.
     let cpu = std::cell::Cell::new(0.0);
+    // How long the shards' threads idle at each step's end, waiting for the slowest shard.
+    let waiting = std::cell::Cell::new(parallel::ShardWaiting::default());
     let mut step = |i: usize| -> Result<f64> {
         let batch = task_obj.train_batch(i as u64, s.batch_size, &device).map_err(|e| anyhow!("{e}"))?;
         let cpu0 = process_cpu_seconds();
         let t0 = Instant::now();
-        let (_, grads) = parallel::loss_and_grads(&layer_obj, &model, &batch, iterations, causal, shards, &vars)?;
+        let parallel::StepGradients { grads, shard_seconds, .. } =
+            parallel::loss_and_grads(&layer_obj, &model, &batch, iterations, causal, shards, &vars)?;
+        let mut waited = waiting.get();
+        waited.add(&shard_seconds);
+        waiting.set(waited);
         let norm = global_grad_norm(&grads, vars.iter().cloned())?;
         opt.step(&grads, s.lr, clip_scale(norm, s.grad_clip))?;
         // A GPU runs the step's kernels asynchronously: the step ends when they have run.
@@ -84,16 +90,19 @@ pub fn run(
     warm_up(&mut step)?;
     let mut total = 0.0;
     let cpu_warm_up = cpu.get();
+    waiting.take();
     for i in 0..steps {
         total += step(i + 2)?;
     }
     let cpu = cpu.get() - cpu_warm_up;
+    let waiting = waiting.get();
     let n = steps.max(1) as f64;
     let samples_per_s = s.batch_size as f64 * n / total;
     let mut report = serde_json::json!({
         "layer": layer, "task": task, "batch_size": s.batch_size, "iterations": iterations,
         "parameters": params.count(), "shards": shards, "threads_per_op": candle_core::utils::get_num_threads(),
         "steps": steps, "step_s": total / n, "samples_per_s": samples_per_s, "cpu_s_per_step": cpu / n,
+        "shard_wait_share": waiting.share(),
     });
     say!(
         "layer {layer} on {task}, batch {}, {} iterations, {} parameters, {shards} shard(s) x {} thread(s) per op",
@@ -111,6 +120,13 @@ pub fn run(
         cpu / total.max(1e-9),
         std::fs::read_to_string("/proc/loadavg").unwrap_or_default().split_whitespace().next().unwrap_or("?")
     );
+    if shards > 1 {
+        say!(
+            "  shards: the slowest takes {:.1} ms a step on average; their threads spend {:.1} % of that time waiting for it",
+            waiting.slowest_mean(steps) * 1e3,
+            waiting.share() * 100.0
+        );
+    }
     if let Ok(kernels) = config.layer_config.str("kernels") {
         let note = match (device.is_cpu(), kernels, plugin_api::cuda_kernels_switched_on()) {
             (false, "fused", true) => {

@@ -222,7 +222,7 @@ pub async fn show(store: &Store, id: i64, as_json: bool) -> Result<i32> {
 }
 
 /// The `eval:` and `system:` lines of `runs show`: the examples each evaluation scored, the
-/// worker's peak memory, and its last CPU, memory, threads and GPU sample.
+/// worker's peak memory, and its last CPU, memory, threads, shard waiting and GPU sample.
 pub fn system_lines(summary: &BTreeMap<(String, String), SeriesSummary>) -> Vec<String> {
     let get = |name: &str| summary.get(&(system::SPLIT.to_string(), name.to_string()));
     let mut lines = Vec::new();
@@ -239,6 +239,9 @@ pub fn system_lines(summary: &BTreeMap<(String, String), SeriesSummary>) -> Vec<
     }
     if let Some(s) = get(system::THREADS) {
         last.push(format!("{:.0} threads", s.last));
+    }
+    if let Some(s) = get(system::SHARD_WAIT) {
+        last.push(format!("shards waiting {:.0} % of their time", s.last));
     }
     if let Some(s) = get(system::GPU_UTIL) {
         last.push(format!("GPU {:.0} %", s.last));
@@ -434,6 +437,7 @@ mod tests {
             row(10, "sys", system::RSS, 400.0 * mib),
             row(10, "sys", system::CPU, 195.4),
             row(10, "sys", system::THREADS, 9.0),
+            row(10, "sys", system::SHARD_WAIT, 7.6),
             row(10, "sys", system::EVAL_EXAMPLES, 256.0),
             row(10, "eval", "cell_acc", 0.5),
         ];
@@ -442,10 +446,11 @@ mod tests {
             lines,
             [
                 "eval:     256 examples per evaluation",
-                "system:   peak memory 512.0 MiB; last sample: CPU 195 %, resident 400.0 MiB, 9 threads",
+                "system:   peak memory 512.0 MiB; last sample: CPU 195 %, resident 400.0 MiB, 9 threads, \
+                 shards waiting 8 % of their time",
             ]
         );
         // Runs recorded before system metrics existed: no lines.
-        assert!(system_lines(&summarise(&rows[6..])).is_empty());
+        assert!(system_lines(&summarise(&rows[7..])).is_empty());
     }
 }

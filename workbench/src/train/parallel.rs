@@ -74,12 +74,61 @@ pub fn forward_loss(
     model.loss(&h, batch).map_err(|e| anyhow!("loss: {e}"))
 }
 
-/// One shard's part of a step: its loss value, its weight and the gradients of its weighted
-/// share `w_i / total` of the loss.
+/// One shard's part of a step: its loss value, its weight, the gradients of its weighted
+/// share `w_i / total` of the loss, and how long its forward and backward took.
 struct ShardResult {
     loss: f64,
     weight: f64,
     grads: GradStore,
+    seconds: f64,
+}
+
+/// A step's loss and gradients over the whole batch, with each shard's time.
+pub struct StepGradients {
+    pub loss: f64,
+    pub grads: GradStore,
+    /// Seconds of each shard's forward and backward, in shard order.
+    pub shard_seconds: Vec<f64>,
+}
+
+/// Time the shards' threads spent waiting for a step's slowest shard, summed over steps.
+///
+/// A step ends when its slowest shard does: the others' threads idle meanwhile. On a
+/// machine whose cores' speed varies (a shared VM) this is what synchronous data
+/// parallelism loses against one single-thread process per core.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct ShardWaiting {
+    waited: f64,
+    spanned: f64,
+}
+
+impl ShardWaiting {
+    /// Adds one step's shard times.
+    pub fn add(&mut self, shard_seconds: &[f64]) {
+        let Some(slowest) = shard_seconds.iter().copied().reduce(f64::max) else { return };
+        let mean = shard_seconds.iter().sum::<f64>() / shard_seconds.len() as f64;
+        self.waited += slowest - mean;
+        self.spanned += slowest;
+    }
+
+    /// Whether no step has been added.
+    pub fn is_empty(&self) -> bool {
+        self.spanned == 0.0
+    }
+
+    /// The waiting as a share of the shards' threads' time (0 to 1; 0 with one shard).
+    pub fn share(&self) -> f64 {
+        if self.spanned > 0.0 {
+            self.waited / self.spanned
+        } else {
+            0.0
+        }
+    }
+
+    /// The mean time per step from a step's start to its slowest shard's end, in seconds.
+    pub fn slowest_mean(&self, steps: usize) -> f64 {
+        self.spanned / steps.max(1) as f64
+    }
 }
 
 /// The loss of the whole `batch` and its gradients, the batch split over `shards` threads.
@@ -93,7 +142,7 @@ pub fn loss_and_grads(
     causal: bool,
     shards: usize,
     vars: &[Tensor],
-) -> Result<(f64, GradStore)> {
+) -> Result<StepGradients> {
     let parts = split_batch(batch, shards)?;
     let weights = parts
         .iter()
@@ -101,11 +150,12 @@ pub fn loss_and_grads(
         .collect::<Result<Vec<f64>>>()?;
     let total: f64 = weights.iter().sum();
     let run_shard = |part: &Batch, weight: f64| -> Result<ShardResult> {
+        let started = std::time::Instant::now();
         let loss = forward_loss(layer, model, part, iterations, causal)?;
         let share = if total > 0.0 { weight / total } else { 1.0 / parts.len() as f64 };
         let loss_value = loss.to_dtype(DType::F64)?.to_scalar::<f64>()?;
         let grads = (loss * share)?.backward()?;
-        Ok(ShardResult { loss: loss_value, weight: share, grads })
+        Ok(ShardResult { loss: loss_value, weight: share, grads, seconds: started.elapsed().as_secs_f64() })
     };
     let results: Vec<Result<ShardResult>> = std::thread::scope(|scope| {
         let others: Vec<_> = parts
@@ -124,8 +174,10 @@ pub fn loss_and_grads(
     let first = results.next().ok_or_else(|| anyhow!("an empty batch has no loss"))?;
     let mut loss = first.loss * first.weight;
     let mut grads = first.grads;
+    let mut shard_seconds = vec![first.seconds];
     for shard in results {
         loss += shard.loss * shard.weight;
+        shard_seconds.push(shard.seconds);
         for var in vars {
             if let Some(g) = shard.grads.get(var) {
                 let sum = match grads.get(var) {
@@ -136,7 +188,7 @@ pub fn loss_and_grads(
             }
         }
     }
-    Ok((loss, grads))
+    Ok(StepGradients { loss, grads, shard_seconds })
 }
 
 /// Metric sums over the evaluation set at `iterations` layer iterations, its batches spread
@@ -232,6 +284,21 @@ mod tests {
             Err(e) => e.to_string(),
         };
         assert!(err.contains("first dimension") && err.contains("threads=1"), "{err}");
+    }
+
+    #[test]
+    fn waiting_is_the_slowest_shard_minus_the_mean() {
+        let mut waiting = ShardWaiting::default();
+        assert_eq!(waiting.share(), 0.0);
+        // One shard never waits.
+        waiting.add(&[0.2]);
+        assert_eq!(waiting.share(), 0.0);
+        // Shards of 0.1 and 0.3 s: the step spans 0.3 s, the mean thread works 0.2 s of it.
+        waiting.add(&[0.1, 0.3]);
+        assert!((waiting.share() - 0.1 / 0.5).abs() < 1e-12, "{}", waiting.share());
+        assert!((waiting.slowest_mean(2) - 0.25).abs() < 1e-12);
+        waiting.add(&[]);
+        assert!((waiting.share() - 0.2).abs() < 1e-12);
     }
 
     #[test]

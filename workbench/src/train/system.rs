@@ -1,6 +1,6 @@
 //! System metrics of a worker process, stored as metrics of split [`SPLIT`] every [`EVERY`]
 //! and at the end of a run: process CPU (100 % = one core busy), resident and peak memory,
-//! threads, and with the `cuda` feature the GPU's utilisation and memory (NVML).
+//! threads, the time data-parallel shards wait for each other, and with the `cuda` feature the GPU's utilisation and memory (NVML).
 //!
 //! Read from `/proc/self` (Linux); elsewhere a sample is empty and nothing is stored.
 
@@ -17,6 +17,9 @@ pub const CPU: &str = "cpu_percent";
 pub const RSS: &str = "rss_bytes";
 pub const PEAK: &str = "peak_rss_bytes";
 pub const THREADS: &str = "threads";
+/// The share of the shards' threads' time spent waiting for each step's slowest shard since
+/// the previous sample (runs whose batches are split over several threads only).
+pub const SHARD_WAIT: &str = "shard_wait_percent";
 pub const GPU_UTIL: &str = "gpu_util_percent";
 pub const GPU_MEMORY: &str = "gpu_memory_bytes";
 /// Examples scored by each evaluation: recorded by the worker with the evaluation, not

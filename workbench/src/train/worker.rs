@@ -15,7 +15,7 @@ use super::evaluation::{self, DepthReport};
 use super::events::Event;
 use super::optim::{clip_scale, global_grad_norm, AdamW, AdamWConfig};
 use super::outbox::{with_retries, Outbox};
-use super::parallel;
+use super::parallel::{self, ShardWaiting};
 use super::schedule::cosine_with_warmup;
 use super::system;
 use crate::host::PluginHost;
@@ -307,9 +307,14 @@ fn prepare_task(
 }
 
 /// A sample of the system metrics ([`system`]) at `step`.
-fn push_system(outbox: &Outbox, sampler: &mut system::Sampler, step: u64, wall: f64) {
+/// Stores a system sample, with the shards' waiting since the previous one (then reset).
+fn push_system(outbox: &Outbox, sampler: &mut system::Sampler, waiting: &mut ShardWaiting, step: u64, wall: f64) {
     for (name, value) in sampler.sample() {
         outbox.push(step, system::SPLIT, name, value, wall);
+    }
+    if !waiting.is_empty() {
+        outbox.push(step, system::SPLIT, system::SHARD_WAIT, waiting.share() * 100.0, wall);
+        *waiting = ShardWaiting::default();
     }
 }
 
@@ -395,6 +400,7 @@ async fn train(
     let outbox = log.outbox;
     let started = Instant::now();
     let mut sampler = system::Sampler::new(&s.device);
+    let mut waiting = ShardWaiting::default();
     let vars: Vec<_> = opt.slots.iter().map(|slot| slot.var.as_tensor().clone()).collect();
     while step < s.steps {
         if flags.lost.load(Ordering::Relaxed) {
@@ -404,7 +410,7 @@ async fn train(
             anyhow::bail!("{unwritten}; stopped at step {step}");
         }
         if flags.stop.load(Ordering::Relaxed) {
-            push_system(outbox, &mut sampler, step, started.elapsed().as_secs_f64());
+            push_system(outbox, &mut sampler, &mut waiting, step, started.elapsed().as_secs_f64());
             outbox.progress(step);
             save_checkpoint(outbox, &s, &ckpt, &opt, step)?;
             return Ok(Outcome::Interrupted(step));
@@ -413,12 +419,15 @@ async fn train(
         let lr = cosine_with_warmup(step, s.steps, s.warmup, s.lr, s.min_lr);
         let batch =
             task.train_batch(step, s.batch_size, &device).map_err(|e| anyhow!("task `{}`: {e}", config.task))?;
-        let (loss_value, grads) =
+        let parallel::StepGradients { loss: loss_value, grads, shard_seconds } =
             parallel::loss_and_grads(&layer, &model, &batch, layer.train_iterations(), info.causal, shards, &vars)?;
+        if shards > 1 {
+            waiting.add(&shard_seconds);
+        }
         let wall = started.elapsed().as_secs_f64();
         if !loss_value.is_finite() {
             outbox.push(step + 1, "train", "loss", loss_value, wall);
-            push_system(outbox, &mut sampler, step + 1, wall);
+            push_system(outbox, &mut sampler, &mut waiting, step + 1, wall);
             outbox.progress(step);
             return Ok(Outcome::Diverged(format!(
                 "the training loss became {loss_value} at step {}; lower lr or grad_clip",
@@ -435,7 +444,7 @@ async fn train(
         outbox.push(step, "train", "samples_per_s", rate, wall);
         Event::Step { step, loss: loss_value, lr, grad_norm: norm, samples_per_s: rate }.emit();
         if sampler.due() {
-            push_system(outbox, &mut sampler, step, wall);
+            push_system(outbox, &mut sampler, &mut waiting, step, wall);
         }
         if step % s.eval_every == 0 || step == s.steps {
             let mut diagnostics = Vec::new();
@@ -480,7 +489,7 @@ async fn train(
         }
         outbox.progress(step);
     }
-    push_system(outbox, &mut sampler, step, started.elapsed().as_secs_f64());
+    push_system(outbox, &mut sampler, &mut waiting, step, started.elapsed().as_secs_f64());
     outbox.progress(step);
     Ok(Outcome::Finished)
 }

@@ -1,5 +1,5 @@
-//! The Live screen's system panel: the worker's last sample of CPU, memory, threads and GPU
-//! (metrics of split `sys`), CPU and memory with their history as sparklines.
+//! The Live screen's system panel: the worker's last sample of CPU, memory, threads, the
+//! shards' waiting and GPU (metrics of split `sys`), with histories as sparklines.
 
 use crate::store::MetricRow;
 use crate::train::system::{self, format_bytes};
@@ -17,6 +17,7 @@ pub struct SystemView {
     pub rss: Vec<f64>,
     pub peak: Option<f64>,
     pub threads: Option<f64>,
+    pub shard_wait: Vec<f64>,
     pub gpu_util: Vec<f64>,
     pub gpu_memory: Option<f64>,
 }
@@ -34,6 +35,7 @@ impl SystemView {
             rss: series(system::RSS),
             peak: series(system::PEAK).into_iter().reduce(f64::max),
             threads: series(system::THREADS).last().copied(),
+            shard_wait: series(system::SHARD_WAIT),
             gpu_util: series(system::GPU_UTIL),
             gpu_memory: series(system::GPU_MEMORY).last().copied(),
         };
@@ -61,6 +63,11 @@ impl SystemView {
         }
         if let Some(threads) = self.threads {
             out.push(format!("threads {threads:.0}"));
+        }
+        // Time lost to the data-parallel step's slowest shard: high values say a sweep runs
+        // sooner as one single-thread worker per core.
+        if let Some(wait) = self.shard_wait.last() {
+            out.push(with_history(format!("wait {wait:>5.0} %"), &self.shard_wait));
         }
         if let Some(util) = self.gpu_util.last() {
             out.push(with_history(format!("GPU  {util:>5.0} %"), &self.gpu_util));
@@ -132,6 +139,15 @@ mod tests {
             [row(5, system::GPU_UTIL, 40.0), row(10, system::GPU_UTIL, 80.0), row(10, system::GPU_MEMORY, 3.0 * gib)];
         let view = SystemView::of(&rows).unwrap();
         assert_eq!(view.lines(20), ["GPU     80 % ▅█", "GPU mem 3.00 GiB"].map(String::from));
+    }
+
+    /// Runs with several shards record how long they waited for the slowest one.
+    #[test]
+    fn the_shards_waiting_gets_a_line_with_its_history() {
+        let rows = [row(5, system::SHARD_WAIT, 4.0), row(10, system::SHARD_WAIT, 8.0), row(10, system::THREADS, 3.0)];
+        let view = SystemView::of(&rows).unwrap();
+        assert_eq!(view.shard_wait, [4.0, 8.0]);
+        assert_eq!(view.lines(16), ["threads 3", "wait     8 % ▅█"].map(String::from));
     }
 
     #[test]
