@@ -33,6 +33,17 @@ impl Params {
         VarBuilder::from_backend(Box::new(self.clone()), dtype, device.clone())
     }
 
+    /// A `VarBuilder` over this set's variables as they are now, detached from autograd.
+    ///
+    /// A model built from it computes what the trained one does (the tensors share the
+    /// variables' storage, so later updates show too) but records no autograd graph: each
+    /// op's result is freed once the next op has used it, instead of living until the
+    /// output is dropped. Evaluations use it. Asking for a parameter the set does not hold
+    /// is an error: such a model would not be the trained one.
+    pub fn frozen_var_builder(&self, dtype: DType, device: &Device) -> VarBuilder<'static> {
+        VarBuilder::from_backend(Box::new(Frozen(self.clone())), dtype, device.clone())
+    }
+
     /// All variables, sorted by name.
     pub fn vars(&self) -> Vec<(String, Var)> {
         self.lock().iter().map(|(k, v)| (k.clone(), v.clone())).collect()
@@ -117,6 +128,39 @@ impl SimpleBackend for Params {
     }
 }
 
+/// The backend of [`Params::frozen_var_builder`].
+struct Frozen(Params);
+
+impl Frozen {
+    fn existing(&self, name: &str) -> Result<Var> {
+        match self.0.lock().get(name) {
+            Some(var) => Ok(var.clone()),
+            None => candle_core::bail!(
+                "parameter `{name}` is not among the trained model's parameters; \
+                 the plugin must create the same parameters every time it builds the model"
+            ),
+        }
+    }
+}
+
+impl SimpleBackend for Frozen {
+    fn get(&self, shape: Shape, name: &str, _: Init, _: DType, _: &Device) -> Result<Tensor> {
+        let var = self.existing(name)?;
+        if var.shape() != &shape {
+            candle_core::bail!("parameter `{name}` requested with shape {shape:?} but exists with {:?}", var.shape());
+        }
+        Ok(var.as_tensor().detach())
+    }
+
+    fn get_unchecked(&self, name: &str, _dtype: DType, _device: &Device) -> Result<Tensor> {
+        Ok(self.existing(name)?.as_tensor().detach())
+    }
+
+    fn contains_tensor(&self, name: &str) -> bool {
+        self.0.contains_tensor(name)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -137,6 +181,26 @@ mod tests {
         let x3 = c.var_builder(DType::F32, &Device::Cpu).get_with_hints((3, 4), "x", init).unwrap();
         assert_ne!(x1.to_vec2::<f32>().unwrap(), x3.to_vec2::<f32>().unwrap());
         assert_eq!(a.count(), 17);
+    }
+
+    #[test]
+    fn the_frozen_builder_shares_values_and_records_no_graph() {
+        let p = Params::new(3);
+        let trained = p.var_builder(DType::F32, &Device::Cpu).get_with_hints((2, 2), "w", Init::Const(1.0)).unwrap();
+        let frozen = p.frozen_var_builder(DType::F32, &Device::Cpu);
+        let w = frozen.get_with_hints((2, 2), "w", Init::Const(9.0)).unwrap();
+        assert!(!w.is_variable() && !w.track_op(), "a frozen parameter must record no graph");
+        assert_eq!(w.to_vec2::<f32>().unwrap(), trained.to_vec2::<f32>().unwrap());
+        assert!(!(&w * 2.0).unwrap().track_op());
+        // Updates of the variable show through the frozen tensor (shared storage).
+        let (_, var) = &p.vars()[0];
+        var.set(&Tensor::full(5f32, (2, 2), &Device::Cpu).unwrap()).unwrap();
+        assert_eq!(w.to_vec2::<f32>().unwrap(), [[5.0, 5.0], [5.0, 5.0]]);
+        // A parameter the trained model lacks, or of another shape, is an error, never a new one.
+        let missing = frozen.get_with_hints(3, "other", Init::Const(0.0)).unwrap_err().to_string();
+        assert!(missing.contains("`other` is not among the trained model's parameters"), "{missing}");
+        assert!(frozen.get_with_hints((3, 2), "w", Init::Const(0.0)).is_err());
+        assert_eq!(p.count(), 4);
     }
 
     #[test]

@@ -125,7 +125,8 @@ fn gradients_across_plugin_copies_match_finite_differences() {
 }
 
 /// Data-parallel training (`train::parallel`): the loss and gradients of a batch split over
-/// three threads equal those of the whole batch. Sudoku boards have different numbers of
+/// three threads equal those of the whole batch; evaluation over threads, and over the
+/// parameters detached from autograd, scores the same. Sudoku boards have different numbers of
 /// blanks, so shards weighted by example count instead of `loss_weight` would differ.
 #[test]
 fn split_batches_give_the_whole_batch_loss_and_gradients() {
@@ -175,6 +176,12 @@ fn split_batches_give_the_whole_batch_loss_and_gradients() {
     let at_two = evaluate(&layer, &model, &batches, 2, false, 3, None).unwrap();
     assert_eq!(serial, at_two);
     assert_ne!(serial, threaded, "a different depth must change the metrics");
+    // Workers evaluate a model built again over the parameters detached from autograd
+    // (`Params::frozen_var_builder`): it must score exactly what the trained one does.
+    let frozen = params.frozen_var_builder(DType::F64, &Device::Cpu);
+    let frozen_layer = host.build_layer("hyperset", &layer_cfg, frozen.pp("layer")).unwrap();
+    let frozen_model = task.build_model(frozen.pp("task"), 8).unwrap();
+    assert_eq!(evaluate(&frozen_layer, &frozen_model, &batches, 2, false, 3, None).unwrap(), serial);
 }
 
 /// Uniform values in [-0.5, 0.5) of `shape`, the same for the same `salt` (splitmix64).

@@ -8,7 +8,7 @@ use crate::import::{self, published_sudoku, source};
 use crate::params::Params;
 use crate::run_config::RunConfig;
 use crate::store::{MetricDirection, MetricRow, RunStatus, Store};
-use crate::train::evaluation::{evaluate_depths, DepthReport};
+use crate::train::evaluation::{evaluate_depths, frozen_model, DepthReport};
 use crate::train::optim::{AdamW, AdamWConfig};
 use crate::train::{checkpoint, parallel, worker};
 use anyhow::{anyhow, Result};
@@ -63,8 +63,9 @@ pub async fn import(
     let params = Params::new(s.seed);
     let vb = params.var_builder(DType::F32, &device);
     let built_layer = host.build_layer(&config.layer, &config.layer_config, vb.pp("layer"))?;
-    let model =
-        built_task.build_model(vb.pp("task"), built_layer.width()).map_err(|e| anyhow!("task `{task}`: {e}"))?;
+    // Building the model creates the task's parameters, which the import fills; the
+    // evaluation below uses a model built again over the filled values.
+    built_task.build_model(vb.pp("task"), built_layer.width()).map_err(|e| anyhow!("task `{task}`: {e}"))?;
     // A head the layer lacks would only show as a note on the evaluation's diagnostics.
     s.sphere.check(&*built_layer, &device)?;
     let slots = (layout.slots)(published_sudoku::block_count(&tensors));
@@ -89,8 +90,18 @@ pub async fn import(
         let depths = worker::eval_depths(built_layer.train_iterations(), &s.eval_depths);
         let threads = parallel::shard_count(s.threads, usize::MAX, device.is_cpu());
         let train_depth = built_layer.train_iterations();
-        let reports =
-            evaluate_depths(&built_layer, &model, &batches, &depths, train_depth, info.causal, threads, 0, s.sphere)?;
+        let (eval_layer, eval_model) = frozen_model(host, &params, &config, &built_task, &device)?;
+        let reports = evaluate_depths(
+            &eval_layer,
+            &eval_model,
+            &batches,
+            &depths,
+            train_depth,
+            info.causal,
+            threads,
+            0,
+            s.sphere,
+        )?;
         let mut lines =
             vec![format!("imported {} ({parameters} parameters) with {}", file.display(), options.join(" "))];
         let (mut rows, mut diagnostics, mut eval) = (Vec::new(), Vec::new(), BTreeMap::new());

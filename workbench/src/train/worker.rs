@@ -448,9 +448,10 @@ async fn train(
         }
         if step % s.eval_every == 0 || step == s.steps {
             let mut diagnostics = Vec::new();
+            let (eval_layer, eval_model) = evaluation::frozen_model(host, &params, config, &task, &device)?;
             let reports = evaluation::evaluate_depths(
-                &layer,
-                &model,
+                &eval_layer,
+                &eval_model,
                 &eval_batches,
                 &depths,
                 layer.train_iterations(),
