@@ -67,7 +67,7 @@ impl SystemView {
         // Time lost to the data-parallel step's slowest shard: high values say a sweep runs
         // sooner as one single-thread worker per core.
         if let Some(wait) = self.shard_wait.last() {
-            out.push(with_history(format!("wait {wait:>5.0} %"), &self.shard_wait));
+            out.push(with_history(format!("shard wait {wait:>3.0} %"), &self.shard_wait));
         }
         if let Some(util) = self.gpu_util.last() {
             out.push(with_history(format!("GPU  {util:>5.0} %"), &self.gpu_util));
@@ -147,7 +147,7 @@ mod tests {
         let rows = [row(5, system::SHARD_WAIT, 4.0), row(10, system::SHARD_WAIT, 8.0), row(10, system::THREADS, 3.0)];
         let view = SystemView::of(&rows).unwrap();
         assert_eq!(view.shard_wait, [4.0, 8.0]);
-        assert_eq!(view.lines(16), ["threads 3", "wait     8 % ▅█"].map(String::from));
+        assert_eq!(view.lines(20), ["threads 3", "shard wait   8 % ▅█"].map(String::from));
     }
 
     #[test]
