@@ -15,7 +15,9 @@
 //!   width unit (or what the layer declares, `Declaration::with_activation_floats`) and
 //!   [`SCORE_FLOATS`] per attention score, measured on the shipped layers with
 //!   `/usr/bin/time -v` and checked by the test `memory_estimate_brackets_the_measured_peak`
-//!   in `tests/bad_input.rs`. Evaluation passes keep theirs too, at the deepest depth.
+//!   in `tests/bad_input.rs`. Evaluation passes record no graph (they run a model over the
+//!   parameters detached from autograd): each evaluation thread holds about one iteration's
+//!   intermediates of its batch at a time, whatever the depth.
 //! - The task's data, as its footprint says.
 
 use crate::run_config::RunConfig;
@@ -35,8 +37,10 @@ pub const SCORE_FLOATS: u64 = 4;
 /// Copies of the parameters, beyond the parameters themselves, that training holds at its peak
 /// with one training shard.
 pub const PARAMETER_COPIES: u64 = 11;
-/// The worker process itself: code, plugins, allocator and thread pools.
-pub const PROCESS_BYTES: u64 = 384 << 20;
+/// The worker process itself: code, plugins, allocator and thread pools (whole small runs
+/// peak at 30-140 MiB since evaluations record no graph and arenas are one per core; the
+/// rest is slack for the allocator).
+pub const PROCESS_BYTES: u64 = 192 << 20;
 
 const FLOAT: u64 = std::mem::size_of::<f32>() as u64;
 const GIB: f64 = (1u64 << 30) as f64;
@@ -51,8 +55,8 @@ pub struct Estimate {
     /// Gradients (one set per training shard), AdamW's two moments and the other copies of
     /// the parameters that training holds at its peak.
     pub optimiser_bytes: u64,
-    /// Intermediates kept for the backward pass of one step, or of the deepest evaluation
-    /// batch, whichever is larger.
+    /// Intermediates kept for the backward pass of one step, or those of one iteration of
+    /// the evaluation batches running at once, whichever is larger.
     pub activation_bytes: u64,
     /// The task's data sets; `None` when the task declares no footprint.
     pub data_bytes: Option<u64>,
@@ -186,9 +190,12 @@ pub fn estimate(layer: &Declaration, task: &Declaration, config: &RunConfig) -> 
         let n = f.seq_len as u64;
         let token_floats = layer.activation_floats().map_or(TOKEN_FLOATS, u64::from);
         let per_iteration = token_floats * n * width + SCORE_FLOATS * heads * n * n;
-        let deepest = settings.eval_depths.iter().fold(1.0f64, |a, &b| a.max(b));
         let train = settings.batch_size as f64 * iterations as f64;
-        let eval = settings.eval_batch as f64 * (iterations as f64 * deepest).ceil();
+        // Evaluation batches, and as many at once as there are threads for them.
+        let eval_batch = settings.eval_batch.min(settings.eval_examples).max(1);
+        let eval_batches = settings.eval_examples.div_ceil(eval_batch);
+        let eval_threads = crate::train::parallel::shard_count(settings.threads, eval_batches, on_cpu);
+        let eval = (eval_batch * eval_threads) as f64;
         (train.max(eval) * per_iteration as f64 * FLOAT as f64).min(u64::MAX as f64) as u64
     });
     Ok(Estimate { params, param_bytes, optimiser_bytes, activation_bytes, data_bytes: footprint.map(|f| f.data_bytes) })

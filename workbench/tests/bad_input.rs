@@ -213,14 +213,29 @@ fn estimate_and_peak(dir: &Path, args: &[&str]) -> (f64, f64) {
 #[test]
 fn memory_estimate_brackets_the_measured_peak() {
     let dir = temp_dir("memory-estimate");
-    let short = ["steps=2", "eval_every=2", "eval_examples=16", "eval_depths=1", "checkpoint=false", "threads=2"];
-    let sudoku = ["--task", "sudoku", "train_puzzles=1000", "eval_puzzles=16"];
-    let cases: [Vec<&str>; 4] = [
+    let short = ["steps=2", "eval_every=2", "checkpoint=false", "threads=2"];
+    let sudoku = ["--task", "sudoku", "train_puzzles=1000", "eval_puzzles=16", "eval_examples=16", "eval_depths=1"];
+    let language = ["--task", "language", "eval_examples=16", "eval_depths=1"];
+    let cases: [Vec<&str>; 5] = [
         [&["--layer", "hyperset"][..], &sudoku, &["eval_batch=16"]].concat(),
-        vec!["--layer", "transformer", "--task", "language", "eval_batch=16"],
-        vec!["--layer", "cem", "--task", "language", "batch_size=64", "eval_batch=8"],
+        [&["--layer", "transformer"][..], &language, &["eval_batch=16"]].concat(),
+        [&["--layer", "cem"][..], &language, &["batch_size=64", "eval_batch=8"]].concat(),
         // Parameters dominate.
         [&["--layer", "hyperset"][..], &sudoku, &["d=1024", "iterations=1", "batch_size=1", "eval_batch=1"]].concat(),
+        // Evaluation dominates: two batches of 32 at once, at twice the training depth.
+        vec![
+            "--layer",
+            "hyperset",
+            "--task",
+            "sudoku",
+            "train_puzzles=1000",
+            "eval_puzzles=64",
+            "eval_examples=64",
+            "d=128",
+            "batch_size=2",
+            "eval_batch=32",
+            "eval_depths=2",
+        ],
     ];
     for case in cases {
         let args: Vec<&str> = case.iter().chain(short.iter()).copied().collect();
