@@ -499,7 +499,8 @@ fn tune_process(command: Option<&Command>) {
     }
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     if trains && std::env::var_os("MALLOC_ARENA_MAX").is_none() {
-        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        // One per core, as `threads=0` counts them.
+        let cores = crate::train::parallel::shard_count(0, usize::MAX, true);
         // SAFETY: as above; the limit applies to arenas made from now on.
         unsafe {
             libc::mallopt(libc::M_ARENA_MAX, cores.min(i32::MAX as usize) as i32);

@@ -123,7 +123,7 @@ pub fn run(
     if shards > 1 {
         say!(
             "  shards: the slowest takes {:.1} ms a step on average; their threads spend {:.1} % of that time waiting for it",
-            waiting.slowest_mean(steps) * 1e3,
+            waiting.slowest_mean() * 1e3,
             waiting.share() * 100.0
         );
     }

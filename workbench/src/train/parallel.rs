@@ -100,6 +100,7 @@ pub struct StepGradients {
 pub struct ShardWaiting {
     waited: f64,
     spanned: f64,
+    steps: usize,
 }
 
 impl ShardWaiting {
@@ -109,11 +110,12 @@ impl ShardWaiting {
         let mean = shard_seconds.iter().sum::<f64>() / shard_seconds.len() as f64;
         self.waited += slowest - mean;
         self.spanned += slowest;
+        self.steps += 1;
     }
 
     /// Whether no step has been added.
     pub fn is_empty(&self) -> bool {
-        self.spanned == 0.0
+        self.steps == 0
     }
 
     /// The waiting as a share of the shards' threads' time (0 to 1; 0 with one shard).
@@ -125,9 +127,9 @@ impl ShardWaiting {
         }
     }
 
-    /// The mean time per step from a step's start to its slowest shard's end, in seconds.
-    pub fn slowest_mean(&self, steps: usize) -> f64 {
-        self.spanned / steps.max(1) as f64
+    /// The slowest shard's mean time per step, in seconds.
+    pub fn slowest_mean(&self) -> f64 {
+        self.spanned / self.steps.max(1) as f64
     }
 }
 
@@ -296,7 +298,7 @@ mod tests {
         // Shards of 0.1 and 0.3 s: the step spans 0.3 s, the mean thread works 0.2 s of it.
         waiting.add(&[0.1, 0.3]);
         assert!((waiting.share() - 0.1 / 0.5).abs() < 1e-12, "{}", waiting.share());
-        assert!((waiting.slowest_mean(2) - 0.25).abs() < 1e-12);
+        assert!((waiting.slowest_mean() - 0.25).abs() < 1e-12);
         waiting.add(&[]);
         assert!((waiting.share() - 0.2).abs() < 1e-12);
     }

@@ -1,6 +1,7 @@
 //! System metrics of a worker process, stored as metrics of split [`SPLIT`] every [`EVERY`]
 //! and at the end of a run: process CPU (100 % = one core busy), resident and peak memory,
-//! threads, the time data-parallel shards wait for each other, and with the `cuda` feature the GPU's utilisation and memory (NVML).
+//! threads, the time data-parallel shards wait for each other, and with the `cuda` feature
+//! the GPU's utilisation and memory (NVML).
 //!
 //! Read from `/proc/self` (Linux); elsewhere a sample is empty and nothing is stored.
 
