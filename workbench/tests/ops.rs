@@ -77,14 +77,18 @@ fn a_grid_plan_reports_every_bad_point() {
     assert_eq!(overrides, ["d=16 heads=4", "d=32 heads=4"]);
 }
 
+/// The declaration stored with a sweep made of given runs.
+fn empty_grid() -> Spec {
+    Spec { layers: vec!["hyperset".into()], task: "sudoku".into(), axes: vec![] }
+}
+
 /// A queued sweep keeps its runs in the order given; pausing through one run pauses the sweep.
 #[tokio::test]
 async fn a_queued_sweep_pauses_and_releases_as_one() {
     let db = TestDb::new(Backend::Sqlite, "ops-sweep").await.unwrap();
     let store = db.open().await;
-    let queued = launch::queue_sweep(&store, "s", &serde_json::json!({}), &[plain_run(1), plain_run(2), plain_run(3)])
-        .await
-        .unwrap();
+    let queued =
+        launch::queue_sweep(&store, "s", &empty_grid(), &[plain_run(1), plain_run(2), plain_run(3)]).await.unwrap();
     let in_sweep: Vec<i64> = store.sweep_runs(queued.sweep).await.unwrap().iter().map(|r| r.id).collect();
     assert_eq!(in_sweep, queued.runs);
     let sweep = queued.sweep;
@@ -154,7 +158,7 @@ async fn exports_from_run_ids() {
     let missing = export::select(&store, &TableRuns::Runs(vec![a, 999])).await.unwrap_err();
     assert!(format!("{missing:#}").contains("run 999"), "{missing:#}");
 
-    let queued = launch::queue_sweep(&store, "s", &serde_json::json!({}), &[plain_run(3)]).await.unwrap();
+    let queued = launch::queue_sweep(&store, "s", &empty_grid(), &[plain_run(3)]).await.unwrap();
     let sweep = export::select(&store, &TableRuns::Sweeps(vec![queued.sweep])).await.unwrap();
     assert_eq!((sweep.records.len(), sweep.unfinished), (0, 1));
     let finished = export::select(&store, &TableRuns::Finished).await.unwrap();

@@ -111,8 +111,14 @@ fn grids_expand_over_layers_and_the_queue_runs_them_one_at_a_time() {
     let (_, stderr) =
         sweep_detached(&dir, "hyperset,transformer", &["step_cond=x0,xt", "seed=0,1", "lr=1e-3:1e-2:log2"]);
     assert!(stderr.contains("12 runs queued"), "{stderr}");
+    // Named after the keys that vary, not the fixed ones the command also gives.
+    assert!(stderr.contains("(hyperset,transformer on sudoku: step_cond x seed x lr)"), "{stderr}");
     let listed = runs(&dir);
     assert_eq!(listed.len(), 12);
+    // The revision recorded is the workspace's (the command ran in a folder outside it).
+    let workspace = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let revision = workbench::ops::launch::git_revision_of(workspace);
+    assert!(listed.iter().all(|r| r["git_rev"].as_str() == revision.as_deref()), "{revision:?}: {:?}", listed[0]);
     let hyperset = listed.iter().filter(|r| r["layer"]["name"] == "hyperset").count();
     assert_eq!(hyperset, 8);
     assert!(listed.iter().all(|r| r["status"] == "queued"));

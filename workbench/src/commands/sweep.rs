@@ -5,7 +5,7 @@ use crate::exit_code::{self, refused};
 use crate::experiment_file::Experiment;
 use crate::host::PluginHost;
 use crate::ops;
-use crate::ops::grid::{plan, Spec};
+use crate::ops::grid::plan;
 use crate::queue::QueueRunner;
 use crate::store::{RunStatus, Store, StoreOutage};
 use anyhow::{anyhow, Result};
@@ -43,17 +43,9 @@ pub async fn sweep(store: &Store, host: &PluginHost, dirs: &[PathBuf], args: Swe
     let spec = experiment.sweep_spec(args.layers, args.task, args.axes).map_err(refused)?;
     args.executor.check(store).map_err(refused)?;
     let points = plan(host, &spec).map_err(refused)?;
-    // Named after what varies: a file's fixed values would make the default name endless.
-    let varied = Spec { axes: spec.axes.iter().filter(|a| a.values.len() > 1).cloned().collect(), ..spec.clone() };
-    let name = args.name.map(str::to_string).or(experiment.name.clone()).unwrap_or_else(|| {
-        if args.configs.is_empty() {
-            spec.default_name()
-        } else {
-            varied.default_name()
-        }
-    });
-    let runs =
-        points.iter().map(|p| ops::launch::new_run_of(host, &p.config)).collect::<Result<Vec<_>>>().map_err(refused)?;
+    let name = args.name.map(str::to_string).or(experiment.name.clone()).unwrap_or_else(|| spec.default_name());
+    let configs: Vec<_> = points.iter().map(|p| p.config.clone()).collect();
+    let runs = ops::launch::new_runs_of(host, &configs).map_err(refused)?;
     if args.dry_run {
         if args.json {
             let runs = points.iter().map(|p| PlannedRun { layer: &p.layer, overrides: &p.overrides }).collect();
@@ -66,7 +58,7 @@ pub async fn sweep(store: &Store, host: &PluginHost, dirs: &[PathBuf], args: Swe
         }
         return Ok(0);
     }
-    let queued = ops::launch::queue_sweep(store, &name, &serde_json::to_value(&spec)?, &runs).await?;
+    let queued = ops::launch::queue_sweep(store, &name, &spec, &runs).await?;
     if args.json {
         let runs = queued.runs.iter().zip(&points);
         Report::Queued {

@@ -120,9 +120,11 @@ pub struct Spec {
 }
 
 impl Spec {
-    /// The name of a sweep not named otherwise: `hyperset,transformer on sudoku: lr x heads`.
+    /// The name of a sweep not named otherwise, after the keys that vary:
+    /// `hyperset,transformer on sudoku: lr x heads` (a key given one value is no dimension of
+    /// the grid, and a file's fixed values would make the name endless).
     pub fn default_name(&self) -> String {
-        let keys: Vec<&str> = self.axes.iter().map(|a| a.key.as_str()).collect();
+        let keys: Vec<&str> = self.axes.iter().filter(|a| a.values.len() > 1).map(|a| a.key.as_str()).collect();
         let plugins = format!("{} on {}", self.layers.join(","), self.task);
         if keys.is_empty() {
             plugins
@@ -237,6 +239,21 @@ mod tests {
         for bad in ["novalue", "=3", "lr=1:2:exp4", "lr=0:1:log3", "lr=1:2:lin1", "a=1,,2", "lr=x:1:lin2"] {
             assert!(parse_axis(bad).is_err(), "{bad} accepted");
         }
+    }
+
+    #[test]
+    fn the_default_name_lists_the_keys_that_vary() {
+        let spec = |axes: &[&str]| Spec {
+            layers: vec!["hyperset".into(), "transformer".into()],
+            task: "sudoku".into(),
+            axes: axes.iter().map(|a| parse_axis(a).unwrap()).collect(),
+        };
+        assert_eq!(
+            spec(&["d=32", "lr=1e-3,3e-3", "steps=20", "seed=0,1"]).default_name(),
+            "hyperset,transformer on sudoku: lr x seed"
+        );
+        assert_eq!(spec(&["d=32"]).default_name(), "hyperset,transformer on sudoku");
+        assert_eq!(spec(&[]).default_name(), "hyperset,transformer on sudoku");
     }
 
     #[test]

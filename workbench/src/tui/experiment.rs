@@ -60,6 +60,21 @@ impl Experiment {
         parts.join(", ")
     }
 
+    /// Its declaration, stored with its sweep: the layers, the task and one value per key.
+    pub fn grid(&self) -> crate::ops::grid::Spec {
+        let axes = self
+            .overrides
+            .iter()
+            .filter_map(|o| o.split_once('='))
+            .map(|(key, value)| crate::ops::grid::Axis { key: key.to_string(), values: vec![value.to_string()] })
+            .collect();
+        crate::ops::grid::Spec {
+            layers: self.layers.iter().map(|l| l.to_string()).collect(),
+            task: self.task.to_string(),
+            axes,
+        }
+    }
+
     /// The name of the sweep it queues, so the runs list says where it came from.
     pub fn sweep_name(&self) -> String {
         format!("welcome experiment: {} ({})", self.what(), self.size())

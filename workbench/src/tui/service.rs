@@ -27,9 +27,9 @@ pub enum Request {
     Refresh,
     /// Keep these runs' curves, diagnostics and logs loaded (replaces the previous set).
     Watch(Vec<i64>),
-    /// Queue these runs (several become one sweep, named `name` when given); the queue starts
-    /// them.
-    Launch { runs: Vec<NewRun>, name: Option<String> },
+    /// Queue these runs (several become one sweep `name`, declared by `spec`, as `workbench
+    /// sweep` stores one); the queue starts them.
+    Launch { runs: Vec<NewRun>, name: String, spec: crate::ops::grid::Spec },
     /// Pause or release a queued run (`sweep`: every queued run of its sweep).
     Pause { id: i64, sweep: bool },
     /// Stop a running run (it becomes `interrupted` and keeps its data).
@@ -201,21 +201,10 @@ impl Service {
                     self.watched.entry(id).or_default();
                 }
             }
-            Request::Launch { runs, name } => {
+            Request::Launch { runs, name, spec } => {
                 let ids = match runs.as_slice() {
                     [run] => vec![ops::launch::queue_run(&self.store, run).await?],
-                    _ => {
-                        let name = name.unwrap_or_else(|| {
-                            format!(
-                                "{} on {}: {} runs from the Launch screen",
-                                runs[0].layer.name,
-                                runs[0].task.name,
-                                runs.len()
-                            )
-                        });
-                        let spec = serde_json::json!({"launched": runs.len()});
-                        ops::launch::queue_sweep(&self.store, &name, &spec, &runs).await?.runs
-                    }
+                    _ => ops::launch::queue_sweep(&self.store, &name, &spec, &runs).await?.runs,
                 };
                 let list = ids.iter().map(|i| i.to_string()).collect::<Vec<_>>().join(", ");
                 self.send(Update::Info(format!("queued run {list}")));

@@ -5,7 +5,6 @@
 use crate::experiment_file::Experiment;
 use crate::ops::{self, grid};
 use crate::run_config::RunConfig;
-use crate::store::NewRun;
 use crate::tui::app::{App, Modal, Screen};
 use crate::tui::component::Component;
 use crate::tui::keys::{cmd, hint, Action, Command, Key};
@@ -161,15 +160,16 @@ pub fn save_file(app: &mut App, path: &str) {
 }
 
 /// Runs the plugins' own validators on the whole form; the reason shows under the form.
-fn validate_form(app: &mut App) -> Option<Vec<RunConfig>> {
+fn validate_form(app: &mut App) -> Option<(grid::Spec, Vec<RunConfig>)> {
     let result = resolve_form(app);
     app.launch.error = result.as_ref().err().cloned();
     result.ok()
 }
 
-/// Every configuration of the form (several when fields hold lists, one per seed), planned
-/// as `workbench sweep` plans a grid: every bad point is reported, not only the first.
-fn resolve_form(app: &App) -> Result<Vec<RunConfig>, String> {
+/// The form as a grid and every configuration of it (several when fields hold lists, one per
+/// seed), planned as `workbench sweep` plans a grid: every bad point is reported, not only
+/// the first.
+fn resolve_form(app: &App) -> Result<(grid::Spec, Vec<RunConfig>), String> {
     let (mut axes, seeds) = app.launch.axes()?;
     let (Some(layer), Some(task)) = (app.launch.layer_name(), app.launch.task_name()) else {
         return Err("no layer or task plugin is loaded: see the Plugins screen".into());
@@ -177,19 +177,18 @@ fn resolve_form(app: &App) -> Result<Vec<RunConfig>, String> {
     axes.push(grid::Axis { key: "train.seed".into(), values: seeds.iter().map(u64::to_string).collect() });
     let spec = grid::Spec { layers: vec![layer.to_string()], task: task.to_string(), axes };
     let points = grid::plan(&app.host, &spec).map_err(|e| format!("{e:#}"))?;
-    Ok(points.into_iter().map(|p| p.config).collect())
+    Ok((spec, points.into_iter().map(|p| p.config).collect()))
 }
 
 fn launch_form(app: &mut App) {
-    let Some(configs) = validate_form(app) else {
+    let Some((spec, configs)) = validate_form(app) else {
         let reason = app.launch.error.clone().unwrap_or_default();
         app.say(format!("cannot launch: {reason}"), true);
         return;
     };
-    let runs: anyhow::Result<Vec<NewRun>> = configs.iter().map(|c| ops::launch::new_run_of(&app.host, c)).collect();
-    match runs {
+    match ops::launch::new_runs_of(&app.host, &configs) {
         Ok(runs) => {
-            app.send(Request::Launch { runs, name: None });
+            app.send(Request::Launch { runs, name: spec.default_name(), spec });
             app.live.run = None;
             app.screen = Screen::Runs;
         }

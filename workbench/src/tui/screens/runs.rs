@@ -277,7 +277,7 @@ pub fn launch_default(app: &mut App) {
         }
     }
     app.runs.selected.clear();
-    app.send(Request::Launch { runs, name: Some(DEFAULT_EXPERIMENT.sweep_name()) });
+    app.send(Request::Launch { runs, name: DEFAULT_EXPERIMENT.sweep_name(), spec: DEFAULT_EXPERIMENT.grid() });
     app.say(format!("launched {} ({})", DEFAULT_EXPERIMENT.what(), DEFAULT_EXPERIMENT.size()), false);
 }
 
