@@ -29,31 +29,78 @@ pub fn hidden_note(n: usize) -> String {
 /// Fits `columns` (core ones first), whose content is `natural` cells wide, into `width`
 /// cells with one cell between columns.
 pub fn fit(columns: &[Column], natural: &[u16], width: u16) -> Fitted {
-    let (mut shown, mut widths, mut used) = (Vec::new(), Vec::new(), 0u32);
+    let wanted: Vec<Wanted> = columns
+        .iter()
+        .zip(natural)
+        .map(|(c, &w)| if c.is_core() { Wanted::core(w) } else { Wanted::capped(w, cap(c)) })
+        .collect();
+    let shown = fit_widths(&wanted, width, 1);
+    Fitted {
+        columns: shown.columns.iter().map(|&i| columns[i].clone()).collect(),
+        widths: shown.widths,
+        hidden: shown.hidden,
+    }
+}
+
+/// What one column of a table asks for: its content's width, the widest it may get (longer
+/// values are cut), and whether it always shows.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Wanted {
+    pub natural: u16,
+    pub cap: u16,
+    pub core: bool,
+}
+
+impl Wanted {
+    /// A column that always shows at its full width.
+    pub fn core(natural: u16) -> Self {
+        Wanted { natural, cap: natural, core: true }
+    }
+
+    /// A column that shows while there is room, at most `cap` cells wide.
+    pub fn capped(natural: u16, cap: u16) -> Self {
+        Wanted { natural, cap, core: false }
+    }
+}
+
+/// The columns shown (indices into what was asked for, in order) and their widths; `hidden`
+/// counts the ones that did not fit.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct FittedWidths {
+    pub columns: Vec<usize>,
+    pub widths: Vec<u16>,
+    pub hidden: usize,
+}
+
+/// Fits the columns into `width` cells with `gap` cells between columns: every core column
+/// at its full width, then the longest prefix of the others that fits, leaving room for the
+/// `+N hidden` note when some are left out.
+pub fn fit_widths(wanted: &[Wanted], width: u16, gap: u16) -> FittedWidths {
+    let (gap, width) = (u32::from(gap), u32::from(width));
+    let (mut columns, mut widths, mut used) = (Vec::new(), Vec::new(), 0u32);
     // `used` counts each column with the gap after it.
     let mut rest = Vec::new();
-    for (c, w) in columns.iter().zip(natural) {
-        if c.is_core() {
-            shown.push(c.clone());
-            widths.push(*w);
-            used += u32::from(*w) + 1;
+    for (i, w) in wanted.iter().enumerate() {
+        if w.core {
+            columns.push(i);
+            widths.push(w.natural);
+            used += u32::from(w.natural) + gap;
         } else {
-            rest.push((c.clone(), (*w).min(cap(c))));
+            rest.push((i, w.natural.min(w.cap)));
         }
     }
-    // The longest prefix of the rest that fits, leaving room for the note when cut short.
     let cost = |k: usize| -> u32 {
-        let columns: u32 = rest[..k].iter().map(|(_, w)| u32::from(*w) + 1).sum();
-        let note = if k < rest.len() { hidden_note(rest.len() - k).chars().count() as u32 + 1 } else { 0 };
-        columns + note
+        let shown: u32 = rest[..k].iter().map(|(_, w)| u32::from(*w) + gap).sum();
+        let note = if k < rest.len() { hidden_note(rest.len() - k).chars().count() as u32 + gap } else { 0 };
+        shown + note
     };
-    let k = (0..=rest.len()).rev().find(|&k| used + cost(k) <= u32::from(width) + 1).unwrap_or(0);
+    let k = (0..=rest.len()).rev().find(|&k| used + cost(k) <= width + gap).unwrap_or(0);
     let hidden = rest.len() - k;
-    for (c, w) in rest.into_iter().take(k) {
-        shown.push(c);
+    for (i, w) in rest.into_iter().take(k) {
+        columns.push(i);
         widths.push(w);
     }
-    Fitted { columns: shown, widths, hidden }
+    FittedWidths { columns, widths, hidden }
 }
 
 #[cfg(test)]
@@ -88,6 +135,25 @@ mod tests {
         let tiny = fit(&columns(), &natural, 20);
         assert_eq!(tiny.widths, vec![4, 11, 9, 15]);
         assert_eq!(tiny.hidden, 3);
+    }
+
+    #[test]
+    fn wider_gaps_count_between_every_column_and_before_the_note() {
+        let wanted = [Wanted::core(5), Wanted::core(3), Wanted::capped(20, 10), Wanted::capped(6, 10)];
+        // 5 + 2 + 3 + 2 + 10 + 2 + 6 = 30.
+        let all = fit_widths(&wanted, 30, 2);
+        assert_eq!((all.columns, all.widths, all.hidden), (vec![0, 1, 2, 3], vec![5, 3, 10, 6], 0));
+        // Narrower, the last goes and `+1 hidden` (9 cells) takes its place with a gap:
+        // 5 + 2 + 3 + 2 + 10 + 2 + 9 = 33 would be needed, so at 29 only the core is left.
+        let cut = fit_widths(&wanted, 29, 2);
+        assert_eq!((cut.columns, cut.hidden), (vec![0, 1], 2));
+        let cut = fit_widths(&wanted, 40, 2);
+        assert_eq!((cut.columns, cut.hidden), (vec![0, 1, 2, 3], 0));
+        let wide_last = [Wanted::core(5), Wanted::core(3), Wanted::capped(20, 10), Wanted::capped(16, 16)];
+        let cut = fit_widths(&wide_last, 33, 2);
+        assert_eq!((cut.columns, cut.widths, cut.hidden), (vec![0, 1, 2], vec![5, 3, 10], 1));
+        let cut = fit_widths(&wide_last, 32, 2);
+        assert_eq!((cut.columns, cut.hidden), (vec![0, 1], 2));
     }
 
     #[test]

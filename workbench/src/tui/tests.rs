@@ -402,6 +402,13 @@ fn ablation_screen_groups_seeds() {
     let screen = render(&mut app, 160, 20);
     assert!(screen.contains("2 configurations"), "{screen}");
     assert!(screen.contains("final cell_acc") && screen.contains("0.5000"), "{screen}");
+    // Narrow: the configuration keeps its full width (no `hyperse`), metric columns go from
+    // the right and the header and the note say so.
+    let narrow = render(&mut app, 70, 20);
+    assert!(narrow.contains("transformer") && narrow.contains("hyperset"), "{narrow}");
+    assert!(narrow.contains("final cell_acc") && narrow.contains("hidden"), "{narrow}");
+    assert!(narrow.contains("do not fit: widen the terminal, or export"), "{narrow}");
+    assert!(!screen.contains("hidden"), "{screen}");
     press(&mut app, KeyCode::Char('T'));
     assert!(sent
         .lock()

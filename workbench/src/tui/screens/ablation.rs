@@ -5,6 +5,7 @@
 use crate::ablation::{Format, RunInput, Table};
 use crate::store::RunRecord;
 use crate::tui::app::App;
+use crate::tui::column_fit::{fit_widths, hidden_note, Wanted};
 use crate::tui::component::Component;
 use crate::tui::data::RunData;
 use crate::tui::exports::{ablation_name, heatmap_name};
@@ -168,49 +169,67 @@ fn draw_ablation(frame: &mut Frame, area: Rect, app: &App) {
     }
     let [table_area, note_area] = Layout::vertical([Constraint::Min(0), Constraint::Length(2)]).areas(area);
     let header_cells = table.header();
+    // The configuration (layer, keys, seeds) always shows; metric columns are dropped from
+    // the right when the terminal is too narrow, the header saying how many.
     let fixed = 2 + table.keys.len();
     let best = table.best_rows();
     let sort = app.ablation.sort;
-    let header = Row::new(
-        header_cells
-            .iter()
-            .enumerate()
-            .map(|(i, h)| {
-                let mark = match sort {
-                    Some((c, desc)) if i >= fixed && c == i - fixed => {
-                        if desc {
-                            " ▼"
-                        } else {
-                            " ▲"
-                        }
-                    }
-                    _ => "",
-                };
-                Cell::from(format!("{h}{mark}"))
-            })
-            .collect::<Vec<_>>(),
-    )
-    .style(bold().fg(Color::Cyan));
-    let mut widths: Vec<usize> = header_cells.iter().map(|h| h.chars().count() + 2).collect();
-    let rows: Vec<Row> = (0..table.rows.len())
-        .map(|r| {
-            let texts = table.cells_text(r);
-            for (i, t) in texts.iter().enumerate() {
-                widths[i] = widths[i].max(t.chars().count());
+    let texts: Vec<Vec<String>> = (0..table.rows.len()).map(|r| table.cells_text(r)).collect();
+    let wanted: Vec<Wanted> = header_cells
+        .iter()
+        .enumerate()
+        .map(|(i, h)| {
+            // Two cells for the sort mark.
+            let natural = texts.iter().map(|t| t[i].chars().count()).fold(h.chars().count() + 2, usize::max) as u16;
+            if i < fixed {
+                Wanted::core(natural)
+            } else {
+                Wanted::capped(natural, 24)
             }
+        })
+        .collect();
+    let fitted = fit_widths(&wanted, table_area.width.saturating_sub(2), 2);
+    let mut header: Vec<Cell> = fitted
+        .columns
+        .iter()
+        .map(|&i| {
+            let mark = match sort {
+                Some((c, desc)) if i >= fixed && c == i - fixed => {
+                    if desc {
+                        " ▼"
+                    } else {
+                        " ▲"
+                    }
+                }
+                _ => "",
+            };
+            Cell::from(format!("{}{mark}", header_cells[i]))
+        })
+        .collect();
+    let mut constraints: Vec<Constraint> = fitted.widths.iter().map(|&w| Constraint::Length(w)).collect();
+    if fitted.hidden > 0 {
+        let note = hidden_note(fitted.hidden);
+        constraints.push(Constraint::Length(note.chars().count() as u16));
+        header.push(Cell::from(note).style(dim()));
+    }
+    let header = Row::new(header).style(bold().fg(Color::Cyan));
+    let rows: Vec<Row> = texts
+        .iter()
+        .enumerate()
+        .map(|(r, texts)| {
             Row::new(
-                texts
-                    .into_iter()
-                    .enumerate()
-                    .map(|(i, t)| {
+                fitted
+                    .columns
+                    .iter()
+                    .map(|&i| {
                         let is_best = i >= fixed && best[i - fixed] == Some(r);
-                        Cell::from(t).style(if is_best { bold().fg(Color::Green) } else { Style::default() })
+                        let style = if is_best { bold().fg(Color::Green) } else { Style::default() };
+                        Cell::from(texts[i].clone()).style(style)
                     })
                     .collect::<Vec<_>>(),
             )
         })
         .collect();
-    let constraints: Vec<Constraint> = widths.iter().map(|w| Constraint::Length((*w).min(24) as u16)).collect();
     let title = format!("Ablation: {} configurations, mean ± std over seeds (best in green)", table.rows.len());
     frame.render_widget(
         TableWidget::new(rows, constraints)
@@ -222,6 +241,10 @@ fn draw_ablation(frame: &mut Frame, area: Rect, app: &App) {
     let mut note = format!("{} runs", table.rows.iter().map(|r| r.runs.len()).sum::<usize>());
     if loading > 0 {
         note.push_str(&format!(" · {loading} still loading"));
+    }
+    if fitted.hidden > 0 {
+        let n = fitted.hidden;
+        note.push_str(&format!(" · {n} column(s) do not fit: widen the terminal, or export the whole table (M, T, C)"));
     }
     frame.render_widget(Paragraph::new(note).style(dim()), note_area);
 }
