@@ -4,7 +4,7 @@
 //! The same table feeds the TUI's Ablation screen and `workbench ablation` (Markdown,
 //! LaTeX with booktabs, CSV).
 
-use crate::run_config::flatten_config;
+use crate::run_config::flatten_configs;
 use crate::store::{MetricRow, RunRecord};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
@@ -123,11 +123,15 @@ pub fn higher_is_better(record: &RunRecord, name: &str) -> bool {
     })
 }
 
-/// The flattened configuration of a run without the keys that never define a configuration.
-pub fn configuration(record: &RunRecord) -> BTreeMap<String, String> {
-    let mut f = flatten_config(&record.config);
-    f.retain(|k, _| !IGNORED_KEYS.contains(&k.as_str()));
-    f
+/// The flattened configurations of runs compared with each other (named alike, see
+/// [`crate::run_config::ConfigNames`]) without the keys that never define a configuration.
+pub fn configurations<'a>(records: impl IntoIterator<Item = &'a RunRecord>) -> Vec<BTreeMap<String, String>> {
+    let configs: Vec<&serde_json::Value> = records.into_iter().map(|r| &r.config).collect();
+    let mut flat = flatten_configs(&configs);
+    for f in &mut flat {
+        f.retain(|k, _| !IGNORED_KEYS.contains(&k.as_str()));
+    }
+    flat
 }
 
 fn eval_values<'a>(metrics: &'a [MetricRow], name: &'a str) -> impl Iterator<Item = &'a MetricRow> + 'a {
@@ -166,7 +170,7 @@ impl Table {
     /// metric (headline first), parameters, seconds per step and, when the runs recorded it,
     /// peak memory.
     pub fn build(runs: &[RunInput<'_>]) -> Table {
-        let flat: Vec<BTreeMap<String, String>> = runs.iter().map(|r| configuration(r.record)).collect();
+        let flat = configurations(runs.iter().map(|r| r.record));
         let all_keys: BTreeSet<&String> = flat.iter().flat_map(|f| f.keys()).collect();
         let keys: Vec<String> = all_keys
             .into_iter()

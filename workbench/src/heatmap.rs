@@ -6,7 +6,7 @@
 //! key that is on neither axis, the grid is refused instead of averaging different
 //! configurations into one cell.
 
-use crate::ablation::{configuration, digits, Column, ColumnKind, RunInput, Stat, Table};
+use crate::ablation::{configurations, digits, Column, ColumnKind, RunInput, Stat, Table};
 use crate::run_config::closest_key;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
@@ -196,7 +196,8 @@ impl Grid {
             return Err(input("no runs to lay out".into()));
         }
         let table = Table::build(runs);
-        let mut known: BTreeSet<String> = runs.iter().flat_map(|r| configuration(r.record).into_keys()).collect();
+        let run_configs = configurations(runs.iter().map(|r| r.record));
+        let mut known: BTreeSet<String> = run_configs.iter().flat_map(|c| c.keys().cloned()).collect();
         known.insert(LAYER.into());
         let row_key = resolve_key(row_key, &known)?;
         let col_key = resolve_key(col_key, &known)?;
@@ -218,10 +219,10 @@ impl Grid {
         for key in [&row_key, &col_key] {
             let values = values_of(key);
             if values.len() < 2 {
-                let value = values.first().copied().map_or_else(
-                    || configuration(runs[0].record).get(key.as_str()).cloned().unwrap_or_default(),
-                    str::to_string,
-                );
+                let value = values
+                    .first()
+                    .copied()
+                    .map_or_else(|| run_configs[0].get(key.as_str()).cloned().unwrap_or_default(), str::to_string);
                 return Err(input(format!(
                     "`{key}` has one value in these runs ({key}={value}): an axis needs at least two"
                 )));

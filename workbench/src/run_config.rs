@@ -4,7 +4,7 @@
 use anyhow::{anyhow, bail, Context, Result};
 use plugin_api::{Config, Declaration, ParamSpec};
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// Hyperparameters owned by the trainer rather than a plugin.
 pub fn train_schema() -> Vec<ParamSpec> {
@@ -302,28 +302,71 @@ fn check_device_spelling(spec: &str) -> Result<()> {
     crate::device::parse(spec).map(|_| ())
 }
 
+/// The sections of a stored run configuration, with the prefix their keys take.
+const SECTIONS: [(&str, &str); 3] = [("layer_config", "layer"), ("task_config", "task"), ("train", "train")];
+
+/// Each section of `config` that is present: its prefix and its values.
+fn sections(
+    config: &serde_json::Value,
+) -> impl Iterator<Item = (&'static str, &serde_json::Map<String, serde_json::Value>)> {
+    SECTIONS.into_iter().filter_map(|(section, prefix)| Some((prefix, config.get(section)?.as_object()?)))
+}
+
+/// Every value of a run configuration named with its section (`layer.d`, `train.lr`): what a
+/// filter's `train.beta2=0.95` is compared with, whatever the other runs are.
+pub fn qualified_config(config: &serde_json::Value) -> BTreeMap<String, String> {
+    sections(config)
+        .flat_map(|(prefix, o)| o.iter().map(move |(k, v)| (format!("{prefix}.{k}"), value_text(v))))
+        .collect()
+}
+
 /// Flattened `key → value` of a run configuration (`layer_config`, `task_config`, `train`);
 /// a key present in several sections is prefixed with its section (`layer.`, `task.`, `train.`).
 pub fn flatten_config(config: &serde_json::Value) -> BTreeMap<String, String> {
-    let sections = [("layer_config", "layer"), ("task_config", "task"), ("train", "train")];
-    let mut count: BTreeMap<String, usize> = BTreeMap::new();
-    for (section, _) in sections {
-        if let Some(o) = config.get(section).and_then(|v| v.as_object()) {
-            for k in o.keys() {
-                *count.entry(k.clone()).or_default() += 1;
+    ConfigNames::of([config]).flatten(config)
+}
+
+/// Flattened configurations of runs compared with each other, named alike (see
+/// [`ConfigNames`]).
+pub fn flatten_configs(configs: &[&serde_json::Value]) -> Vec<BTreeMap<String, String>> {
+    let names = ConfigNames::of(configs.iter().copied());
+    configs.iter().map(|config| names.flatten(config)).collect()
+}
+
+/// How runs compared with each other name their settings: a key is bare (`lr`) unless it
+/// belongs to several sections of any of the runs, and then it carries its section in every
+/// run (a Transformer run's trainer `beta2` is `train.beta2` beside a Hyper-SET run that also
+/// has `layer.beta2`), so one name means one setting across the runs: one column of an
+/// export, one row of a diff.
+#[derive(Debug, Clone, Default)]
+pub struct ConfigNames {
+    ambiguous: BTreeSet<String>,
+}
+
+impl ConfigNames {
+    /// The names for `configs` and any one of them.
+    pub fn of<'a>(configs: impl IntoIterator<Item = &'a serde_json::Value>) -> Self {
+        let mut ambiguous = BTreeSet::new();
+        for config in configs {
+            let mut seen = BTreeSet::new();
+            for (_, o) in sections(config) {
+                ambiguous.extend(o.keys().filter(|k| !seen.insert(k.as_str())).cloned());
             }
         }
+        ConfigNames { ambiguous }
     }
-    let mut out = BTreeMap::new();
-    for (section, prefix) in sections {
-        if let Some(o) = config.get(section).and_then(|v| v.as_object()) {
+
+    /// `config` flattened under these names.
+    pub fn flatten(&self, config: &serde_json::Value) -> BTreeMap<String, String> {
+        let mut out = BTreeMap::new();
+        for (prefix, o) in sections(config) {
             for (k, v) in o {
-                let key = if count[k] > 1 { format!("{prefix}.{k}") } else { k.clone() };
+                let key = if self.ambiguous.contains(k) { format!("{prefix}.{k}") } else { k.clone() };
                 out.insert(key, value_text(v));
             }
         }
+        out
     }
-    out
 }
 
 /// A stored configuration value as text: strings bare, tagged values (`{"Int": 8}`) by their
@@ -339,6 +382,25 @@ fn value_text(v: &serde_json::Value) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A Transformer run's trainer `beta2` beside a Hyper-SET run with a layer `beta2` too:
+    /// named `train.beta2` in both, so the two runs' same setting is one key.
+    #[test]
+    fn runs_compared_name_a_setting_alike() {
+        let hyperset = serde_json::json!({
+            "layer_config": {"beta2": 0.99, "d": 64}, "task_config": {}, "train": {"beta2": 0.95, "lr": 0.001}
+        });
+        let transformer = serde_json::json!({"layer_config": {"d": 64}, "task_config": {}, "train": {"beta2": 0.95}});
+        let alone = flatten_config(&transformer);
+        assert_eq!(alone.get("beta2").map(String::as_str), Some("0.95"));
+        let both = flatten_configs(&[&hyperset, &transformer]);
+        assert_eq!(both[0].keys().collect::<Vec<_>>(), ["d", "layer.beta2", "lr", "train.beta2"]);
+        assert_eq!(both[1].keys().collect::<Vec<_>>(), ["d", "train.beta2"]);
+        assert_eq!(both[0]["train.beta2"], both[1]["train.beta2"]);
+        assert_eq!(flatten_config(&hyperset), both[0]);
+        let qualified = qualified_config(&transformer);
+        assert_eq!(qualified.keys().collect::<Vec<_>>(), ["layer.d", "train.beta2"]);
+    }
 
     /// A run stored before `threads` existed reads it at its default (0: one per core).
     #[test]

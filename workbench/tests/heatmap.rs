@@ -42,7 +42,7 @@ fn stored_cells(dir: &Path) -> BTreeMap<i64, ((String, String), f64)> {
         let store = workbench::store::Store::open(&dir.join("runs.db")).await.unwrap();
         let mut out = BTreeMap::new();
         for record in store.list_runs().await.unwrap() {
-            let config = workbench::ablation::configuration(&record);
+            let config = workbench::ablation::configurations([&record]).remove(0);
             let key = (config["layers"].clone(), config["iterations"].clone());
             let metrics = store.metrics(record.id).await.unwrap();
             let last = metrics.iter().filter(|m| m.split == "eval" && m.name == "cell_acc").max_by_key(|m| m.step);

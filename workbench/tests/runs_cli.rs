@@ -24,13 +24,18 @@ fn plugin(name: &str, build: &str) -> PluginRef {
 }
 
 fn new_run(layer: &str, build: &str, d: i64, lr: f64) -> NewRun {
+    // Hyper-SET layers have a `beta2` of their own beside the trainer's.
+    let mut layer_config = json!({"d": d, "mix": AWKWARD});
+    if layer == "hyperset" {
+        layer_config["beta2"] = json!(0.99);
+    }
     NewRun {
         layer: plugin(layer, build),
         task: plugin("sudoku", "t1"),
         config: json!({
-            "layer_config": {"d": d, "mix": AWKWARD},
+            "layer_config": layer_config,
             "task_config": {"difficulty": "easy"},
-            "train": {"lr": lr, "seed": 0}
+            "train": {"lr": lr, "seed": 0, "beta2": 0.95}
         }),
         seed: 0,
         device: "cpu".into(),
@@ -166,6 +171,12 @@ async fn csv_export_holds_every_value_with_the_configuration() {
     for r in of("2") {
         assert_eq!((&r[col("config.d")], &r[col("sweep")], &r[col("layer")]), ("32", "1", "transformer"));
     }
+    // The trainer's beta2 is one column for both layers, though only Hyper-SET has two.
+    assert!(!header.iter().any(|h| h == "config.beta2"), "{header:?}");
+    for r in of("1").into_iter().chain(of("2")) {
+        assert_eq!(&r[col("config.train.beta2")], "0.95", "{r:?}");
+    }
+    assert_eq!((&of("1")[0][col("config.layer.beta2")], &of("2")[0][col("config.layer.beta2")]), ("0.99", ""));
     let find = |run: &str, kind: &str, name: &str, step: &str, iteration: &str| {
         of(run)
             .into_iter()
@@ -404,7 +415,8 @@ async fn diff_shows_what_differs() {
     let d: Value = serde_json::from_str(&f.ok(&["runs", "diff", "1", "2", "--json"])).unwrap();
     let config = d["config"].as_array().unwrap();
     let keys: Vec<&str> = config.iter().map(|c| c["key"].as_str().unwrap()).collect();
-    assert_eq!(keys, ["d", "lr"], "only differing keys: {d}");
+    // Only differing keys: the trainer's beta2 is the same in both (one name for both runs).
+    assert_eq!(keys, ["d", "layer.beta2", "lr"], "only differing keys: {d}");
     assert_eq!((config[0]["a"].clone(), config[0]["b"].clone()), (json!("64"), json!("32")));
     let plugins = d["plugins"].as_array().unwrap();
     assert_eq!(plugins.len(), 1, "the task is the same build: {d}");

@@ -334,7 +334,6 @@ pub async fn diff(store: &Store, a: i64, b: i64, as_json: bool) -> Result<i32> {
         return Ok(0);
     }
     let text = |v: &Option<String>| v.clone().unwrap_or_else(|| "-".into());
-    let num = |v: Option<f64>| v.map_or_else(|| "-".into(), |x| format!("{x:.5}"));
     let (ha, hb) = (format!("run {a}"), format!("run {b}"));
     if d.config.is_empty() {
         println!("config:   the same");
@@ -360,8 +359,12 @@ pub async fn diff(store: &Store, a: i64, b: i64, as_json: bool) -> Result<i32> {
     } else {
         println!("metrics:  {:<10} {:<16} {:>12} {:>12} {:>12}", "split", "name", ha, hb, format!("{b} - {a}"));
         for m in &d.metrics {
+            let num = |v: Option<f64>| v.map_or_else(|| "-".into(), |x| metric_text(&m.split, &m.name, x));
             let delta = match (m.values.a, m.values.b) {
-                (Some(x), Some(y)) => format!("{:+.5}", y - x),
+                (Some(x), Some(y)) => {
+                    let sign = if y < x { "-" } else { "+" };
+                    format!("{sign}{}", metric_text(&m.split, &m.name, (y - x).abs()))
+                }
                 _ => "-".into(),
             };
             println!(
@@ -375,6 +378,18 @@ pub async fn diff(store: &Store, a: i64, b: i64, as_json: bool) -> Result<i32> {
         }
     }
     Ok(0)
+}
+
+/// A metric's value as `runs diff` prints it: memory as people read it (`62.3 MiB`), the
+/// system's counts whole, everything else to five decimals.
+fn metric_text(split: &str, name: &str, value: f64) -> String {
+    if name.ends_with("_bytes") {
+        crate::train::system::format_bytes(value)
+    } else if split == crate::train::system::SPLIT && value.fract() == 0.0 {
+        format!("{value:.0}")
+    } else {
+        format!("{value:.5}")
+    }
 }
 
 /// The runs `workbench runs export` is asked for, as given on the command line.
@@ -426,6 +441,14 @@ mod tests {
 
     fn row(step: u64, split: &str, name: &str, value: f64) -> MetricRow {
         MetricRow { step, split: split.into(), name: name.into(), value, wall_time: step as f64 }
+    }
+
+    #[test]
+    fn diffs_print_memory_in_mib_and_counts_whole() {
+        assert_eq!(metric_text("sys", system::PEAK, 65_363_968.0), "62.3 MiB");
+        assert_eq!(metric_text("sys", system::EVAL_EXAMPLES, 256.0), "256");
+        assert_eq!(metric_text("eval", "cell_acc", 0.5), "0.50000");
+        assert_eq!(metric_text("eval", "tokens", 3.0), "3.00000");
     }
 
     #[test]

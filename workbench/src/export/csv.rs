@@ -4,12 +4,14 @@
 
 use super::long::{self, RunColumns, COLUMNS, CONFIG_PREFIX};
 use super::RunData;
+use crate::run_config::ConfigNames;
 use anyhow::Result;
 use std::io::Write;
 
 /// Writes rows to a CSV stream.
 pub struct CsvTable<W: Write> {
     out: ::csv::Writer<W>,
+    names: ConfigNames,
     keys: Vec<String>,
 }
 
@@ -19,18 +21,19 @@ fn number(x: f64) -> String {
 }
 
 impl<W: Write> CsvTable<W> {
-    /// Starts the table with its header; `keys`: the configuration columns.
-    pub fn new(out: W, keys: Vec<String>) -> Result<Self> {
+    /// Starts the table with its header; `keys`: the configuration columns, as `names` name
+    /// them.
+    pub fn new(out: W, names: ConfigNames, keys: Vec<String>) -> Result<Self> {
         let mut out = ::csv::Writer::from_writer(out);
         let header: Vec<String> =
             COLUMNS.iter().map(|c| c.to_string()).chain(keys.iter().map(|k| format!("{CONFIG_PREFIX}{k}"))).collect();
         out.write_record(&header)?;
-        Ok(CsvTable { out, keys })
+        Ok(CsvTable { out, names, keys })
     }
 
     /// Appends every row of one run.
     pub fn write_run(&mut self, data: &RunData) -> Result<usize> {
-        let run = RunColumns::of(&data.record);
+        let run = RunColumns::of(&data.record, &self.names);
         let config: Vec<&str> = self.keys.iter().map(|k| run.config.get(k).map_or("", String::as_str)).collect();
         let (id, sweep) = (run.run.to_string(), run.sweep.map(|s| s.to_string()).unwrap_or_default());
         let mut count = 0;

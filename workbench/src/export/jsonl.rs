@@ -5,6 +5,7 @@
 
 use super::long::{self, RunColumns, CONFIG_PREFIX};
 use super::RunData;
+use crate::run_config::ConfigNames;
 use anyhow::Result;
 use serde_json::{json, Map, Value};
 use std::io::Write;
@@ -34,9 +35,10 @@ fn number(x: f64) -> Value {
     }
 }
 
-/// Appends every row of one run to `out`; returns how many.
-pub fn write_run(out: &mut dyn Write, data: &RunData) -> Result<usize> {
-    let run = RunColumns::of(&data.record);
+/// Appends every row of one run to `out`, its configuration under `names` (those of every run
+/// exported); returns how many.
+pub fn write_run(out: &mut dyn Write, data: &RunData, names: &ConfigNames) -> Result<usize> {
+    let run = RunColumns::of(&data.record, names);
     let mut common = Map::new();
     common.insert("run".into(), json!(run.run));
     if let Some(sweep) = run.sweep {

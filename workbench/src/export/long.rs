@@ -10,7 +10,7 @@
 //! reads straight into `pandas.read_csv` for `groupby`/`pivot`.
 
 use super::RunData;
-use crate::run_config::flatten_config;
+use crate::run_config::ConfigNames;
 use crate::store::RunRecord;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -34,9 +34,9 @@ pub const COLUMNS: [&str; 13] = [
 /// Prefix of the configuration columns.
 pub const CONFIG_PREFIX: &str = "config.";
 
-/// The configuration keys of `runs`, sorted: the table's `config.KEY` columns.
-pub fn config_keys(runs: &[RunRecord]) -> Vec<String> {
-    let keys: BTreeSet<String> = runs.iter().flat_map(|r| flatten_config(&r.config).into_keys()).collect();
+/// The configuration keys of `runs` under `names`, sorted: the table's `config.KEY` columns.
+pub fn config_keys(runs: &[RunRecord], names: &ConfigNames) -> Vec<String> {
+    let keys: BTreeSet<String> = runs.iter().flat_map(|r| names.flatten(&r.config).into_keys()).collect();
     keys.into_iter().collect()
 }
 
@@ -54,7 +54,8 @@ pub struct RunColumns {
 }
 
 impl RunColumns {
-    pub fn of(r: &RunRecord) -> RunColumns {
+    /// Run `r`'s columns, its configuration under `names` (those of every run exported).
+    pub fn of(r: &RunRecord, names: &ConfigNames) -> RunColumns {
         RunColumns {
             run: r.id,
             sweep: r.sweep.map(|s| s.id),
@@ -62,7 +63,7 @@ impl RunColumns {
             task: r.task.name.clone(),
             status: r.status.to_string(),
             tags: r.tags.join(","),
-            config: flatten_config(&r.config),
+            config: names.flatten(&r.config),
         }
     }
 }

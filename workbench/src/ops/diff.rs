@@ -1,6 +1,6 @@
 //! What differs between two runs: configuration values, plugin builds and final metrics.
 
-use crate::run_config::flatten_config;
+use crate::run_config::flatten_configs;
 use crate::store::{PluginRef, RunRecord, Store};
 use anyhow::{bail, Context, Result};
 use serde::Serialize;
@@ -89,7 +89,8 @@ fn compared(split: &str, name: &str) -> bool {
 }
 
 fn config_diff(a: &RunRecord, b: &RunRecord) -> Vec<ConfigDiff> {
-    let (fa, fb) = (flatten_config(&a.config), flatten_config(&b.config));
+    let [fa, fb]: [BTreeMap<String, String>; 2] =
+        flatten_configs(&[&a.config, &b.config]).try_into().expect("two configurations give two");
     let keys: BTreeSet<&String> = fa.keys().chain(fb.keys()).collect();
     keys.into_iter()
         .filter(|k| fa.get(*k) != fb.get(*k))
@@ -107,7 +108,27 @@ fn plugin_diff(a: &RunRecord, b: &RunRecord) -> Vec<PluginDiff> {
 
 #[cfg(test)]
 mod tests {
-    use super::compared;
+    use super::{compared, config_diff};
+    use crate::store::RunRecord;
+    use serde_json::json;
+
+    /// The trainer's `beta2` of a Transformer run and of a Hyper-SET run (which also has a
+    /// layer `beta2`) is one setting: equal values are no difference.
+    #[test]
+    fn a_setting_is_named_alike_in_both_runs() {
+        let hyperset = RunRecord::fixture(
+            1,
+            "hyperset",
+            json!({"layer_config": {"beta2": 0.99, "d": 64}, "task_config": {}, "train": {"beta2": 0.95}}),
+        );
+        let transformer = RunRecord::fixture(
+            2,
+            "transformer",
+            json!({"layer_config": {"d": 64}, "task_config": {}, "train": {"beta2": 0.95}}),
+        );
+        let keys: Vec<String> = config_diff(&hyperset, &transformer).into_iter().map(|d| d.key).collect();
+        assert_eq!(keys, ["layer.beta2"]);
+    }
 
     #[test]
     fn diffs_leave_out_the_momentary_system_samples() {

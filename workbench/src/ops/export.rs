@@ -1,13 +1,13 @@
 //! Exports of stored runs named by their ids: figures (PNG, SVG), ablation tables
 //! (Markdown, LaTeX, CSV) and heatmaps, written to files.
 
-use crate::ablation::{configuration, Format, RunInput, Table};
+use crate::ablation::{configurations, Format, RunInput, Table};
 use crate::figure::FigureRun;
 use crate::heatmap::{self, Grid, Refusal};
 use crate::plot::Panel;
 use crate::store::{RunRecord, RunStatus, Store};
 use anyhow::{anyhow, Context, Result};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 /// A figure written to a file.
@@ -114,14 +114,10 @@ pub fn keep_where(records: Vec<RunRecord>, filters: &[String]) -> Result<Vec<Run
     if filters.is_empty() {
         return Ok(records);
     }
-    let configs: Vec<BTreeMap<String, String>> = records
-        .iter()
-        .map(|r| {
-            let mut c = configuration(r);
-            c.entry(heatmap::LAYER.into()).or_insert_with(|| r.layer.name.clone());
-            c
-        })
-        .collect();
+    let mut configs = configurations(&records);
+    for (c, r) in configs.iter_mut().zip(&records) {
+        c.entry(heatmap::LAYER.into()).or_insert_with(|| r.layer.name.clone());
+    }
     let known: BTreeSet<String> = configs.iter().flat_map(|c| c.keys().cloned()).collect();
     let mut keep = vec![true; records.len()];
     for filter in filters {

@@ -4,6 +4,7 @@
 //! appears whole or not at all (written aside, then renamed).
 
 use crate::export::{self, tensorboard, Format, RunData};
+use crate::run_config::ConfigNames;
 use crate::store::{RunRecord, Store};
 use anyhow::{anyhow, bail, Context, Result};
 use std::io::Write;
@@ -99,9 +100,11 @@ async fn load(store: &Store, record: RunRecord) -> Result<RunData> {
 /// Writes the long table of `records` as CSV or JSON lines to `out`; returns the row count.
 pub async fn write_table(store: &Store, records: Vec<RunRecord>, format: Format, out: &mut dyn Write) -> Result<usize> {
     let mut rows = 0;
+    let names = ConfigNames::of(records.iter().map(|r| &r.config));
     match format {
         Format::Csv => {
-            let mut table = export::csv::CsvTable::new(&mut *out, export::long::config_keys(&records))?;
+            let keys = export::long::config_keys(&records, &names);
+            let mut table = export::csv::CsvTable::new(&mut *out, names, keys)?;
             for r in records {
                 rows += table.write_run(&load(store, r).await?)?;
             }
@@ -109,7 +112,7 @@ pub async fn write_table(store: &Store, records: Vec<RunRecord>, format: Format,
         }
         Format::Jsonl => {
             for r in records {
-                rows += export::jsonl::write_run(out, &load(store, r).await?)?;
+                rows += export::jsonl::write_run(out, &load(store, r).await?, &names)?;
             }
         }
         Format::Tensorboard => bail!("TensorBoard files go to a directory: give it with --out DIR"),

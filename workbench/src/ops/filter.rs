@@ -2,19 +2,18 @@
 //! all of which must match. One matcher for both, so a filter typed in one finds the same
 //! runs in the other.
 
-use crate::run_config::flatten_config;
+use crate::run_config::qualified_config;
 use crate::store::RunRecord;
 use anyhow::{bail, Result};
-use std::collections::BTreeMap;
 
 /// The `field:value` terms a filter understands.
 pub const FIELDS: [&str; 6] = ["status", "layer", "task", "plugin", "tag", "sweep"];
 
 /// Whether `run` passes every term of `filter`: `status:S`, `layer:L`, `task:T`,
 /// `plugin:P` (layer or task), `tag:T`, `sweep:N`, `key=value` (a configuration value, compared
-/// by type: see [`same_value`]), or a bare word matched against status, plugins, tags and notes.
-/// `flat` is the run's configuration as [`flatten_config`] gives it.
-pub fn matches(run: &RunRecord, flat: &BTreeMap<String, String>, filter: &str) -> bool {
+/// by type: see [`same_value`]; a bare key matches it in any section, `layer.`, `task.` or
+/// `train.` in that one), or a bare word matched against status, plugins, tags and notes.
+pub fn matches(run: &RunRecord, filter: &str) -> bool {
     filter.split_whitespace().all(|term| {
         let term_lc = term.to_lowercase();
         if let Some((field, want)) = term_lc.split_once(':') {
@@ -30,7 +29,8 @@ pub fn matches(run: &RunRecord, flat: &BTreeMap<String, String>, filter: &str) -
             };
         }
         if let Some((key, want)) = term.split_once('=') {
-            return flat.iter().any(|(k, v)| (k == key || k.rsplit('.').next() == Some(key)) && same_value(v, want));
+            let named = |k: &str| k == key || k.split_once('.').is_some_and(|(_, bare)| bare == key);
+            return qualified_config(&run.config).iter().any(|(k, v)| named(k) && same_value(v, want));
         }
         let hay = [run.status.as_str(), &run.layer.name, &run.task.name, &run.notes];
         hay.iter().any(|h| h.to_lowercase().contains(&term_lc))
@@ -72,7 +72,7 @@ pub fn check(filter: &str) -> Result<()> {
 /// The runs of `runs` that pass `filter` (checked first, see [`check`]), in their order.
 pub fn select(runs: Vec<RunRecord>, filter: &str) -> Result<Vec<RunRecord>> {
     check(filter)?;
-    Ok(runs.into_iter().filter(|r| matches(r, &flatten_config(&r.config), filter)).collect())
+    Ok(runs.into_iter().filter(|r| matches(r, filter)).collect())
 }
 
 #[cfg(test)]

@@ -1,7 +1,7 @@
 //! The Runs screen's model: filtering, sorting and the columns of the runs table.
 
 use super::data::Snapshot;
-use crate::run_config::flatten_config;
+use crate::run_config::{flatten_config, flatten_configs};
 use crate::store::RunRecord;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -121,12 +121,10 @@ pub fn format_duration(secs: f64) -> String {
 impl RunsState {
     /// The visible runs (filtered and sorted) and the table's columns.
     pub fn table<'a>(&self, snapshot: &'a Snapshot, now: f64) -> RunsTable<'a> {
-        let mut rows: Vec<(&RunRecord, BTreeMap<String, String>)> = snapshot
-            .runs
-            .iter()
-            .map(|r| (r, flatten_config(&r.config)))
-            .filter(|(r, f)| matches(r, f, &self.filter))
-            .collect();
+        let visible: Vec<&RunRecord> = snapshot.runs.iter().filter(|r| matches(r, &self.filter)).collect();
+        let configs: Vec<&serde_json::Value> = visible.iter().map(|r| &r.config).collect();
+        let mut rows: Vec<(&RunRecord, BTreeMap<String, String>)> =
+            visible.iter().copied().zip(flatten_configs(&configs)).collect();
         let keys: BTreeSet<&String> = rows.iter().flat_map(|(_, f)| f.keys()).collect();
         let differing: Vec<String> = keys
             .into_iter()
@@ -258,16 +256,18 @@ mod tests {
     #[test]
     fn filter_terms() {
         let r = run(1, "hyperset", RunStatus::Finished, 64, &["baseline"]);
-        let f = flatten_config(&r.config);
-        assert!(matches(&r, &f, ""));
-        assert!(matches(&r, &f, "status:finished layer:hyperset"));
-        assert!(!matches(&r, &f, "status:running"));
-        assert!(matches(&r, &f, "plugin:sudoku tag:baseline"));
-        assert!(matches(&r, &f, "d=64"));
-        assert!(!matches(&r, &f, "d=32"));
-        assert!(matches(&r, &f, "TRY"));
-        assert!(matches(&r, &f, "d=64.0") && matches(&r, &f, "d=6.4e1") && matches(&r, &f, "difficulty=EASY"));
-        assert!(!matches(&r, &f, "nothing-like-this"));
+        assert!(matches(&r, ""));
+        assert!(matches(&r, "status:finished layer:hyperset"));
+        assert!(!matches(&r, "status:running"));
+        assert!(matches(&r, "plugin:sudoku tag:baseline"));
+        assert!(matches(&r, "d=64"));
+        assert!(!matches(&r, "d=32"));
+        assert!(matches(&r, "TRY"));
+        assert!(matches(&r, "d=64.0") && matches(&r, "d=6.4e1") && matches(&r, "difficulty=EASY"));
+        assert!(!matches(&r, "nothing-like-this"));
+        // A section names the key there only, whatever the key is called beside other runs.
+        assert!(matches(&r, "layer.d=64") && !matches(&r, "task.d=64") && !matches(&r, "train.d=64"));
+        assert!(matches(&r, "task.difficulty=easy"));
     }
 
     #[test]
@@ -278,9 +278,8 @@ mod tests {
         assert!(same_value("row_col_box", "row_col_box") && !same_value("row_col_box", "row"));
         let mut r = run(1, "hyperset", RunStatus::Finished, 64, &[]);
         r.config = json!({"layer_config": {"d": 64}, "task_config": {}, "train": {"lr": 0.001, "seed": 0}});
-        let f = flatten_config(&r.config);
-        assert!(matches(&r, &f, "lr=1e-3") && matches(&r, &f, "lr=0.0010"), "{f:?}");
-        assert!(!matches(&r, &f, "lr=3e-3"));
+        assert!(matches(&r, "lr=1e-3") && matches(&r, "lr=0.0010") && matches(&r, "train.lr=1e-3"));
+        assert!(!matches(&r, "lr=3e-3"));
     }
 
     #[test]
