@@ -25,18 +25,36 @@ pub enum StoreLocation {
 }
 
 impl StoreLocation {
-    /// Reads a `--db` value: URLs with a PostgreSQL scheme name a server, anything else a file.
+    /// Reads a `--db` value: URLs with a PostgreSQL scheme name a server, `sqlite://PATH` or
+    /// `sqlite:PATH` (sqlx's spelling) a file, anything else the path of a file.
     pub fn parse(text: &str) -> StoreLocation {
         let lower = text.trim_start().to_ascii_lowercase();
         if lower.starts_with("postgres://") || lower.starts_with("postgresql://") {
-            StoreLocation::Postgres(text.trim().to_string())
-        } else {
-            StoreLocation::Sqlite(PathBuf::from(text))
+            return StoreLocation::Postgres(text.trim().to_string());
+        }
+        let sqlite = ["sqlite://", "sqlite:"].into_iter().find(|p| lower.starts_with(p));
+        match sqlite {
+            Some(prefix) => StoreLocation::Sqlite(PathBuf::from(&text.trim_start()[prefix.len()..])),
+            None => StoreLocation::Sqlite(PathBuf::from(text)),
         }
     }
 
-    /// For clap: a `--db` value never fails to parse (a bad URL is reported when connecting).
-    pub fn parse_arg(text: &str) -> Result<StoreLocation, std::convert::Infallible> {
+    /// For clap: a `--db` value, refused when it is a URL of another database engine (a
+    /// path of that name would only fail later, as a directory that does not exist); a bad
+    /// PostgreSQL URL is reported when connecting.
+    pub fn parse_arg(text: &str) -> Result<StoreLocation, String> {
+        if let Some((scheme, _)) = text.trim_start().split_once("://") {
+            let is_scheme =
+                !scheme.is_empty() && scheme.chars().all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c));
+            let known = ["postgres", "postgresql", "sqlite"].contains(&scheme.to_ascii_lowercase().as_str());
+            if is_scheme && !known {
+                return Err(format!(
+                    "`{}` is a {scheme} URL: a run store is an SQLite file (a path, or sqlite://PATH) or a \
+                     PostgreSQL database (postgres://user:password@host:port/db)",
+                    redacted(text)
+                ));
+            }
+        }
         Ok(StoreLocation::parse(text))
     }
 
@@ -129,6 +147,12 @@ mod tests {
         assert_eq!(StoreLocation::parse("/data/postgres/runs.db").backend(), Backend::Sqlite);
         assert_eq!(StoreLocation::parse("postgres://h/db").backend(), Backend::Postgres);
         assert_eq!(StoreLocation::parse("PostgreSQL://h/db").backend(), Backend::Postgres);
+        assert_eq!(StoreLocation::parse("sqlite:///data/runs.db"), StoreLocation::Sqlite("/data/runs.db".into()));
+        assert_eq!(StoreLocation::parse("sqlite:runs.db"), StoreLocation::Sqlite("runs.db".into()));
+        assert_eq!(StoreLocation::parse_arg("./a:b/runs.db").unwrap(), StoreLocation::Sqlite("./a:b/runs.db".into()));
+        let refused = StoreLocation::parse_arg("mysql://lab:s3cret@db/runs").unwrap_err();
+        assert!(refused.contains("is a mysql URL") && refused.contains("postgres://"), "{refused}");
+        assert!(!refused.contains("s3cret"), "{refused}");
     }
 
     #[test]
