@@ -324,3 +324,43 @@ async fn cut_off_for_longer_than_a_lease(command: &str) {
     let distinct = "SELECT COUNT(DISTINCT step) FROM metrics WHERE run_id = $1 AND split = 'train' AND name = 'loss'";
     assert_eq!(cluster.db.count(distinct, 1).await, i64::from(steps), "every step's loss");
 }
+
+/// A run whose Slurm job waits says why in its log (the Live screen's log lines and `runs
+/// show`): here a start time an hour away, Slurm's reason `BeginTime`, written once however
+/// many processes look.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiting_job_s_reason_goes_to_its_run_s_log() {
+    let Some(cluster) = Cluster::new("slurm-waiting").await else { return };
+    let mut train = cluster
+        .workbench()
+        .env("WORKBENCH_SLURM", "cpus-per-task=1,begin=now+3600")
+        .env("WORKBENCH_PLUGIN_PATH", &cluster.plugins)
+        .args(fixture_train_args("slow", 4, 2))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let waiting = "is waiting: BeginTime (its start time has not come)";
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let shown = loop {
+        // The run appears once `train` has stored it.
+        let (code, out, _) = run(cluster.workbench().args(["runs", "show", "1", "--json"]));
+        let shown = if code == 0 { serde_json::from_str::<Value>(&out).unwrap() } else { Value::Null };
+        let noted =
+            shown["log"].as_array().is_some_and(|l| l.iter().any(|line| line.as_str().unwrap().contains(waiting)));
+        if noted || Instant::now() > deadline {
+            break shown;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    let _ = train.kill();
+    let job = shown["run"]["supervision"]["job_id"].as_str().map(str::to_string);
+    if let Some(job) = &job {
+        let _ = Command::new("scancel").arg(job).status();
+    }
+    assert_eq!(shown["run"]["status"], "queued", "{shown}");
+    let lines: Vec<&str> = shown["log"].as_array().unwrap().iter().map(|l| l.as_str().unwrap()).collect();
+    let job = job.expect("the run has its job");
+    assert_eq!(lines.iter().filter(|l| l.contains(waiting)).count(), 1, "{lines:?}");
+    assert!(lines.contains(&format!("slurm job {job} {waiting}").as_str()), "{lines:?}");
+}

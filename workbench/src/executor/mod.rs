@@ -10,6 +10,7 @@ use crate::store::{Backend, RunRecord, RunStatus, Store};
 use anyhow::{bail, Result};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
+use std::sync::Mutex;
 
 pub use slurm::SlurmOptions;
 
@@ -176,6 +177,9 @@ impl Executor {
             let job = run.supervision.job_id.clone().unwrap_or_default();
             let Some(state) = states.get(&job) else { continue };
             if state.active() {
+                if let Some(line) = state.waiting(&job).filter(|_| run.status == RunStatus::Queued) {
+                    note_waiting(store, run.id, &job, line).await?;
+                }
                 continue;
             }
             let cause = state.cause();
@@ -219,6 +223,26 @@ impl Executor {
         }
         Ok(ended)
     }
+}
+
+/// The last reason written to each waiting run's log by this process (run -> line), so a
+/// queue runner asks the store only when the reason changes.
+static WAITING_NOTED: Mutex<BTreeMap<i64, String>> = Mutex::new(BTreeMap::new());
+
+/// Writes to run `id`'s log why its Slurm job `job` waits (`line`), unless its log already
+/// says so last: every process that reconciles sees the same reason, and the Live screen and
+/// `runs show` read it from the log.
+async fn note_waiting(store: &Store, id: i64, job: &str, line: String) -> Result<()> {
+    if WAITING_NOTED.lock().unwrap_or_else(|e| e.into_inner()).get(&id) == Some(&line) {
+        return Ok(());
+    }
+    let prefix = format!("slurm job {job} is waiting");
+    let logs = store.logs(id, 50).await?;
+    if logs.iter().rev().find(|l| l.starts_with(&prefix)) != Some(&line) {
+        store.append_logs(id, std::slice::from_ref(&line)).await?;
+    }
+    WAITING_NOTED.lock().unwrap_or_else(|e| e.into_inner()).insert(id, line);
+    Ok(())
 }
 
 /// Bytes of an sbatch `--mem` value: a number with an optional K, M, G or T suffix (M if none).

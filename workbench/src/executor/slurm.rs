@@ -187,6 +187,9 @@ fn missing_tool(tool: &str, e: std::io::Error) -> anyhow::Error {
 pub struct JobState {
     pub state: String,
     pub exit_code: Option<String>,
+    /// Why Slurm holds a waiting job (`Resources`, `Priority`, `BeginTime`, ...), as squeue
+    /// gives it; `None` for a job that is not waiting or has no reason.
+    pub reason: Option<String>,
 }
 
 impl JobState {
@@ -207,6 +210,36 @@ impl JobState {
                 | "SIGNALING"
                 | "STAGE_OUT"
         )
+    }
+
+    /// Why the job is waiting, for the run's log: `slurm job 12 is waiting: Resources (the
+    /// resources it asks for are in use)`; `None` unless it is pending with a reason.
+    pub fn waiting(&self, job: &str) -> Option<String> {
+        let reason = self.reason.as_deref().filter(|_| self.state == "PENDING")?;
+        // Slurm's job reason codes (squeue(1), "JOB REASON CODES") that a researcher meets most.
+        let meaning = match reason {
+            "Resources" => Some("the resources it asks for are in use"),
+            "Priority" => Some("jobs of higher priority are ahead of it"),
+            "Dependency" => Some("a job it depends on has not finished"),
+            "BeginTime" => Some("its start time has not come"),
+            "JobHeldUser" => Some("held by its user: `scontrol release JOB` lets it start"),
+            "JobHeldAdmin" => Some("held by an administrator"),
+            "ReqNodeNotAvail" => Some("a node it needs is down, drained or reserved"),
+            "PartitionTimeLimit" => {
+                Some("its time limit is above the partition's: it will not start; cancel it and ask for less time")
+            }
+            "PartitionNodeLimit" => Some("it asks for more nodes than the partition allows: it will not start"),
+            "PartitionDown" | "PartitionInactive" => Some("its partition does not take jobs now"),
+            "NodeDown" => Some("a node it needs is down"),
+            r if r.starts_with("QOS") || r.starts_with("AssocGrp") || r.starts_with("AssocMax") => {
+                Some("a limit of its QOS or account is reached")
+            }
+            _ => None,
+        };
+        Some(match meaning {
+            Some(meaning) => format!("slurm job {job} is waiting: {reason} ({meaning})"),
+            None => format!("slurm job {job} is waiting: {reason}"),
+        })
     }
 
     /// The state as a run's cause: `slurm: CANCELLED (exit 0:15)`.
@@ -236,19 +269,23 @@ fn queued(listing: BTreeMap<String, JobState>) -> BTreeSet<String> {
 /// The jobs of `jobs` that `squeue` still holds, with their state: empty when it knows none of
 /// them (it refuses such a list), `None` when it does not answer.
 fn squeue(jobs: &[String]) -> Option<BTreeMap<String, JobState>> {
-    let out = Command::new("squeue").args(["-h", "-o", "%i|%T", "-j", &jobs.join(",")]).output().ok()?;
+    let out = Command::new("squeue").args(["-h", "-o", "%i|%T|%r", "-j", &jobs.join(",")]).output().ok()?;
     if !out.status.success() {
         return String::from_utf8_lossy(&out.stderr).contains("Invalid job id").then(BTreeMap::new);
     }
     Some(parse_squeue(&String::from_utf8_lossy(&out.stdout)))
 }
 
-/// `squeue -o '%i|%T'` lines as job -> state.
+/// `squeue -o '%i|%T|%r'` lines as job -> state (the reason `None` counts as none).
 fn parse_squeue(listing: &str) -> BTreeMap<String, JobState> {
     listing
         .lines()
-        .filter_map(|line| line.trim().split_once('|'))
-        .map(|(job, state)| (job.to_string(), JobState { state: state.to_string(), exit_code: None }))
+        .filter_map(|line| {
+            let mut fields = line.trim().splitn(3, '|');
+            let (job, state) = (fields.next()?, fields.next()?);
+            let reason = fields.next().map(str::trim).filter(|r| !r.is_empty() && *r != "None").map(String::from);
+            Some((job.to_string(), JobState { state: state.to_string(), exit_code: None, reason }))
+        })
         .collect()
 }
 
@@ -275,7 +312,7 @@ pub fn states(jobs: &[String]) -> Result<BTreeMap<String, JobState>> {
             if let [job, state, code] = fields[..] {
                 // `CANCELLED by 0` -> `CANCELLED`
                 let state = state.split_whitespace().next().unwrap_or(state).to_string();
-                found.insert(job.to_string(), JobState { state, exit_code: Some(code.to_string()) });
+                found.insert(job.to_string(), JobState { state, exit_code: Some(code.to_string()), reason: None });
             }
         }
     }
@@ -296,7 +333,7 @@ fn parse_scontrol(text: &str) -> Option<JobState> {
     let field = |name: &str| {
         text.split_whitespace().find_map(|kv| kv.strip_prefix(name).and_then(|v| v.strip_prefix('='))).map(String::from)
     };
-    Some(JobState { state: field("JobState")?, exit_code: field("ExitCode") })
+    Some(JobState { state: field("JobState")?, exit_code: field("ExitCode"), reason: None })
 }
 
 /// Cancels a job (Slurm signals it with SIGTERM, then SIGKILL after its KillWait).
@@ -331,8 +368,11 @@ mod tests {
 
     #[test]
     fn queued_jobs_are_those_in_an_active_state() {
-        let listing = "12|RUNNING\n13|PENDING\n14|COMPLETED\n15|REQUEUED\nnot a line\n";
-        let queued: Vec<String> = queued(parse_squeue(listing)).into_iter().collect();
+        let listing = "12|RUNNING|None\n13|PENDING|Resources\n14|COMPLETED|None\n15|REQUEUED|None\nnot a line\n";
+        let parsed = parse_squeue(listing);
+        assert_eq!(parsed["13"].reason.as_deref(), Some("Resources"));
+        assert_eq!(parsed["12"].reason, None);
+        let queued: Vec<String> = queued(parsed).into_iter().collect();
         assert_eq!(queued, ["12", "13", "15"]);
         assert!(in_queue(&[]).is_some_and(|q| q.is_empty()));
     }
@@ -381,10 +421,25 @@ mod tests {
     #[test]
     fn scontrol_lines_give_state_and_exit_code() {
         let line = "JobId=12 JobName=w UserId=root(0) JobState=CANCELLED Reason=None ExitCode=0:15 RunTime=00:00:03";
-        assert_eq!(parse_scontrol(line), Some(JobState { state: "CANCELLED".into(), exit_code: Some("0:15".into()) }));
-        let state = JobState { state: "TIMEOUT".into(), exit_code: Some("0:0".into()) };
+        let cancelled = JobState { state: "CANCELLED".into(), exit_code: Some("0:15".into()), reason: None };
+        assert_eq!(parse_scontrol(line), Some(cancelled));
+        let state = JobState { state: "TIMEOUT".into(), exit_code: Some("0:0".into()), reason: None };
         assert_eq!(state.cause(), "slurm: TIMEOUT (exit 0:0)");
         assert!(!state.active());
-        assert!(JobState { state: "PENDING".into(), exit_code: None }.active());
+        assert!(JobState { state: "PENDING".into(), exit_code: None, reason: None }.active());
+    }
+
+    #[test]
+    fn a_waiting_job_says_why_in_words() {
+        let pending = |reason: &str| JobState { state: "PENDING".into(), exit_code: None, reason: Some(reason.into()) };
+        assert_eq!(
+            pending("Resources").waiting("12").as_deref(),
+            Some("slurm job 12 is waiting: Resources (the resources it asks for are in use)")
+        );
+        assert!(pending("QOSMaxJobsPerUserLimit").waiting("3").unwrap().contains("limit of its QOS or account"));
+        assert_eq!(pending("Licenses").waiting("4").as_deref(), Some("slurm job 4 is waiting: Licenses"));
+        let running = JobState { state: "RUNNING".into(), exit_code: None, reason: Some("Resources".into()) };
+        assert_eq!(running.waiting("12"), None);
+        assert_eq!(JobState { reason: None, ..pending("x") }.waiting("12"), None);
     }
 }
