@@ -354,6 +354,7 @@ async fn a_waiting_job_s_reason_goes_to_its_run_s_log() {
         std::thread::sleep(Duration::from_millis(500));
     };
     let _ = train.kill();
+    let _ = train.wait();
     let job = shown["run"]["supervision"]["job_id"].as_str().map(str::to_string);
     if let Some(job) = &job {
         let _ = Command::new("scancel").arg(job).status();
