@@ -17,6 +17,8 @@ pub struct Fitted {
 fn cap(c: &Column) -> u16 {
     match c {
         Column::Tags => 22,
+        // Sweep names say what varies (`2 hyperset on sudoku: lr x seed`).
+        Column::Sweep => 28,
         _ => 16,
     }
 }

@@ -300,6 +300,22 @@ fn launch_form_from_schemas_refuses_bad_values_inline() {
     assert!(render(&mut app, 120, 30).contains("cannot launch"));
 }
 
+/// A run submitted to Slurm whose worker has not started says it waits for its job.
+#[test]
+fn live_screen_names_the_job_a_queued_run_waits_for() {
+    let (mut app, _) = app();
+    let mut queued = record(4, "hyperset", RunStatus::Queued, 64, 2);
+    queued.supervision.executor = Some("slurm".into());
+    queued.supervision.job_id = Some("77".into());
+    let mut snapshot = app.snapshot.clone();
+    snapshot.runs.push(queued);
+    app.apply(Update::Runs(snapshot));
+    app.live.run = Some(4);
+    press(&mut app, KeyCode::Char('3'));
+    let screen = render(&mut app, 140, 40);
+    assert!(screen.contains("slurm job 77: waiting to start (the log says why)"), "{screen}");
+}
+
 #[test]
 fn live_screen_shows_progress_rate_and_log() {
     let (mut app, _) = app();

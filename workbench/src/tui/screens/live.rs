@@ -4,7 +4,7 @@
 //! ([`crate::tui::sphere`]), redrawn as evaluations arrive.
 
 use super::system_panel::{self, SystemView};
-use crate::store::MetricRow;
+use crate::store::{MetricRow, RunStatus};
 use crate::tui::app::App;
 use crate::tui::compare;
 use crate::tui::component::Component;
@@ -168,12 +168,19 @@ fn draw_live(frame: &mut Frame, area: Rect, app: &App) {
         lines.push(Line::from(Span::styled(format!("cause: {cause}"), Style::default().fg(Color::Red))));
     }
     let s = &run.supervision;
-    if let (Some(host), Some(pid)) = (&s.host, run.worker_pid) {
-        let job = match (&s.executor, &s.job_id) {
-            (Some(e), Some(j)) => format!(", {e} job {j}"),
-            _ => String::new(),
-        };
-        lines.push(Line::from(format!("worker: process {pid} on {host}{job}")));
+    match ((&s.host, run.worker_pid), (&s.executor, &s.job_id)) {
+        ((Some(host), Some(pid)), job) => {
+            let job = match job {
+                (Some(e), Some(j)) => format!(", {e} job {j}"),
+                _ => String::new(),
+            };
+            lines.push(Line::from(format!("worker: process {pid} on {host}{job}")));
+        }
+        // Submitted, its worker not started: the scheduler's reason is in the log below.
+        (_, (Some(e), Some(j))) if run.status == RunStatus::Queued => {
+            lines.push(Line::from(format!("{e} job {j}: waiting to start (the log says why)")));
+        }
+        _ => {}
     }
     frame.render_widget(Paragraph::new(lines).wrap(Wrap { trim: true }), info_area);
     let inputs = [compare::Input { record: run, data }];
