@@ -297,10 +297,12 @@ pub fn recorded_build(library: &Path) -> Option<String> {
 }
 
 /// Variables cargo sets for the package it runs (`cargo run`), which a build of other
-/// packages must not inherit.
+/// packages must not inherit. `OUT_DIR` is among them because the workbench has a build
+/// script, and ring's build script reruns when it changes.
 fn describes_the_running_package(name: &str) -> bool {
     ["CARGO_PKG_", "CARGO_MANIFEST_", "CARGO_CRATE_", "CARGO_BIN_"].iter().any(|p| name.starts_with(p))
         || name == "CARGO_PRIMARY_PACKAGE"
+        || name == "OUT_DIR"
 }
 
 #[cfg(test)]
@@ -315,6 +317,7 @@ mod tests {
             "CARGO_MANIFEST_DIR",
             "CARGO_MANIFEST_PATH",
             "CARGO_PRIMARY_PACKAGE",
+            "OUT_DIR",
         ] {
             assert!(describes_the_running_package(name), "{name}");
         }
