@@ -14,6 +14,8 @@ pub const FIELDS: [&str; 6] = ["status", "layer", "task", "plugin", "tag", "swee
 /// by type: see [`same_value`]; a bare key matches it in any section, `layer.`, `task.` or
 /// `train.` in that one), or a bare word matched against status, plugins, tags and notes.
 pub fn matches(run: &RunRecord, filter: &str) -> bool {
+    // The configuration by section, read once per run and only for a `key=value` term.
+    let mut qualified = None;
     filter.split_whitespace().all(|term| {
         let term_lc = term.to_lowercase();
         if let Some((field, want)) = term_lc.split_once(':') {
@@ -30,7 +32,8 @@ pub fn matches(run: &RunRecord, filter: &str) -> bool {
         }
         if let Some((key, want)) = term.split_once('=') {
             let named = |k: &str| k == key || k.split_once('.').is_some_and(|(_, bare)| bare == key);
-            return qualified_config(&run.config).iter().any(|(k, v)| named(k) && same_value(v, want));
+            let config = qualified.get_or_insert_with(|| qualified_config(&run.config));
+            return config.iter().any(|(k, v)| named(k) && same_value(v, want));
         }
         let hay = [run.status.as_str(), &run.layer.name, &run.task.name, &run.notes];
         hay.iter().any(|h| h.to_lowercase().contains(&term_lc))

@@ -44,14 +44,14 @@ fn new_run_at(
 
 /// The stored form of a new run of `config`, with the plugins it names.
 pub fn new_run_of(host: &PluginHost, config: &RunConfig) -> Result<NewRun> {
-    new_runs_of(host, std::slice::from_ref(config)).map(|mut runs| runs.remove(0))
+    new_runs_of(host, [config]).map(|mut runs| runs.remove(0))
 }
 
 /// The stored forms of new runs of `configs` (a sweep's points), the code's revision read once.
-pub fn new_runs_of(host: &PluginHost, configs: &[RunConfig]) -> Result<Vec<NewRun>> {
+pub fn new_runs_of<'a>(host: &PluginHost, configs: impl IntoIterator<Item = &'a RunConfig>) -> Result<Vec<NewRun>> {
     let git_rev = git_revision();
     configs
-        .iter()
+        .into_iter()
         .map(|config| {
             let layer = host.get(&config.layer, PluginKind::Layer)?;
             let task = host.get(&config.task, PluginKind::Task)?;
