@@ -410,6 +410,22 @@ async fn tags_and_notes_are_set_from_the_command_line() {
 }
 
 #[tokio::test]
+async fn show_names_how_a_run_ended() {
+    let f = Fixture::new("ended").await;
+    let store = f.store().await;
+    let stopped = store.create_run(&new_run("hyperset", "b1", 16, 0.001)).await.unwrap();
+    store.mark_running(stopped, 1).await.unwrap();
+    store.finish(stopped, RunStatus::Interrupted, Some("stopped at step 7 (a signal)")).await.unwrap();
+    store.finish(3, RunStatus::Failed, Some("out of memory")).await.unwrap();
+    store.close().await;
+    let shown = f.ok(&["runs", "show", &stopped.to_string()]);
+    assert!(shown.contains("\nstopped:  stopped at step 7 (a signal)\n"), "{shown}");
+    assert!(!shown.contains("error:"), "an interruption is no error:\n{shown}");
+    let shown = f.ok(&["runs", "show", "3"]);
+    assert!(shown.contains("\nerror:    out of memory\n"), "{shown}");
+}
+
+#[tokio::test]
 async fn diff_shows_what_differs() {
     let f = Fixture::new("diff").await;
     let d: Value = serde_json::from_str(&f.ok(&["runs", "diff", "1", "2", "--json"])).unwrap();

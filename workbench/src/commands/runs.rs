@@ -2,7 +2,7 @@
 //! cancel, pause, requeue, tag, note.
 
 use crate::ops;
-use crate::store::{MetricRow, MetricSummary, RunRecord, Store};
+use crate::store::{MetricRow, MetricSummary, RunRecord, RunStatus, Store};
 use crate::train::system;
 use anyhow::Result;
 use serde_json::json;
@@ -139,6 +139,15 @@ fn worker_line(r: &crate::store::RunRecord) -> Option<String> {
     (!parts.is_empty()).then(|| parts.join(", "))
 }
 
+/// What `runs show` calls the message a run ended with: an interruption is no error.
+fn end_label(status: RunStatus) -> &'static str {
+    match status {
+        RunStatus::Interrupted => "stopped",
+        RunStatus::Diverged => "diverged",
+        _ => "error",
+    }
+}
+
 pub async fn show(store: &Store, id: i64, as_json: bool) -> Result<i32> {
     let r = store.run(id).await?;
     let summary = summarise(&store.metrics(id).await?);
@@ -154,7 +163,7 @@ pub async fn show(store: &Store, id: i64, as_json: bool) -> Result<i32> {
         println!("damaged:  {damage}");
     }
     if let Some(e) = &r.error {
-        println!("error:    {e}");
+        println!("{:<10}{e}", format!("{}:", end_label(r.status)));
     }
     if let Some(cause) = &r.supervision.cause {
         println!("cause:    {cause}");
