@@ -194,6 +194,18 @@ fn pause_resume_and_cancel() {
 }
 
 #[test]
+fn the_queue_answers_for_the_runs_it_ran_not_those_that_ended_before() {
+    let dir = temp_dir("sweep-queue-scope");
+    sweep_detached(&dir, "transformer", &["seed=0,1"]);
+    ok(&dir, &["runs", "cancel", "1"]);
+    // Run 1 ended (interrupted) before this runner started: neither counted nor its exit code.
+    let (code, _, stderr) = run(workbench(&dir).args(["queue"]));
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stderr.contains("1 of 1 runs ended (0 not finished)"), "{stderr}");
+    assert_eq!((status(&dir, 1).as_str(), status(&dir, 2).as_str()), ("interrupted", "finished"));
+}
+
+#[test]
 fn an_interrupted_run_is_requeued_and_resumes_from_its_checkpoint() {
     let dir = temp_dir("sweep-resume");
     let mut args = vec!["sweep", "--layer", "transformer", "--task", "sudoku", "--detach"];

@@ -7,9 +7,10 @@ use crate::host::PluginHost;
 use crate::ops;
 use crate::ops::grid::plan;
 use crate::queue::QueueRunner;
-use crate::store::{RunStatus, Store, StoreOutage};
+use crate::store::{RunRecord, RunStatus, Store, StoreOutage};
 use anyhow::{anyhow, Result};
 use indicatif::{ProgressBar, ProgressStyle};
+use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -138,6 +139,7 @@ pub async fn run_until_done(
     let mut interrupted = Box::pin(tokio::signal::ctrl_c());
     let mut waiting = None;
     let mut out_of_reach = StoreOutage::default();
+    let mut followed = BTreeSet::new();
     loop {
         let pass = async { Ok::<_, anyhow::Error>((runner.tick().await?, store.list_runs().await?)) }.await;
         // Above the bar when it is drawn, on stderr in any case (a hidden bar prints nothing).
@@ -162,11 +164,18 @@ pub async fn run_until_done(
             }
         }
         if let Some(runs) = runs {
-            let mine: Vec<_> = runs.iter().filter(|r| only.is_none_or(|ids| ids.contains(&r.id))).collect();
             // A run whose worker may take it back still counts.
-            let coming_back = Executor::may_be_taken_back(mine.iter().copied());
-            let active: Vec<_> =
-                mine.iter().filter(|r| !r.status.is_terminal() || coming_back.contains(&r.id)).collect();
+            let in_scope = |r: &&RunRecord| only.is_none_or(|ids| ids.contains(&r.id));
+            let coming_back = Executor::may_be_taken_back(runs.iter().filter(in_scope));
+            let is_active = |r: &RunRecord| !r.status.is_terminal() || coming_back.contains(&r.id);
+            // The whole queue: the runs this runner has seen waiting or running, so that runs
+            // which ended before it started neither count in its progress nor set its exit code.
+            if only.is_none() {
+                followed.extend(runs.iter().filter(|r| is_active(r)).map(|r| r.id));
+            }
+            let mine: Vec<_> =
+                runs.iter().filter(in_scope).filter(|r| only.is_some() || followed.contains(&r.id)).collect();
+            let active: Vec<_> = mine.iter().filter(|r| is_active(r)).collect();
             let done = mine.len() - active.len();
             let held = active.iter().filter(|r| r.status == RunStatus::Queued && r.held).count();
             bar.set_length(mine.len() as u64);
