@@ -154,7 +154,7 @@ pub async fn run_until_done(
         for id in started {
             match json {
                 true => Report::Started { run: id }.print(),
-                false => bar.println(format!("run {id} started")),
+                false => crate::train::launch::say_above(&bar, format!("run {id} started")),
             }
         }
         if let Some(news) = runner.waiting_news(&mut waiting) {

@@ -121,6 +121,17 @@ pub enum Display {
 /// a second one leaves it training and returns. A closed stdout (`| head`) ends the
 /// following, never the worker. A worker that dies before recording its end leaves the run
 /// `interrupted` with the exit code or signal as its cause.
+/// Prints a line above `bar`, or on stderr when the bar is hidden (stderr not a terminal),
+/// where indicatif's own `println` prints nothing.
+pub fn say_above(bar: &ProgressBar, text: String) {
+    use std::io::Write;
+    if bar.is_hidden() {
+        let _ = writeln!(std::io::stderr(), "{text}");
+    } else {
+        bar.println(text);
+    }
+}
+
 pub async fn follow(store: &Store, mut child: Child, run_id: i64, display: Display) -> Result<RunStatus> {
     use std::io::Write;
     let pid = child.id().context("the worker exited before it could be followed")?;
@@ -132,13 +143,6 @@ pub async fn follow(store: &Store, mut child: Child, run_id: i64, display: Displ
     let mut recent: std::collections::VecDeque<String> = std::collections::VecDeque::new();
     let bar = ProgressBar::hidden();
     let mut interrupts = 0;
-    let say = |bar: &ProgressBar, text: String| {
-        if bar.is_hidden() {
-            let _ = writeln!(std::io::stderr(), "{text}");
-        } else {
-            bar.println(text);
-        }
-    };
     loop {
         // The worker's log (stderr) is printed above the bar so the two never garble.
         let line = tokio::select! {
@@ -147,14 +151,14 @@ pub async fn follow(store: &Store, mut child: Child, run_id: i64, display: Displ
                 if interrupts == 1 {
                     store.request_stop(run_id).await?;
                     let _ = stop_worker(pid);
-                    say(&bar, format!(
+                    say_above(&bar, format!(
                         "stopping run {run_id} at its next step, with a checkpoint \
                          (Ctrl-C again leaves it training in the background)"
                     ));
                     continue;
                 }
                 bar.finish_and_clear();
-                say(&bar, format!(
+                say_above(&bar, format!(
                     "run {run_id} goes on training in the background (worker {pid}); \
                      `workbench runs show {run_id}` follows it, `workbench runs cancel {run_id}` stops it"
                 ));
@@ -169,10 +173,11 @@ pub async fn follow(store: &Store, mut child: Child, run_id: i64, display: Displ
                                 recent.pop_front();
                             }
                         }
-                        if display == Display::Json || bar.is_hidden() {
-                            let _ = writeln!(std::io::stderr(), "{text}");
-                        } else {
-                            bar.println(text);
+                        match display {
+                            Display::Json => {
+                                let _ = writeln!(std::io::stderr(), "{text}");
+                            }
+                            _ => say_above(&bar, text),
                         }
                     }
                     None => log_open = false,
@@ -233,7 +238,7 @@ pub async fn follow(store: &Store, mut child: Child, run_id: i64, display: Displ
             }
             Ok(Event::Eval { .. }) => {} // the worker logs evaluations itself
             Ok(Event::Finished { .. }) => bar.finish_and_clear(),
-            Err(_) => bar.println(line),
+            Err(_) => say_above(&bar, line),
         }
     }
     while log_open {
@@ -267,13 +272,7 @@ pub async fn follow_store(store: &Store, run_id: i64, display: Display) -> Resul
         );
         bar.set_prefix(format!("run {run_id}"));
     }
-    let show = |line: String| {
-        if bar.is_hidden() {
-            let _ = writeln!(std::io::stderr(), "[run {run_id}] {line}");
-        } else {
-            bar.println(format!("[run {run_id}] {line}"));
-        }
-    };
+    let show = |line: String| say_above(&bar, format!("[run {run_id}] {line}"));
     let mut shown_logs = 0usize;
     let mut interrupts = 0;
     let mut status = RunStatus::Queued;
@@ -325,7 +324,7 @@ pub async fn follow_store(store: &Store, run_id: i64, display: Display) -> Resul
                     } else {
                         store.request_stop(run_id).await?;
                     }
-                    bar.println(format!(
+                    say_above(&bar, format!(
                         "stopping run {run_id} at its next step, with a checkpoint (Ctrl-C again leaves it running)"
                     ));
                 } else {
