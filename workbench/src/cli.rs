@@ -395,6 +395,16 @@ pub enum RunsAction {
     Unpause { run: i64 },
     /// Put an interrupted or failed run back in the queue (continues from its checkpoint).
     Requeue { run: i64 },
+    /// Delete runs and what the store records for them (metrics, diagnostics, logs, artifact
+    /// records; checkpoint files stay on disk): `runs delete 12,13 --yes`. Running runs are
+    /// refused; cancel them first.
+    Delete {
+        /// Run ids, comma-separated.
+        runs: String,
+        /// Delete without asking: without it the command names the runs and deletes none.
+        #[arg(long)]
+        yes: bool,
+    },
     /// Replace a run's tags: `runs tag 12 baseline,paper` (an empty list clears them).
     Tag {
         run: i64,
@@ -682,6 +692,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
                 Some(RunsAction::Pause { run }) => commands::runs::hold(&store, run, true).await,
                 Some(RunsAction::Unpause { run }) => commands::runs::hold(&store, run, false).await,
                 Some(RunsAction::Requeue { run }) => commands::runs::requeue(&store, run).await,
+                Some(RunsAction::Delete { runs, yes }) => commands::runs::delete(&store, &runs, yes).await,
                 Some(RunsAction::Tag { run, tags }) => commands::runs::tag(&store, run, &tags).await,
                 Some(RunsAction::Note { run, text }) => commands::runs::note(&store, run, &text.join(" ")).await,
                 Some(RunsAction::Export { runs, sweep, filter, format, out, force }) => {

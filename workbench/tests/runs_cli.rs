@@ -426,6 +426,44 @@ async fn show_names_how_a_run_ended() {
 }
 
 #[tokio::test]
+async fn delete_names_the_runs_and_needs_yes() {
+    let f = Fixture::new("delete").await;
+    let (code, _, err) = f.run(&["runs", "delete", "2,3"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("run 2 (transformer on sudoku, finished, 0 steps), run 3 (hyperset"), "{err}");
+    assert!(err.contains("add --yes"), "{err}");
+    assert_eq!(listed(&f.ok(&["runs"])), vec![1, 2, 3], "nothing is deleted without --yes");
+    let err = f.fails(&["runs", "delete", "2,99", "--yes"]);
+    assert!(err.contains("run 99 does not exist"), "{err}");
+    assert_eq!(listed(&f.ok(&["runs"])), vec![1, 2, 3], "nothing is deleted when one id is wrong");
+    f.ok(&["runs", "delete", "2,3", "--yes"]);
+    assert_eq!(listed(&f.ok(&["runs"])), vec![1]);
+    let store = f.store().await;
+    let running = store.create_run(&new_run("hyperset", "b1", 8, 0.001)).await.unwrap();
+    store.mark_running(running, std::process::id()).await.unwrap();
+    store.close().await;
+    let err = f.fails(&["runs", "delete", &running.to_string(), "--yes"]);
+    assert!(err.contains("is running: cancel it first"), "{err}");
+}
+
+#[tokio::test]
+async fn db_copy_again_copies_only_new_runs() {
+    let f = Fixture::new("copy-twice").await;
+    let (from, to) = (f.path("runs.db"), f.path("lab.db"));
+    let copy = ["db", "copy", "--from", from.to_str().unwrap(), "--to", to.to_str().unwrap()];
+    let first = f.ok(&copy);
+    assert!(first.contains("copied 3 runs and 1 sweep from"), "{first}");
+    let again = f.ok(&copy);
+    assert!(again.contains("copied 0 runs and 0 sweeps"), "{again}");
+    assert!(again.contains("3 runs and 1 sweep were in") && again.contains("left as they are"), "{again}");
+    // A copy deleted in the target is copied again.
+    let lab = ["--db", to.to_str().unwrap()];
+    f.ok(&[&lab[..], &["runs", "delete", "2", "--yes"]].concat());
+    let third = f.ok(&copy);
+    assert!(third.contains("copied 1 run and 0 sweeps") && third.contains("2 runs and 1 sweep were in"), "{third}");
+}
+
+#[tokio::test]
 async fn diff_shows_what_differs() {
     let f = Fixture::new("diff").await;
     let d: Value = serde_json::from_str(&f.ok(&["runs", "diff", "1", "2", "--json"])).unwrap();

@@ -514,8 +514,11 @@ async fn migrations_upgrade_an_existing_database() {
     // Every embedded migration is now recorded.
     let mut conn = raw(&db).await;
     let max: i64 = sqlx::query_scalar("SELECT MAX(version) FROM _sqlx_migrations").fetch_one(&mut conn).await.unwrap();
+    // A run from before identities (migration 0009) has one now, as `db copy` needs.
+    let uid: String = sqlx::query_scalar("SELECT uid FROM runs WHERE id = 5").fetch_one(&mut conn).await.unwrap();
     conn.close().await.unwrap();
     assert_eq!(max, workbench::store::schema_version());
+    assert!(uid.len() == 32 && uid.chars().all(|c| c.is_ascii_hexdigit()), "{uid}");
 }
 
 /// Several processes (here: tasks with their own connections) opening one new store at the
@@ -1268,6 +1271,60 @@ async fn db_copy_into_a_used_store_renumbers(backend: Backend) {
     assert_eq!(members, vec![a, report.renumbered[&ids[1]]], "sweep membership follows the new ids");
 }
 
+/// Copying again copies only what the target does not hold yet (runs and sweeps are known by
+/// their identity, whatever their ids), names the runs that changed since, and a new run of a
+/// copied sweep joins the target's copy of that sweep. Copying back brings nothing twice.
+async fn db_copy_again_copies_only_what_is_new(backend: Backend) {
+    let Some(target_db) = TestDb::new(backend, "copy-again").await else { return };
+    let source_db = TestDb::new(Backend::Sqlite, "copy-again-src").await.unwrap();
+    let source = source_db.open().await;
+    let ids = fill_for_copy(&source).await;
+    let target = target_db.open().await;
+    // The target has runs of its own, so the copies are renumbered: identity is not the id.
+    target.create_run(&new_run(42)).await.unwrap();
+    let first = source.copy_into(&target).await.unwrap();
+    assert_eq!((first.runs, first.sweeps, first.already_there.len()), (4, 1, 0), "{first:?}");
+    let running = ids[2];
+    let copy_of = |id: i64| first.renumbered[&id];
+
+    let again = source.copy_into(&target).await.unwrap();
+    assert_eq!((again.runs, again.sweeps), (0, 0), "{again:?}");
+    let expected: std::collections::BTreeMap<i64, i64> = ids.iter().map(|&id| (id, copy_of(id))).collect();
+    assert_eq!(again.already_there, expected);
+    assert_eq!(again.sweeps_already_there.len(), 1);
+    // The running run was copied as interrupted: the two differ, and the report says how.
+    assert_eq!(again.changed_since.len(), 1, "{again:?}");
+    let changed = &again.changed_since[0];
+    assert_eq!((changed.source, changed.target), (running, copy_of(running)));
+    assert_eq!(
+        (changed.source_state.as_str(), changed.target_state.as_str()),
+        ("running at step 0", "interrupted at step 0")
+    );
+    assert_eq!(target.list_runs().await.unwrap().len(), 5, "nothing was copied twice");
+    // Copies made before identities (migration 0009) carry other ones: known by their content.
+    target_db.execute("UPDATE runs SET uid = 'before-' || id").await;
+    target_db.execute("UPDATE sweeps SET uid = 'before-' || id").await;
+    let legacy = source.copy_into(&target).await.unwrap();
+    assert_eq!((legacy.runs, legacy.sweeps), (0, 0), "{legacy:?}");
+    assert_eq!((legacy.already_there, legacy.sweeps_already_there.len()), (expected, 1));
+
+    // A new run in the source's sweep joins the target's copy of the sweep.
+    let sweep = source.sweeps().await.unwrap()[0].id;
+    let late = source.create_run_in_sweep(&new_run(7), sweep, 2).await.unwrap();
+    let third = source.copy_into(&target).await.unwrap();
+    assert_eq!((third.runs, third.sweeps), (1, 0), "{third:?}");
+    let late_copy = third.renumbered.get(&late).copied().unwrap_or(late);
+    let target_sweep = target.sweeps().await.unwrap();
+    assert_eq!(target_sweep.len(), 1);
+    let members: Vec<i64> = target.sweep_runs(target_sweep[0].id).await.unwrap().iter().map(|r| r.id).collect();
+    assert_eq!(members, vec![copy_of(ids[0]), copy_of(ids[1]), late_copy]);
+
+    // Back into the source: only the target's own run is new there.
+    let back = target.copy_into(&source).await.unwrap();
+    assert_eq!((back.runs, back.sweeps, back.already_there.len()), (1, 0, 5), "{back:?}");
+    assert_eq!(source.list_runs().await.unwrap().len(), 6);
+}
+
 /// The copy carries every column of every table (a new column must be added to its lists).
 async fn db_copy_covers_every_column(backend: Backend) {
     let Some(db) = TestDb::new(backend, "copy-columns").await else { return };
@@ -1669,6 +1726,7 @@ on_both_backends!(
     a_worker_that_cannot_start_is_retried_then_its_run_fails_with_the_reason,
     concurrent_runners_claim_each_run_once_within_the_limit,
     db_copy_into_a_used_store_renumbers,
+    db_copy_again_copies_only_what_is_new,
     db_copy_covers_every_column,
     leases_are_honoured_across_hosts,
     claims_of_other_hosts_are_left_until_they_time_out,

@@ -19,13 +19,16 @@ pub async fn copy(from: &StoreLocation, to: &StoreLocation, json: bool) -> Resul
         return Ok(0);
     }
     let rows: Vec<String> = report.rows.iter().map(|(table, n)| format!("{n} {table}")).collect();
-    println!("copied {} runs and {} sweeps from {from} to {to} ({})", report.runs, report.sweeps, rows.join(", "));
-    if report.kept_ids {
-        println!("run and sweep ids are the same in both stores");
-    } else {
-        println!("the target already had some of these ids, so the copies were numbered anew:");
-        for (old, new) in &report.renumbered {
-            println!("  run {old} -> run {new}");
+    let rows = if rows.is_empty() { String::new() } else { format!(" ({})", rows.join(", ")) };
+    println!("copied {} and {} from {from} to {to}{rows}", count(report.runs, "run"), count(report.sweeps, "sweep"));
+    if report.runs + report.sweeps > 0 {
+        if report.kept_ids {
+            println!("the copies keep their ids");
+        } else {
+            println!("the target already had some of these ids, so the copies were numbered anew:");
+            for (old, new) in &report.renumbered {
+                println!("  run {old} -> run {new}");
+            }
         }
     }
     if !report.were_running.is_empty() {
@@ -35,7 +38,31 @@ pub async fn copy(from: &StoreLocation, to: &StoreLocation, json: bool) -> Resul
             ids.join(", ")
         );
     }
+    let (already, sweeps) = (report.already_there.len() as u64, report.sweeps_already_there.len() as u64);
+    if already + sweeps > 0 {
+        println!(
+            "{} and {} were in {to} already (copied before) and were left as they are",
+            count(already, "run"),
+            count(sweeps, "sweep")
+        );
+    }
+    for changed in &report.changed_since {
+        println!(
+            "  run {} has changed since: {} in {from}, {} in {to} (run {}); to copy it again, delete \
+             that copy (`workbench --db TARGET runs delete {} --yes`) and copy again",
+            changed.source, changed.source_state, changed.target_state, changed.target, changed.target
+        );
+    }
     Ok(0)
+}
+
+/// `n things`, `1 thing`.
+fn count(n: u64, thing: &str) -> String {
+    if n == 1 {
+        format!("1 {thing}")
+    } else {
+        format!("{n} {thing}s")
+    }
 }
 
 /// Writes a consistent copy of the store at `db` to the new SQLite file `file`.

@@ -308,6 +308,29 @@ pub async fn requeue(store: &Store, id: i64) -> Result<i32> {
     Ok(0)
 }
 
+/// `workbench runs delete 12,13 --yes`: without `--yes`, names the runs and deletes none
+/// (exit code 2), as the TUI asks before it deletes.
+pub async fn delete(store: &Store, list: &str, yes: bool) -> Result<i32> {
+    let ids = crate::plot::parse_run_ids(list).map_err(|e| crate::exit_code::refused(anyhow::anyhow!(e)))?;
+    let mut named = Vec::new();
+    for &id in &ids {
+        let r = store.run(id).await?;
+        named.push(format!("run {id} ({} on {}, {}, {} steps)", r.layer.name, r.task.name, r.status, r.last_step));
+    }
+    if !yes {
+        return Err(crate::exit_code::refused(anyhow::anyhow!(
+            "this deletes {} and what the store records for them (checkpoint files stay on disk); \
+             add --yes to delete",
+            named.join(", ")
+        )));
+    }
+    ops::runs::delete(store, &ids).await?;
+    for line in named {
+        tracing::info!("deleted {line}");
+    }
+    Ok(0)
+}
+
 /// `workbench runs pause|unpause N`.
 pub async fn hold(store: &Store, id: i64, held: bool) -> Result<i32> {
     tracing::info!("{}", ops::runs::hold(store, id, held).await?.describe());

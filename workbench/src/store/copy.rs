@@ -4,9 +4,12 @@
 //!
 //! `metric_summaries` is derived from the metric rows and rebuilt in the target. Rows are
 //! copied column by column from the lists below, so every value arrives as it was
-//! stored, timestamps included. Ids are kept when the target has none of them (a copy into an
-//! empty store is exact, and a round trip leaves every row equal); otherwise the copied runs
-//! and sweeps get new ids, and the report says which id became which.
+//! stored, timestamps included. Runs and sweeps the target already holds (the same `uid`,
+//! migration 0009: copied there before, or copied from there) are not copied again; the
+//! report names them, and those that changed since. Ids are kept when the target has none of
+//! those copied (a copy into an empty store is exact, and a round trip leaves every row
+//! equal); otherwise the copied runs and sweeps get new ids, and the report says which id
+//! became which.
 
 use std::collections::BTreeMap;
 
@@ -42,10 +45,15 @@ struct Table {
     columns: &'static [(&'static str, Kind)],
 }
 
+/// The columns by which a copy made before identities (migration 0009) is known as the same
+/// run or sweep: a copy keeps them exactly, the creation time to the bit.
+const SAME_SWEEP: &[&str] = &["created_at", "name", "spec"];
+const SAME_RUN: &[&str] = &["created_at", "layer_name", "task_name", "seed", "config"];
+
 const SWEEPS: Table = Table {
     name: "sweeps",
     order: "id",
-    columns: &[("id", Int), ("name", Text), ("spec", Text), ("created_at", Real)],
+    columns: &[("id", Int), ("name", Text), ("spec", Text), ("created_at", Real), ("uid", Text)],
 };
 
 const RUNS: Table = Table {
@@ -92,6 +100,7 @@ const RUNS: Table = Table {
         ("claimed_host", Text),
         // Carried for completeness only: the target's triggers stamp a revision of its own.
         ("revision", Int),
+        ("uid", Text),
     ],
 };
 
@@ -142,27 +151,83 @@ pub struct CopyReport {
     /// Runs that were running in the source: copied as interrupted (no worker writes to the
     /// copy), their target ids.
     pub were_running: Vec<i64>,
+    /// Source run id -> target run id, for runs the target already held: not copied again.
+    pub already_there: BTreeMap<i64, i64>,
+    /// Of those, the ones whose status or progress differs between the two stores.
+    pub changed_since: Vec<ChangedRun>,
+    /// Sweeps the target already held (source id -> target id); runs copied into them join them.
+    pub sweeps_already_there: BTreeMap<i64, i64>,
+}
+
+/// A run held by both stores whose copies differ: trained on after it was copied, say.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct ChangedRun {
+    /// Its id in the source, and its status and last step there.
+    pub source: i64,
+    pub source_state: String,
+    /// Its id in the target, and its status and last step there.
+    pub target: i64,
+    pub target_state: String,
+}
+
+/// A run's status and last step, as the copy compares them.
+fn state(status: &Value, last_step: &Value) -> String {
+    let status = match status {
+        Value::Text(Some(s)) => s.as_str(),
+        _ => "?",
+    };
+    format!("{status} at step {}", int(last_step))
 }
 
 impl Store {
     /// Copies every run and sweep of this store into `target` in one transaction of the
     /// target (all or nothing). See the module docs for ids.
     pub async fn copy_into(&self, target: &Store) -> Result<CopyReport, StoreError> {
-        let sweeps = self.read_rows(&SWEEPS, None).await?;
-        let runs = self.read_rows(&RUNS, None).await?;
+        let mut report = CopyReport::default();
+        let (status_col, step_col) = (column_index(&RUNS, "status"), column_index(&RUNS, "last_step"));
+        let held_sweeps = target.held(&SWEEPS, &[], SAME_SWEEP).await?;
+        let held_runs = target.held(&RUNS, &["status", "last_step"], SAME_RUN).await?;
+        let mut sweep_ids = BTreeMap::new();
+        let mut sweeps = Vec::new();
+        for row in self.read_rows(&SWEEPS, None).await? {
+            match held_sweeps.find(&SWEEPS, &row, SAME_SWEEP) {
+                Some(there) => {
+                    report.sweeps_already_there.insert(int(&row[0]), int(&there[0]));
+                    sweep_ids.insert(int(&row[0]), int(&there[0]));
+                }
+                None => sweeps.push(row),
+            }
+        }
+        let mut runs = Vec::new();
+        for row in self.read_rows(&RUNS, None).await? {
+            match held_runs.find(&RUNS, &row, SAME_RUN) {
+                Some(there) => {
+                    let (source, target) = (int(&row[0]), int(&there[0]));
+                    report.already_there.insert(source, target);
+                    let (here, there) = (state(&row[status_col], &row[step_col]), state(&there[1], &there[2]));
+                    if here != there {
+                        report.changed_since.push(ChangedRun {
+                            source,
+                            source_state: here,
+                            target,
+                            target_state: there,
+                        });
+                    }
+                }
+                None => runs.push(row),
+            }
+        }
         let clash = target.any_id_taken("runs", &runs).await? || target.any_id_taken("sweeps", &sweeps).await?;
         let keep = !clash;
-        let mut report = CopyReport { kept_ids: keep, ..CopyReport::default() };
+        report.kept_ids = keep;
 
         let mut tx = target.begin_write().await?;
-        let mut sweep_ids = BTreeMap::new();
         for row in &sweeps {
             let old = int(&row[0]);
             let new = insert(target, &mut tx, &SWEEPS, row, keep).await?;
             sweep_ids.insert(old, new);
             report.sweeps += 1;
         }
-        let status_col = column_index(&RUNS, "status");
         let error_col = column_index(&RUNS, "error");
         let sweep_col = column_index(&RUNS, "sweep_id");
         let claim_cols = [column_index(&RUNS, "claimed_by"), column_index(&RUNS, "claimed_at")];
@@ -222,7 +287,18 @@ impl Store {
 
     /// Every row of `table` (of run `run`, for per-run tables) in insertion order.
     async fn read_rows(&self, table: &Table, run: Option<i64>) -> Result<Vec<Vec<Value>>, StoreError> {
-        let columns: Vec<&str> = table.columns.iter().map(|(c, _)| *c).collect();
+        self.read_columns(table, table.columns, run).await
+    }
+
+    /// `read_rows` of some of the table's columns.
+    async fn read_columns(
+        &self,
+        table: &Table,
+        columns: &[(&str, Kind)],
+        run: Option<i64>,
+    ) -> Result<Vec<Vec<Value>>, StoreError> {
+        let kinds = columns;
+        let columns: Vec<&str> = columns.iter().map(|(c, _)| *c).collect();
         let filter = if run.is_some() { " WHERE run_id = $1" } else { "" };
         let sql = format!("SELECT {} FROM {}{filter} ORDER BY {}", columns.join(", "), table.name, table.order);
         let mut query = sqlx::query::<Any>(sqlx::AssertSqlSafe(sql));
@@ -230,16 +306,15 @@ impl Store {
             query = query.bind(run);
         }
         let rows = query.fetch_all(&self.pool).await.map_err(|e| self.err(e))?;
-        rows.iter().map(|row| self.read_values(table, row)).collect()
+        rows.iter().map(|row| self.read_values(table.name, kinds, row)).collect()
     }
 
-    fn read_values(&self, table: &Table, row: &AnyRow) -> Result<Vec<Value>, StoreError> {
-        table
-            .columns
+    fn read_values(&self, table: &str, columns: &[(&str, Kind)], row: &AnyRow) -> Result<Vec<Value>, StoreError> {
+        columns
             .iter()
             .enumerate()
             .map(|(i, (name, kind))| {
-                let bad = |e: sqlx::Error| self.corrupt(format!("cannot read {}.{name}: {e}", table.name));
+                let bad = |e: sqlx::Error| self.corrupt(format!("cannot read {table}.{name}: {e}"));
                 Ok(match kind {
                     Int => Value::Int(row.try_get(i).map_err(bad)?),
                     Real => Value::Real(row.try_get(i).map_err(bad)?),
@@ -247,6 +322,23 @@ impl Store {
                 })
             })
             .collect()
+    }
+
+    /// The rows of `table`, by identity: their id, then the `columns` asked for.
+    async fn held(&self, table: &Table, columns: &[&str], same: &[&str]) -> Result<Held, StoreError> {
+        let wanted: Vec<&str> =
+            std::iter::once("id").chain(columns.iter().copied()).chain(["uid"]).chain(same.iter().copied()).collect();
+        let picked: Vec<(&str, Kind)> = wanted.iter().map(|name| table.columns[column_index(table, name)]).collect();
+        let mut held = Held::default();
+        for mut row in self.read_columns(table, &picked, None).await? {
+            let content = content_key(&row.split_off(columns.len() + 2));
+            let uid = row.pop();
+            if let Some(Value::Text(Some(uid))) = uid {
+                held.by_uid.insert(uid, row.clone());
+            }
+            held.by_content.insert(content, row);
+        }
+        Ok(held)
     }
 
     /// Whether any id of `rows` (first column) already exists in `table` of this store.
@@ -268,6 +360,38 @@ impl Store {
 
 fn column_index(table: &Table, name: &str) -> usize {
     table.columns.iter().position(|(c, _)| *c == name).unwrap_or_else(|| panic!("{}.{name} is listed", table.name))
+}
+
+/// What a target holds: its rows' id and asked-for columns, by identity and by content.
+#[derive(Default)]
+struct Held {
+    by_uid: BTreeMap<String, Vec<Value>>,
+    by_content: BTreeMap<String, Vec<Value>>,
+}
+
+impl Held {
+    /// The target's row for this source row: the same identity, or, for the rows of stores
+    /// copied before identities existed (each side then gave its rows a random one), the same
+    /// `same` columns.
+    fn find(&self, table: &Table, row: &[Value], same: &[&str]) -> Option<&Vec<Value>> {
+        uid(table, row).and_then(|uid| self.by_uid.get(uid)).or_else(|| {
+            let values: Vec<Value> = same.iter().map(|name| row[column_index(table, name)].clone()).collect();
+            self.by_content.get(&content_key(&values))
+        })
+    }
+}
+
+/// The values as one key; floats by their shortest exact spelling, so equal bits match.
+fn content_key(values: &[Value]) -> String {
+    format!("{values:?}")
+}
+
+/// A run's or sweep's identity across stores (NULL only in rows written by hand).
+fn uid<'a>(table: &Table, row: &'a [Value]) -> Option<&'a str> {
+    match &row[column_index(table, "uid")] {
+        Value::Text(Some(uid)) => Some(uid),
+        _ => None,
+    }
 }
 
 fn int(value: &Value) -> i64 {

@@ -123,6 +123,11 @@ pub struct Store {
 }
 
 /// Current time as unix seconds.
+/// A new run's or sweep's identity across stores (migration 0009): 128 random bits in hex.
+fn new_uid() -> String {
+    format!("{:032x}", rand::random::<u128>())
+}
+
 fn now() -> f64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0)
 }
@@ -338,8 +343,9 @@ impl Store {
         let id: i64 = sqlx::query_scalar::<Any, _>(
             "INSERT INTO runs (status, layer_name, layer_version, layer_fingerprint, layer_build, \
              task_name, task_version, task_fingerprint, task_build, config, seed, device, \
-             git_rev, created_at, total_steps, claimed_by, claimed_at, claimed_host) \
-             VALUES ('queued', $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17) RETURNING id",
+             git_rev, created_at, total_steps, claimed_by, claimed_at, claimed_host, uid) \
+             VALUES ('queued', $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18) \
+             RETURNING id",
         )
         .bind(&run.layer.name)
         .bind(&run.layer.version)
@@ -358,6 +364,7 @@ impl Store {
         .bind(claimed_by.map(i64::from))
         .bind(Float(claimed_by.map(|_| now())))
         .bind(claimed_by.map(|_| self.host.to_string()))
+        .bind(new_uid())
         .write_returning(self)
         .await?
         .ok_or_else(|| self.corrupt("a write returned no row".into()))?;

@@ -19,13 +19,16 @@ const CLAIM_LOCK_KEY: i64 = 0x776f_726b_6265_6e63;
 impl Store {
     /// Creates a sweep; its runs are added with [`Store::create_run_in_sweep`].
     pub async fn create_sweep(&self, name: &str, spec: &serde_json::Value) -> Result<i64, StoreError> {
-        sqlx::query_scalar::<Any, _>("INSERT INTO sweeps (name, spec, created_at) VALUES ($1, $2, $3) RETURNING id")
-            .bind(name)
-            .bind(spec.to_string())
-            .bind(now())
-            .write_returning(self)
-            .await?
-            .ok_or_else(|| self.corrupt("creating a sweep returned no id".into()))
+        sqlx::query_scalar::<Any, _>(
+            "INSERT INTO sweeps (name, spec, created_at, uid) VALUES ($1, $2, $3, $4) RETURNING id",
+        )
+        .bind(name)
+        .bind(spec.to_string())
+        .bind(now())
+        .bind(super::new_uid())
+        .write_returning(self)
+        .await?
+        .ok_or_else(|| self.corrupt("creating a sweep returned no id".into()))
     }
 
     /// Creates a queued run as point `index` of sweep `sweep`.
