@@ -24,6 +24,11 @@ pub enum Column {
     Tags,
 }
 
+/// The titles of the columns that are not configuration keys: a key spelled the same is
+/// shown with its section (`train.steps` beside the progress column `steps`), so that each
+/// title names one column to sort on or hide.
+const FIXED_TITLES: [&str; 10] = ["id", "status", "steps", "best", "layer", "task", "sweep", "group", "time", "tags"];
+
 impl Column {
     /// Header text.
     pub fn title(&self) -> String {
@@ -124,7 +129,7 @@ impl RunsState {
         let visible: Vec<&RunRecord> = snapshot.runs.iter().filter(|r| matches(r, &self.filter)).collect();
         let configs: Vec<&serde_json::Value> = visible.iter().map(|r| &r.config).collect();
         let mut rows: Vec<(&RunRecord, BTreeMap<String, String>)> =
-            visible.iter().copied().zip(flatten_configs(&configs)).collect();
+            visible.iter().copied().zip(flatten_configs(&configs, &FIXED_TITLES)).collect();
         let keys: BTreeSet<&String> = rows.iter().flat_map(|(_, f)| f.keys()).collect();
         let differing: Vec<String> = keys
             .into_iter()
@@ -301,6 +306,26 @@ mod tests {
         state.filter = "layer:hyperset".into();
         let table = state.table(&snapshot, 100.0);
         assert_eq!(table.runs.iter().map(|r| r.id).collect::<Vec<_>>(), vec![1, 2]);
+    }
+
+    #[test]
+    fn a_key_spelled_like_another_column_carries_its_section() {
+        let mut runs =
+            vec![run(1, "hyperset", RunStatus::Finished, 64, &[]), run(2, "hyperset", RunStatus::Finished, 64, &[])];
+        for (r, steps) in runs.iter_mut().zip([100, 2000]) {
+            r.config["train"]["steps"] = json!(steps);
+        }
+        let snapshot = Snapshot { runs, ..Default::default() };
+        let state = RunsState { sort: Some("train.steps".into()), descending: true, ..Default::default() };
+        let table = state.table(&snapshot, 100.0);
+        let titles: Vec<String> = table.columns.iter().map(Column::title).collect();
+        assert_eq!(titles.iter().filter(|t| *t == "steps").count(), 1, "{titles:?}");
+        assert!(titles.contains(&"train.steps".to_string()), "{titles:?}");
+        assert_eq!(table.runs.iter().map(|r| r.id).collect::<Vec<_>>(), vec![2, 1], "sorted on the key");
+        // Every column that is not a key is in the list the keys keep clear of.
+        for column in table.all.iter().filter(|c| !matches!(c, Column::Key(_))) {
+            assert!(FIXED_TITLES.contains(&column.title().as_str()), "{column:?}");
+        }
     }
 
     #[test]
