@@ -332,7 +332,8 @@ pub enum Command {
 #[derive(Subcommand, Debug)]
 pub enum DbAction {
     /// Copy every run (metrics, diagnostics, logs, artifact records, notes, tags) and sweep
-    /// from one store to another, e.g. a laptop's runs.db into the lab's PostgreSQL store.
+    /// from one store to another, e.g. a laptop's runs.db into the lab's PostgreSQL store;
+    /// again, only what the target does not hold yet. `--runs`, `--sweep`, `--filter` pick runs.
     Copy {
         /// Source store: an SQLite file or a postgres:// URL.
         #[arg(long, value_parser = StoreLocation::parse_arg)]
@@ -340,6 +341,15 @@ pub enum DbAction {
         /// Target store (created and migrated if needed).
         #[arg(long, value_parser = StoreLocation::parse_arg)]
         to: StoreLocation,
+        /// Only these runs of the source, comma-separated (e.g. 3,4,7), with their sweeps.
+        #[arg(long, conflicts_with = "sweep")]
+        runs: Option<String>,
+        /// Only the runs of this sweep of the source.
+        #[arg(long)]
+        sweep: Option<i64>,
+        /// Only the source's runs passing this filter (the TUI's `/` syntax, as for `runs --filter`).
+        #[arg(long)]
+        filter: Option<String>,
         /// Machine-readable report.
         #[arg(long)]
         json: bool,
@@ -734,7 +744,10 @@ async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         Some(Command::Completions { shell }) => commands::completions::completions(shell),
         Some(Command::Man { out }) => commands::completions::man(out.as_deref()),
         Some(Command::Datasets(args)) => commands::datasets::run(args),
-        Some(Command::Db { action: DbAction::Copy { from, to, json } }) => commands::db::copy(&from, &to, json).await,
+        Some(Command::Db { action: DbAction::Copy { from, to, runs, sweep, filter, json } }) => {
+            let which = commands::runs::ExportRuns { runs: runs.as_deref(), sweep, filter: filter.as_deref() };
+            commands::db::copy(&from, &to, which, json).await
+        }
         Some(Command::Db { action: DbAction::Backup { file } }) => commands::db::backup(&db, &file).await,
         Some(Command::ProbePlugin { path }) => {
             // What the plugin then declares (or why it is refused) is found again by the host.

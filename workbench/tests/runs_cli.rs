@@ -461,6 +461,31 @@ async fn db_copy_again_copies_only_new_runs() {
     f.ok(&[&lab[..], &["runs", "delete", "2", "--yes"]].concat());
     let third = f.ok(&copy);
     assert!(third.contains("copied 1 run and 0 sweeps") && third.contains("2 runs and 1 sweep were in"), "{third}");
+
+    // Picked runs only: by filter, by id, by sweep.
+    let picked = f.path("picked.db");
+    let pick = |how: &[&str]| {
+        let args =
+            [&["db", "copy", "--from", from.to_str().unwrap(), "--to", picked.to_str().unwrap()][..], how].concat();
+        f.ok(&args)
+    };
+    assert!(pick(&["--filter", "tag:baseline"]).contains("copied 1 run and 0 sweeps"));
+    assert!(pick(&["--sweep", "1"]).contains("copied 1 run and 1 sweep"));
+    assert!(pick(&["--runs", "1,3"]).contains("copied 1 run and 0 sweeps"));
+    let err = f.fails(&[
+        "db",
+        "copy",
+        "--from",
+        from.to_str().unwrap(),
+        "--to",
+        picked.to_str().unwrap(),
+        "--filter",
+        "layer:none",
+    ]);
+    assert!(err.contains("no run passes the filter `layer:none`"), "{err}");
+    let err =
+        f.fails(&["db", "copy", "--from", from.to_str().unwrap(), "--to", picked.to_str().unwrap(), "--runs", "9"]);
+    assert!(err.contains("run 9 does not exist"), "{err}");
 }
 
 #[tokio::test]

@@ -1214,7 +1214,7 @@ async fn db_copy_round_trip_between_sqlite_and_postgres_keeps_every_row() {
     let ids = fill_for_copy(&source).await;
     let running = ids[2];
     // The running run is copied as interrupted; compare against the source with that change.
-    let to_pg = source.copy_into(&pg.open().await).await.unwrap();
+    let to_pg = source.copy_into(&pg.open().await, None).await.unwrap();
     assert!(to_pg.kept_ids && to_pg.renumbered.is_empty(), "{to_pg:?}");
     assert_eq!((to_pg.runs, to_pg.sweeps), (4, 1));
     assert_eq!(to_pg.rows["metrics"], 3);
@@ -1226,7 +1226,7 @@ async fn db_copy_round_trip_between_sqlite_and_postgres_keeps_every_row() {
 
     source.finish(running, RunStatus::Interrupted, copied.error.as_deref()).await.unwrap();
     // `finish` stamps its own time; take the copy's so the rows can be compared whole.
-    let back_report = middle.copy_into(&back.open().await).await.unwrap();
+    let back_report = middle.copy_into(&back.open().await, None).await.unwrap();
     assert!(back_report.kept_ids && back_report.were_running.is_empty(), "{back_report:?}");
     let returned = back.open().await;
     let mut expected = contents(&source).await;
@@ -1259,7 +1259,7 @@ async fn db_copy_into_a_used_store_renumbers(backend: Backend) {
     let ids = fill_for_copy(&source).await;
     let target = target_db.open().await;
     let existing = target.create_run(&new_run(42)).await.unwrap();
-    let report = source.copy_into(&target).await.unwrap();
+    let report = source.copy_into(&target, None).await.unwrap();
     assert!(!report.kept_ids);
     assert_eq!(report.renumbered.len(), ids.len(), "{report:?}");
     assert_eq!(target.run(existing).await.unwrap().seed, 42, "the target's own run is untouched");
@@ -1282,12 +1282,12 @@ async fn db_copy_again_copies_only_what_is_new(backend: Backend) {
     let target = target_db.open().await;
     // The target has runs of its own, so the copies are renumbered: identity is not the id.
     target.create_run(&new_run(42)).await.unwrap();
-    let first = source.copy_into(&target).await.unwrap();
+    let first = source.copy_into(&target, None).await.unwrap();
     assert_eq!((first.runs, first.sweeps, first.already_there.len()), (4, 1, 0), "{first:?}");
     let running = ids[2];
     let copy_of = |id: i64| first.renumbered[&id];
 
-    let again = source.copy_into(&target).await.unwrap();
+    let again = source.copy_into(&target, None).await.unwrap();
     assert_eq!((again.runs, again.sweeps), (0, 0), "{again:?}");
     let expected: std::collections::BTreeMap<i64, i64> = ids.iter().map(|&id| (id, copy_of(id))).collect();
     assert_eq!(again.already_there, expected);
@@ -1304,14 +1304,14 @@ async fn db_copy_again_copies_only_what_is_new(backend: Backend) {
     // Copies made before identities (migration 0009) carry other ones: known by their content.
     target_db.execute("UPDATE runs SET uid = 'before-' || id").await;
     target_db.execute("UPDATE sweeps SET uid = 'before-' || id").await;
-    let legacy = source.copy_into(&target).await.unwrap();
+    let legacy = source.copy_into(&target, None).await.unwrap();
     assert_eq!((legacy.runs, legacy.sweeps), (0, 0), "{legacy:?}");
     assert_eq!((legacy.already_there, legacy.sweeps_already_there.len()), (expected, 1));
 
     // A new run in the source's sweep joins the target's copy of the sweep.
     let sweep = source.sweeps().await.unwrap()[0].id;
     let late = source.create_run_in_sweep(&new_run(7), sweep, 2).await.unwrap();
-    let third = source.copy_into(&target).await.unwrap();
+    let third = source.copy_into(&target, None).await.unwrap();
     assert_eq!((third.runs, third.sweeps), (1, 0), "{third:?}");
     let late_copy = third.renumbered.get(&late).copied().unwrap_or(late);
     let target_sweep = target.sweeps().await.unwrap();
@@ -1320,9 +1320,29 @@ async fn db_copy_again_copies_only_what_is_new(backend: Backend) {
     assert_eq!(members, vec![copy_of(ids[0]), copy_of(ids[1]), late_copy]);
 
     // Back into the source: only the target's own run is new there.
-    let back = target.copy_into(&source).await.unwrap();
+    let back = target.copy_into(&source, None).await.unwrap();
     assert_eq!((back.runs, back.sweeps, back.already_there.len()), (1, 0, 5), "{back:?}");
     assert_eq!(source.list_runs().await.unwrap().len(), 6);
+}
+
+/// A copy of some runs brings their sweeps with them and nothing else; the rest, copied later,
+/// joins what came first.
+async fn db_copy_of_picked_runs_brings_their_sweeps(backend: Backend) {
+    let Some(target_db) = TestDb::new(backend, "copy-picked").await else { return };
+    let source_db = TestDb::new(Backend::Sqlite, "copy-picked-src").await.unwrap();
+    let source = source_db.open().await;
+    let ids = fill_for_copy(&source).await;
+    let target = target_db.open().await;
+    let first = source.copy_into(&target, Some(&[ids[0]].into())).await.unwrap();
+    assert_eq!((first.runs, first.sweeps), (1, 1), "{first:?}");
+    let lone = source.copy_into(&target, Some(&[ids[3]].into())).await.unwrap();
+    assert_eq!((lone.runs, lone.sweeps, lone.already_there.len()), (1, 0, 0), "{lone:?}");
+    assert_eq!(target.list_runs().await.unwrap().iter().map(|r| r.id).collect::<Vec<_>>(), vec![ids[0], ids[3]]);
+    let rest = source.copy_into(&target, None).await.unwrap();
+    assert_eq!((rest.runs, rest.sweeps, rest.already_there.len()), (2, 0, 2), "{rest:?}");
+    let sweep = target.sweeps().await.unwrap()[0].id;
+    let members: Vec<i64> = target.sweep_runs(sweep).await.unwrap().iter().map(|r| r.id).collect();
+    assert_eq!(members, vec![ids[0], ids[1]]);
 }
 
 /// The copy carries every column of every table (a new column must be added to its lists).
@@ -1727,6 +1747,7 @@ on_both_backends!(
     concurrent_runners_claim_each_run_once_within_the_limit,
     db_copy_into_a_used_store_renumbers,
     db_copy_again_copies_only_what_is_new,
+    db_copy_of_picked_runs_brings_their_sweeps,
     db_copy_covers_every_column,
     leases_are_honoured_across_hosts,
     claims_of_other_hosts_are_left_until_they_time_out,

@@ -424,12 +424,30 @@ fn metric_text(split: &str, name: &str, value: f64) -> String {
     }
 }
 
-/// The runs `workbench runs export` is asked for, as given on the command line.
+/// The runs `workbench runs export` (or `db copy`) is asked for, as given on the command line.
 pub struct ExportRuns<'a> {
     /// Comma-separated run ids.
     pub runs: Option<&'a str>,
     pub sweep: Option<i64>,
     pub filter: Option<&'a str>,
+}
+
+impl ExportRuns<'_> {
+    /// Whether any of the three options was given.
+    pub fn picks(&self) -> bool {
+        self.runs.is_some() || self.sweep.is_some() || self.filter.is_some()
+    }
+
+    /// The runs of `store` these options pick (every run when none is given).
+    pub async fn select(&self, store: &Store) -> Result<Vec<RunRecord>> {
+        use ops::export_runs::{self, Which};
+        let selection = match (self.runs, self.sweep) {
+            (Some(list), _) => Which::Runs(crate::plot::parse_run_ids(list).map_err(|e| anyhow::anyhow!(e))?),
+            (None, Some(sweep)) => Which::Sweep(sweep),
+            (None, None) => Which::All,
+        };
+        export_runs::select(store, &selection, self.filter).await
+    }
 }
 
 /// `workbench runs export`: runs' curves and diagnostics as CSV, JSON lines or TensorBoard.
@@ -440,17 +458,12 @@ pub async fn export(
     out: Option<&std::path::Path>,
     force: bool,
 ) -> Result<i32> {
-    use ops::export_runs::{self, Which};
+    use ops::export_runs;
     let format = crate::export::Format::parse(format)?;
-    let selection = match (which.runs, which.sweep) {
-        (Some(list), _) => Which::Runs(crate::plot::parse_run_ids(list).map_err(|e| anyhow::anyhow!(e))?),
-        (None, Some(sweep)) => Which::Sweep(sweep),
-        (None, None) => Which::All,
-    };
     if format == crate::export::Format::Tensorboard && out.is_none() {
         anyhow::bail!("--format tensorboard writes a directory of event files: name it with --out DIR");
     }
-    let records = export_runs::select(store, &selection, which.filter).await?;
+    let records = which.select(store).await?;
     let done = match out {
         Some(dir) if format == crate::export::Format::Tensorboard => {
             export_runs::write_tensorboard(store, records, dir, force).await?

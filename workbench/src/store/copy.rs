@@ -11,7 +11,7 @@
 //! equal); otherwise the copied runs and sweeps get new ids, and the report says which id
 //! became which.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use sqlx::any::AnyRow;
 use sqlx::{Any, Row};
@@ -180,16 +180,24 @@ fn state(status: &Value, last_step: &Value) -> String {
 }
 
 impl Store {
-    /// Copies every run and sweep of this store into `target` in one transaction of the
-    /// target (all or nothing). See the module docs for ids.
-    pub async fn copy_into(&self, target: &Store) -> Result<CopyReport, StoreError> {
+    /// Copies every run and sweep of this store (or the runs `only` names, with their sweeps)
+    /// into `target` in one transaction of the target (all or nothing). See the module docs
+    /// for ids.
+    pub async fn copy_into(&self, target: &Store, only: Option<&BTreeSet<i64>>) -> Result<CopyReport, StoreError> {
         let mut report = CopyReport::default();
         let (status_col, step_col) = (column_index(&RUNS, "status"), column_index(&RUNS, "last_step"));
         let held_sweeps = target.held(&SWEEPS, &[], SAME_SWEEP).await?;
         let held_runs = target.held(&RUNS, &["status", "last_step"], SAME_RUN).await?;
+        let picked = |row: &Vec<Value>| only.is_none_or(|ids| ids.contains(&int(&row[0])));
+        let source_runs: Vec<Vec<Value>> = self.read_rows(&RUNS, None).await?.into_iter().filter(picked).collect();
+        let sweep_col = column_index(&RUNS, "sweep_id");
+        let their_sweeps: BTreeSet<i64> = source_runs.iter().map(|row| int(&row[sweep_col])).collect();
         let mut sweep_ids = BTreeMap::new();
         let mut sweeps = Vec::new();
         for row in self.read_rows(&SWEEPS, None).await? {
+            if only.is_some() && !their_sweeps.contains(&int(&row[0])) {
+                continue;
+            }
             match held_sweeps.find(&SWEEPS, &row, SAME_SWEEP) {
                 Some(there) => {
                     report.sweeps_already_there.insert(int(&row[0]), int(&there[0]));
@@ -199,7 +207,7 @@ impl Store {
             }
         }
         let mut runs = Vec::new();
-        for row in self.read_rows(&RUNS, None).await? {
+        for row in source_runs {
             match held_runs.find(&RUNS, &row, SAME_RUN) {
                 Some(there) => {
                     let (source, target) = (int(&row[0]), int(&there[0]));
@@ -229,7 +237,6 @@ impl Store {
             report.sweeps += 1;
         }
         let error_col = column_index(&RUNS, "error");
-        let sweep_col = column_index(&RUNS, "sweep_id");
         let claim_cols = [column_index(&RUNS, "claimed_by"), column_index(&RUNS, "claimed_at")];
         let claim_host = column_index(&RUNS, "claimed_host");
         for row in &runs {

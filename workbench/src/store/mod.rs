@@ -229,7 +229,7 @@ impl Store {
             }
             Backend::Postgres => {
                 let target = Store::open(file).await?;
-                let copied = self.copy_into(&target).await;
+                let copied = self.copy_into(&target, None).await;
                 target.close().await;
                 copied.map(|_| ())
             }
