@@ -10,6 +10,7 @@ use crate::store::{DiagnosticRow, MetricDirection, MetricRow, MetricSummary, Plu
 use plugin_api::{ParamSpec, PluginKind};
 use ratatui::backend::TestBackend;
 use ratatui::crossterm::event::{Event, KeyCode, KeyEvent, KeyModifiers};
+use ratatui::style::Color;
 use ratatui::Terminal;
 use serde_json::json;
 use std::path::PathBuf;
@@ -314,6 +315,37 @@ fn live_screen_names_the_job_a_queued_run_waits_for() {
     press(&mut app, KeyCode::Char('3'));
     let screen = render(&mut app, 140, 40);
     assert!(screen.contains("slurm job 77: waiting to start (the log says why)"), "{screen}");
+}
+
+/// How a run ended reads in yellow when it was interrupted (its checkpoint is kept) and in red
+/// when it failed.
+#[test]
+fn live_screen_colours_an_interruption_apart_from_a_failure() {
+    let (mut app, _) = app();
+    let mut snapshot = app.snapshot.clone();
+    for (id, status, text) in
+        [(5, RunStatus::Interrupted, "stopped at step 7"), (6, RunStatus::Failed, "out of memory")]
+    {
+        let mut run = record(id, "hyperset", status, 64, 3);
+        run.error = Some(text.into());
+        snapshot.runs.push(run);
+    }
+    app.apply(Update::Runs(snapshot));
+    press(&mut app, KeyCode::Char('3'));
+    for (id, text, colour) in [(5, "stopped at step 7", Color::Yellow), (6, "out of memory", Color::Red)] {
+        app.live.run = Some(id);
+        let mut terminal = Terminal::new(TestBackend::new(140, 40)).unwrap();
+        terminal.draw(|f| ui::draw(f, &mut app)).unwrap();
+        let buffer = terminal.backend().buffer().clone();
+        let at = (0..40u16)
+            .flat_map(|y| (0..140u16).map(move |x| (x, y)))
+            .find(|&(x, y)| {
+                (0..text.len() as u16)
+                    .all(|i| x + i < 140 && buffer[(x + i, y)].symbol() == &text[i as usize..i as usize + 1])
+            })
+            .unwrap_or_else(|| panic!("`{text}` is not on the Live screen of run {id}"));
+        assert_eq!(buffer[at].fg, colour, "run {id}");
+    }
 }
 
 #[test]

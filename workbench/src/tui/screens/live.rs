@@ -162,7 +162,9 @@ fn draw_live(frame: &mut Frame, area: Rect, app: &App) {
     }
     let mut lines = vec![Line::from(info.join(" · "))];
     if let Some(e) = &run.error {
-        lines.push(Line::from(Span::styled(e.clone(), Style::default().fg(Color::Red))));
+        // An interruption (a stop asked for, a worker gone) keeps its checkpoint: no failure.
+        let colour = if run.status == RunStatus::Interrupted { Color::Yellow } else { Color::Red };
+        lines.push(Line::from(Span::styled(e.clone(), Style::default().fg(colour))));
     }
     if let Some(cause) = &run.supervision.cause {
         lines.push(Line::from(Span::styled(format!("cause: {cause}"), Style::default().fg(Color::Red))));
