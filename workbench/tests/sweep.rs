@@ -191,6 +191,9 @@ fn pause_resume_and_cancel() {
     ok(&dir, &["runs", "requeue", "2"]);
     ok(&dir, &["queue"]);
     assert_eq!((status(&dir, 1).as_str(), status(&dir, 2).as_str()), ("finished", "finished"));
+    // A sweep with nothing left to stop says so.
+    let (_, stderr) = ok(&dir, &["sweeps", "cancel", "1"]);
+    assert!(stderr.contains("sweep 1: no queued or running run left, nothing to cancel"), "{stderr}");
 }
 
 #[test]

@@ -291,7 +291,11 @@ pub async fn hold_sweep(store: &Store, sweep: i64, held: bool) -> Result<i32> {
 /// Cancels a sweep: queued runs become interrupted, running ones are stopped.
 pub async fn cancel_sweep(store: &Store, sweep: i64) -> Result<i32> {
     let grace = crate::train::stop::DEFAULT_GRACE;
-    for (id, cancelled) in ops::runs::cancel_sweep(store, sweep, grace).await? {
+    let cancelled = ops::runs::cancel_sweep(store, sweep, grace).await?;
+    if cancelled.is_empty() {
+        tracing::info!("sweep {sweep}: no queued or running run left, nothing to cancel");
+    }
+    for (id, cancelled) in cancelled {
         tracing::info!("{}", cancelled.describe(id, grace));
     }
     Ok(0)
