@@ -231,8 +231,10 @@ where
     let font = (FAMILY, 12).into_font();
     let mut placing = Vec::with_capacity(labels.len());
     for (text, _, anchor) in labels {
-        let size = area.estimate_text_size(text, &TextStyle::from(font.clone()))?;
-        placing.push(EndLabel { anchor: *anchor, size });
+        let (width, height) = area.estimate_text_size(text, &TextStyle::from(font.clone()))?;
+        // A few pixels between two labels: the estimate is the glyphs' box, and labels that
+        // only just clear each other read as one.
+        placing.push(EndLabel { anchor: *anchor, size: (width, height + 4) });
     }
     // The anchors are backend pixels; the area draws relative to its own corner.
     let base = area.get_base_pixel();
