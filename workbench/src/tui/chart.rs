@@ -97,7 +97,14 @@ pub fn labels(lo: f64, hi: f64, values: &[f64]) -> Vec<String> {
     if magnitude != 0.0 && !(1e-3..1e6).contains(&magnitude) {
         return values.iter().map(|v| format!("{v:.2e}")).collect();
     }
-    let decimals = if span > 0.0 { (1.0 - span.log10().floor()).clamp(0.0, 6.0) as usize } else { 2 };
+    let decimals = if values.iter().all(|v| v.fract() == 0.0) {
+        // Whole numbers (steps, iterations, depths) read as such: `8`, not `8.0`.
+        0
+    } else if span > 0.0 {
+        (1.0 - span.log10().floor()).clamp(0.0, 6.0) as usize
+    } else {
+        2
+    };
     values.iter().map(|v| format!("{v:.decimals$}")).collect()
 }
 
@@ -134,6 +141,7 @@ mod tests {
         assert_eq!(labels(0.0, 600.0, &[0.0, 600.0]), vec!["0", "600"]);
         assert_eq!(labels(0.0, 1.0, &[0.0, 0.5, 1.0]), vec!["0.0", "0.5", "1.0"]);
         assert_eq!(labels(1e-5, 3e-5, &[1e-5]), vec!["1.00e-5"]);
+        assert_eq!(labels(8.0, 16.0, &[8.0, 16.0]), vec!["8", "16"], "whole numbers stay whole");
     }
 
     #[test]
