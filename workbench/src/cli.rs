@@ -328,6 +328,27 @@ pub enum Command {
     },
 }
 
+/// Which stored runs a command works on: ids, a sweep, a filter (`runs export`, `db copy`).
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct RunPick {
+    /// Run ids, comma-separated (e.g. 3,4,7).
+    #[arg(long, conflicts_with = "sweep")]
+    pub runs: Option<String>,
+    /// The runs of this sweep.
+    #[arg(long)]
+    pub sweep: Option<i64>,
+    /// Only the runs passing this filter (the TUI's `/` syntax, as for `runs --filter`).
+    #[arg(long)]
+    pub filter: Option<String>,
+}
+
+impl RunPick {
+    /// The same, as the commands take it.
+    pub fn as_selection(&self) -> commands::runs::ExportRuns<'_> {
+        commands::runs::ExportRuns { runs: self.runs.as_deref(), sweep: self.sweep, filter: self.filter.as_deref() }
+    }
+}
+
 /// What `workbench db` does.
 #[derive(Subcommand, Debug)]
 pub enum DbAction {
@@ -341,15 +362,9 @@ pub enum DbAction {
         /// Target store (created and migrated if needed).
         #[arg(long, value_parser = StoreLocation::parse_arg)]
         to: StoreLocation,
-        /// Only these runs of the source, comma-separated (e.g. 3,4,7), with their sweeps.
-        #[arg(long, conflicts_with = "sweep")]
-        runs: Option<String>,
-        /// Only the runs of this sweep of the source.
-        #[arg(long)]
-        sweep: Option<i64>,
-        /// Only the source's runs passing this filter (the TUI's `/` syntax, as for `runs --filter`).
-        #[arg(long)]
-        filter: Option<String>,
+        /// The source's runs to copy (default: all), each with its sweep.
+        #[command(flatten)]
+        pick: RunPick,
         /// Machine-readable report.
         #[arg(long)]
         json: bool,
@@ -432,15 +447,9 @@ pub enum RunsAction {
     /// the run's configuration, as CSV or JSON lines; or as TensorBoard event files, one
     /// directory per run. Default: every run.
     Export {
-        /// Run ids, comma-separated (e.g. 3,4,7).
-        #[arg(long, conflicts_with = "sweep")]
-        runs: Option<String>,
-        /// The runs of this sweep.
-        #[arg(long)]
-        sweep: Option<i64>,
-        /// Only the runs passing this filter (the TUI's `/` syntax, as for `runs --filter`).
-        #[arg(long)]
-        filter: Option<String>,
+        /// The runs to export (default: all).
+        #[command(flatten)]
+        pick: RunPick,
         /// csv, jsonl or tensorboard.
         #[arg(long, default_value = "csv")]
         format: String,
@@ -705,9 +714,8 @@ async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
                 Some(RunsAction::Delete { runs, yes }) => commands::runs::delete(&store, &runs, yes).await,
                 Some(RunsAction::Tag { run, tags }) => commands::runs::tag(&store, run, &tags).await,
                 Some(RunsAction::Note { run, text }) => commands::runs::note(&store, run, &text.join(" ")).await,
-                Some(RunsAction::Export { runs, sweep, filter, format, out, force }) => {
-                    let which = commands::runs::ExportRuns { runs: runs.as_deref(), sweep, filter: filter.as_deref() };
-                    commands::runs::export(&store, which, &format, out.as_deref(), force).await
+                Some(RunsAction::Export { pick, format, out, force }) => {
+                    commands::runs::export(&store, pick.as_selection(), &format, out.as_deref(), force).await
                 }
                 Some(RunsAction::Diff { a, b, json: diff_json }) => {
                     commands::runs::diff(&store, a, b, json || diff_json).await
@@ -744,9 +752,8 @@ async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         Some(Command::Completions { shell }) => commands::completions::completions(shell),
         Some(Command::Man { out }) => commands::completions::man(out.as_deref()),
         Some(Command::Datasets(args)) => commands::datasets::run(args),
-        Some(Command::Db { action: DbAction::Copy { from, to, runs, sweep, filter, json } }) => {
-            let which = commands::runs::ExportRuns { runs: runs.as_deref(), sweep, filter: filter.as_deref() };
-            commands::db::copy(&from, &to, which, json).await
+        Some(Command::Db { action: DbAction::Copy { from, to, pick, json } }) => {
+            commands::db::copy(&from, &to, pick.as_selection(), json).await
         }
         Some(Command::Db { action: DbAction::Backup { file } }) => commands::db::backup(&db, &file).await,
         Some(Command::ProbePlugin { path }) => {

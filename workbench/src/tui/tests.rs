@@ -335,7 +335,7 @@ fn live_screen_colours_an_interruption_apart_from_a_failure() {
     for (id, text, colour) in [(5, "stopped at step 7", Color::Yellow), (6, "out of memory", Color::Red)] {
         app.live.run = Some(id);
         let mut terminal = Terminal::new(TestBackend::new(140, 40)).unwrap();
-        terminal.draw(|f| ui::draw(f, &mut app)).unwrap();
+        terminal.draw(|f| ui::draw(f, &app)).unwrap();
         let buffer = terminal.backend().buffer().clone();
         let at = (0..40u16)
             .flat_map(|y| (0..140u16).map(move |x| (x, y)))
