@@ -140,6 +140,8 @@ pub async fn run_until_done(
     let mut waiting = None;
     let mut out_of_reach = StoreOutage::default();
     let mut followed = BTreeSet::new();
+    // Runs seen waiting or running: each is told once when it ends.
+    let mut seen_active = BTreeSet::new();
     loop {
         let pass = async { Ok::<_, anyhow::Error>((runner.tick().await?, store.list_runs().await?)) }.await;
         // Above the bar when it is drawn, on stderr in any case (a hidden bar prints nothing).
@@ -176,6 +178,14 @@ pub async fn run_until_done(
             let mine: Vec<_> =
                 runs.iter().filter(in_scope).filter(|r| only.is_some() || followed.contains(&r.id)).collect();
             let active: Vec<_> = mine.iter().filter(|r| is_active(r)).collect();
+            for r in &mine {
+                if is_active(r) {
+                    seen_active.insert(r.id);
+                } else if seen_active.remove(&r.id) && !json {
+                    let why = r.error.as_deref().map(|e| format!(": {e}")).unwrap_or_default();
+                    crate::train::launch::say_above(&bar, format!("run {} {}{why}", r.id, r.status));
+                }
+            }
             let done = mine.len() - active.len();
             let held = active.iter().filter(|r| r.status == RunStatus::Queued && r.held).count();
             bar.set_length(mine.len() as u64);
