@@ -153,12 +153,6 @@ pub async fn run_until_done(
                 (Vec::new(), None)
             }
         };
-        for id in started {
-            match json {
-                true => Report::Started { run: id }.print(),
-                false => crate::train::launch::say_above(&bar, format!("run {id} started")),
-            }
-        }
         if let Some(news) = runner.waiting_news(&mut waiting) {
             match json {
                 true => Report::Waiting { reason: waiting.as_deref() }.print(),
@@ -184,6 +178,13 @@ pub async fn run_until_done(
                 } else if seen_active.remove(&r.id) && !json {
                     let why = r.error.as_deref().map(|e| format!(": {e}")).unwrap_or_default();
                     crate::train::launch::say_above(&bar, format!("run {} {}{why}", r.id, r.status));
+                }
+            }
+            // After the ends this pass saw: a run starts in a slot one of them left.
+            for &id in &started {
+                match json {
+                    true => Report::Started { run: id }.print(),
+                    false => crate::train::launch::say_above(&bar, format!("run {id} started")),
                 }
             }
             let done = mine.len() - active.len();
