@@ -127,7 +127,7 @@ pub fn higher_is_better(record: &RunRecord, name: &str) -> bool {
 /// [`crate::run_config::ConfigNames`]) without the keys that never define a configuration.
 pub fn configurations<'a>(records: impl IntoIterator<Item = &'a RunRecord>) -> Vec<BTreeMap<String, String>> {
     let configs: Vec<&serde_json::Value> = records.into_iter().map(|r| &r.config).collect();
-    let mut flat = flatten_configs(&configs, &[]);
+    let mut flat = flatten_configs(&configs);
     for f in &mut flat {
         f.retain(|k, _| !IGNORED_KEYS.contains(&k.as_str()));
     }

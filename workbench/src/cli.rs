@@ -328,27 +328,6 @@ pub enum Command {
     },
 }
 
-/// Which stored runs a command works on: ids, a sweep, a filter (`runs export`, `db copy`).
-#[derive(clap::Args, Debug, Clone, Default)]
-pub struct RunPick {
-    /// Run ids, comma-separated (e.g. 3,4,7).
-    #[arg(long, conflicts_with = "sweep")]
-    pub runs: Option<String>,
-    /// The runs of this sweep.
-    #[arg(long)]
-    pub sweep: Option<i64>,
-    /// Only the runs passing this filter (the TUI's `/` syntax, as for `runs --filter`).
-    #[arg(long)]
-    pub filter: Option<String>,
-}
-
-impl RunPick {
-    /// The same, as the commands take it.
-    pub fn as_selection(&self) -> commands::runs::ExportRuns<'_> {
-        commands::runs::ExportRuns { runs: self.runs.as_deref(), sweep: self.sweep, filter: self.filter.as_deref() }
-    }
-}
-
 /// What `workbench db` does.
 #[derive(Subcommand, Debug)]
 pub enum DbAction {
@@ -364,7 +343,7 @@ pub enum DbAction {
         to: StoreLocation,
         /// The source's runs to copy (default: all), each with its sweep.
         #[command(flatten)]
-        pick: RunPick,
+        pick: commands::runs::RunPick,
         /// Machine-readable report.
         #[arg(long)]
         json: bool,
@@ -449,7 +428,7 @@ pub enum RunsAction {
     Export {
         /// The runs to export (default: all).
         #[command(flatten)]
-        pick: RunPick,
+        pick: commands::runs::RunPick,
         /// csv, jsonl or tensorboard.
         #[arg(long, default_value = "csv")]
         format: String,
@@ -715,7 +694,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
                 Some(RunsAction::Tag { run, tags }) => commands::runs::tag(&store, run, &tags).await,
                 Some(RunsAction::Note { run, text }) => commands::runs::note(&store, run, &text.join(" ")).await,
                 Some(RunsAction::Export { pick, format, out, force }) => {
-                    commands::runs::export(&store, pick.as_selection(), &format, out.as_deref(), force).await
+                    commands::runs::export(&store, &pick, &format, out.as_deref(), force).await
                 }
                 Some(RunsAction::Diff { a, b, json: diff_json }) => {
                     commands::runs::diff(&store, a, b, json || diff_json).await
@@ -753,7 +732,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         Some(Command::Man { out }) => commands::completions::man(out.as_deref()),
         Some(Command::Datasets(args)) => commands::datasets::run(args),
         Some(Command::Db { action: DbAction::Copy { from, to, pick, json } }) => {
-            commands::db::copy(&from, &to, pick.as_selection(), json).await
+            commands::db::copy(&from, &to, &pick, json).await
         }
         Some(Command::Db { action: DbAction::Backup { file } }) => commands::db::backup(&db, &file).await,
         Some(Command::ProbePlugin { path }) => {

@@ -249,7 +249,7 @@ fn value_as_u32(v: &serde_json::Value) -> Option<u32> {
 /// differ between the runs that have them (a key of one layer only, such as Hyper-SET's
 /// `time_dim` next to a Transformer, is left out: the layer name already says it).
 pub fn legend_labels(runs: &[(i64, String, serde_json::Value)]) -> Vec<String> {
-    let flat = flatten_configs(&runs.iter().map(|(_, _, c)| c).collect::<Vec<_>>(), &[]);
+    let flat = flatten_configs(&runs.iter().map(|(_, _, c)| c).collect::<Vec<_>>());
     let keys: BTreeSet<&String> = flat.iter().flat_map(|f| f.keys()).collect();
     let differing: Vec<&String> =
         keys.into_iter().filter(|k| flat.iter().filter_map(|f| f.get(*k)).collect::<BTreeSet<_>>().len() > 1).collect();

@@ -327,9 +327,14 @@ pub fn flatten_config(config: &serde_json::Value) -> BTreeMap<String, String> {
 }
 
 /// Flattened configurations of runs compared with each other, named alike (see
-/// [`ConfigNames`]); a key spelled like one of `taken` (the other columns of a table beside
-/// them) carries its section too (`train.steps` beside a `steps` progress column).
-pub fn flatten_configs(configs: &[&serde_json::Value], taken: &[&str]) -> Vec<BTreeMap<String, String>> {
+/// [`ConfigNames`]).
+pub fn flatten_configs(configs: &[&serde_json::Value]) -> Vec<BTreeMap<String, String>> {
+    flatten_configs_beside(configs, &[])
+}
+
+/// [`flatten_configs`] for a table with other columns: a key spelled like one of `taken`
+/// carries its section too (`train.steps` beside a `steps` progress column).
+pub fn flatten_configs_beside(configs: &[&serde_json::Value], taken: &[&str]) -> Vec<BTreeMap<String, String>> {
     let mut names = ConfigNames::of(configs.iter().copied());
     names.ambiguous.extend(taken.iter().map(|name| name.to_string()));
     configs.iter().map(|config| names.flatten(config)).collect()
@@ -395,7 +400,7 @@ mod tests {
         let transformer = serde_json::json!({"layer_config": {"d": 64}, "task_config": {}, "train": {"beta2": 0.95}});
         let alone = flatten_config(&transformer);
         assert_eq!(alone.get("beta2").map(String::as_str), Some("0.95"));
-        let both = flatten_configs(&[&hyperset, &transformer], &[]);
+        let both = flatten_configs(&[&hyperset, &transformer]);
         assert_eq!(both[0].keys().collect::<Vec<_>>(), ["d", "layer.beta2", "lr", "train.beta2"]);
         assert_eq!(both[1].keys().collect::<Vec<_>>(), ["d", "train.beta2"]);
         assert_eq!(both[0]["train.beta2"], both[1]["train.beta2"]);

@@ -1,28 +1,22 @@
 //! `workbench db copy`: every run and sweep of one store into another; `workbench db backup`:
 //! a consistent copy of a store in a new SQLite file.
 
-use super::runs::ExportRuns;
+use super::runs::RunPick;
 use crate::store::{Store, StoreLocation};
 use anyhow::{bail, Context, Result};
 use std::collections::BTreeSet;
 
 /// Copies `from` (the runs `which` picks, all by default) into `to` and prints what was copied.
-pub async fn copy(from: &StoreLocation, to: &StoreLocation, which: ExportRuns<'_>, json: bool) -> Result<i32> {
+pub async fn copy(from: &StoreLocation, to: &StoreLocation, which: &RunPick, json: bool) -> Result<i32> {
     if from == to {
         bail!("--from and --to name the same store ({from}); give two different stores");
     }
     let source = Store::connect(from).await.with_context(|| format!("opening the source store {from}"))?;
-    let only: Option<BTreeSet<i64>> = match which.picks() {
-        true => Some(
-            which
-                .select(&source)
-                .await
-                .with_context(|| format!("picking runs of {from}"))?
-                .iter()
-                .map(|r| r.id)
-                .collect(),
-        ),
-        false => None,
+    let only: Option<BTreeSet<i64>> = if which.picks() {
+        let picked = which.select(&source).await.with_context(|| format!("picking runs of {from}"))?;
+        Some(picked.iter().map(|r| r.id).collect())
+    } else {
+        None
     };
     let target = Store::connect(to).await.with_context(|| format!("opening the target store {to}"))?;
     let report = source.copy_into(&target, only.as_ref()).await.with_context(|| format!("copying {from} into {to}"))?;

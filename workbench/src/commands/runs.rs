@@ -424,15 +424,21 @@ fn metric_text(split: &str, name: &str, value: f64) -> String {
     }
 }
 
-/// The runs `workbench runs export` (or `db copy`) is asked for, as given on the command line.
-pub struct ExportRuns<'a> {
-    /// Comma-separated run ids.
-    pub runs: Option<&'a str>,
+/// Which stored runs a command works on: ids, a sweep, a filter (`runs export`, `db copy`).
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct RunPick {
+    /// Run ids, comma-separated (e.g. 3,4,7).
+    #[arg(long, conflicts_with = "sweep")]
+    pub runs: Option<String>,
+    /// The runs of this sweep.
+    #[arg(long)]
     pub sweep: Option<i64>,
-    pub filter: Option<&'a str>,
+    /// Only the runs passing this filter (the TUI's `/` syntax, as for `runs --filter`).
+    #[arg(long)]
+    pub filter: Option<String>,
 }
 
-impl ExportRuns<'_> {
+impl RunPick {
     /// Whether any of the three options was given.
     pub fn picks(&self) -> bool {
         self.runs.is_some() || self.sweep.is_some() || self.filter.is_some()
@@ -441,19 +447,19 @@ impl ExportRuns<'_> {
     /// The runs of `store` these options pick (every run when none is given).
     pub async fn select(&self, store: &Store) -> Result<Vec<RunRecord>> {
         use ops::export_runs::{self, Which};
-        let selection = match (self.runs, self.sweep) {
+        let selection = match (&self.runs, self.sweep) {
             (Some(list), _) => Which::Runs(crate::plot::parse_run_ids(list).map_err(|e| anyhow::anyhow!(e))?),
             (None, Some(sweep)) => Which::Sweep(sweep),
             (None, None) => Which::All,
         };
-        export_runs::select(store, &selection, self.filter).await
+        export_runs::select(store, &selection, self.filter.as_deref()).await
     }
 }
 
 /// `workbench runs export`: runs' curves and diagnostics as CSV, JSON lines or TensorBoard.
 pub async fn export(
     store: &Store,
-    which: ExportRuns<'_>,
+    which: &RunPick,
     format: &str,
     out: Option<&std::path::Path>,
     force: bool,

@@ -90,7 +90,7 @@ fn compared(split: &str, name: &str) -> bool {
 
 fn config_diff(a: &RunRecord, b: &RunRecord) -> Vec<ConfigDiff> {
     let [fa, fb]: [BTreeMap<String, String>; 2] =
-        flatten_configs(&[&a.config, &b.config], &[]).try_into().expect("two configurations give two");
+        flatten_configs(&[&a.config, &b.config]).try_into().expect("two configurations give two");
     let keys: BTreeSet<&String> = fa.keys().chain(fb.keys()).collect();
     keys.into_iter()
         .filter(|k| fa.get(*k) != fb.get(*k))

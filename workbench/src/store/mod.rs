@@ -122,12 +122,12 @@ pub struct Store {
     turnstile: Option<Arc<Turnstile>>,
 }
 
-/// Current time as unix seconds.
 /// A new run's or sweep's identity across stores (migration 0009): 128 random bits in hex.
 fn new_uid() -> String {
     format!("{:032x}", rand::random::<u128>())
 }
 
+/// Current time as unix seconds.
 fn now() -> f64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0)
 }

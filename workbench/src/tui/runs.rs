@@ -1,7 +1,7 @@
 //! The Runs screen's model: filtering, sorting and the columns of the runs table.
 
 use super::data::Snapshot;
-use crate::run_config::{flatten_config, flatten_configs};
+use crate::run_config::{flatten_config, flatten_configs_beside};
 use crate::store::RunRecord;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -24,26 +24,43 @@ pub enum Column {
     Tags,
 }
 
-/// The titles of the columns that are not configuration keys: a key spelled the same is
-/// shown with its section (`train.steps` beside the progress column `steps`), so that each
-/// title names one column to sort on or hide.
-const FIXED_TITLES: [&str; 10] = ["id", "status", "steps", "best", "layer", "task", "sweep", "group", "time", "tags"];
+/// The columns before the configuration keys (core ones first: the rest are dropped from the
+/// right when narrow) and after them.
+const LEADING: [Column; 8] = [
+    Column::Id,
+    Column::Status,
+    Column::Steps,
+    Column::Best,
+    Column::Layer,
+    Column::Task,
+    Column::Sweep,
+    Column::Group,
+];
+const TRAILING: [Column; 2] = [Column::Duration, Column::Tags];
 
 impl Column {
     /// Header text.
     pub fn title(&self) -> String {
         match self {
-            Column::Id => "id".into(),
-            Column::Status => "status".into(),
-            Column::Layer => "layer".into(),
-            Column::Task => "task".into(),
             Column::Key(k) => k.clone(),
-            Column::Best => "best".into(),
-            Column::Steps => "steps".into(),
-            Column::Duration => "time".into(),
-            Column::Tags => "tags".into(),
-            Column::Sweep => "sweep".into(),
-            Column::Group => "group".into(),
+            fixed => fixed.fixed_title().into(),
+        }
+    }
+
+    /// The title of a column that is not a configuration key (`""` for a key).
+    fn fixed_title(&self) -> &'static str {
+        match self {
+            Column::Id => "id",
+            Column::Status => "status",
+            Column::Layer => "layer",
+            Column::Task => "task",
+            Column::Key(_) => "",
+            Column::Best => "best",
+            Column::Steps => "steps",
+            Column::Duration => "time",
+            Column::Tags => "tags",
+            Column::Sweep => "sweep",
+            Column::Group => "group",
         }
     }
 
@@ -51,6 +68,11 @@ impl Column {
     pub fn is_core(&self) -> bool {
         matches!(self, Column::Id | Column::Status | Column::Steps | Column::Best)
     }
+}
+
+/// The titles of the columns that are not configuration keys.
+fn fixed_titles() -> Vec<&'static str> {
+    LEADING.iter().chain(&TRAILING).map(Column::fixed_title).collect()
 }
 
 /// The filter, the sort and the marked runs of the Runs screen.
@@ -129,18 +151,18 @@ impl RunsState {
         let visible: Vec<&RunRecord> = snapshot.runs.iter().filter(|r| matches(r, &self.filter)).collect();
         let configs: Vec<&serde_json::Value> = visible.iter().map(|r| &r.config).collect();
         let mut rows: Vec<(&RunRecord, BTreeMap<String, String>)> =
-            visible.iter().copied().zip(flatten_configs(&configs, &FIXED_TITLES)).collect();
+            // A key spelled like another column is shown with its section (`train.steps` beside
+            // the progress column `steps`), so that each title names one column to sort or hide.
+            visible.iter().copied().zip(flatten_configs_beside(&configs, &fixed_titles())).collect();
         let keys: BTreeSet<&String> = rows.iter().flat_map(|(_, f)| f.keys()).collect();
         let differing: Vec<String> = keys
             .into_iter()
             .filter(|k| rows.iter().filter_map(|(_, f)| f.get(*k)).collect::<BTreeSet<_>>().len() > 1)
             .cloned()
             .collect();
-        // Core columns first: configuration columns are dropped from the right when narrow.
-        let mut all = vec![Column::Id, Column::Status, Column::Steps, Column::Best, Column::Layer, Column::Task];
-        all.extend([Column::Sweep, Column::Group]);
+        let mut all = LEADING.to_vec();
         all.extend(differing.into_iter().map(Column::Key));
-        all.extend([Column::Duration, Column::Tags]);
+        all.extend(TRAILING);
         let columns: Vec<Column> =
             all.iter().filter(|c| c.is_core() || !self.hidden.contains(&c.title())).cloned().collect();
         let groups = seed_groups(&snapshot.runs);
@@ -324,7 +346,7 @@ mod tests {
         assert_eq!(table.runs.iter().map(|r| r.id).collect::<Vec<_>>(), vec![2, 1], "sorted on the key");
         // Every column that is not a key is in the list the keys keep clear of.
         for column in table.all.iter().filter(|c| !matches!(c, Column::Key(_))) {
-            assert!(FIXED_TITLES.contains(&column.title().as_str()), "{column:?}");
+            assert!(fixed_titles().contains(&column.title().as_str()), "{column:?}");
         }
     }
 
