@@ -1250,14 +1250,33 @@ async fn db_copy_round_trip_between_sqlite_and_postgres_keeps_every_row() {
     assert!(next > *ids.iter().max().unwrap(), "{next}");
 }
 
-/// Copying into a store that already has runs with those ids numbers the copies anew and says
-/// which became which; nothing in the target is overwritten.
-async fn db_copy_into_a_used_store_renumbers(backend: Backend) {
-    let Some(target_db) = TestDb::new(backend, "copy-used").await else { return };
-    let source_db = TestDb::new(Backend::Sqlite, "copy-src").await.unwrap();
+/// A source store filled by [`fill_for_copy`] (its run ids) and an empty target on `backend`
+/// (`None` without that server). Bind every field: a database's files go when it is dropped.
+struct CopyPair {
+    target_db: TestDb,
+    _source_db: TestDb,
+    source: Store,
+    target: Store,
+    ids: Vec<i64>,
+}
+
+async fn copy_pair(backend: Backend, tag: &str) -> Option<CopyPair> {
+    let target_db = TestDb::new(backend, tag).await?;
+    let source_db = TestDb::new(Backend::Sqlite, &format!("{tag}-src")).await.unwrap();
     let source = source_db.open().await;
     let ids = fill_for_copy(&source).await;
     let target = target_db.open().await;
+    Some(CopyPair { target_db, _source_db: source_db, source, target, ids })
+}
+
+/// Copying into a store that already has runs with those ids numbers the copies anew and says
+/// which became which; nothing in the target is overwritten.
+async fn db_copy_into_a_used_store_renumbers(backend: Backend) {
+    let Some(CopyPair { target_db: _target_db, _source_db, source, target, ids }) =
+        copy_pair(backend, "copy-used").await
+    else {
+        return;
+    };
     let existing = target.create_run(&new_run(42)).await.unwrap();
     let report = source.copy_into(&target, None).await.unwrap();
     assert!(!report.kept_ids);
@@ -1275,11 +1294,9 @@ async fn db_copy_into_a_used_store_renumbers(backend: Backend) {
 /// their identity, whatever their ids), names the runs that changed since, and a new run of a
 /// copied sweep joins the target's copy of that sweep. Copying back brings nothing twice.
 async fn db_copy_again_copies_only_what_is_new(backend: Backend) {
-    let Some(target_db) = TestDb::new(backend, "copy-again").await else { return };
-    let source_db = TestDb::new(Backend::Sqlite, "copy-again-src").await.unwrap();
-    let source = source_db.open().await;
-    let ids = fill_for_copy(&source).await;
-    let target = target_db.open().await;
+    let Some(CopyPair { target_db, _source_db, source, target, ids }) = copy_pair(backend, "copy-again").await else {
+        return;
+    };
     // The target has runs of its own, so the copies are renumbered: identity is not the id.
     target.create_run(&new_run(42)).await.unwrap();
     let first = source.copy_into(&target, None).await.unwrap();
@@ -1328,11 +1345,11 @@ async fn db_copy_again_copies_only_what_is_new(backend: Backend) {
 /// A copy of some runs brings their sweeps with them and nothing else; the rest, copied later,
 /// joins what came first.
 async fn db_copy_of_picked_runs_brings_their_sweeps(backend: Backend) {
-    let Some(target_db) = TestDb::new(backend, "copy-picked").await else { return };
-    let source_db = TestDb::new(Backend::Sqlite, "copy-picked-src").await.unwrap();
-    let source = source_db.open().await;
-    let ids = fill_for_copy(&source).await;
-    let target = target_db.open().await;
+    let Some(CopyPair { target_db: _target_db, _source_db, source, target, ids }) =
+        copy_pair(backend, "copy-picked").await
+    else {
+        return;
+    };
     let first = source.copy_into(&target, Some(&[ids[0]].into())).await.unwrap();
     assert_eq!((first.runs, first.sweeps), (1, 1), "{first:?}");
     let lone = source.copy_into(&target, Some(&[ids[3]].into())).await.unwrap();
