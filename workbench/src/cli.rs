@@ -116,10 +116,9 @@ pub enum Command {
         /// Machine-readable output.
         #[arg(long)]
         json: bool,
-        /// List only the runs passing this filter, written as in the TUI's `/` box:
-        /// `status:finished layer:hyperset tag:paper sweep:3 lr=1e-3 word`.
-        #[arg(long)]
-        filter: Option<String>,
+        /// List only these runs (`--runs`, `--sweep`, `--filter`).
+        #[command(flatten)]
+        pick: commands::runs::RunPick,
     },
     /// Check numerically that each energy-derived layer's updates are its energies' gradients.
     Verify {
@@ -300,7 +299,7 @@ pub enum Command {
         #[command(subcommand)]
         action: DbAction,
     },
-    /// Print a shell completion script: `workbench completions bash > \
+    /// Print a shell completion script: `workbench completions bash >
     /// ~/.local/share/bash-completion/completions/workbench` (also zsh, fish, elvish, powershell).
     Completions {
         /// The shell.
@@ -672,14 +671,17 @@ async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
             let store = commands::open_store(&db, &artifacts).await?;
             commands::train::resume(&store, &dirs, run, json).await
         }
-        Some(Command::Runs { action, json, filter }) => {
+        Some(Command::Runs { action, json, pick }) => {
             let store = commands::open_store(&db, &artifacts).await?;
-            if filter.is_some() && action.is_some() {
+            if pick.picks() && action.is_some() {
                 // Only the list and `runs export` select runs; an action on one run has no use for it.
-                anyhow::bail!("`runs --filter` filters the list; to export selected runs: `runs export --filter EXPR`");
+                anyhow::bail!(
+                    "`runs --runs / --sweep / --filter` pick the runs listed; to export selected runs: \
+                     `runs export --sweep N` (or --runs, --filter)"
+                );
             }
             match action {
-                None => commands::runs::list(&store, json, filter.as_deref()).await,
+                None => commands::runs::list(&store, json, &pick).await,
                 Some(RunsAction::Show { run, config: true, .. }) => commands::runs::show_config(&store, run).await,
                 Some(RunsAction::Show { run, json: show_json, .. }) => {
                     commands::runs::show(&store, run, json || show_json).await

@@ -148,6 +148,20 @@ async fn the_list_filter_uses_the_tui_syntax() {
 }
 
 #[tokio::test]
+async fn the_list_picks_runs_as_export_does() {
+    let f = Fixture::new("runs-pick").await;
+    assert_eq!(listed(&f.ok(&["runs", "--sweep", "1"])), vec![2]);
+    assert_eq!(listed(&f.ok(&["runs", "--runs", "3,1"])), vec![3, 1]);
+    assert_eq!(listed(&f.ok(&["runs", "--runs", "1,2,3", "--filter", "layer:hyperset"])), vec![1, 3]);
+    let err = f.fails(&["runs", "--sweep", "7"]);
+    assert!(err.contains("sweep 7 does not exist (see `workbench sweeps`)"), "{err}");
+    let err = f.fails(&["runs", "--runs", "1,9"]);
+    assert!(err.contains("9"), "{err}");
+    let err = f.fails(&["runs", "--sweep", "1", "show", "2"]);
+    assert!(err.contains("pick the runs listed"), "{err}");
+}
+
+#[tokio::test]
 async fn csv_export_holds_every_value_with_the_configuration() {
     let f = Fixture::new("export-csv").await;
     let out = f.path("runs.csv");

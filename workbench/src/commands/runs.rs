@@ -65,8 +65,10 @@ fn eval_summary(summaries: &[MetricSummary]) -> String {
         .join(", ")
 }
 
-pub async fn list(store: &Store, as_json: bool, filter: Option<&str>) -> Result<i32> {
-    let mut runs = store.list_runs().await?;
+pub async fn list(store: &Store, as_json: bool, pick: &RunPick) -> Result<i32> {
+    let which = pick.which()?;
+    let filter = pick.filter.as_deref();
+    let mut runs = ops::export_runs::named(store, &which).await?;
     let any_runs = !runs.is_empty();
     if let Some(filter) = filter {
         runs = ops::filter::select(runs, filter)?;
@@ -76,7 +78,10 @@ pub async fn list(store: &Store, as_json: bool, filter: Option<&str>) -> Result<
         return Ok(0);
     }
     if !any_runs {
-        println!("no runs yet in {} (start one with `workbench train`)", store.location());
+        match which {
+            ops::export_runs::Which::Sweep(id) => println!("sweep {id} has no runs"),
+            _ => println!("no runs yet in {} (start one with `workbench train`)", store.location()),
+        }
         return Ok(0);
     }
     if runs.is_empty() {
@@ -433,7 +438,8 @@ pub struct RunPick {
     /// The runs of this sweep.
     #[arg(long)]
     pub sweep: Option<i64>,
-    /// Only the runs passing this filter (the TUI's `/` syntax, as for `runs --filter`).
+    /// Only the runs passing this filter, written as in the TUI's `/` box:
+    /// `status:finished layer:hyperset tag:paper sweep:3 lr=1e-3 word`.
     #[arg(long)]
     pub filter: Option<String>,
 }
@@ -444,15 +450,20 @@ impl RunPick {
         self.runs.is_some() || self.sweep.is_some() || self.filter.is_some()
     }
 
-    /// The runs of `store` these options pick (every run when none is given).
-    pub async fn select(&self, store: &Store) -> Result<Vec<RunRecord>> {
-        use ops::export_runs::{self, Which};
-        let selection = match (&self.runs, self.sweep) {
+    /// The runs these options name before `--filter`: `--runs`, `--sweep` or every run.
+    pub fn which(&self) -> Result<ops::export_runs::Which> {
+        use ops::export_runs::Which;
+        Ok(match (&self.runs, self.sweep) {
             (Some(list), _) => Which::Runs(crate::plot::parse_run_ids(list).map_err(|e| anyhow::anyhow!(e))?),
             (None, Some(sweep)) => Which::Sweep(sweep),
             (None, None) => Which::All,
-        };
-        export_runs::select(store, &selection, self.filter.as_deref()).await
+        })
+    }
+
+    /// The runs of `store` these options pick (every run when none is given); an error when
+    /// none is picked.
+    pub async fn select(&self, store: &Store) -> Result<Vec<RunRecord>> {
+        ops::export_runs::select(store, &self.which()?, self.filter.as_deref()).await
     }
 }
 

@@ -51,12 +51,9 @@ impl Exported {
     }
 }
 
-/// The runs `which` names that pass `filter`; an error when there are none, saying why.
-pub async fn select(store: &Store, which: &Which, filter: Option<&str>) -> Result<Vec<RunRecord>> {
-    if let Some(f) = filter {
-        crate::ops::filter::check(f)?;
-    }
-    let records = match which {
+/// The runs `which` names, in its order; an unknown run or sweep is an error.
+pub async fn named(store: &Store, which: &Which) -> Result<Vec<RunRecord>> {
+    Ok(match which {
         Which::Runs(ids) => {
             let mut records = Vec::with_capacity(ids.len());
             for &id in ids {
@@ -69,11 +66,19 @@ pub async fn select(store: &Store, which: &Which, filter: Option<&str>) -> Resul
             store.sweep_runs(*id).await?
         }
         Which::All => store.list_runs().await?,
-    };
+    })
+}
+
+/// The runs `which` names that pass `filter`; an error when there are none, saying why.
+pub async fn select(store: &Store, which: &Which, filter: Option<&str>) -> Result<Vec<RunRecord>> {
+    if let Some(f) = filter {
+        crate::ops::filter::check(f)?;
+    }
+    let records = named(store, which).await?;
     if records.is_empty() {
         match which {
-            Which::Sweep(id) => bail!("sweep {id} has no runs to export"),
-            _ => bail!("no runs to export: {} has none yet (start one with `workbench train`)", store.location()),
+            Which::Sweep(id) => bail!("sweep {id} has no runs"),
+            _ => bail!("no runs: {} has none yet (start one with `workbench train`)", store.location()),
         }
     }
     let records = match filter {
