@@ -452,6 +452,14 @@ pub enum RunsAction {
 
 #[derive(Subcommand, Debug)]
 pub enum SweepsAction {
+    /// The sweep as declared (layers, task, grid), its runs by status, the command that
+    /// queues it again, and its runs with the keys that differ between them.
+    Show {
+        sweep: i64,
+        /// Machine-readable output: the sweep and its runs.
+        #[arg(long)]
+        json: bool,
+    },
     /// Keep the sweep's queued runs from starting.
     Pause { sweep: i64 },
     /// Let them start again.
@@ -635,6 +643,9 @@ async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
             let store = commands::open_store(&db, &artifacts).await?;
             match action {
                 None => commands::sweep::list(&store, json).await,
+                Some(SweepsAction::Show { sweep: id, json: show_json }) => {
+                    commands::sweep::show(&store, id, json || show_json).await
+                }
                 Some(SweepsAction::Pause { sweep: id }) => commands::sweep::hold_sweep(&store, id, true).await,
                 Some(SweepsAction::Resume { sweep: id }) => commands::sweep::hold_sweep(&store, id, false).await,
                 Some(SweepsAction::Cancel { sweep: id }) => commands::sweep::cancel_sweep(&store, id).await,

@@ -156,6 +156,27 @@ fn grids_expand_over_layers_and_the_queue_runs_them_one_at_a_time() {
     assert!(tex.contains("\\toprule") && tex.contains("\\bottomrule") && tex.contains("$\\pm$"), "{tex}");
     let (list, _) = ok(&dir, &["sweeps"]);
     assert!(list.contains("sweep   1") && list.contains("12 finished"), "{list}");
+
+    // `sweeps show`: the grid, the runs with the swept keys, and a command that plans it again.
+    let (shown, _) = ok(&dir, &["sweeps", "show", "1"]);
+    assert!(shown.contains("layers:   hyperset, transformer") && shown.contains("runs:     12 finished"), "{shown}");
+    let header = shown.lines().find(|l| l.trim_start().starts_with("id")).expect("a runs table");
+    let titles: Vec<&str> = header.split_whitespace().collect();
+    assert_eq!(&titles[4..7], ["step_cond", "seed", "lr"], "{shown}");
+    let transformer_row = shown.lines().find(|l| l.trim_start().starts_with("12 ")).unwrap();
+    assert_eq!(transformer_row.split_whitespace().nth(4), Some("-"), "no step_cond for the transformer: {shown}");
+    let again = shown.lines().find_map(|l| l.strip_prefix("again:")).expect("an `again:` line").trim();
+    let words: Vec<&str> = again.split_whitespace().collect();
+    assert_eq!(words[..2], ["workbench", "sweep"], "{again}");
+    assert!(!again.contains('\''), "nothing to quote here: {again}");
+    let (planned, _) = ok(&dir, &[&words[1..], &["--dry-run"]].concat());
+    assert!(planned.contains("12 runs (a dry run: nothing was queued)"), "{planned}");
+    let (json, _) = ok(&dir, &["sweeps", "show", "1", "--json"]);
+    let json: Value = serde_json::from_str(&json).unwrap();
+    assert_eq!((json["sweep"]["id"].as_i64(), json["runs"].as_array().map(Vec::len)), (Some(1), Some(12)), "{json}");
+    let (code, _, stderr) = run(workbench(&dir).args(["sweeps", "show", "9"]));
+    assert_eq!(code, 1, "{stderr}");
+    assert!(stderr.contains("sweep 9 does not exist"), "{stderr}");
 }
 
 #[test]

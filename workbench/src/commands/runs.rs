@@ -41,16 +41,11 @@ pub fn summarise(rows: &[MetricRow]) -> BTreeMap<(String, String), SeriesSummary
 }
 
 fn duration(r: &RunRecord) -> String {
-    match (r.started_at, r.finished_at) {
-        (Some(s), Some(f)) => format!("{:.0}s", f - s),
-        (Some(s), None) => {
-            let now = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_secs_f64())
-                .unwrap_or(s);
-            format!("{:.0}s+", now - s)
-        }
-        _ => "-".into(),
+    use ops::elapsed::{format_duration, now, training_seconds};
+    match training_seconds(r, now()) {
+        Some(secs) if r.status.is_terminal() => format_duration(secs),
+        Some(secs) => format!("{}+", format_duration(secs)),
+        None => "-".into(),
     }
 }
 
@@ -88,34 +83,60 @@ pub async fn list(store: &Store, as_json: bool, pick: &RunPick) -> Result<i32> {
         println!("no run passes the filter `{}`", filter.unwrap_or_default());
         return Ok(0);
     }
+    print_table(store, &runs, &[]).await?;
+    Ok(0)
+}
+
+/// A column of the runs table besides the fixed ones: its title and one value per run.
+pub struct ExtraColumn {
+    pub title: String,
+    pub values: Vec<String>,
+}
+
+/// One line per run: id, status, layer, task, the `extra` columns, steps, parameters,
+/// training time and the last evaluation.
+pub async fn print_table(store: &Store, runs: &[RunRecord], extra: &[ExtraColumn]) -> Result<()> {
+    let widths: Vec<usize> =
+        extra.iter().map(|c| c.values.iter().chain([&c.title]).map(|v| v.chars().count()).max().unwrap_or(0)).collect();
+    let extra_cells = |cell: &dyn Fn(&ExtraColumn) -> &str| -> String {
+        extra.iter().zip(&widths).map(|(column, w)| format!("{:>w$}  ", cell(column))).collect()
+    };
     println!(
-        "{:>4}  {:<11}  {:<12}  {:<10}  {:>11}  {:>9}  {:>7}  last eval",
-        "id", "status", "layer", "task", "steps", "params", "time"
+        "{:>4}  {:<11}  {:<12}  {:<10}  {}{:>11}  {:>9}  {:>7}  last eval",
+        "id",
+        "status",
+        "layer",
+        "task",
+        extra_cells(&|c| &c.title),
+        "steps",
+        "params",
+        "time"
     );
     // One read of the summaries kept as metrics are written, not every run's metric rows.
     let mut summaries: BTreeMap<i64, Vec<MetricSummary>> = BTreeMap::new();
     for s in store.metric_summaries().await? {
         summaries.entry(s.run_id).or_default().push(s);
     }
-    for r in &runs {
+    for (i, r) in runs.iter().enumerate() {
         let steps = match r.total_steps {
             Some(total) => format!("{}/{}", r.last_step, total),
             None => r.last_step.to_string(),
         };
         let params = r.param_count.map(|p| p.to_string()).unwrap_or_else(|| "-".into());
         println!(
-            "{:>4}  {:<11}  {:<12}  {:<10}  {:>11}  {:>9}  {:>7}  {}",
+            "{:>4}  {:<11}  {:<12}  {:<10}  {}{:>11}  {:>9}  {:>7}  {}",
             r.id,
             if r.damage.is_some() { "damaged" } else { r.status.as_str() },
             r.layer.name,
             r.task.name,
+            extra_cells(&|c| c.values.get(i).map_or("-", String::as_str)),
             steps,
             params,
             duration(r),
             eval_summary(summaries.get(&r.id).map_or(&[], Vec::as_slice))
         );
     }
-    Ok(0)
+    Ok(())
 }
 
 /// Where the run's worker runs or ran, and its lease: `process 123 on node7 (local), last

@@ -293,6 +293,92 @@ pub async fn list(store: &Store, json: bool) -> Result<i32> {
     Ok(0)
 }
 
+/// `workbench sweeps show N`: the sweep as declared (layers, task, grid), its runs by status,
+/// the command that queues it again, and its runs with the keys that differ between them.
+pub async fn show(store: &Store, id: i64, json: bool) -> Result<i32> {
+    let sweep = store.sweep(id).await?;
+    let runs = store.sweep_runs(id).await?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&serde_json::json!({ "sweep": sweep, "runs": runs }))?);
+        return Ok(0);
+    }
+    println!("sweep {}: {}", sweep.id, sweep.name);
+    let age = crate::ops::elapsed::format_duration(crate::ops::elapsed::now() - sweep.created_at);
+    println!("created:  {age} ago");
+    match serde_json::from_value::<ops::grid::Spec>(sweep.spec.clone()) {
+        Ok(spec) => {
+            println!("layers:   {}", spec.layers.join(", "));
+            println!("task:     {}", spec.task);
+            let axes: Vec<String> = spec.axes.iter().map(|a| format!("{}={}", a.key, a.values.join(","))).collect();
+            println!("grid:     {}", axes.join(" "));
+            println!("again:    {}", command_of(&spec, &sweep.name));
+        }
+        // A sweep stored by another version of the workbench: its declaration as stored.
+        Err(_) => println!("spec:     {}", sweep.spec),
+    }
+    let counts: Vec<String> = sweep.counts.iter().map(|(k, v)| format!("{v} {k}")).collect();
+    let held = if sweep.held > 0 { format!(" ({} paused)", sweep.held) } else { String::new() };
+    println!("runs:     {}{held}", if counts.is_empty() { "none".to_string() } else { counts.join(", ") });
+    if !runs.is_empty() {
+        println!();
+        let swept = match serde_json::from_value::<ops::grid::Spec>(sweep.spec) {
+            Ok(spec) => swept_columns(&spec, &runs),
+            Err(_) => Vec::new(),
+        };
+        super::runs::print_table(store, &runs, &swept).await?;
+    }
+    Ok(0)
+}
+
+/// A column per key the sweep gives more than one value, holding each run's value (`-`
+/// where its plugin has no such key): the grid's dimensions, beside the layer column.
+fn swept_columns(spec: &ops::grid::Spec, runs: &[RunRecord]) -> Vec<super::runs::ExtraColumn> {
+    let configs: Vec<_> = runs.iter().map(|r| crate::run_config::qualified_config(&r.config)).collect();
+    spec.axes
+        .iter()
+        .filter(|axis| axis.values.len() > 1)
+        .map(|axis| {
+            // `layer.d` names its section; a bare `d` is whichever section has it.
+            let value = |config: &std::collections::BTreeMap<String, String>| {
+                config
+                    .iter()
+                    .find(|(k, _)| **k == axis.key || k.split_once('.').is_some_and(|(_, bare)| bare == axis.key))
+                    .map_or_else(|| "-".to_string(), |(_, v)| v.clone())
+            };
+            super::runs::ExtraColumn { title: axis.key.clone(), values: configs.iter().map(value).collect() }
+        })
+        .collect()
+}
+
+/// The `workbench sweep` command line that queues `spec` again as a new sweep, each
+/// argument quoted for a POSIX shell where it needs it.
+fn command_of(spec: &ops::grid::Spec, name: &str) -> String {
+    let mut words = vec![
+        "workbench".to_string(),
+        "sweep".into(),
+        "--layer".into(),
+        spec.layers.join(","),
+        "--task".into(),
+        spec.task.clone(),
+    ];
+    words.extend(spec.axes.iter().map(|a| format!("{}={}", a.key, a.values.join(","))));
+    if name != spec.default_name() {
+        words.extend(["--name".to_string(), name.to_string()]);
+    }
+    words.iter().map(|w| shell_word(w)).collect::<Vec<_>>().join(" ")
+}
+
+/// `word` as one POSIX shell word: as it is when it holds only characters the shell leaves
+/// alone, else in single quotes.
+fn shell_word(word: &str) -> String {
+    let plain = |c: char| c.is_ascii_alphanumeric() || "-_.,:=/+@%".contains(c);
+    if !word.is_empty() && word.chars().all(plain) {
+        word.to_string()
+    } else {
+        format!("'{}'", word.replace('\'', r"'\''"))
+    }
+}
+
 /// Pauses or resumes the queued runs of a sweep.
 pub async fn hold_sweep(store: &Store, sweep: i64, held: bool) -> Result<i32> {
     tracing::info!("{}", ops::runs::hold_sweep(store, sweep, held).await?.describe());
@@ -315,6 +401,25 @@ pub async fn cancel_sweep(store: &Store, sweep: i64) -> Result<i32> {
 #[cfg(test)]
 mod tests {
     use super::per_core_hint;
+
+    #[test]
+    fn a_sweep_is_written_back_as_the_command_that_queues_it() {
+        use crate::ops::grid::{Axis, Spec};
+        let spec = Spec {
+            layers: vec!["hyperset".into(), "transformer".into()],
+            task: "sudoku".into(),
+            axes: vec![
+                Axis { key: "iterations".into(), values: vec!["4".into(), "8".into()] },
+                Axis { key: "train_csv".into(), values: vec!["my data/it's.csv".into()] },
+            ],
+        };
+        assert_eq!(
+            super::command_of(&spec, &spec.default_name()),
+            "workbench sweep --layer hyperset,transformer --task sudoku iterations=4,8 \
+             'train_csv=my data/it'\\''s.csv'"
+        );
+        assert!(super::command_of(&spec, "depth").ends_with(" --name depth"));
+    }
 
     #[test]
     fn the_per_core_hint_names_the_workers_it_would_run() {

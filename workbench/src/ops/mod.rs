@@ -15,9 +15,11 @@
 //! - [`export_runs`]: runs' metric curves and diagnostics as CSV, JSON lines or TensorBoard
 //!   files (the formats are in [`crate::export`]);
 //! - [`filter`]: the run filter shared by the TUI's `/` box and `workbench runs --filter`;
-//! - [`import`]: a published PyTorch checkpoint stored as a finished, evaluated run.
+//! - [`import`]: a published PyTorch checkpoint stored as a finished, evaluated run;
+//! - [`elapsed`]: how long a run has trained, written for a person.
 
 pub mod diff;
+pub mod elapsed;
 pub mod export;
 pub mod export_runs;
 pub mod filter;

@@ -15,7 +15,7 @@ use crate::store::{RunRecord, RunStatus};
 use ratatui::crossterm::event::{Event, KeyEvent, KeyEventKind, MouseButton, MouseEventKind};
 use ratatui::layout::Rect;
 use std::collections::{BTreeSet, HashMap};
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::Instant;
 
 /// The screens, in tab order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -107,10 +107,7 @@ pub struct App {
     requests: Box<dyn Fn(Request) + Send>,
 }
 
-/// Current unix time in seconds.
-pub fn now() -> f64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0)
-}
+pub use crate::ops::elapsed::now;
 
 impl App {
     /// A new UI over `host`'s plugins, sending requests with `requests`.

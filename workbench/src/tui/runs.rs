@@ -127,23 +127,9 @@ pub fn seed_groups(runs: &[RunRecord]) -> BTreeMap<i64, (i64, usize)> {
 }
 
 // The matcher is shared with `workbench runs --filter`.
+pub use crate::ops::elapsed::format_duration;
+use crate::ops::elapsed::training_seconds;
 pub use crate::ops::filter::{matches, same_value};
-
-/// Seconds the run has trained (to its end, or to `now` while running).
-pub fn duration(run: &RunRecord, now: f64) -> Option<f64> {
-    let start = run.started_at?;
-    Some(run.finished_at.unwrap_or(if run.status.is_terminal() { start } else { now }) - start)
-}
-
-/// `1h 02m`, `3m 05s`, `12s`.
-pub fn format_duration(secs: f64) -> String {
-    let s = secs.max(0.0).round() as u64;
-    match s {
-        0..=59 => format!("{s}s"),
-        60..=3599 => format!("{}m {:02}s", s / 60, s % 60),
-        _ => format!("{}h {:02}m", s / 3600, (s % 3600) / 60),
-    }
-}
 
 impl RunsState {
     /// The visible runs (filtered and sorted) and the table's columns.
@@ -209,7 +195,7 @@ fn compare(
         }
         Column::Best => num(snapshot.best_headline(a).map(|b| b.1), snapshot.best_headline(b).map(|b| b.1)),
         Column::Steps => a.last_step.cmp(&b.last_step),
-        Column::Duration => num(duration(a, now), duration(b, now)),
+        Column::Duration => num(training_seconds(a, now), training_seconds(b, now)),
         Column::Tags => a.tags.join(",").cmp(&b.tags.join(",")),
         Column::Sweep => a.sweep.as_ref().map(|s| s.id).cmp(&b.sweep.as_ref().map(|s| s.id)),
         Column::Group => groups.get(&a.id).cmp(&groups.get(&b.id)),
@@ -238,7 +224,7 @@ pub fn cell(
             Some(t) => format!("{}/{t}", run.last_step),
             None => run.last_step.to_string(),
         },
-        Column::Duration => duration(run, now).map_or_else(|| "-".into(), format_duration),
+        Column::Duration => training_seconds(run, now).map_or_else(|| "-".into(), format_duration),
         Column::Tags => run.tags.join(","),
         // `2 lr-grid`: the id the `sweep:N` filter takes, then the sweep's name.
         Column::Sweep => match run.sweep.as_ref() {
@@ -348,12 +334,5 @@ mod tests {
         for column in table.all.iter().filter(|c| !matches!(c, Column::Key(_))) {
             assert!(fixed_titles().contains(&column.title().as_str()), "{column:?}");
         }
-    }
-
-    #[test]
-    fn durations_read_well() {
-        assert_eq!(format_duration(12.4), "12s");
-        assert_eq!(format_duration(185.0), "3m 05s");
-        assert_eq!(format_duration(3720.0), "1h 02m");
     }
 }
