@@ -327,7 +327,8 @@ async fn cut_off_for_longer_than_a_lease(command: &str) {
 
 /// A run whose Slurm job waits says why in its log (the Live screen's log lines and `runs
 /// show`): here a start time an hour away, Slurm's reason `BeginTime`, written once however
-/// many processes look.
+/// many processes look. Cancelled before it starts, the job ends its run, and `train`, which
+/// follows it alone (no other command looks at the store meanwhile), ends with it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_waiting_job_s_reason_goes_to_its_run_s_log() {
     let Some(cluster) = Cluster::new("slurm-waiting").await else { return };
@@ -337,7 +338,7 @@ async fn a_waiting_job_s_reason_goes_to_its_run_s_log() {
         .env("WORKBENCH_PLUGIN_PATH", &cluster.plugins)
         .args(fixture_train_args("slow", 4, 2))
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(Stdio::piped())
         .spawn()
         .unwrap();
     let waiting = "is waiting: BeginTime (its start time has not come)";
@@ -353,15 +354,31 @@ async fn a_waiting_job_s_reason_goes_to_its_run_s_log() {
         }
         std::thread::sleep(Duration::from_millis(500));
     };
-    let _ = train.kill();
-    let _ = train.wait();
     let job = shown["run"]["supervision"]["job_id"].as_str().map(str::to_string);
     if let Some(job) = &job {
         let _ = Command::new("scancel").arg(job).status();
     }
+    // `train` sees the job gone by itself, within a few of its passes.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let exit = loop {
+        if let Some(status) = train.try_wait().unwrap() {
+            break Some(status);
+        }
+        if Instant::now() > deadline {
+            let _ = train.kill();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut train.stderr.take().unwrap(), &mut stderr).unwrap();
+    let _ = train.wait();
     assert_eq!(shown["run"]["status"], "queued", "{shown}");
     let lines: Vec<&str> = shown["log"].as_array().unwrap().iter().map(|l| l.as_str().unwrap()).collect();
     let job = job.expect("the run has its job");
     assert_eq!(lines.iter().filter(|l| l.contains(waiting)).count(), 1, "{lines:?}");
     assert!(lines.contains(&format!("slurm job {job} {waiting}").as_str()), "{lines:?}");
+    let exit = exit.unwrap_or_else(|| panic!("`train` still followed the cancelled job after 60 s:\n{stderr}"));
+    assert_eq!(exit.code(), Some(3), "a run failed: {stderr}");
+    assert!(stderr.contains(&format!("Slurm job {job} ended (CANCELLED) before the worker started")), "{stderr}");
 }

@@ -10,7 +10,7 @@ mod common;
 
 use common::stores::{Backend, TestDb};
 use workbench::store::{process_alive, DiagnosticRow, MetricRow, NewRun, PluginRef, RunStatus, Store, StoreError};
-use workbench::store::{Lease, Refreshed, RunsFollower, LEASE};
+use workbench::store::{Lease, LogTail, Refreshed, RunsFollower, LEASE};
 
 /// A fresh directory for one test, removed (with everything in it) on drop.
 struct TempDir(PathBuf);
@@ -325,6 +325,46 @@ async fn artifacts_latest_by_step(backend: Backend) {
     assert_eq!(store.add_artifact(id, "checkpoint", "ckpt/200.safetensors", Some(200)).await.unwrap(), a200);
     assert_eq!(store.artifacts(id).await.unwrap().len(), 5);
     assert_eq!(store.latest_artifact(id, "checkpoint").await.unwrap().unwrap().id, a300);
+    store.close().await;
+}
+
+/// A log tail returns each line once: the last lines at the start, then only what came
+/// since. On PostgreSQL a line numbered earlier but committed later (a transaction that took
+/// its number first) is still returned.
+async fn a_log_tail_returns_each_line_once(backend: Backend) {
+    let Some(dir) = TestDb::new(backend, "log-tail").await else { return };
+    let store = dir.open().await;
+    let id = store.create_run(&new_run(1)).await.unwrap();
+    let other = store.create_run(&new_run(2)).await.unwrap();
+    let lines = |range: std::ops::Range<usize>| range.map(|i| format!("line {i}")).collect::<Vec<_>>();
+    store.append_logs(id, &lines(0..5)).await.unwrap();
+    let (mut tail, start) = LogTail::from_last(&store, id, 2).await.unwrap();
+    assert_eq!(start, lines(3..5));
+    assert!(tail.read(&store).await.unwrap().is_empty());
+    store.append_logs(other, &["other".to_string()]).await.unwrap();
+    store.append_logs(id, &lines(5..8)).await.unwrap();
+    assert_eq!(tail.read(&store).await.unwrap(), lines(5..8));
+    assert!(tail.read(&store).await.unwrap().is_empty());
+    let (_, everything) = LogTail::from_last(&store, id, usize::MAX).await.unwrap();
+    assert_eq!(everything, lines(0..8));
+    assert!(matches!(LogTail::from_last(&store, 999, 5).await, Err(StoreError::NotFound(999))));
+
+    if backend == Backend::Postgres {
+        use sqlx::Connection as _;
+        let mut late = dir.connect().await;
+        let mut tx = late.begin().await.unwrap();
+        sqlx::query("INSERT INTO logs (run_id, at, line) VALUES ($1, 0, 'late')")
+            .bind(id)
+            .execute(&mut *tx)
+            .await
+            .unwrap();
+        store.append_logs(id, &["early".to_string()]).await.unwrap();
+        assert_eq!(tail.read(&store).await.unwrap(), vec!["early"]);
+        tx.commit().await.unwrap();
+        assert_eq!(tail.read(&store).await.unwrap(), vec!["late"]);
+        assert!(tail.read(&store).await.unwrap().is_empty());
+        late.close().await.unwrap();
+    }
     store.close().await;
 }
 
@@ -1752,6 +1792,7 @@ on_both_backends!(
     metrics_and_diagnostics_batched,
     artifacts_latest_by_step,
     logs_last_n,
+    a_log_tail_returns_each_line_once,
     notes_and_tags,
     delete_cascades,
     delete_metrics_after_truncates_metrics_and_diagnostics,

@@ -17,9 +17,8 @@ pub mod train;
 pub mod verify;
 pub mod watch;
 
-use crate::executor::Executor;
 use crate::host::{self, BuildOutcome, PluginHost};
-use crate::store::{process_alive, Store, StoreLocation};
+use crate::store::{Store, StoreLocation};
 use anyhow::Result;
 use std::path::{Path, PathBuf};
 
@@ -82,13 +81,7 @@ pub async fn open_store(db: &StoreLocation, artifacts: &Option<PathBuf>) -> Resu
     let store = Store::connect(db).await?.with_artifacts_dir(artifacts.clone());
     announce_created(db);
     OPEN_STORES.lock().unwrap_or_else(|e| e.into_inner()).push(store.clone());
-    // Runs whose Slurm jobs ended are brought in line first (nothing to do without Slurm).
-    for id in Executor::Slurm(Default::default()).reconcile(&store).await? {
-        tracing::info!("run {id}: its Slurm job ended; marked accordingly (`workbench runs show {id}`)");
-    }
-    for id in store.reap_orphans(process_alive).await? {
-        tracing::info!("run {id}: its worker is gone; marked interrupted (`workbench resume {id}` continues it)");
-    }
+    crate::executor::end_orphaned_runs(&store).await?;
     Ok(store)
 }
 

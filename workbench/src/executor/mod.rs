@@ -24,6 +24,21 @@ pub enum Executor {
     Slurm(SlurmOptions),
 }
 
+/// Ends the runs whose worker can no longer record their end, saying so for each: those whose
+/// Slurm job ended ([`Executor::reconcile`]; nothing to do without Slurm), then those whose
+/// local worker process is gone ([`Store::reap_orphans`]). Every command that opens the store
+/// does this once; commands that follow a run for long do it as they go, so that a job
+/// cancelled or killed before its worker could record the end does not keep them waiting.
+pub async fn end_orphaned_runs(store: &Store) -> Result<()> {
+    for id in Executor::Slurm(Default::default()).reconcile(store).await? {
+        tracing::info!("run {id}: its Slurm job ended; marked accordingly (`workbench runs show {id}`)");
+    }
+    for id in store.reap_orphans(crate::store::process_alive).await? {
+        tracing::info!("run {id}: its worker is gone; marked interrupted (`workbench resume {id}` continues it)");
+    }
+    Ok(())
+}
+
 /// Slurm jobs this process saw leave the queue: they never come back to it, so
 /// [`Executor::may_be_taken_back`] does not ask about them again (`sweep` and `queue` ask on
 /// every pass, and a store keeps its lease-interrupted runs for good).

@@ -70,6 +70,7 @@ mod copy;
 mod error;
 mod float;
 mod location;
+mod log_tail;
 mod metrics;
 mod open;
 mod outage;
@@ -91,6 +92,7 @@ pub use copy::{copied_columns, CopyReport};
 pub use error::StoreError;
 use float::Float;
 pub use location::{Backend, StoreLocation};
+pub use log_tail::LogTail;
 pub use open::schema_version;
 pub use outage::{is_passing, StoreOutage, OUTAGE_LIMIT};
 pub use process::{process_alive, process_start, this_host};
@@ -781,17 +783,7 @@ impl Store {
 
     /// The last `last` log lines of a run, oldest first.
     pub async fn logs(&self, run_id: i64, last: usize) -> Result<Vec<String>, StoreError> {
-        self.ensure_exists(run_id).await?;
-        let limit = i64::try_from(last).unwrap_or(i64::MAX);
-        sqlx::query_scalar::<Any, _>(
-            "SELECT line FROM (SELECT id, line FROM logs WHERE run_id = $1 \
-             ORDER BY id DESC LIMIT $2) AS tail ORDER BY id",
-        )
-        .bind(run_id)
-        .bind(limit)
-        .fetch_all(&self.pool)
-        .await
-        .map_err(|e| self.err(e))
+        Ok(self.log_lines(run_id, 0, Some(last)).await?.into_iter().map(|(_, line)| line).collect())
     }
 
     /// Replaces a run's notes.

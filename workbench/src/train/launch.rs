@@ -257,6 +257,10 @@ pub async fn follow(store: &Store, mut child: Child, run_id: i64, display: Displ
     Ok(store.run(run_id).await?.status)
 }
 
+/// Passes (of half a second) of [`follow_store`] between two looks for runs whose worker can
+/// no longer record their end.
+const SUPERVISE_EVERY: u64 = 10;
+
 /// Follows a run that trains elsewhere (a Slurm job) through the store until it ends: a
 /// progress bar from its recorded steps and the log lines it stores. Ctrl-C asks it to stop
 /// with a checkpoint; a second one leaves it running and returns.
@@ -273,24 +277,31 @@ pub async fn follow_store(store: &Store, run_id: i64, display: Display) -> Resul
         bar.set_prefix(format!("run {run_id}"));
     }
     let show = |line: String| say_above(&bar, format!("[run {run_id}] {line}"));
-    let mut shown_logs = 0usize;
+    let mut log = crate::store::LogTail::new(run_id);
+    let mut passes = 0u64;
     let mut interrupts = 0;
     let mut status = RunStatus::Queued;
     let mut waiting_for_worker = false;
     // The job trains on while the store is out of reach: so does the following.
     let mut out_of_reach = StoreOutage::default();
     loop {
-        let read = async { Ok::<_, anyhow::Error>((store.run(run_id).await?, store.logs(run_id, usize::MAX).await?)) };
+        passes += 1;
+        let read = async {
+            // A job cancelled or killed before its worker recorded the end ends the run here.
+            if passes % SUPERVISE_EVERY == 0 {
+                crate::executor::end_orphaned_runs(store).await?;
+            }
+            Ok::<_, anyhow::Error>((store.run(run_id).await?, log.read(store).await?))
+        };
         match out_of_reach.pass(read.await, show)? {
             Some((run, logs)) => {
                 status = run.status;
                 bar.set_length(run.total_steps.unwrap_or(0));
                 bar.set_position(run.last_step);
                 bar.set_message(run.status.to_string());
-                for line in logs.iter().skip(shown_logs) {
-                    show(line.clone());
+                for line in logs {
+                    show(line);
                 }
-                shown_logs = logs.len();
                 if run.status == RunStatus::Running {
                     waiting_for_worker = false;
                 }

@@ -164,7 +164,7 @@ impl TestDb {
     }
 
     /// A connection of its own to the database.
-    async fn connect(&self) -> sqlx::AnyConnection {
+    pub async fn connect(&self) -> sqlx::AnyConnection {
         sqlx::any::install_default_drivers();
         let url = match &self.location {
             StoreLocation::Sqlite(path) => format!("sqlite://{}", path.display()),
