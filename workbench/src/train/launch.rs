@@ -288,7 +288,7 @@ pub async fn follow_store(store: &Store, run_id: i64, display: Display) -> Resul
         passes += 1;
         let read = async {
             // A job cancelled or killed before its worker recorded the end ends the run here.
-            if passes % SUPERVISE_EVERY == 0 {
+            if passes.is_multiple_of(SUPERVISE_EVERY) {
                 crate::executor::end_orphaned_runs(store).await?;
             }
             Ok::<_, anyhow::Error>((store.run(run_id).await?, log.read(store).await?))
