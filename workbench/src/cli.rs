@@ -398,6 +398,20 @@ pub enum RunsAction {
     Unpause { run: i64 },
     /// Put an interrupted or failed run back in the queue (continues from its checkpoint).
     Requeue { run: i64 },
+    /// Print a run's log (its worker's lines, evaluations, Slurm's reasons for a waiting job);
+    /// with --follow, the lines to come too, until the run ends (Ctrl-C stops following, the
+    /// run goes on).
+    #[command(alias = "logs")]
+    Log {
+        run: i64,
+        /// Only the last N lines logged so far.
+        #[arg(long, value_name = "N")]
+        last: Option<usize>,
+        /// Keep printing lines as they are logged until the run ends; the exit code is then
+        /// the run's, as `train` gives it.
+        #[arg(long, short = 'f')]
+        follow: bool,
+    },
     /// Delete runs and what the store records for them (metrics, diagnostics, logs, artifact
     /// records; checkpoint files stay on disk): `runs delete 12,13 --yes`. Running runs are
     /// refused; cancel them first.
@@ -703,6 +717,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
                 Some(RunsAction::Pause { run }) => commands::runs::hold(&store, run, true).await,
                 Some(RunsAction::Unpause { run }) => commands::runs::hold(&store, run, false).await,
                 Some(RunsAction::Requeue { run }) => commands::runs::requeue(&store, run).await,
+                Some(RunsAction::Log { run, last, follow }) => commands::runs::log(&store, run, last, follow).await,
                 Some(RunsAction::Delete { runs, yes }) => commands::runs::delete(&store, &runs, yes).await,
                 Some(RunsAction::Tag { run, tags }) => commands::runs::tag(&store, run, &tags).await,
                 Some(RunsAction::Note { run, text }) => commands::runs::note(&store, run, &text.join(" ")).await,

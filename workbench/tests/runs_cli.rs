@@ -524,3 +524,44 @@ async fn diff_shows_what_differs() {
     assert!(f.fails(&["runs", "diff", "1", "1"]).contains("two different runs"));
     assert!(f.fails(&["runs", "diff", "1", "9"]).contains("run 9 does not exist"));
 }
+
+#[tokio::test]
+async fn runs_log_prints_the_log_and_follows_it_to_the_run_s_end() {
+    let f = Fixture::new("runs-log").await;
+    let store = f.store().await;
+    let lines = |range: std::ops::Range<usize>| range.map(|i| format!("line {i}")).collect::<Vec<_>>();
+    store.append_logs(1, &lines(0..4)).await.unwrap();
+    store.append_logs(3, &["out of memory".to_string()]).await.unwrap();
+    assert_eq!(f.ok(&["runs", "log", "1"]), "line 0\nline 1\nline 2\nline 3\n");
+    assert_eq!(f.ok(&["runs", "logs", "1", "--last", "2"]), "line 2\nline 3\n");
+    assert_eq!(f.ok(&["runs", "log", "2"]), "");
+    let err = f.fails(&["runs", "log", "9"]);
+    assert!(err.contains("run 9 does not exist"), "{err}");
+    // Following a run that has ended prints its log and gives its exit code: failed is 3.
+    let (code, out, err) = f.run(&["runs", "log", "3", "--follow"]);
+    assert_eq!((code, out.as_str()), (3, "out of memory\n"), "{err}");
+    assert!(err.contains("run 3 failed"), "{err}");
+
+    // A running run's lines are printed as they come, each once, until it finishes.
+    let running = store.create_run(&new_run("hyperset", "b1", 8, 0.001)).await.unwrap();
+    store.mark_running(running, std::process::id()).await.unwrap();
+    store.append_logs(running, &lines(0..2)).await.unwrap();
+    let follower = common::workbench(&f.dir)
+        .args(["runs", "log", &running.to_string(), "-f"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    for batch in [2..3, 3..6] {
+        tokio::time::sleep(std::time::Duration::from_millis(700)).await;
+        store.append_logs(running, &lines(batch)).await.unwrap();
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(700)).await;
+    store.finish(running, RunStatus::Finished, None).await.unwrap();
+    store.close().await;
+    let output = tokio::task::spawn_blocking(move || follower.wait_with_output()).await.unwrap().unwrap();
+    let (out, err) = (String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+    assert_eq!(output.status.code(), Some(0), "{err}");
+    assert_eq!(out, lines(0..6).iter().map(|l| format!("{l}\n")).collect::<String>(), "{err}");
+    assert!(err.contains(&format!("run {running} finished")), "{err}");
+}

@@ -1,6 +1,7 @@
 //! `workbench runs` and its actions on single runs: show (`--config`: as an experiment file),
 //! cancel, pause, requeue, tag, note.
 
+use crate::exit_code;
 use crate::ops;
 use crate::store::{MetricRow, MetricSummary, RunRecord, RunStatus, Store};
 use crate::train::system;
@@ -137,6 +138,63 @@ pub async fn print_table(store: &Store, runs: &[RunRecord], extra: &[ExtraColumn
         );
     }
     Ok(())
+}
+
+/// `workbench runs log N [--last K] [--follow]`: the run's log lines on stdout; with
+/// `--follow`, those to come too, until the run ends (the exit code is then the run's, as
+/// `train` gives it) or Ctrl-C (the run goes on). A closed stdout (`| head`) ends it quietly.
+pub async fn log(store: &Store, run: i64, last: Option<usize>, follow: bool) -> Result<i32> {
+    use crate::store::{LogTail, StoreOutage};
+    let (mut tail, lines) = LogTail::from_last(store, run, last.unwrap_or(usize::MAX)).await?;
+    if !print_lines(&lines) || !follow {
+        return Ok(exit_code::SUCCESS);
+    }
+    let mut outage = StoreOutage::new("the run trains on, and its lines are read once the store answers");
+    let mut passes = 0u64;
+    loop {
+        passes += 1;
+        let read = async {
+            // A job cancelled or killed before its worker recorded the end ends the run here.
+            if passes.is_multiple_of(FOLLOW_SUPERVISE_EVERY) {
+                crate::executor::end_orphaned_runs(store).await?;
+            }
+            Ok::<_, anyhow::Error>((store.run(run).await?, tail.read(store).await?))
+        };
+        if let Some((record, lines)) = outage.pass(read.await, |line| tracing::warn!("{line}"))? {
+            if !print_lines(&lines) {
+                return Ok(exit_code::SUCCESS);
+            }
+            // A run marked interrupted while its Slurm job still runs may be taken back by its
+            // worker: it is followed on.
+            let ended = record.status.is_terminal()
+                && !crate::executor::Executor::may_be_taken_back([&record]).contains(&record.id);
+            if ended {
+                match &record.error {
+                    Some(error) => tracing::info!("run {run} {}: {error}", record.status),
+                    None => tracing::info!("run {run} {}", record.status),
+                }
+                return Ok(exit_code::of_run(record.status));
+            }
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(std::time::Duration::from_millis(500)) => {}
+            _ = tokio::signal::ctrl_c() => {
+                tracing::info!("stopped following run {run}; it goes on (`workbench runs cancel {run}` stops it)");
+                return Ok(exit_code::INTERRUPTED);
+            }
+        }
+    }
+}
+
+/// Passes (of half a second) of `runs log --follow` between two looks for runs whose worker
+/// can no longer record their end.
+const FOLLOW_SUPERVISE_EVERY: u64 = 10;
+
+/// Prints `lines` on stdout; `false` once nobody reads it any more.
+fn print_lines(lines: &[String]) -> bool {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    lines.iter().try_for_each(|line| writeln!(out, "{line}")).and_then(|()| out.flush()).is_ok()
 }
 
 /// Where the run's worker runs or ran, and its lease: `process 123 on node7 (local), last
