@@ -145,29 +145,19 @@ pub async fn print_table(store: &Store, runs: &[RunRecord], extra: &[ExtraColumn
 /// `train` gives it) or Ctrl-C (the run goes on). A closed stdout (`| head`) ends it quietly.
 pub async fn log(store: &Store, run: i64, last: Option<usize>, follow: bool) -> Result<i32> {
     use crate::store::{LogTail, StoreOutage};
-    let (mut tail, lines) = LogTail::from_last(store, run, last.unwrap_or(usize::MAX)).await?;
+    use crate::train::launch::RunWatch;
+    let (tail, lines) = LogTail::from_last(store, run, last.unwrap_or(usize::MAX)).await?;
     if !print_lines(&lines) || !follow {
         return Ok(exit_code::SUCCESS);
     }
-    let mut outage = StoreOutage::new("the run trains on, and its lines are read once the store answers");
-    let mut passes = 0u64;
+    let outage = StoreOutage::new("the run trains on, and its lines are read once the store answers");
+    let mut watch = RunWatch::new(run, tail, outage);
     loop {
-        passes += 1;
-        let read = async {
-            // A job cancelled or killed before its worker recorded the end ends the run here.
-            if passes.is_multiple_of(FOLLOW_SUPERVISE_EVERY) {
-                crate::executor::end_orphaned_runs(store).await?;
-            }
-            Ok::<_, anyhow::Error>((store.run(run).await?, tail.read(store).await?))
-        };
-        if let Some((record, lines)) = outage.pass(read.await, |line| tracing::warn!("{line}"))? {
+        if let Some((record, lines)) = watch.read(store, |line| tracing::warn!("{line}")).await? {
             if !print_lines(&lines) {
                 return Ok(exit_code::SUCCESS);
             }
-            // A run marked interrupted while its Slurm job still runs may be taken back by its
-            // worker: it is followed on.
-            let ended = record.status.is_terminal()
-                && !crate::executor::Executor::may_be_taken_back([&record]).contains(&record.id);
+            let ended = record.status.is_terminal() && !RunWatch::may_come_back(&record);
             if ended {
                 match &record.error {
                     Some(error) => tracing::info!("run {run} {}: {error}", record.status),
@@ -185,10 +175,6 @@ pub async fn log(store: &Store, run: i64, last: Option<usize>, follow: bool) -> 
         }
     }
 }
-
-/// Passes (of half a second) of `runs log --follow` between two looks for runs whose worker
-/// can no longer record their end.
-const FOLLOW_SUPERVISE_EVERY: u64 = 10;
 
 /// Prints `lines` on stdout; `false` once nobody reads it any more.
 fn print_lines(lines: &[String]) -> bool {

@@ -1,7 +1,7 @@
 //! Starting a worker process for a stored run and following its progress.
 
 use super::events::Event;
-use crate::store::{RunStatus, Store, StoreOutage};
+use crate::store::{RunRecord, RunStatus, Store, StoreOutage};
 use anyhow::{Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::ffi::OsString;
@@ -257,9 +257,50 @@ pub async fn follow(store: &Store, mut child: Child, run_id: i64, display: Displ
     Ok(store.run(run_id).await?.status)
 }
 
-/// Passes (of half a second) of [`follow_store`] between two looks for runs whose worker can
-/// no longer record their end.
-const SUPERVISE_EVERY: u64 = 10;
+/// One run read through the store at each pass of a follower (`train` following a Slurm job,
+/// `runs log --follow`): its record and the log lines not read before, the store's outages
+/// waited out, and every few passes the runs whose worker can no longer record their end
+/// ended (a job cancelled or killed before its worker could), so that no follower waits for
+/// a run that will never end.
+pub struct RunWatch {
+    run_id: i64,
+    log: crate::store::LogTail,
+    outage: StoreOutage,
+    passes: u64,
+}
+
+impl RunWatch {
+    /// Passes between two looks for runs whose worker can no longer record their end.
+    const SUPERVISE_EVERY: u64 = 10;
+
+    /// A watch of `run_id` whose log reads go on from `log`; `outage` words what goes on while
+    /// the store is out of reach.
+    pub fn new(run_id: i64, log: crate::store::LogTail, outage: StoreOutage) -> RunWatch {
+        RunWatch { run_id, log, outage, passes: 0 }
+    }
+
+    /// The run and its new log lines, or `None` while the store is out of reach (`say` tells
+    /// the user when that starts and ends); the error when it stays away too long.
+    pub async fn read(&mut self, store: &Store, say: impl Fn(String)) -> Result<Option<(RunRecord, Vec<String>)>> {
+        self.passes += 1;
+        let supervise = self.passes.is_multiple_of(Self::SUPERVISE_EVERY);
+        let (run_id, log) = (self.run_id, &mut self.log);
+        let read = async {
+            if supervise {
+                crate::executor::end_orphaned_runs(store).await?;
+            }
+            Ok::<_, anyhow::Error>((store.run(run_id).await?, log.read(store).await?))
+        };
+        let result = read.await;
+        self.outage.pass(result, say)
+    }
+
+    /// Whether `run`, though it reads as ended, may still come back: marked interrupted while
+    /// its Slurm job still runs, its worker may take it back, so it is followed on.
+    pub fn may_come_back(run: &RunRecord) -> bool {
+        crate::executor::Executor::may_be_taken_back([run]).contains(&run.id)
+    }
+}
 
 /// Follows a run that trains elsewhere (a Slurm job) through the store until it ends: a
 /// progress bar from its recorded steps and the log lines it stores. Ctrl-C asks it to stop
@@ -277,23 +318,13 @@ pub async fn follow_store(store: &Store, run_id: i64, display: Display) -> Resul
         bar.set_prefix(format!("run {run_id}"));
     }
     let show = |line: String| say_above(&bar, format!("[run {run_id}] {line}"));
-    let mut log = crate::store::LogTail::new(run_id);
-    let mut passes = 0u64;
     let mut interrupts = 0;
     let mut status = RunStatus::Queued;
     let mut waiting_for_worker = false;
     // The job trains on while the store is out of reach: so does the following.
-    let mut out_of_reach = StoreOutage::default();
+    let mut watch = RunWatch::new(run_id, crate::store::LogTail::new(run_id), StoreOutage::default());
     loop {
-        passes += 1;
-        let read = async {
-            // A job cancelled or killed before its worker recorded the end ends the run here.
-            if passes.is_multiple_of(SUPERVISE_EVERY) {
-                crate::executor::end_orphaned_runs(store).await?;
-            }
-            Ok::<_, anyhow::Error>((store.run(run_id).await?, log.read(store).await?))
-        };
-        match out_of_reach.pass(read.await, show)? {
+        match watch.read(store, show).await? {
             Some((run, logs)) => {
                 status = run.status;
                 bar.set_length(run.total_steps.unwrap_or(0));
@@ -305,7 +336,7 @@ pub async fn follow_store(store: &Store, run_id: i64, display: Display) -> Resul
                 if run.status == RunStatus::Running {
                     waiting_for_worker = false;
                 }
-                if crate::executor::Executor::may_be_taken_back([&run]).contains(&run.id) {
+                if RunWatch::may_come_back(&run) {
                     if !waiting_for_worker {
                         show(
                             "marked interrupted: its lease expired, but its Slurm job still runs (the worker may \
