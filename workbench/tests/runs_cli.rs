@@ -413,6 +413,14 @@ async fn tags_and_notes_are_set_from_the_command_line() {
     let run = f.store().await.run(2).await.unwrap();
     assert_eq!((run.tags, run.notes.as_str()), (vec!["paper".to_string(), "wide".to_string()], "wider is better"));
     assert_eq!(listed(&f.ok(&["runs", "--filter", "tag:paper"])), vec![2]);
+    // `runs show` says what the run belongs to and what was written about it.
+    let shown = f.ok(&["runs", "show", "2"]);
+    assert!(shown.contains("\nsweep:    1 widths (point 1 of 1; `workbench sweeps show 1`)\n"), "{shown}");
+    assert!(shown.contains("\ntags:     paper, wide\nnotes:    wider is better\n"), "{shown}");
+    assert!(!f.ok(&["runs", "show", "3"]).contains("sweep:"), "run 3 is in no sweep");
+    let queued = f.store().await.create_run(&new_run("hyperset", "b1", 8, 0.001)).await.unwrap();
+    f.ok(&["runs", "pause", &queued.to_string()]);
+    assert!(f.ok(&["runs", "show", &queued.to_string()]).starts_with(&format!("run {queued}: queued (paused) —")));
     f.ok(&["runs", "tag", "2", ""]);
     assert!(f.store().await.run(2).await.unwrap().tags.is_empty());
     let err = f.fails(&["runs", "tag", "42", "x"]);

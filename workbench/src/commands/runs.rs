@@ -228,7 +228,11 @@ pub async fn show(store: &Store, id: i64, as_json: bool) -> Result<i32> {
         println!("{}", serde_json::to_string_pretty(&json!({"run": r, "metrics": metrics, "log": logs}))?);
         return Ok(0);
     }
-    println!("run {}: {} — {} on {}", r.id, r.status, r.layer.name, r.task.name);
+    let paused = if r.held { " (paused)" } else { "" };
+    println!("run {}: {}{paused} — {} on {}", r.id, r.status, r.layer.name, r.task.name);
+    for line in membership_lines(store, &r).await? {
+        println!("{line}");
+    }
     if let Some(damage) = &r.damage {
         println!("damaged:  {damage}");
     }
@@ -298,6 +302,33 @@ pub async fn show(store: &Store, id: i64, as_json: bool) -> Result<i32> {
         }
     }
     Ok(0)
+}
+
+/// The `sweep:`, `tags:` and `notes:` lines of `runs show`: what the run belongs to and what
+/// was written about it, each only when there is something to say.
+async fn membership_lines(store: &Store, r: &RunRecord) -> Result<Vec<String>> {
+    let mut lines = Vec::new();
+    if let Some(sweep) = r.sweep {
+        let record = store.sweep(sweep.id).await?;
+        let runs: u64 = record.counts.values().sum();
+        lines.push(format!(
+            "sweep:    {} {} (point {} of {}; `workbench sweeps show {}`)",
+            sweep.id,
+            record.name,
+            sweep.index + 1,
+            runs,
+            sweep.id
+        ));
+    }
+    if !r.tags.is_empty() {
+        lines.push(format!("tags:     {}", r.tags.join(", ")));
+    }
+    let mut notes = r.notes.lines().filter(|l| !l.trim().is_empty());
+    if let Some(first) = notes.next() {
+        lines.push(format!("notes:    {first}"));
+        lines.extend(notes.map(|l| format!("          {l}")));
+    }
+    Ok(lines)
 }
 
 /// The `eval:` and `system:` lines of `runs show`: the examples each evaluation scored, the
