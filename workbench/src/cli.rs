@@ -413,14 +413,18 @@ pub enum RunsAction {
         follow: bool,
     },
     /// Delete runs and what the store records for them (metrics, diagnostics, logs, artifact
-    /// records; checkpoint files stay on disk): `runs delete 12,13 --yes`. Running runs are
-    /// refused; cancel them first.
+    /// records; their files stay on disk unless --files): `runs delete 12,13 --yes`. Running
+    /// runs are refused; cancel them first.
     Delete {
         /// Run ids, comma-separated.
         runs: String,
         /// Delete without asking: without it the command names the runs and deletes none.
         #[arg(long)]
         yes: bool,
+        /// Delete each run's files too: its directory `runs/<id>/` in the artifacts directory
+        /// (checkpoint, worker and job logs, batch script).
+        #[arg(long)]
+        files: bool,
     },
     /// Replace a run's tags: `runs tag 12 baseline,paper` (an empty list clears them).
     Tag {
@@ -718,7 +722,9 @@ async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
                 Some(RunsAction::Unpause { run }) => commands::runs::hold(&store, run, false).await,
                 Some(RunsAction::Requeue { run }) => commands::runs::requeue(&store, run).await,
                 Some(RunsAction::Log { run, last, follow }) => commands::runs::log(&store, run, last, follow).await,
-                Some(RunsAction::Delete { runs, yes }) => commands::runs::delete(&store, &runs, yes).await,
+                Some(RunsAction::Delete { runs, yes, files }) => {
+                    commands::runs::delete(&store, &runs, yes, files).await
+                }
                 Some(RunsAction::Tag { run, tags }) => commands::runs::tag(&store, run, &tags).await,
                 Some(RunsAction::Note { run, text }) => commands::runs::note(&store, run, &text.join(" ")).await,
                 Some(RunsAction::Export { pick, format, out, force }) => {

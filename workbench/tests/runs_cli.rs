@@ -469,6 +469,29 @@ async fn delete_names_the_runs_and_needs_yes() {
 }
 
 #[tokio::test]
+async fn runs_delete_files_removes_each_run_s_directory_of_files() {
+    let f = Fixture::new("runs-delete-files").await;
+    for id in [1, 2] {
+        let dir = f.path(&format!("runs/{id}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("checkpoint.safetensors"), vec![0u8; 3000]).unwrap();
+        std::fs::write(dir.join("worker.log"), "a line\n").unwrap();
+    }
+    let (code, _, err) = f.run(&["runs", "delete", "1", "--files"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("and their files (runs/<id>/") && err.contains("add --yes"), "{err}");
+    assert!(f.path("runs/1").exists(), "nothing deleted without --yes");
+    let (code, _, err) = f.run(&["runs", "delete", "1", "--yes", "--files"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("deleted the files of run 1") && err.contains("runs/1, 3 KiB)"), "{err}");
+    assert!(!f.path("runs/1").exists());
+    // Without --files a run's files stay; run 3 has none, which is no error.
+    f.ok(&["runs", "delete", "2,3", "--yes"]);
+    assert!(f.path("runs/2/checkpoint.safetensors").exists());
+    assert!(listed(&f.ok(&["runs"])).is_empty());
+}
+
+#[tokio::test]
 async fn db_copy_again_copies_only_new_runs() {
     let f = Fixture::new("copy-twice").await;
     let (from, to) = (f.path("runs.db"), f.path("lab.db"));

@@ -411,7 +411,7 @@ pub async fn requeue(store: &Store, id: i64) -> Result<i32> {
 
 /// `workbench runs delete 12,13 --yes`: without `--yes`, names the runs and deletes none
 /// (exit code 2), as the TUI asks before it deletes.
-pub async fn delete(store: &Store, list: &str, yes: bool) -> Result<i32> {
+pub async fn delete(store: &Store, list: &str, yes: bool, files: bool) -> Result<i32> {
     let ids = crate::plot::parse_run_ids(list).map_err(|e| crate::exit_code::refused(anyhow::anyhow!(e)))?;
     let mut named = Vec::new();
     for &id in &ids {
@@ -419,15 +419,26 @@ pub async fn delete(store: &Store, list: &str, yes: bool) -> Result<i32> {
         named.push(format!("run {id} ({} on {}, {}, {} steps)", r.layer.name, r.task.name, r.status, r.last_step));
     }
     if !yes {
+        let what = match files {
+            true => "what the store records for them and their files (runs/<id>/ in the artifacts directory)",
+            false => "what the store records for them (their files stay on disk; --files deletes them too)",
+        };
         return Err(crate::exit_code::refused(anyhow::anyhow!(
-            "this deletes {} and what the store records for them (checkpoint files stay on disk); \
-             add --yes to delete",
+            "this deletes {} and {what}; add --yes to delete",
             named.join(", ")
         )));
     }
-    ops::runs::delete(store, &ids).await?;
+    let removed = ops::runs::delete(store, &ids, files).await?;
     for line in named {
         tracing::info!("deleted {line}");
+    }
+    for r in &removed {
+        tracing::info!(
+            "deleted the files of run {} ({}, {})",
+            r.run,
+            r.dir.display(),
+            system::format_bytes(r.bytes as f64)
+        );
     }
     Ok(0)
 }

@@ -3,7 +3,8 @@
 
 use crate::store::{RunStatus, Store};
 use crate::train::stop::{cancel_queued, stop_running, StopOutcome};
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
+use std::path::PathBuf;
 use std::time::Duration;
 
 /// What a cancel did.
@@ -115,18 +116,51 @@ pub async fn requeue(store: &Store, id: i64) -> Result<()> {
     Ok(())
 }
 
+/// A run's directory of files removed by [`delete`], and how much it held.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RemovedFiles {
+    pub run: i64,
+    pub dir: PathBuf,
+    pub bytes: u64,
+}
+
 /// Deletes runs and everything recorded for them, all or none: a running run is refused
-/// before anything is deleted.
-pub async fn delete(store: &Store, ids: &[i64]) -> Result<()> {
+/// before anything is deleted. With `files`, each run's directory of files goes too
+/// (`runs/<id>/` in the artifacts directory: checkpoint, worker and job logs, batch script),
+/// before its rows, so that a directory that cannot be removed leaves its run listed; the
+/// directories removed are returned.
+pub async fn delete(store: &Store, ids: &[i64], files: bool) -> Result<Vec<RemovedFiles>> {
     for &id in ids {
         if store.run(id).await?.status == RunStatus::Running {
             bail!("run {id} is running: cancel it first (`workbench runs cancel {id}`, x in the TUI)");
         }
     }
+    let artifacts = match files {
+        true => Some(store.artifacts_dir().context("finding the runs' files to delete")?),
+        false => None,
+    };
+    let mut removed = Vec::new();
     for &id in ids {
+        if let Some(artifacts) = &artifacts {
+            let dir = artifacts.join(crate::train::worker::run_files(id));
+            if dir.exists() {
+                let bytes = walkdir::WalkDir::new(&dir)
+                    .into_iter()
+                    .filter_map(|entry| entry.ok()?.metadata().ok())
+                    .filter(|meta| meta.is_file())
+                    .map(|meta| meta.len())
+                    .sum();
+                std::fs::remove_dir_all(&dir).with_context(|| {
+                    let done: Vec<String> = removed.iter().map(|r: &RemovedFiles| r.run.to_string()).collect();
+                    let done = if done.is_empty() { "none".to_string() } else { done.join(", ") };
+                    format!("removing the files of run {id} ({}); runs deleted before it: {done}", dir.display())
+                })?;
+                removed.push(RemovedFiles { run: id, dir, bytes });
+            }
+        }
         store.delete_run(id).await?;
     }
-    Ok(())
+    Ok(removed)
 }
 
 /// Replaces a run's notes and tags (either left as it is when `None`).

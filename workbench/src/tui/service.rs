@@ -233,7 +233,7 @@ impl Service {
             }
             Request::Workers(workers) => self.queue.jobs = workers,
             Request::Delete(ids) => {
-                ops::runs::delete(&self.store, &ids).await?;
+                ops::runs::delete(&self.store, &ids, false).await?;
                 self.send(Update::Info(format!("deleted {} run(s)", ids.len())));
             }
             Request::Annotate { id, notes, tags } => {
