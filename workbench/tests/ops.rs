@@ -20,11 +20,11 @@ async fn delete_refuses_running_runs_before_deleting_any() {
     let store = db.open().await;
     let (a, b) = (store.create_run(&plain_run(1)).await.unwrap(), store.create_run(&plain_run(2)).await.unwrap());
     store.mark_running(b, std::process::id()).await.unwrap();
-    let err = runs::delete(&store, &[a, b]).await.unwrap_err();
+    let err = runs::delete(&store, &[a, b], false).await.unwrap_err();
     assert!(err.to_string().contains(&format!("run {b} is running: cancel it first")), "{err}");
     assert!(store.run(a).await.is_ok(), "nothing was deleted");
     store.finish(b, RunStatus::Finished, None).await.unwrap();
-    runs::delete(&store, &[a, b]).await.unwrap();
+    runs::delete(&store, &[a, b], false).await.unwrap();
     assert!(store.list_runs().await.unwrap().is_empty());
 }
 
