@@ -143,7 +143,8 @@ impl Component for Runs {
                 if let Some(id) = app.cursor_run().map(|r| r.id) {
                     app.modal = Some(Modal::Confirm {
                         question: format!(
-                            "Delete run {id} (the run under the cursor) and all its metrics, diagnostics and logs?"
+                            "Delete run {id} (the run under the cursor) and all its metrics, diagnostics and logs? \
+                             Its files stay on disk (runs/{id}/ in the artifacts directory)."
                         ),
                         action: Confirmed::Delete(vec![id]),
                     });
@@ -165,7 +166,8 @@ impl Component for Runs {
                 };
                 app.modal = Some(Modal::Confirm {
                     question: format!(
-                        "Delete the {} marked runs {list} and all their metrics, diagnostics and logs?{hidden}",
+                        "Delete the {} marked runs {list} and all their metrics, diagnostics and logs?{hidden} \
+                         Their files stay on disk.",
                         ids.len()
                     ),
                     action: Confirmed::Delete(ids),
