@@ -151,6 +151,53 @@ async fn a_sweep_runs_as_slurm_jobs_into_postgres() {
     assert_eq!(jobs.len(), 4, "one job per run");
 }
 
+/// A long sweep left unattended: queued with `--detach`, its queue runner handed to Slurm as a
+/// job of its own (`sbatch --wrap "workbench queue"`, as the README shows), which submits the
+/// runs' jobs from inside the cluster and ends when they have.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queue_runner_runs_as_a_slurm_job_of_its_own() {
+    let Some(cluster) = Cluster::new("slurm-runner-job").await else { return };
+    let mut args = vec!["sweep", "--detach", "--layer", "hyperset", "--task", "sudoku", "steps=4", "eval_every=2"];
+    args.extend(TINY);
+    args.push("seed=0,1");
+    let (code, _, stderr) = run(cluster.workbench().args(&args));
+    assert_eq!(code, 0, "{stderr}");
+    // sbatch passes the submitting shell's environment on: the store, artifacts and executor.
+    let template = cluster.workbench();
+    let mut sbatch = Command::new("sbatch");
+    for (key, value) in template.get_envs() {
+        match value {
+            Some(value) => sbatch.env(key, value),
+            None => sbatch.env_remove(key),
+        };
+    }
+    let log = cluster.db.dir.join("runner.log");
+    let wrapped = format!("exec '{}' queue --jobs 1", env!("CARGO_BIN_EXE_workbench"));
+    let (code, job, err) = run(sbatch
+        .current_dir(&cluster.db.dir)
+        .args(["--parsable", "--cpus-per-task=1", "--job-name=workbench-runner"])
+        .arg(format!("--output={}", log.display()))
+        .args(["--wrap", &wrapped]));
+    assert_eq!(code, 0, "{err}");
+    let job = job.trim().to_string();
+    for id in [1, 2] {
+        let ended = cluster.wait_for(id, Duration::from_secs(240), |r| r["status"] == "finished");
+        assert_eq!(ended["status"], "finished", "{ended}");
+        assert_ne!(ended["supervision"]["job_id"].as_str(), Some(job.as_str()), "each run is a job of its own");
+    }
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let runner_log = loop {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        if text.contains("runs ended") || Instant::now() > deadline {
+            break text;
+        }
+        std::thread::sleep(Duration::from_millis(300));
+    };
+    let _ = Command::new("scancel").arg(&job).status();
+    assert!(runner_log.contains("run 1 started") && runner_log.contains("run 2 finished"), "{runner_log}");
+    assert!(runner_log.contains("2 of 2 runs ended (0 not finished)"), "{runner_log}");
+}
+
 /// `scancel` of a running job: the run ends interrupted with Slurm's state as its cause;
 /// requeued, it resumes from its checkpoint and ends with the same loss as an uninterrupted
 /// run of the same configuration.
