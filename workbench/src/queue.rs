@@ -114,7 +114,7 @@ impl QueueRunner {
             // A run that trained before (requeued after an interruption) continues from its
             // checkpoint.
             let resume = run.started_at.is_some();
-            if run.device.trim() == "cuda" && self.cuda_devices > 1 {
+            if run.device.trim() == "cuda" && self.pins_cuda_devices() {
                 self.store.assign_free_cuda_device(run.id, self.cuda_devices).await?;
             }
             let exits = self.exits.clone();
@@ -151,6 +151,13 @@ impl QueueRunner {
         Ok(started)
     }
 
+    /// Whether a run asking for `device=cuda` is given a free device of this machine. Only
+    /// for local workers: a Slurm job sees the GPU it was given as `cuda:0`, wherever it runs,
+    /// and this machine's devices (a login node's, or none) say nothing about the job's node.
+    fn pins_cuda_devices(&self) -> bool {
+        self.executor == Executor::Local && self.cuda_devices > 1
+    }
+
     fn failures(&self) -> std::sync::MutexGuard<'_, HashMap<i64, u32>> {
         lock(&self.spawn_failures)
     }
@@ -170,4 +177,27 @@ impl QueueRunner {
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn only_local_workers_are_given_a_device_of_this_machine() {
+        let dir = std::env::temp_dir().join(format!("workbench-queue-pins-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let location = crate::store::StoreLocation::Sqlite(dir.join("runs.db"));
+        let store = Store::connect(&location).await.unwrap();
+        let mut runner = QueueRunner::new(store.clone(), Vec::new(), 2);
+        runner.cuda_devices = 2;
+        assert!(runner.pins_cuda_devices(), "two local devices");
+        runner.executor = Executor::Slurm(Default::default());
+        assert!(!runner.pins_cuda_devices(), "a Slurm job's GPU is its cuda:0");
+        runner.executor = Executor::Local;
+        runner.cuda_devices = 1;
+        assert!(!runner.pins_cuda_devices(), "one device: nothing to choose");
+        store.close().await;
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }
