@@ -29,6 +29,7 @@ pub async fn train(
     executor.check(store).map_err(refused)?;
     // Refused when it cannot fit in memory, before anything is stored.
     let new_run = ops::launch::new_run(layer_plugin, task_plugin, &config).map_err(refused)?;
+    executor.check_runs(std::slice::from_ref(&new_run)).map_err(refused)?;
     store.artifacts_dir()?;
     let run_id = store.create_claimed_run(&new_run, std::process::id()).await?;
     if !json {

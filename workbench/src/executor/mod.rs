@@ -96,6 +96,29 @@ impl Executor {
         slurm::controller_answers()
     }
 
+    /// Refuses, with the reason and the fix, new runs this executor cannot place as asked: on
+    /// Slurm, `device=cuda:K` with K > 0 where the options ask for no GPUs themselves, since
+    /// each job is given one GPU and sees it as `cuda:0` (the job would fail on its node after
+    /// waiting in the queue).
+    pub fn check_runs(&self, runs: &[crate::store::NewRun]) -> Result<()> {
+        let Executor::Slurm(options) = self else { return Ok(()) };
+        if options.asks_gpus() {
+            return Ok(());
+        }
+        for run in runs {
+            let device = run.device.trim();
+            let ordinal = device.strip_prefix("cuda:").and_then(|k| k.trim().parse::<usize>().ok());
+            if ordinal.is_some_and(|k| k > 0) {
+                bail!(
+                    "device={device} names one GPU of one machine, but each Slurm job is given a GPU of its \
+                     own and sees it as cuda:0: use device=cuda (one GPU per job), or ask for several \
+                     with --slurm gres=gpu:N"
+                );
+            }
+        }
+        Ok(())
+    }
+
     /// Whether the executor can take work now: a Slurm controller answers. While it does not
     /// (a restart, an outage), the queue runner leaves runs queued rather than using up their
     /// start attempts.
@@ -292,5 +315,39 @@ mod memory_tests {
         assert_eq!(slurm("mem=4G"), Budget::Bytes(4 << 30));
         assert_eq!(slurm("partition=gpu"), Budget::Unknown);
         assert_eq!(Executor::Local.memory_budget(), Budget::Local);
+    }
+}
+
+#[cfg(test)]
+mod device_tests {
+    use super::*;
+
+    fn run_on(device: &str) -> crate::store::NewRun {
+        let plugin =
+            crate::store::PluginRef { name: "p".into(), version: "1".into(), fingerprint: "f".into(), build: None };
+        crate::store::NewRun {
+            layer: plugin.clone(),
+            task: plugin,
+            config: serde_json::json!({}),
+            seed: 0,
+            device: device.into(),
+            git_rev: None,
+            total_steps: None,
+        }
+    }
+
+    #[test]
+    fn a_slurm_job_is_refused_a_gpu_ordinal_it_will_not_see() {
+        let slurm = |o: &str| Executor::from_args("slurm", Some(o)).unwrap();
+        let runs = |devices: &[&str]| devices.iter().map(|d| run_on(d)).collect::<Vec<_>>();
+        let err = slurm("partition=gpu").check_runs(&runs(&["cuda", "cuda:1"])).unwrap_err().to_string();
+        assert!(
+            err.contains("device=cuda:1") && err.contains("use device=cuda") && err.contains("gres=gpu:N"),
+            "{err}"
+        );
+        slurm("partition=gpu").check_runs(&runs(&["cpu", "cuda", "cuda:0"])).unwrap();
+        // Options that ask for GPUs themselves may mean several per job.
+        slurm("gres=gpu:2").check_runs(&runs(&["cuda:1"])).unwrap();
+        Executor::Local.check_runs(&runs(&["cuda:3"])).unwrap();
     }
 }

@@ -47,12 +47,16 @@ impl SlurmOptions {
         Ok(SlurmOptions { options })
     }
 
+    /// Whether the options ask for GPUs themselves (`gres`, `gpus`, ...).
+    pub fn asks_gpus(&self) -> bool {
+        ["gres", "gpus", "gpus-per-node", "gpus-per-task"].iter().any(|k| self.options.contains_key(*k))
+    }
+
     /// The options for a run on `device`: a run asking for CUDA gets one GPU unless the
     /// options already ask for GPUs.
     pub fn for_device(&self, device: &str) -> BTreeMap<String, String> {
         let mut options = self.options.clone();
-        let asks_gpus = ["gres", "gpus", "gpus-per-node", "gpus-per-task"].iter().any(|k| options.contains_key(*k));
-        if device.trim().starts_with("cuda") && !asks_gpus {
+        if device.trim().starts_with("cuda") && !self.asks_gpus() {
             options.insert("gres".into(), "gpu:1".into());
         }
         options

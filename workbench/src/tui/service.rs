@@ -202,6 +202,7 @@ impl Service {
                 }
             }
             Request::Launch { runs, name, spec } => {
+                self.queue.executor.check_runs(&runs)?;
                 let ids = match runs.as_slice() {
                     [run] => vec![ops::launch::queue_run(&self.store, run).await?],
                     _ => ops::launch::queue_sweep(&self.store, &name, &spec, &runs).await?.runs,
