@@ -306,26 +306,24 @@ pub async fn show(store: &Store, id: i64, json: bool) -> Result<i32> {
     println!("sweep {}: {}", sweep.id, sweep.name);
     let age = crate::ops::elapsed::format_duration(crate::ops::elapsed::now() - sweep.created_at);
     println!("created:  {age} ago");
-    match serde_json::from_value::<ops::grid::Spec>(sweep.spec.clone()) {
-        Ok(spec) => {
+    let spec = serde_json::from_value::<ops::grid::Spec>(sweep.spec.clone()).ok();
+    match &spec {
+        Some(spec) => {
             println!("layers:   {}", spec.layers.join(", "));
             println!("task:     {}", spec.task);
             let axes: Vec<String> = spec.axes.iter().map(|a| format!("{}={}", a.key, a.values.join(","))).collect();
             println!("grid:     {}", axes.join(" "));
-            println!("again:    {}", command_of(&spec, &sweep.name));
+            println!("again:    {}", command_of(spec, &sweep.name));
         }
         // A sweep stored by another version of the workbench: its declaration as stored.
-        Err(_) => println!("spec:     {}", sweep.spec),
+        None => println!("spec:     {}", sweep.spec),
     }
     let counts: Vec<String> = sweep.counts.iter().map(|(k, v)| format!("{v} {k}")).collect();
     let held = if sweep.held > 0 { format!(" ({} paused)", sweep.held) } else { String::new() };
     println!("runs:     {}{held}", if counts.is_empty() { "none".to_string() } else { counts.join(", ") });
     if !runs.is_empty() {
         println!();
-        let swept = match serde_json::from_value::<ops::grid::Spec>(sweep.spec) {
-            Ok(spec) => swept_columns(&spec, &runs),
-            Err(_) => Vec::new(),
-        };
+        let swept = spec.as_ref().map_or_else(Vec::new, |spec| swept_columns(spec, &runs));
         super::runs::print_table(store, &runs, &swept).await?;
     }
     Ok(0)
