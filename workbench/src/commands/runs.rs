@@ -200,8 +200,7 @@ fn worker_line(r: &crate::store::RunRecord) -> Option<String> {
         });
     }
     if let (Some(at), crate::store::RunStatus::Running) = (s.heartbeat_at, r.status) {
-        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs_f64());
-        parts.push(format!("last heartbeat {:.0} s ago", (now.unwrap_or(at) - at).max(0.0)));
+        parts.push(format!("last heartbeat {:.0} s ago", (ops::elapsed::now() - at).max(0.0)));
     }
     if s.stop_requested.is_some() && r.status == crate::store::RunStatus::Running {
         parts.push("stop requested".into());

@@ -172,11 +172,10 @@ pub async fn run_until_done(
             }
             let mine: Vec<_> =
                 runs.iter().filter(in_scope).filter(|r| only.is_some() || followed.contains(&r.id)).collect();
-            let active: Vec<_> = mine.iter().filter(|r| is_active(r)).collect();
-            for r in &mine {
-                if is_active(r) {
-                    seen_active.insert(r.id);
-                } else if seen_active.remove(&r.id) && !json {
+            let (active, ended): (Vec<&&RunRecord>, Vec<_>) = mine.iter().partition(|r| is_active(r));
+            seen_active.extend(active.iter().map(|r| r.id));
+            for r in ended {
+                if seen_active.remove(&r.id) && !json {
                     let why = r.error.as_deref().map(|e| format!(": {e}")).unwrap_or_default();
                     crate::train::launch::say_above(&bar, format!("run {} {}{why}", r.id, r.status));
                 }
@@ -337,11 +336,10 @@ fn swept_columns(spec: &ops::grid::Spec, runs: &[RunRecord]) -> Vec<super::runs:
         .iter()
         .filter(|axis| axis.values.len() > 1)
         .map(|axis| {
-            // `layer.d` names its section; a bare `d` is whichever section has it.
             let value = |config: &std::collections::BTreeMap<String, String>| {
                 config
                     .iter()
-                    .find(|(k, _)| **k == axis.key || k.split_once('.').is_some_and(|(_, bare)| bare == axis.key))
+                    .find(|(k, _)| ops::filter::names_key(k, &axis.key))
                     .map_or_else(|| "-".to_string(), |(_, v)| v.clone())
             };
             super::runs::ExtraColumn { title: axis.key.clone(), values: configs.iter().map(value).collect() }

@@ -2,12 +2,8 @@
 //! `workbench sweeps show` print the same figure the same way.
 
 use crate::store::RunRecord;
-use std::time::{SystemTime, UNIX_EPOCH};
 
-/// Current unix time in seconds.
-pub fn now() -> f64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0)
-}
+pub use crate::store::now;
 
 /// Seconds the run has trained (to its end, or to `now` while it runs); `None` before it
 /// started.

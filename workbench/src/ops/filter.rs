@@ -31,14 +31,19 @@ pub fn matches(run: &RunRecord, filter: &str) -> bool {
             };
         }
         if let Some((key, want)) = term.split_once('=') {
-            let named = |k: &str| k == key || k.split_once('.').is_some_and(|(_, bare)| bare == key);
             let config = qualified.get_or_insert_with(|| qualified_config(&run.config));
-            return config.iter().any(|(k, v)| named(k) && same_value(v, want));
+            return config.iter().any(|(k, v)| names_key(k, key) && same_value(v, want));
         }
         let hay = [run.status.as_str(), &run.layer.name, &run.task.name, &run.notes];
         hay.iter().any(|h| h.to_lowercase().contains(&term_lc))
             || run.tags.iter().any(|t| t.to_lowercase().contains(&term_lc))
     })
+}
+
+/// Whether `key` as a user writes it names the configuration key `qualified` (`layer.d`):
+/// spelled with its section, or bare (`d`, whichever section has it).
+pub fn names_key(qualified: &str, key: &str) -> bool {
+    qualified == key || qualified.split_once('.').is_some_and(|(_, bare)| bare == key)
 }
 
 /// Whether a configuration value equals what the filter asks for, compared by type: numbers

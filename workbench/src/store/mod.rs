@@ -129,8 +129,8 @@ fn new_uid() -> String {
     format!("{:032x}", rand::random::<u128>())
 }
 
-/// Current time as unix seconds.
-fn now() -> f64 {
+/// Current time as unix seconds, as the store stamps rows.
+pub fn now() -> f64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0)
 }
 
