@@ -9,10 +9,15 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::process::ExitStatus;
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 /// Attempts to start a run's worker before the run is marked failed: a failure can be
 /// passing (the executable being rebuilt, a full process table), so the run waits a tick.
 pub const SPAWN_ATTEMPTS: u32 = 3;
+
+/// How long the runner waits before it submits again to a Slurm that refused a run under a
+/// submit limit: a lab's controller is not asked again every pass.
+pub const SUBMIT_LIMIT_RETRY: Duration = Duration::from_secs(15);
 
 /// Default number of concurrent workers: one per CUDA device on a machine that has them,
 /// otherwise one (a CPU worker already splits its batches over every core).
@@ -38,9 +43,31 @@ pub struct QueueRunner {
     exits: Arc<Mutex<Vec<(i64, u32, ExitStatus)>>>,
     /// Where workers run.
     pub executor: Executor,
-    /// Why the runner claims nothing for now: the executor is away (no Slurm controller
-    /// answers). Runs stay queued, their start attempts untouched, until it answers again.
-    waiting: Mutex<Option<String>>,
+    /// Why the runner claims nothing for now. Runs stay queued, their start attempts
+    /// untouched, until the pause ends.
+    waiting: Mutex<Option<Pause>>,
+    /// How long a [submit limit](crate::executor::slurm::SubmitLimit) pauses the runner
+    /// ([`SUBMIT_LIMIT_RETRY`]).
+    pub submit_limit_retry: Duration,
+}
+
+/// Why a runner starts nothing for now.
+#[derive(Debug, Clone)]
+enum Pause {
+    /// The executor is away (no Slurm controller answers: a restart, an outage); it is asked
+    /// every pass.
+    Away(String),
+    /// Slurm refused a run under a submit limit; it is asked again at `retry`.
+    SubmitLimit { reason: String, retry: Instant },
+}
+
+impl Pause {
+    fn news(&self) -> String {
+        match self {
+            Pause::Away(reason) => format!("runs stay queued until Slurm answers again: {reason}"),
+            Pause::SubmitLimit { reason, .. } => format!("runs stay queued until Slurm takes more jobs: {reason}"),
+        }
+    }
 }
 
 impl QueueRunner {
@@ -55,6 +82,7 @@ impl QueueRunner {
             exits: Arc::default(),
             executor: Executor::Local,
             waiting: Mutex::default(),
+            submit_limit_retry: SUBMIT_LIMIT_RETRY,
         }
     }
 
@@ -64,9 +92,10 @@ impl QueueRunner {
         self
     }
 
-    /// Why the runner starts nothing for now (see [`tick`](Self::tick)), if it waits.
+    /// Why the runner starts nothing for now (see [`tick`](Self::tick)), if it waits: that
+    /// runs stay queued, until when, and Slurm's words.
     pub fn waiting(&self) -> Option<String> {
-        lock(&self.waiting).clone()
+        lock(&self.waiting).as_ref().map(Pause::news)
     }
 
     /// What to tell the user when [`waiting`](Self::waiting) changed since `told` (which is
@@ -76,11 +105,28 @@ impl QueueRunner {
         if now == *told {
             return None;
         }
-        *told = now;
-        Some(match told {
-            Some(reason) => format!("runs stay queued until Slurm answers again: {reason}"),
-            None => "Slurm answers again; the queue goes on".into(),
-        })
+        *told = now.clone();
+        Some(now.unwrap_or_else(|| "Slurm takes jobs again; the queue goes on".into()))
+    }
+
+    /// Whether the pause, if any, still holds: a Slurm that was away is asked whether it
+    /// answers; a submit limit is tried again once its time is up (by submitting).
+    fn paused(&self) -> bool {
+        let pause = lock(&self.waiting).clone();
+        match pause {
+            None => false,
+            Some(Pause::SubmitLimit { retry, .. }) => Instant::now() < retry,
+            Some(Pause::Away(_)) => match self.executor.available() {
+                Ok(()) => {
+                    *lock(&self.waiting) = None;
+                    false
+                }
+                Err(away) => {
+                    *lock(&self.waiting) = Some(Pause::Away(format!("{away:#}")));
+                    true
+                }
+            },
+        }
     }
 
     /// One pass: marks dead workers' runs interrupted, releases stale claims, then claims and
@@ -89,22 +135,17 @@ impl QueueRunner {
     /// Returns the runs started. A worker that cannot
     /// be started leaves its run queued for the next pass, and failed after
     /// [`SPAWN_ATTEMPTS`] attempts, with the reason; but while the executor itself is away
-    /// (no Slurm controller answers, which is passing: a restart, an outage) runs stay queued
-    /// without using up attempts, and [`waiting`](Self::waiting) says why.
+    /// (no Slurm controller answers, which is passing: a restart, an outage), or Slurm takes
+    /// no more jobs under a submit limit, runs stay queued without using up attempts, and
+    /// [`waiting`](Self::waiting) says why.
     pub async fn tick(&self) -> Result<Vec<i64>> {
         self.record_exits().await?;
         self.executor.reconcile(&self.store).await?;
         self.store.reap_orphans(process_alive).await?;
         self.store.release_stale_claims(process_alive).await?;
         let mut started = Vec::new();
-        if self.waiting().is_some() {
-            match self.executor.available() {
-                Ok(()) => *lock(&self.waiting) = None,
-                Err(away) => {
-                    *lock(&self.waiting) = Some(format!("{away:#}"));
-                    return Ok(started);
-                }
-            }
+        if self.paused() {
+            return Ok(started);
         }
         // A run whose lease expired while its Slurm job still runs holds a slot: its worker
         // may take it back.
@@ -123,12 +164,13 @@ impl QueueRunner {
             match self.executor.start(&self.store, &self.plugin_dirs, &run, resume, on_exit).await {
                 Ok(_) => {
                     self.failures().remove(&run.id);
+                    *lock(&self.waiting) = None;
                     started.push(run.id);
                 }
                 Err(e) => {
-                    if let Err(away) = self.executor.available() {
+                    if let Some(pause) = self.pause_for(&e) {
                         self.store.release_claim(run.id).await?;
-                        *lock(&self.waiting) = Some(format!("{away:#}"));
+                        *lock(&self.waiting) = Some(pause);
                         break;
                     }
                     let attempts = {
@@ -149,6 +191,16 @@ impl QueueRunner {
             }
         }
         Ok(started)
+    }
+
+    /// The pause a failed start calls for, if it is passing: Slurm's submit limit, or no
+    /// controller answering.
+    fn pause_for(&self, e: &anyhow::Error) -> Option<Pause> {
+        if let Some(limit) = e.downcast_ref::<crate::executor::slurm::SubmitLimit>() {
+            let retry = Instant::now() + self.submit_limit_retry;
+            return Some(Pause::SubmitLimit { reason: limit.to_string(), retry });
+        }
+        self.executor.available().err().map(|away| Pause::Away(format!("{away:#}")))
     }
 
     /// Whether a run asking for `device=cuda` is given a free device of this machine. Only

@@ -429,3 +429,146 @@ async fn a_waiting_job_s_reason_goes_to_its_run_s_log() {
     assert_eq!(exit.code(), Some(3), "a run failed: {stderr}");
     assert!(stderr.contains(&format!("Slurm job {job} ended (CANCELLED) before the worker started")), "{stderr}");
 }
+
+/// A job of this user held in Slurm's queue while the test runs: what a submit limit counts.
+struct HeldJob(String);
+
+impl HeldJob {
+    fn submit() -> HeldJob {
+        let out = Command::new("sbatch").args(["--parsable", "--hold", "--job-name=held", "--wrap", "true"]).output();
+        let out = out.expect("sbatch runs");
+        assert!(out.status.success(), "sbatch --hold: {}", String::from_utf8_lossy(&out.stderr));
+        HeldJob(String::from_utf8_lossy(&out.stdout).trim().split(';').next().unwrap().to_string())
+    }
+}
+
+impl Drop for HeldJob {
+    fn drop(&mut self) {
+        let _ = Command::new("scancel").arg(&self.0).status();
+    }
+}
+
+/// The submit limit of `scripts/services` (Slurm's job_submit/lua plugin refusing, with the
+/// error of a QOS over its MaxSubmitJobsPerUser, a job whose comment names a file that exists):
+/// its `--slurm` option and the file, created.
+fn submit_limit(cluster: &Cluster) -> (String, std::path::PathBuf) {
+    let flag = cluster.db.dir.join("submit-limit");
+    std::fs::write(&flag, "").unwrap();
+    (format!("comment=submit-limit:{}", flag.display()), flag)
+}
+
+/// A lab's submit limit reached: the queue runner keeps the runs queued without using up
+/// their start attempts, says why, asks Slurm again only when the pause is over, and submits
+/// them once Slurm takes jobs again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queued_runs_wait_while_slurm_s_submit_limit_refuses_them() {
+    use workbench::executor::{slurm::SlurmOptions, Executor};
+    use workbench::queue::{QueueRunner, SPAWN_ATTEMPTS};
+    let Some(cluster) = Cluster::new("slurm-submit-limit").await else { return };
+    let _held = HeldJob::submit();
+    let (option, flag) = submit_limit(&cluster);
+    let store = cluster.db.open().await;
+    let first = store.create_run(&common::plain_run(0)).await.unwrap();
+    let executor = Executor::Slurm(SlurmOptions::parse(&option).unwrap());
+    let mut runner = QueueRunner::new(store.clone(), Vec::new(), 2).with_executor(executor);
+    runner.submit_limit_retry = Duration::ZERO;
+    for pass in 1..=SPAWN_ATTEMPTS + 2 {
+        assert!(runner.tick().await.unwrap().is_empty(), "pass {pass} started a run");
+        let run = store.run(first).await.unwrap();
+        assert_eq!(run.status.to_string(), "queued", "pass {pass}: {:?}", run.error);
+        let waiting = runner.waiting().unwrap_or_default();
+        assert!(waiting.starts_with("runs stay queued until Slurm takes more jobs"), "{waiting}");
+        assert!(waiting.contains("Job violates accounting/QOS policy"), "Slurm's words: {waiting}");
+    }
+    std::fs::remove_file(&flag).unwrap();
+    assert_eq!(runner.tick().await.unwrap(), vec![first], "submitted once Slurm takes it");
+    assert_eq!(runner.waiting(), None);
+    let mut news = None;
+    assert_eq!(runner.waiting_news(&mut news), None, "nothing to tell after a pause that ended");
+
+    // Refused again: not asked before the pause is over, even though Slurm would take it now.
+    let second = store.create_run(&common::plain_run(1)).await.unwrap();
+    std::fs::write(&flag, "").unwrap();
+    runner.submit_limit_retry = Duration::from_secs(3600);
+    assert!(runner.tick().await.unwrap().is_empty());
+    assert!(runner.waiting_news(&mut news).is_some_and(|n| n.contains("takes more jobs")), "{news:?}");
+    std::fs::remove_file(&flag).unwrap();
+    assert!(runner.tick().await.unwrap().is_empty(), "asked again within the pause");
+    assert_eq!(store.run(second).await.unwrap().status.to_string(), "queued");
+    // The first run's job would start this test binary as its worker: it is not needed.
+    let job = store.run(first).await.unwrap().supervision.job_id.expect("the first run's job");
+    workbench::executor::slurm::cancel(&job).unwrap();
+}
+
+/// `train` at a lab's submit limit: it says once that the run waits and why, and submits it
+/// when Slurm takes jobs again; the run trains to its end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn train_waits_for_slurm_s_submit_limit() {
+    let Some(cluster) = Cluster::new("slurm-train-limit").await else { return };
+    let _held = HeldJob::submit();
+    let (option, flag) = submit_limit(&cluster);
+    let mut train = cluster
+        .workbench()
+        .env("WORKBENCH_SLURM", format!("cpus-per-task=1,{option}"))
+        .env("WORKBENCH_PLUGIN_PATH", &cluster.plugins)
+        .args(fixture_train_args("slow", 2, 2))
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (lines, said) = std::sync::mpsc::channel();
+    let stderr = train.stderr.take().unwrap();
+    std::thread::spawn(move || {
+        for line in std::io::BufRead::lines(std::io::BufReader::new(stderr)).map_while(Result::ok) {
+            let _ = lines.send(line);
+        }
+    });
+    let mut seen = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !seen.iter().any(|l: &String| l.contains("run 1 waits: Slurm takes no more jobs")) {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match said.recv_timeout(left) {
+            Ok(line) => seen.push(line),
+            Err(_) => panic!("`train` did not say it waits:\n{}", seen.join("\n")),
+        }
+    }
+    let waiting = cluster.show(1);
+    assert_eq!(waiting["run"]["status"], "queued", "{waiting}");
+    assert!(waiting["run"]["supervision"]["job_id"].is_null(), "no job yet: {waiting}");
+    std::fs::remove_file(&flag).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let exit = loop {
+        if let Some(status) = train.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = train.kill();
+            panic!("`train` did not end after Slurm took its job");
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    seen.extend(said.try_iter());
+    assert_eq!(exit.code(), Some(0), "{}", seen.join("\n"));
+    assert_eq!(seen.iter().filter(|l| l.contains("waits: Slurm takes no more jobs")).count(), 1, "said once");
+    let ended = cluster.show(1);
+    assert_eq!(ended["run"]["status"], "finished", "{ended}");
+    assert!(ended["run"]["supervision"]["job_id"].is_string(), "{ended}");
+}
+
+/// A job Slurm refuses for good (a partition it does not have): `train` ends with sbatch's
+/// words and the run is failed with them, not left queued for a later runner to start unasked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_slurm_refuses_fails_its_run_with_slurm_s_words() {
+    let Some(cluster) = Cluster::new("slurm-refused").await else { return };
+    let (code, _, stderr) = run(cluster
+        .workbench()
+        .env("WORKBENCH_SLURM", "partition=nowhere")
+        .env("WORKBENCH_PLUGIN_PATH", &cluster.plugins)
+        .args(fixture_train_args("slow", 2, 2)));
+    assert_ne!(code, 0, "{stderr}");
+    assert!(stderr.contains("sbatch refused run 1") && stderr.contains("invalid partition"), "{stderr}");
+    let shown = cluster.show(1);
+    assert_eq!(shown["run"]["status"], "failed", "{shown}");
+    let error = shown["run"]["error"].as_str().unwrap_or_default();
+    assert!(error.starts_with("cannot submit its Slurm job: sbatch refused run 1"), "{error}");
+}

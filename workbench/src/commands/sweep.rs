@@ -236,8 +236,8 @@ enum Report<'a> {
     Queued { sweep: i64, name: &'a str, runs: Vec<QueuedRun<'a>> },
     /// A worker started a run.
     Started { run: i64 },
-    /// The runner starts nothing until the executor answers again (`reason`: no Slurm
-    /// controller answers), or, with `reason` null, goes on.
+    /// The runner starts nothing for now (`reason`: no Slurm controller answers, or Slurm
+    /// takes no more jobs under a submit limit, in words), or, with `reason` null, goes on.
     Waiting { reason: Option<&'a str> },
     /// Every run ended (or waits paused); `exit_code` is the process's.
     Ended { runs: Vec<EndedRun>, paused: usize, exit_code: i32 },

@@ -1,9 +1,11 @@
 //! `workbench train` and `workbench resume`.
 
+use crate::executor::slurm::SubmitLimit;
 use crate::executor::Executor;
 use crate::exit_code::{self, refused};
 use crate::host::PluginHost;
 use crate::ops;
+use crate::queue::SUBMIT_LIMIT_RETRY;
 use crate::run_config::RunConfig;
 use crate::store::{RunStatus, Store};
 use crate::train::launch::{follow, follow_store, spawn_worker, Display};
@@ -36,8 +38,9 @@ pub async fn train(
         tracing::info!("run {run_id} queued in {}", store.location());
     }
     if let Executor::Slurm(_) = executor {
-        let run = store.run(run_id).await?;
-        executor.start(store, dirs, &run, false, |_, _| {}).await?;
+        if !submit_to_slurm(store, dirs, executor, run_id).await? {
+            return Ok(exit_code::INTERRUPTED);
+        }
         let job = store.run(run_id).await?.supervision.job_id.unwrap_or_default();
         if !json {
             tracing::info!("run {run_id} submitted as Slurm job {job}; following it through the store");
@@ -46,6 +49,39 @@ pub async fn train(
     }
     let child = spawn_worker(store, dirs, run_id, false)?;
     finish(store, follow(store, child, run_id, display(json)).await?, run_id, json).await
+}
+
+/// Submits run `run_id`'s Slurm job. Under a submit limit (the lab's cap on jobs per user in
+/// Slurm's queue) the run waits, said once, and is submitted again every
+/// [`SUBMIT_LIMIT_RETRY`] until Slurm takes it; Ctrl-C meanwhile cancels it (returns false).
+/// Any other refusal fails the run with Slurm's words, so that no queued run is left behind
+/// for a later runner to start unasked.
+async fn submit_to_slurm(store: &Store, dirs: &[PathBuf], executor: &Executor, run_id: i64) -> Result<bool> {
+    let run = store.run(run_id).await?;
+    let mut told = false;
+    loop {
+        let e = match executor.start(store, dirs, &run, false, |_, _| {}).await {
+            Ok(()) => return Ok(true),
+            Err(e) => e,
+        };
+        let Some(limit) = e.downcast_ref::<SubmitLimit>() else {
+            store.finish(run_id, RunStatus::Failed, Some(&format!("cannot submit its Slurm job: {e:#}"))).await?;
+            return Err(e);
+        };
+        if !std::mem::replace(&mut told, true) {
+            tracing::warn!(
+                "run {run_id} waits: {limit}. It is submitted as soon as Slurm takes it (Ctrl-C cancels it)"
+            );
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(SUBMIT_LIMIT_RETRY) => {}
+            _ = tokio::signal::ctrl_c() => {
+                crate::train::stop::cancel_queued(store, run_id).await?;
+                tracing::info!("run {run_id} cancelled before Slurm took it");
+                return Ok(false);
+            }
+        }
+    }
 }
 
 /// Requeues an interrupted or failed run and continues it from its checkpoint.

@@ -137,7 +137,13 @@ pub fn submit(spec: &JobSpec<'_>) -> Result<String> {
         .output()
         .map_err(|e| missing_tool("sbatch", e))?;
     if !output.status.success() {
-        bail!("sbatch refused run {}: {}", spec.run_id, String::from_utf8_lossy(&output.stderr).trim());
+        let said = String::from_utf8_lossy(&output.stderr).trim().to_string();
+        if refused_by_policy(&said) {
+            if let Some(queued) = own_jobs_in_queue().filter(|&n| n > 0) {
+                return Err(SubmitLimit { said, queued }.into());
+            }
+        }
+        bail!("sbatch refused run {}: {said}", spec.run_id);
     }
     // `--parsable` prints `jobid[;cluster]`.
     let text = String::from_utf8_lossy(&output.stdout);
@@ -146,6 +152,36 @@ pub fn submit(spec: &JobSpec<'_>) -> Result<String> {
         bail!("sbatch did not print a job id for run {} (it printed {text:?})", spec.run_id);
     }
     Ok(job)
+}
+
+/// sbatch's refusal under a submit limit: the user (or their account) has as many jobs in
+/// Slurm's queue as a limit of the lab's allows (a QOS's or association's `MaxSubmitJobs`).
+/// Passing: the run can be submitted once some of those jobs leave the queue.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "Slurm takes no more jobs from this user for now, {queued} of theirs being in its queue (a submit \
+     limit); sbatch said: {said}. If no limit applies (Slurm says the same of a job over a size or time \
+     limit), cancel the waiting runs and change --slurm"
+)]
+pub struct SubmitLimit {
+    /// sbatch's own words.
+    pub said: String,
+    /// The user's jobs in Slurm's queue when it refused.
+    pub queued: usize,
+}
+
+/// Whether sbatch refused in the accounting policy's words, which Slurm gives both for a
+/// submit limit (`QOSMaxSubmitJobPerUserLimit`, `AssocMaxSubmitJobLimit`, ...) and for a job
+/// over a size or time limit; [`submit`] tells them apart by the user's jobs in the queue.
+fn refused_by_policy(said: &str) -> bool {
+    said.contains("accounting/QOS policy") || said.contains("MaxSubmitJob")
+}
+
+/// How many jobs of this user Slurm's queue holds (`squeue --me`), `None` when it does not
+/// answer. A submit limit can only be what refuses a user who has jobs queued.
+fn own_jobs_in_queue() -> Option<usize> {
+    let out = Command::new("squeue").args(["--me", "-h", "-o", "%i"]).output().ok()?;
+    out.status.success().then(|| String::from_utf8_lossy(&out.stdout).lines().filter(|l| !l.trim().is_empty()).count())
 }
 
 /// Refuses, with Slurm's own words and the fix, when no Slurm controller answers
@@ -431,6 +467,16 @@ mod tests {
         assert_eq!(state.cause(), "slurm: TIMEOUT (exit 0:0)");
         assert!(!state.active());
         assert!(JobState { state: "PENDING".into(), exit_code: None, reason: None }.active());
+    }
+
+    #[test]
+    fn only_the_accounting_policy_s_words_may_be_a_submit_limit() {
+        let qos = "sbatch: error: QOSMaxSubmitJobPerUserLimit\nsbatch: error: Batch job submission failed: \
+                   Job violates accounting/QOS policy (job submit limit, user's size and/or time limits)";
+        assert!(refused_by_policy(qos));
+        assert!(refused_by_policy("sbatch: error: AssocMaxSubmitJobLimit"));
+        assert!(!refused_by_policy("sbatch: error: Batch job submission failed: Invalid partition name specified"));
+        assert!(!refused_by_policy("sbatch: error: Batch job submission failed: Requested time limit is invalid"));
     }
 
     #[test]
