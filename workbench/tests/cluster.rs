@@ -80,6 +80,19 @@ impl Cluster {
             .unwrap()
     }
 
+    /// `train` of the fixture's slow mode for `steps` steps (evaluated every 2) with
+    /// `--slurm` options `slurm`, in the background with its stderr kept.
+    fn spawn_slow_train_with(&self, slurm: &str, steps: u32) -> std::process::Child {
+        self.workbench()
+            .env("WORKBENCH_SLURM", slurm)
+            .env("WORKBENCH_PLUGIN_PATH", &self.plugins)
+            .args(fixture_train_args("slow", steps, 2))
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    }
+
     fn show(&self, id: i64) -> Value {
         let (code, out, err) = run(self.workbench().args(["runs", "show", &id.to_string(), "--json"]));
         assert_eq!(code, 0, "{err}");
@@ -379,15 +392,7 @@ async fn cut_off_for_longer_than_a_lease(command: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_waiting_job_s_reason_goes_to_its_run_s_log() {
     let Some(cluster) = Cluster::new("slurm-waiting").await else { return };
-    let mut train = cluster
-        .workbench()
-        .env("WORKBENCH_SLURM", "cpus-per-task=1,begin=now+3600")
-        .env("WORKBENCH_PLUGIN_PATH", &cluster.plugins)
-        .args(fixture_train_args("slow", 4, 2))
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut train = cluster.spawn_slow_train_with("cpus-per-task=1,begin=now+3600", 4);
     let waiting = "is waiting: BeginTime (its start time has not come)";
     let deadline = Instant::now() + Duration::from_secs(60);
     let shown = loop {
@@ -507,15 +512,7 @@ async fn train_waits_for_slurm_s_submit_limit() {
     let Some(cluster) = Cluster::new("slurm-train-limit").await else { return };
     let _held = HeldJob::submit();
     let (option, flag) = submit_limit(&cluster);
-    let mut train = cluster
-        .workbench()
-        .env("WORKBENCH_SLURM", format!("cpus-per-task=1,{option}"))
-        .env("WORKBENCH_PLUGIN_PATH", &cluster.plugins)
-        .args(fixture_train_args("slow", 2, 2))
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut train = cluster.spawn_slow_train_with(&format!("cpus-per-task=1,{option}"), 2);
     let (lines, said) = std::sync::mpsc::channel();
     let stderr = train.stderr.take().unwrap();
     std::thread::spawn(move || {
