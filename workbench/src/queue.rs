@@ -110,12 +110,17 @@ impl QueueRunner {
     }
 
     /// Whether the pause, if any, still holds: a Slurm that was away is asked whether it
-    /// answers; a submit limit is tried again once its time is up (by submitting).
+    /// answers; a submit limit ends when its time is up (the next submission tells whether
+    /// it still holds, and sets it again with the same words if so).
     fn paused(&self) -> bool {
         let pause = lock(&self.waiting).clone();
         match pause {
             None => false,
-            Some(Pause::SubmitLimit { retry, .. }) => Instant::now() < retry,
+            Some(Pause::SubmitLimit { retry, .. }) if Instant::now() < retry => true,
+            Some(Pause::SubmitLimit { .. }) => {
+                *lock(&self.waiting) = None;
+                false
+            }
             Some(Pause::Away(_)) => match self.executor.available() {
                 Ok(()) => {
                     *lock(&self.waiting) = None;
@@ -164,7 +169,6 @@ impl QueueRunner {
             match self.executor.start(&self.store, &self.plugin_dirs, &run, resume, on_exit).await {
                 Ok(_) => {
                     self.failures().remove(&run.id);
-                    *lock(&self.waiting) = None;
                     started.push(run.id);
                 }
                 Err(e) => {
