@@ -152,9 +152,9 @@ impl QueueRunner {
         if self.paused() {
             return Ok(started);
         }
-        // A run whose lease expired while its Slurm job still runs holds a slot: its worker
-        // may take it back.
-        let cut_off = Executor::with_job_in_queue(self.store.lease_expired_slurm_jobs().await?).len();
+        // A run whose Slurm job will take it back (its lease expired while the job runs, or
+        // the job was requeued at its time limit) holds a slot.
+        let cut_off = Executor::with_job_in_queue(self.store.slurm_jobs_that_may_resume().await?).len();
         let jobs = self.jobs.saturating_sub(cut_off);
         while let Some(run) = self.store.claim_next(std::process::id(), jobs).await? {
             // A run that trained before (requeued after an interruption) continues from its

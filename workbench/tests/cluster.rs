@@ -264,21 +264,7 @@ async fn a_requeued_job_continues_its_run_from_the_checkpoint() {
     let job = running["supervision"]["job_id"].as_str().unwrap().to_string();
     let (code, _, err) = run(Command::new("scontrol").args(["requeue", &job]));
     assert_eq!(code, 0, "{err}");
-    // Slurm holds a requeued job back for a while (its eligible time); once it is back in
-    // the queue, let it start two seconds later: slurmd refuses to launch a job whose
-    // credential dates from the second its previous start was killed in ("Job credential
-    // revoked"), which is what that hold waits out.
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let (_, shown, _) = run(Command::new("scontrol").args(["show", "job", "-o", &job]));
-        if shown.contains("JobState=PENDING") && shown.contains("Restarts=1") {
-            break;
-        }
-        assert!(Instant::now() < deadline, "job {job} did not return to the queue: {shown}");
-        std::thread::sleep(Duration::from_millis(300));
-    }
-    let (code, _, err) = run(Command::new("scontrol").args(["update", &format!("JobId={job}"), "StartTime=now+2"]));
-    assert_eq!(code, 0, "{err}");
+    start_requeued_job_soon(&job);
     let finished = cluster.wait_for(1, Duration::from_secs(120), |r| r["status"] == "finished");
     let _ = train.kill();
     let _ = train.wait();
@@ -568,4 +554,62 @@ async fn a_job_slurm_refuses_fails_its_run_with_slurm_s_words() {
     assert_eq!(shown["run"]["status"], "failed", "{shown}");
     let error = shown["run"]["error"].as_str().unwrap_or_default();
     assert!(error.starts_with("cannot submit its Slurm job: sbatch refused run 1"), "{error}");
+}
+
+/// Waits until requeued job `job` is back in Slurm's queue, then lets it start two seconds
+/// later. Slurm holds a requeued job back for a while (its eligible time); two seconds are
+/// enough because slurmd refuses to launch a job whose credential dates from the second its
+/// previous start was killed in ("Job credential revoked"), which is what that hold waits out.
+fn start_requeued_job_soon(job: &str) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let (_, shown, _) = run(Command::new("scontrol").args(["show", "job", "-o", job]));
+        if shown.contains("JobState=PENDING") && shown.contains("Restarts=1") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "job {job} did not return to the queue: {shown}");
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    let (code, _, err) = run(Command::new("scontrol").args(["update", &format!("JobId={job}"), "StartTime=now+2"]));
+    assert_eq!(code, 0, "{err}");
+}
+
+/// A job warned that its time limit nears (the batch script's `--signal`; the warning is sent
+/// here as Slurm sends it, with `scancel --signal=USR1 --batch`): its worker stops with a
+/// checkpoint and requeues the job, whose next start continues the run to its end, while
+/// `train` follows it throughout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_at_its_time_limit_requeues_itself_and_continues_its_run() {
+    let Some(cluster) = Cluster::new("slurm-time-limit").await else { return };
+    let mut train = cluster.spawn_slow_train_with("cpus-per-task=1", 30);
+    let running = cluster.wait_for(1, Duration::from_secs(90), |r| r["last_step"].as_u64().unwrap_or(0) >= 5);
+    let job = running["supervision"]["job_id"].as_str().expect("the run's job").to_string();
+    let script = std::fs::read_to_string(cluster.db.dir.join("artifacts/runs/1/slurm.sh")).unwrap();
+    assert!(script.contains("#SBATCH --signal=B:USR1@300\n"), "{script}");
+    let (code, _, err) = run(Command::new("scancel").args(["--signal=USR1", "--batch", &job]));
+    assert_eq!(code, 0, "{err}");
+    start_requeued_job_soon(&job);
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let exit = loop {
+        if let Some(status) = train.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = train.kill();
+            panic!("`train` did not end after the requeued job continued the run");
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut train.stderr.take().unwrap(), &mut stderr).unwrap();
+    assert_eq!(exit.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("requeued at its time limit; following on"), "{stderr}");
+    let shown = cluster.show(1);
+    assert_eq!(shown["run"]["status"], "finished", "{shown}");
+    assert_eq!(shown["run"]["last_step"], 30, "{shown}");
+    let (code, log, err) = run(cluster.workbench().args(["runs", "log", "1"]));
+    assert_eq!(code, 0, "{err}");
+    let stopped = format!("as its Slurm job {job}'s time limit neared; the job is requeued");
+    assert!(log.contains(&stopped), "{log}");
+    assert!(log.contains("resuming from the checkpoint at step"), "{log}");
 }

@@ -1459,11 +1459,11 @@ async fn leases_are_honoured_across_hosts(backend: Backend) {
     }
     let silent = LEASE.expiry.as_secs_f64() + 5.0;
     a.set_executor(on_a, "slurm", Some("4242")).await.unwrap();
-    assert_eq!(a.lease_expired_slurm_jobs().await.unwrap(), vec![]);
+    assert_eq!(a.slurm_jobs_that_may_resume().await.unwrap(), vec![]);
     db.count("UPDATE runs SET heartbeat_at = heartbeat_at - 100000 WHERE id = $1 RETURNING id", on_a).await;
     assert_eq!(b.reap_orphans(|_| true).await.unwrap(), vec![on_a]);
     assert_eq!(
-        a.lease_expired_slurm_jobs().await.unwrap(),
+        a.slurm_jobs_that_may_resume().await.unwrap(),
         vec![(on_a, "4242".to_string())],
         "its job may bring it back"
     );
@@ -1481,7 +1481,7 @@ async fn leases_are_honoured_across_hosts(backend: Backend) {
     let record = a.run(on_a).await.unwrap();
     assert_eq!(record.status, RunStatus::Running);
     assert_eq!((record.error, record.finished_at, record.supervision.cause), (None, None, None));
-    assert_eq!(a.lease_expired_slurm_jobs().await.unwrap(), vec![]);
+    assert_eq!(a.slurm_jobs_that_may_resume().await.unwrap(), vec![]);
     assert_eq!(a.heartbeat(on_a, 3_999_901).await.unwrap(), Lease::StopRequested, "the stop request stands");
     // Not once the run was requeued meanwhile (`workbench resume`), nor after a reap for another
     // reason than its lease: then the worker stops without writing.
@@ -1494,6 +1494,31 @@ async fn leases_are_honoured_across_hosts(backend: Backend) {
     assert_eq!(a.run(dead_on_a).await.unwrap().status, RunStatus::Interrupted);
     a.close().await;
     b.close().await;
+}
+
+/// A run its worker stopped at the Slurm job's time limit, requeueing the job, ends with its
+/// cause in the same write, and counts among the runs its job brings back; a run interrupted
+/// for another reason does not.
+async fn a_run_requeued_at_its_time_limit_may_resume_with_its_job(backend: Backend) {
+    let Some(db) = TestDb::new(backend, "time-limit").await else { return };
+    let store = db.open().await;
+    let requeued = store.create_claimed_run(&new_run(1), 3_999_921).await.unwrap();
+    let stopped = store.create_claimed_run(&new_run(2), 3_999_921).await.unwrap();
+    for (id, job) in [(requeued, "51"), (stopped, "52")] {
+        store.set_executor(id, "slurm", Some(job)).await.unwrap();
+        store.mark_running(id, 3_999_921).await.unwrap();
+    }
+    let cause = format!("{} (slurm job 51)", workbench::store::TIME_LIMIT_REQUEUED);
+    store.finish_with_cause(requeued, RunStatus::Interrupted, Some("stopped"), Some(&cause)).await.unwrap();
+    store.finish_with_cause(stopped, RunStatus::Interrupted, Some("stopped"), None).await.unwrap();
+    let record = store.run(requeued).await.unwrap();
+    assert_eq!(record.supervision.cause.as_deref(), Some(cause.as_str()));
+    assert!(record.may_resume_with_its_job() && !record.lease_expired());
+    assert!(!store.run(stopped).await.unwrap().may_resume_with_its_job());
+    assert_eq!(store.slurm_jobs_that_may_resume().await.unwrap(), vec![(requeued, "51".to_string())]);
+    // The job's next start puts the run back: it no longer waits on the job.
+    store.requeue(requeued).await.unwrap();
+    assert_eq!(store.slurm_jobs_that_may_resume().await.unwrap(), vec![]);
 }
 
 /// A claim made on another host is never released because its runner's pid is unknown here.
@@ -1809,6 +1834,7 @@ on_both_backends!(
     db_copy_covers_every_column,
     leases_are_honoured_across_hosts,
     claims_of_other_hosts_are_left_until_they_time_out,
+    a_run_requeued_at_its_time_limit_may_resume_with_its_job,
     metric_summaries_follow_the_rows,
     a_batch_written_again_is_stored_once,
     twins_of_an_older_store_are_merged_by_the_migration,

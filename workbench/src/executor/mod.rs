@@ -163,13 +163,14 @@ impl Executor {
         Ok(())
     }
 
-    /// Of `runs`, those marked interrupted because their lease expired that their workers may
-    /// yet take back: their Slurm job is still pending or running (the worker was cut off from
-    /// the store, not gone). See [`with_job_in_queue`](Self::with_job_in_queue).
+    /// Of `runs`, those marked interrupted that their Slurm job may yet take back: their lease
+    /// expired (the worker was cut off from the store, not gone) or their worker requeued the
+    /// job at its time limit, and the job is still pending or running. See
+    /// [`with_job_in_queue`](Self::with_job_in_queue).
     pub fn may_be_taken_back<'a>(runs: impl IntoIterator<Item = &'a RunRecord>) -> BTreeSet<i64> {
         let jobs = runs
             .into_iter()
-            .filter(|run| run.lease_expired() && run.supervision.executor.as_deref() == Some("slurm"))
+            .filter(|run| run.may_resume_with_its_job() && run.supervision.executor.as_deref() == Some("slurm"))
             .filter_map(|run| Some((run.id, run.supervision.job_id.clone()?)));
         Self::with_job_in_queue(jobs)
     }

@@ -96,6 +96,11 @@ pub fn batch_script(spec: &JobSpec<'_>) -> String {
     s.push_str(&format!("#SBATCH --output={}\n", log.display()));
     // A preempted or requeued job starts again and continues from the run's checkpoint.
     s.push_str("#SBATCH --requeue\n");
+    // Warned before its time limit, the worker stops with a checkpoint and requeues its job,
+    // which continues the run (`exec` below makes the worker the batch shell that `B:` names).
+    if !spec.options.options.contains_key("signal") {
+        s.push_str(&format!("#SBATCH --signal=B:USR1@{}\n", TIME_LIMIT_WARNING.as_secs()));
+    }
     for (key, value) in spec.options.for_device(spec.device) {
         s.push_str(&format!("#SBATCH --{key}={value}\n"));
     }
@@ -121,6 +126,21 @@ pub fn batch_script(spec: &JobSpec<'_>) -> String {
     command.extend(["worker".into(), "--run".into(), id.to_string(), "--resume".into()]);
     s.push_str(&format!("exec {}\n", command.join(" ")));
     s
+}
+
+/// How long before a job's time limit Slurm warns its worker (SIGUSR1), unless `--slurm
+/// signal=...` says otherwise: time for a step and a checkpoint at any size. Slurm may send it
+/// up to a minute early or late.
+pub const TIME_LIMIT_WARNING: std::time::Duration = std::time::Duration::from_secs(300);
+
+/// Puts `job` (running) back in Slurm's queue: Slurm stops it and starts it again, with the
+/// same id, when it is eligible (`scontrol requeue`, which a job's owner may run).
+pub fn requeue(job: &str) -> Result<()> {
+    let output = Command::new("scontrol").args(["requeue", job]).output().map_err(|e| missing_tool("scontrol", e))?;
+    if !output.status.success() {
+        bail!("`scontrol requeue {job}` refused: {}", String::from_utf8_lossy(&output.stderr).trim());
+    }
+    Ok(())
 }
 
 /// Writes the script into `runs/<id>/slurm.sh` under the artifacts directory and submits it;
@@ -456,6 +476,29 @@ mod tests {
         let file = StoreLocation::parse("/data/runs.db");
         let script = batch_script(&JobSpec { location: &file, ..spec });
         assert!(script.contains("--db '/data/runs.db'"), "{script}");
+    }
+
+    #[test]
+    fn jobs_are_warned_before_their_time_limit_unless_the_options_say_otherwise() {
+        let location = StoreLocation::parse("/data/runs.db");
+        let script = |options: &str| {
+            let options = SlurmOptions::parse(options).unwrap();
+            let spec = JobSpec {
+                run_id: 7,
+                device: "cpu",
+                exe: Path::new("/opt/workbench"),
+                location: &location,
+                artifacts: Path::new("/shared/art"),
+                plugin_dirs: &[],
+                options: &options,
+            };
+            batch_script(&spec)
+        };
+        let default = script("time=04:00:00");
+        assert!(default.contains("#SBATCH --signal=B:USR1@300\n"), "{default}");
+        assert!(default.contains("\nexec '/opt/workbench'"), "the worker is the batch shell: {default}");
+        let own = script("signal=B:USR1@900");
+        assert!(own.contains("#SBATCH --signal=B:USR1@900\n") && !own.contains("@300"), "{own}");
     }
 
     #[test]

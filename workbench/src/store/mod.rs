@@ -96,7 +96,7 @@ pub use log_tail::LogTail;
 pub use open::schema_version;
 pub use outage::{is_passing, StoreOutage, OUTAGE_LIMIT};
 pub use process::{process_alive, process_start, this_host};
-pub use supervision::{Lease, LEASE};
+pub use supervision::{Lease, LEASE, TIME_LIMIT_REQUEUED};
 use turnstile::{Turnstile, Write, WriteReturning, WriteTx};
 pub use types::{
     Artifact, DiagnosticRow, MetricDirection, MetricRow, MetricSummary, NewRun, PluginRef, RunRecord, RunStatus,
@@ -399,14 +399,15 @@ impl Store {
         rows.iter().map(|r| self.map_run(r)).collect()
     }
 
-    /// The runs on Slurm marked interrupted because their lease expired
-    /// ([`RunRecord::lease_expired`]: their workers may take them back), as (run, job) pairs.
-    pub async fn lease_expired_slurm_jobs(&self) -> Result<Vec<(i64, String)>, StoreError> {
+    /// The runs on Slurm marked interrupted in a way their job undoes while it is in Slurm's
+    /// queue ([`RunRecord::may_resume_with_its_job`]), as (run, job) pairs.
+    pub async fn slurm_jobs_that_may_resume(&self) -> Result<Vec<(i64, String)>, StoreError> {
         sqlx::query_as::<Any, (i64, String)>(
-            "SELECT id, job_id FROM runs WHERE status = 'interrupted' AND cause LIKE $1 \
+            "SELECT id, job_id FROM runs WHERE status = 'interrupted' AND (cause LIKE $1 OR cause LIKE $2) \
              AND executor = 'slurm' AND job_id IS NOT NULL ORDER BY id",
         )
         .bind(format!("{}%", supervision::LEASE_EXPIRED))
+        .bind(format!("{}%", supervision::TIME_LIMIT_REQUEUED))
         .fetch_all(&self.pool)
         .await
         .map_err(|e| self.err(e))
@@ -466,16 +467,31 @@ impl Store {
     /// Ends a run: sets `status` (which must be terminal, else [`StoreError::NotTerminal`]),
     /// `finished_at` = now and `error`. `worker_pid` is kept for reference.
     pub async fn finish(&self, id: i64, status: RunStatus, error: Option<&str>) -> Result<(), StoreError> {
+        self.finish_with_cause(id, status, error, None).await
+    }
+
+    /// [`finish`](Self::finish), recording `cause` (if any) in the same write, so that no
+    /// reader sees the end without its cause.
+    pub async fn finish_with_cause(
+        &self,
+        id: i64,
+        status: RunStatus,
+        error: Option<&str>,
+        cause: Option<&str>,
+    ) -> Result<(), StoreError> {
         if !status.is_terminal() {
             return Err(StoreError::NotTerminal(status));
         }
-        let result = sqlx::query::<Any>("UPDATE runs SET status = $1, finished_at = $2, error = $3 WHERE id = $4")
-            .bind(status.as_str())
-            .bind(now())
-            .bind(error)
-            .bind(id)
-            .write(self)
-            .await?;
+        let result = sqlx::query::<Any>(
+            "UPDATE runs SET status = $1, finished_at = $2, error = $3, cause = COALESCE($4, cause) WHERE id = $5",
+        )
+        .bind(status.as_str())
+        .bind(now())
+        .bind(error)
+        .bind(cause)
+        .bind(id)
+        .write(self)
+        .await?;
         self.expect_one(result.rows_affected(), id)
     }
 

@@ -52,12 +52,27 @@ pub enum Lease {
 /// How the reaper's `cause` of a run whose lease expired begins ([`Store::reap_orphans`]).
 pub(super) const LEASE_EXPIRED: &str = "lease expired";
 
+/// How the `cause` of a run begins whose worker stopped it, with a checkpoint, because its
+/// Slurm job's time limit neared, and requeued the job to continue it.
+pub const TIME_LIMIT_REQUEUED: &str = "time limit near, job requeued";
+
 impl super::RunRecord {
     /// Whether a reader marked this run interrupted because its lease expired: its worker may
     /// still be training, cut off from the store, and take it back ([`Lease::Reclaimed`]).
     pub fn lease_expired(&self) -> bool {
+        self.interrupted_because(LEASE_EXPIRED)
+    }
+
+    /// Whether this run is interrupted in a way its own Slurm job undoes while the job is in
+    /// Slurm's queue: its lease expired (the worker may take it back), or its worker requeued
+    /// the job at the time limit (the job's next start continues it).
+    pub fn may_resume_with_its_job(&self) -> bool {
+        self.lease_expired() || self.interrupted_because(TIME_LIMIT_REQUEUED)
+    }
+
+    fn interrupted_because(&self, cause: &str) -> bool {
         self.status == super::RunStatus::Interrupted
-            && self.supervision.cause.as_deref().is_some_and(|c| c.starts_with(LEASE_EXPIRED))
+            && self.supervision.cause.as_deref().is_some_and(|c| c.starts_with(cause))
     }
 }
 

@@ -295,8 +295,9 @@ impl RunWatch {
         self.outage.pass(result, say)
     }
 
-    /// Whether `run`, though it reads as ended, may still come back: marked interrupted while
-    /// its Slurm job still runs, its worker may take it back, so it is followed on.
+    /// Whether `run`, though it reads as ended, may still come back through its Slurm job
+    /// (its lease expired while the job runs, or the job was requeued at its time limit), so
+    /// it is followed on.
     pub fn may_come_back(run: &RunRecord) -> bool {
         crate::executor::Executor::may_be_taken_back([run]).contains(&run.id)
     }
@@ -338,12 +339,15 @@ pub async fn follow_store(store: &Store, run_id: i64, display: Display) -> Resul
                 }
                 if RunWatch::may_come_back(&run) {
                     if !waiting_for_worker {
-                        show(
-                            "marked interrupted: its lease expired, but its Slurm job still runs (the worker may \
-                             be cut off from the store); following on until the worker takes the run back or \
-                             the job ends"
+                        show(match run.lease_expired() {
+                            true => "marked interrupted: its lease expired, but its Slurm job still runs (the worker \
+                                     may be cut off from the store); following on until the worker takes the run \
+                                     back or the job ends"
                                 .to_string(),
-                        );
+                            false => "its Slurm job was requeued at its time limit; following on until the job starts \
+                                      again and continues the run"
+                                .to_string(),
+                        });
                         waiting_for_worker = true;
                     }
                 } else if run.status.is_terminal() {

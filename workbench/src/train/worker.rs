@@ -74,6 +74,7 @@ struct StopFlags<'a> {
 /// resumed, requeued or deleted meanwhile: then the lease is lost and the worker ends without
 /// writing to the run.
 pub async fn run(store: &Store, host: &PluginHost, run_id: i64, resume: bool) -> Result<()> {
+    let signals = StopSignals::install()?;
     let record = store.run(run_id).await?;
     if let Some(damage) = &record.damage {
         anyhow::bail!("run {run_id} cannot be trained: {damage}; its data can still be read, exported or deleted");
@@ -86,10 +87,7 @@ pub async fn run(store: &Store, host: &PluginHost, run_id: i64, resume: bool) ->
         store.requeue(run_id).await?;
     }
     store.mark_running(run_id, pid).await?;
-    let stop = Arc::new(AtomicBool::new(false));
-    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(signal, stop.clone()).context("cannot install the signal handler")?;
-    }
+    let stop = signals.stop.clone();
     let heartbeat = Heartbeat::start(store, run_id, pid, stop.clone());
     record_builds(store, host, run_id, &config).await?;
     let outbox = Outbox::start(store, run_id, checkpoint_file(run_id).to_string_lossy().into_owned());
@@ -108,7 +106,14 @@ pub async fn run(store: &Store, host: &PluginHost, run_id: i64, resume: bool) ->
         heartbeat.finish();
         return Err(lost());
     }
+    let requeue = signals.requeue_at_time_limit(&result, &record);
+    let mut cause = None;
     let (mut status, mut error) = match &result {
+        Ok(Outcome::Interrupted(step)) if signals.time_limit_near() => {
+            let (message, requeued) = time_limit_end(run_id, *step, &requeue);
+            cause = requeued;
+            (RunStatus::Interrupted, Some(message))
+        }
         Ok(Outcome::Finished) => (RunStatus::Finished, None),
         Ok(Outcome::Diverged(why)) => (RunStatus::Diverged, Some(why.clone())),
         Ok(Outcome::Abandoned) => unreachable!("an abandoned run has lost its lease"),
@@ -135,8 +140,11 @@ pub async fn run(store: &Store, host: &PluginHost, run_id: i64, resume: bool) ->
     }
     match written {
         Ok(()) => {
-            let finish = || store.finish(run_id, status, error.as_deref());
-            with_retries(finish, |line| log_line(run_id, &line)).await?
+            let finish = || store.finish_with_cause(run_id, status, error.as_deref(), cause.as_deref());
+            with_retries(finish, |line| log_line(run_id, &line)).await?;
+            if let (Ok(job), true) = (&requeue, signals.time_limit_near()) {
+                requeue_job(store, run_id, job).await?;
+            }
         }
         Err(unwritten) => {
             log_line(run_id, &unwritten);
@@ -149,6 +157,87 @@ pub async fn run(store: &Store, host: &PluginHost, run_id: i64, resume: bool) ->
         }
     }
     Event::Finished { status: status.to_string(), error }.emit();
+    Ok(())
+}
+
+/// The signals that stop a worker at its next step, with a checkpoint: SIGINT and SIGTERM,
+/// and in a Slurm job SIGUSR1, the warning that the job's time limit nears (the batch
+/// script's `--signal`), after which the worker requeues its job to continue the run.
+/// Installed first thing, so that no signal meets the default action (which ends the process
+/// without a checkpoint).
+struct StopSignals {
+    stop: Arc<AtomicBool>,
+    time_limit: Arc<AtomicBool>,
+    job: Option<String>,
+}
+
+impl StopSignals {
+    fn install() -> Result<StopSignals> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let time_limit = Arc::new(AtomicBool::new(false));
+        let job = std::env::var("SLURM_JOB_ID").ok().filter(|j| !j.is_empty());
+        let register = |signal, flag: &Arc<AtomicBool>| {
+            signal_hook::flag::register(signal, flag.clone()).context("cannot install the signal handler")
+        };
+        for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+            register(signal, &stop)?;
+        }
+        if job.is_some() {
+            register(signal_hook::consts::SIGUSR1, &time_limit)?;
+            register(signal_hook::consts::SIGUSR1, &stop)?;
+        }
+        Ok(StopSignals { stop, time_limit, job })
+    }
+
+    fn time_limit_near(&self) -> bool {
+        self.time_limit.load(Ordering::Relaxed)
+    }
+
+    /// After the time limit's warning stopped the run: the job to requeue (this worker's), or
+    /// why it is not requeued. Only the run's own batch job is (a local worker in an
+    /// interactive allocation is not), and only after the run trained in it: a job warned
+    /// before its first step (a warning as long as the time limit) would start again only to
+    /// be warned again.
+    fn requeue_at_time_limit(&self, result: &Result<Outcome>, run: &crate::store::RunRecord) -> Result<String, String> {
+        let Some(job) = self.job.clone().filter(|job| run.supervision.job_id.as_ref() == Some(job)) else {
+            return Err("this worker is not the run's Slurm batch job".into());
+        };
+        match result {
+            Ok(Outcome::Interrupted(step)) if *step > run.last_step => Ok(job),
+            _ => Err("no step was taken in this job: is `--slurm signal` as long as the time limit?".into()),
+        }
+    }
+}
+
+/// The run's error, and its cause if the job is requeued, when the time limit's warning
+/// stopped it at `step`.
+fn time_limit_end(run_id: i64, step: u64, requeue: &Result<String, String>) -> (String, Option<String>) {
+    match requeue {
+        Ok(job) => (
+            format!(
+                "stopped at step {step}, with a checkpoint, as its Slurm job {job}'s time limit neared; the job is \
+                 requeued and continues the run when it starts again"
+            ),
+            Some(format!("{} (slurm job {job})", crate::store::TIME_LIMIT_REQUEUED)),
+        ),
+        Err(why) => (
+            format!(
+                "stopped at step {step}, with a checkpoint, as its Slurm job's time limit neared; not requeued \
+                 ({why}); `workbench resume {run_id}` continues it"
+            ),
+            None,
+        ),
+    }
+}
+
+/// Requeues this worker's Slurm job once the run's end is recorded; if Slurm refuses, says
+/// so in the run's log and cause (the run stays interrupted, to be resumed by hand).
+async fn requeue_job(store: &Store, run_id: i64, job: &str) -> Result<()> {
+    let Err(e) = crate::executor::slurm::requeue(job) else { return Ok(()) };
+    let line = format!("the time limit neared, but requeueing Slurm job {job} failed: {e:#}; `workbench resume {run_id}` continues the run");
+    log_line(run_id, &line);
+    store.append_logs(run_id, std::slice::from_ref(&line)).await?;
+    store.record_cause(run_id, &format!("time limit near; requeueing job {job} failed")).await?;
     Ok(())
 }
 
