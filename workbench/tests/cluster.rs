@@ -519,17 +519,7 @@ async fn train_waits_for_slurm_s_submit_limit() {
     assert_eq!(waiting["run"]["status"], "queued", "{waiting}");
     assert!(waiting["run"]["supervision"]["job_id"].is_null(), "no job yet: {waiting}");
     std::fs::remove_file(&flag).unwrap();
-    let deadline = Instant::now() + Duration::from_secs(120);
-    let exit = loop {
-        if let Some(status) = train.try_wait().unwrap() {
-            break status;
-        }
-        if Instant::now() > deadline {
-            let _ = train.kill();
-            panic!("`train` did not end after Slurm took its job");
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    };
+    let exit = exit_within(&mut train, Duration::from_secs(120), "after Slurm took its job");
     seen.extend(said.try_iter());
     assert_eq!(exit.code(), Some(0), "{}", seen.join("\n"));
     assert_eq!(seen.iter().filter(|l| l.contains("waits: Slurm takes no more jobs")).count(), 1, "said once");
@@ -589,17 +579,7 @@ async fn a_job_at_its_time_limit_requeues_itself_and_continues_its_run() {
     let (code, _, err) = run(Command::new("scancel").args(["--signal=USR1", "--batch", &job]));
     assert_eq!(code, 0, "{err}");
     start_requeued_job_soon(&job);
-    let deadline = Instant::now() + Duration::from_secs(120);
-    let exit = loop {
-        if let Some(status) = train.try_wait().unwrap() {
-            break status;
-        }
-        if Instant::now() > deadline {
-            let _ = train.kill();
-            panic!("`train` did not end after the requeued job continued the run");
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    };
+    let exit = exit_within(&mut train, Duration::from_secs(120), "after the requeued job continued the run");
     let mut stderr = String::new();
     std::io::Read::read_to_string(&mut train.stderr.take().unwrap(), &mut stderr).unwrap();
     assert_eq!(exit.code(), Some(0), "{stderr}");
@@ -612,4 +592,19 @@ async fn a_job_at_its_time_limit_requeues_itself_and_continues_its_run() {
     let stopped = format!("as its Slurm job {job}'s time limit neared; the job is requeued");
     assert!(log.contains(&stopped), "{log}");
     assert!(log.contains("resuming from the checkpoint at step"), "{log}");
+}
+
+/// The exit status of `train`, which must end within `limit` (`after` says after what).
+fn exit_within(train: &mut std::process::Child, limit: Duration, after: &str) -> std::process::ExitStatus {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(status) = train.try_wait().unwrap() {
+            return status;
+        }
+        if Instant::now() > deadline {
+            let _ = train.kill();
+            panic!("`train` did not end {after}");
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
 }
