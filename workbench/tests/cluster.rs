@@ -265,11 +265,13 @@ async fn a_requeued_job_continues_its_run_from_the_checkpoint() {
     let (code, _, err) = run(Command::new("scontrol").args(["requeue", &job]));
     assert_eq!(code, 0, "{err}");
     start_requeued_job_soon(&job);
-    let finished = cluster.wait_for(1, Duration::from_secs(120), |r| r["status"] == "finished");
-    let _ = train.kill();
-    let _ = train.wait();
+    // `train` follows the run through its requeued job to the end.
+    let exit = exit_within(&mut train, Duration::from_secs(120), "after the requeued job continued the run");
+    assert_eq!(exit.code(), Some(0));
+    let finished = cluster.show(1)["run"].clone();
     assert_eq!(finished["status"], "finished", "{finished}");
     assert_eq!(finished["last_step"], 30);
+    assert_eq!(finished["supervision"]["job_id"], job.as_str(), "still under its job: {finished}");
     let (_, shown, _) = run(cluster.workbench().args(["runs", "show", "1"]));
     assert!(shown.contains("resuming from the checkpoint at step"), "{shown}");
 }

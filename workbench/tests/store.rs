@@ -1516,9 +1516,18 @@ async fn a_run_requeued_at_its_time_limit_may_resume_with_its_job(backend: Backe
     assert!(record.may_resume_with_its_job() && !record.lease_expired());
     assert!(!store.run(stopped).await.unwrap().may_resume_with_its_job());
     assert_eq!(store.slurm_jobs_that_may_resume().await.unwrap(), vec![(requeued, "51".to_string())]);
-    // The job's next start puts the run back: it no longer waits on the job.
-    store.requeue(requeued).await.unwrap();
+    // The job's next start takes the run back, claimed by its new worker at once (no runner
+    // starts it meanwhile) and still under the same job; another job cannot.
+    assert!(!store.take_back_for_job(requeued, 3_999_922, "52").await.unwrap(), "not the run's job");
+    assert!(store.take_back_for_job(requeued, 3_999_922, "51").await.unwrap());
     assert_eq!(store.slurm_jobs_that_may_resume().await.unwrap(), vec![]);
+    assert!(store.claim_next(3_999_923, 8).await.unwrap().is_none(), "claimed by the job's worker");
+    store.mark_running(requeued, 3_999_922).await.unwrap();
+    let record = store.run(requeued).await.unwrap();
+    assert_eq!(record.status, RunStatus::Running);
+    assert_eq!(record.supervision.job_id.as_deref(), Some("51"), "the job is kept");
+    assert_eq!((record.error, record.supervision.cause), (None, None));
+    assert!(!store.take_back_for_job(requeued, 3_999_922, "51").await.unwrap(), "only an interrupted run");
 }
 
 /// A claim made on another host is never released because its runner's pid is unknown here.

@@ -132,6 +132,28 @@ impl Store {
         Ok(result.rows_affected() == 1)
     }
 
+    /// Puts back run `id`, interrupted under Slurm job `job`, for that job's restart
+    /// (preemption, `scontrol requeue`, a time limit) in its new worker `pid`: queued and
+    /// claimed by that worker in one write, so that no queue runner starts it meanwhile, and
+    /// its executor and job kept, so that the job is still found (job states, `runs cancel`,
+    /// the next time limit). Returns whether it did: not when the run is no longer interrupted
+    /// under that job (resumed or requeued by hand meanwhile).
+    pub async fn take_back_for_job(&self, id: i64, pid: u32, job: &str) -> Result<bool, StoreError> {
+        let result = sqlx::query::<Any>(
+            "UPDATE runs SET status = 'queued', finished_at = NULL, error = NULL, worker_pid = NULL, held = 0, \
+             claimed_by = $1, claimed_at = $2, claimed_host = $3, stop_requested = NULL, cause = NULL \
+             WHERE id = $4 AND status = 'interrupted' AND executor = 'slurm' AND job_id = $5",
+        )
+        .bind(i64::from(pid))
+        .bind(now())
+        .bind(self.host().to_string())
+        .bind(id)
+        .bind(job)
+        .write(self)
+        .await?;
+        Ok(result.rows_affected() == 1)
+    }
+
     /// Records why run `id` ended abnormally (exit code, signal, scheduler state, lease).
     pub async fn record_cause(&self, id: i64, cause: &str) -> Result<(), StoreError> {
         self.update_one(sqlx::query::<Any>("UPDATE runs SET cause = $1 WHERE id = $2").bind(cause).bind(id), id).await

@@ -303,6 +303,20 @@ impl RunWatch {
     }
 }
 
+/// What a follower says when `run` reads as ended but may come back through its Slurm job.
+fn come_back_news(run: &RunRecord) -> &'static str {
+    if run.lease_expired() {
+        "marked interrupted: its lease expired, but its Slurm job still runs (the worker may be cut off from \
+         the store); following on until the worker takes the run back or the job ends"
+    } else if run.may_resume_with_its_job() {
+        "its Slurm job was requeued at its time limit; following on until the job starts again and continues \
+         the run"
+    } else {
+        "interrupted while its Slurm job is still in Slurm's queue (requeued on preemption, or ending); \
+         following on until the job starts again and continues the run, or ends"
+    }
+}
+
 /// Follows a run that trains elsewhere (a Slurm job) through the store until it ends: a
 /// progress bar from its recorded steps and the log lines it stores. Ctrl-C asks it to stop
 /// with a checkpoint; a second one leaves it running and returns.
@@ -339,15 +353,7 @@ pub async fn follow_store(store: &Store, run_id: i64, display: Display) -> Resul
                 }
                 if RunWatch::may_come_back(&run) {
                     if !waiting_for_worker {
-                        show(match run.lease_expired() {
-                            true => "marked interrupted: its lease expired, but its Slurm job still runs (the worker \
-                                     may be cut off from the store); following on until the worker takes the run \
-                                     back or the job ends"
-                                .to_string(),
-                            false => "its Slurm job was requeued at its time limit; following on until the job starts \
-                                      again and continues the run"
-                                .to_string(),
-                        });
+                        show(come_back_news(&run).to_string());
                         waiting_for_worker = true;
                     }
                 } else if run.status.is_terminal() {

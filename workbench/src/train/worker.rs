@@ -81,10 +81,10 @@ pub async fn run(store: &Store, host: &PluginHost, run_id: i64, resume: bool) ->
     }
     let config = RunConfig::from_json(&record.config)?;
     let pid = std::process::id();
-    if restarted_by_scheduler(&record) {
-        // Slurm requeued this run's job (preemption, node failure, `scontrol requeue`): the
-        // worker it stopped recorded the run interrupted, and this one continues it.
-        store.requeue(run_id).await?;
+    if let Some(job) = restarted_by_scheduler(&record) {
+        // Slurm requeued this run's job (preemption, node failure, `scontrol requeue`, a time
+        // limit): the worker it stopped recorded the run interrupted, and this one continues it.
+        store.take_back_for_job(run_id, pid, &job).await?;
     }
     store.mark_running(run_id, pid).await?;
     let stop = signals.stop.clone();
@@ -241,10 +241,10 @@ async fn requeue_job(store: &Store, run_id: i64, job: &str) -> Result<()> {
     Ok(())
 }
 
-/// Whether this worker is a Slurm job's restart of its own interrupted run.
-fn restarted_by_scheduler(record: &crate::store::RunRecord) -> bool {
-    let job = std::env::var("SLURM_JOB_ID").ok();
-    record.status == RunStatus::Interrupted && job.is_some() && record.supervision.job_id == job
+/// This worker's Slurm job, if the worker is that job's restart of its own interrupted run.
+fn restarted_by_scheduler(record: &crate::store::RunRecord) -> Option<String> {
+    let job = std::env::var("SLURM_JOB_ID").ok()?;
+    (record.status == RunStatus::Interrupted && record.supervision.job_id.as_ref() == Some(&job)).then_some(job)
 }
 
 /// How soon a failed heartbeat is tried again.
