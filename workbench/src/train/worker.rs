@@ -234,7 +234,10 @@ fn time_limit_end(run_id: i64, step: u64, requeue: &Result<String, String>) -> (
 /// so in the run's log and cause (the run stays interrupted, to be resumed by hand).
 async fn requeue_job(store: &Store, run_id: i64, job: &str) -> Result<()> {
     let Err(e) = crate::executor::slurm::requeue(job) else { return Ok(()) };
-    let line = format!("the time limit neared, but requeueing Slurm job {job} failed: {e:#}; `workbench resume {run_id}` continues the run");
+    let line = format!(
+        "the time limit neared, but requeueing Slurm job {job} failed: {e:#}; `workbench resume {run_id}` \
+         continues the run"
+    );
     log_line(run_id, &line);
     store.append_logs(run_id, std::slice::from_ref(&line)).await?;
     store.record_cause(run_id, &format!("time limit near; requeueing job {job} failed")).await?;
