@@ -295,9 +295,9 @@ impl RunWatch {
         self.outage.pass(result, say)
     }
 
-    /// Whether `run`, though it reads as ended, may still come back through its Slurm job
-    /// (its lease expired while the job runs, or the job was requeued at its time limit), so
-    /// it is followed on.
+    /// Whether `run`, though it reads as ended, may still come back through its Slurm job,
+    /// which is still in Slurm's queue (its lease expired while the job runs, the job was
+    /// requeued at its time limit or on preemption), so it is followed on.
     pub fn may_come_back(run: &RunRecord) -> bool {
         crate::executor::Executor::may_be_taken_back([run]).contains(&run.id)
     }
