@@ -65,7 +65,7 @@ impl Pause {
     fn news(&self) -> String {
         match self {
             Pause::Away(reason) => format!("runs stay queued until Slurm answers again: {reason}"),
-            Pause::SubmitLimit { reason, .. } => format!("runs stay queued until Slurm takes more jobs: {reason}"),
+            Pause::SubmitLimit { reason, .. } => format!("runs stay queued: {reason}"),
         }
     }
 }
@@ -136,9 +136,9 @@ impl QueueRunner {
 
     /// One pass: marks dead workers' runs interrupted, releases stale claims, then claims and
     /// starts queued runs up to the job limit (counting the runs that are running, claimed, or
-    /// [may be taken back](Executor::may_be_taken_back) by a worker cut off from the store).
-    /// Returns the runs started. A worker that cannot
-    /// be started leaves its run queued for the next pass, and failed after
+    /// [may be taken back](Executor::may_be_taken_back) by their Slurm job). Returns the runs
+    /// started. A worker that cannot be started leaves its run queued for the next pass, and
+    /// failed after
     /// [`SPAWN_ATTEMPTS`] attempts, with the reason; but while the executor itself is away
     /// (no Slurm controller answers, which is passing: a restart, an outage), or Slurm takes
     /// no more jobs under a submit limit, runs stay queued without using up attempts, and
@@ -153,7 +153,7 @@ impl QueueRunner {
             return Ok(started);
         }
         // A run whose Slurm job will take it back (its lease expired while the job runs, or
-        // the job was requeued at its time limit) holds a slot.
+        // the job was requeued at its time limit or on preemption) holds a slot.
         let cut_off = Executor::with_job_in_queue(self.store.slurm_jobs_that_may_resume().await?).len();
         let jobs = self.jobs.saturating_sub(cut_off);
         while let Some(run) = self.store.claim_next(std::process::id(), jobs).await? {

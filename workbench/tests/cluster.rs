@@ -276,6 +276,43 @@ async fn a_requeued_job_continues_its_run_from_the_checkpoint() {
     assert!(shown.contains("resuming from the checkpoint at step"), "{shown}");
 }
 
+/// A sweep of two runs, one job at a time, whose first run's job Slurm requeues (as on
+/// preemption): while that job waits in Slurm's queue its run keeps the sweep's one slot, so
+/// the second run is not submitted meanwhile; the requeued job continues the first run, and
+/// the sweep ends when both have finished.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sweep_keeps_the_slot_of_a_run_whose_job_slurm_requeued() {
+    let Some(cluster) = Cluster::new("slurm-requeue-sweep").await else { return };
+    let steps: u32 = 30;
+    let mut args = fixture_train_args("slow", steps, 5);
+    args[0] = "sweep".to_string();
+    args.splice(1..1, ["--jobs".to_string(), "1".to_string()]);
+    args.push("seed=0,1".into());
+    let mut sweep = cluster.start_training(cluster.workbench().args(args));
+    let running = cluster.wait_for(1, Duration::from_secs(90), |r| r["last_step"].as_u64().unwrap_or(0) >= 7);
+    let job = running["supervision"]["job_id"].as_str().expect("the run's job").to_string();
+    let (code, _, err) = run(Command::new("scontrol").args(["requeue", &job]));
+    assert_eq!(code, 0, "{err}");
+    wait_until_requeued(&job);
+    // Several of the sweep's passes while the job waits, held back by Slurm after its requeue.
+    std::thread::sleep(Duration::from_secs(4));
+    assert_eq!(cluster.show(1)["run"]["status"], "interrupted", "the requeued job has not started yet");
+    let second = cluster.show(2)["run"].clone();
+    assert_eq!(second["status"], "queued", "the requeued run's slot stays taken: {second}");
+    assert!(second["supervision"]["job_id"].is_null(), "no job for the second run yet: {second}");
+    start_requeued_job_soon(&job);
+    let exit = exit_within(&mut sweep, Duration::from_secs(180), "after both runs finished");
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut sweep.stderr.take().unwrap(), &mut stderr).unwrap();
+    assert_eq!(exit.code(), Some(0), "{stderr}");
+    for id in 1..=2 {
+        let shown = cluster.show(id);
+        assert_eq!(shown["run"]["status"], "finished", "{shown}\n{stderr}");
+        assert_eq!(shown["run"]["last_step"], steps, "{shown}");
+    }
+    assert_eq!(cluster.show(1)["run"]["supervision"]["job_id"], job.as_str(), "still under its job");
+}
+
 /// The shared store out of reach for a few seconds while a Slurm job trains (its database
 /// refuses connections and the open ones are cut, as in a server restart): the job's worker
 /// trains on and writes what it kept once the store answers, and `train`, following the job
@@ -470,7 +507,7 @@ async fn queued_runs_wait_while_slurm_s_submit_limit_refuses_them() {
         let run = store.run(first).await.unwrap();
         assert_eq!(run.status.to_string(), "queued", "pass {pass}: {:?}", run.error);
         let waiting = runner.waiting().unwrap_or_default();
-        assert!(waiting.starts_with("runs stay queued until Slurm takes more jobs"), "{waiting}");
+        assert!(waiting.starts_with("runs stay queued: Slurm takes no more jobs"), "{waiting}");
         assert!(waiting.contains("Job violates accounting/QOS policy"), "Slurm's words: {waiting}");
     }
     std::fs::remove_file(&flag).unwrap();
@@ -484,7 +521,10 @@ async fn queued_runs_wait_while_slurm_s_submit_limit_refuses_them() {
     std::fs::write(&flag, "").unwrap();
     runner.submit_limit_retry = Duration::from_secs(3600);
     assert!(runner.tick().await.unwrap().is_empty());
-    assert!(runner.waiting_news(&mut news).is_some_and(|n| n.contains("takes more jobs")), "{news:?}");
+    assert!(
+        runner.waiting_news(&mut news).is_some_and(|n| n.contains("runs stay queued: Slurm takes no more jobs")),
+        "{news:?}"
+    );
     std::fs::remove_file(&flag).unwrap();
     assert!(runner.tick().await.unwrap().is_empty(), "asked again within the pause");
     assert_eq!(store.run(second).await.unwrap().status.to_string(), "queued");
@@ -553,6 +593,13 @@ async fn a_job_slurm_refuses_fails_its_run_with_slurm_s_words() {
 /// enough because slurmd refuses to launch a job whose credential dates from the second its
 /// previous start was killed in ("Job credential revoked"), which is what that hold waits out.
 fn start_requeued_job_soon(job: &str) {
+    wait_until_requeued(job);
+    let (code, _, err) = run(Command::new("scontrol").args(["update", &format!("JobId={job}"), "StartTime=now+2"]));
+    assert_eq!(code, 0, "{err}");
+}
+
+/// Waits until requeued job `job` is back in Slurm's queue, waiting to start again.
+fn wait_until_requeued(job: &str) {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let (_, shown, _) = run(Command::new("scontrol").args(["show", "job", "-o", job]));
@@ -562,8 +609,6 @@ fn start_requeued_job_soon(job: &str) {
         assert!(Instant::now() < deadline, "job {job} did not return to the queue: {shown}");
         std::thread::sleep(Duration::from_millis(300));
     }
-    let (code, _, err) = run(Command::new("scontrol").args(["update", &format!("JobId={job}"), "StartTime=now+2"]));
-    assert_eq!(code, 0, "{err}");
 }
 
 /// A job warned that its time limit nears (the batch script's `--signal`; the warning is sent

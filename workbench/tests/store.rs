@@ -1497,25 +1497,36 @@ async fn leases_are_honoured_across_hosts(backend: Backend) {
 }
 
 /// A run its worker stopped at the Slurm job's time limit, requeueing the job, ends with its
-/// cause in the same write, and counts among the runs its job brings back; a run interrupted
-/// for another reason does not.
+/// cause in the same write, and counts among the runs its job brings back; so does one its
+/// worker stopped for a reason not yet known (a signal: Slurm requeueing the job on
+/// preemption); one ended with another cause (its job cancelled) does not.
 async fn a_run_requeued_at_its_time_limit_may_resume_with_its_job(backend: Backend) {
     let Some(db) = TestDb::new(backend, "time-limit").await else { return };
     let store = db.open().await;
     let requeued = store.create_claimed_run(&new_run(1), 3_999_921).await.unwrap();
     let stopped = store.create_claimed_run(&new_run(2), 3_999_921).await.unwrap();
-    for (id, job) in [(requeued, "51"), (stopped, "52")] {
+    let cancelled = store.create_claimed_run(&new_run(3), 3_999_921).await.unwrap();
+    for (id, job) in [(requeued, "51"), (stopped, "52"), (cancelled, "53")] {
         store.set_executor(id, "slurm", Some(job)).await.unwrap();
         store.mark_running(id, 3_999_921).await.unwrap();
     }
     let cause = format!("{} (slurm job 51)", workbench::store::TIME_LIMIT_REQUEUED);
     store.finish_with_cause(requeued, RunStatus::Interrupted, Some("stopped"), Some(&cause)).await.unwrap();
     store.finish_with_cause(stopped, RunStatus::Interrupted, Some("stopped"), None).await.unwrap();
+    let cancelled_cause = Some("slurm job 53 CANCELLED");
+    store.finish_with_cause(cancelled, RunStatus::Interrupted, Some("cancelled"), cancelled_cause).await.unwrap();
     let record = store.run(requeued).await.unwrap();
     assert_eq!(record.supervision.cause.as_deref(), Some(cause.as_str()));
-    assert!(record.may_resume_with_its_job() && !record.lease_expired());
-    assert!(!store.run(stopped).await.unwrap().may_resume_with_its_job());
-    assert_eq!(store.slurm_jobs_that_may_resume().await.unwrap(), vec![(requeued, "51".to_string())]);
+    assert!(record.may_resume_with_its_job() && record.requeued_at_time_limit() && !record.lease_expired());
+    let record = store.run(stopped).await.unwrap();
+    assert!(record.may_resume_with_its_job() && !record.requeued_at_time_limit());
+    assert!(!store.run(cancelled).await.unwrap().may_resume_with_its_job());
+    assert_eq!(
+        store.slurm_jobs_that_may_resume().await.unwrap(),
+        vec![(requeued, "51".to_string()), (stopped, "52".to_string())],
+        "the store selects the runs `may_resume_with_its_job` does"
+    );
+    store.delete_run(stopped).await.unwrap();
     // The job's next start takes the run back, claimed by its new worker at once (no runner
     // starts it meanwhile) and still under the same job; another job cannot.
     assert!(!store.take_back_for_job(requeued, 3_999_922, "52").await.unwrap(), "not the run's job");

@@ -163,19 +163,13 @@ impl Executor {
         Ok(())
     }
 
-    /// Of `runs`, those marked interrupted that their Slurm job may yet take back, the job
-    /// being still in Slurm's queue: their lease expired (the worker was cut off from the
-    /// store, not gone), their worker requeued the job at its time limit, or their worker
-    /// stopped them for a reason not yet known (a job that Slurm requeues, on preemption or
-    /// `scontrol requeue`, stays in the queue; one cancelled leaves it within seconds). See
+    /// Of `runs`, those marked interrupted that their Slurm job may yet take back
+    /// ([`RunRecord::may_resume_with_its_job`]), the job being still in Slurm's queue. See
     /// [`with_job_in_queue`](Self::with_job_in_queue).
     pub fn may_be_taken_back<'a>(runs: impl IntoIterator<Item = &'a RunRecord>) -> BTreeSet<i64> {
-        let may_come_back = |run: &RunRecord| {
-            run.may_resume_with_its_job() || (run.status == RunStatus::Interrupted && run.supervision.cause.is_none())
-        };
         let jobs = runs
             .into_iter()
-            .filter(|run| may_come_back(run) && run.supervision.executor.as_deref() == Some("slurm"))
+            .filter(|run| run.may_resume_with_its_job() && run.supervision.executor.as_deref() == Some("slurm"))
             .filter_map(|run| Some((run.id, run.supervision.job_id.clone()?)));
         Self::with_job_in_queue(jobs)
     }

@@ -403,7 +403,8 @@ impl Store {
     /// queue ([`RunRecord::may_resume_with_its_job`]), as (run, job) pairs.
     pub async fn slurm_jobs_that_may_resume(&self) -> Result<Vec<(i64, String)>, StoreError> {
         sqlx::query_as::<Any, (i64, String)>(
-            "SELECT id, job_id FROM runs WHERE status = 'interrupted' AND (cause LIKE $1 OR cause LIKE $2) \
+            "SELECT id, job_id FROM runs WHERE status = 'interrupted' \
+             AND (cause IS NULL OR cause LIKE $1 OR cause LIKE $2) \
              AND executor = 'slurm' AND job_id IS NOT NULL ORDER BY id",
         )
         .bind(format!("{}%", supervision::LEASE_EXPIRED))

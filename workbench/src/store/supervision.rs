@@ -63,11 +63,22 @@ impl super::RunRecord {
         self.interrupted_because(LEASE_EXPIRED)
     }
 
+    /// Whether this run's worker stopped it and requeued its Slurm job because the job's time
+    /// limit neared.
+    pub fn requeued_at_time_limit(&self) -> bool {
+        self.interrupted_because(TIME_LIMIT_REQUEUED)
+    }
+
     /// Whether this run is interrupted in a way its own Slurm job undoes while the job is in
-    /// Slurm's queue: its lease expired (the worker may take it back), or its worker requeued
-    /// the job at the time limit (the job's next start continues it).
+    /// Slurm's queue: its lease expired (the worker may take it back), its worker requeued the
+    /// job at the time limit, or its worker stopped it for a reason not yet known (a job that
+    /// Slurm requeues, on preemption or `scontrol requeue`, stays in the queue and its next
+    /// start continues the run; one cancelled leaves the queue within seconds).
+    /// [`Store::slurm_jobs_that_may_resume`] selects the same runs.
     pub fn may_resume_with_its_job(&self) -> bool {
-        self.lease_expired() || self.interrupted_because(TIME_LIMIT_REQUEUED)
+        self.lease_expired()
+            || self.requeued_at_time_limit()
+            || (self.status == super::RunStatus::Interrupted && self.supervision.cause.is_none())
     }
 
     fn interrupted_because(&self, cause: &str) -> bool {

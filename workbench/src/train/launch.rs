@@ -308,7 +308,7 @@ fn come_back_news(run: &RunRecord) -> &'static str {
     if run.lease_expired() {
         "marked interrupted: its lease expired, but its Slurm job still runs (the worker may be cut off from \
          the store); following on until the worker takes the run back or the job ends"
-    } else if run.may_resume_with_its_job() {
+    } else if run.requeued_at_time_limit() {
         "its Slurm job was requeued at its time limit; following on until the job starts again and continues \
          the run"
     } else {
