@@ -276,6 +276,25 @@ async fn a_requeued_job_continues_its_run_from_the_checkpoint() {
     assert!(shown.contains("resuming from the checkpoint at step"), "{shown}");
 }
 
+/// `runs cancel` of a run on Slurm: its worker stops at its next step with a checkpoint, the
+/// job completes, and the job's end is recorded as the run's cause, so that nothing asks
+/// Slurm about that job again; `train`, following the run, ends with it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_slurm_run_records_its_job_s_end() {
+    let Some(cluster) = Cluster::new("slurm-cancel").await else { return };
+    let mut train = cluster.spawn_slow_train_with("cpus-per-task=1", 60);
+    cluster.wait_for(1, Duration::from_secs(90), |r| r["last_step"].as_u64().unwrap_or(0) >= 5);
+    let (code, out, err) = run(cluster.workbench().args(["runs", "cancel", "1"]));
+    assert_eq!(code, 0, "{out}{err}");
+    let exit = exit_within(&mut train, Duration::from_secs(60), "after its run was cancelled");
+    assert_ne!(exit.code(), Some(0), "the run did not finish");
+    let ended = cluster.wait_for(1, Duration::from_secs(60), |r| r["supervision"]["cause"].is_string());
+    assert_eq!(ended["status"], "interrupted", "{ended}");
+    let cause = ended["supervision"]["cause"].as_str().unwrap_or_default();
+    assert!(cause.starts_with("slurm: COMPLETED"), "{ended}");
+    assert!(ended["error"].as_str().unwrap_or_default().contains("with a checkpoint"), "{ended}");
+}
+
 /// A sweep of two runs, one job at a time, whose first run's job Slurm requeues (as on
 /// preemption): while that job waits in Slurm's queue its run keeps the sweep's one slot, so
 /// the second run is not submitted meanwhile; the requeued job continues the first run, and

@@ -1541,6 +1541,39 @@ async fn a_run_requeued_at_its_time_limit_may_resume_with_its_job(backend: Backe
     assert!(!store.take_back_for_job(requeued, 3_999_922, "51").await.unwrap(), "only an interrupted run");
 }
 
+/// The Slurm runs a reconcile pass asks about: queued, running, or interrupted by their worker
+/// with the job's end not yet recorded; once it is (only on the run still interrupted under
+/// that job, without a cause), the run is not asked about again.
+async fn slurm_runs_are_reconciled_until_their_job_s_end_is_recorded(backend: Backend) {
+    let Some(db) = TestDb::new(backend, "reconcile").await else { return };
+    let store = db.open().await;
+    let queued = store.create_run(&new_run(1)).await.unwrap();
+    let running = store.create_claimed_run(&new_run(2), 3_999_931).await.unwrap();
+    let stopped = store.create_claimed_run(&new_run(3), 3_999_931).await.unwrap();
+    let local = store.create_claimed_run(&new_run(4), 3_999_931).await.unwrap();
+    let finished = store.create_claimed_run(&new_run(5), 3_999_931).await.unwrap();
+    for (id, job) in [(queued, "61"), (running, "62"), (stopped, "63"), (finished, "65")] {
+        store.set_executor(id, "slurm", Some(job)).await.unwrap();
+    }
+    store.set_executor(local, "local", None).await.unwrap();
+    for id in [running, stopped, local, finished] {
+        store.mark_running(id, 3_999_931).await.unwrap();
+    }
+    store.finish_with_cause(stopped, RunStatus::Interrupted, Some("stopped"), None).await.unwrap();
+    store.finish(finished, RunStatus::Finished, None).await.unwrap();
+    let asked = |runs: Vec<workbench::store::RunRecord>| runs.into_iter().map(|r| r.id).collect::<Vec<_>>();
+    assert_eq!(asked(store.slurm_runs_to_reconcile().await.unwrap()), vec![queued, running, stopped]);
+
+    assert!(!store.record_job_end(stopped, "64", "slurm: COMPLETED (exit 0:0)").await.unwrap(), "another job");
+    assert!(!store.record_job_end(running, "62", "slurm: COMPLETED (exit 0:0)").await.unwrap(), "not interrupted");
+    assert!(store.record_job_end(stopped, "63", "slurm: COMPLETED (exit 0:0)").await.unwrap());
+    assert!(!store.record_job_end(stopped, "63", "slurm: CANCELLED").await.unwrap(), "recorded once");
+    let record = store.run(stopped).await.unwrap();
+    assert_eq!(record.supervision.cause.as_deref(), Some("slurm: COMPLETED (exit 0:0)"));
+    assert!(!record.may_resume_with_its_job(), "its job has ended");
+    assert_eq!(asked(store.slurm_runs_to_reconcile().await.unwrap()), vec![queued, running]);
+}
+
 /// A claim made on another host is never released because its runner's pid is unknown here.
 async fn claims_of_other_hosts_are_left_until_they_time_out(backend: Backend) {
     let Some(db) = TestDb::new(backend, "claims-hosts").await else { return };
@@ -1855,6 +1888,7 @@ on_both_backends!(
     leases_are_honoured_across_hosts,
     claims_of_other_hosts_are_left_until_they_time_out,
     a_run_requeued_at_its_time_limit_may_resume_with_its_job,
+    slurm_runs_are_reconciled_until_their_job_s_end_is_recorded,
     metric_summaries_follow_the_rows,
     a_batch_written_again_is_stored_once,
     twins_of_an_older_store_are_merged_by_the_migration,

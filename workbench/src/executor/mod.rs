@@ -192,19 +192,11 @@ impl Executor {
 
     /// Brings runs in line with their Slurm jobs: a run whose job has ended while the run is
     /// still queued or running ends (failed or interrupted) with the job's state as its cause,
-    /// and a run that its worker ended as interrupted because Slurm stopped it gets that
-    /// state as its cause. Returns the runs it ended.
+    /// and a run that its worker ended as interrupted gets its job's end as its cause once the
+    /// job has left Slurm's queue. Returns the runs it ended.
     pub async fn reconcile(&self, store: &Store) -> Result<Vec<i64>> {
         let Executor::Slurm(_) = self else { return Ok(Vec::new()) };
-        let runs: Vec<RunRecord> = store
-            .list_runs()
-            .await?
-            .into_iter()
-            .filter(|r| r.supervision.executor.as_deref() == Some("slurm") && r.supervision.job_id.is_some())
-            .filter(|r| {
-                !r.status.is_terminal() || (r.status == RunStatus::Interrupted && r.supervision.cause.is_none())
-            })
-            .collect();
+        let runs = store.slurm_runs_to_reconcile().await?;
         let jobs: Vec<String> = runs.iter().filter_map(|r| r.supervision.job_id.clone()).collect();
         if jobs.is_empty() {
             return Ok(Vec::new());
@@ -249,11 +241,13 @@ impl Executor {
                         )
                         .await?
                 }
-                _ if state.state != "COMPLETED" => {
-                    store.record_cause(run.id, &cause).await?;
+                // Interrupted by its worker: the job's end says how (a completed job, its
+                // worker stopped on request; or cancelled, preempted for good, failed), and
+                // the run is not asked about again.
+                _ => {
+                    store.record_job_end(run.id, &job, &cause).await?;
                     false
                 }
-                _ => false,
             };
             if done {
                 ended.push(run.id);

@@ -392,10 +392,24 @@ impl Store {
 
     /// All runs, ordered by id.
     pub async fn list_runs(&self) -> Result<Vec<RunRecord>, StoreError> {
-        let rows = sqlx::query::<Any>(concat!(select_runs!(), " ORDER BY id"))
-            .fetch_all(&self.pool)
-            .await
-            .map_err(|e| self.err(e))?;
+        self.runs_selected(concat!(select_runs!(), " ORDER BY id")).await
+    }
+
+    /// The runs on Slurm whose job's state may still change them: queued or running, or
+    /// interrupted by their worker while the job's end is not yet known (no cause). Once a
+    /// run's job is seen ended, its run has a cause and is not among them again.
+    pub async fn slurm_runs_to_reconcile(&self) -> Result<Vec<RunRecord>, StoreError> {
+        self.runs_selected(concat!(
+            select_runs!(),
+            " WHERE executor = 'slurm' AND job_id IS NOT NULL \
+             AND (status IN ('queued', 'running') OR (status = 'interrupted' AND cause IS NULL)) ORDER BY id"
+        ))
+        .await
+    }
+
+    /// The runs `sql` (a `select_runs!()` query without parameters) selects.
+    async fn runs_selected(&self, sql: &'static str) -> Result<Vec<RunRecord>, StoreError> {
+        let rows = sqlx::query::<Any>(sql).fetch_all(&self.pool).await.map_err(|e| self.err(e))?;
         rows.iter().map(|r| self.map_run(r)).collect()
     }
 

@@ -170,6 +170,21 @@ impl Store {
         self.update_one(sqlx::query::<Any>("UPDATE runs SET cause = $1 WHERE id = $2").bind(cause).bind(id), id).await
     }
 
+    /// Records why the Slurm job `job` of run `id`, interrupted by its worker, ended (its
+    /// state, `cause`), unless the run has moved on meanwhile (requeued, under another job,
+    /// given a cause by its worker). Returns whether it did.
+    pub async fn record_job_end(&self, id: i64, job: &str, cause: &str) -> Result<bool, StoreError> {
+        let result = sqlx::query::<Any>(
+            "UPDATE runs SET cause = $1 WHERE id = $2 AND status = 'interrupted' AND cause IS NULL AND job_id = $3",
+        )
+        .bind(cause)
+        .bind(id)
+        .bind(job)
+        .write(self)
+        .await?;
+        Ok(result.rows_affected() == 1)
+    }
+
     /// Records how run `id` is executed: `local` or `slurm`, and the scheduler's job id.
     pub async fn set_executor(&self, id: i64, executor: &str, job_id: Option<&str>) -> Result<(), StoreError> {
         let query = sqlx::query::<Any>("UPDATE runs SET executor = $1, job_id = $2 WHERE id = $3")
