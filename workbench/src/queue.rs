@@ -138,11 +138,10 @@ impl QueueRunner {
     /// starts queued runs up to the job limit (counting the runs that are running, claimed, or
     /// [may be taken back](Executor::may_be_taken_back) by their Slurm job). Returns the runs
     /// started. A worker that cannot be started leaves its run queued for the next pass, and
-    /// failed after
-    /// [`SPAWN_ATTEMPTS`] attempts, with the reason; but while the executor itself is away
-    /// (no Slurm controller answers, which is passing: a restart, an outage), or Slurm takes
-    /// no more jobs under a submit limit, runs stay queued without using up attempts, and
-    /// [`waiting`](Self::waiting) says why.
+    /// failed after [`SPAWN_ATTEMPTS`] attempts, with the reason; but while the executor
+    /// itself is away (no Slurm controller answers, which is passing: a restart, an outage),
+    /// or Slurm takes no more jobs under a submit limit, runs stay queued without using up
+    /// attempts, and [`waiting`](Self::waiting) says why.
     pub async fn tick(&self) -> Result<Vec<i64>> {
         self.record_exits().await?;
         self.executor.reconcile(&self.store).await?;
