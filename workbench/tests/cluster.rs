@@ -278,7 +278,8 @@ async fn a_requeued_job_continues_its_run_from_the_checkpoint() {
 
 /// `runs cancel` of a run on Slurm: its worker stops at its next step with a checkpoint, the
 /// job completes, and the job's end is recorded as the run's cause, so that nothing asks
-/// Slurm about that job again; `train`, following the run, ends with it.
+/// Slurm about that job again; `train`, following the run, ends with it. So is the end of a
+/// job that Slurm no longer knows.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cancelled_slurm_run_records_its_job_s_end() {
     let Some(cluster) = Cluster::new("slurm-cancel").await else { return };
@@ -293,6 +294,14 @@ async fn a_cancelled_slurm_run_records_its_job_s_end() {
     let cause = ended["supervision"]["cause"].as_str().unwrap_or_default();
     assert!(cause.starts_with("slurm: COMPLETED"), "{ended}");
     assert!(ended["error"].as_str().unwrap_or_default().contains("with a checkpoint"), "{ended}");
+
+    // The same run as if its job had ended long before anything looked, on a cluster without
+    // accounting, which forgets a job MinJobAge after its end: the end is recorded all the same.
+    let forget = "UPDATE runs SET cause = NULL, job_id = '99999999' WHERE id = $1 RETURNING id";
+    cluster.db.count(forget, 1).await;
+    let shown = cluster.show(1)["run"].clone();
+    assert_eq!(shown["status"], "interrupted", "{shown}");
+    assert_eq!(shown["supervision"]["cause"], "slurm: the job has ended; Slurm no longer knows how", "{shown}");
 }
 
 /// A sweep of two runs, one job at a time, whose first run's job Slurm requeues (as on

@@ -206,6 +206,11 @@ impl Executor {
         for run in runs {
             let job = run.supervision.job_id.clone().unwrap_or_default();
             let Some(state) = states.get(&job) else { continue };
+            // A queued or running run whose job Slurm no longer knows is left to its lease and
+            // its claim, which tell from the store whether its worker is alive.
+            if state.forgotten() && !run.status.is_terminal() {
+                continue;
+            }
             if state.active() {
                 if let Some(line) = state.waiting(&job).filter(|_| run.status == RunStatus::Queued) {
                     note_waiting(store, run.id, &job, line).await?;

@@ -304,12 +304,28 @@ impl JobState {
 
     /// The state as a run's cause: `slurm: CANCELLED (exit 0:15)`.
     pub fn cause(&self) -> String {
+        if self.forgotten() {
+            return "slurm: the job has ended; Slurm no longer knows how".to_string();
+        }
         match &self.exit_code {
             Some(code) => format!("slurm: {} (exit {code})", self.state),
             None => format!("slurm: {}", self.state),
         }
     }
+
+    /// Whether Slurm no longer knows the job: it has left the queue and its end is in no
+    /// record (a cluster without accounting keeps ended jobs for MinJobAge only).
+    pub fn forgotten(&self) -> bool {
+        self.state == FORGOTTEN
+    }
+
+    fn forgotten_one() -> JobState {
+        JobState { state: FORGOTTEN.to_string(), exit_code: None, reason: None }
+    }
 }
+
+/// The state [`states`] gives a job Slurm no longer knows; not one of Slurm's own.
+const FORGOTTEN: &str = "FORGOTTEN";
 
 /// Of `jobs`, those still in Slurm's queue (waiting, running, or about to run again), from one
 /// `squeue` call; `None` when squeue does not answer. A job squeue no longer lists has ended
@@ -350,14 +366,18 @@ fn parse_squeue(listing: &str) -> BTreeMap<String, JobState> {
 }
 
 /// States of `jobs`: from `squeue` while queued or running, else from `sacct`, else from
-/// `scontrol show job` (finished jobs stay there for MinJobAge). Jobs no source knows are
-/// missing from the map.
+/// `scontrol show job` (finished jobs stay there for MinJobAge). A job that squeue does not
+/// list and that sacct and scontrol do not know (a cluster without accounting forgets a job
+/// MinJobAge after its end) is [forgotten](JobState::forgotten); one that no source could be
+/// asked about (squeue does not answer) is missing from the map.
 pub fn states(jobs: &[String]) -> Result<BTreeMap<String, JobState>> {
     if jobs.is_empty() {
         return Ok(BTreeMap::new());
     }
     // Jobs squeue does not list (or all of them, when it does not answer) are looked up below.
-    let mut found = squeue(jobs).unwrap_or_default();
+    let listed = squeue(jobs);
+    let squeue_answered = listed.is_some();
+    let mut found = listed.unwrap_or_default();
     let rest: Vec<&String> = jobs.iter().filter(|j| !found.contains_key(*j)).collect();
     if rest.is_empty() {
         return Ok(found);
@@ -383,6 +403,8 @@ pub fn states(jobs: &[String]) -> Result<BTreeMap<String, JobState>> {
         let Ok(out) = Command::new("scontrol").args(["show", "job", "-o", job]).output() else { continue };
         if let Some(state) = parse_scontrol(&String::from_utf8_lossy(&out.stdout)) {
             found.insert(job.clone(), state);
+        } else if squeue_answered && String::from_utf8_lossy(&out.stderr).contains("Invalid job id") {
+            found.insert(job.clone(), JobState::forgotten_one());
         }
     }
     Ok(found)
