@@ -93,6 +93,18 @@ fn phase(frames: &[Frame]) -> &'static str {
     }
 }
 
+/// Whether `symbol` is an allocator's own function (glibc's malloc and free and their
+/// helpers, Rust's allocation shims), not a function whose generic arguments merely name an
+/// allocator (`Vec<f32, alloc::alloc::Global>`), which is what the frame does for a living.
+fn is_allocator(symbol: &str) -> bool {
+    let name = symbol.split(['<', '(', ' ']).next().unwrap_or(symbol);
+    ["malloc", "free", "cfree", "realloc", "calloc", "sysmalloc", "malloc_consolidate", "unlink_chunk"].contains(&name)
+        || ["_int_", "__libc_", "__GI___libc_", "__posix_memalign", "_mid_memalign", "__rust_", "alloc::alloc::"]
+            .iter()
+            .any(|prefix| name.starts_with(prefix))
+        || symbol.starts_with("<alloc::alloc::Global")
+}
+
 fn kernel(frames: &[Frame]) -> &'static str {
     let Some(leaf) = frames.first() else { return "unknown" };
     if leaf.kernel_space {
@@ -109,6 +121,8 @@ fn kernel(frames: &[Frame]) -> &'static str {
         let kind = if has("gemm") {
             "gemm"
         } else if f.symbol.starts_with("kernels::")
+            || f.symbol.contains(" kernels::")
+            || f.symbol.contains("<kernels::")
             || f.source.as_ref().is_some_and(|(file, _)| file.contains("/plugin-api/kernels/src/"))
         {
             "fused kernel"
@@ -118,6 +132,8 @@ fn kernel(frames: &[Frame]) -> &'static str {
             "memcpy"
         } else if has("Map1::map") || has("Map1Any") || has("copy_strided") || has("copy2d") {
             "strided copy / map"
+        } else if has("add_assign_if_unshared") {
+            "gradient sums in place"
         } else if has("binary_map") {
             "binary element-wise"
         } else if has("unary_map") || has("Affine") {
@@ -126,7 +142,7 @@ fn kernel(frames: &[Frame]) -> &'static str {
             "reduction"
         } else if has("exp") || has("erf") || has("libm") {
             "libm"
-        } else if has("malloc") || has("free") || has("_int_") || has("alloc::alloc") {
+        } else if is_allocator(&f.symbol) {
             "malloc / free"
         } else if has("BarrierGuard") || has("park") || has("spin") {
             "thread pool"
