@@ -304,6 +304,16 @@ async fn a_cancelled_slurm_run_records_its_job_s_end() {
     assert_eq!(shown["supervision"]["cause"], "slurm: the job has ended; Slurm no longer knows how", "{shown}");
 }
 
+/// `sweep` arguments for two runs of the fixture's slow mode (seeds 0 and 1, `steps` steps,
+/// evaluated every 5), one job at a time.
+fn slow_sweep_of_two_one_at_a_time(steps: u32) -> Vec<String> {
+    let mut args = fixture_train_args("slow", steps, 5);
+    args[0] = "sweep".to_string();
+    args.splice(1..1, ["--jobs".to_string(), "1".to_string()]);
+    args.push("seed=0,1".into());
+    args
+}
+
 /// A sweep of two runs, one job at a time, whose first run's job Slurm requeues (as on
 /// preemption): while that job waits in Slurm's queue its run keeps the sweep's one slot, so
 /// the second run is not submitted meanwhile; the requeued job continues the first run, and
@@ -312,11 +322,7 @@ async fn a_cancelled_slurm_run_records_its_job_s_end() {
 async fn a_sweep_keeps_the_slot_of_a_run_whose_job_slurm_requeued() {
     let Some(cluster) = Cluster::new("slurm-requeue-sweep").await else { return };
     let steps: u32 = 30;
-    let mut args = fixture_train_args("slow", steps, 5);
-    args[0] = "sweep".to_string();
-    args.splice(1..1, ["--jobs".to_string(), "1".to_string()]);
-    args.push("seed=0,1".into());
-    let mut sweep = cluster.start_training(cluster.workbench().args(args));
+    let mut sweep = cluster.start_training(cluster.workbench().args(slow_sweep_of_two_one_at_a_time(steps)));
     let running = cluster.wait_for(1, Duration::from_secs(90), |r| r["last_step"].as_u64().unwrap_or(0) >= 7);
     let job = running["supervision"]["job_id"].as_str().expect("the run's job").to_string();
     let (code, _, err) = run(Command::new("scontrol").args(["requeue", &job]));
@@ -390,12 +396,10 @@ async fn cut_off_for_longer_than_a_lease(command: &str) {
     let leases = |cmd: &mut Command| {
         cmd.env("WORKBENCH_LEASE_S", "2").env("WORKBENCH_HEARTBEAT_S", "0.5");
     };
-    let mut args = fixture_train_args("slow", steps, 5);
-    args[0] = command.to_string();
-    if command == "sweep" {
-        args.splice(1..1, ["--jobs".to_string(), "1".to_string()]);
-        args.push("seed=0,1".into());
-    }
+    let args = match command {
+        "sweep" => slow_sweep_of_two_one_at_a_time(steps),
+        _ => fixture_train_args("slow", steps, 5),
+    };
     let mut follower = cluster.workbench();
     leases(&mut follower);
     let mut train =
