@@ -352,6 +352,29 @@ fn composed_softmax_attention(
     mixed.transpose(1, 2)?.reshape((b, n, width))
 }
 
+/// `dropout` with rate 0 taken as none; a rate outside `[0, 1)` is refused.
+fn checked_dropout(dropout: Option<AttentionDropout>) -> Result<Option<AttentionDropout>> {
+    let dropout = dropout.filter(|d| d.rate != 0.0);
+    if let Some(AttentionDropout { rate, .. }) = dropout {
+        if !(0.0..1.0).contains(&rate) {
+            candle_core::bail!("softmax_attention: the dropout rate must be in [0, 1), got {rate}")
+        }
+    }
+    Ok(dropout)
+}
+
+/// The fused attention's dropout mask for `[B, N, W]` inputs, if any: drawn once, block by block
+/// (flags only, one per weight); the weights are never formed as a tensor.
+fn dropout_mask(
+    (batch, tokens, _): (usize, usize, usize),
+    heads: usize,
+    dropout: Option<AttentionDropout>,
+) -> Option<std::sync::Arc<dropout_mask::DropMask>> {
+    dropout.map(|AttentionDropout { rate, seed }| {
+        std::sync::Arc::new(dropout_mask::DropMask::draw(batch * heads, tokens * tokens, rate, seed))
+    })
+}
+
 /// The composition of [`bi_softmax_attention`] (split the heads, RMSNorm, the scores, the
 /// bi-softmax, the product with `Z`, merge the heads), its RMSNorm and bi-softmax from `kernels`
 /// (fused where they apply: on a CUDA device).
@@ -585,12 +608,7 @@ impl Kernels {
         causal: bool,
         dropout: Option<AttentionDropout>,
     ) -> Result<Tensor> {
-        let dropout = dropout.filter(|d| d.rate != 0.0);
-        if let Some(AttentionDropout { rate, .. }) = dropout {
-            if !(0.0..1.0).contains(&rate) {
-                candle_core::bail!("softmax_attention: the dropout rate must be in [0, 1), got {rate}")
-            }
-        }
+        let dropout = checked_dropout(dropout)?;
         let fits = is_fused(q)
             && q.rank() == 3
             && [k, v]
@@ -599,15 +617,34 @@ impl Kernels {
         if self == Kernels::Composed || !fits {
             return composed_softmax_attention([q, k, v], heads, scale, causal, dropout, self);
         }
-        // The mask, if any, is drawn once, block by block (flags only, one per weight); the
-        // weights are never formed as a tensor.
-        let mask = match dropout {
-            Some(AttentionDropout { rate, seed }) => {
-                let (batch, tokens, _) = q.dims3()?;
-                Some(std::sync::Arc::new(dropout_mask::DropMask::draw(batch * heads, tokens * tokens, rate, seed)))
-            }
-            None => None,
-        };
+        let mask = dropout_mask(q.dims3()?, heads, dropout);
         q.apply_op3(k, v, softmax_attention::SoftmaxAttention { heads, scale, causal, mask })
+    }
+
+    /// [`Kernels::softmax_attention`] of one projection `qkv` = `[Q | K | V]` (`[B, N, 3 H p]`,
+    /// the three side by side in each row, as `x [W_Q | W_K | W_V]` gives them): the same
+    /// values, and the gradient comes back in `qkv`'s layout, so one product serves the three
+    /// projections forward and backward.
+    pub fn softmax_attention_packed(
+        self,
+        qkv: &Tensor,
+        heads: usize,
+        scale: f64,
+        causal: bool,
+        dropout: Option<AttentionDropout>,
+    ) -> Result<Tensor> {
+        let (batch, tokens, packed) = qkv.dims3()?;
+        if packed % 3 != 0 {
+            candle_core::bail!("softmax_attention_packed: the last dimension {packed} is not three widths [Q | K | V]")
+        }
+        let width = packed / 3;
+        if self == Kernels::Composed || !is_fused(qkv) {
+            let part = |i: usize| qkv.narrow(2, i * width, width);
+            return self.softmax_attention(&part(0)?, &part(1)?, &part(2)?, heads, scale, causal, dropout);
+        }
+        let dropout = checked_dropout(dropout)?;
+        let mask = dropout_mask((batch, tokens, width), heads, dropout);
+        let op = softmax_attention::SoftmaxAttention { heads, scale, causal, mask };
+        qkv.apply_op1(softmax_attention::PackedSoftmaxAttention(op))
     }
 }

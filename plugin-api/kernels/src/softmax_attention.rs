@@ -23,10 +23,10 @@
 use crate::attention::{fill_heads, head_matrix, into_head, product, transposed, Dims, HeadScratch};
 use crate::dropout_mask::DropMask;
 use crate::real::Real;
-use crate::strided::{output_buffer, parallel_plan, slice, storage_len, unpack, Rows};
+use crate::strided::{for_each_chunk, output_buffer, parallel_plan, slice, storage_len, unpack, Rows};
 use crate::vector::{dot, softmax_in_place};
 use crate::widest::{inlined, widest};
-use candle_core::{bail, CpuStorage, CustomOp3, Layout, Result, Shape, Storage, Tensor};
+use candle_core::{bail, CpuStorage, CustomOp1, CustomOp3, Layout, Result, Shape, Storage, Tensor};
 use rayon::prelude::*;
 use std::sync::Arc;
 
@@ -73,7 +73,16 @@ fn forward<T: Real>(inputs: [(&[T], &Rows); 3], d: Dims, scale: f64, causal: boo
     )
 }
 
-/// `[dQ, dK, dV]`, flattened one after the other.
+/// Where the backward writes `dQ`, `dK` and `dV`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum GradLayout {
+    /// Three `[B, N, W]` blocks, one after the other.
+    Separate,
+    /// Side by side in each row, `[B, N, 3W]`: the gradient of one projection `[Q | K | V]`.
+    Packed,
+}
+
+/// `dQ`, `dK` and `dV` laid out as `layout` says.
 fn backward<T: Real>(
     inputs: [(&[T], &Rows); 3],
     grad: (&[T], &Rows),
@@ -81,6 +90,7 @@ fn backward<T: Real>(
     scale: f64,
     causal: bool,
     mask: Option<&DropMask>,
+    layout: GradLayout,
 ) -> Vec<T> {
     let (n, width, hp) = (d.tokens, d.width(), d.head_dim);
     let per_sample = n * width;
@@ -88,20 +98,19 @@ fn backward<T: Real>(
     // Every entry is written: each head's products fill its columns of dQ, dK and dV.
     let mut out = output_buffer(3 * total);
     let scale = T::c(scale);
-    // Samples `first..` of dQ, dK, dV.
+    // Samples `first..first + samples`: `dst` holds where dQ, dK and dV of sample `first`
+    // start, `row_stride` apart from row to row and `sample_stride` from sample to sample.
     let run = inlined(
         #[inline(always)]
-        |first: usize, dq: &mut [T], dk: &mut [T], dv: &mut [T]| {
+        |first: usize, samples: usize, dst: [*mut T; 3], row_stride: usize, sample_stride: usize| {
             let mut scratch = HeadScratch::new(&d);
             let mut ds = vec![T::zero(); n * n];
             // D(P) when there is a mask (`P` itself is needed for dS).
             let mut dropped = vec![T::zero(); if mask.is_some() { n * n } else { 0 }];
-            let samples = dq.len() / per_sample.max(1);
             for k in 0..samples {
                 let b = first + k;
-                let at = k * per_sample;
-                let (dq, dk, dv) =
-                    (&mut dq[at..at + per_sample], &mut dk[at..at + per_sample], &mut dv[at..at + per_sample]);
+                // SAFETY: the callers pass pointers into `out` with room for `samples` samples.
+                let [dq, dk, dv] = dst.map(|at| unsafe { at.add(k * sample_stride) });
                 for h in 0..d.heads {
                     scratch.attend_softmax(inputs, &d, b, h, scale, causal);
                     let d_out = head_matrix(grad.0, grad.1, &d, b, h);
@@ -115,7 +124,7 @@ fn backward<T: Real>(
                     };
                     unsafe {
                         // dV = D(P)^T dO; dP = D(dO V^T) (into `ds`).
-                        product((n, hp, n), dv.as_mut_ptr().add(col), width, (weights, 1, n), d_out, T::one(), false);
+                        product((n, hp, n), dv.add(col), row_stride, (weights, 1, n), d_out, T::one(), false);
                         product((n, n, hp), ds.as_mut_ptr(), n, d_out, transposed(scratch.v), T::one(), false);
                     }
                     if let Some(mask) = mask {
@@ -130,46 +139,50 @@ fn backward<T: Real>(
                     }
                     unsafe {
                         // dQ = scale dS K; dK = scale dS^T Q.
-                        product(
-                            (n, hp, n),
-                            dq.as_mut_ptr().add(col),
-                            width,
-                            (ds.as_ptr(), n, 1),
-                            scratch.k,
-                            scale,
-                            false,
-                        );
-                        product(
-                            (n, hp, n),
-                            dk.as_mut_ptr().add(col),
-                            width,
-                            (ds.as_ptr(), 1, n),
-                            scratch.q,
-                            scale,
-                            false,
-                        );
+                        product((n, hp, n), dq.add(col), row_stride, (ds.as_ptr(), n, 1), scratch.k, scale, false);
+                        product((n, hp, n), dk.add(col), row_stride, (ds.as_ptr(), 1, n), scratch.q, scale, false);
                     }
                 }
             }
         },
     );
-    let (dq, rest) = out.split_at_mut(total);
-    let (dk, dv) = rest.split_at_mut(total);
-    match parallel_plan(total, per_sample) {
-        Some(per_task) if per_sample > 0 => {
-            let len = per_task * per_sample;
-            dq.par_chunks_mut(len).zip(dk.par_chunks_mut(len)).zip(dv.par_chunks_mut(len)).enumerate().for_each(
-                |(c, ((dq, dk), dv))| {
-                    widest(
-                        #[inline(always)]
-                        || run(c * per_task, dq, dk, dv),
-                    )
-                },
-            );
+    if per_sample == 0 {
+        return out;
+    }
+    match layout {
+        GradLayout::Separate => {
+            let (dq, rest) = out.split_at_mut(total);
+            let (dk, dv) = rest.split_at_mut(total);
+            let task = |first: usize, dq: &mut [T], dk: &mut [T], dv: &mut [T]| {
+                let samples = dq.len() / per_sample;
+                let dst = [dq.as_mut_ptr(), dk.as_mut_ptr(), dv.as_mut_ptr()];
+                widest(
+                    #[inline(always)]
+                    || run(first, samples, dst, width, per_sample),
+                )
+            };
+            match parallel_plan(total, per_sample) {
+                Some(per_task) => {
+                    let len = per_task * per_sample;
+                    dq.par_chunks_mut(len)
+                        .zip(dk.par_chunks_mut(len))
+                        .zip(dv.par_chunks_mut(len))
+                        .enumerate()
+                        .for_each(|(c, ((dq, dk), dv))| task(c * per_task, dq, dk, dv));
+                }
+                None => task(0, dq, dk, dv),
+            }
         }
-        _ => widest(
+        GradLayout::Packed => for_each_chunk(
+            &mut out,
+            3 * per_sample,
             #[inline(always)]
-            || run(0, dq, dk, dv),
+            |first, chunk: &mut [T]| {
+                let at = chunk.as_mut_ptr();
+                // SAFETY: each row of the chunk holds `3 * width` entries.
+                let dst = unsafe { [at, at.add(width), at.add(2 * width)] };
+                run(first, chunk.len() / (3 * per_sample), dst, 3 * width, 3 * per_sample)
+            },
         ),
     }
     out
@@ -204,6 +217,35 @@ pub(crate) struct SoftmaxAttention {
     pub mask: Option<Arc<DropMask>>,
 }
 
+impl SoftmaxAttention {
+    /// The output of `Q`, `K`, `V` (their storages and layouts, possibly one storage).
+    fn forward_on(&self, storages: [&CpuStorage; 3], layouts: [&Layout; 3], name: &'static str) -> Result<CpuStorage> {
+        let d = dims_of(layouts, self.heads, name)?;
+        check_mask(self.mask.as_deref(), &d, name)?;
+        let rows = layouts.map(Rows::new);
+        Ok(per_real!(storages[0], name, |T| {
+            let inputs = [
+                (slice::<T>(storages[0], name)?, &rows[0]),
+                (slice::<T>(storages[1], name)?, &rows[1]),
+                (slice::<T>(storages[2], name)?, &rows[2]),
+            ];
+            forward(inputs, d, self.scale, self.causal, self.mask.as_deref())
+        }))
+    }
+
+    /// The backward op for the output's gradient `grad`, writing `layout`.
+    fn backward_op(&self, grad: &Tensor, layout: GradLayout) -> SoftmaxAttentionBackward {
+        SoftmaxAttentionBackward {
+            heads: self.heads,
+            scale: self.scale,
+            causal: self.causal,
+            mask: self.mask.clone(),
+            grad: grad.clone(),
+            layout,
+        }
+    }
+}
+
 impl CustomOp3 for SoftmaxAttention {
     fn name(&self) -> &'static str {
         "fused-softmax-attention"
@@ -218,19 +260,7 @@ impl CustomOp3 for SoftmaxAttention {
         vs: &CpuStorage,
         vl: &Layout,
     ) -> Result<(CpuStorage, Shape)> {
-        let name = self.name();
-        let d = dims_of([ql, kl, vl], self.heads, name)?;
-        check_mask(self.mask.as_deref(), &d, name)?;
-        let rows = [Rows::new(ql), Rows::new(kl), Rows::new(vl)];
-        let out = per_real!(qs, name, |T| {
-            let inputs = [
-                (slice::<T>(qs, name)?, &rows[0]),
-                (slice::<T>(ks, name)?, &rows[1]),
-                (slice::<T>(vs, name)?, &rows[2]),
-            ];
-            forward(inputs, d, self.scale, self.causal, self.mask.as_deref())
-        });
-        Ok((out, ql.shape().clone()))
+        Ok((self.forward_on([qs, ks, vs], [ql, kl, vl], self.name())?, ql.shape().clone()))
     }
 
     fn bwd(
@@ -243,26 +273,86 @@ impl CustomOp3 for SoftmaxAttention {
     ) -> Result<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
         // A custom op takes at most three arguments: `dO` travels in the op (concatenating it
         // to `V` copied both, 0.6 % of a Transformer step).
-        let op = SoftmaxAttentionBackward {
-            heads: self.heads,
-            scale: self.scale,
-            causal: self.causal,
-            mask: self.mask.clone(),
-            grad: grad.clone(),
-        };
+        let op = self.backward_op(grad, GradLayout::Separate);
         let [dq, dk, dv] = unpack(&q.apply_op3_no_bwd(k, v, &op)?, [q, k, v])?;
         Ok((Some(dq), Some(dk), Some(dv)))
     }
 }
 
-/// The backward of [`SoftmaxAttention`]: arguments `Q`, `K` and `V`, the output's gradient
-/// `dO` held by the op; result `[dQ, dK, dV]` flattened.
+/// [`SoftmaxAttention`] on one projection `[Q | K | V]` (`[B, N, 3 H p]`, the three side by
+/// side in each row): one product `X [W_Q | W_K | W_V]` instead of three, and the gradient comes
+/// back in the same layout for that product's backward (separate `Q`, `K`, `V` views of it
+/// would each get a gradient padded with zeros to the whole width, then summed).
+pub(crate) struct PackedSoftmaxAttention(pub SoftmaxAttention);
+
+/// The layouts of `Q`, `K` and `V` within a packed `[B, N, 3W]` layout.
+fn packed_parts(layout: &Layout, op: &'static str) -> Result<[Layout; 3]> {
+    let dims = layout.dims();
+    let &[_, _, packed] = dims else { bail!("{op}: expects [B, N, 3 H p], got shape {dims:?}") };
+    if packed % 3 != 0 {
+        bail!("{op}: the last dimension {packed} is not three widths [Q | K | V]")
+    }
+    let width = packed / 3;
+    Ok([layout.narrow(2, 0, width)?, layout.narrow(2, width, width)?, layout.narrow(2, 2 * width, width)?])
+}
+
+impl CustomOp1 for PackedSoftmaxAttention {
+    fn name(&self) -> &'static str {
+        "fused-softmax-attention-packed"
+    }
+
+    fn cpu_fwd(&self, storage: &CpuStorage, layout: &Layout) -> Result<(CpuStorage, Shape)> {
+        let name = self.name();
+        let [q, k, v] = packed_parts(layout, name)?;
+        Ok((self.0.forward_on([storage; 3], [&q, &k, &v], name)?, q.shape().clone()))
+    }
+
+    fn bwd(&self, qkv: &Tensor, _res: &Tensor, grad: &Tensor) -> Result<Option<Tensor>> {
+        let op = self.0.backward_op(grad, GradLayout::Packed);
+        Ok(Some(qkv.apply_op1_no_bwd(&op)?.reshape(qkv.shape())?))
+    }
+}
+
+/// The backward of [`SoftmaxAttention`] and [`PackedSoftmaxAttention`]: arguments `Q`, `K` and
+/// `V` (or the packed `[Q | K | V]`), the output's gradient `dO` held by the op; result `dQ`,
+/// `dK`, `dV` flattened, laid out as `layout` says.
 struct SoftmaxAttentionBackward {
     heads: usize,
     scale: f64,
     causal: bool,
     mask: Option<Arc<DropMask>>,
     grad: Tensor,
+    layout: GradLayout,
+}
+
+impl SoftmaxAttentionBackward {
+    fn backward_on(
+        &self,
+        storages: [&CpuStorage; 3],
+        layouts: [&Layout; 3],
+        name: &'static str,
+    ) -> Result<(CpuStorage, Shape)> {
+        let d = dims_of(layouts, self.heads, name)?;
+        check_mask(self.mask.as_deref(), &d, name)?;
+        let (grad_storage, grad_layout) = self.grad.storage_and_layout();
+        let Storage::Cpu(gs) = &*grad_storage else { bail!("{name}: the gradient is not on the CPU") };
+        if grad_layout.dims() != layouts[0].dims() {
+            bail!("{name}: the gradient has shape {:?}, the output {:?}", grad_layout.dims(), layouts[0].dims())
+        }
+        let rows = layouts.map(Rows::new);
+        let grad_rows = Rows::new(grad_layout);
+        let out = per_real!(storages[0], name, |T| {
+            let inputs = [
+                (slice::<T>(storages[0], name)?, &rows[0]),
+                (slice::<T>(storages[1], name)?, &rows[1]),
+                (slice::<T>(storages[2], name)?, &rows[2]),
+            ];
+            let grad = (slice::<T>(gs, name)?, &grad_rows);
+            backward(inputs, grad, d, self.scale, self.causal, self.mask.as_deref(), self.layout)
+        });
+        let len = storage_len(&out);
+        Ok((out, Shape::from(len)))
+    }
 }
 
 impl CustomOp3 for SoftmaxAttentionBackward {
@@ -279,25 +369,18 @@ impl CustomOp3 for SoftmaxAttentionBackward {
         vs: &CpuStorage,
         vl: &Layout,
     ) -> Result<(CpuStorage, Shape)> {
-        let name = self.name();
-        let d = dims_of([ql, kl, vl], self.heads, name)?;
-        check_mask(self.mask.as_deref(), &d, name)?;
-        let (grad_storage, grad_layout) = self.grad.storage_and_layout();
-        let Storage::Cpu(gs) = &*grad_storage else { bail!("{name}: the gradient is not on the CPU") };
-        if grad_layout.dims() != ql.dims() {
-            bail!("{name}: the gradient has shape {:?}, the output {:?}", grad_layout.dims(), ql.dims())
-        }
-        let rows = [Rows::new(ql), Rows::new(kl), Rows::new(vl)];
-        let grad_rows = Rows::new(grad_layout);
-        let out = per_real!(qs, name, |T| {
-            let inputs = [
-                (slice::<T>(qs, name)?, &rows[0]),
-                (slice::<T>(ks, name)?, &rows[1]),
-                (slice::<T>(vs, name)?, &rows[2]),
-            ];
-            backward(inputs, (slice::<T>(gs, name)?, &grad_rows), d, self.scale, self.causal, self.mask.as_deref())
-        });
-        let len = storage_len(&out);
-        Ok((out, Shape::from(len)))
+        self.backward_on([qs, ks, vs], [ql, kl, vl], CustomOp3::name(self))
+    }
+}
+
+impl CustomOp1 for SoftmaxAttentionBackward {
+    fn name(&self) -> &'static str {
+        "fused-softmax-attention-packed-backward"
+    }
+
+    fn cpu_fwd(&self, storage: &CpuStorage, layout: &Layout) -> Result<(CpuStorage, Shape)> {
+        let name = CustomOp1::name(self);
+        let [q, k, v] = packed_parts(layout, name)?;
+        self.backward_on([storage; 3], [&q, &k, &v], name)
     }
 }

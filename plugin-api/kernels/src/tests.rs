@@ -421,6 +421,48 @@ pub(crate) fn softmax_attention_matches_the_composition_on(device: &Device) {
     }
 }
 
+/// The attention of one packed projection `[Q | K | V]` against the composition on its three
+/// parts, values and the packed gradient, in every layout, causal or not, with and without
+/// dropout.
+#[test]
+fn packed_softmax_attention_matches_the_composition_on_its_parts() {
+    let cases = [(1, 1, 1, 4), (2, 5, 3, 4), (2, 7, 3, 4), (1, 9, 2, 5), (3, 5, 1, 1)];
+    for (s, &(b, n, heads, p)) in cases.iter().enumerate() {
+        let width = heads * p;
+        let scale = 1.0 / (p as f64).sqrt();
+        let parts = |x: &Tensor| [0, 1, 2].map(|i| x.narrow(2, i * width, width).unwrap());
+        for causal in [false, true] {
+            for dropout in [None, Some(AttentionDropout { rate: 0.3, seed: 17 + s as u64 })] {
+                for (v, view) in VIEWS.into_iter().enumerate() {
+                    let (xv, x) = input(&[b, n, 3 * width], view, 700 + 10 * s as u64 + v as u64);
+                    check(
+                        &format!(
+                            "packed softmax attention B={b} N={n} H={heads} p={p} causal={causal} {dropout:?} {view:?}"
+                        ),
+                        &[xv],
+                        &[x],
+                        |i| Kernels::Fused.softmax_attention_packed(&i[0], heads, scale, causal, dropout).unwrap(),
+                        |i| {
+                            let [q, k, v] = parts(&i[0]);
+                            Kernels::Composed.softmax_attention(&q, &k, &v, heads, scale, causal, dropout).unwrap()
+                        },
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// A packed projection whose width is not three equal parts is refused, naming the shape.
+#[test]
+fn packed_softmax_attention_needs_three_equal_parts() {
+    let (_, x) = input(&[2, 5, 8], View::Plain, 3);
+    for kernels in [Kernels::Fused, Kernels::Composed] {
+        let err = kernels.softmax_attention_packed(&x, 2, 0.5, false, None).unwrap_err().to_string();
+        assert!(err.contains("8 is not three widths"), "{kernels:?}: {err}");
+    }
+}
+
 /// GPT-2's attention dropout in the fused op against the composition with `seeded_dropout` on
 /// the weights (which holds the same mask only if the op draws it exactly as that function
 /// does), values and gradients; and the mask does act.

@@ -61,16 +61,19 @@ impl TransformerBlock {
 
     fn attention(&self, h: &Tensor, causal: bool) -> Result<Tensor> {
         let k = self.kernels;
-        let q = k.linear(h, &self.w_q, None)?;
+        let scale = 1.0 / (self.head_dim as f64).sqrt();
         // With `shared_qkv` one projection serves as query, key and value.
         let shared = self.w_k.id() == self.w_q.id() && self.w_v.id() == self.w_q.id();
-        let (key, v) = if shared {
-            (q.clone(), q.clone())
+        let mixed = if shared {
+            let qkv = k.linear(h, &self.w_q, None)?;
+            k.softmax_attention(&qkv, &qkv, &qkv, self.heads, scale, causal, None)?
         } else {
-            (k.linear(h, &self.w_k, None)?, k.linear(h, &self.w_v, None)?)
+            // One product `h [W_Q | W_K | W_V]` instead of three (the same values): wider
+            // products run faster, and the input's gradient is one product instead of three
+            // and two sums.
+            let w_qkv = Tensor::cat(&[&self.w_q, &self.w_k, &self.w_v], 1)?;
+            k.softmax_attention_packed(&k.linear(h, &w_qkv, None)?, self.heads, scale, causal, None)?
         };
-        let scale = 1.0 / (self.head_dim as f64).sqrt();
-        let mixed = k.softmax_attention(&q, &key, &v, self.heads, scale, causal, None)?;
         Ok(k.linear(&mixed, &self.w_o, None)?)
     }
 
