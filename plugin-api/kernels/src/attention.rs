@@ -225,7 +225,7 @@ impl<T: Real> Scratch<T> {
 
 /// Head `h` of sample `b` of the weights `[B, H, N, N]`.
 #[inline(always)]
-fn head_weights<'a, T>(p: &'a [T], d: &Dims, b: usize, h: usize) -> &'a [T] {
+pub(crate) fn head_weights<'a, T>(p: &'a [T], d: &Dims, b: usize, h: usize) -> &'a [T] {
     let per_head = d.tokens * d.tokens;
     &p[(b * d.heads + h) * per_head..][..per_head]
 }

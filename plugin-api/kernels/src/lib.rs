@@ -618,7 +618,8 @@ impl Kernels {
             return composed_softmax_attention([q, k, v], heads, scale, causal, dropout, self);
         }
         let mask = dropout_mask(q.dims3()?, heads, dropout);
-        q.apply_op3(k, v, softmax_attention::SoftmaxAttention { heads, scale, causal, mask })
+        let keep_weights = [q, k, v].iter().any(|t| t.track_op());
+        q.apply_op3(k, v, softmax_attention::SoftmaxAttention::new(heads, scale, causal, mask, keep_weights))
     }
 
     /// [`Kernels::softmax_attention`] of one projection `qkv` = `[Q | K | V]` (`[B, N, 3 H p]`,
@@ -644,7 +645,7 @@ impl Kernels {
         }
         let dropout = checked_dropout(dropout)?;
         let mask = dropout_mask((batch, tokens, width), heads, dropout);
-        let op = softmax_attention::SoftmaxAttention { heads, scale, causal, mask };
+        let op = softmax_attention::SoftmaxAttention::new(heads, scale, causal, mask, qkv.track_op());
         qkv.apply_op1(softmax_attention::PackedSoftmaxAttention(op))
     }
 }

@@ -9,8 +9,11 @@
 //! dropout: a seeded mask on the `[B, H, N, N]` weights (`dropout_mask.rs`), kept entries
 //! scaled by `1 / (1 - rate)`.
 //!
-//! As in `attention.rs`, each (sample, head) works in its own `N x N` and `N x p` scratch, so
-//! nothing of size `B H N^2` is stored but the mask's flags; the backward recomputes `P`:
+//! When a gradient will be asked for, the op keeps the weights `P` of every (sample, head)
+//! (`B H N^2` values, as Hyper-SET's attention keeps its own) so that the backward need not
+//! recompute the scores, their exponentials and one of its products; otherwise each (sample,
+//! head) works in its own `N x N` scratch and nothing of size `B H N^2` is stored but the
+//! mask's flags. The backward:
 //!
 //! - `dV = D(P)^T dO`, `dP = D(dO V^T)` (the mask is linear: its own transpose);
 //! - `dS = P (dP - rowsum(dP P))` (entry-wise products; masked entries have `P = 0`);
@@ -20,55 +23,112 @@
 //! the three gradients. Samples run in parallel; the products go to the `gemm` crate on one
 //! thread each.
 
-use crate::attention::{fill_heads, head_matrix, into_head, product, transposed, Dims, HeadScratch};
+use crate::attention::{
+    fill_heads, head_matrix, head_weights, into_head, product, transposed, Dims, HeadScratch, Matrix,
+};
 use crate::dropout_mask::DropMask;
 use crate::real::Real;
-use crate::strided::{for_each_chunk, output_buffer, parallel_plan, slice, storage_len, unpack, Rows};
+use crate::strided::{fill, for_each_chunk, output_buffer, parallel_plan, slice, storage_len, unpack, Rows};
 use crate::vector::{dot, softmax_in_place};
 use crate::widest::{inlined, widest};
 use candle_core::{bail, CpuStorage, CustomOp1, CustomOp3, Layout, Result, Shape, Storage, Tensor};
 use rayon::prelude::*;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 impl<T: Real> HeadScratch<T> {
-    /// Takes `Q_h`, `K_h`, `V_h` of sample `b` and fills `p` with the attention weights.
+    /// Points at `Q_h`, `K_h`, `V_h` of sample `b`.
     #[inline(always)]
-    fn attend_softmax(&mut self, [q, k, v]: [(&[T], &Rows); 3], d: &Dims, b: usize, h: usize, scale: T, causal: bool) {
-        let (n, hp) = (d.tokens, d.head_dim);
+    fn take_head(&mut self, [q, k, v]: [(&[T], &Rows); 3], d: &Dims, b: usize, h: usize) {
         self.q = head_matrix(q.0, q.1, d, b, h);
         self.k = head_matrix(k.0, k.1, d, b, h);
         self.v = head_matrix(v.0, v.1, d, b, h);
-        // S = scale Q K^T into `p`, then its row softmax in place (over keys <= i if causal).
-        unsafe {
-            product((n, n, hp), self.p.as_mut_ptr(), n, self.q, transposed(self.k), scale, false);
-        }
-        for (i, row) in self.p.chunks_exact_mut(n).enumerate() {
-            if causal {
-                let (kept, masked) = row.split_at_mut(i + 1);
-                softmax_in_place(kept);
-                masked.fill(T::zero());
-            } else {
-                softmax_in_place(row);
-            }
+    }
+
+    /// Takes `Q_h`, `K_h`, `V_h` of sample `b` and fills `p` with the attention weights.
+    #[inline(always)]
+    fn attend_softmax(&mut self, inputs: [(&[T], &Rows); 3], d: &Dims, b: usize, h: usize, scale: T, causal: bool) {
+        self.take_head(inputs, d, b, h);
+        softmax_weights(self.q, self.k, d, scale, causal, &mut self.p);
+    }
+}
+
+/// `P = softmax_row(scale Q_h K_h^T)` into `p` (`N x N`; over keys `<= i` if causal, zero after).
+#[inline(always)]
+fn softmax_weights<T: Real>(q: Matrix<T>, k: Matrix<T>, d: &Dims, scale: T, causal: bool, p: &mut [T]) {
+    let (n, hp) = (d.tokens, d.head_dim);
+    // SAFETY: `p` holds N x N entries; `q` and `k` are the head's N x p.
+    unsafe { product((n, n, hp), p.as_mut_ptr(), n, q, transposed(k), scale, false) }
+    for (i, row) in p.chunks_exact_mut(n.max(1)).enumerate() {
+        if causal {
+            let (kept, masked) = row.split_at_mut(i + 1);
+            softmax_in_place(kept);
+            masked.fill(T::zero());
+        } else {
+            softmax_in_place(row);
         }
     }
 }
 
-fn forward<T: Real>(inputs: [(&[T], &Rows); 3], d: Dims, scale: f64, causal: bool, mask: Option<&DropMask>) -> Vec<T> {
+/// The weights `P` of every (sample, head), `[B, H, N, N]`.
+fn weights<T: Real>(inputs: [(&[T], &Rows); 3], d: Dims, scale: f64, causal: bool) -> Vec<T> {
+    let per_head = d.tokens * d.tokens;
+    let scale = T::c(scale);
+    fill(
+        d.batch * d.heads * per_head,
+        d.heads * per_head,
+        #[inline(always)]
+        |first, chunk: &mut [T]| {
+            let mut scratch = HeadScratch::new(&d);
+            for (k, sample) in chunk.chunks_exact_mut((d.heads * per_head).max(1)).enumerate() {
+                for (h, p) in sample.chunks_exact_mut(per_head.max(1)).enumerate() {
+                    scratch.take_head(inputs, &d, first + k, h);
+                    softmax_weights(scratch.q, scratch.k, &d, scale, causal, p);
+                }
+            }
+        },
+    )
+}
+
+/// The output; from the weights `kept` of [`weights`] if given, else computing them head by head.
+fn forward<T: Real>(
+    inputs: [(&[T], &Rows); 3],
+    d: Dims,
+    scale: f64,
+    causal: bool,
+    mask: Option<&DropMask>,
+    kept: Option<&[T]>,
+) -> Vec<T> {
     let (n, width, hp) = (d.tokens, d.width(), d.head_dim);
     let scale = T::c(scale);
     fill_heads(
         &d,
         d.heads,
-        || HeadScratch::new(&d),
+        // The head's scratch, and D(P) when the mask applies to kept weights.
+        || (HeadScratch::new(&d), vec![T::zero(); if mask.is_some() && kept.is_some() { n * n } else { 0 }]),
         #[inline(always)]
-        |scratch, b, h, sample| {
-            scratch.attend_softmax(inputs, &d, b, h, scale, causal);
-            if let Some(mask) = mask {
-                mask.apply(b * d.heads + h, &mut scratch.p);
-            }
+        |(scratch, dropped), b, h, sample| {
+            let weights = match kept {
+                Some(kept) => {
+                    scratch.take_head(inputs, &d, b, h);
+                    let p = head_weights(kept, &d, b, h);
+                    match mask {
+                        Some(mask) => {
+                            mask.apply_into(b * d.heads + h, p, dropped);
+                            dropped.as_ptr()
+                        }
+                        None => p.as_ptr(),
+                    }
+                }
+                None => {
+                    scratch.attend_softmax(inputs, &d, b, h, scale, causal);
+                    if let Some(mask) = mask {
+                        mask.apply(b * d.heads + h, &mut scratch.p);
+                    }
+                    scratch.p.as_ptr()
+                }
+            };
             // out_h = D(P) V_h, written into the head's columns.
-            unsafe { into_head(sample, h, (n, hp, width), (scratch.p.as_ptr(), n, 1), scratch.v) }
+            unsafe { into_head(sample, h, (n, hp, width), (weights, n, 1), scratch.v) }
         },
     )
 }
@@ -88,8 +148,8 @@ fn backward<T: Real>(
     grad: (&[T], &Rows),
     d: Dims,
     scale: f64,
-    causal: bool,
     mask: Option<&DropMask>,
+    kept: &[T],
     layout: GradLayout,
 ) -> Vec<T> {
     let (n, width, hp) = (d.tokens, d.width(), d.head_dim);
@@ -112,15 +172,16 @@ fn backward<T: Real>(
                 // SAFETY: the callers pass pointers into `out` with room for `samples` samples.
                 let [dq, dk, dv] = dst.map(|at| unsafe { at.add(k * sample_stride) });
                 for h in 0..d.heads {
-                    scratch.attend_softmax(inputs, &d, b, h, scale, causal);
+                    scratch.take_head(inputs, &d, b, h);
+                    let p = head_weights(kept, &d, b, h);
                     let d_out = head_matrix(grad.0, grad.1, &d, b, h);
                     let col = h * hp;
                     let weights = match mask {
                         Some(mask) => {
-                            mask.apply_into(b * d.heads + h, &scratch.p, &mut dropped);
+                            mask.apply_into(b * d.heads + h, p, &mut dropped);
                             dropped.as_ptr()
                         }
-                        None => scratch.p.as_ptr(),
+                        None => p.as_ptr(),
                     };
                     unsafe {
                         // dV = D(P)^T dO; dP = D(dO V^T) (into `ds`).
@@ -131,7 +192,7 @@ fn backward<T: Real>(
                         mask.apply(b * d.heads + h, &mut ds);
                     }
                     // dS = P (dP - rowsum(dP P)).
-                    for (g, p) in ds.chunks_exact_mut(n).zip(scratch.p.chunks_exact(n)) {
+                    for (g, p) in ds.chunks_exact_mut(n).zip(p.chunks_exact(n)) {
                         let row_dot = dot(g, p);
                         for (g, &p) in g.iter_mut().zip(p) {
                             *g = p * (*g - row_dot);
@@ -215,9 +276,17 @@ pub(crate) struct SoftmaxAttention {
     /// The dropout mask of the `[B, H, N, N]` weights, if any (drawn before the op, kept for
     /// the backward).
     pub mask: Option<Arc<DropMask>>,
+    /// Whether to keep the weights `P` for the backward (when a gradient will be asked for).
+    pub keep_weights: bool,
+    /// The weights `[B, H, N, N]` the forward kept.
+    pub weights: OnceLock<CpuStorage>,
 }
 
 impl SoftmaxAttention {
+    pub fn new(heads: usize, scale: f64, causal: bool, mask: Option<Arc<DropMask>>, keep_weights: bool) -> Self {
+        SoftmaxAttention { heads, scale, causal, mask, keep_weights, weights: OnceLock::new() }
+    }
+
     /// The output of `Q`, `K`, `V` (their storages and layouts, possibly one storage).
     fn forward_on(&self, storages: [&CpuStorage; 3], layouts: [&Layout; 3], name: &'static str) -> Result<CpuStorage> {
         let d = dims_of(layouts, self.heads, name)?;
@@ -229,16 +298,22 @@ impl SoftmaxAttention {
                 (slice::<T>(storages[1], name)?, &rows[1]),
                 (slice::<T>(storages[2], name)?, &rows[2]),
             ];
-            forward(inputs, d, self.scale, self.causal, self.mask.as_deref())
+            let kept = self.keep_weights.then(|| weights(inputs, d, self.scale, self.causal));
+            let out = forward(inputs, d, self.scale, self.causal, self.mask.as_deref(), kept.as_deref());
+            if let Some(kept) = kept {
+                // A fresh op per call: nothing was kept before.
+                let _ = self.weights.set(candle_core::WithDType::to_cpu_storage_owned(kept));
+            }
+            out
         }))
     }
 
     /// The backward op for the output's gradient `grad`, writing `layout`.
-    fn backward_op(&self, grad: &Tensor, layout: GradLayout) -> SoftmaxAttentionBackward {
+    fn backward_op(&self, grad: &Tensor, layout: GradLayout) -> SoftmaxAttentionBackward<'_> {
         SoftmaxAttentionBackward {
+            kept: self.weights.get(),
             heads: self.heads,
             scale: self.scale,
-            causal: self.causal,
             mask: self.mask.clone(),
             grad: grad.clone(),
             layout,
@@ -316,16 +391,17 @@ impl CustomOp1 for PackedSoftmaxAttention {
 /// The backward of [`SoftmaxAttention`] and [`PackedSoftmaxAttention`]: arguments `Q`, `K` and
 /// `V` (or the packed `[Q | K | V]`), the output's gradient `dO` held by the op; result `dQ`,
 /// `dK`, `dV` flattened, laid out as `layout` says.
-struct SoftmaxAttentionBackward {
+struct SoftmaxAttentionBackward<'a> {
+    /// The weights the forward kept, if it did.
+    kept: Option<&'a CpuStorage>,
     heads: usize,
     scale: f64,
-    causal: bool,
     mask: Option<Arc<DropMask>>,
     grad: Tensor,
     layout: GradLayout,
 }
 
-impl SoftmaxAttentionBackward {
+impl SoftmaxAttentionBackward<'_> {
     fn backward_on(
         &self,
         storages: [&CpuStorage; 3],
@@ -348,14 +424,17 @@ impl SoftmaxAttentionBackward {
                 (slice::<T>(storages[2], name)?, &rows[2]),
             ];
             let grad = (slice::<T>(gs, name)?, &grad_rows);
-            backward(inputs, grad, d, self.scale, self.causal, self.mask.as_deref(), self.layout)
+            // The forward keeps the weights whenever the graph records the op.
+            let Some(kept) = self.kept else { bail!("{name}: the forward kept no attention weights") };
+            let kept = slice::<T>(kept, name)?;
+            backward(inputs, grad, d, self.scale, self.mask.as_deref(), kept, self.layout)
         });
         let len = storage_len(&out);
         Ok((out, Shape::from(len)))
     }
 }
 
-impl CustomOp3 for SoftmaxAttentionBackward {
+impl CustomOp3 for SoftmaxAttentionBackward<'_> {
     fn name(&self) -> &'static str {
         "fused-softmax-attention-backward"
     }
@@ -373,7 +452,7 @@ impl CustomOp3 for SoftmaxAttentionBackward {
     }
 }
 
-impl CustomOp1 for SoftmaxAttentionBackward {
+impl CustomOp1 for SoftmaxAttentionBackward<'_> {
     fn name(&self) -> &'static str {
         "fused-softmax-attention-packed-backward"
     }

@@ -453,6 +453,32 @@ fn packed_softmax_attention_matches_the_composition_on_its_parts() {
     }
 }
 
+/// The softmax attention's two forwards, keeping the weights for a backward (inputs recorded
+/// by the graph) or computing them head by head (detached inputs), give the same values, with
+/// and without dropout, separate or packed.
+#[test]
+fn softmax_attention_gives_the_same_values_whether_it_keeps_its_weights_or_not() {
+    for (s, &(b, n, heads, p)) in [(2, 7, 3, 4), (1, 9, 2, 5), (3, 5, 1, 1)].iter().enumerate() {
+        let scale = 1.0 / (p as f64).sqrt();
+        for causal in [false, true] {
+            for dropout in [None, Some(AttentionDropout { rate: 0.3, seed: 5 + s as u64 })] {
+                let (_, tracked) = input(&[b, n, 3 * heads * p], View::Narrowed, 900 + s as u64);
+                let detached = tracked.detach();
+                let separate = |x: &Tensor| {
+                    let [q, k, v] = [0, 1, 2].map(|i| x.narrow(2, i * heads * p, heads * p).unwrap());
+                    Kernels::Fused.softmax_attention(&q, &k, &v, heads, scale, causal, dropout).unwrap()
+                };
+                let packed =
+                    |x: &Tensor| Kernels::Fused.softmax_attention_packed(x, heads, scale, causal, dropout).unwrap();
+                let label = format!("B={b} N={n} H={heads} p={p} causal={causal} {dropout:?}");
+                assert!(tracked.track_op() && !detached.track_op());
+                assert_eq!(relative_error(&separate(&tracked), &separate(&detached)), 0.0, "separate {label}");
+                assert_eq!(relative_error(&packed(&tracked), &packed(&detached)), 0.0, "packed {label}");
+            }
+        }
+    }
+}
+
 /// A packed projection whose width is not three equal parts is refused, naming the shape.
 #[test]
 fn packed_softmax_attention_needs_three_equal_parts() {
