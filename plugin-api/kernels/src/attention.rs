@@ -232,23 +232,41 @@ pub(crate) fn head_weights<'a, T>(p: &'a [T], d: &Dims, b: usize, h: usize) -> &
 
 /// `P = softmax_row(beta Z Z^T)` of every (sample, head), `[B, H, N, N]`.
 fn weights<T: Real>(xw: &[T], rows: &Rows, d: Dims, gain: &[T], eps: f64, beta: f64) -> Vec<T> {
-    let (n, hp, per_head) = (d.tokens, d.head_dim, d.tokens * d.tokens);
+    let (n, hp) = (d.tokens, d.head_dim);
     let (eps, beta) = (T::c(eps), T::c(beta));
+    fill_weights(
+        &d,
+        || Scratch::new(&d),
+        #[inline(always)]
+        |scratch, b, h, p| {
+            scratch.normalise(xw, rows, &d, b, h, gain, eps);
+            let z = scratch.z.as_ptr();
+            // SAFETY: `p` is the head's N x N; `z` is N x p.
+            unsafe { product((n, n, hp), p.as_mut_ptr(), n, (z, hp, 1), (z, 1, hp), beta, false) }
+            for row in p.chunks_exact_mut(n.max(1)) {
+                softmax_in_place(row);
+            }
+        },
+    )
+}
+
+/// A fresh `[B, H, N, N]` of attention weights, the `N x N` block `p` of sample `b`, head `h`
+/// written by `f(scratch, b, h, p)`. Each chunk of samples (a thread's share) gets its own
+/// `scratch()`; the caller marks `f` `#[inline(always)]`, so that it is compiled inside `widest`.
+pub(crate) fn fill_weights<T: Real, S, F>(d: &Dims, scratch: impl Fn() -> S + Sync, f: F) -> Vec<T>
+where
+    F: Fn(&mut S, usize, usize, &mut [T]) + Sync,
+{
+    let per_head = d.tokens * d.tokens;
     fill(
         d.batch * d.heads * per_head,
         d.heads * per_head,
         #[inline(always)]
         |first, chunk: &mut [T]| {
-            let mut scratch = Scratch::new(&d);
+            let mut s = scratch();
             for (k, sample) in chunk.chunks_exact_mut((d.heads * per_head).max(1)).enumerate() {
                 for (h, p) in sample.chunks_exact_mut(per_head.max(1)).enumerate() {
-                    scratch.normalise(xw, rows, &d, first + k, h, gain, eps);
-                    let z = scratch.z.as_ptr();
-                    // SAFETY: `p` is the head's N x N; `z` is N x p.
-                    unsafe { product((n, n, hp), p.as_mut_ptr(), n, (z, hp, 1), (z, 1, hp), beta, false) }
-                    for row in p.chunks_exact_mut(n.max(1)) {
-                        softmax_in_place(row);
-                    }
+                    f(&mut s, first + k, h, p);
                 }
             }
         },

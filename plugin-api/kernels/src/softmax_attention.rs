@@ -24,11 +24,11 @@
 //! thread each.
 
 use crate::attention::{
-    fill_heads, head_matrix, head_weights, into_head, product, transposed, Dims, HeadScratch, Matrix,
+    fill_heads, fill_weights, head_matrix, head_weights, into_head, product, transposed, Dims, HeadScratch, Matrix,
 };
 use crate::dropout_mask::DropMask;
 use crate::real::Real;
-use crate::strided::{fill, for_each_chunk, output_buffer, parallel_plan, slice, storage_len, unpack, Rows};
+use crate::strided::{for_each_chunk, output_buffer, parallel_plan, slice, storage_len, unpack, Rows};
 use crate::vector::{dot, softmax_in_place};
 use crate::widest::{inlined, widest};
 use candle_core::{bail, CpuStorage, CustomOp1, CustomOp3, Layout, Result, Shape, Storage, Tensor};
@@ -71,20 +71,14 @@ fn softmax_weights<T: Real>(q: Matrix<T>, k: Matrix<T>, d: &Dims, scale: T, caus
 
 /// The weights `P` of every (sample, head), `[B, H, N, N]`.
 fn weights<T: Real>(inputs: [(&[T], &Rows); 3], d: Dims, scale: f64, causal: bool) -> Vec<T> {
-    let per_head = d.tokens * d.tokens;
     let scale = T::c(scale);
-    fill(
-        d.batch * d.heads * per_head,
-        d.heads * per_head,
+    fill_weights(
+        &d,
+        || HeadScratch::new(&d),
         #[inline(always)]
-        |first, chunk: &mut [T]| {
-            let mut scratch = HeadScratch::new(&d);
-            for (k, sample) in chunk.chunks_exact_mut((d.heads * per_head).max(1)).enumerate() {
-                for (h, p) in sample.chunks_exact_mut(per_head.max(1)).enumerate() {
-                    scratch.take_head(inputs, &d, first + k, h);
-                    softmax_weights(scratch.q, scratch.k, &d, scale, causal, p);
-                }
-            }
+        |scratch, b, h, p| {
+            scratch.take_head(inputs, &d, b, h);
+            softmax_weights(scratch.q, scratch.k, &d, scale, causal, p);
         },
     )
 }
