@@ -426,15 +426,22 @@ pub(crate) fn softmax_attention_matches_the_composition_on(device: &Device) {
 /// dropout.
 #[test]
 fn packed_softmax_attention_matches_the_composition_on_its_parts() {
+    packed_softmax_attention_matches_the_composition_on(&Device::Cpu);
+}
+
+/// [`packed_softmax_attention_matches_the_composition_on_its_parts`] with the input on `device`
+/// (with dropout on the CPU only, as for the separate attention).
+pub(crate) fn packed_softmax_attention_matches_the_composition_on(device: &Device) {
     let cases = [(1, 1, 1, 4), (2, 5, 3, 4), (2, 7, 3, 4), (1, 9, 2, 5), (3, 5, 1, 1)];
     for (s, &(b, n, heads, p)) in cases.iter().enumerate() {
         let width = heads * p;
         let scale = 1.0 / (p as f64).sqrt();
         let parts = |x: &Tensor| [0, 1, 2].map(|i| x.narrow(2, i * width, width).unwrap());
         for causal in [false, true] {
-            for dropout in [None, Some(AttentionDropout { rate: 0.3, seed: 17 + s as u64 })] {
+            let dropped = Some(AttentionDropout { rate: 0.3, seed: 17 + s as u64 });
+            for dropout in if device.is_cpu() { vec![None, dropped] } else { vec![None] } {
                 for (v, view) in VIEWS.into_iter().enumerate() {
-                    let (xv, x) = input(&[b, n, 3 * width], view, 700 + 10 * s as u64 + v as u64);
+                    let (xv, x) = input_on(&[b, n, 3 * width], view, 700 + 10 * s as u64 + v as u64, device);
                     check(
                         &format!(
                             "packed softmax attention B={b} N={n} H={heads} p={p} causal={causal} {dropout:?} {view:?}"

@@ -5,8 +5,8 @@
 
 use super::tests::{
     bi_softmax_attention_matches_the_composition_on, bi_softmax_matches_the_composition_on, check, composed_layer_norm,
-    energy_attention_matches_the_composition_on, input_on, normal, relative_error,
-    softmax_attention_matches_the_composition_on, SHAPES, VIEWS,
+    energy_attention_matches_the_composition_on, input_on, normal, packed_softmax_attention_matches_the_composition_on,
+    relative_error, softmax_attention_matches_the_composition_on, SHAPES, VIEWS,
 };
 use super::*;
 use candle_core::{Device, Var};
@@ -106,6 +106,7 @@ fn cuda_attentions_match_the_composition() {
     let dev = cuda();
     bi_softmax_attention_matches_the_composition_on(&dev);
     softmax_attention_matches_the_composition_on(&dev);
+    packed_softmax_attention_matches_the_composition_on(&dev);
     energy_attention_matches_the_composition_on(&dev);
 }
 
