@@ -535,3 +535,39 @@ fn training_lowers_a_causal_loss() {
         assert!(last < 0.25 * first, "{}: loss {first} -> {last}", kind.name());
     }
 }
+
+/// Self-attention (queries and context one tensor) projects through one packed product
+/// `[Q | K | V]`; it gives the values and parameter gradients of the three separate projections
+/// (the context a copy of the queries), with biases (the key's left out as inert) and without,
+/// causal or not, with attention dropout.
+#[test]
+fn self_attention_through_one_packed_projection_matches_three_separate_ones() {
+    for bias in [true, false] {
+        let mut cfg = small(AttentionKind::Softmax);
+        cfg.set("bias", Value::Bool(bias));
+        let (map, block) = build_block(&cfg, DType::F64);
+        perturb_all(&map, 3, 0.2);
+        let mut rng = StdRng::seed_from_u64(9);
+        let x = normal(&mut rng, &[2, 5, 16], 1.0, DType::F64);
+        let weights = normal(&mut rng, &[2, 5, 16], 1.0, DType::F64);
+        for causal in [false, true] {
+            for dropout in [Dropout::NONE, Dropout::new(0.25, 11)] {
+                let attention = attention_of(&block);
+                let packed = attention.forward(&x, &x, causal, dropout).unwrap();
+                let separate = attention.forward(&x, &x.copy().unwrap(), causal, dropout).unwrap();
+                let label = format!("bias={bias} causal={causal} dropout={}", dropout.is_active());
+                assert!(max_abs_diff(&packed, &separate) < 1e-12, "{label}: values differ");
+                let grads = |y: &Tensor| (y * &weights).unwrap().sum_all().unwrap().backward().unwrap();
+                let (g_packed, g_separate) = (grads(&packed), grads(&separate));
+                for (name, var) in named_vars(&map).into_iter().filter(|(name, _)| name.contains("attn.")) {
+                    let (a, b) = (g_packed.get(&var), g_separate.get(&var));
+                    match (a, b) {
+                        (Some(a), Some(b)) => assert!(max_abs_diff(a, b) < 1e-10, "{label}: gradient of {name}"),
+                        (None, None) => {}
+                        _ => panic!("{label}: {name} has a gradient on one side only"),
+                    }
+                }
+            }
+        }
+    }
+}

@@ -74,6 +74,21 @@ impl Projections {
         split_heads(&self.k.forward(x)?, self.heads)
     }
 
+    /// `[x W_Q + b_Q | x W_K + b_K | x W_V + b_V]`, `[B, N, 3d]`, as one product (a missing bias
+    /// as zeros): the self-attention's three projections of the same tokens.
+    pub fn packed_qkv(&self, x: &Tensor) -> CandleResult<Tensor> {
+        let maps = [&self.q, &self.k, &self.v];
+        let weight = Tensor::cat(&maps.map(|a| &a.weight), 1)?;
+        let bias = match maps.iter().any(|a| a.bias.is_some()) {
+            true => {
+                let zeros = Tensor::zeros(self.q.weight.dim(1)?, x.dtype(), x.device())?;
+                Some(Tensor::cat(&maps.map(|a| a.bias.as_ref().unwrap_or(&zeros)), 0)?)
+            }
+            false => None,
+        };
+        kernels::linear(x, &weight, bias.as_ref())
+    }
+
     /// Per-head values `v_{i,h} = W_{V,h} h_i`, `[B, H, N, d_h]`.
     pub fn values(&self, x: &Tensor) -> CandleResult<Tensor> {
         split_heads(&self.v.forward(x)?, self.heads)

@@ -41,9 +41,21 @@ impl SoftmaxAttention {
         // mask is drawn as `Dropout::apply` would draw it on the `[B, H, N, N]` weights); it
         // composes candle's ops itself where it does not apply (other devices).
         let p = &self.proj;
-        let (q, k, v) = (p.q.forward(queries)?, p.k.forward(context)?, p.v.forward(context)?);
         let scale = 1.0 / self.temperature()?;
-        let mixed = Kernels::Fused.softmax_attention(&q, &k, &v, p.heads, scale, causal, dropout.on_weights())?;
+        let mixed = if queries.id() == context.id() {
+            // Self-attention: one product for the three projections, whose gradient the op
+            // returns in that product's layout.
+            Kernels::Fused.softmax_attention_packed(
+                &p.packed_qkv(queries)?,
+                p.heads,
+                scale,
+                causal,
+                dropout.on_weights(),
+            )?
+        } else {
+            let (q, k, v) = (p.q.forward(queries)?, p.k.forward(context)?, p.v.forward(context)?);
+            Kernels::Fused.softmax_attention(&q, &k, &v, p.heads, scale, causal, dropout.on_weights())?
+        };
         p.o.forward(&mixed)
     }
 
