@@ -26,7 +26,7 @@
 
 use plugin_api::candle::{DType, Device, Tensor, TensorId, D};
 use plugin_api::candle_nn::{ops::log_softmax, Init, VarBuilder};
-use plugin_api::ops::{rms_norm, weighted_cross_entropy};
+use plugin_api::ops::weighted_cross_entropy;
 use plugin_api::{Batch, MetricTally, PluginError, Result, TaskModel};
 use std::collections::HashSet;
 use std::f64::consts::LN_2;
@@ -119,12 +119,15 @@ impl LanguageModel {
 
     /// Next-token logits `[B * N, V]` of the layer output `h` (`[B, N, d]`).
     fn logits(&self, h: &Tensor) -> Result<Tensor> {
-        let (b, n, d) = h.dims3()?;
-        let normed = rms_norm(h, Some(&self.head_norm), 1e-6)?.reshape((b * n, d))?;
-        Ok(match &self.head {
-            Some(head) => normed.matmul(head)?,
-            None => normed.matmul(&self.tokens.t()?)?,
-        })
+        let (b, n, _) = h.dims3()?;
+        // The fused ops (plugin-api/kernels): one pass each, forward and backward; the tied
+        // head multiplies by the token table's transpose with its gradient in the table's layout.
+        let normed = kernels::rms_norm(h, Some(&self.head_norm), 1e-6)?;
+        let logits = match &self.head {
+            Some(head) => kernels::linear(&normed, head, None)?,
+            None => kernels::linear_transposed(&normed, &self.tokens, None)?,
+        };
+        Ok(logits.reshape((b * n, ()))?)
     }
 }
 

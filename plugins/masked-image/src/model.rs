@@ -17,7 +17,7 @@ use crate::quality::{psnr, ssim};
 use datasets::images::unpatchify;
 use plugin_api::candle::{DType, Device, Tensor, D};
 use plugin_api::candle_nn::{Init, VarBuilder};
-use plugin_api::ops::{rms_norm, sinusoidal_embedding, weighted_cross_entropy};
+use plugin_api::ops::{sinusoidal_embedding, weighted_cross_entropy};
 use plugin_api::{Batch, LayerPass, MetricTally, PluginError, Result, TaskModel};
 use std::sync::Arc;
 
@@ -105,9 +105,10 @@ impl MaskedImageModel {
 
     /// Code logits `[B * N, K]`.
     fn logits(&self, h: &Tensor) -> Result<Tensor> {
-        let (b, n, d) = h.dims3()?;
-        let normed = rms_norm(h, Some(&self.head_norm), 1e-6)?.reshape((b * n, d))?;
-        Ok(normed.matmul(&self.head)?.broadcast_add(&self.head_bias)?)
+        let (b, n, _) = h.dims3()?;
+        // The fused ops (plugin-api/kernels): one pass each, forward and backward.
+        let normed = kernels::rms_norm(h, Some(&self.head_norm), 1e-6)?;
+        Ok(kernels::linear(&normed, &self.head, Some(&self.head_bias))?.reshape((b * n, ()))?)
     }
 }
 

@@ -4,7 +4,7 @@
 use crate::data::CELLS;
 use plugin_api::candle::{DType, Tensor, D};
 use plugin_api::candle_nn::{Init, VarBuilder};
-use plugin_api::ops::{rms_norm, seeded_dropout, weighted_cross_entropy};
+use plugin_api::ops::{seeded_dropout, weighted_cross_entropy};
 use plugin_api::{Batch, MetricTally, PluginError, Result, TaskModel};
 
 const DIGITS: usize = 9;
@@ -85,9 +85,10 @@ impl SudokuModel {
 
     /// Digit logits `[B * 81, 9]`.
     fn logits(&self, h: &Tensor) -> Result<Tensor> {
-        let (b, n, d) = h.dims3()?;
-        let normed = rms_norm(h, Some(&self.head_norm), self.options.norm_eps)?;
-        Ok(normed.reshape((b * n, d))?.matmul(&self.head)?)
+        let (b, n, _) = h.dims3()?;
+        // The fused ops (plugin-api/kernels): one pass each, forward and backward.
+        let normed = kernels::rms_norm(h, Some(&self.head_norm), self.options.norm_eps)?;
+        Ok(kernels::linear(&normed, &self.head, None)?.reshape((b * n, DIGITS))?)
     }
 }
 
