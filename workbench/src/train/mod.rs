@@ -7,6 +7,7 @@ pub mod events;
 pub mod exit;
 pub mod launch;
 pub mod optim;
+mod optim_update;
 pub mod outbox;
 pub mod parallel;
 pub mod schedule;

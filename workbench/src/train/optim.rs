@@ -3,6 +3,7 @@
 //! Written here rather than taken from candle-nn because a resumable run must checkpoint the
 //! moment estimates, which candle-nn's `AdamW` keeps private.
 
+use super::optim_update::{Descend, Moment};
 use candle_core::backprop::GradStore;
 use candle_core::{Result, Tensor, Var};
 
@@ -51,20 +52,36 @@ impl AdamW {
         let AdamWConfig { beta1, beta2, eps, weight_decay } = self.cfg;
         let correction1 = 1.0 - beta1.powi(self.t as i32);
         let correction2 = 1.0 - beta2.powi(self.t as i32);
+        let descend = Descend { lr, weight_decay, correction1, correction2, eps };
         for slot in &self.slots {
             let Some(g) = grads.get(slot.var.as_tensor()) else { continue };
-            let g = (g * grad_scale)?;
-            let m = ((slot.m.as_tensor() * beta1)? + (&g * (1.0 - beta1))?)?;
-            let v = ((slot.v.as_tensor() * beta2)? + (g.sqr()? * (1.0 - beta2))?)?;
-            let m_hat = (&m / correction1)?;
-            let v_hat = (&v / correction2)?;
-            let decayed = (slot.var.as_tensor() * (1.0 - lr * weight_decay))?;
-            let update = (m_hat / (v_hat.sqrt()? + eps)?)?;
-            slot.var.set(&(decayed - (update * lr)?)?)?;
-            slot.m.set(&m)?;
-            slot.v.set(&v)?;
+            if !slot.var.device().is_cpu() {
+                slot.step_composed(g, grad_scale, (beta1, beta2), &descend)?;
+                continue;
+            }
+            // In place, three passes (`optim_update.rs`), the same values as the composition.
+            let g = g.contiguous()?;
+            slot.m.as_tensor().inplace_op2(&g, &Moment { beta: beta1, grad_scale, square: false })?;
+            slot.v.as_tensor().inplace_op2(&g, &Moment { beta: beta2, grad_scale, square: true })?;
+            slot.var.as_tensor().inplace_op3(slot.m.as_tensor(), slot.v.as_tensor(), &descend)?;
         }
         Ok(())
+    }
+}
+
+impl Slot {
+    /// The update as candle's ops (on devices without the in-place passes).
+    fn step_composed(&self, g: &Tensor, grad_scale: f64, (beta1, beta2): (f64, f64), d: &Descend) -> Result<()> {
+        let g = (g * grad_scale)?;
+        let m = ((self.m.as_tensor() * beta1)? + (&g * (1.0 - beta1))?)?;
+        let v = ((self.v.as_tensor() * beta2)? + (g.sqr()? * (1.0 - beta2))?)?;
+        let m_hat = (&m / d.correction1)?;
+        let v_hat = (&v / d.correction2)?;
+        let decayed = (self.var.as_tensor() * (1.0 - d.lr * d.weight_decay))?;
+        let update = (m_hat / (v_hat.sqrt()? + d.eps)?)?;
+        self.var.set(&(decayed - (update * d.lr)?)?)?;
+        self.m.set(&m)?;
+        self.v.set(&v)
     }
 }
 
@@ -109,6 +126,56 @@ mod tests {
             let v_hat = 0.01 * g * g / 0.01;
             let expected = w0 * (1.0 - 0.01 * 0.1) - 0.01 * m_hat / (v_hat.sqrt() + 1e-8);
             assert!((got[i] - expected).abs() < 1e-12, "{} vs {expected}", got[i]);
+        }
+        Ok(())
+    }
+
+    /// The in-place update gives the composition's values to the last bit, over several
+    /// steps with clipping, in f32 and f64; a parameter without a gradient stays as it is.
+    #[test]
+    fn the_in_place_update_equals_the_composition() -> Result<()> {
+        use candle_core::DType;
+        for dtype in [DType::F32, DType::F64] {
+            let cfg = AdamWConfig { beta1: 0.9, beta2: 0.95, eps: 1e-8, weight_decay: 0.05 };
+            let start = |seed: u64| -> Result<Var> {
+                let values: Vec<f64> =
+                    (0..37).map(|i| ((i * 7919 + seed as usize * 104_729) % 997) as f64 / 498.5 - 1.0).collect();
+                Var::from_tensor(&Tensor::from_vec(values, 37, &Device::Cpu)?.to_dtype(dtype)?)
+            };
+            let (fused, composed) = ((start(1)?, start(2)?), (start(1)?, start(2)?));
+            let mut opt_fused = AdamW::new(vec![("a".into(), fused.0.clone()), ("b".into(), fused.1.clone())], cfg)?;
+            let mut opt_composed =
+                AdamW::new(vec![("a".into(), composed.0.clone()), ("b".into(), composed.1.clone())], cfg)?;
+            for step in 1..=5 {
+                // Only `a` takes part in the loss: `b` gets no gradient.
+                let loss = |w: &Var| -> Result<GradStore> {
+                    (w.as_tensor().sqr()? * w.as_tensor().sin()?)?.sum_all()?.backward()
+                };
+                let (lr, scale) = (0.01 * step as f64, 1.0 / step as f64);
+                opt_fused.step(&loss(&fused.0)?, lr, scale)?;
+                let grads = loss(&composed.0)?;
+                opt_composed.t += 1;
+                let (c1, c2) = (1.0 - 0.9f64.powi(step), 1.0 - 0.95f64.powi(step));
+                let descend =
+                    Descend { lr, weight_decay: cfg.weight_decay, correction1: c1, correction2: c2, eps: cfg.eps };
+                let slot = &opt_composed.slots[0];
+                slot.step_composed(grads.get(slot.var.as_tensor()).unwrap(), scale, (cfg.beta1, cfg.beta2), &descend)?;
+                for (f, c) in [(&fused.0, &composed.0), (&fused.1, &composed.1)] {
+                    let bits = |v: &Var| -> Result<Vec<u64>> {
+                        Ok(v.as_tensor().to_dtype(DType::F64)?.to_vec1::<f64>()?.iter().map(|x| x.to_bits()).collect())
+                    };
+                    assert_eq!(bits(f)?, bits(c)?, "{dtype:?} step {step}");
+                }
+                for (f, c) in opt_fused.slots.iter().zip(&opt_composed.slots) {
+                    let values = |v: &Var| v.as_tensor().to_dtype(DType::F64)?.to_vec1::<f64>();
+                    assert_eq!(values(&f.m)?, values(&c.m)?, "{dtype:?} step {step}: m of {}", f.name);
+                    assert_eq!(values(&f.v)?, values(&c.v)?, "{dtype:?} step {step}: v of {}", f.name);
+                }
+            }
+            assert_eq!(
+                fused.1.as_tensor().to_dtype(DType::F64)?.to_vec1::<f64>()?,
+                start(2)?.as_tensor().to_dtype(DType::F64)?.to_vec1::<f64>()?
+            );
         }
         Ok(())
     }
