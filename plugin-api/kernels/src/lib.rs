@@ -78,6 +78,7 @@ macro_rules! per_real {
 
 mod activation;
 mod attention;
+mod cross_entropy;
 mod dropout_mask;
 mod energy_attention;
 mod gpu;
@@ -256,6 +257,28 @@ pub fn layer_norm(x: &Tensor, gain: Option<&Tensor>, bias: Option<&Tensor>, eps:
         Some(b) => add_row(&normed, b),
         None => Ok(normed),
     }
+}
+
+/// The weighted mean cross-entropy of `logits` `[M, C]` against class ids `targets` `[M]` (u32),
+/// with optional row weights `weights` `[M]` (the plain mean without): the value of
+/// `plugin_api::ops::weighted_cross_entropy` as one op on the CPU (its composition elsewhere).
+/// Only the logits get a gradient.
+pub fn weighted_cross_entropy(logits: &Tensor, targets: &Tensor, weights: Option<&Tensor>) -> Result<Tensor> {
+    let rows = logits.dims().first().copied().unwrap_or(0);
+    let fits = is_fused(logits)
+        && logits.rank() == 2
+        && targets.dtype() == DType::U32
+        && targets.dims() == [rows]
+        && targets.device().same_device(logits.device())
+        && weights.is_none_or(|w| w.dims() == [rows] && w.device().same_device(logits.device()));
+    if !fits {
+        return ops::weighted_cross_entropy(logits, targets, weights);
+    }
+    let weights = match weights {
+        Some(w) => w.to_dtype(logits.dtype())?.contiguous()?,
+        None => Tensor::ones(rows, logits.dtype(), logits.device())?,
+    };
+    logits.apply_op3(&targets.contiguous()?, &weights, cross_entropy::CrossEntropy)
 }
 
 /// `x + v` with the row vector `v` (`[n]`) added to every row of `x` (`[..., n]`).

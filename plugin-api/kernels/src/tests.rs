@@ -895,3 +895,31 @@ fn add_transpose_matches_the_definition_in_and_out_of_place() {
         check(&m.to_dtype(DType::F32).unwrap().to_vec1::<f32>().unwrap(), n);
     }
 }
+
+/// The fused cross-entropy against `plugin_api::ops`' composition in f64: the loss and the
+/// logits' gradient, plain and transposed logits, without weights and with weights some of
+/// which are zero; an out-of-range class id is refused, naming it.
+#[test]
+fn cross_entropy_matches_the_composition() {
+    for (s, &(rows, classes)) in [(1, 1), (7, 9), (13, 256)].iter().enumerate() {
+        let ids: Vec<u32> = (0..rows).map(|i| ((i * 7 + s) % classes) as u32).collect();
+        let targets = Tensor::new(ids.as_slice(), &Device::Cpu).unwrap();
+        let weights =
+            Tensor::from_vec((0..rows).map(|i| (i % 3) as f64 * 0.5).collect::<Vec<_>>(), rows, &Device::Cpu).unwrap();
+        for view in [View::Plain, View::Transposed] {
+            let (xv, x) = input(&[rows, classes], view, 40 + s as u64);
+            for w in [None, Some(&weights)] {
+                check(
+                    &format!("cross entropy {rows}x{classes} {view:?} weights={}", w.is_some()),
+                    &[xv.clone()],
+                    &[x.clone()],
+                    |i| weighted_cross_entropy(&i[0], &targets, w).unwrap(),
+                    |i| ops::weighted_cross_entropy(&i[0], &targets, w).unwrap(),
+                );
+            }
+        }
+    }
+    let (_, x) = input(&[2, 3], View::Plain, 1);
+    let err = weighted_cross_entropy(&x, &Tensor::new(&[0u32, 3], &Device::Cpu).unwrap(), None).unwrap_err();
+    assert!(err.to_string().contains("class id 3 is out of range for 3 classes"), "{err}");
+}

@@ -24,9 +24,9 @@
 //! batches in order and merging them; a pass starts over when a batch of the current pass
 //! (recognised by its target tensor) comes back, as when the host evaluates again.
 
+use kernels::weighted_cross_entropy;
 use plugin_api::candle::{DType, Device, Tensor, TensorId, D};
 use plugin_api::candle_nn::{ops::log_softmax, Init, VarBuilder};
-use plugin_api::ops::weighted_cross_entropy;
 use plugin_api::{Batch, MetricTally, PluginError, Result, TaskModel};
 use std::collections::HashSet;
 use std::f64::consts::LN_2;

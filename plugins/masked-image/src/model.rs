@@ -15,9 +15,10 @@ use crate::data::EVAL_RATIOS;
 use crate::decoding::{decode, Decoding};
 use crate::quality::{psnr, ssim};
 use datasets::images::unpatchify;
+use kernels::weighted_cross_entropy;
 use plugin_api::candle::{DType, Device, Tensor, D};
 use plugin_api::candle_nn::{Init, VarBuilder};
-use plugin_api::ops::{sinusoidal_embedding, weighted_cross_entropy};
+use plugin_api::ops::sinusoidal_embedding;
 use plugin_api::{Batch, LayerPass, MetricTally, PluginError, Result, TaskModel};
 use std::sync::Arc;
 

@@ -2,9 +2,10 @@
 //! `RMSNorm -> Linear(d, 9)`.
 
 use crate::data::CELLS;
+use kernels::weighted_cross_entropy;
 use plugin_api::candle::{DType, Tensor, D};
 use plugin_api::candle_nn::{Init, VarBuilder};
-use plugin_api::ops::{seeded_dropout, weighted_cross_entropy};
+use plugin_api::ops::seeded_dropout;
 use plugin_api::{Batch, MetricTally, PluginError, Result, TaskModel};
 
 const DIGITS: usize = 9;
