@@ -911,7 +911,7 @@ fn cross_entropy_matches_the_composition() {
             for w in [None, Some(&weights)] {
                 check(
                     &format!("cross entropy {rows}x{classes} {view:?} weights={}", w.is_some()),
-                    &[xv.clone()],
+                    std::slice::from_ref(&xv),
                     &[x.clone()],
                     |i| weighted_cross_entropy(&i[0], &targets, w).unwrap(),
                     |i| ops::weighted_cross_entropy(&i[0], &targets, w).unwrap(),
