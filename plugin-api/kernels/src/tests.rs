@@ -912,7 +912,7 @@ fn cross_entropy_matches_the_composition() {
                 check(
                     &format!("cross entropy {rows}x{classes} {view:?} weights={}", w.is_some()),
                     std::slice::from_ref(&xv),
-                    &[x.clone()],
+                    std::slice::from_ref(&x),
                     |i| weighted_cross_entropy(&i[0], &targets, w).unwrap(),
                     |i| ops::weighted_cross_entropy(&i[0], &targets, w).unwrap(),
                 );
