@@ -81,24 +81,18 @@ fn backward<T: Real>(x: &[T], rows: &Rows, ids: &[u32], weights: &[T], grad: T) 
     )
 }
 
-/// The loss: arguments the logits `[M, C]`, the class ids `[M]` (u32) and the row weights `[M]`.
-pub(crate) struct CrossEntropy;
-
-/// Its backward, the loss's gradient `grad` held by the op.
-struct CrossEntropyBackward {
-    grad: f64,
-}
-
-fn logit_rows(l: &Layout, op: &'static str) -> Result<Rows> {
-    match l.dims() {
-        [_, _] => Ok(Rows::new(l)),
-        dims => bail!("{op}: expects logits [M, C], got shape {dims:?}"),
-    }
+/// The loss (`grad: None`), or its backward, the logits' gradient for the loss's gradient
+/// `grad`: arguments the logits `[M, C]`, the class ids `[M]` (u32) and the row weights `[M]`.
+pub(crate) struct CrossEntropy {
+    pub grad: Option<f64>,
 }
 
 impl CustomOp3 for CrossEntropy {
     fn name(&self) -> &'static str {
-        "fused-cross-entropy"
+        match self.grad {
+            None => "fused-cross-entropy",
+            Some(_) => "fused-cross-entropy-backward",
+        }
     }
 
     fn cpu_fwd(
@@ -111,12 +105,20 @@ impl CustomOp3 for CrossEntropy {
         wl: &Layout,
     ) -> Result<(CpuStorage, Shape)> {
         let name = self.name();
-        let rows = logit_rows(xl, name)?;
+        let rows = match xl.dims() {
+            [_, _] => Rows::new(xl),
+            dims => bail!("{name}: expects logits [M, C], got shape {dims:?}"),
+        };
         let out = per_real!(xs, name, |T| {
             let (ids, weights) = rows_data::<T>((ts, tl), (ws, wl), (rows.count, rows.len), name)?;
-            vec![forward(slice::<T>(xs, name)?, &rows, ids, weights)]
+            let x = slice::<T>(xs, name)?;
+            match self.grad {
+                None => vec![forward(x, &rows, ids, weights)],
+                Some(grad) => backward(x, &rows, ids, weights, T::c(grad)),
+            }
         });
-        Ok((out, Shape::from(())))
+        let shape = if self.grad.is_none() { Shape::from(()) } else { xl.shape().clone() };
+        Ok((out, shape))
     }
 
     fn bwd(
@@ -127,32 +129,8 @@ impl CustomOp3 for CrossEntropy {
         _res: &Tensor,
         grad: &Tensor,
     ) -> Result<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
-        let grad = grad.to_dtype(candle_core::DType::F64)?.to_scalar::<f64>()?;
-        let dx = x.apply_op3_no_bwd(targets, weights, &CrossEntropyBackward { grad })?;
+        let grad = Some(grad.to_dtype(candle_core::DType::F64)?.to_scalar::<f64>()?);
+        let dx = x.apply_op3_no_bwd(targets, weights, &CrossEntropy { grad })?;
         Ok((Some(dx), None, None))
-    }
-}
-
-impl CustomOp3 for CrossEntropyBackward {
-    fn name(&self) -> &'static str {
-        "fused-cross-entropy-backward"
-    }
-
-    fn cpu_fwd(
-        &self,
-        xs: &CpuStorage,
-        xl: &Layout,
-        ts: &CpuStorage,
-        tl: &Layout,
-        ws: &CpuStorage,
-        wl: &Layout,
-    ) -> Result<(CpuStorage, Shape)> {
-        let name = self.name();
-        let rows = logit_rows(xl, name)?;
-        let out = per_real!(xs, name, |T| {
-            let (ids, weights) = rows_data::<T>((ts, tl), (ws, wl), (rows.count, rows.len), name)?;
-            backward(slice::<T>(xs, name)?, &rows, ids, weights, T::c(self.grad))
-        });
-        Ok((out, xl.shape().clone()))
     }
 }

@@ -278,7 +278,7 @@ pub fn weighted_cross_entropy(logits: &Tensor, targets: &Tensor, weights: Option
         Some(w) => w.to_dtype(logits.dtype())?.contiguous()?,
         None => Tensor::ones(rows, logits.dtype(), logits.device())?,
     };
-    logits.apply_op3(&targets.contiguous()?, &weights, cross_entropy::CrossEntropy)
+    logits.apply_op3(&targets.contiguous()?, &weights, cross_entropy::CrossEntropy { grad: None })
 }
 
 /// `x + v` with the row vector `v` (`[n]`) added to every row of `x` (`[..., n]`).
