@@ -264,16 +264,16 @@ fn check_mask(mask: Option<&DropMask>, d: &Dims, op: &'static str) -> Result<()>
 
 /// The fused attention: arguments `Q`, `K`, `V` (`[B, N, H p]` each).
 pub(crate) struct SoftmaxAttention {
-    pub heads: usize,
-    pub scale: f64,
-    pub causal: bool,
+    heads: usize,
+    scale: f64,
+    causal: bool,
     /// The dropout mask of the `[B, H, N, N]` weights, if any (drawn before the op, kept for
     /// the backward).
-    pub mask: Option<Arc<DropMask>>,
+    mask: Option<Arc<DropMask>>,
     /// Whether to keep the weights `P` for the backward (when a gradient will be asked for).
-    pub keep_weights: bool,
+    keep_weights: bool,
     /// The weights `[B, H, N, N]` the forward kept.
-    pub weights: OnceLock<CpuStorage>,
+    weights: OnceLock<CpuStorage>,
 }
 
 impl SoftmaxAttention {

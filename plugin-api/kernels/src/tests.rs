@@ -117,6 +117,10 @@ pub(crate) fn check(
 pub(crate) const VIEWS: [View; 4] = [View::Plain, View::Transposed, View::Narrowed, View::Broadcast];
 
 /// Shapes with odd sizes, each of rank >= 2 (for the transposed view).
+/// Attention shapes `(B, N, heads, p)`: a single token, odd token counts, one head of width 1.
+const ATTENTION_CASES: [(usize, usize, usize, usize); 5] =
+    [(1, 1, 1, 4), (2, 5, 3, 4), (2, 7, 3, 4), (1, 9, 2, 5), (3, 5, 1, 1)];
+
 pub(crate) const SHAPES: [&[usize]; 6] = [&[1, 1], &[1, 7], &[7, 1], &[3, 7], &[2, 81, 5], &[2, 3, 81]];
 
 #[test]
@@ -383,9 +387,7 @@ fn softmax_attention_matches_the_composition() {
 /// The softmax attention against its composition with every input on `device`; with GPT-2's
 /// dropout on the CPU only (on a CUDA device both sides compose `seeded_dropout` alike).
 pub(crate) fn softmax_attention_matches_the_composition_on(device: &Device) {
-    // (B, N, heads, p): single token, odd token counts, one head of width 1.
-    let cases = [(1, 1, 1, 4), (2, 5, 3, 4), (2, 7, 3, 4), (1, 9, 2, 5), (3, 5, 1, 1)];
-    for (s, &(b, n, heads, p)) in cases.iter().enumerate() {
+    for (s, &(b, n, heads, p)) in ATTENTION_CASES.iter().enumerate() {
         let shape = [b, n, heads * p];
         let scale = 1.0 / (p as f64).sqrt();
         for causal in [false, true] {
@@ -432,8 +434,7 @@ fn packed_softmax_attention_matches_the_composition_on_its_parts() {
 /// [`packed_softmax_attention_matches_the_composition_on_its_parts`] with the input on `device`
 /// (with dropout on the CPU only, as for the separate attention).
 pub(crate) fn packed_softmax_attention_matches_the_composition_on(device: &Device) {
-    let cases = [(1, 1, 1, 4), (2, 5, 3, 4), (2, 7, 3, 4), (1, 9, 2, 5), (3, 5, 1, 1)];
-    for (s, &(b, n, heads, p)) in cases.iter().enumerate() {
+    for (s, &(b, n, heads, p)) in ATTENTION_CASES.iter().enumerate() {
         let width = heads * p;
         let scale = 1.0 / (p as f64).sqrt();
         let parts = |x: &Tensor| [0, 1, 2].map(|i| x.narrow(2, i * width, width).unwrap());
@@ -550,8 +551,7 @@ fn energy_attention_matches_the_composition() {
 pub(crate) fn energy_attention_matches_the_composition_on(device: &Device) {
     // (B, N, heads, p): a single token (attending to itself only), odd token counts, one head
     // of width 1.
-    let cases = [(1, 1, 1, 4), (2, 5, 3, 4), (2, 7, 3, 4), (1, 9, 2, 5), (3, 5, 1, 1)];
-    for (s, &(b, n, heads, p)) in cases.iter().enumerate() {
+    for (s, &(b, n, heads, p)) in ATTENTION_CASES.iter().enumerate() {
         for attend_self in [true, false] {
             if n < 2 && !attend_self {
                 let qk = normal(&[b, n, 2 * heads * p], 1.0, 0);

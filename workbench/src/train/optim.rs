@@ -49,10 +49,8 @@ impl AdamW {
     /// Parameters without a gradient are left unchanged (no decay either).
     pub fn step(&mut self, grads: &GradStore, lr: f64, grad_scale: f64) -> Result<()> {
         self.t += 1;
-        let AdamWConfig { beta1, beta2, eps, weight_decay } = self.cfg;
-        let correction1 = 1.0 - beta1.powi(self.t as i32);
-        let correction2 = 1.0 - beta2.powi(self.t as i32);
-        let descend = Descend { lr, weight_decay, correction1, correction2, eps };
+        let AdamWConfig { beta1, beta2, .. } = self.cfg;
+        let descend = self.descend(lr);
         for slot in &self.slots {
             let Some(g) = grads.get(slot.var.as_tensor()) else { continue };
             if !slot.var.device().is_cpu() {
@@ -66,6 +64,13 @@ impl AdamW {
             slot.var.as_tensor().inplace_op3(slot.m.as_tensor(), slot.v.as_tensor(), &descend)?;
         }
         Ok(())
+    }
+
+    /// The parameter update of step `t` at learning rate `lr`, with its bias corrections.
+    fn descend(&self, lr: f64) -> Descend {
+        let AdamWConfig { beta1, beta2, eps, weight_decay } = self.cfg;
+        let (correction1, correction2) = (1.0 - beta1.powi(self.t as i32), 1.0 - beta2.powi(self.t as i32));
+        Descend { lr, weight_decay, correction1, correction2, eps }
     }
 }
 
@@ -155,9 +160,7 @@ mod tests {
                 opt_fused.step(&loss(&fused.0)?, lr, scale)?;
                 let grads = loss(&composed.0)?;
                 opt_composed.t += 1;
-                let (c1, c2) = (1.0 - 0.9f64.powi(step), 1.0 - 0.95f64.powi(step));
-                let descend =
-                    Descend { lr, weight_decay: cfg.weight_decay, correction1: c1, correction2: c2, eps: cfg.eps };
+                let descend = opt_composed.descend(lr);
                 let slot = &opt_composed.slots[0];
                 slot.step_composed(grads.get(slot.var.as_tensor()).unwrap(), scale, (cfg.beta1, cfg.beta2), &descend)?;
                 for (f, c) in [(&fused.0, &composed.0), (&fused.1, &composed.1)] {
