@@ -7,12 +7,30 @@ use crate::real::Real;
 /// Lanes of the partial sums.
 const LANES: usize = 8;
 
+/// Partial sums of a long row: four vectors of [`LANES`].
+const WIDE: usize = 4 * LANES;
+
 /// `sum x_i y_i`.
 #[inline(always)]
 pub(crate) fn dot<T: Real>(x: &[T], y: &[T]) -> T {
     let n = x.len().min(y.len());
     let (x, y) = (&x[..n], &y[..n]);
     let mut acc = [T::zero(); LANES];
+    // A long row (a feedforward width) keeps four vectors of partial sums, so that one
+    // chunk's additions need not wait on the previous chunk's: at one vector the loop is
+    // bound by the addition's latency. Short rows (a head's width) take one vector only.
+    let (mut x, mut y) = (x, y);
+    if n >= 2 * WIDE {
+        let mut wide = [T::zero(); WIDE];
+        let (xw, yw) = (x.chunks_exact(WIDE), y.chunks_exact(WIDE));
+        (x, y) = (xw.remainder(), yw.remainder());
+        for (a, b) in xw.zip(yw) {
+            for l in 0..WIDE {
+                wide[l] += a[l] * b[l];
+            }
+        }
+        fold_wide(&wide, &mut acc);
+    }
     let (xc, yc) = (x.chunks_exact(LANES), y.chunks_exact(LANES));
     let (xr, yr) = (xc.remainder(), yc.remainder());
     for (a, b) in xc.zip(yc) {
@@ -25,6 +43,16 @@ pub(crate) fn dot<T: Real>(x: &[T], y: &[T]) -> T {
         total += a * b;
     }
     acc.iter().fold(total, |s, &v| s + v)
+}
+
+/// Adds the [`WIDE`] partial sums of a long row into [`LANES`] ones.
+#[inline(always)]
+fn fold_wide<T: Real>(wide: &[T; WIDE], acc: &mut [T; LANES]) {
+    for part in wide.chunks_exact(LANES) {
+        for l in 0..LANES {
+            acc[l] += part[l];
+        }
+    }
 }
 
 /// `sum x_i^2`.
@@ -84,10 +112,22 @@ pub(crate) fn softmax_in_place<T: Real>(row: &mut [T]) {
     }
 }
 
-/// `sum x_i`.
+/// `sum x_i` (partial sums as in [`dot`]).
 #[inline(always)]
 pub(crate) fn sum<T: Real>(x: &[T]) -> T {
     let mut acc = [T::zero(); LANES];
+    let mut x = x;
+    if x.len() >= 2 * WIDE {
+        let mut wide = [T::zero(); WIDE];
+        let chunks = x.chunks_exact(WIDE);
+        x = chunks.remainder();
+        for c in chunks {
+            for l in 0..WIDE {
+                wide[l] += c[l];
+            }
+        }
+        fold_wide(&wide, &mut acc);
+    }
     let chunks = x.chunks_exact(LANES);
     let rest = chunks.remainder();
     for c in chunks {
@@ -198,11 +238,20 @@ mod tests {
 
     #[test]
     fn reductions_match_sequential_sums() {
+        // Lengths on both sides of the wide path's threshold and with every remainder.
+        for n in (0..80).chain([127, 128, 129, 517]) {
+            let x: Vec<f64> = (0..n).map(|i| (i as f64 * 0.37).sin()).collect();
+            let y: Vec<f64> = (0..n).map(|i| (i as f64 * 0.11).cos()).collect();
+            let seq: f64 = x.iter().zip(&y).map(|(a, b)| a * b).sum();
+            assert!((dot(&x, &y) - seq).abs() < 1e-12, "dot of length {n}");
+            assert!((sum(&x) - x.iter().sum::<f64>()).abs() < 1e-12, "sum of length {n}");
+            assert!((sum_sq(&x) - x.iter().map(|v| v * v).sum::<f64>()).abs() < 1e-12, "sum_sq of length {n}");
+            assert_eq!(max(&x), x.iter().cloned().fold(f64::NEG_INFINITY, f64::max));
+        }
+        // Unequal lengths: the shorter one counts.
+        let (x, y) = (vec![1.0f64; 200], vec![2.0f64; 150]);
+        assert_eq!(dot(&x, &y), 300.0);
         let x: Vec<f64> = (0..37).map(|i| (i as f64 * 0.37).sin()).collect();
-        let y: Vec<f64> = (0..37).map(|i| (i as f64 * 0.11).cos()).collect();
-        let seq: f64 = x.iter().zip(&y).map(|(a, b)| a * b).sum();
-        assert!((dot(&x, &y) - seq).abs() < 1e-12);
-        assert_eq!(max(&x), x.iter().cloned().fold(f64::NEG_INFINITY, f64::max));
         let mut p = vec![0.0; 37];
         softmax_row(&x, &mut p);
         assert!((p.iter().sum::<f64>() - 1.0).abs() < 1e-12);
