@@ -9,6 +9,7 @@
 
 use crate::real::Real;
 use crate::strided::{map_rows, read_vector, slice, storage_len, unpack, Rows};
+use crate::vector::dot;
 use crate::widest::widest;
 use candle_core::{bail, CpuStorage, CustomOp2, CustomOp3, Layout, Result, Shape, Tensor};
 
@@ -89,6 +90,10 @@ unsafe fn product<T: Real>(m: usize, n: usize, k: usize, dst: *mut T, lhs: (&[T]
     if m == 0 || n == 0 {
         return;
     }
+    // SAFETY: as this function's.
+    if unsafe { row_or_outer_product(m, n, k, dst, lhs, rhs) } {
+        return;
+    }
     let ((a, sa), (b, sb)) = (lhs, rhs);
     // SAFETY: the strides and offsets come from the layouts candle checked against the
     // storages, and the caller gives room for `m * n` elements.
@@ -115,6 +120,77 @@ unsafe fn product<T: Real>(m: usize, n: usize, k: usize, dst: *mut T, lhs: (&[T]
             parallelism,
         )
     }
+}
+
+/// `dst = lhs rhs` when it is a row times a matrix (`m = 1`, the step-size network's time
+/// embedding) or an outer product (`k = 1`, that row's weight gradient): gemm spends
+/// microseconds of per-call set-up on these few thousand multiply-adds, a plain loop a
+/// fraction of one. Returns `false`, writing nothing, for any other product, or a row whose
+/// matrix is laid out so that neither its rows nor its columns are contiguous.
+///
+/// # Safety
+/// As [`product`]'s.
+unsafe fn row_or_outer_product<T: Real>(
+    m: usize,
+    n: usize,
+    k: usize,
+    dst: *mut T,
+    (a, sa): (&[T], Strided),
+    (b, sb): (&[T], Strided),
+) -> bool {
+    if m != 1 && k != 1 {
+        return false;
+    }
+    let a_at = |i: usize, p: usize| a[sa.offset + i * sa.row_stride + p * sa.col_stride];
+    let b_row = |p: usize| &b[sb.offset + p * sb.row_stride..][..(n - 1) * sb.col_stride + 1];
+    // SAFETY: the caller gives room for `m * n` elements.
+    let out = unsafe { std::slice::from_raw_parts_mut(dst, m * n) };
+    if k == 1 {
+        // out[i, j] = a[i] b[j], from `b`'s row gathered once.
+        let row: Vec<T> = (0..n).map(|j| b[sb.offset + j * sb.col_stride]).collect();
+        widest(
+            #[inline(always)]
+            || {
+                for (i, out) in out.chunks_exact_mut(n).enumerate() {
+                    let a = a_at(i, 0);
+                    for (o, &b) in out.iter_mut().zip(&row) {
+                        *o = a * b;
+                    }
+                }
+            },
+        );
+        return true;
+    }
+    if sb.col_stride == 1 {
+        // out = sum_p a[p] b[p, :], one contiguous row of `b` at a time.
+        widest(
+            #[inline(always)]
+            || {
+                out.fill(T::zero());
+                for p in 0..k {
+                    let a = a_at(0, p);
+                    for (o, &b) in out.iter_mut().zip(b_row(p)) {
+                        *o += a * b;
+                    }
+                }
+            },
+        );
+        return true;
+    }
+    if sb.row_stride == 1 && sa.col_stride == 1 {
+        // out[j] = a . b[:, j], both contiguous.
+        let a = &a[sa.offset..][..k];
+        widest(
+            #[inline(always)]
+            || {
+                for (j, o) in out.iter_mut().enumerate() {
+                    *o = dot(a, &b[sb.offset + j * sb.col_stride..][..k]);
+                }
+            },
+        );
+        return true;
+    }
+    false
 }
 
 /// The weight `[k, n]` as a matrix, or with `transposed` the weight `[n, k]` as its transpose.

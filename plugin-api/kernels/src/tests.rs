@@ -574,7 +574,9 @@ pub(crate) fn energy_attention_matches_the_composition_on(device: &Device) {
 
 #[test]
 fn linear_matches_the_composition_for_any_layout() {
-    let shapes: [&[usize]; 5] = [&[1, 1], &[7, 5], &[2, 81, 5], &[3, 1, 7], &[2, 2, 3, 4]];
+    // [1, 1] and [1, 9]: a single row, whose product and weight gradient (an outer product)
+    // take the row path rather than gemm.
+    let shapes: [&[usize]; 6] = [&[1, 1], &[1, 9], &[7, 5], &[2, 81, 5], &[3, 1, 7], &[2, 2, 3, 4]];
     for (s, shape) in shapes.iter().enumerate() {
         let k = *shape.last().unwrap();
         for view in VIEWS {
