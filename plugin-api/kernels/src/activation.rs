@@ -78,6 +78,12 @@ impl CustomOp1 for Elementwise {
     }
 }
 
+/// `dx = dy 1[y > 0]` for `y = relu(x)`: ReLU's derivative read off its output (`y > 0`
+/// exactly where `x > 0`), for ops that keep `relu(x)` and not `x`.
+pub(crate) fn relu_backward_from_output(y: &Tensor, dy: &Tensor) -> Result<Tensor> {
+    y.apply_op2_no_bwd(dy, &ElementwiseBackward { act: Activation::Relu })
+}
+
 /// The backward of [`Elementwise`]: arguments `x`, `dy`; result `dx`.
 struct ElementwiseBackward {
     act: Activation,

@@ -213,17 +213,32 @@ pub fn linear_transposed(x: &Tensor, w: &Tensor, bias: Option<&Tensor>) -> Resul
     linear_op(x, w, bias, true)
 }
 
-fn linear_op(x: &Tensor, w: &Tensor, bias: Option<&Tensor>, transposed: bool) -> Result<Tensor> {
+/// `relu(x w)` for `x` `[..., k]`, `w` `[k, n]`: [`linear`] and [`relu`] as one op, the
+/// rectifier applied while the product's output is in the cache, and only its output kept
+/// for the backward (a Transformer MLP's up-projection).
+pub fn linear_relu(x: &Tensor, w: &Tensor) -> Result<Tensor> {
+    if linear_fits(x, w, None, false) {
+        x.apply_op2(w, linear::LinearRelu { transposed: false })
+    } else {
+        Kernels::Composed.relu(&Kernels::Composed.linear(x, w, None)?)
+    }
+}
+
+/// Whether [`linear`] (or [`linear_transposed`]) can run as a fused op on these arguments.
+fn linear_fits(x: &Tensor, w: &Tensor, bias: Option<&Tensor>, transposed: bool) -> bool {
     let k = x.dims().last().copied().unwrap_or(0);
     let (inner, outer) = if transposed { (1, 0) } else { (0, 1) };
-    let fits = is_fused(x)
+    is_fused(x)
         && x.rank() >= 1
         && w.dims().len() == 2
         && w.dims()[inner] == k
         && w.dtype() == x.dtype()
         && w.device().same_device(x.device())
-        && bias.is_none_or(|b| gain_fits(x, b, w.dims()[outer]));
-    if !fits {
+        && bias.is_none_or(|b| gain_fits(x, b, w.dims()[outer]))
+}
+
+fn linear_op(x: &Tensor, w: &Tensor, bias: Option<&Tensor>, transposed: bool) -> Result<Tensor> {
+    if !linear_fits(x, w, bias, transposed) {
         return match transposed {
             true => Kernels::Composed.linear(x, &w.t()?, bias),
             false => Kernels::Composed.linear(x, w, bias),
@@ -534,6 +549,14 @@ impl Kernels {
                     None => Ok(y),
                 }
             }
+        }
+    }
+
+    /// [`linear_relu`], or candle's composition of [`Kernels::linear`] and `relu`.
+    pub fn linear_relu(self, x: &Tensor, w: &Tensor) -> Result<Tensor> {
+        match self {
+            Kernels::Fused => linear_relu(x, w),
+            Kernels::Composed => self.relu(&self.linear(x, w, None)?),
         }
     }
 

@@ -7,6 +7,7 @@
 //! `gemm` crate straight from the arguments' strides (a transposed weight `W^T` passed as a
 //! view costs no copy).
 
+use crate::activation::relu_backward_from_output;
 use crate::real::Real;
 use crate::strided::{map_rows, read_vector, slice, storage_len, unpack, Rows};
 use crate::vector::dot;
@@ -306,7 +307,14 @@ pub(crate) struct LinearBias {
     pub transposed: bool,
 }
 
-/// The backward of both: arguments `x`, `w`, `dy`; result `[dx, dw (, db)]`.
+/// `relu(x w)` (or `relu(x w^T)`): the rectifier applied to the product's output while it
+/// is still in the cache, where a separate op reads and writes it once more from memory;
+/// only the rectified output is kept (the backward reads ReLU's derivative off it).
+pub(crate) struct LinearRelu {
+    pub transposed: bool,
+}
+
+/// The backward of all three: arguments `x`, `w`, `dy`; result `[dx, dw (, db)]`.
 struct LinearBackward {
     with_bias: bool,
     transposed: bool,
@@ -334,6 +342,46 @@ impl CustomOp2 for Linear {
     fn bwd(&self, x: &Tensor, w: &Tensor, _res: &Tensor, dy: &Tensor) -> Result<(Option<Tensor>, Option<Tensor>)> {
         let [dx, dw] = unpack(
             &x.apply_op3_no_bwd(w, dy, &LinearBackward { with_bias: false, transposed: self.transposed })?,
+            [x, w],
+        )?;
+        Ok((Some(dx), Some(dw)))
+    }
+}
+
+impl CustomOp2 for LinearRelu {
+    fn name(&self) -> &'static str {
+        "fused-linear-relu"
+    }
+
+    fn cpu_fwd(&self, s: &CpuStorage, l: &Layout, ws: &CpuStorage, wl: &Layout) -> Result<(CpuStorage, Shape)> {
+        fn rectified<T: Real>(mut y: Vec<T>) -> Vec<T> {
+            widest(
+                #[inline(always)]
+                || {
+                    for v in y.iter_mut() {
+                        *v = if *v > T::zero() { *v } else { T::zero() };
+                    }
+                },
+            );
+            y
+        }
+        let name = self.name();
+        let out = per_real!(s, name, |T| rectified(forward(
+            slice::<T>(s, name)?,
+            l,
+            slice::<T>(ws, name)?,
+            wl,
+            self.transposed,
+            None,
+            name
+        )?));
+        Ok((out, output_shape(l, wl, self.transposed)))
+    }
+
+    fn bwd(&self, x: &Tensor, w: &Tensor, res: &Tensor, dy: &Tensor) -> Result<(Option<Tensor>, Option<Tensor>)> {
+        let du = relu_backward_from_output(res, dy)?;
+        let [dx, dw] = unpack(
+            &x.apply_op3_no_bwd(w, &du, &LinearBackward { with_bias: false, transposed: self.transposed })?,
             [x, w],
         )?;
         Ok((Some(dx), Some(dw)))

@@ -624,6 +624,33 @@ fn linear_matches_the_composition_for_any_layout() {
 }
 
 #[test]
+fn linear_relu_matches_the_composition() {
+    for (s, shape) in [&[1usize, 9][..], &[7, 5], &[2, 81, 5], &[2, 2, 3, 4]].into_iter().enumerate() {
+        let k = *shape.last().unwrap();
+        for view in VIEWS {
+            let (xv, x) = input(shape, view, 120 + s as u64);
+            let wv = Var::from_tensor(&normal(&[k, 6], 1.0, 121)).unwrap();
+            check(
+                &format!("linear_relu {shape:?} {view:?}"),
+                &[xv.clone(), wv.clone()],
+                &[x.clone(), wv.as_tensor().clone()],
+                |i| linear_relu(&i[0], &i[1]).unwrap(),
+                |i| Kernels::Composed.linear(&i[0], &i[1], None).unwrap().relu().unwrap(),
+            );
+            // The weight as the transposed view of a [n, k] variable.
+            let wt = Var::from_tensor(&normal(&[6, k], 1.0, 122)).unwrap();
+            check(
+                &format!("linear_relu {shape:?} {view:?} w^T"),
+                &[xv, wt.clone()],
+                &[x, wt.as_tensor().t().unwrap()],
+                |i| linear_relu(&i[0], &i[1]).unwrap(),
+                |i| Kernels::Composed.linear(&i[0], &i[1], None).unwrap().relu().unwrap(),
+            );
+        }
+    }
+}
+
+#[test]
 fn add_row_matches_broadcast_add() {
     for (s, shape) in SHAPES.iter().enumerate() {
         for view in VIEWS {

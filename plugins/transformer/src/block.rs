@@ -56,7 +56,7 @@ impl TransformerBlock {
         let attended = self.attention(&k.rms_norm(x, Some(&self.attn_norm), self.norm_eps)?, causal)?;
         let x = if self.reversed_attention { (x - attended)? } else { (x + attended)? };
         let h = k.rms_norm(&x, Some(&self.mlp_norm), self.norm_eps)?;
-        Ok((&x + k.linear(&k.relu(&k.linear(&h, &self.w_up, None)?)?, &self.w_down, None)?)?)
+        Ok((&x + k.linear(&k.linear_relu(&h, &self.w_up)?, &self.w_down, None)?)?)
     }
 
     fn attention(&self, h: &Tensor, causal: bool) -> Result<Tensor> {
