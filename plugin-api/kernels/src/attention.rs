@@ -45,6 +45,10 @@ pub(crate) unsafe fn product<T: Real>(
     scale: T,
     accumulate: bool,
 ) {
+    let (a, b) = ((lhs, lhs_rs, lhs_cs), (rhs, rhs_rs, rhs_cs));
+    if T::head_product((m, n, k), dst, dst_rs, a, b, scale, accumulate) {
+        return;
+    }
     gemm::gemm(
         m,
         n,

@@ -82,6 +82,7 @@ mod cross_entropy;
 mod dropout_mask;
 mod energy_attention;
 mod gpu;
+mod head_product;
 mod layer_norm;
 mod linear;
 mod norm;

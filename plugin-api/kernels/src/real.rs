@@ -20,6 +20,21 @@ pub(crate) trait Real:
     fn tanh_fast(self) -> Self;
     /// A value of this type from an `f64` constant.
     fn c(v: f64) -> Self;
+    /// `dst = scale a b (+ dst)` for one attention head's product by the register tiles of
+    /// `head_product.rs`, where they apply (f32 on AVX-512); `false` leaves it to `gemm`.
+    ///
+    /// # Safety
+    /// As `head_product::product_f32`.
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn head_product(
+        size: (usize, usize, usize),
+        dst: *mut Self,
+        dst_rs: usize,
+        a: (*const Self, usize, usize),
+        b: (*const Self, usize, usize),
+        scale: Self,
+        accumulate: bool,
+    ) -> bool;
 }
 
 impl Real for f32 {
@@ -39,6 +54,18 @@ impl Real for f32 {
     fn c(v: f64) -> Self {
         v as f32
     }
+    unsafe fn head_product(
+        size: (usize, usize, usize),
+        dst: *mut f32,
+        dst_rs: usize,
+        a: (*const f32, usize, usize),
+        b: (*const f32, usize, usize),
+        scale: f32,
+        accumulate: bool,
+    ) -> bool {
+        // SAFETY: as this function's.
+        unsafe { crate::head_product::product_f32(size, dst, dst_rs, a, b, scale, accumulate) }
+    }
 }
 
 impl Real for f64 {
@@ -57,5 +84,16 @@ impl Real for f64 {
     #[inline]
     fn c(v: f64) -> Self {
         v
+    }
+    unsafe fn head_product(
+        _: (usize, usize, usize),
+        _: *mut f64,
+        _: usize,
+        _: (*const f64, usize, usize),
+        _: (*const f64, usize, usize),
+        _: f64,
+        _: bool,
+    ) -> bool {
+        false
     }
 }

@@ -825,6 +825,62 @@ fn f32_softmax_attention_agrees_with_f64() {
     }
 }
 
+/// An op in f32 against the same op in f64, values and every input's gradient: the f32 paths
+/// (the per-head products' AVX-512 tiles among them, `head_product.rs`) within single
+/// precision of the f64 ones, which the tests above hold to the composition.
+fn check_f32_against_f64(label: &str, inputs: &[Tensor], op: impl Fn(&[Tensor]) -> Tensor) {
+    let run = |dtype: DType| {
+        let vars: Vec<Var> = inputs.iter().map(|t| Var::from_tensor(&t.to_dtype(dtype).unwrap()).unwrap()).collect();
+        let tensors: Vec<Tensor> = vars.iter().map(|v| v.as_tensor().clone()).collect();
+        let y = op(&tensors);
+        let r = normal(y.dims(), 1.0, 98).to_dtype(dtype).unwrap();
+        let grads = (&y * &r).unwrap().sum_all().unwrap().backward().unwrap();
+        let as_f64 = |t: &Tensor| t.to_dtype(DType::F64).unwrap();
+        let grads: Vec<Tensor> = vars.iter().map(|v| as_f64(grads.get(v).expect("a gradient"))).collect();
+        (as_f64(&y), grads)
+    };
+    let ((y32, g32), (y64, g64)) = (run(DType::F32), run(DType::F64));
+    let err = relative_error(&y32, &y64);
+    assert!(err < 1e-5, "{label}: f32 forward vs f64 {err:e}");
+    for (i, (a, b)) in g32.iter().zip(&g64).enumerate() {
+        let err = relative_error(a, b);
+        assert!(err < 1e-4, "{label}: f32 gradient of input {i} vs f64 {err:e}");
+    }
+}
+
+/// Every attention op's f32 path, forward and backward, against its f64 path, at the default
+/// model's shape (81 tokens, heads of 32) and at odd ones.
+#[test]
+fn f32_attention_gradients_agree_with_f64() {
+    for (b, n, heads, p) in [(2, 81, 4, 32), (3, 17, 2, 7), (1, 100, 1, 40)] {
+        let w = heads * p;
+        let shape = format!("B={b} N={n} H={heads} p={p}");
+        let x = normal(&[b, n, w], 1.0, 41);
+        let g = (normal(&[p], 0.3, 42) + 1.0).unwrap();
+        check_f32_against_f64(&format!("bi-softmax attention {shape}"), &[x, g], |i| {
+            bi_softmax_attention(&i[0], Some(&i[1]), heads, 0.35, 1e-6).unwrap()
+        });
+        for causal in [false, true] {
+            let qkv = [43, 44, 45].map(|seed| normal(&[b, n, w], 1.0, seed));
+            check_f32_against_f64(&format!("softmax attention {shape} causal={causal}"), &qkv, |i| {
+                softmax_attention(&i[0], &i[1], &i[2], heads, 0.35, causal).unwrap()
+            });
+            check_f32_against_f64(
+                &format!("packed softmax attention {shape} causal={causal}"),
+                &[normal(&[b, n, 3 * w], 1.0, 46)],
+                |i| Kernels::Fused.softmax_attention_packed(&i[0], heads, 0.35, causal, None).unwrap(),
+            );
+        }
+        for attend_self in [false, true] {
+            check_f32_against_f64(
+                &format!("energy attention {shape} attend_self={attend_self}"),
+                &[normal(&[b, n, 2 * w], 1.0, 47)],
+                |i| energy_attention(&i[0], heads, 0.35, attend_self).unwrap(),
+            );
+        }
+    }
+}
+
 /// candle's sums (the vendored run-by-run `ReduceSum`, what every broadcast op's backward
 /// computes) against a plain per-entry sum, for every choice of reduced dimensions of a
 /// `[3, 4, 5, 6]` tensor.
