@@ -219,7 +219,7 @@ pub fn linear_transposed(x: &Tensor, w: &Tensor, bias: Option<&Tensor>) -> Resul
 /// for the backward (a Transformer MLP's up-projection).
 pub fn linear_relu(x: &Tensor, w: &Tensor) -> Result<Tensor> {
     if linear_fits(x, w, None, false) {
-        x.apply_op2(w, linear::LinearRelu { transposed: false })
+        x.apply_op2(w, linear::Linear { transposed: false, relu: true })
     } else {
         Kernels::Composed.relu(&Kernels::Composed.linear(x, w, None)?)
     }
@@ -246,7 +246,7 @@ fn linear_op(x: &Tensor, w: &Tensor, bias: Option<&Tensor>, transposed: bool) ->
         };
     }
     match bias {
-        None => x.apply_op2(w, linear::Linear { transposed }),
+        None => x.apply_op2(w, linear::Linear { transposed, relu: false }),
         Some(b) => x.apply_op3(w, b, linear::LinearBias { transposed }),
     }
 }

@@ -297,9 +297,13 @@ fn backward<T: Real>(
     Ok(out)
 }
 
-/// `x w`, or `x w^T` when `transposed` (a weight `[n, k]` as PyTorch's `nn.Linear` keeps it).
+/// `x w`, or `x w^T` when `transposed` (a weight `[n, k]` as PyTorch's `nn.Linear` keeps it);
+/// with `relu`, `relu` of it: the rectifier applied to the product's output while it is still
+/// in the cache, where a separate op reads and writes it once more from memory, and only the
+/// rectified output kept (the backward reads ReLU's derivative off it).
 pub(crate) struct Linear {
     pub transposed: bool,
+    pub relu: bool,
 }
 
 /// `x w + b` (or `x w^T + b`).
@@ -307,14 +311,7 @@ pub(crate) struct LinearBias {
     pub transposed: bool,
 }
 
-/// `relu(x w)` (or `relu(x w^T)`): the rectifier applied to the product's output while it
-/// is still in the cache, where a separate op reads and writes it once more from memory;
-/// only the rectified output is kept (the backward reads ReLU's derivative off it).
-pub(crate) struct LinearRelu {
-    pub transposed: bool,
-}
-
-/// The backward of all three: arguments `x`, `w`, `dy`; result `[dx, dw (, db)]`.
+/// The backward of both: arguments `x`, `w`, `dy`; result `[dx, dw (, db)]`.
 struct LinearBackward {
     with_bias: bool,
     transposed: bool,
@@ -322,66 +319,39 @@ struct LinearBackward {
 
 impl CustomOp2 for Linear {
     fn name(&self) -> &'static str {
-        "fused-linear"
+        if self.relu {
+            "fused-linear-relu"
+        } else {
+            "fused-linear"
+        }
     }
 
     fn cpu_fwd(&self, s: &CpuStorage, l: &Layout, ws: &CpuStorage, wl: &Layout) -> Result<(CpuStorage, Shape)> {
-        let name = self.name();
-        let out = per_real!(s, name, |T| forward(
-            slice::<T>(s, name)?,
-            l,
-            slice::<T>(ws, name)?,
-            wl,
-            self.transposed,
-            None,
-            name
-        )?);
-        Ok((out, output_shape(l, wl, self.transposed)))
-    }
-
-    fn bwd(&self, x: &Tensor, w: &Tensor, _res: &Tensor, dy: &Tensor) -> Result<(Option<Tensor>, Option<Tensor>)> {
-        let [dx, dw] = unpack(
-            &x.apply_op3_no_bwd(w, dy, &LinearBackward { with_bias: false, transposed: self.transposed })?,
-            [x, w],
-        )?;
-        Ok((Some(dx), Some(dw)))
-    }
-}
-
-impl CustomOp2 for LinearRelu {
-    fn name(&self) -> &'static str {
-        "fused-linear-relu"
-    }
-
-    fn cpu_fwd(&self, s: &CpuStorage, l: &Layout, ws: &CpuStorage, wl: &Layout) -> Result<(CpuStorage, Shape)> {
-        fn rectified<T: Real>(mut y: Vec<T>) -> Vec<T> {
-            widest(
-                #[inline(always)]
-                || {
-                    for v in y.iter_mut() {
-                        *v = if *v > T::zero() { *v } else { T::zero() };
-                    }
-                },
-            );
+        fn rectified<T: Real>(mut y: Vec<T>, relu: bool) -> Vec<T> {
+            if relu {
+                widest(
+                    #[inline(always)]
+                    || {
+                        for v in y.iter_mut() {
+                            *v = if *v > T::zero() { *v } else { T::zero() };
+                        }
+                    },
+                );
+            }
             y
         }
         let name = self.name();
-        let out = per_real!(s, name, |T| rectified(forward(
-            slice::<T>(s, name)?,
-            l,
-            slice::<T>(ws, name)?,
-            wl,
-            self.transposed,
-            None,
-            name
-        )?));
+        let out = per_real!(s, name, |T| rectified(
+            forward(slice::<T>(s, name)?, l, slice::<T>(ws, name)?, wl, self.transposed, None, name)?,
+            self.relu
+        ));
         Ok((out, output_shape(l, wl, self.transposed)))
     }
 
     fn bwd(&self, x: &Tensor, w: &Tensor, res: &Tensor, dy: &Tensor) -> Result<(Option<Tensor>, Option<Tensor>)> {
-        let du = relu_backward_from_output(res, dy)?;
+        let dy = if self.relu { relu_backward_from_output(res, dy)? } else { dy.clone() };
         let [dx, dw] = unpack(
-            &x.apply_op3_no_bwd(w, &du, &LinearBackward { with_bias: false, transposed: self.transposed })?,
+            &x.apply_op3_no_bwd(w, &dy, &LinearBackward { with_bias: false, transposed: self.transposed })?,
             [x, w],
         )?;
         Ok((Some(dx), Some(dw)))

@@ -21,20 +21,23 @@ pub(crate) trait Real:
     /// A value of this type from an `f64` constant.
     fn c(v: f64) -> Self;
     /// `dst = scale a b (+ dst)` for one attention head's product by the register tiles of
-    /// `head_product.rs`, where they apply (f32 on AVX-512); `false` leaves it to `gemm`.
+    /// `head_product.rs`, where they apply (f32 on AVX-512); `false` (the default, f64's) leaves
+    /// it to `gemm`.
     ///
     /// # Safety
     /// As `head_product::product_f32`.
     #[allow(clippy::too_many_arguments)]
     unsafe fn head_product(
-        size: (usize, usize, usize),
-        dst: *mut Self,
-        dst_rs: usize,
-        a: (*const Self, usize, usize),
-        b: (*const Self, usize, usize),
-        scale: Self,
-        accumulate: bool,
-    ) -> bool;
+        _size: (usize, usize, usize),
+        _dst: *mut Self,
+        _dst_rs: usize,
+        _a: (*const Self, usize, usize),
+        _b: (*const Self, usize, usize),
+        _scale: Self,
+        _accumulate: bool,
+    ) -> bool {
+        false
+    }
 }
 
 impl Real for f32 {
@@ -84,16 +87,5 @@ impl Real for f64 {
     #[inline]
     fn c(v: f64) -> Self {
         v
-    }
-    unsafe fn head_product(
-        _: (usize, usize, usize),
-        _: *mut f64,
-        _: usize,
-        _: (*const f64, usize, usize),
-        _: (*const f64, usize, usize),
-        _: f64,
-        _: bool,
-    ) -> bool {
-        false
     }
 }
