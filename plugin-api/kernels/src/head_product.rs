@@ -20,7 +20,6 @@
 /// # Safety
 /// `a`, `b` and `dst` must address matrices of the given sizes and strides (`dst` is not read
 /// unless `accumulate`).
-#[allow(clippy::too_many_arguments)]
 pub(crate) unsafe fn product_f32(
     (m, n, k): (usize, usize, usize),
     dst: *mut f32,
