@@ -1842,7 +1842,9 @@ async fn a_synced_outbox_has_written_everything_pushed(backend: Backend) {
     let Some(db) = TestDb::new(backend, "outbox-sync").await else { return };
     let store = db.open().await;
     let id = store.create_run(&new_run(1)).await.unwrap();
-    let outbox = Outbox::start(&store, id, format!("runs/{id}/checkpoint.safetensors"));
+    // Held by this process, as a worker holds its run.
+    store.mark_running(id, std::process::id()).await.unwrap();
+    let outbox = Outbox::start(&store, id, format!("runs/{id}/checkpoint.safetensors"), Default::default());
     // Past the writer's first (empty) pass: what follows waits for its next one.
     tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     for step in 1..=10 {
@@ -1863,7 +1865,60 @@ async fn a_synced_outbox_has_written_everything_pushed(backend: Backend) {
     assert_eq!(store.artifacts(id).await.unwrap().len(), 1);
 }
 
+/// A worker's writes wait while the run's lease is not the worker's (a reader marked it
+/// interrupted while the worker was frozen: nothing is written, `sync` does not wait), are
+/// written once the lease is back, and are dropped, with the writer ended, once the lease is
+/// lost (the run requeued meanwhile): the run keeps what it had.
+async fn an_outbox_writes_only_while_its_worker_holds_the_lease(backend: Backend) {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    use workbench::train::outbox::Outbox;
+    let Some(db) = TestDb::new(backend, "outbox-lease").await else { return };
+    let store = db.open().await;
+    let pid = std::process::id();
+    let id = store.create_run(&new_run(1)).await.unwrap();
+    store.mark_running(id, pid).await.unwrap();
+    assert!(store.holds_lease(id, pid).await.unwrap());
+    assert!(!store.holds_lease(id, pid + 1).await.unwrap(), "another process does not hold it");
+    let lost = Arc::new(AtomicBool::new(false));
+    let outbox = Outbox::start(&store, id, format!("runs/{id}/checkpoint.safetensors"), lost.clone());
+    outbox.push(1, "train", "loss", 1.0, 0.0);
+    outbox.progress(1);
+    outbox.sync().await;
+    assert_eq!(store.run(id).await.unwrap().last_step, 1);
+    // The lease away (a reader marked the run interrupted, as it does when heartbeats stop):
+    // pushed rows wait, and `sync` returns without them.
+    let expire = || store.finish_with_cause(id, RunStatus::Interrupted, None, Some("lease expired (test)"));
+    expire().await.unwrap();
+    assert!(!store.holds_lease(id, pid).await.unwrap());
+    outbox.push(2, "train", "loss", 2.0, 0.0);
+    outbox.progress(2);
+    tokio::time::timeout(std::time::Duration::from_secs(10), outbox.sync()).await.expect("sync does not wait");
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert_eq!(store.run(id).await.unwrap().last_step, 1, "nothing written while the lease is away");
+    assert_eq!(store.metrics(id).await.unwrap().len(), 1);
+    // Taken back by the heartbeat: what waited is written.
+    assert_eq!(store.heartbeat(id, pid).await.unwrap(), Lease::Reclaimed);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while store.run(id).await.unwrap().last_step != 2 && std::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(store.run(id).await.unwrap().last_step, 2, "written at the writer's next pass");
+    assert_eq!(store.metrics(id).await.unwrap().len(), 2);
+    // Away again, then requeued and the lease lost: closing writes nothing more and returns.
+    expire().await.unwrap();
+    outbox.push(3, "train", "loss", 3.0, 0.0);
+    outbox.progress(3);
+    store.requeue(id).await.unwrap();
+    lost.store(true, Ordering::Relaxed);
+    tokio::time::timeout(std::time::Duration::from_secs(10), outbox.close()).await.expect("close returns").unwrap();
+    let run = store.run(id).await.unwrap();
+    assert_eq!((run.status, run.last_step), (RunStatus::Queued, 2), "the requeued run is as it was");
+    assert_eq!(store.metrics(id).await.unwrap().len(), 2);
+}
+
 on_both_backends!(
+    an_outbox_writes_only_while_its_worker_holds_the_lease,
     a_synced_outbox_has_written_everything_pushed,
     run_round_trip_all_fields,
     status_transitions,

@@ -108,6 +108,24 @@ impl Store {
         })
     }
 
+    /// Whether worker `pid` on this handle's host still holds run `id`'s lease: the run is
+    /// running and names it. The worker's writer asks before each write, so that a worker
+    /// that was frozen or cut off writes nothing to a run resumed, requeued or deleted
+    /// meanwhile (its heartbeat then finds the lease lost), nor to one marked interrupted
+    /// until its heartbeat takes it back.
+    pub async fn holds_lease(&self, id: i64, pid: u32) -> Result<bool, StoreError> {
+        let held: i64 = sqlx::query_scalar::<Any, i64>(
+            "SELECT COUNT(*) FROM runs WHERE id = $1 AND status = 'running' AND worker_pid = $2 AND host = $3",
+        )
+        .bind(id)
+        .bind(i64::from(pid))
+        .bind(self.host().to_string())
+        .fetch_one(&self.pool)
+        .await
+        .map_err(|e| self.err(e))?;
+        Ok(held == 1)
+    }
+
     /// Takes back run `id` for worker `pid` on this host when a reader marked it interrupted
     /// only because its lease expired, and it still names this worker: a `resume` or a
     /// requeue would have made it queued and named another, so the worker that answers again

@@ -12,6 +12,7 @@
 //! keeps one row per key), and its log lines, numbered by the writer, are skipped.
 
 use crate::store::{DiagnosticRow, MetricRow, Store, StoreError, StoreLocation, StoreOutage};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -52,6 +53,8 @@ struct State {
     abandoned: bool,
     /// A batch taken from `pending` is being written.
     in_flight: bool,
+    /// The last write found the run's lease not this worker's (what waits is kept).
+    lease_away: bool,
     /// The number of the next log line.
     next_line: u64,
 }
@@ -63,9 +66,14 @@ impl State {
     }
 }
 
-/// Where the writer writes: the run, the name its log lines carry, the checkpoint's path.
+/// Where the writer writes: the run, the name its log lines carry, the checkpoint's path,
+/// and the worker whose lease the writes need.
 struct Target {
     run_id: i64,
+    /// The worker process: each batch is written only while it holds the run's lease.
+    pid: u32,
+    /// Set by the worker's heartbeat when the lease is lost: the writer ends, writing nothing.
+    lease_lost: Arc<AtomicBool>,
     /// Unique to this writer (host, process, run, start time): with each line's number, the
     /// key that keeps a log batch written again from being stored twice.
     writer: String,
@@ -141,8 +149,11 @@ impl Pending {
 impl Outbox {
     /// Starts the writer of run `run_id` of `store`. It runs on a thread of its own, with its
     /// own connection, as the heartbeat does: a training step blocks the runtime it runs on.
-    /// `checkpoint_file` is the checkpoint's path as its artifact row records it.
-    pub fn start(store: &Store, run_id: i64, checkpoint_file: String) -> Outbox {
+    /// `checkpoint_file` is the checkpoint's path as its artifact row records it. The writer
+    /// writes only while this process holds the run's lease ([`Store::holds_lease`], asked
+    /// before each batch): while it does not, what waits is kept, until the heartbeat takes
+    /// the run back or sets `lease_lost` (then the writer ends, writing nothing more).
+    pub fn start(store: &Store, run_id: i64, checkpoint_file: String, lease_lost: Arc<AtomicBool>) -> Outbox {
         let state =
             State { outage: StoreOutage::new("training goes on and what it records is kept"), ..State::default() };
         let shared = Arc::new(Shared {
@@ -153,7 +164,7 @@ impl Outbox {
         let (location, host, theirs) = (store.location().clone(), store.host().to_string(), shared.clone());
         let started = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
         let writer = format!("{host}/{}/{run_id}/{}", std::process::id(), started.as_nanos());
-        let target = Target { run_id, writer, checkpoint_file };
+        let target = Target { run_id, pid: std::process::id(), lease_lost, writer, checkpoint_file };
         let writer =
             std::thread::spawn(move || match tokio::runtime::Builder::new_current_thread().enable_all().build() {
                 Ok(runtime) => runtime.block_on(write_until_closed(location, host, target, &theirs)),
@@ -202,12 +213,14 @@ impl Outbox {
 
     /// Waits until everything pushed so far is written, as before a checkpoint, so that a
     /// worker killed after it loses none of the rows the checkpoint covers. Returns at once
-    /// while writes fail (the store out of reach): training does not wait for the store.
+    /// while writes fail (the store out of reach) or the run's lease is not this worker's:
+    /// training does not wait for the store.
     pub async fn sync(&self) {
         loop {
             {
                 let state = self.state();
-                if state.outage.is_out() || state.failed.is_some() || (state.pending.is_empty() && !state.in_flight) {
+                let waiting = !state.pending.is_empty() || state.in_flight;
+                if state.outage.is_out() || state.lease_away || state.abandoned || state.failed.is_some() || !waiting {
                     return;
                 }
             }
@@ -263,6 +276,9 @@ async fn write_until_closed(location: StoreLocation, host: String, target: Targe
     loop {
         let (mut batch, closing) = {
             let mut state = lock(shared);
+            if target.lease_lost.load(Ordering::Relaxed) {
+                state.abandoned = true;
+            }
             if state.abandoned {
                 return;
             }
@@ -279,7 +295,13 @@ async fn write_until_closed(location: StoreLocation, host: String, target: Targe
                 let mut state = lock(shared);
                 state.in_flight = false;
                 match result {
-                    Ok(()) => {
+                    Ok(Written::NotHeld) => {
+                        batch.put_back(&mut state.pending);
+                        state.lease_away = true;
+                        false
+                    }
+                    Ok(Written::All) => {
+                        state.lease_away = false;
                         let mut said = None;
                         state.outage.answered(|note| said = Some(note));
                         if let Some(note) = said {
@@ -305,24 +327,38 @@ async fn write_until_closed(location: StoreLocation, host: String, target: Targe
     }
 }
 
+/// What became of a batch.
+enum Written {
+    /// All of it is in the store.
+    All,
+    /// None of it: the run's lease is not this worker's now (kept for when it is again).
+    NotHeld,
+}
+
 /// Writes `batch` through the writer's own store handle, opened at its first write: opening
 /// may fail as a write does (the server restarting), and is tried again the same way. The
-/// error comes with whether it may pass.
+/// error comes with whether it may pass. Nothing is written unless this worker holds the
+/// run's lease.
 async fn write_batch(
     store: &mut Option<Store>,
     location: &StoreLocation,
     host: &str,
     batch: &mut Pending,
     target: &Target,
-) -> Result<(), (StoreError, bool)> {
+) -> Result<Written, (StoreError, bool)> {
     let opened = match store {
         Some(opened) => opened,
         None => store.insert(Store::connect(location).await.map_err(|e| (e, true))?.with_host(host)),
     };
-    batch.write(opened, target).await.map_err(|e| {
+    let with_passing = |e: StoreError| {
         let passing = e.is_passing();
         (e, passing)
-    })
+    };
+    if !opened.holds_lease(target.run_id, target.pid).await.map_err(with_passing)? {
+        return Ok(Written::NotHeld);
+    }
+    batch.write(opened, target).await.map_err(with_passing)?;
+    Ok(Written::All)
 }
 
 /// A line about the store's reach: on stderr at once, in the run's log with the next write.

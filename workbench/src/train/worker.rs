@@ -90,7 +90,8 @@ pub async fn run(store: &Store, host: &PluginHost, run_id: i64, resume: bool) ->
     let stop = signals.stop.clone();
     let heartbeat = Heartbeat::start(store, run_id, pid, stop.clone());
     record_builds(store, host, run_id, &config).await?;
-    let outbox = Outbox::start(store, run_id, checkpoint_file(run_id).to_string_lossy().into_owned());
+    let outbox =
+        Outbox::start(store, run_id, checkpoint_file(run_id).to_string_lossy().into_owned(), heartbeat.lost.clone());
     let mut log = RunLog { outbox: &outbox, run_id };
     let flags = StopFlags { stop: &stop, lost: &heartbeat.lost };
     let result = train(store, host, run_id, &config, resume, flags, &mut log).await;
