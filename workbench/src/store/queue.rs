@@ -66,16 +66,21 @@ impl Store {
     /// Whether run `id` is claimed by process `pid` on this handle's host (a run requeued
     /// since is not: `requeue` drops the claim).
     pub async fn holds_claim(&self, id: i64, pid: u32) -> Result<bool, StoreError> {
-        let claimed: i64 = sqlx::query_scalar::<Any, i64>(
-            "SELECT COUNT(*) FROM runs WHERE id = $1 AND claimed_by = $2 AND claimed_host = $3",
-        )
-        .bind(id)
-        .bind(i64::from(pid))
-        .bind(self.host().to_string())
-        .fetch_one(&self.pool)
-        .await
-        .map_err(|e| self.err(e))?;
-        Ok(claimed == 1)
+        let count = "SELECT COUNT(*) FROM runs WHERE id = $1 AND claimed_by = $2 AND claimed_host = $3";
+        self.run_names_process(id, pid, count).await
+    }
+
+    /// Whether `count`, a `SELECT COUNT(*)` of the runs with `id = $1` and a condition in which
+    /// `$2` is process `pid` and `$3` this handle's host, finds run `id`.
+    pub(super) async fn run_names_process(&self, id: i64, pid: u32, count: &'static str) -> Result<bool, StoreError> {
+        let matching: i64 = sqlx::query_scalar::<Any, i64>(count)
+            .bind(id)
+            .bind(i64::from(pid))
+            .bind(self.host().to_string())
+            .fetch_one(&self.pool)
+            .await
+            .map_err(|e| self.err(e))?;
+        Ok(matching == 1)
     }
 
     /// Every sweep with its runs counted by status, newest first.

@@ -114,16 +114,8 @@ impl Store {
     /// meanwhile (its heartbeat then finds the lease lost), nor to one marked interrupted
     /// until its heartbeat takes it back.
     pub async fn holds_lease(&self, id: i64, pid: u32) -> Result<bool, StoreError> {
-        let held: i64 = sqlx::query_scalar::<Any, i64>(
-            "SELECT COUNT(*) FROM runs WHERE id = $1 AND status = 'running' AND worker_pid = $2 AND host = $3",
-        )
-        .bind(id)
-        .bind(i64::from(pid))
-        .bind(self.host().to_string())
-        .fetch_one(&self.pool)
-        .await
-        .map_err(|e| self.err(e))?;
-        Ok(held == 1)
+        let count = "SELECT COUNT(*) FROM runs WHERE id = $1 AND status = 'running' AND worker_pid = $2 AND host = $3";
+        self.run_names_process(id, pid, count).await
     }
 
     /// Takes back run `id` for worker `pid` on this host when a reader marked it interrupted
