@@ -15,12 +15,13 @@
 //! `gemm` crate remains the path for f64, other processors and every other product.
 
 /// `dst (m x n, row stride dst_rs) = scale * a (m x k) b (k x n)`, plus `dst` when
-/// `accumulate`. Returns `false`, writing nothing, on a processor without AVX-512.
+/// `accumulate`. Returns `false`, writing nothing, on a processor without AVX-512. Public as
+/// `kernels::head_product_f32` for the `head_products` benchmark.
 ///
 /// # Safety
 /// `a`, `b` and `dst` must address matrices of the given sizes and strides (`dst` is not read
 /// unless `accumulate`).
-pub(crate) unsafe fn product_f32(
+pub unsafe fn product_f32(
     (m, n, k): (usize, usize, usize),
     dst: *mut f32,
     dst_rs: usize,

@@ -104,6 +104,7 @@ plugin_api::with_cuda! {
     mod tests_cuda;
 }
 
+pub use head_product::product_f32 as head_product_f32;
 pub use layer_norm::{LayerNorm, LAYER_NORM_EPS};
 pub use norm::Activation;
 
