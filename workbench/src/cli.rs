@@ -171,7 +171,7 @@ pub enum Command {
         #[arg(long, default_value = "loss,metric,energy,erank,angle,depth")]
         panels: String,
         /// Output file, `.png` or `.svg`.
-        #[arg(long)]
+        #[arg(short, long)]
         out: PathBuf,
         /// Image size in pixels, WIDTHxHEIGHT.
         #[arg(long, default_value = "1600x900")]
@@ -204,7 +204,7 @@ pub enum Command {
         #[arg(long, default_value = "md")]
         format: String,
         /// Write to this file instead of standard output.
-        #[arg(long)]
+        #[arg(short, long)]
         out: Option<PathBuf>,
         /// The table as one JSON object (as --format json).
         #[arg(long, conflicts_with = "format")]
@@ -310,7 +310,7 @@ pub enum Command {
     /// workbench.1 and a page per command into a directory.
     Man {
         /// Directory for workbench.1, workbench-train.1, ... (created if needed).
-        #[arg(long, value_name = "DIR")]
+        #[arg(short, long, value_name = "DIR")]
         out: Option<PathBuf>,
     },
     /// Internal: load one library in this short-lived process, so a library whose loading
@@ -443,6 +443,9 @@ pub enum RunsAction {
     /// the run's configuration, as CSV or JSON lines; or as TensorBoard event files, one
     /// directory per run. Default: every run.
     Export {
+        /// Run ids (e.g. `runs export 3 4 7`), as --runs gives them.
+        #[arg(conflicts_with_all = ["runs", "sweep"])]
+        ids: Vec<String>,
         /// The runs to export (default: all).
         #[command(flatten)]
         pick: commands::runs::RunPick,
@@ -451,7 +454,7 @@ pub enum RunsAction {
         format: String,
         /// The file to write (csv, jsonl; default: standard output), or the directory of the
         /// event files (tensorboard).
-        #[arg(long)]
+        #[arg(short, long)]
         out: Option<PathBuf>,
         /// Replace an existing file, or a run's existing event files.
         #[arg(long)]
@@ -727,7 +730,10 @@ async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
                 }
                 Some(RunsAction::Tag { run, tags }) => commands::runs::tag(&store, run, &tags).await,
                 Some(RunsAction::Note { run, text }) => commands::runs::note(&store, run, &text.join(" ")).await,
-                Some(RunsAction::Export { pick, format, out, force }) => {
+                Some(RunsAction::Export { ids, mut pick, format, out, force }) => {
+                    if !ids.is_empty() {
+                        pick.runs = Some(ids.join(","));
+                    }
                     commands::runs::export(&store, &pick, &format, out.as_deref(), force).await
                 }
                 Some(RunsAction::Diff { a, b, json: diff_json }) => {

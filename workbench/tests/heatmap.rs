@@ -122,7 +122,7 @@ fn a_layers_by_iterations_sweep_becomes_a_grid_of_the_stored_metrics() {
     let png = dir.join("grid.png");
     let report: Value = serde_json::from_str(&ok(
         &dir,
-        &["ablation", "--sweep", "1", "--heatmap", "layers,iterations", "--out", png.to_str().unwrap(), "--json"],
+        &["ablation", "--sweep", "1", "--heatmap", "layers,iterations", "-o", png.to_str().unwrap(), "--json"],
     ))
     .unwrap();
     assert_eq!(report["out"], png.to_str().unwrap());

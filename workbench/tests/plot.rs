@@ -35,7 +35,7 @@ fn plots_two_runs_to_png_and_svg() {
     let distinct = pixels.chunks(px).filter(|c| *c != first).count();
     assert!(distinct > 1000, "the image is (almost) one flat colour: {distinct} differing pixels");
 
-    // The ids may also come as arguments of their own.
+    // The ids may also come as arguments of their own, and the file after -o.
     let svg = dir.join("fig.svg");
     let (code, stdout, stderr) = run(workbench(&dir).args([
         "plot",
@@ -43,7 +43,7 @@ fn plots_two_runs_to_png_and_svg() {
         "2",
         "--panels",
         "loss,metric,energy,erank,angle,depth",
-        "--out",
+        "-o",
         svg.to_str().unwrap(),
     ]));
     assert_eq!(code, 0, "{stdout}{stderr}");

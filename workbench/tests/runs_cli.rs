@@ -210,6 +210,30 @@ async fn csv_export_holds_every_value_with_the_configuration() {
 }
 
 #[tokio::test]
+async fn export_takes_run_ids_as_arguments_and_a_short_out() {
+    let f = Fixture::new("export-ids").await;
+    let (long, short) = (f.path("long.csv"), f.path("short.csv"));
+    f.ok(&["runs", "export", "--runs", "1,2", "--out", long.to_str().unwrap()]);
+    f.ok(&["runs", "export", "1", "2", "-o", short.to_str().unwrap()]);
+    let rows = |path: &Path| std::fs::read_to_string(path).unwrap().lines().count();
+    assert_eq!(rows(&short), 1 + 5 + 4 + 2, "the header, then run 1's 9 rows and run 2's 2");
+    // The same rows but their wall-clock column, written at export time.
+    assert_eq!(rows(&short), rows(&long));
+    let only_two = f.ok(&["runs", "export", "2"]);
+    assert_eq!(only_two.lines().count(), 1 + 2, "{only_two}");
+    // Ids both ways, or with a sweep, are a usage error (exit code 2).
+    for (args, other) in
+        [(["runs", "export", "1", "--runs", "2"], "--runs"), (["runs", "export", "1", "--sweep", "1"], "--sweep")]
+    {
+        let (code, _, err) = f.run(&args);
+        assert_eq!(code, 2, "{err}");
+        assert!(err.contains("cannot be used with") && err.contains(other), "{err}");
+    }
+    let err = f.fails(&["runs", "export", "one"]);
+    assert!(err.contains("bad run id list `one`"), "{err}");
+}
+
+#[tokio::test]
 async fn jsonl_export_has_typed_values_and_every_run_by_default() {
     let f = Fixture::new("export-jsonl").await;
     let out = f.path("runs.jsonl");
