@@ -1157,6 +1157,7 @@ fn exports_go_to_the_exports_folder_with_names_that_say_what_they_are() {
     app.exports = PathBuf::from("/data/exports");
     app.runs.selected.extend([1, 2]);
     app.screen = Screen::Compare;
+    assert!(render(&mut app, 200, 30).contains("p export"), "the hint bar names the key");
     press(&mut app, KeyCode::Char('p'));
     let found = sent.lock().unwrap().iter().any(
         |r| matches!(r, Request::ExportPlot { out, .. } if out == &PathBuf::from("/data/exports/compare-runs-1-2.png")),

@@ -47,7 +47,13 @@ const COMMANDS: &[Command] = &[
     ),
     sphere::TURN_LEFT,
     sphere::TURN_RIGHT,
-    cmd(&[Key::char('p')], "p", "export the panels as PNG in the exports folder (--exports)", Action::ExportPng),
+    hint(
+        &[Key::char('p')],
+        "p",
+        "export",
+        "export the panels as PNG in the exports folder (--exports)",
+        Action::ExportPng,
+    ),
     cmd(&[Key::char('P')], "P", "export the panels as SVG in the exports folder (--exports)", Action::ExportSvg),
     cmd(&[Key::plain(KeyCode::Esc)], "Esc", "back to Runs", Action::Back),
 ];
