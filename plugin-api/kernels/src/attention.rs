@@ -72,6 +72,22 @@ pub(crate) unsafe fn product<T: Real>(
     )
 }
 
+/// The output's gradient `dO` that a backward op holds, checked to be on the CPU and of the
+/// output's shape `dims`, lent to `f` with its layout.
+pub(crate) fn with_output_gradient<R>(
+    grad: &Tensor,
+    dims: &[usize],
+    op: &str,
+    f: impl FnOnce(&CpuStorage, &Layout) -> Result<R>,
+) -> Result<R> {
+    let (storage, layout) = grad.storage_and_layout();
+    let candle_core::Storage::Cpu(storage) = &*storage else { bail!("{op}: the gradient is not on the CPU") };
+    if layout.dims() != dims {
+        bail!("{op}: the gradient has shape {:?}, the output {dims:?}", layout.dims())
+    }
+    f(storage, layout)
+}
+
 /// A matrix for [`product`]: its first element, its row stride and its column stride.
 pub(crate) type Matrix<T> = (*const T, usize, usize);
 

@@ -21,6 +21,7 @@
 //! | [`bi_softmax_attention`] | `(P + P^T) Z` per head, `Z = rms_norm(XW_h, g)`       | split, `rms_norm`, scores, `bi_softmax`, product, merge |
 //! | [`softmax_attention`]    | `softmax(scale Q_h K_h^T) V_h` per head, optionally causal | split, scores, mask, `softmax`, product, merge |
 //! | [`Kernels::softmax_attention`] | the same with GPT-2's dropout on the weights     | the same with `seeded_dropout` on the weights |
+//! | [`tied_attention`]       | CEM's `softmax(scale Q_h K_h^T + S_b + A_h) K_h` per head | split, scores, additive scores, mask, `softmax`, product, merge |
 //!
 //! The fused forms run for f32 and f64 tensors on the CPU. On a CUDA device (a build with the
 //! `cuda` feature) with `WORKBENCH_CUDA_KERNELS=1` (unfinished: not yet run on a GPU) the
@@ -91,6 +92,7 @@ mod scaled;
 mod softmax;
 mod softmax_attention;
 mod strided;
+mod tied_attention;
 mod transpose;
 mod vector;
 mod widest;
@@ -478,6 +480,80 @@ pub fn energy_attention(qk: &Tensor, heads: usize, beta: f64, attend_self: bool)
         return composed_energy_attention(qk, heads, beta, attend_self, Kernels::Fused);
     }
     qk.apply_op1(energy_attention::EnergyAttention { heads, beta, attend_self })
+}
+
+/// CEM's attention, keys tied to values (seed 002 Eq. 5): for queries `q` and keys `k`
+/// (`[B, N, H p]` each, merged layout, any strides), per sample `b` and head `h`
+/// `softmax_row(scale Q_h K_h^T + S_b + A_h) K_h` into the output's head columns, with
+/// `sample_scores` `S` (`[B, N, N]`, added to every head of a sample) and `head_scores` `A`
+/// (`[H, N, N]`, added to every sample), each optional, and key `j > i` left out of query `i`
+/// when `causal`. One op with its own backward (`tied_attention.rs`); on other devices or
+/// dtypes, the composition.
+pub fn tied_attention(
+    q: &Tensor,
+    k: &Tensor,
+    heads: usize,
+    scale: f64,
+    causal: bool,
+    sample_scores: Option<&Tensor>,
+    head_scores: Option<&Tensor>,
+) -> Result<Tensor> {
+    let (b, n, width) = q.dims3()?;
+    if k.dims() != q.dims() {
+        candle_core::bail!("tied_attention: q and k must have one shape, got {:?} and {:?}", q.dims(), k.dims())
+    }
+    if heads == 0 || width % heads != 0 {
+        candle_core::bail!("tied_attention: width {width} is not divisible by {heads} heads")
+    }
+    for (scores, want, what) in
+        [(sample_scores, [b, n, n], "sample_scores"), (head_scores, [heads, n, n], "head_scores")]
+    {
+        if let Some(s) = scores.filter(|s| s.dims() != want) {
+            candle_core::bail!("tied_attention: {what} must be {want:?}, got {:?}", s.dims())
+        }
+    }
+    let inputs = [Some(k), sample_scores, head_scores];
+    let fused =
+        is_fused(q) && inputs.iter().flatten().all(|t| t.dtype() == q.dtype() && t.device().same_device(q.device()));
+    if !fused {
+        return composed_tied_attention([q, k], heads, scale, causal, [sample_scores, head_scores]);
+    }
+    let extra = tied_attention::ExtraScores { per_sample: sample_scores.is_some(), per_head: head_scores.is_some() };
+    let parts: Vec<Tensor> =
+        [sample_scores, head_scores].into_iter().flatten().map(Tensor::flatten_all).collect::<Result<_>>()?;
+    let packed = match parts.len() {
+        0 => Tensor::zeros(0, q.dtype(), q.device())?,
+        1 => parts[0].clone(),
+        _ => Tensor::cat(&parts, 0)?,
+    };
+    let keep_weights = inputs.iter().flatten().chain([&q]).any(|t| t.track_op());
+    q.apply_op3(k, &packed, tied_attention::TiedAttention::new(heads, scale, causal, extra, keep_weights))
+}
+
+/// The composition of [`tied_attention`]: split the heads, the scores, the additive scores and
+/// the mask, `softmax`, the product with the keys, merge the heads.
+fn composed_tied_attention(
+    [q, k]: [&Tensor; 2],
+    heads: usize,
+    scale: f64,
+    causal: bool,
+    [sample_scores, head_scores]: [Option<&Tensor>; 2],
+) -> Result<Tensor> {
+    let (b, n, width) = q.dims3()?;
+    let split = |x: &Tensor| x.reshape((b, n, heads, width / heads))?.transpose(1, 2)?.contiguous();
+    let (qh, kh) = (split(q)?, split(k)?);
+    let mut scores = (qh.matmul(&kh.t()?)? * scale)?;
+    if let Some(s) = sample_scores {
+        scores = scores.broadcast_add(&s.unsqueeze(1)?)?;
+    }
+    if let Some(a) = head_scores {
+        scores = scores.broadcast_add(a)?;
+    }
+    if causal {
+        scores = scores.broadcast_add(&ops::causal_mask(n, scores.dtype(), scores.device())?)?;
+    }
+    let mixed = softmax(&scores, D::Minus1)?.matmul(&kh)?;
+    mixed.transpose(1, 2)?.reshape((b, n, width))
 }
 
 /// Which implementation a layer runs: the fused kernels of this crate (falling back to the

@@ -24,14 +24,15 @@
 //! thread each.
 
 use crate::attention::{
-    fill_heads, fill_weights, head_matrix, head_weights, into_head, product, transposed, Dims, HeadScratch, Matrix,
+    fill_heads, fill_weights, head_matrix, head_weights, into_head, product, transposed, with_output_gradient, Dims,
+    HeadScratch, Matrix,
 };
 use crate::dropout_mask::DropMask;
 use crate::real::Real;
 use crate::strided::{for_each_chunk, output_buffer, parallel_plan, slice, storage_len, unpack, Rows};
 use crate::vector::{dot, softmax_in_place};
 use crate::widest::{inlined, widest};
-use candle_core::{bail, CpuStorage, CustomOp1, CustomOp3, Layout, Result, Shape, Storage, Tensor};
+use candle_core::{bail, CpuStorage, CustomOp1, CustomOp3, Layout, Result, Shape, Tensor};
 use rayon::prelude::*;
 use std::sync::{Arc, OnceLock};
 
@@ -404,25 +405,22 @@ impl SoftmaxAttentionBackward<'_> {
     ) -> Result<(CpuStorage, Shape)> {
         let d = dims_of(layouts, self.heads, name)?;
         check_mask(self.mask.as_deref(), &d, name)?;
-        let (grad_storage, grad_layout) = self.grad.storage_and_layout();
-        let Storage::Cpu(gs) = &*grad_storage else { bail!("{name}: the gradient is not on the CPU") };
-        if grad_layout.dims() != layouts[0].dims() {
-            bail!("{name}: the gradient has shape {:?}, the output {:?}", grad_layout.dims(), layouts[0].dims())
-        }
-        let rows = layouts.map(Rows::new);
-        let grad_rows = Rows::new(grad_layout);
-        let out = per_real!(storages[0], name, |T| {
-            let inputs = [
-                (slice::<T>(storages[0], name)?, &rows[0]),
-                (slice::<T>(storages[1], name)?, &rows[1]),
-                (slice::<T>(storages[2], name)?, &rows[2]),
-            ];
-            let grad = (slice::<T>(gs, name)?, &grad_rows);
-            // The forward keeps the weights whenever the graph records the op.
-            let Some(kept) = self.kept else { bail!("{name}: the forward kept no attention weights") };
-            let kept = slice::<T>(kept, name)?;
-            backward(inputs, grad, d, self.scale, self.mask.as_deref(), kept, self.layout)
-        });
+        let out = with_output_gradient(&self.grad, layouts[0].dims(), name, |gs, grad_layout| {
+            let rows = layouts.map(Rows::new);
+            let grad_rows = Rows::new(grad_layout);
+            Ok(per_real!(storages[0], name, |T| {
+                let inputs = [
+                    (slice::<T>(storages[0], name)?, &rows[0]),
+                    (slice::<T>(storages[1], name)?, &rows[1]),
+                    (slice::<T>(storages[2], name)?, &rows[2]),
+                ];
+                let grad = (slice::<T>(gs, name)?, &grad_rows);
+                // The forward keeps the weights whenever the graph records the op.
+                let Some(kept) = self.kept else { bail!("{name}: the forward kept no attention weights") };
+                let kept = slice::<T>(kept, name)?;
+                backward(inputs, grad, d, self.scale, self.mask.as_deref(), kept, self.layout)
+            }))
+        })?;
         let len = storage_len(&out);
         Ok((out, Shape::from(len)))
     }

@@ -423,6 +423,72 @@ pub(crate) fn softmax_attention_matches_the_composition_on(device: &Device) {
     }
 }
 
+/// CEM's tied attention against its composition: every combination of additive scores,
+/// causal or not, each input in another layout; values and the gradients of `q`, `k` and the
+/// scores.
+#[test]
+fn tied_attention_matches_the_composition() {
+    // The last case is large enough for the backward to split the samples into tasks, whose
+    // shares of the per-head scores' gradient are then summed.
+    let large = (6, 40, 4, 20);
+    for (s, &(b, n, heads, p)) in ATTENTION_CASES.iter().chain([&large]).enumerate() {
+        let shape = [b, n, heads * p];
+        let scale = 1.0 / (p as f64).sqrt();
+        for causal in [false, true] {
+            for (v, view) in VIEWS.into_iter().enumerate() {
+                for (per_sample, per_head) in [(false, false), (true, false), (false, true), (true, true)] {
+                    let seed = 600 + 10 * s as u64 + v as u64;
+                    let (qv, q) = input(&shape, view, seed);
+                    let (kv, k) = input(&shape, VIEWS[(v + 1) % 4], seed + 100);
+                    let (sv, st) = input(&[b, n, n], VIEWS[(v + 2) % 4], seed + 200);
+                    let (av, at) = input(&[heads, n, n], VIEWS[(v + 3) % 4], seed + 300);
+                    let (mut vars, mut inputs) = (vec![qv, kv], vec![q, k]);
+                    for (with, var, t) in [(per_sample, sv, st), (per_head, av, at)] {
+                        if with {
+                            vars.push(var);
+                            inputs.push(t);
+                        }
+                    }
+                    // The additive scores among the inputs, in order.
+                    let extras = |i: &[Tensor]| -> [Option<Tensor>; 2] {
+                        let mut rest = i[2..].iter().cloned();
+                        [per_sample.then(|| rest.next().unwrap()), per_head.then(|| rest.next().unwrap())]
+                    };
+                    let label = format!(
+                        "tied attention B={b} N={n} H={heads} p={p} causal={causal} {view:?} S={per_sample} A={per_head}"
+                    );
+                    check(
+                        &label,
+                        &vars,
+                        &inputs,
+                        |i| {
+                            let [st, at] = extras(i);
+                            tied_attention(&i[0], &i[1], heads, scale, causal, st.as_ref(), at.as_ref()).unwrap()
+                        },
+                        |i| {
+                            let [st, at] = extras(i);
+                            composed_tied_attention([&i[0], &i[1]], heads, scale, causal, [st.as_ref(), at.as_ref()])
+                                .unwrap()
+                        },
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn tied_attention_refuses_scores_of_another_shape_and_names_them() {
+    let q = normal(&[2, 5, 6], 1.0, 650);
+    let wrong = normal(&[2, 5, 4], 1.0, 651);
+    let error = tied_attention(&q, &q, 3, 0.5, false, Some(&wrong), None).unwrap_err().to_string();
+    assert!(error.contains("sample_scores must be [2, 5, 5], got [2, 5, 4]"), "{error}");
+    let error = tied_attention(&q, &q, 3, 0.5, false, None, Some(&wrong)).unwrap_err().to_string();
+    assert!(error.contains("head_scores must be [3, 5, 5], got [2, 5, 4]"), "{error}");
+    let error = tied_attention(&q, &q, 4, 0.5, false, None, None).unwrap_err().to_string();
+    assert!(error.contains("width 6 is not divisible by 4 heads"), "{error}");
+}
+
 /// The attention of one packed projection `[Q | K | V]` against the composition on its three
 /// parts, values and the packed gradient, in every layout, causal or not, with and without
 /// dropout.
@@ -870,6 +936,17 @@ fn f32_attention_gradients_agree_with_f64() {
                 &[normal(&[b, n, 3 * w], 1.0, 46)],
                 |i| Kernels::Fused.softmax_attention_packed(&i[0], heads, 0.35, causal, None).unwrap(),
             );
+        }
+        for causal in [false, true] {
+            let inputs = [
+                normal(&[b, n, w], 1.0, 48),
+                normal(&[b, n, w], 1.0, 49),
+                normal(&[b, n, n], 1.0, 50),
+                normal(&[heads, n, n], 1.0, 51),
+            ];
+            check_f32_against_f64(&format!("tied attention {shape} causal={causal}"), &inputs, |i| {
+                tied_attention(&i[0], &i[1], heads, 0.35, causal, Some(&i[2]), Some(&i[3])).unwrap()
+            });
         }
         for attend_self in [false, true] {
             check_f32_against_f64(

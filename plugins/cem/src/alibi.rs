@@ -56,16 +56,16 @@ pub fn slopes(heads: usize) -> Vec<f64> {
     (1..=heads).map(|k| 2f64.powf(-8.0 * k as f64 / heads as f64)).collect()
 }
 
-/// Everything added to the attention scores: the ALiBi bias (`[K, N, N]`, if any) plus, for a
-/// causal pass, `-inf` above the diagonal (the sums over `j <= i` of Eq. 1); `None` if neither.
+/// Everything added to the attention scores: the ALiBi bias (`[K, N, N]`, if any, as
+/// [`Alibi::bias`] built it) plus, for a causal pass, `-inf` above the diagonal (the sums over
+/// `j <= i` of Eq. 1); `None` if neither.
 pub fn score_bias(
-    alibi: Option<&Alibi>,
+    bias: Option<Tensor>,
     n: usize,
     causal: bool,
     dtype: DType,
     device: &Device,
 ) -> Result<Option<Tensor>> {
-    let bias = alibi.map(|a| a.bias(n, dtype, device)).transpose()?;
     if !causal {
         return Ok(bias);
     }

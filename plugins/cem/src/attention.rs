@@ -19,6 +19,9 @@
 //! `P = I` is a weight-tied Llama attention. The step is a gradient in `u`, applied to `x`: the
 //! in-loop RMSNorm (which shares the pre-norm's gain) makes it no exact gradient step in `x`.
 //! Keys, `hn` and the bias are computed once from the block input and kept fixed across steps.
+//! Each step's attention runs as one fused op (`kernels::tied_attention`) where the weights
+//! themselves are not needed; the composition (`logits`, `head_outputs`) serves the energies,
+//! the diagnostics and the other options, and the tests hold the two to each other.
 
 use crate::alibi::{score_bias, Alibi};
 use crate::block::{split_heads, step, RMS_EPS};
@@ -64,6 +67,12 @@ pub struct AttentionContext {
     pub diagonal_keys: Option<Tensor>,
     /// Additive score bias (ALiBi, causal mask) `[1 or K, N, N]`.
     pub bias: Option<Tensor>,
+    /// The keys in the merged layout of their projection, `[B, N, K D_r]`.
+    pub merged_keys: Tensor,
+    /// ALiBi's bias alone, `[K, N, N]`, if the layer has it.
+    pub alibi_bias: Option<Tensor>,
+    /// Whether each token attends to the tokens up to itself only.
+    pub causal: bool,
     /// `sum_k P_k W_k^Q^T o_k`'s matrices, derived from the parameters once for every step.
     pub through_heads: PreparedHeads,
 }
@@ -135,16 +144,28 @@ impl CemAttention {
     /// Keys (= values), `diag(d) hn` and the score bias from the block input `h` `[B, N, D]`.
     pub fn context(&self, h: &Tensor, causal: bool) -> Result<AttentionContext> {
         let normed_input = self.normalise(h)?;
-        let keys = split_heads(&kernels::linear(&normed_input, &self.w_k, None)?, self.heads, self.head_dim)?;
+        let merged_keys = kernels::linear(&normed_input, &self.w_k, None)?;
+        let keys = split_heads(&merged_keys, self.heads, self.head_dim)?;
         let score_keys = (&keys / self.tau)?;
         let diagonal_keys = match &self.kq_diagonal {
             Some(d) => Some(normed_input.unsqueeze(1)?.broadcast_mul(&(d / self.tau)?.unsqueeze(1)?)?),
             None => None,
         };
         let n = h.dim(1)?;
-        let bias = score_bias(self.alibi.as_ref(), n, causal, h.dtype(), h.device())?;
+        let alibi_bias = self.alibi.as_ref().map(|a| a.bias(n, h.dtype(), h.device())).transpose()?;
+        let bias = score_bias(alibi_bias.clone(), n, causal, h.dtype(), h.device())?;
         let through_heads = self.preconditioner.prepare_heads(&self.w_q)?;
-        Ok(AttentionContext { normed_input, keys, score_keys, diagonal_keys, bias, through_heads })
+        Ok(AttentionContext {
+            normed_input,
+            keys,
+            score_keys,
+            diagonal_keys,
+            bias,
+            merged_keys,
+            alibi_bias,
+            causal,
+            through_heads,
+        })
     }
 
     /// `u = RMSNorm(x)` with the sub-layer's gain (Algorithm 1).
@@ -233,6 +254,9 @@ impl CemAttention {
         ctx: &AttentionContext,
         u: &Tensor,
     ) -> Result<Tensor> {
+        if let Some(outputs) = self.tied_head_outputs(ctx, u)? {
+            return through_heads.apply_merged(&outputs);
+        }
         let (weights, outputs) = self.head_outputs(ctx, u)?;
         let mut z = through_heads.apply(&outputs)?;
         if let (true, Some(d)) = (self.diag_value, &self.kq_diagonal) {
@@ -241,6 +265,35 @@ impl CemAttention {
             z = (z + p.apply_sum(&mixed.broadcast_mul(&d.unsqueeze(1)?)?)?)?;
         }
         Ok(z)
+    }
+
+    /// The head outputs `o_k` of `head_outputs` in the merged layout `[B, N, K D_r]`, by one
+    /// fused op (`kernels::tied_attention`: the scores, their diagonal and ALiBi terms, the
+    /// mask, the softmax and the product with the keys, per head in the cache), where it
+    /// applies: a state `u` `[B, N, D]` shared by the heads, a KQ diagonal (if any) shared by
+    /// them too, and the weights themselves not needed (the diagonal kept out of the update).
+    /// `None` elsewhere.
+    fn tied_head_outputs(&self, ctx: &AttentionContext, u: &Tensor) -> Result<Option<Tensor>> {
+        let shared_diagonal = ctx.diagonal_keys.as_ref().map(|dk| dk.dim(1)).transpose()?.is_none_or(|k| k == 1);
+        if u.rank() != 3 || self.diag_value || !shared_diagonal {
+            return Ok(None);
+        }
+        // hn_j^T diag(d) u_i / tau for every head at once, [B, N, N].
+        let diagonal = match &ctx.diagonal_keys {
+            Some(dk) => Some(u.matmul(&dk.squeeze(1)?.t()?)?),
+            None => None,
+        };
+        let queries = kernels::linear(u, &self.w_q, None)?;
+        let outputs = kernels::tied_attention(
+            &queries,
+            &ctx.merged_keys,
+            self.heads,
+            1.0 / self.tau,
+            ctx.causal,
+            diagonal.as_ref(),
+            ctx.alibi_bias.as_ref(),
+        )?;
+        Ok(Some(outputs))
     }
 
     /// RMS-normalised per-head queries of `RMSNorm(x)`, `[B, K, N, D_r]` (diagnostics).

@@ -223,10 +223,14 @@ impl PreparedHeads {
     /// The sum over the heads' outputs `o` `[B, K, N, D_r]`, giving `[B, N, D]`.
     pub fn apply(&self, o: &Tensor) -> Result<Tensor> {
         let (b, k, n, head_dim) = o.dims4()?;
-        let merged = o.transpose(1, 2)?.reshape((b, n, k * head_dim))?;
-        let mut out = kernels::linear(&merged, &self.merged_weight, None)?;
+        self.apply_merged(&o.transpose(1, 2)?.reshape((b, n, k * head_dim))?)
+    }
+
+    /// The same for the heads' outputs in the merged layout `[B, N, K D_r]`.
+    pub fn apply_merged(&self, merged: &Tensor) -> Result<Tensor> {
+        let mut out = kernels::linear(merged, &self.merged_weight, None)?;
         if let Some(low_rank) = &self.low_rank {
-            out = (out + low_rank.apply(&merged)?)?;
+            out = (out + low_rank.apply(merged)?)?;
         }
         Ok(out)
     }

@@ -233,6 +233,55 @@ fn probe_gradients(map: &VarMap, layer: &Cem, causal: bool) -> Vec<(String, f64)
     gradient_sizes(map, &random_projection_gradients(&y))
 }
 
+/// The attention step by the fused op (`kernels::tied_attention`, what `update` runs where it
+/// applies) against the same step composed from `head_outputs` (scores, diagonal and ALiBi
+/// terms, mask, softmax, product): values and the gradient of every parameter and of the
+/// input, with every parameter moved off its initialisation (the diagonal and the ALiBi biases
+/// start at 0), causal or not, with and without the diagonal and ALiBi.
+#[test]
+fn the_fused_attention_step_matches_its_composition() {
+    let variants = [
+        small(&[]),
+        small(&[("kq_diagonal", text("none")), ("alibi", Value::Bool(false))]),
+        small(&[("preconditioner", text("diagonal")), ("attn_scale", text("head"))]),
+    ];
+    for (i, cfg) in variants.iter().enumerate() {
+        let (map, layer) = build(cfg, DType::F64);
+        perturb(&map, 0.3);
+        let attention = layer.blocks()[0].attention().unwrap();
+        for causal in [false, true] {
+            let h = Var::from_tensor(&plugin_testkit::randn(0f64, 1.0, (2, 7, 16), &Device::Cpu).unwrap()).unwrap();
+            let ctx = attention.context(h.as_tensor(), causal).unwrap();
+            let u = attention.normalise(&(h.as_tensor() * 1.3).unwrap()).unwrap();
+            let fused = attention.update(&ctx, &u).unwrap();
+            let composed = ctx.through_heads.apply(&attention.head_outputs(&ctx, &u).unwrap().1).unwrap();
+            let label = format!("variant {i} causal={causal}");
+            // max |a - b| / max |b|
+            let apart = |a: &Tensor, b: &Tensor| max_abs(&(a - b).unwrap()) / max_abs(b).max(1e-300);
+            assert!(apart(&fused, &composed) < 1e-10, "{label}: values differ");
+            let r = plugin_testkit::randn(0f64, 1.0, fused.shape(), &Device::Cpu).unwrap();
+            let grads = |y: &Tensor| (y * &r).unwrap().sum_all().unwrap().backward().unwrap();
+            let (g_fused, g_composed) = (grads(&fused), grads(&composed));
+            let mut vars = plugin_testkit::named_vars(&map);
+            vars.push(("input".to_string(), h));
+            let mut compared = 0;
+            for (name, var) in vars {
+                match (g_fused.get(var.as_tensor()), g_composed.get(var.as_tensor())) {
+                    (Some(a), Some(b)) => {
+                        assert!(apart(a, b) < 1e-10, "{label}: gradient of {name} differs");
+                        compared += 1;
+                    }
+                    (None, None) => {}
+                    (a, b) => {
+                        panic!("{label}: {name} has a gradient on one side only ({}, {})", a.is_some(), b.is_some())
+                    }
+                }
+            }
+            assert!(compared >= 5, "{label}: only {compared} gradients compared");
+        }
+    }
+}
+
 /// Once `V` of the low-rank preconditioners has moved off 0, every parameter of every variant
 /// receives a gradient: no op on the path is forward-only.
 #[test]
