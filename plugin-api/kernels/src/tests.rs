@@ -553,6 +553,28 @@ fn softmax_attention_gives_the_same_values_whether_it_keeps_its_weights_or_not()
     }
 }
 
+/// The tied attention's two forwards, keeping the weights for a backward (inputs recorded by
+/// the graph) or computing them head by head (detached inputs), give the same values.
+#[test]
+fn tied_attention_gives_the_same_values_whether_it_keeps_its_weights_or_not() {
+    for (s, &(b, n, heads, p)) in [(2, 7, 3, 4), (1, 9, 2, 5), (3, 5, 1, 1)].iter().enumerate() {
+        for causal in [false, true] {
+            let seed = 950 + 10 * s as u64;
+            let (_, q) = input(&[b, n, heads * p], View::Narrowed, seed);
+            let (_, k) = input(&[b, n, heads * p], View::Transposed, seed + 1);
+            let (_, scores) = input(&[b, n, n], View::Plain, seed + 2);
+            let (_, bias) = input(&[heads, n, n], View::Plain, seed + 3);
+            let attend = |[q, k, scores, bias]: [&Tensor; 4]| {
+                tied_attention(q, k, heads, 0.4, causal, Some(scores), Some(bias)).unwrap()
+            };
+            let detached = [&q, &k, &scores, &bias].map(Tensor::detach);
+            assert!(q.track_op() && !detached[0].track_op());
+            let label = format!("B={b} N={n} H={heads} p={p} causal={causal}");
+            assert_eq!(relative_error(&attend([&q, &k, &scores, &bias]), &attend(detached.each_ref())), 0.0, "{label}");
+        }
+    }
+}
+
 /// A packed projection whose width is not three equal parts is refused, naming the shape.
 #[test]
 fn packed_softmax_attention_needs_three_equal_parts() {
