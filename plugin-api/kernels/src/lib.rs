@@ -373,15 +373,11 @@ fn composed_softmax_attention(
     dropout: Option<AttentionDropout>,
     kernels: Kernels,
 ) -> Result<Tensor> {
-    let (b, n, width) = q.dims3()?;
+    let (_, n, width) = q.dims3()?;
     if heads == 0 || width % heads != 0 {
         candle_core::bail!("softmax_attention: width {width} is not divisible by {heads} heads")
     }
-    let split = |x: &Tensor| -> Result<Tensor> {
-        let (b, m, _) = x.dims3()?;
-        x.reshape((b, m, heads, width / heads))?.transpose(1, 2)?.contiguous()
-    };
-    let (qh, kh, vh) = (split(q)?, split(k)?, split(v)?);
+    let (qh, kh, vh) = (split_heads(q, heads)?, split_heads(k, heads)?, split_heads(v, heads)?);
     let mut scores = (qh.matmul(&kh.t()?)? * scale)?;
     if causal {
         scores = scores.broadcast_add(&ops::causal_mask(n, scores.dtype(), scores.device())?)?;
@@ -390,8 +386,20 @@ fn composed_softmax_attention(
     if let Some(AttentionDropout { rate, seed }) = dropout {
         weights = ops::seeded_dropout(&weights, rate, seed)?;
     }
-    let mixed = weights.matmul(&vh)?;
-    mixed.transpose(1, 2)?.reshape((b, n, width))
+    merge_heads(&weights.matmul(&vh)?)
+}
+
+/// `[B, N, H p]` to `[B, H, N, p]` (contiguous): the heads of a merged projection, as the
+/// compositions of the attention ops take them.
+fn split_heads(x: &Tensor, heads: usize) -> Result<Tensor> {
+    let (b, n, width) = x.dims3()?;
+    x.reshape((b, n, heads, width / heads))?.transpose(1, 2)?.contiguous()
+}
+
+/// `[B, H, N, p]` back to the merged `[B, N, H p]`.
+fn merge_heads(x: &Tensor) -> Result<Tensor> {
+    let (b, heads, n, p) = x.dims4()?;
+    x.transpose(1, 2)?.reshape((b, n, heads * p))
 }
 
 /// `dropout` with rate 0 taken as none; a rate outside `[0, 1)` is refused.
@@ -428,15 +436,14 @@ fn composed_bi_softmax_attention(
     eps: f64,
     kernels: Kernels,
 ) -> Result<Tensor> {
-    let (b, n, width) = xw.dims3()?;
+    let width = xw.dim(2)?;
     if heads == 0 || width % heads != 0 {
         candle_core::bail!("bi_softmax_attention: width {width} is not divisible by {heads} heads")
     }
-    let z = xw.reshape((b, n, heads, width / heads))?.transpose(1, 2)?.contiguous()?;
+    let z = split_heads(xw, heads)?;
     let z = kernels.rms_norm(&z, gain, eps)?;
     let scores = (z.matmul(&z.t()?)? * beta)?;
-    let mixed = kernels.bi_softmax(&scores)?.matmul(&z)?;
-    mixed.transpose(1, 2)?.reshape((b, n, width))
+    merge_heads(&kernels.bi_softmax(&scores)?.matmul(&z)?)
 }
 
 /// The composition of [`energy_attention`], its softmax from `kernels` (fused where it
@@ -448,7 +455,7 @@ fn composed_energy_attention(
     attend_self: bool,
     kernels: Kernels,
 ) -> Result<Tensor> {
-    let (b, n, both) = qk.dims3()?;
+    let (_, n, both) = qk.dims3()?;
     if heads == 0 || both % (2 * heads) != 0 {
         candle_core::bail!("energy_attention: width {both} is not divisible by 2 x {heads} heads")
     }
@@ -458,16 +465,13 @@ fn composed_energy_attention(
         )
     }
     let width = both / 2;
-    let split =
-        |x: Tensor| -> Result<Tensor> { x.reshape((b, n, heads, width / heads))?.transpose(1, 2)?.contiguous() };
-    let (q, k) = (split(qk.narrow(2, 0, width)?)?, split(qk.narrow(2, width, width)?)?);
+    let (q, k) = (split_heads(&qk.narrow(2, 0, width)?, heads)?, split_heads(&qk.narrow(2, width, width)?, heads)?);
     let mut scores = (q.matmul(&k.t()?)? * beta)?;
     if !attend_self {
         scores = scores.broadcast_add(&ops::self_exclusion_mask(n, scores.dtype(), scores.device())?)?;
     }
     let p = kernels.softmax(&scores, D::Minus1)?;
-    let merge = |x: Tensor| x.transpose(1, 2)?.reshape((b, n, width));
-    Tensor::cat(&[merge(p.matmul(&k)?)?, merge(p.t()?.matmul(&q)?)?], 2)
+    Tensor::cat(&[merge_heads(&p.matmul(&k)?)?, merge_heads(&p.t()?.matmul(&q)?)?], 2)
 }
 
 /// The Energy Transformer's attention descent directions: for `qk` `[B, N, 2 H p]` (queries
@@ -539,9 +543,8 @@ fn composed_tied_attention(
     causal: bool,
     [sample_scores, head_scores]: [Option<&Tensor>; 2],
 ) -> Result<Tensor> {
-    let (b, n, width) = q.dims3()?;
-    let split = |x: &Tensor| x.reshape((b, n, heads, width / heads))?.transpose(1, 2)?.contiguous();
-    let (qh, kh) = (split(q)?, split(k)?);
+    let n = q.dim(1)?;
+    let (qh, kh) = (split_heads(q, heads)?, split_heads(k, heads)?);
     let mut scores = (qh.matmul(&kh.t()?)? * scale)?;
     if let Some(s) = sample_scores {
         scores = scores.broadcast_add(&s.unsqueeze(1)?)?;
@@ -552,8 +555,7 @@ fn composed_tied_attention(
     if causal {
         scores = scores.broadcast_add(&ops::causal_mask(n, scores.dtype(), scores.device())?)?;
     }
-    let mixed = softmax(&scores, D::Minus1)?.matmul(&kh)?;
-    mixed.transpose(1, 2)?.reshape((b, n, width))
+    merge_heads(&softmax(&scores, D::Minus1)?.matmul(&kh)?)
 }
 
 /// Which implementation a layer runs: the fused kernels of this crate (falling back to the
