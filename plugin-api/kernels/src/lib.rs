@@ -86,6 +86,7 @@ mod gpu;
 mod head_product;
 mod layer_norm;
 mod linear;
+mod newton_attention;
 mod norm;
 mod real;
 mod scaled;
@@ -556,6 +557,72 @@ fn composed_tied_attention(
         scores = scores.broadcast_add(&ops::causal_mask(n, scores.dtype(), scores.device())?)?;
     }
     merge_heads(&softmax(&scores, D::Minus1)?.matmul(&kh)?)
+}
+
+/// MHA2nd1st's head-space Newton direction (seed 001, Eq. 16, 19, 22-24): for queries `q` and
+/// keys `k` (`[B, N, H p]` each, merged layout, any strides), head-wise score temperatures
+/// `temperature` `T` and b-term coefficients `coefficient` `c` (`[H]` each), per sample and
+/// head `u + c_h (sum_i p_i d_i d_i^T) u` with `p = softmax_i(-||q - k_i||^2 / (2 T_h))`,
+/// `k^ = sum_i p_i k_i`, `u = q - k^` and `d_i = k_i - k^`, into the output's head columns;
+/// key `i > t` is left out of query `t` when `causal`. One op with its own backward
+/// (`newton_attention.rs`); on other devices or dtypes, the composition.
+pub fn newton_direction(
+    q: &Tensor,
+    k: &Tensor,
+    temperature: &Tensor,
+    coefficient: &Tensor,
+    heads: usize,
+    causal: bool,
+) -> Result<Tensor> {
+    let (_, _, width) = q.dims3()?;
+    if k.dims() != q.dims() {
+        candle_core::bail!("newton_direction: q and k must have one shape, got {:?} and {:?}", q.dims(), k.dims())
+    }
+    if heads == 0 || width % heads != 0 {
+        candle_core::bail!("newton_direction: width {width} is not divisible by {heads} heads")
+    }
+    for (t, what) in [(temperature, "temperature"), (coefficient, "coefficient")] {
+        if t.dims() != [heads] {
+            candle_core::bail!("newton_direction: {what} must be [{heads}] (one per head), got {:?}", t.dims())
+        }
+    }
+    let inputs = [k, temperature, coefficient];
+    if !(is_fused(q) && inputs.iter().all(|t| t.dtype() == q.dtype() && t.device().same_device(q.device()))) {
+        return composed_newton_direction([q, k], temperature, coefficient, heads, causal);
+    }
+    let keep = inputs.iter().chain([&q]).any(|t| t.track_op());
+    let coefficients = Tensor::cat(&[temperature, coefficient], 0)?;
+    q.apply_op3(k, &coefficients, newton_attention::NewtonAttention::new(heads, causal, keep))
+}
+
+/// The composition of [`newton_direction`]: split the heads, the distance softmax, the mean
+/// key, the gradient `u` and the covariance product as seed 001 App. A.3.1 orders them (inner
+/// products first), merge the heads.
+fn composed_newton_direction(
+    [q, k]: [&Tensor; 2],
+    temperature: &Tensor,
+    coefficient: &Tensor,
+    heads: usize,
+    causal: bool,
+) -> Result<Tensor> {
+    let n = q.dim(1)?;
+    let (q, k) = (split_heads(q, heads)?, split_heads(k, heads)?);
+    let per_head = |v: &Tensor| v.reshape((1, heads, 1, 1));
+    let t = per_head(temperature)?;
+    let distances = (q.matmul(&k.t()?)? * 2.0)?
+        .broadcast_sub(&q.sqr()?.sum_keepdim(D::Minus1)?)?
+        .broadcast_sub(&k.sqr()?.sum_keepdim(D::Minus1)?.transpose(2, 3)?)?;
+    let mut scores = distances.broadcast_div(&(t * 2.0)?)?;
+    if causal {
+        scores = scores.broadcast_add(&ops::causal_mask(n, scores.dtype(), scores.device())?)?;
+    }
+    let p = softmax(&scores, D::Minus1)?;
+    let mean_key = p.matmul(&k)?;
+    let u = (&q - &mean_key)?;
+    let spread = (&p * u.matmul(&k.t()?)?)?.matmul(&k)?;
+    let mean_dot_u = (&mean_key * &u)?.sum_keepdim(D::Minus1)?;
+    let covariance_product = (spread - mean_key.broadcast_mul(&mean_dot_u)?)?;
+    merge_heads(&(u + covariance_product.broadcast_mul(&per_head(coefficient)?)?)?)
 }
 
 /// Which implementation a layer runs: the fused kernels of this crate (falling back to the

@@ -489,6 +489,81 @@ fn tied_attention_refuses_scores_of_another_shape_and_names_them() {
     assert!(error.contains("width 6 is not divisible by 4 heads"), "{error}");
 }
 
+/// The Newton direction's head-wise temperatures `T_h` (about `sqrt(2 p)`, as the layer starts
+/// them) and b-term coefficients `c_h` (large enough for the b-term to weigh), as variables.
+fn newton_coefficients(heads: usize, p: usize, seed: u64) -> [(Var, Tensor); 2] {
+    let temperature = (normal(&[heads], 0.3, seed) + (2.0 * p as f64).sqrt()).unwrap();
+    let coefficient = (normal(&[heads], 0.2, seed + 1) + 0.3).unwrap();
+    [temperature, coefficient].map(|t| {
+        let v = Var::from_tensor(&t).unwrap();
+        let t = v.as_tensor().clone();
+        (v, t)
+    })
+}
+
+/// MHA2nd1st's Newton direction against its composition, causal or not, each input in
+/// another layout: values and the gradients of `q`, `k`, the temperatures and the
+/// coefficients.
+#[test]
+fn newton_direction_matches_the_composition() {
+    // The last case is large enough for the backward to split the samples into tasks, whose
+    // shares of the head-wise gradients are then summed.
+    let large = (6, 40, 4, 20);
+    for (s, &(b, n, heads, p)) in ATTENTION_CASES.iter().chain([&large]).enumerate() {
+        let shape = [b, n, heads * p];
+        for causal in [false, true] {
+            for (v, view) in VIEWS.into_iter().enumerate() {
+                let seed = 1100 + 10 * s as u64 + v as u64;
+                let (qv, q) = input(&shape, view, seed);
+                let (kv, k) = input(&shape, VIEWS[(v + 1) % 4], seed + 100);
+                let [(tv, t), (cv, c)] = newton_coefficients(heads, p, seed + 200);
+                check(
+                    &format!("newton direction B={b} N={n} H={heads} p={p} causal={causal} {view:?}"),
+                    &[qv, kv, tv, cv],
+                    &[q, k, t, c],
+                    |i| newton_direction(&i[0], &i[1], &i[2], &i[3], heads, causal).unwrap(),
+                    |i| composed_newton_direction([&i[0], &i[1]], &i[2], &i[3], heads, causal).unwrap(),
+                );
+            }
+        }
+    }
+}
+
+/// The Newton direction's two forwards, keeping `P` and `U` for a backward (inputs recorded by
+/// the graph) or not (detached inputs), give the same values.
+#[test]
+fn newton_direction_gives_the_same_values_whether_it_keeps_its_terms_or_not() {
+    for (s, &(b, n, heads, p)) in [(2, 7, 3, 4), (1, 9, 2, 5), (3, 5, 1, 1)].iter().enumerate() {
+        for causal in [false, true] {
+            let seed = 1200 + 10 * s as u64;
+            let (_, q) = input(&[b, n, heads * p], View::Narrowed, seed);
+            let (_, k) = input(&[b, n, heads * p], View::Transposed, seed + 1);
+            let [(_, t), (_, c)] = newton_coefficients(heads, p, seed + 2);
+            let direction = |[q, k, t, c]: [&Tensor; 4]| newton_direction(q, k, t, c, heads, causal).unwrap();
+            let detached = [&q, &k, &t, &c].map(Tensor::detach);
+            assert!(q.track_op() && !detached[0].track_op());
+            let label = format!("B={b} N={n} H={heads} p={p} causal={causal}");
+            let error = relative_error(&direction([&q, &k, &t, &c]), &direction(detached.each_ref()));
+            assert_eq!(error, 0.0, "{label}");
+        }
+    }
+}
+
+#[test]
+fn newton_direction_refuses_coefficients_of_another_shape_and_names_them() {
+    let q = normal(&[2, 5, 6], 1.0, 1250);
+    let (three, two) = (normal(&[3], 1.0, 1251), normal(&[2], 1.0, 1252));
+    let error = newton_direction(&q, &q, &two, &three, 3, false).unwrap_err().to_string();
+    assert!(error.contains("temperature must be [3] (one per head), got [2]"), "{error}");
+    let error = newton_direction(&q, &q, &three, &two, 3, false).unwrap_err().to_string();
+    assert!(error.contains("coefficient must be [3] (one per head), got [2]"), "{error}");
+    let error = newton_direction(&q, &q, &three, &three, 4, false).unwrap_err().to_string();
+    assert!(error.contains("width 6 is not divisible by 4 heads"), "{error}");
+    let other = normal(&[2, 4, 6], 1.0, 1253);
+    let error = newton_direction(&q, &other, &three, &three, 3, false).unwrap_err().to_string();
+    assert!(error.contains("q and k must have one shape"), "{error}");
+}
+
 /// The attention of one packed projection `[Q | K | V]` against the composition on its three
 /// parts, values and the packed gradient, in every layout, causal or not, with and without
 /// dropout.
@@ -968,6 +1043,14 @@ fn f32_attention_gradients_agree_with_f64() {
             ];
             check_f32_against_f64(&format!("tied attention {shape} causal={causal}"), &inputs, |i| {
                 tied_attention(&i[0], &i[1], heads, 0.35, causal, Some(&i[2]), Some(&i[3])).unwrap()
+            });
+        }
+        for causal in [false, true] {
+            let temperature = (normal(&[heads], 0.3, 52) + (2.0 * p as f64).sqrt()).unwrap();
+            let coefficient = (normal(&[heads], 0.2, 53) + 0.3).unwrap();
+            let inputs = [normal(&[b, n, w], 1.0, 54), normal(&[b, n, w], 1.0, 55), temperature, coefficient];
+            check_f32_against_f64(&format!("newton direction {shape} causal={causal}"), &inputs, |i| {
+                newton_direction(&i[0], &i[1], &i[2], &i[3], heads, causal).unwrap()
             });
         }
         for attend_self in [false, true] {

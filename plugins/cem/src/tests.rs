@@ -256,27 +256,9 @@ fn the_fused_attention_step_matches_its_composition() {
             let fused = attention.update(&ctx, &u).unwrap();
             let composed = ctx.through_heads.apply(&attention.head_outputs(&ctx, &u).unwrap().1).unwrap();
             let label = format!("variant {i} causal={causal}");
-            // max |a - b| / max |b|
-            let apart = |a: &Tensor, b: &Tensor| max_abs(&(a - b).unwrap()) / max_abs(b).max(1e-300);
-            assert!(apart(&fused, &composed) < 1e-10, "{label}: values differ");
-            let r = plugin_testkit::randn(0f64, 1.0, fused.shape(), &Device::Cpu).unwrap();
-            let grads = |y: &Tensor| (y * &r).unwrap().sum_all().unwrap().backward().unwrap();
-            let (g_fused, g_composed) = (grads(&fused), grads(&composed));
             let mut vars = plugin_testkit::named_vars(&map);
             vars.push(("input".to_string(), h));
-            let mut compared = 0;
-            for (name, var) in vars {
-                match (g_fused.get(var.as_tensor()), g_composed.get(var.as_tensor())) {
-                    (Some(a), Some(b)) => {
-                        assert!(apart(a, b) < 1e-10, "{label}: gradient of {name} differs");
-                        compared += 1;
-                    }
-                    (None, None) => {}
-                    (a, b) => {
-                        panic!("{label}: {name} has a gradient on one side only ({}, {})", a.is_some(), b.is_some())
-                    }
-                }
-            }
+            let compared = plugin_testkit::assert_same_gradients(&label, &fused, &composed, &vars, 1e-10);
             assert!(compared >= 5, "{label}: only {compared} gradients compared");
         }
     }

@@ -161,7 +161,9 @@ fn taylor_form_is_the_first_order_expansion_of_the_full_form() {
         assert!(diff < 1e-2 * scale, "c = {c}: difference {diff} against branch size {scale}");
         previous = diff;
     }
-    assert_eq!(gap(0.0).0, 0.0, "at c = 0 both forms are u");
+    // The two forms compute `u` in other orders (the Taylor form as one op).
+    let (diff, scale) = gap(0.0);
+    assert!(diff < 1e-12 * scale, "at c = 0 both forms are u: difference {diff} against branch size {scale}");
 }
 
 /// With `newton = taylor` (the default) the layer is unchanged: the option's default reads
@@ -240,6 +242,43 @@ fn full_form_checks_are_made_for_small_steps_only() {
             for c in checks {
                 assert!(c.after < c.before, "{form} at {step}: {} rose", c.name);
             }
+        }
+    }
+}
+
+/// MHA2nd1st's branch as it trains (the direction as one op, `W_{V,h} M_h` and `W_O` as one
+/// map) against the seed's composition term by term: values, the gradient of every parameter
+/// and of the input, both b-term forms, with and without biases, causal or not.
+#[test]
+fn the_fused_newton_branch_matches_its_composition() {
+    let variants = [
+        vec![],
+        vec![("newton_b_form", Value::Str("temperature".into())), ("newton_b_init", Value::Float(3.0))],
+        vec![("bias", Value::Bool(false)), ("newton_ridge", Value::Float(0.1))],
+    ];
+    for (v, pairs) in variants.iter().enumerate() {
+        let mut pairs = pairs.clone();
+        pairs.extend([("d", Value::Int(16)), ("heads", Value::Int(2)), ("layers", Value::Int(1))]);
+        let (map, block) = build_block(&newton_config("taylor", &pairs));
+        randomise(&map, 40 + v as u64, 0.4);
+        // A b-term large enough to weigh in every gradient.
+        let b_name = if v == 1 { "b_temperature" } else { "b_scale" };
+        let b_value = if v == 1 { 2.0 } else { 0.5 };
+        let names: Vec<String> = named_vars(&map).into_iter().map(|(n, _)| n).collect();
+        let b_full = names.iter().find(|n| n.ends_with(b_name)).expect("the b-term coefficient");
+        set(&map, b_full, &(Tensor::ones(2, DType::F64, &plugin_api::candle::Device::Cpu).unwrap() * b_value).unwrap());
+        let Attention::Newton(a) = &block.attention else { panic!("not newton") };
+        for causal in [false, true] {
+            let x = plugin_api::candle::Var::from_tensor(&normal(50 + v as u64, &[2, 7, 16], 1.0)).unwrap();
+            let fused = a.forward(x.as_tensor(), x.as_tensor(), causal, Dropout::NONE).unwrap();
+            let composed = a.composed_forward(x.as_tensor(), x.as_tensor(), causal, Dropout::NONE).unwrap();
+            let mut vars = named_vars(&map);
+            vars.push(("input".to_string(), x));
+            let label = format!("variant {v} causal={causal}");
+            let compared = plugin_testkit::assert_same_gradients(&label, &fused, &composed, &vars, 1e-10);
+            // The attention's own parameters and the input; the block's others are not on the branch.
+            let on_branch = vars.iter().filter(|(n, _)| n.starts_with("attn.") || n == "input").count();
+            assert_eq!(compared, on_branch, "{label}: every parameter of the branch and the input have a gradient");
         }
     }
 }

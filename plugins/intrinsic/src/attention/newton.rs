@@ -172,6 +172,44 @@ impl NewtonAttention {
     /// `f(z) = sum_h W_{O,h} (W_{V,h} M_h g_h + b_{V,h})` with `g_h` the head-space
     /// direction of [`direction`](Self::direction) (Eq. 21 or Eq. 24).
     pub fn forward(&self, queries: &Tensor, context: &Tensor, causal: bool, dropout: Dropout) -> Result<Tensor> {
+        if self.form == NewtonForm::Taylor && !dropout.is_active() {
+            return self.fused_forward(queries, context, causal);
+        }
+        self.composed_forward(queries, context, causal, dropout)
+    }
+
+    /// [`forward`](Self::forward) for MHA2nd1st without attention dropout: the direction as
+    /// one op on the merged projections ([`kernels::newton_direction`]), then `W_{V,h} M_h`
+    /// and `W_O` as one map, since row block `h` of `blockdiag(R_h) W_O` is `R_h W_{O,h}`
+    /// (`R_h` the [`preconditioner`](Self::preconditioner)): `g (R W_O) + (b_V W_O + b_O)`.
+    fn fused_forward(&self, queries: &Tensor, context: &Tensor, causal: bool) -> Result<Tensor> {
+        let p = &self.proj;
+        let (q, k) = (p.q.forward(queries)?, p.k.forward(context)?);
+        let coefficient = self.coefficient()?.flatten_all()?;
+        let direction = kernels::newton_direction(&q, &k, &self.temperature, &coefficient, p.heads, causal)?;
+        let (width, d) = p.o.weight.dims2()?;
+        let w_o = p.o.weight.reshape((p.heads, width / p.heads, d))?;
+        let weight = self.preconditioner()?.matmul(&w_o)?.reshape((width, d))?;
+        let value_bias = match &p.v.bias {
+            Some(b_v) => Some(b_v.unsqueeze(0)?.matmul(&p.o.weight)?.squeeze(0)?),
+            None => None,
+        };
+        let bias = match (value_bias, &p.o.bias) {
+            (Some(v), Some(o)) => Some((v + o)?),
+            (v, o) => v.or_else(|| o.clone()),
+        };
+        Ok(kernels::linear(&direction, &weight, bias.as_ref())?)
+    }
+
+    /// [`forward`](Self::forward) as the seed writes it, term by term: every form, with or
+    /// without attention dropout.
+    pub fn composed_forward(
+        &self,
+        queries: &Tensor,
+        context: &Tensor,
+        causal: bool,
+        dropout: Dropout,
+    ) -> Result<Tensor> {
         let q = self.proj.queries(queries)?;
         let k = self.proj.keys(context)?;
         let direction = self.direction(&q, &k, causal, dropout)?;
