@@ -29,7 +29,7 @@
 
 use crate::attention::{head_matrix, product, transposed, with_output_gradient, Dims, Matrix};
 use crate::real::Real;
-use crate::strided::{fill, map_chunks, output_buffer, read_vector, slice, storage_len, unpack, Rows};
+use crate::strided::{contiguous_values, fill, map_chunks, output_buffer, slice, storage_len, unpack, Rows};
 use crate::vector::{dot, softmax_in_place};
 use candle_core::{bail, CpuStorage, CustomOp3, Layout, Result, Shape, Tensor};
 use std::sync::OnceLock;
@@ -198,14 +198,6 @@ fn forward<T: Real>(
     (out, keep.then_some((kept_p, kept_u)))
 }
 
-/// The `2 H` coefficients as a vector, whatever their layout.
-fn coefficients_of<T: Real>(storage: &CpuStorage, layout: &Layout, op: &'static str) -> Result<Vec<T>> {
-    match layout.contiguous_offsets() {
-        Some((start, end)) => Ok(slice::<T>(storage, op)?[start..end].to_vec()),
-        None => read_vector::<T>(storage, layout, op),
-    }
-}
-
 impl CustomOp3 for NewtonAttention {
     fn name(&self) -> &'static str {
         "fused-newton-attention"
@@ -224,7 +216,7 @@ impl CustomOp3 for NewtonAttention {
         let d = dims_of(ql, kl, cl, self.heads, name)?;
         let rows = [Rows::new(ql), Rows::new(kl)];
         let out = per_real!(qs, name, |T| {
-            let coefficients = coefficients_of::<T>(cs, cl, name)?;
+            let coefficients = contiguous_values::<T>(cs, cl, name)?;
             let inputs = [slice::<T>(qs, name)?, slice::<T>(ks, name)?];
             let (out, kept) = forward(inputs, &rows, &coefficients, d, self.causal, self.keep);
             if let Some((p, u)) = kept {
@@ -280,7 +272,7 @@ impl CustomOp3 for NewtonAttentionBackward<'_> {
             Ok(per_real!(qs, name, |T| {
                 // The forward keeps P and U whenever the graph records the op.
                 let Some((p, u)) = self.kept else { bail!("{name}: the forward kept no attention terms") };
-                let coefficients = coefficients_of::<T>(cs, cl, name)?;
+                let coefficients = contiguous_values::<T>(cs, cl, name)?;
                 let inputs = [slice::<T>(qs, name)?, slice::<T>(ks, name)?, slice::<T>(gs, name)?];
                 let kept = [slice::<T>(p, name)?, slice::<T>(u, name)?];
                 backward(inputs, &rows, kept, &coefficients, d)

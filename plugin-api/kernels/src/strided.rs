@@ -5,6 +5,7 @@ use crate::real::Real;
 use crate::widest::widest;
 use candle_core::{bail, CpuStorage, Layout, Result, Tensor};
 use rayon::prelude::*;
+use std::borrow::Cow;
 
 /// Below this many elements an op runs on the calling thread: waking the pool costs more.
 const PARALLEL_MIN_ELEMENTS: usize = 16_384;
@@ -169,6 +170,18 @@ pub(crate) fn read_vector<T: Real>(storage: &CpuStorage, layout: &Layout, op: &'
         out.extend_from_slice(rows.read(data, r, &mut buf));
     }
     Ok(out)
+}
+
+/// A tensor's values in order: borrowed where they lie contiguous, else read into a copy.
+pub(crate) fn contiguous_values<'a, T: Real>(
+    storage: &'a CpuStorage,
+    layout: &Layout,
+    op: &'static str,
+) -> Result<Cow<'a, [T]>> {
+    Ok(match layout.contiguous_offsets() {
+        Some((start, end)) => Cow::Borrowed(&slice::<T>(storage, op)?[start..end]),
+        None => Cow::Owned(read_vector::<T>(storage, layout, op)?),
+    })
 }
 
 /// A buffer of `len` elements for an op that writes every one of them before reading any.

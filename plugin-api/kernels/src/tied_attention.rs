@@ -25,11 +25,10 @@ use crate::attention::{
     fill_heads, fill_weights, head_matrix, head_weights, into_head, product, transposed, with_output_gradient, Dims,
 };
 use crate::real::Real;
-use crate::strided::{map_chunks, output_buffer, read_vector, slice, storage_len, unpack, Rows};
+use crate::strided::{contiguous_values, map_chunks, output_buffer, slice, storage_len, unpack, Rows};
 use crate::vector::{dot, softmax_in_place};
 use crate::widest::inlined;
 use candle_core::{bail, CpuStorage, CustomOp3, Layout, Result, Shape, Tensor};
-use std::borrow::Cow;
 use std::sync::OnceLock;
 
 /// Which additive scores the op's third argument holds, one after the other: `S` (`B N^2`
@@ -190,10 +189,7 @@ impl CustomOp3 for TiedAttention {
         let d = dims_of(ql, kl, sl, self.heads, self.extra, name)?;
         let rows = [Rows::new(ql), Rows::new(kl)];
         let out = per_real!(qs, name, |T| {
-            let scores: Cow<[T]> = match sl.contiguous_offsets() {
-                Some((start, end)) => Cow::Borrowed(&slice::<T>(ss, name)?[start..end]),
-                None => Cow::Owned(read_vector::<T>(ss, sl, name)?),
-            };
+            let scores = contiguous_values::<T>(ss, sl, name)?;
             let inputs = [slice::<T>(qs, name)?, slice::<T>(ks, name)?];
             let (out, kept) = forward(inputs, &rows, &scores, d, self);
             if let Some(kept) = kept {
