@@ -72,6 +72,93 @@ pub(crate) unsafe fn product<T: Real>(
     )
 }
 
+/// Which entries of an `N x N` factor of a causal attention carry weight, so that a product
+/// can leave out what the mask makes zero.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Causal {
+    /// Every entry: one full product.
+    Full,
+    /// An `N x N` output of which only entries on or below the diagonal are read (the scores
+    /// `Q K^T`): entries past each row block's last row are not written.
+    LowerOutput,
+    /// An `N x N` left operand that is zero past the diagonal (`P V`): each row block's inner
+    /// dimension stops at its last row.
+    LowerLeft,
+    /// An `N x N` left operand that is zero before the diagonal (`P^T dO`): each row block's
+    /// inner dimension starts at its first row.
+    UpperLeft,
+}
+
+impl Causal {
+    /// `triangle` when `causal`, else [`Causal::Full`].
+    #[inline(always)]
+    pub fn when(causal: bool, triangle: Causal) -> Causal {
+        if causal {
+            triangle
+        } else {
+            Causal::Full
+        }
+    }
+}
+
+/// Rows per block of a [`causal_product`]: blocks of 32 rows do 5/8 of a 128-token product's
+/// multiply-adds (4 blocks), and each is still a product the register tiles run at speed.
+const CAUSAL_ROWS: usize = 32;
+
+/// [`product`] leaving out the zero (or unread) triangle `causal` names, block of rows by block
+/// of rows.
+///
+/// # Safety
+/// As for [`product`]; with [`Causal::LowerOutput`] the caller reads no entry past the
+/// diagonal's row block, with the other triangles the left operand is zero where they say.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+pub(crate) unsafe fn causal_product<T: Real>(
+    causal: Causal,
+    (m, n, k): (usize, usize, usize),
+    dst: *mut T,
+    dst_rs: usize,
+    (lhs, lhs_rs, lhs_cs): Matrix<T>,
+    (rhs, rhs_rs, rhs_cs): Matrix<T>,
+    scale: T,
+    accumulate: bool,
+) {
+    if causal == Causal::Full || m <= CAUSAL_ROWS {
+        return product((m, n, k), dst, dst_rs, (lhs, lhs_rs, lhs_cs), (rhs, rhs_rs, rhs_cs), scale, accumulate);
+    }
+    for first in (0..m).step_by(CAUSAL_ROWS) {
+        let end = (first + CAUSAL_ROWS).min(m);
+        let (dst, lhs) = (dst.add(first * dst_rs), lhs.add(first * lhs_rs));
+        let rows = end - first;
+        match causal {
+            Causal::LowerOutput => product(
+                (rows, end.min(n), k),
+                dst,
+                dst_rs,
+                (lhs, lhs_rs, lhs_cs),
+                (rhs, rhs_rs, rhs_cs),
+                scale,
+                accumulate,
+            ),
+            Causal::LowerLeft => product(
+                (rows, n, end.min(k)),
+                dst,
+                dst_rs,
+                (lhs, lhs_rs, lhs_cs),
+                (rhs, rhs_rs, rhs_cs),
+                scale,
+                accumulate,
+            ),
+            Causal::UpperLeft => {
+                let (lhs, rhs) = (lhs.add(first * lhs_cs), rhs.add(first * rhs_rs));
+                let inner = k.saturating_sub(first);
+                product((rows, n, inner), dst, dst_rs, (lhs, lhs_rs, lhs_cs), (rhs, rhs_rs, rhs_cs), scale, accumulate)
+            }
+            Causal::Full => unreachable!("handled above"),
+        }
+    }
+}
+
 /// The output's gradient `dO` that a backward op holds, checked to be on the CPU and of the
 /// output's shape `dims`, lent to `f` with its layout.
 pub(crate) fn with_output_gradient<R>(

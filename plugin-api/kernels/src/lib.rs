@@ -229,6 +229,16 @@ pub fn linear_relu(x: &Tensor, w: &Tensor) -> Result<Tensor> {
     }
 }
 
+/// `relu(x w^T)` for a weight `w` `[n, k]`: [`linear_relu`] with the weight as
+/// [`linear_transposed`] takes it (the Energy Transformer's memories, `ReLU(g Xi^T)`).
+pub fn linear_transposed_relu(x: &Tensor, w: &Tensor) -> Result<Tensor> {
+    if linear_fits(x, w, None, true) {
+        x.apply_op2(w, linear::Linear { transposed: true, relu: true })
+    } else {
+        Kernels::Composed.relu(&Kernels::Composed.linear(x, &w.t()?, None)?)
+    }
+}
+
 /// Whether [`linear`] (or [`linear_transposed`]) can run as a fused op on these arguments.
 fn linear_fits(x: &Tensor, w: &Tensor, bias: Option<&Tensor>, transposed: bool) -> bool {
     let k = x.dims().last().copied().unwrap_or(0);

@@ -27,7 +27,7 @@
 //! Samples run in parallel; the products are those of `attention::product` (register tiles
 //! where they apply, else `gemm`).
 
-use crate::attention::{head_matrix, product, transposed, with_output_gradient, Dims, Matrix};
+use crate::attention::{causal_product, head_matrix, transposed, with_output_gradient, Causal, Dims, Matrix};
 use crate::real::Real;
 use crate::strided::{contiguous_values, fill, map_chunks, output_buffer, slice, storage_len, unpack, Rows};
 use crate::vector::{dot, softmax_in_place};
@@ -52,6 +52,12 @@ fn key_half_norms<T: Real>(k: Matrix<T>, (n, hp): (usize, usize), half_norms: &m
     }
 }
 
+/// A row-major `n x n` scratch matrix as a [`Matrix`].
+#[inline(always)]
+fn square<T: Real>(m: &[T], n: usize) -> Matrix<T> {
+    (m.as_ptr(), n, 1)
+}
+
 /// The forward terms of one (sample, head): `P` into `p` (`N x N`), `U` into `u` (`N x p`,
 /// rows of `p`) and `W = c G - P` into `w` (`N x N`), from the head's `Q` and `K`.
 #[allow(clippy::too_many_arguments)]
@@ -67,9 +73,11 @@ fn head_terms<T: Real>(
     w: &mut [T],
 ) {
     let tau = temperature.recip();
+    let [lower_output, lower_left] = [Causal::LowerOutput, Causal::LowerLeft].map(|t| Causal::when(causal, t));
     key_half_norms(k, (n, hp), half_norms);
-    // SAFETY (every product): `p`, `w` hold N x N, `u` N x p; `q` and `k` are the head's N x p.
-    unsafe { product((n, n, hp), p.as_mut_ptr(), n, q, transposed(k), tau, false) }
+    // SAFETY (every product): `p`, `w` hold N x N, `u` N x p; `q` and `k` are the head's N x p;
+    // `P` and `W` are zero past the diagonal when causal.
+    unsafe { causal_product(lower_output, (n, n, hp), p.as_mut_ptr(), n, q, transposed(k), tau, false) }
     for (t, row) in p.chunks_exact_mut(n.max(1)).enumerate() {
         let kept = if causal { t + 1 } else { n };
         let (row, masked) = row.split_at_mut(kept);
@@ -80,19 +88,24 @@ fn head_terms<T: Real>(
         masked.fill(T::zero());
     }
     // U = Q - P K.
-    unsafe { product((n, hp, n), u.as_mut_ptr(), hp, (p.as_ptr(), n, 1), k, T::one(), false) }
+    unsafe { causal_product(lower_left, (n, hp, n), u.as_mut_ptr(), hp, (p.as_ptr(), n, 1), k, T::one(), false) }
     for (t, row) in u.chunks_exact_mut(hp.max(1)).enumerate() {
         for (col, v) in row.iter_mut().enumerate() {
             *v = unsafe { at(q, t, col) } - *v;
         }
     }
     // A = U K^T into w, then W = c P (A - r) - P.
-    unsafe { product((n, n, hp), w.as_mut_ptr(), n, (u.as_ptr(), hp, 1), transposed(k), T::one(), false) }
-    for (w, p) in w.chunks_exact_mut(n.max(1)).zip(p.chunks_exact(n.max(1))) {
+    let (u_rows, k_t) = ((u.as_ptr(), hp, 1), transposed(k));
+    unsafe { causal_product(lower_output, (n, n, hp), w.as_mut_ptr(), n, u_rows, k_t, T::one(), false) }
+    for (t, (w, p)) in w.chunks_exact_mut(n.max(1)).zip(p.chunks_exact(n.max(1))).enumerate() {
+        let kept = if causal { t + 1 } else { n };
+        let (w, masked) = w.split_at_mut(kept);
+        let p = &p[..kept];
         let r = dot(p, w);
         for (w, &p) in w.iter_mut().zip(p) {
             *w = p * (c * (*w - r) - T::one());
         }
+        masked.fill(T::zero());
     }
 }
 
@@ -181,7 +194,7 @@ fn forward<T: Real>(
                     };
                     let (t, coefficient) = (coefficients[h], coefficients[d.heads + h]);
                     head_terms((q_h, k_h), (n, hp), (t, coefficient), causal, &mut s.half_norms, p, u, &mut s.w);
-                    // out_h = Q + W K.
+                    // out_h = Q + W K (W zero past the diagonal when causal).
                     for (t, row) in sample.chunks_exact_mut(width.max(1)).enumerate() {
                         for (col, v) in row[h * hp..][..hp].iter_mut().enumerate() {
                             *v = unsafe { at(q_h, t, col) };
@@ -189,7 +202,17 @@ fn forward<T: Real>(
                     }
                     unsafe {
                         let dst = sample.as_mut_ptr().add(h * hp);
-                        product((n, hp, n), dst, width, (s.w.as_ptr(), n, 1), k_h, T::one(), true)
+                        let w = (s.w.as_ptr(), n, 1);
+                        causal_product(
+                            Causal::when(causal, Causal::LowerLeft),
+                            (n, hp, n),
+                            dst,
+                            width,
+                            w,
+                            k_h,
+                            T::one(),
+                            true,
+                        )
                     }
                 }
             }
@@ -237,7 +260,12 @@ impl CustomOp3 for NewtonAttention {
         _res: &Tensor,
         grad: &Tensor,
     ) -> Result<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
-        let op = NewtonAttentionBackward { kept: self.kept.get(), heads: self.heads, grad: grad.clone() };
+        let op = NewtonAttentionBackward {
+            kept: self.kept.get(),
+            heads: self.heads,
+            causal: self.causal,
+            grad: grad.clone(),
+        };
         let [dq, dk, dc] = unpack(&q.apply_op3_no_bwd(k, coefficients, &op)?, [q, k, coefficients])?;
         Ok((Some(dq), Some(dk), Some(dc)))
     }
@@ -248,6 +276,7 @@ impl CustomOp3 for NewtonAttention {
 struct NewtonAttentionBackward<'a> {
     kept: Option<&'a (CpuStorage, CpuStorage)>,
     heads: usize,
+    causal: bool,
     grad: Tensor,
 }
 
@@ -275,7 +304,7 @@ impl CustomOp3 for NewtonAttentionBackward<'_> {
                 let coefficients = contiguous_values::<T>(cs, cl, name)?;
                 let inputs = [slice::<T>(qs, name)?, slice::<T>(ks, name)?, slice::<T>(gs, name)?];
                 let kept = [slice::<T>(p, name)?, slice::<T>(u, name)?];
-                backward(inputs, &rows, kept, &coefficients, d)
+                backward(inputs, &rows, kept, &coefficients, d, self.causal)
             }))
         })?;
         let len = storage_len(&out);
@@ -326,9 +355,10 @@ fn backward<T: Real>(
     [kept_p, kept_u]: [&[T]; 2],
     coefficients: &[T],
     d: Dims,
+    causal: bool,
 ) -> Vec<T> {
     let (n, width, hp, heads) = (d.tokens, d.width(), d.head_dim, d.heads);
-    let (per_sample, square, rect) = (n * width, n * n, n * hp);
+    let (per_sample, square_len, rect) = (n * width, n * n, n * hp);
     let total = d.batch * per_sample;
     let mut out = output_buffer(2 * total + 2 * heads);
     let (dq, rest) = out.split_at_mut(total);
@@ -349,7 +379,7 @@ fn backward<T: Real>(
                 let dk = unsafe { (dk_at as *mut T).add(b * per_sample) };
                 for h in 0..heads {
                     let at_head = b * heads + h;
-                    let p = &kept_p[at_head * square..][..square];
+                    let p = &kept_p[at_head * square_len..][..square_len];
                     let u = &kept_u[at_head * rect..][..rect];
                     let (q_h, k_h) = (head_matrix(q, &rows[0], &d, b, h), head_matrix(k, &rows[1], &d, b, h));
                     let d_out_h = head_matrix(d_out, &rows[2], &d, b, h);
@@ -359,6 +389,7 @@ fn backward<T: Real>(
                         (p, u),
                         (n, hp, width),
                         (temperature, coefficient),
+                        causal,
                         &mut s,
                         dq,
                         dk,
@@ -390,6 +421,7 @@ fn head_backward<T: Real>(
     (p, u): (&[T], &[T]),
     (n, hp, width): (usize, usize, usize),
     (temperature, coefficient): (T, T),
+    causal: bool,
     s: &mut BackwardScratch<T>,
     dq: &mut [T],
     dk: *mut T,
@@ -398,63 +430,83 @@ fn head_backward<T: Real>(
     let tau = temperature.recip();
     let row = n.max(1);
     let col = h * hp;
+    // With `causal`, only the entries on or below the diagonal of the N x N terms are formed
+    // and read (a row `t` of them keeps its first `t + 1`): `P`, `W`, `dA` and `dZ` are zero
+    // past it, the products leave that triangle out.
+    let kept = |t: usize| if causal { t + 1 } else { n };
+    let [lower_output, lower_left, upper_left] =
+        [Causal::LowerOutput, Causal::LowerLeft, Causal::UpperLeft].map(|t| Causal::when(causal, t));
     // SAFETY (every product): the scratch holds N x N and N x p; `q`, `k`, `d_out` are the
     // head's N x p, `dk` the sample's N rows of `width`, `u` the kept N x p.
     let dk = unsafe { dk.add(col) };
+    let (k_t, u_rows, p_t) = (transposed(k), (u.as_ptr(), hp, 1), (p.as_ptr(), 1, n));
     // A - r and W = c P (A - r) - P, from the kept P and U.
-    unsafe { product((n, n, hp), s.centred.as_mut_ptr(), n, (u.as_ptr(), hp, 1), transposed(k), T::one(), false) }
-    for ((a, w), p) in s.centred.chunks_exact_mut(row).zip(s.w.chunks_exact_mut(row)).zip(p.chunks_exact(row)) {
+    unsafe { causal_product(lower_output, (n, n, hp), s.centred.as_mut_ptr(), n, u_rows, k_t, T::one(), false) }
+    for (t, ((a, w), p)) in
+        s.centred.chunks_exact_mut(row).zip(s.w.chunks_exact_mut(row)).zip(p.chunks_exact(row)).enumerate()
+    {
+        let (a, w, p) = (&mut a[..kept(t)], &mut w[..], &p[..kept(t)]);
+        let (w, masked) = w.split_at_mut(kept(t));
         let r = dot(p, a);
         for ((a, w), &p) in a.iter_mut().zip(w.iter_mut()).zip(p) {
             *a -= r;
             *w = p * (coefficient * *a - T::one());
         }
+        masked.fill(T::zero());
     }
     unsafe {
         // dW = dO K^T; dK = W^T dO.
-        product((n, n, hp), s.dw.as_mut_ptr(), n, d_out, transposed(k), T::one(), false);
-        product((n, hp, n), dk, width, (s.w.as_ptr(), 1, n), d_out, T::one(), false);
+        causal_product(lower_output, (n, n, hp), s.dw.as_mut_ptr(), n, d_out, k_t, T::one(), false);
+        causal_product(upper_left, (n, hp, n), dk, width, transposed(square(&s.w, n)), d_out, T::one(), false);
     }
     // dc, dG = c dW, dr, then dA = P (dG + dr) into dw and dP = (dG + dr) (A - r) - dW into w.
     let mut d_coefficient = T::zero();
-    for (((dw, w), a), p) in
+    for (t, (((dw, w), a), p)) in
         s.dw.chunks_exact_mut(row)
             .zip(s.w.chunks_exact_mut(row))
             .zip(s.centred.chunks_exact(row))
             .zip(p.chunks_exact(row))
+            .enumerate()
     {
-        for ((g, &a), &p) in s.g.iter_mut().zip(a).zip(p) {
+        let (dw, masked) = dw.split_at_mut(kept(t));
+        let (w, a, p, g) = (&mut w[..kept(t)], &a[..kept(t)], &p[..kept(t)], &mut s.g[..kept(t)]);
+        for ((g, &a), &p) in g.iter_mut().zip(a).zip(p) {
             *g = p * a;
         }
         // Sums in `dot`'s partial sums: one accumulator would be a serial chain.
-        d_coefficient += dot(dw, &s.g);
+        d_coefficient += dot(dw, g);
         let dr = -coefficient * dot(dw, p);
         for (((dw, w), &a), &p) in dw.iter_mut().zip(w.iter_mut()).zip(a.iter()).zip(p) {
             let dg_dr = coefficient * *dw + dr;
             *w = dg_dr * a - *dw;
             *dw = p * dg_dr;
         }
+        masked.fill(T::zero());
     }
     unsafe {
         // dU = dA K; dK += dA^T U; dP -= dU K^T; dK -= P^T dU.
-        product((n, hp, n), s.du.as_mut_ptr(), hp, (s.dw.as_ptr(), n, 1), k, T::one(), false);
-        product((n, hp, n), dk, width, (s.dw.as_ptr(), 1, n), (u.as_ptr(), hp, 1), T::one(), true);
-        product((n, n, hp), s.w.as_mut_ptr(), n, (s.du.as_ptr(), hp, 1), transposed(k), -T::one(), true);
-        product((n, hp, n), dk, width, (p.as_ptr(), 1, n), (s.du.as_ptr(), hp, 1), -T::one(), true);
+        causal_product(lower_left, (n, hp, n), s.du.as_mut_ptr(), hp, square(&s.dw, n), k, T::one(), false);
+        causal_product(upper_left, (n, hp, n), dk, width, transposed(square(&s.dw, n)), u_rows, T::one(), true);
+        let du_rows = (s.du.as_ptr(), hp, 1);
+        causal_product(lower_output, (n, n, hp), s.w.as_mut_ptr(), n, du_rows, k_t, -T::one(), true);
+        causal_product(upper_left, (n, hp, n), dk, width, p_t, du_rows, -T::one(), true);
     }
     // dZ = P (dP - rowsum(dP P)), and its column sums.
     s.column_sums.fill(T::zero());
-    for (dz, p) in s.w.chunks_exact_mut(row).zip(p.chunks_exact(row)) {
+    for (t, (dz, p)) in s.w.chunks_exact_mut(row).zip(p.chunks_exact(row)).enumerate() {
+        let (dz, masked) = dz.split_at_mut(kept(t));
+        let p = &p[..kept(t)];
         let row_dot = dot(dz, p);
         for ((dz, &p), sum) in dz.iter_mut().zip(p).zip(s.column_sums.iter_mut()) {
             *dz = p * (*dz - row_dot);
             *sum += *dz;
         }
+        masked.fill(T::zero());
     }
     unsafe {
         // E = dZ K; dK += dZ^T Q / T.
-        product((n, hp, n), s.e.as_mut_ptr(), hp, (s.w.as_ptr(), n, 1), k, T::one(), false);
-        product((n, hp, n), dk, width, (s.w.as_ptr(), 1, n), q, tau, true);
+        causal_product(lower_left, (n, hp, n), s.e.as_mut_ptr(), hp, square(&s.w, n), k, T::one(), false);
+        causal_product(upper_left, (n, hp, n), dk, width, transposed(square(&s.w, n)), q, tau, true);
     }
     // dK -= diag(colsum dZ) K / T; dQ = dO + dU + E / T; <Q, E> and sum colsum kn for dT.
     key_half_norms(k, (n, hp), &mut s.half_norms);

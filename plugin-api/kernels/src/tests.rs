@@ -506,10 +506,11 @@ fn newton_coefficients(heads: usize, p: usize, seed: u64) -> [(Var, Tensor); 2] 
 /// coefficients.
 #[test]
 fn newton_direction_matches_the_composition() {
-    // The last case is large enough for the backward to split the samples into tasks, whose
-    // shares of the head-wise gradients are then summed.
-    let large = (6, 40, 4, 20);
-    for (s, &(b, n, heads, p)) in ATTENTION_CASES.iter().chain([&large]).enumerate() {
+    // The last two cases are large enough for the backward to split the samples into tasks,
+    // whose shares of the head-wise gradients are then summed, and have tokens enough for the
+    // causal products to go by blocks of rows (the last block short).
+    let large = [(6, 40, 4, 20), (2, 70, 2, 16)];
+    for (s, &(b, n, heads, p)) in ATTENTION_CASES.iter().chain(&large).enumerate() {
         let shape = [b, n, heads * p];
         for causal in [false, true] {
             for (v, view) in VIEWS.into_iter().enumerate() {
@@ -804,10 +805,18 @@ fn linear_relu_matches_the_composition() {
             let wt = Var::from_tensor(&normal(&[6, k], 1.0, 122)).unwrap();
             check(
                 &format!("linear_relu {shape:?} {view:?} w^T"),
-                &[xv, wt.clone()],
-                &[x, wt.as_tensor().t().unwrap()],
+                &[xv.clone(), wt.clone()],
+                &[x.clone(), wt.as_tensor().t().unwrap()],
                 |i| linear_relu(&i[0], &i[1]).unwrap(),
                 |i| Kernels::Composed.linear(&i[0], &i[1], None).unwrap().relu().unwrap(),
+            );
+            // The same variable taken as `nn.Linear` keeps it.
+            check(
+                &format!("linear_transposed_relu {shape:?} {view:?}"),
+                &[xv, wt.clone()],
+                &[x, wt.as_tensor().clone()],
+                |i| linear_transposed_relu(&i[0], &i[1]).unwrap(),
+                |i| Kernels::Composed.linear(&i[0], &i[1].t().unwrap(), None).unwrap().relu().unwrap(),
             );
         }
     }

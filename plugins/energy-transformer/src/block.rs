@@ -23,7 +23,7 @@
 //! `dE_HN/dg = -ReLU(g Xi^T) Xi`.
 
 use crate::model::EtConfig;
-use kernels::{layer_norm, relu, rms_norm};
+use kernels::{layer_norm, rms_norm};
 use plugin_api::candle::{DType, Device, Tensor, D};
 use plugin_api::candle_nn::{Init, VarBuilder};
 use plugin_api::{PluginError, Result};
@@ -205,7 +205,7 @@ impl EtBlock {
 
     /// `-dE_HN/dg = ReLU(g Xi^T) Xi`.
     fn hopfield_descent(&self, g: &Tensor) -> Result<Tensor> {
-        let hidden = relu(&kernels::linear_transposed(g, &self.memories, None)?)?;
+        let hidden = kernels::linear_transposed_relu(g, &self.memories)?;
         kernels::linear(&hidden, &self.memories, None).map_err(Into::into)
     }
 
