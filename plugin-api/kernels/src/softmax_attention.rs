@@ -24,8 +24,8 @@
 //! thread each.
 
 use crate::attention::{
-    fill_heads, fill_weights, head_matrix, head_weights, into_head, product, transposed, with_output_gradient, Dims,
-    HeadScratch, Matrix,
+    causal_product, fill_heads, fill_weights, head_matrix, head_weights, transposed, with_output_gradient, Causal,
+    Dims, HeadScratch, Matrix,
 };
 use crate::dropout_mask::DropMask;
 use crate::real::Real;
@@ -57,8 +57,10 @@ impl<T: Real> HeadScratch<T> {
 #[inline(always)]
 fn softmax_weights<T: Real>(q: Matrix<T>, k: Matrix<T>, d: &Dims, scale: T, causal: bool, p: &mut [T]) {
     let (n, hp) = (d.tokens, d.head_dim);
-    // SAFETY: `p` holds N x N entries; `q` and `k` are the head's N x p.
-    unsafe { product((n, n, hp), p.as_mut_ptr(), n, q, transposed(k), scale, false) }
+    // SAFETY: `p` holds N x N entries; `q` and `k` are the head's N x p. When causal, the
+    // product leaves out (most of) the masked triangle, which the loop then zeroes.
+    let scores = Causal::when(causal, Causal::LowerOutput);
+    unsafe { causal_product(scores, (n, n, hp), p.as_mut_ptr(), n, q, transposed(k), scale, false) }
     for (i, row) in p.chunks_exact_mut(n.max(1)).enumerate() {
         if causal {
             let (kept, masked) = row.split_at_mut(i + 1);
@@ -101,7 +103,7 @@ fn forward<T: Real>(
         // The head's scratch, and D(P) when the mask applies to kept weights.
         || (HeadScratch::new(&d), vec![T::zero(); if mask.is_some() && kept.is_some() { n * n } else { 0 }]),
         #[inline(always)]
-        |(scratch, dropped), b, h, sample| {
+        |(scratch, dropped), b, h, sample: &mut [T]| {
             let weights = match kept {
                 Some(kept) => {
                     scratch.take_head(inputs, &d, b, h);
@@ -122,8 +124,11 @@ fn forward<T: Real>(
                     scratch.p.as_ptr()
                 }
             };
-            // out_h = D(P) V_h, written into the head's columns.
-            unsafe { into_head(sample, h, (n, hp, width), (weights, n, 1), scratch.v) }
+            // out_h = D(P) V_h, written into the head's columns (D(P) is zero past the diagonal
+            // when causal).
+            let lower_left = Causal::when(causal, Causal::LowerLeft);
+            let dst = unsafe { sample.as_mut_ptr().add(h * hp) };
+            unsafe { causal_product(lower_left, (n, hp, n), dst, width, (weights, n, 1), scratch.v, T::one(), false) }
         },
     )
 }
@@ -146,8 +151,14 @@ fn backward<T: Real>(
     mask: Option<&DropMask>,
     kept: &[T],
     layout: GradLayout,
+    causal: bool,
 ) -> Vec<T> {
     let (n, width, hp) = (d.tokens, d.width(), d.head_dim);
+    // When causal, `P`, `D(P)` and `dS` are zero past the diagonal (a row `i` keeps its first
+    // `i + 1` entries) and the products leave that triangle out.
+    let kept_of = |i: usize| if causal { i + 1 } else { n };
+    let [lower_output, lower_left, upper_left] =
+        [Causal::LowerOutput, Causal::LowerLeft, Causal::UpperLeft].map(|t| Causal::when(causal, t));
     let per_sample = n * width;
     let total = d.batch * per_sample;
     // Every entry is written: each head's products fill its columns of dQ, dK and dV.
@@ -180,23 +191,30 @@ fn backward<T: Real>(
                     };
                     unsafe {
                         // dV = D(P)^T dO; dP = D(dO V^T) (into `ds`).
-                        product((n, hp, n), dv.add(col), row_stride, (weights, 1, n), d_out, T::one(), false);
-                        product((n, n, hp), ds.as_mut_ptr(), n, d_out, transposed(scratch.v), T::one(), false);
+                        let dv = dv.add(col);
+                        causal_product(upper_left, (n, hp, n), dv, row_stride, (weights, 1, n), d_out, T::one(), false);
+                        let v_t = transposed(scratch.v);
+                        causal_product(lower_output, (n, n, hp), ds.as_mut_ptr(), n, d_out, v_t, T::one(), false);
                     }
                     if let Some(mask) = mask {
                         mask.apply(b * d.heads + h, &mut ds);
                     }
                     // dS = P (dP - rowsum(dP P)).
-                    for (g, p) in ds.chunks_exact_mut(n).zip(p.chunks_exact(n)) {
+                    for (i, (g, p)) in ds.chunks_exact_mut(n).zip(p.chunks_exact(n)).enumerate() {
+                        let (g, masked) = g.split_at_mut(kept_of(i));
+                        let p = &p[..kept_of(i)];
                         let row_dot = dot(g, p);
                         for (g, &p) in g.iter_mut().zip(p) {
                             *g = p * (*g - row_dot);
                         }
+                        masked.fill(T::zero());
                     }
                     unsafe {
                         // dQ = scale dS K; dK = scale dS^T Q.
-                        product((n, hp, n), dq.add(col), row_stride, (ds.as_ptr(), n, 1), scratch.k, scale, false);
-                        product((n, hp, n), dk.add(col), row_stride, (ds.as_ptr(), 1, n), scratch.q, scale, false);
+                        let (dq, dk, ds_rows, ds_t) =
+                            (dq.add(col), dk.add(col), (ds.as_ptr(), n, 1), (ds.as_ptr(), 1, n));
+                        causal_product(lower_left, (n, hp, n), dq, row_stride, ds_rows, scratch.k, scale, false);
+                        causal_product(upper_left, (n, hp, n), dk, row_stride, ds_t, scratch.q, scale, false);
                     }
                 }
             }
@@ -312,6 +330,7 @@ impl SoftmaxAttention {
             mask: self.mask.clone(),
             grad: grad.clone(),
             layout,
+            causal: self.causal,
         }
     }
 }
@@ -394,6 +413,7 @@ struct SoftmaxAttentionBackward<'a> {
     mask: Option<Arc<DropMask>>,
     grad: Tensor,
     layout: GradLayout,
+    causal: bool,
 }
 
 impl SoftmaxAttentionBackward<'_> {
@@ -418,7 +438,7 @@ impl SoftmaxAttentionBackward<'_> {
                 // The forward keeps the weights whenever the graph records the op.
                 let Some(kept) = self.kept else { bail!("{name}: the forward kept no attention weights") };
                 let kept = slice::<T>(kept, name)?;
-                backward(inputs, grad, d, self.scale, self.mask.as_deref(), kept, self.layout)
+                backward(inputs, grad, d, self.scale, self.mask.as_deref(), kept, self.layout, self.causal)
             }))
         })?;
         let len = storage_len(&out);

@@ -121,6 +121,10 @@ pub(crate) const VIEWS: [View; 4] = [View::Plain, View::Transposed, View::Narrow
 const ATTENTION_CASES: [(usize, usize, usize, usize); 5] =
     [(1, 1, 1, 4), (2, 5, 3, 4), (2, 7, 3, 4), (1, 9, 2, 5), (3, 5, 1, 1)];
 
+/// An attention shape with tokens enough for the causal products to go by blocks of rows (the
+/// last block short).
+const LONG_CASE: (usize, usize, usize, usize) = (2, 70, 2, 8);
+
 pub(crate) const SHAPES: [&[usize]; 6] = [&[1, 1], &[1, 7], &[7, 1], &[3, 7], &[2, 81, 5], &[2, 3, 81]];
 
 #[test]
@@ -387,7 +391,7 @@ fn softmax_attention_matches_the_composition() {
 /// The softmax attention against its composition with every input on `device`; with GPT-2's
 /// dropout on the CPU only (on a CUDA device both sides compose `seeded_dropout` alike).
 pub(crate) fn softmax_attention_matches_the_composition_on(device: &Device) {
-    for (s, &(b, n, heads, p)) in ATTENTION_CASES.iter().enumerate() {
+    for (s, &(b, n, heads, p)) in ATTENTION_CASES.iter().chain([&LONG_CASE]).enumerate() {
         let shape = [b, n, heads * p];
         let scale = 1.0 / (p as f64).sqrt();
         for causal in [false, true] {
@@ -428,10 +432,11 @@ pub(crate) fn softmax_attention_matches_the_composition_on(device: &Device) {
 /// scores.
 #[test]
 fn tied_attention_matches_the_composition() {
-    // The last case is large enough for the backward to split the samples into tasks, whose
-    // shares of the per-head scores' gradient are then summed.
-    let large = (6, 40, 4, 20);
-    for (s, &(b, n, heads, p)) in ATTENTION_CASES.iter().chain([&large]).enumerate() {
+    // The first of the last two cases is large enough for the backward to split the samples
+    // into tasks, whose shares of the per-head scores' gradient are then summed; the second has
+    // the causal products go by blocks of rows.
+    let large = [(6, 40, 4, 20), LONG_CASE];
+    for (s, &(b, n, heads, p)) in ATTENTION_CASES.iter().chain(&large).enumerate() {
         let shape = [b, n, heads * p];
         let scale = 1.0 / (p as f64).sqrt();
         for causal in [false, true] {
@@ -509,7 +514,7 @@ fn newton_direction_matches_the_composition() {
     // The last two cases are large enough for the backward to split the samples into tasks,
     // whose shares of the head-wise gradients are then summed, and have tokens enough for the
     // causal products to go by blocks of rows (the last block short).
-    let large = [(6, 40, 4, 20), (2, 70, 2, 16)];
+    let large = [(6, 40, 4, 20), LONG_CASE];
     for (s, &(b, n, heads, p)) in ATTENTION_CASES.iter().chain(&large).enumerate() {
         let shape = [b, n, heads * p];
         for causal in [false, true] {
@@ -576,7 +581,7 @@ fn packed_softmax_attention_matches_the_composition_on_its_parts() {
 /// [`packed_softmax_attention_matches_the_composition_on_its_parts`] with the input on `device`
 /// (with dropout on the CPU only, as for the separate attention).
 pub(crate) fn packed_softmax_attention_matches_the_composition_on(device: &Device) {
-    for (s, &(b, n, heads, p)) in ATTENTION_CASES.iter().enumerate() {
+    for (s, &(b, n, heads, p)) in ATTENTION_CASES.iter().chain([&LONG_CASE]).enumerate() {
         let width = heads * p;
         let scale = 1.0 / (p as f64).sqrt();
         let parts = |x: &Tensor| [0, 1, 2].map(|i| x.narrow(2, i * width, width).unwrap());

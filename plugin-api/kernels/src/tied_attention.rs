@@ -22,7 +22,7 @@
 //! where they apply, else `gemm`).
 
 use crate::attention::{
-    fill_heads, fill_weights, head_matrix, head_weights, into_head, product, transposed, with_output_gradient, Dims,
+    causal_product, fill_heads, fill_weights, head_matrix, head_weights, transposed, with_output_gradient, Causal, Dims,
 };
 use crate::real::Real;
 use crate::strided::{contiguous_values, map_chunks, output_buffer, slice, storage_len, unpack, Rows};
@@ -74,8 +74,10 @@ fn scored_weights<T: Real>(
 ) {
     let (n, hp) = (d.tokens, d.head_dim);
     let (q, k) = (head_matrix(q, q_rows, d, b, h), head_matrix(k, k_rows, d, b, h));
-    // SAFETY: `p` holds N x N entries; `q` and `k` are the head's N x p.
-    unsafe { product((n, n, hp), p.as_mut_ptr(), n, q, transposed(k), scale, false) }
+    // SAFETY: `p` holds N x N entries; `q` and `k` are the head's N x p. When causal, the
+    // product leaves out (most of) the masked triangle, which the loop then zeroes.
+    let scores = Causal::when(causal, Causal::LowerOutput);
+    unsafe { causal_product(scores, (n, n, hp), p.as_mut_ptr(), n, q, transposed(k), scale, false) }
     for (i, row) in p.chunks_exact_mut(n.max(1)).enumerate() {
         let kept = if causal { i + 1 } else { n };
         let (row, masked) = row.split_at_mut(kept);
@@ -156,7 +158,7 @@ fn forward<T: Real>(
         d.heads,
         || vec![T::zero(); if kept.is_some() { 0 } else { n * n }],
         #[inline(always)]
-        |scratch, b, h, sample| {
+        |scratch, b, h, sample: &mut [T]| {
             let p = match &kept {
                 Some(kept) => head_weights(kept, &d, b, h),
                 None => {
@@ -164,8 +166,13 @@ fn forward<T: Real>(
                     &scratch[..]
                 }
             };
-            // SAFETY: `p` is N x N; `sample` holds the sample's N rows of `width`.
-            unsafe { into_head(sample, h, (n, hp, width), (p.as_ptr(), n, 1), head_matrix(k, &rows[1], &d, b, h)) }
+            // SAFETY: `p` is N x N (zero past the diagonal when causal); `sample` holds the
+            // sample's N rows of `width`.
+            unsafe {
+                let (dst, k_h) = (sample.as_mut_ptr().add(h * hp), head_matrix(k, &rows[1], &d, b, h));
+                let lower_left = Causal::when(causal, Causal::LowerLeft);
+                causal_product(lower_left, (n, hp, n), dst, width, (p.as_ptr(), n, 1), k_h, T::one(), false)
+            }
         },
     );
     (out, kept)
@@ -214,6 +221,7 @@ impl CustomOp3 for TiedAttention {
             heads: self.heads,
             scale: self.scale,
             extra: self.extra,
+            causal: self.causal,
             grad: grad.clone(),
         };
         let [dq, dk, ds] = unpack(&q.apply_op3_no_bwd(k, scores, &op)?, [q, k, scores])?;
@@ -228,6 +236,7 @@ struct TiedAttentionBackward<'a> {
     heads: usize,
     scale: f64,
     extra: ExtraScores,
+    causal: bool,
     grad: Tensor,
 }
 
@@ -253,7 +262,7 @@ impl CustomOp3 for TiedAttentionBackward<'_> {
                 // The forward keeps the weights whenever the graph records the op.
                 let Some(kept) = self.kept else { bail!("{name}: the forward kept no attention weights") };
                 let inputs = [slice::<T>(qs, name)?, slice::<T>(ks, name)?, slice::<T>(gs, name)?];
-                backward(inputs, &rows, slice::<T>(kept, name)?, d, self.scale, self.extra)
+                backward(inputs, &rows, slice::<T>(kept, name)?, d, self.scale, self.extra, self.causal)
             }))
         })?;
         let len = storage_len(&out);
@@ -269,8 +278,14 @@ fn backward<T: Real>(
     d: Dims,
     scale: f64,
     extra: ExtraScores,
+    causal: bool,
 ) -> Vec<T> {
     let (n, width, hp) = (d.tokens, d.width(), d.head_dim);
+    // When causal, `P` and `dZ` are zero past the diagonal (a row `i` keeps its first `i + 1`
+    // entries) and the products leave that triangle out.
+    let kept_of = |i: usize| if causal { i + 1 } else { n };
+    let [lower_output, lower_left, upper_left] =
+        [Causal::LowerOutput, Causal::LowerLeft, Causal::UpperLeft].map(|t| Causal::when(causal, t));
     let (per_sample, square) = (n * width, n * n);
     let total = d.batch * per_sample;
     let sample_len = usize::from(extra.per_sample) * d.batch * square;
@@ -305,8 +320,14 @@ fn backward<T: Real>(
                     let p = head_weights(kept, &d, b, h);
                     let col = h * hp;
                     // dP = dO K_h^T (into dz), then dZ = P (dP - rowsum(dP P)).
-                    unsafe { product((n, n, hp), dz.as_mut_ptr(), n, d_out_h, transposed(k_h), T::one(), false) }
-                    for (g, p) in dz.chunks_exact_mut(n.max(1)).zip(p.chunks_exact(n.max(1))) {
+                    let k_t = transposed(k_h);
+                    unsafe {
+                        causal_product(lower_output, (n, n, hp), dz.as_mut_ptr(), n, d_out_h, k_t, T::one(), false)
+                    }
+                    for (i, (g, p)) in dz.chunks_exact_mut(n.max(1)).zip(p.chunks_exact(n.max(1))).enumerate() {
+                        let (g, masked) = g.split_at_mut(kept_of(i));
+                        masked.fill(T::zero());
+                        let p = &p[..kept_of(i)];
                         let row_dot = dot(g, p);
                         for (g, &p) in g.iter_mut().zip(p) {
                             *g = p * (*g - row_dot);
@@ -314,9 +335,11 @@ fn backward<T: Real>(
                     }
                     unsafe {
                         // dQ_h = scale dZ K_h; dK_h = scale dZ^T Q_h + P^T dO.
-                        product((n, hp, n), dq.as_mut_ptr().add(col), width, (dz.as_ptr(), n, 1), k_h, scale, false);
-                        product((n, hp, n), dk.add(col), width, (dz.as_ptr(), 1, n), q_h, scale, false);
-                        product((n, hp, n), dk.add(col), width, (p.as_ptr(), 1, n), d_out_h, T::one(), true);
+                        let (dq, dk) = (dq.as_mut_ptr().add(col), dk.add(col));
+                        let (dz_rows, dz_t, p_t) = ((dz.as_ptr(), n, 1), (dz.as_ptr(), 1, n), (p.as_ptr(), 1, n));
+                        causal_product(lower_left, (n, hp, n), dq, width, dz_rows, k_h, scale, false);
+                        causal_product(upper_left, (n, hp, n), dk, width, dz_t, q_h, scale, false);
+                        causal_product(upper_left, (n, hp, n), dk, width, p_t, d_out_h, T::one(), true);
                     }
                     for (s, &g) in ds.iter_mut().zip(&dz) {
                         *s += g;
