@@ -150,8 +150,7 @@ fn backward<T: Real>(
     scale: f64,
     mask: Option<&DropMask>,
     kept: &[T],
-    layout: GradLayout,
-    causal: bool,
+    (layout, causal): (GradLayout, bool),
 ) -> Vec<T> {
     let (n, width, hp) = (d.tokens, d.width(), d.head_dim);
     // When causal, `P`, `D(P)` and `dS` are zero past the diagonal (a row `i` keeps its first
@@ -438,7 +437,7 @@ impl SoftmaxAttentionBackward<'_> {
                 // The forward keeps the weights whenever the graph records the op.
                 let Some(kept) = self.kept else { bail!("{name}: the forward kept no attention weights") };
                 let kept = slice::<T>(kept, name)?;
-                backward(inputs, grad, d, self.scale, self.mask.as_deref(), kept, self.layout, self.causal)
+                backward(inputs, grad, d, self.scale, self.mask.as_deref(), kept, (self.layout, self.causal))
             }))
         })?;
         let len = storage_len(&out);
