@@ -130,32 +130,15 @@ pub(crate) unsafe fn causal_product<T: Real>(
         let end = (first + CAUSAL_ROWS).min(m);
         let (dst, lhs) = (dst.add(first * dst_rs), lhs.add(first * lhs_rs));
         let rows = end - first;
-        match causal {
-            Causal::LowerOutput => product(
-                (rows, end.min(n), k),
-                dst,
-                dst_rs,
-                (lhs, lhs_rs, lhs_cs),
-                (rhs, rhs_rs, rhs_cs),
-                scale,
-                accumulate,
-            ),
-            Causal::LowerLeft => product(
-                (rows, n, end.min(k)),
-                dst,
-                dst_rs,
-                (lhs, lhs_rs, lhs_cs),
-                (rhs, rhs_rs, rhs_cs),
-                scale,
-                accumulate,
-            ),
-            Causal::UpperLeft => {
-                let (lhs, rhs) = (lhs.add(first * lhs_cs), rhs.add(first * rhs_rs));
-                let inner = k.saturating_sub(first);
-                product((rows, n, inner), dst, dst_rs, (lhs, lhs_rs, lhs_cs), (rhs, rhs_rs, rhs_cs), scale, accumulate)
-            }
+        // The block's sizes and operands: fewer output columns, or an inner dimension that
+        // stops at the block's last row or starts at its first.
+        let (dims, lhs, rhs) = match causal {
+            Causal::LowerOutput => ((rows, end.min(n), k), lhs, rhs),
+            Causal::LowerLeft => ((rows, n, end.min(k)), lhs, rhs),
+            Causal::UpperLeft => ((rows, n, k.saturating_sub(first)), lhs.add(first * lhs_cs), rhs.add(first * rhs_rs)),
             Causal::Full => unreachable!("handled above"),
-        }
+        };
+        product(dims, dst, dst_rs, (lhs, lhs_rs, lhs_cs), (rhs, rhs_rs, rhs_cs), scale, accumulate);
     }
 }
 
