@@ -29,7 +29,7 @@
 
 use crate::attention::{causal_product, head_matrix, transposed, with_output_gradient, Causal, Dims, Matrix};
 use crate::real::Real;
-use crate::strided::{contiguous_values, fill, map_chunks, output_buffer, slice, storage_len, unpack, Rows};
+use crate::strided::{contiguous_values, fill, map_chunks, output_buffer, slice, storage_len, three_gradients, Rows};
 use crate::vector::{dot, softmax_in_place};
 use candle_core::{bail, CpuStorage, CustomOp3, Layout, Result, Shape, Tensor};
 use std::sync::OnceLock;
@@ -266,8 +266,7 @@ impl CustomOp3 for NewtonAttention {
             causal: self.causal,
             grad: grad.clone(),
         };
-        let [dq, dk, dc] = unpack(&q.apply_op3_no_bwd(k, coefficients, &op)?, [q, k, coefficients])?;
-        Ok((Some(dq), Some(dk), Some(dc)))
+        three_gradients(&op, [q, k, coefficients])
     }
 }
 

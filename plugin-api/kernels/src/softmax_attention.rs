@@ -29,7 +29,7 @@ use crate::attention::{
 };
 use crate::dropout_mask::DropMask;
 use crate::real::Real;
-use crate::strided::{for_each_chunk, output_buffer, parallel_plan, slice, storage_len, unpack, Rows};
+use crate::strided::{for_each_chunk, output_buffer, parallel_plan, slice, storage_len, three_gradients, Rows};
 use crate::vector::{dot, softmax_in_place};
 use crate::widest::{inlined, widest};
 use candle_core::{bail, CpuStorage, CustomOp1, CustomOp3, Layout, Result, Shape, Tensor};
@@ -362,8 +362,7 @@ impl CustomOp3 for SoftmaxAttention {
         // A custom op takes at most three arguments: `dO` travels in the op (concatenating it
         // to `V` copied both, 0.6 % of a Transformer step).
         let op = self.backward_op(grad, GradLayout::Separate);
-        let [dq, dk, dv] = unpack(&q.apply_op3_no_bwd(k, v, &op)?, [q, k, v])?;
-        Ok((Some(dq), Some(dk), Some(dv)))
+        three_gradients(&op, [q, k, v])
     }
 }
 

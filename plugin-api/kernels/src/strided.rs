@@ -3,7 +3,7 @@
 
 use crate::real::Real;
 use crate::widest::widest;
-use candle_core::{bail, CpuStorage, Layout, Result, Tensor};
+use candle_core::{bail, CpuStorage, CustomOp3, Layout, Result, Tensor};
 use rayon::prelude::*;
 use std::borrow::Cow;
 
@@ -349,6 +349,16 @@ pub(crate) fn unpack<const K: usize>(packed: &Tensor, like: [&Tensor; K]) -> Res
         start += n;
     }
     parts.try_into().map_err(|_| candle_core::Error::Msg("unpack: wrong number of parts".into()))
+}
+
+/// The gradients of a three-argument op, from its backward `op` run on the same arguments and
+/// returning them packed (`[da | db | dc]` flattened).
+pub(crate) fn three_gradients(
+    op: &impl CustomOp3,
+    [a, b, c]: [&Tensor; 3],
+) -> Result<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
+    let [da, db, dc] = unpack(&a.apply_op3_no_bwd(b, c, op)?, [a, b, c])?;
+    Ok((Some(da), Some(db), Some(dc)))
 }
 
 /// The number of elements of a CPU storage: the length of a packed result (`[dx, dw, ...]`)

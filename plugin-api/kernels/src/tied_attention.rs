@@ -25,7 +25,7 @@ use crate::attention::{
     causal_product, fill_heads, fill_weights, head_matrix, head_weights, transposed, with_output_gradient, Causal, Dims,
 };
 use crate::real::Real;
-use crate::strided::{contiguous_values, map_chunks, output_buffer, slice, storage_len, unpack, Rows};
+use crate::strided::{contiguous_values, map_chunks, output_buffer, slice, storage_len, three_gradients, Rows};
 use crate::vector::{dot, softmax_in_place};
 use crate::widest::inlined;
 use candle_core::{bail, CpuStorage, CustomOp3, Layout, Result, Shape, Tensor};
@@ -224,8 +224,7 @@ impl CustomOp3 for TiedAttention {
             causal: self.causal,
             grad: grad.clone(),
         };
-        let [dq, dk, ds] = unpack(&q.apply_op3_no_bwd(k, scores, &op)?, [q, k, scores])?;
-        Ok((Some(dq), Some(dk), Some(ds)))
+        three_gradients(&op, [q, k, scores])
     }
 }
 
