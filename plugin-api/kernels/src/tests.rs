@@ -1156,8 +1156,9 @@ fn gradient_sums_leave_shared_gradients_unchanged() {
     }
 }
 
-/// `M + M^T` by tiles (the f32 AVX path) and by pairs (f64, and the edges past the last full
-/// tile) against the definition, exactly: each entry is one sum of the same two numbers.
+/// `M + M^T` by tiles (the f32 AVX-512 and AVX paths: 16 x 16 tiles, 8 x 8 in the band between
+/// the two widths) and by pairs (f64, and the edges past the last full tile) against the
+/// definition, exactly: each entry is one sum of the same two numbers.
 #[test]
 fn add_transpose_matches_the_definition_in_and_out_of_place() {
     fn check<T: crate::real::Real + std::fmt::Debug>(values: &[T], n: usize) {
@@ -1170,7 +1171,7 @@ fn add_transpose_matches_the_definition_in_and_out_of_place() {
         crate::transpose::add_transpose_in_place(&mut in_place, n);
         assert_eq!(in_place, expected, "in place, n = {n}");
     }
-    for n in [0, 1, 5, 8, 9, 16, 17, 24, 81] {
+    for n in [0, 1, 5, 8, 9, 16, 17, 24, 31, 32, 40, 47, 48, 81] {
         let m = normal(&[n * n], 1.0, n as u64);
         check(&m.to_vec1::<f64>().unwrap(), n);
         check(&m.to_dtype(DType::F32).unwrap().to_vec1::<f32>().unwrap(), n);
