@@ -171,7 +171,7 @@ mod avx {
 }
 
 #[cfg(target_arch = "x86_64")]
-mod avx512 {
+pub(crate) mod avx512 {
     use std::arch::x86_64::*;
 
     /// Tile edge: one `__m512` of f32.
@@ -199,8 +199,12 @@ mod avx512 {
     /// for 8 x 8 (pairs of rows, then pairs of pairs), which leaves in lane `k` of `u[4g + c]`
     /// column `4k + c` of rows `4g..4g + 4`; then two rounds of whole-lane shuffles gather
     /// lane `k` of `u[c]`, `u[4 + c]`, `u[8 + c]`, `u[12 + c]` into row `4k + c`.
+    /// Also packs the per-head products' transposed operands (`head_product.rs`).
+    ///
+    /// # Safety
+    /// The processor must have AVX-512F (the caller is compiled for it).
     #[inline(always)]
-    unsafe fn transpose(r: [__m512; W]) -> [__m512; W] {
+    pub(crate) unsafe fn transpose(r: [__m512; W]) -> [__m512; W] {
         unsafe {
             let mut t = [_mm512_setzero_ps(); W];
             for i in 0..W / 2 {
