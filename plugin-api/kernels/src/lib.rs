@@ -194,6 +194,19 @@ pub fn activation(x: &Tensor, act: Activation) -> Result<Tensor> {
     }
 }
 
+/// `gate act(x)` element-wise (both of one shape, any layout) with a one-pass backward for
+/// both: a gated MLP's hidden layer (CEM's `gamma o SiLU(V u)`, seed 002 Eq. 8), one op and
+/// one recorded tensor where the composition takes two of each.
+pub fn gated_activation(x: &Tensor, gate: &Tensor, act: Activation) -> Result<Tensor> {
+    let fits =
+        is_fused(x) && gate.dtype() == x.dtype() && gate.device().same_device(x.device()) && gate.dims() == x.dims();
+    if fits {
+        x.apply_op2(gate, activation::Gated { act })
+    } else {
+        gate * Kernels::Composed.activation(x, act)?
+    }
+}
+
 /// The exact GELU `x Ncdf(x)` (candle's `gelu_erf`) with a one-pass backward.
 pub fn gelu_erf(x: &Tensor) -> Result<Tensor> {
     activation(x, Activation::Gelu)

@@ -4,10 +4,8 @@
 //! `du = sign dy a`, the last two in one pass.
 
 use crate::real::Real;
-use crate::strided::{fill, output_buffer, parallel_plan, slice, unpack, Rows};
-use crate::widest::{inlined, widest};
+use crate::strided::{fill, map_triples_to_pair, slice, unpack, Rows};
 use candle_core::{bail, CpuStorage, CustomOp3, Layout, Result, Shape, Tensor};
-use rayon::prelude::*;
 
 fn check_shapes(l: &[&Layout], op: &'static str) -> Result<()> {
     if l.iter().any(|x| x.dims() != l[0].dims()) {
@@ -42,44 +40,16 @@ fn forward<T: Real>(x: (&[T], &Layout), a: (&[T], &Layout), u: (&[T], &Layout), 
 
 /// `[da, du]`, each contiguous in the shape of the arguments.
 fn backward<T: Real>(dy: (&[T], &Layout), a: (&[T], &Layout), u: (&[T], &Layout), sign: T) -> Vec<T> {
-    let (dr, ar, ur) = (Rows::new(dy.1), Rows::new(a.1), Rows::new(u.1));
-    let (len, n) = (dr.len, dr.count * dr.len);
-    let mut out = output_buffer(2 * n);
-    let (da, du) = out.split_at_mut(n);
-    let len = len.max(1);
-    let work = inlined(
+    map_triples_to_pair(
+        dy,
+        a,
+        u,
         #[inline(always)]
-        |first: usize, da: &mut [T], du: &mut [T]| {
-            let (mut db, mut ab, mut ub) = (Vec::new(), Vec::new(), Vec::new());
-            for (k, (da, du)) in da.chunks_exact_mut(len).zip(du.chunks_exact_mut(len)).enumerate() {
-                let r = first + k;
-                let (ds, as_, us) = (dr.read(dy.0, r, &mut db), ar.read(a.0, r, &mut ab), ur.read(u.0, r, &mut ub));
-                // Zipped rather than indexed: without the bounds checks the loop vectorises.
-                for ((da, du), ((&d, &a), &u)) in da.iter_mut().zip(du.iter_mut()).zip(ds.iter().zip(as_).zip(us)) {
-                    let g = sign * d;
-                    *da = g * u;
-                    *du = g * a;
-                }
-            }
+        |d, a, u| {
+            let g = sign * d;
+            (g * u, g * a)
         },
-    );
-    match parallel_plan(n, len) {
-        None => widest(
-            #[inline(always)]
-            || work(0, da, du),
-        ),
-        Some(per_task) => {
-            da.par_chunks_mut(per_task * len).zip(du.par_chunks_mut(per_task * len)).enumerate().for_each(
-                |(c, (da, du))| {
-                    widest(
-                        #[inline(always)]
-                        || work(c * per_task, da, du),
-                    )
-                },
-            )
-        }
-    }
-    out
+    )
 }
 
 /// `x + sign a u`.

@@ -351,6 +351,55 @@ pub(crate) fn unpack<const K: usize>(packed: &Tensor, like: [&Tensor; K]) -> Res
     parts.try_into().map_err(|_| candle_core::Error::Msg("unpack: wrong number of parts".into()))
 }
 
+/// `[p | q]` with `(p_i, q_i) = f(a_i, b_i, c_i)`, element by element over three arguments of
+/// one shape (any layouts), each part contiguous in that shape: the one-pass backward of an
+/// element-wise op of two arguments, from its output's gradient and the two. Rows go to
+/// threads as [`parallel_plan`] says.
+pub(crate) fn map_triples_to_pair<T: Real, F>(
+    a: (&[T], &Layout),
+    b: (&[T], &Layout),
+    c: (&[T], &Layout),
+    f: F,
+) -> Vec<T>
+where
+    F: Fn(T, T, T) -> (T, T) + Sync,
+{
+    let (ar, br, cr) = (Rows::new(a.1), Rows::new(b.1), Rows::new(c.1));
+    let (len, n) = (ar.len, ar.count * ar.len);
+    let mut out = output_buffer(2 * n);
+    let (p, q) = out.split_at_mut(n);
+    let len = len.max(1);
+    let work = crate::widest::inlined(
+        #[inline(always)]
+        |first: usize, p: &mut [T], q: &mut [T]| {
+            let (mut ab, mut bb, mut cb) = (Vec::new(), Vec::new(), Vec::new());
+            for (k, (p, q)) in p.chunks_exact_mut(len).zip(q.chunks_exact_mut(len)).enumerate() {
+                let r = first + k;
+                let (xs, ys, zs) = (ar.read(a.0, r, &mut ab), br.read(b.0, r, &mut bb), cr.read(c.0, r, &mut cb));
+                // Zipped rather than indexed: without the bounds checks the loop vectorises.
+                for ((p, q), ((&x, &y), &z)) in p.iter_mut().zip(q.iter_mut()).zip(xs.iter().zip(ys).zip(zs)) {
+                    (*p, *q) = f(x, y, z);
+                }
+            }
+        },
+    );
+    match parallel_plan(n, len) {
+        None => widest(
+            #[inline(always)]
+            || work(0, p, q),
+        ),
+        Some(per_task) => p.par_chunks_mut(per_task * len).zip(q.par_chunks_mut(per_task * len)).enumerate().for_each(
+            |(c, (p, q))| {
+                widest(
+                    #[inline(always)]
+                    || work(c * per_task, p, q),
+                )
+            },
+        ),
+    }
+    out
+}
+
 /// The gradients of a three-argument op, from its backward `op` run on the same arguments and
 /// returning them packed (`[da | db | dc]` flattened).
 pub(crate) fn three_gradients(

@@ -865,6 +865,34 @@ fn add_scaled_matches_the_composition() {
     }
 }
 
+/// `gate act(x)` against the product of the gate and the one-op activation (itself held to
+/// the composition above; candle's exact GELU rounds its derivative's constant): the value and
+/// both arguments' gradients for every activation, on every view; a gate of another shape is
+/// refused, naming both.
+#[test]
+fn gated_activation_matches_the_composition() {
+    let acts = [Activation::Identity, Activation::Relu, Activation::Gelu, Activation::GeluTanh, Activation::Silu];
+    for (s, shape) in SHAPES.iter().enumerate() {
+        for (v, view) in VIEWS.into_iter().enumerate() {
+            for act in acts {
+                let (xv, x) = input(shape, view, 140 + s as u64);
+                let (gv, g) = input(shape, VIEWS[(v + 1) % 4], 141 + s as u64);
+                check(
+                    &format!("gated_activation {shape:?} {view:?} {act:?}"),
+                    &[xv, gv],
+                    &[x, g],
+                    |i| gated_activation(&i[0], &i[1], act).unwrap(),
+                    |i| (&i[1] * activation(&i[0], act).unwrap()).unwrap(),
+                );
+            }
+        }
+    }
+    let x = normal(&[3, 8], 1.0, 142);
+    let gate = normal(&[3, 8], 1.0, 143).t().unwrap().contiguous().unwrap();
+    let err = x.apply_op2(&gate, crate::activation::Gated { act: Activation::Silu }).unwrap_err().to_string();
+    assert!(err.contains("[3, 8]") && err.contains("[8, 3]"), "{err}");
+}
+
 /// Tensors the kernels do not serve (here f16 on the CPU) get the composition, which keeps
 /// its gradients.
 #[test]

@@ -97,7 +97,8 @@ impl CemMlp {
 
     /// `V^T (gamma o SiLU(V u))` `[B, N, D]`: minus the gradient of `xi` in `u` (Eq. 8).
     pub fn gradient_direction(&self, gamma: &Tensor, u: &Tensor) -> Result<Tensor> {
-        let gated = (gamma * kernels::activation(&kernels::linear(u, &self.v, None)?, kernels::Activation::Silu)?)?;
+        let hidden = kernels::linear(u, &self.v, None)?;
+        let gated = kernels::gated_activation(&hidden, gamma, kernels::Activation::Silu)?;
         Ok(kernels::linear_transposed(&gated, &self.v, None)?)
     }
 
