@@ -7,8 +7,24 @@
 
 use crate::norm::{gelu, gelu_derivative, gelu_tanh, gelu_tanh_derivative, silu, silu_derivative, Activation};
 use crate::real::Real;
-use crate::strided::{map_row_pairs, map_rows, map_triples_to_pair, slice, unpack, Rows};
-use candle_core::{bail, CpuStorage, CustomOp1, CustomOp2, CustomOp3, Layout, Result, Shape, Tensor};
+use crate::strided::{check_same_shapes, map_row_pairs, map_rows, map_triples_to_pair, slice, unpack, Rows};
+use candle_core::{CpuStorage, CustomOp1, CustomOp2, CustomOp3, Layout, Result, Shape, Tensor};
+
+fn relu<T: Real>(x: T) -> T {
+    if x > T::zero() {
+        x
+    } else {
+        T::zero()
+    }
+}
+
+fn relu_derivative<T: Real>(x: T) -> T {
+    if x > T::zero() {
+        T::one()
+    } else {
+        T::zero()
+    }
+}
 
 fn map<T: Real>(x: &[T], rows: &Rows, f: impl Fn(T) -> T + Sync) -> Vec<T> {
     map_rows(
@@ -26,7 +42,7 @@ fn map<T: Real>(x: &[T], rows: &Rows, f: impl Fn(T) -> T + Sync) -> Vec<T> {
 fn forward<T: Real>(x: &[T], rows: &Rows, act: Activation) -> Vec<T> {
     match act {
         Activation::Identity => map(x, rows, |x| x),
-        Activation::Relu => map(x, rows, |x| if x > T::zero() { x } else { T::zero() }),
+        Activation::Relu => map(x, rows, relu),
         Activation::Gelu => map(x, rows, gelu),
         Activation::GeluTanh => map(x, rows, gelu_tanh),
         Activation::Silu => map(x, rows, silu),
@@ -51,7 +67,7 @@ fn backward_with<T: Real>(x: &[T], rows: &Rows, dy: &[T], dy_rows: &Rows, df: im
 fn backward<T: Real>(x: &[T], rows: &Rows, dy: &[T], dy_rows: &Rows, act: Activation) -> Vec<T> {
     match act {
         Activation::Identity => backward_with(x, rows, dy, dy_rows, |_| T::one()),
-        Activation::Relu => backward_with(x, rows, dy, dy_rows, |x| if x > T::zero() { T::one() } else { T::zero() }),
+        Activation::Relu => backward_with(x, rows, dy, dy_rows, relu_derivative),
         Activation::Gelu => backward_with(x, rows, dy, dy_rows, gelu_derivative),
         Activation::GeluTanh => backward_with(x, rows, dy, dy_rows, gelu_tanh_derivative),
         Activation::Silu => backward_with(x, rows, dy, dy_rows, silu_derivative),
@@ -124,7 +140,7 @@ fn gated_with<T: Real>(x: &[T], rows: &Rows, g: &[T], g_rows: &Rows, act: impl F
 fn gated<T: Real>(x: &[T], rows: &Rows, g: &[T], g_rows: &Rows, act: Activation) -> Vec<T> {
     match act {
         Activation::Identity => gated_with(x, rows, g, g_rows, |x| x),
-        Activation::Relu => gated_with(x, rows, g, g_rows, |x| if x > T::zero() { x } else { T::zero() }),
+        Activation::Relu => gated_with(x, rows, g, g_rows, relu),
         Activation::Gelu => gated_with(x, rows, g, g_rows, gelu),
         Activation::GeluTanh => gated_with(x, rows, g, g_rows, gelu_tanh),
         Activation::Silu => gated_with(x, rows, g, g_rows, silu),
@@ -151,27 +167,13 @@ fn gated_backward_with<T: Real>(
 type Argument<'a, T> = (&'a [T], &'a Layout);
 
 fn gated_backward<T: Real>(dy: Argument<T>, x: Argument<T>, g: Argument<T>, act: Activation) -> Vec<T> {
-    let positive = |x: T| x > T::zero();
     match act {
         Activation::Identity => gated_backward_with(dy, x, g, |x| x, |_| T::one()),
-        Activation::Relu => gated_backward_with(
-            dy,
-            x,
-            g,
-            |x| if positive(x) { x } else { T::zero() },
-            |x| if positive(x) { T::one() } else { T::zero() },
-        ),
+        Activation::Relu => gated_backward_with(dy, x, g, relu, relu_derivative),
         Activation::Gelu => gated_backward_with(dy, x, g, gelu, gelu_derivative),
         Activation::GeluTanh => gated_backward_with(dy, x, g, gelu_tanh, gelu_tanh_derivative),
         Activation::Silu => gated_backward_with(dy, x, g, silu, silu_derivative),
     }
-}
-
-fn check_same_shape(a: &Layout, b: &Layout, op: &'static str) -> Result<()> {
-    if a.dims() != b.dims() {
-        bail!("{op}: the input has shape {:?} and the gate {:?}; they must be equal", a.dims(), b.dims())
-    }
-    Ok(())
 }
 
 /// `g act(x)`, element-wise: arguments `x`, `g` of one shape.
@@ -186,7 +188,7 @@ impl CustomOp2 for Gated {
 
     fn cpu_fwd(&self, xs: &CpuStorage, xl: &Layout, gs: &CpuStorage, gl: &Layout) -> Result<(CpuStorage, Shape)> {
         let name = self.name();
-        check_same_shape(xl, gl, name)?;
+        check_same_shapes(&[xl, gl], name)?;
         let (rows, gate_rows) = (Rows::new(xl), Rows::new(gl));
         let out =
             per_real!(xs, name, |T| gated(slice::<T>(xs, name)?, &rows, slice::<T>(gs, name)?, &gate_rows, self.act));
@@ -219,8 +221,7 @@ impl CustomOp3 for GatedBackward {
         gl: &Layout,
     ) -> Result<(CpuStorage, Shape)> {
         let name = self.name();
-        check_same_shape(xl, gl, name)?;
-        check_same_shape(xl, dl, name)?;
+        check_same_shapes(&[dl, xl, gl], name)?;
         let out = per_real!(ds, name, |T| gated_backward(
             (slice::<T>(ds, name)?, dl),
             (slice::<T>(xs, name)?, xl),

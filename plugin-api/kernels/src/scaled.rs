@@ -4,16 +4,8 @@
 //! `du = sign dy a`, the last two in one pass.
 
 use crate::real::Real;
-use crate::strided::{fill, map_triples_to_pair, slice, unpack, Rows};
-use candle_core::{bail, CpuStorage, CustomOp3, Layout, Result, Shape, Tensor};
-
-fn check_shapes(l: &[&Layout], op: &'static str) -> Result<()> {
-    if l.iter().any(|x| x.dims() != l[0].dims()) {
-        let dims: Vec<_> = l.iter().map(|x| x.dims().to_vec()).collect();
-        bail!("{op}: the arguments must have one shape, got {dims:?}")
-    }
-    Ok(())
-}
+use crate::strided::{check_same_shapes, fill, map_triples_to_pair, slice, unpack, Rows};
+use candle_core::{CpuStorage, CustomOp3, Layout, Result, Shape, Tensor};
 
 fn forward<T: Real>(x: (&[T], &Layout), a: (&[T], &Layout), u: (&[T], &Layout), sign: T) -> Vec<T> {
     let (xr, ar, ur) = (Rows::new(x.1), Rows::new(a.1), Rows::new(u.1));
@@ -73,7 +65,7 @@ impl CustomOp3 for AddScaled {
         ul: &Layout,
     ) -> Result<(CpuStorage, Shape)> {
         let name = self.name();
-        check_shapes(&[xl, al, ul], name)?;
+        check_same_shapes(&[xl, al, ul], name)?;
         let out = per_real!(xs, name, |T| forward(
             (slice::<T>(xs, name)?, xl),
             (slice::<T>(as_, name)?, al),
@@ -116,7 +108,7 @@ impl CustomOp3 for AddScaledBackward {
         ul: &Layout,
     ) -> Result<(CpuStorage, Shape)> {
         let name = self.name();
-        check_shapes(&[dl, al, ul], name)?;
+        check_same_shapes(&[dl, al, ul], name)?;
         let n = dl.shape().elem_count();
         let out = per_real!(ds, name, |T| backward(
             (slice::<T>(ds, name)?, dl),

@@ -351,6 +351,15 @@ pub(crate) fn unpack<const K: usize>(packed: &Tensor, like: [&Tensor; K]) -> Res
     parts.try_into().map_err(|_| candle_core::Error::Msg("unpack: wrong number of parts".into()))
 }
 
+/// Refuses arguments of an element-wise op that differ in shape, naming every shape.
+pub(crate) fn check_same_shapes(layouts: &[&Layout], op: &'static str) -> Result<()> {
+    if layouts.iter().any(|l| l.dims() != layouts[0].dims()) {
+        let dims: Vec<_> = layouts.iter().map(|l| l.dims().to_vec()).collect();
+        bail!("{op}: the arguments must have one shape, got {dims:?}")
+    }
+    Ok(())
+}
+
 /// `[p | q]` with `(p_i, q_i) = f(a_i, b_i, c_i)`, element by element over three arguments of
 /// one shape (any layouts), each part contiguous in that shape: the one-pass backward of an
 /// element-wise op of two arguments, from its output's gradient and the two. Rows go to
