@@ -86,6 +86,7 @@ mod gpu;
 mod head_product;
 mod layer_norm;
 mod linear;
+mod lower_product;
 mod newton_attention;
 mod norm;
 mod real;
@@ -215,6 +216,19 @@ pub fn gelu_erf(x: &Tensor) -> Result<Tensor> {
 /// ReLU (candle's `relu`) with a one-pass backward.
 pub fn relu(x: &Tensor) -> Result<Tensor> {
     activation(x, Activation::Relu)
+}
+
+/// `tril(u k^T)` per sample for `u`, `k` `[B, N, D]`: `[B, N, N]`, zero above the diagonal,
+/// the scores of a causal attention without the half the mask discards (CEM's shared
+/// KQ-diagonal scores), with its own backward (`lower_product.rs`); elsewhere the masked
+/// batched product.
+pub fn lower_product(u: &Tensor, k: &Tensor) -> Result<Tensor> {
+    if is_fused(u) && k.dtype() == u.dtype() && k.device().same_device(u.device()) {
+        return u.apply_op2(k, lower_product::LowerProduct);
+    }
+    let n = u.dim(1)?;
+    let lower = Tensor::tril2(n, u.dtype(), u.device())?;
+    u.matmul(&k.t()?)?.broadcast_mul(&lower)
 }
 
 /// `x w (+ bias)` for `x` `[..., k]`, `w` `[k, n]` (any strides: pass `W^T` as the view

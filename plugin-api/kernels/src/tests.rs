@@ -893,6 +893,43 @@ fn gated_activation_matches_the_composition() {
     assert!(err.contains("[3, 8]") && err.contains("[8, 3]"), "{err}");
 }
 
+/// `tril(u k^T)` against the masked batched product: the causal products by blocks (100
+/// tokens: four blocks, the last short), a single token, every view of both operands, and
+/// the f32 path against the f64 one; a gradient given above the diagonal reaches neither
+/// argument.
+#[test]
+fn lower_product_matches_the_masked_product() {
+    let masked = |i: &[Tensor]| {
+        let n = i[0].dim(1).unwrap();
+        let lower = Tensor::tril2(n, i[0].dtype(), i[0].device()).unwrap();
+        i[0].matmul(&i[1].t().unwrap()).unwrap().broadcast_mul(&lower).unwrap()
+    };
+    for (s, shape) in [[2, 100, 7], [1, 1, 3], [3, 5, 4]].iter().enumerate() {
+        for (v, view) in VIEWS.into_iter().enumerate() {
+            let (uv, u) = input(shape, view, 150 + s as u64);
+            let (kv, k) = input(shape, VIEWS[(v + 1) % 4], 151 + s as u64);
+            check(
+                &format!("lower_product {shape:?} {view:?}"),
+                &[uv, kv],
+                &[u, k],
+                |i| lower_product(&i[0], &i[1]).unwrap(),
+                masked,
+            );
+        }
+        let inputs = [normal(shape, 1.0, 152), normal(shape, 1.0, 153)];
+        check_f32_against_f64(&format!("lower_product {shape:?}"), &inputs, |i| lower_product(&i[0], &i[1]).unwrap());
+    }
+    let (u, k) =
+        (Var::new(&[[[1f64], [2.0]]], &Device::Cpu).unwrap(), Var::new(&[[[3f64], [5.0]]], &Device::Cpu).unwrap());
+    let upper = Tensor::new(&[[[0f64, 1.0], [0.0, 0.0]]], &Device::Cpu).unwrap();
+    let y = lower_product(u.as_tensor(), k.as_tensor()).unwrap();
+    assert_eq!(y.to_vec3::<f64>().unwrap(), [[[3.0, 0.0], [6.0, 10.0]]]);
+    let grads = (y * upper).unwrap().sum_all().unwrap().backward().unwrap();
+    for v in [&u, &k] {
+        assert_eq!(max_abs(grads.get(v.as_tensor()).unwrap()), 0.0);
+    }
+}
+
 /// Tensors the kernels do not serve (here f16 on the CPU) get the composition, which keeps
 /// its gradients.
 #[test]

@@ -278,8 +278,10 @@ impl CemAttention {
         if u.rank() != 3 || self.diag_value || !shared_diagonal {
             return Ok(None);
         }
-        // hn_j^T diag(d) u_i / tau for every head at once, [B, N, N].
+        // hn_j^T diag(d) u_i / tau for every head at once, [B, N, N]; when causal, only the
+        // lower triangle the mask keeps.
         let diagonal = match &ctx.diagonal_keys {
+            Some(dk) if ctx.causal => Some(kernels::lower_product(u, &dk.squeeze(1)?)?),
             Some(dk) => Some(u.matmul(&dk.squeeze(1)?.t()?)?),
             None => None,
         };
