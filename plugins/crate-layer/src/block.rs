@@ -118,9 +118,7 @@ impl CrateBlock {
         let scale = 1.0 / (self.head_dim as f64).sqrt();
         let merged = softmax_attention(&w, &w, &w, self.heads, scale, causal)?;
         Ok(match &self.output {
-            OutputProjection::Learned { weight, bias } => {
-                kernels::linear(&merged, weight, None)?.broadcast_add(bias)?
-            }
+            OutputProjection::Learned { weight, bias } => kernels::linear(&merged, weight, Some(bias))?,
             OutputProjection::SharedTransposed => kernels::linear(&merged, &self.subspaces, None)?,
         })
     }
@@ -137,7 +135,7 @@ impl CrateBlock {
     /// `ReLU(Z + eta D^T (Z - D Z) - eta lambda)`. There is no residual connection: the step
     /// already starts from `Z`.
     pub fn ista(&self, z: &Tensor) -> Result<Tensor> {
-        Ok((z + (self.ista_direction(z)? * self.eta)?)?.relu()?)
+        Ok(kernels::relu(&(z + (self.ista_direction(z)? * self.eta)?)?)?)
     }
 
     /// The per-head projections of the normalised tokens MSSA reads, RMS-normalised per head,
