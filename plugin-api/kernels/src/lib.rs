@@ -361,6 +361,21 @@ pub fn add_scaled(x: &Tensor, a: &Tensor, u: &Tensor, sign: f64) -> Result<Tenso
     }
 }
 
+/// `x + s u` for a one-element `s` (a learned scalar step size, any shape of one element) and
+/// `x`, `u` of one shape (any layout), with a one-pass backward (`ds = sum(dy u)` without
+/// candle's broadcast reduction); elsewhere `x + u s` by broadcasting.
+pub fn add_times_scalar(x: &Tensor, s: &Tensor, u: &Tensor) -> Result<Tensor> {
+    let fits = is_fused(x)
+        && s.elem_count() == 1
+        && u.dims() == x.dims()
+        && [s, u].iter().all(|t| t.dtype() == x.dtype() && t.device().same_device(x.device()));
+    if fits {
+        x.apply_op3(s, u, scaled::AddTimesScalar)
+    } else {
+        x + u.broadcast_mul(s)?
+    }
+}
+
 /// Bi-softmax attention on RMS-normalised heads, merged back (seed 000, Eq. 7-9): for `xw`
 /// `[B, N, H p]` (the projection `X W`), per head `Z = rms_norm(xw_h, gain, eps)` and the
 /// output's head columns are `(softmax_row(A) + softmax_col(A)) Z` with `A = beta Z Z^T`.

@@ -4,8 +4,12 @@
 //! `du = sign dy a`, the last two in one pass.
 
 use crate::real::Real;
-use crate::strided::{check_same_shapes, fill, map_triples_to_pair, slice, unpack, Rows};
-use candle_core::{CpuStorage, CustomOp3, Layout, Result, Shape, Tensor};
+use crate::strided::{
+    check_same_shapes, fill, for_each_chunk, map_row_pairs, map_triples_to_pair, output_buffer, read_vector, slice,
+    unpack, Rows,
+};
+use crate::vector::dot;
+use candle_core::{bail, CpuStorage, CustomOp3, Layout, Result, Shape, Tensor};
 
 fn forward<T: Real>(x: (&[T], &Layout), a: (&[T], &Layout), u: (&[T], &Layout), sign: T) -> Vec<T> {
     let (xr, ar, ur) = (Rows::new(x.1), Rows::new(a.1), Rows::new(u.1));
@@ -117,5 +121,121 @@ impl CustomOp3 for AddScaledBackward {
             self.sign as T,
         ));
         Ok((out, Shape::from(2 * n)))
+    }
+}
+
+/// `y = x + s u` for a scalar `s` (a one-element tensor: a learned step size, as the momentum
+/// attentions' `beta` and `eta`, seed 001 Eq. 8): candle's `broadcast_mul` and sum are two
+/// nodes, and the broadcast's backward reduces `dy u` through a strided copy. Backward:
+/// `dx = dy`, `ds = sum(dy u)`, `du = s dy`.
+pub(crate) struct AddTimesScalar;
+
+/// The scalar of a one-element tensor.
+fn scalar<T: Real>(storage: &CpuStorage, layout: &Layout, op: &'static str) -> Result<T> {
+    match read_vector::<T>(storage, layout, op)?.as_slice() {
+        &[s] => Ok(s),
+        other => bail!("{op}: the scale must have one element, got {}", other.len()),
+    }
+}
+
+impl CustomOp3 for AddTimesScalar {
+    fn name(&self) -> &'static str {
+        "fused-add-times-scalar"
+    }
+
+    fn cpu_fwd(
+        &self,
+        xs: &CpuStorage,
+        xl: &Layout,
+        ss: &CpuStorage,
+        sl: &Layout,
+        us: &CpuStorage,
+        ul: &Layout,
+    ) -> Result<(CpuStorage, Shape)> {
+        let name = self.name();
+        check_same_shapes(&[xl, ul], name)?;
+        let out = per_real!(xs, name, |T| {
+            let s: T = scalar(ss, sl, name)?;
+            map_row_pairs(
+                slice::<T>(xs, name)?,
+                &Rows::new(xl),
+                slice::<T>(us, name)?,
+                &Rows::new(ul),
+                #[inline(always)]
+                |x, u, y| {
+                    for ((y, &x), &u) in y.iter_mut().zip(x).zip(u) {
+                        *y = x + s * u;
+                    }
+                },
+            )
+        });
+        Ok((out, xl.shape().clone()))
+    }
+
+    fn bwd(
+        &self,
+        _x: &Tensor,
+        s: &Tensor,
+        u: &Tensor,
+        _res: &Tensor,
+        dy: &Tensor,
+    ) -> Result<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
+        let [ds, du] = unpack(&dy.apply_op3_no_bwd(s, u, &AddTimesScalarBackward)?, [s, u])?;
+        Ok((Some(dy.clone()), Some(ds), Some(du)))
+    }
+}
+
+/// The backward of [`AddTimesScalar`]: arguments `dy`, `s`, `u`; result `[ds | du]`.
+struct AddTimesScalarBackward;
+
+impl CustomOp3 for AddTimesScalarBackward {
+    fn name(&self) -> &'static str {
+        "fused-add-times-scalar-backward"
+    }
+
+    fn cpu_fwd(
+        &self,
+        ds: &CpuStorage,
+        dl: &Layout,
+        ss: &CpuStorage,
+        sl: &Layout,
+        us: &CpuStorage,
+        ul: &Layout,
+    ) -> Result<(CpuStorage, Shape)> {
+        fn gradients<T: Real>(dy: &[T], dy_rows: &Rows, s: T, u: &[T], u_rows: &Rows) -> Vec<T> {
+            let (mut dbuf, mut ubuf) = (Vec::new(), Vec::new());
+            let mut ds = T::zero();
+            for r in 0..dy_rows.count {
+                ds += dot(dy_rows.read(dy, r, &mut dbuf), u_rows.read(u, r, &mut ubuf));
+            }
+            let len = dy_rows.len;
+            let mut out = output_buffer(1 + dy_rows.count * len);
+            out[0] = ds;
+            for_each_chunk(
+                &mut out[1..],
+                len,
+                #[inline(always)]
+                |first, chunk| {
+                    let mut buf = Vec::new();
+                    for (k, du) in chunk.chunks_exact_mut(len.max(1)).enumerate() {
+                        for (du, &d) in du.iter_mut().zip(dy_rows.read(dy, first + k, &mut buf)) {
+                            *du = s * d;
+                        }
+                    }
+                },
+            );
+            out
+        }
+        let name = self.name();
+        check_same_shapes(&[dl, ul], name)?;
+        let n = dl.shape().elem_count();
+        let out = per_real!(ds, name, |T| gradients(
+            slice::<T>(ds, name)?,
+            &Rows::new(dl),
+            scalar::<T>(ss, sl, name)?,
+            slice::<T>(us, name)?,
+            &Rows::new(ul),
+        ));
+        Ok((out, Shape::from(1 + n)))
     }
 }

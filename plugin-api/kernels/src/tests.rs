@@ -893,6 +893,30 @@ fn gated_activation_matches_the_composition() {
     assert!(err.contains("[3, 8]") && err.contains("[8, 3]"), "{err}");
 }
 
+/// `x + s u` for a learned scalar `s` against `x + u s` by broadcasting: every view of `x`
+/// and `u`, scales of shape `[1]` and `[]`, and a scale of two elements refused.
+#[test]
+fn add_times_scalar_matches_the_broadcast_product() {
+    for (i, shape) in SHAPES.iter().enumerate() {
+        for (v, view) in VIEWS.into_iter().enumerate() {
+            let (xv, x) = input(shape, view, 160 + i as u64);
+            let (uv, u) = input(shape, VIEWS[(v + 1) % 4], 161 + i as u64);
+            let scale = if v % 2 == 0 { normal(&[1], 1.0, 162) } else { normal(&[1], 1.0, 162).squeeze(0).unwrap() };
+            let sv = Var::from_tensor(&scale).unwrap();
+            check(
+                &format!("add_times_scalar {shape:?} {view:?}"),
+                &[xv, sv.clone(), uv],
+                &[x, sv.as_tensor().clone(), u],
+                |i| add_times_scalar(&i[0], &i[1], &i[2]).unwrap(),
+                |i| (&i[0] + i[2].broadcast_mul(&i[1]).unwrap()).unwrap(),
+            );
+        }
+    }
+    let x = normal(&[3, 8], 1.0, 163);
+    let err = x.apply_op3(&normal(&[2], 1.0, 164), &x, crate::scaled::AddTimesScalar).unwrap_err().to_string();
+    assert!(err.contains("one element") && err.contains('2'), "{err}");
+}
+
 /// `tril(u k^T)` against the masked batched product: the causal products by blocks (100
 /// tokens: four blocks, the last short), a single token, every view of both operands, and
 /// the f32 path against the f64 one; a gradient given above the diagonal reaches neither

@@ -26,14 +26,14 @@ pub fn step(
 ) -> plugin_api::Result<(Tensor, Tensor)> {
     let f = branch(z)?;
     let m_next = accumulate(m, beta, f)?;
-    let z_next = (z + m_next.broadcast_mul(eta)?)?;
+    let z_next = kernels::add_times_scalar(z, eta, &m_next)?;
     Ok((z_next, m_next))
 }
 
 /// `beta m + f`, or `f` when the buffer is still zero.
 pub fn accumulate(m: Option<&Tensor>, beta: &Tensor, f: Tensor) -> Result<Tensor> {
     match m {
-        Some(m) => m.broadcast_mul(beta)? + f,
+        Some(m) => kernels::add_times_scalar(&f, beta, m),
         None => Ok(f),
     }
 }

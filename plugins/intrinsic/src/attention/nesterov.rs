@@ -19,7 +19,7 @@ use plugin_api::candle::{Result, Tensor};
 /// The look-ahead point `z~ = z - beta p = z + beta m` (the first line of Eq. 9).
 pub fn lookahead(z: &Tensor, m: Option<&Tensor>, beta: &Tensor) -> Result<Tensor> {
     match m {
-        Some(m) => z + m.broadcast_mul(beta)?,
+        Some(m) => kernels::add_times_scalar(z, beta, m),
         None => Ok(z.clone()),
     }
 }
@@ -34,6 +34,6 @@ pub fn step(
 ) -> plugin_api::Result<(Tensor, Tensor)> {
     let f = branch(&lookahead(z, m, beta)?)?;
     let m_next = accumulate(m, beta, f)?;
-    let z_next = (z + m_next.broadcast_mul(eta)?)?;
+    let z_next = kernels::add_times_scalar(z, eta, &m_next)?;
     Ok((z_next, m_next))
 }
