@@ -50,23 +50,26 @@ fn forward<T: Real>(u: &[T], k: &[T], (b, n, d): (usize, usize, usize)) -> Vec<T
 
 fn backward<T: Real>(u: &[T], k: &[T], ds: &[T], (b, n, d): (usize, usize, usize)) -> Vec<T> {
     let (per_sample, per_part) = (n * d, b * n * d);
-    // Two parts, dU then dK, each its samples' N x D one after the other.
+    // Two parts, dU then dK, each its samples' N x D one after the other; a task may hold
+    // both, and then builds each sample's `G` once for the two.
     fill(
         2 * per_part,
         per_part,
         #[inline(always)]
         |first: usize, out: &mut [T]| {
+            let mut parts: Vec<(usize, &mut [T])> =
+                out.chunks_exact_mut(per_part.max(1)).enumerate().map(|(p, part)| (first + p, part)).collect();
             let mut g = vec![T::zero(); n * n];
-            for (part, grads) in out.chunks_exact_mut(per_part.max(1)).enumerate() {
-                for (sample, grad) in grads.chunks_exact_mut(per_sample.max(1)).enumerate() {
-                    let at = sample * per_sample;
-                    for (i, (g, ds)) in g.chunks_exact_mut(n).zip(ds[sample * n * n..].chunks_exact(n)).enumerate() {
-                        g[..=i].copy_from_slice(&ds[..=i]);
-                    }
-                    let (g, dst) = ((g.as_ptr(), n, 1), grad.as_mut_ptr());
-                    // SAFETY: `g` is N x N, `u`, `k` and `grad` this sample's N x D.
+            for sample in 0..b {
+                for (i, (g, ds)) in g.chunks_exact_mut(n).zip(ds[sample * n * n..].chunks_exact(n)).enumerate() {
+                    g[..=i].copy_from_slice(&ds[..=i]);
+                }
+                let (at, g) = (sample * per_sample, (g.as_ptr(), n, 1));
+                for (part, grads) in parts.iter_mut() {
+                    let dst = grads[at..].as_mut_ptr();
+                    // SAFETY: `g` is N x N, `u`, `k` and `dst` this sample's N x D.
                     unsafe {
-                        if first + part == 0 {
+                        if *part == 0 {
                             let k = (k[at..].as_ptr(), d, 1);
                             causal_product(Causal::LowerLeft, (n, d, n), dst, d, g, k, T::one(), false)
                         } else {

@@ -5,8 +5,8 @@
 
 use crate::real::Real;
 use crate::strided::{
-    check_same_shapes, fill, for_each_chunk, map_row_pairs, map_triples_to_pair, output_buffer, read_vector, slice,
-    unpack, Rows,
+    check_same_shapes, fill, map_chunks, map_row_pairs, map_triples_to_pair, output_buffer, read_vector, slice, unpack,
+    Rows,
 };
 use crate::vector::dot;
 use candle_core::{bail, CpuStorage, CustomOp3, Layout, Result, Shape, Tensor};
@@ -202,27 +202,29 @@ impl CustomOp3 for AddTimesScalarBackward {
         us: &CpuStorage,
         ul: &Layout,
     ) -> Result<(CpuStorage, Shape)> {
+        /// `[ds | du]` in one pass over `dy`: each task scales its rows and returns its share
+        /// of `sum(dy u)`.
         fn gradients<T: Real>(dy: &[T], dy_rows: &Rows, s: T, u: &[T], u_rows: &Rows) -> Vec<T> {
-            let (mut dbuf, mut ubuf) = (Vec::new(), Vec::new());
-            let mut ds = T::zero();
-            for r in 0..dy_rows.count {
-                ds += dot(dy_rows.read(dy, r, &mut dbuf), u_rows.read(u, r, &mut ubuf));
-            }
             let len = dy_rows.len;
             let mut out = output_buffer(1 + dy_rows.count * len);
-            out[0] = ds;
-            for_each_chunk(
-                &mut out[1..],
+            let (ds, du) = out.split_at_mut(1);
+            ds[0] = map_chunks(
+                du,
                 len,
                 #[inline(always)]
                 |first, chunk| {
-                    let mut buf = Vec::new();
+                    let (mut dbuf, mut ubuf) = (Vec::new(), Vec::new());
+                    let mut sum = T::zero();
                     for (k, du) in chunk.chunks_exact_mut(len.max(1)).enumerate() {
-                        for (du, &d) in du.iter_mut().zip(dy_rows.read(dy, first + k, &mut buf)) {
+                        let d = dy_rows.read(dy, first + k, &mut dbuf);
+                        sum += dot(d, u_rows.read(u, first + k, &mut ubuf));
+                        for (du, &d) in du.iter_mut().zip(d) {
                             *du = s * d;
                         }
                     }
+                    sum
                 },
+                |a, b| a + b,
             );
             out
         }
