@@ -66,6 +66,7 @@
 
 pub mod error;
 mod export;
+pub mod isa;
 pub mod layer;
 pub mod ops;
 pub mod schema;

@@ -567,6 +567,12 @@ pub fn main() -> i32 {
         std::env::set_var(crate::logging::FILTER_VAR, filter);
     }
     crate::logging::init();
+    // Checked here, before any plugin is loaded: the kernels inside the plugins read it too,
+    // and have no way to report a value they cannot read.
+    if let Err(problem) = plugin_api::isa::requested() {
+        eprintln!("error: {problem}");
+        return crate::exit_code::USAGE;
+    }
     if let Some(workspace) = &cli.workspace {
         // Read by the plugin host (host::workspace) and passed on to workers; single-threaded here.
         std::env::set_var("WORKBENCH_WORKSPACE", workspace);

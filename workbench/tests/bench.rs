@@ -12,7 +12,8 @@ const TINY: [&str; 7] = ["--steps", "2", "d=16", "heads=2", "iterations=2", "tim
 const FAKE_RESULT: &str = r#"{"torch": "9.9.9", "threads": 2, "parameters": 1, "step_s": 0.5, "samples_per_s": 8.0}"#;
 
 /// An executable stand-in for `python3` that keeps the script it is given on its standard
-/// input as `received.py` and its JSON argument as `args.json`, prints `stdout`, `stderr` and
+/// input as `received.py`, its JSON argument as `args.json` and its environment as
+/// `env.txt`, prints `stdout`, `stderr` and
 /// exits with `code`.
 fn fake_python(dir: &Path, stdout: &str, stderr: &str, code: i32) -> PathBuf {
     use std::os::unix::fs::PermissionsExt;
@@ -20,7 +21,7 @@ fn fake_python(dir: &Path, stdout: &str, stderr: &str, code: i32) -> PathBuf {
     std::fs::write(
         &path,
         format!(
-            "#!/bin/sh\nprintf '%s' \"$2\" > \"$(dirname \"$0\")/args.json\"\ncat > \"$(dirname \"$0\")/received.py\"\necho '{stdout}'\necho \"{stderr}\" >&2\nexit {code}\n"
+            "#!/bin/sh\nprintf '%s' \"$2\" > \"$(dirname \"$0\")/args.json\"\nenv > \"$(dirname \"$0\")/env.txt\"\ncat > \"$(dirname \"$0\")/received.py\"\necho '{stdout}'\necho \"{stderr}\" >&2\nexit {code}\n"
         ),
     )
     .unwrap();
@@ -211,4 +212,43 @@ fn every_family_has_a_reference_on_its_main_task() {
         let received = std::fs::read_to_string(dir.join("received.py")).unwrap();
         assert!(received.contains(task_class(task)) && received.contains(layer_marker), "{layer} on {task}");
     }
+}
+
+/// `WORKBENCH_KERNELS_ISA` narrower than the processor: the report says the kernels are capped,
+/// and the PyTorch reference is started with the same cap on its own kernels.
+#[test]
+fn a_narrower_instruction_set_is_reported_and_given_to_the_reference() {
+    use plugin_api::isa::{Isa, ISA_VARIABLE};
+    let dir = temp_dir("bench-isa");
+    let python = fake_python(&dir, FAKE_RESULT, "", 0);
+    let mut cmd = workbench(&dir);
+    cmd.arg("bench").args(TINY).arg("--reference").env("WORKBENCH_PYTHON", &python).env(ISA_VARIABLE, "baseline");
+    let (code, stdout, stderr) = run(&mut cmd);
+    assert_eq!(code, 0, "{stderr}");
+    let detected = Isa::detected();
+    let environment = std::fs::read_to_string(dir.join("env.txt")).unwrap();
+    if detected == Isa::Baseline {
+        assert!(stdout.contains("instructions baseline (the processor's widest)"), "{stdout}");
+        assert!(!environment.contains("ATEN_CPU_CAPABILITY=default"), "{environment}");
+    } else {
+        let line =
+            format!("instructions baseline ({ISA_VARIABLE} caps the kernels; the processor has {})", detected.name());
+        assert!(stdout.contains(&line), "{stdout}");
+        assert!(stdout.contains("instructions capped alike: ATEN_CPU_CAPABILITY=default"), "{stdout}");
+        assert!(environment.lines().any(|l| l == "ATEN_CPU_CAPABILITY=default"), "{environment}");
+        assert!(environment.lines().any(|l| l == "MKL_ENABLE_INSTRUCTIONS=SSE4_2"), "{environment}");
+    }
+}
+
+/// A value that names no instruction set stops the workbench before it loads a plugin.
+#[test]
+fn an_unknown_instruction_set_is_refused_with_the_accepted_names() {
+    let dir = temp_dir("bench-isa-unknown");
+    let (code, _, stderr) = run(workbench(&dir).arg("bench").args(TINY).env(plugin_api::isa::ISA_VARIABLE, "avx9000"));
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr
+            .contains("WORKBENCH_KERNELS_ISA=\"avx9000\" names no instruction set: use one of baseline, avx2, avx512"),
+        "{stderr}"
+    );
 }

@@ -33,7 +33,7 @@ pub unsafe fn product_f32(
 ) -> bool {
     #[cfg(target_arch = "x86_64")]
     {
-        if std::arch::is_x86_feature_detected!("avx512f") {
+        if plugin_api::isa::kernels_isa() == plugin_api::isa::Isa::Avx512 {
             x86::PACKED.with(|packed| {
                 // SAFETY: the processor has AVX-512F; the caller vouches for the matrices.
                 unsafe { x86::product(m, n, k, dst, dst_rs, a, b, scale, accumulate, &mut packed.borrow_mut()) }
@@ -273,13 +273,7 @@ mod tests {
 
     #[test]
     fn head_products_match_a_plain_sum_for_every_tile_and_layout() {
-        let avx512 = cfg!(target_arch = "x86_64") && {
-            #[cfg(target_arch = "x86_64")]
-            let has = std::arch::is_x86_feature_detected!("avx512f");
-            #[cfg(not(target_arch = "x86_64"))]
-            let has = false;
-            has
-        };
+        let avx512 = plugin_api::isa::kernels_isa() == plugin_api::isa::Isa::Avx512;
         // (m, n, k): the default heads, each vector count of a column block (1-6) with and
         // without a partial last vector, rows past and short of a tile, two column blocks,
         // and empty products.

@@ -1294,3 +1294,37 @@ fn cross_entropy_matches_the_composition() {
     let err = weighted_cross_entropy(&x, &Tensor::new(&[0u32, 3], &Device::Cpu).unwrap(), None).unwrap_err();
     assert!(err.to_string().contains("class id 3 is out of range for 3 classes"), "{err}");
 }
+
+/// The paths this processor's dispatch does not take: every test of the crate again, in a
+/// child process of this test binary, under each narrower `WORKBENCH_KERNELS_ISA` (AVX2 and
+/// baseline code on an AVX-512 machine, as a cluster's older nodes run it). The CUDA
+/// emulation's tests are left out: they run no CPU kernel.
+#[test]
+fn every_test_passes_on_each_narrower_instruction_set() {
+    use plugin_api::isa::{Isa, ISA_VARIABLE};
+    let this = "tests::every_test_passes_on_each_narrower_instruction_set";
+    let binary = std::env::current_exe().unwrap();
+    let narrower: Vec<Isa> =
+        [Isa::Baseline, Isa::Avx2].into_iter().filter(|isa| *isa < plugin_api::isa::kernels_isa()).collect();
+    for isa in &narrower {
+        let out = std::process::Command::new(&binary)
+            .args(["--skip", this, "--skip", "tests_emulated", "--skip", "tests_cuda", "--test-threads", "2"])
+            .env(ISA_VARIABLE, isa.name())
+            .output()
+            .unwrap();
+        let report = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "under {ISA_VARIABLE}={}:\n{report}\n{}",
+            isa.name(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let passed = report.lines().filter(|line| line.starts_with("test ") && line.ends_with(" ok")).count();
+        assert!(passed >= 40, "under {ISA_VARIABLE}={} only {passed} tests ran:\n{report}", isa.name());
+    }
+    eprintln!(
+        "the kernels' tests passed again under: {:?} (this process: {:?})",
+        narrower,
+        plugin_api::isa::kernels_isa()
+    );
+}

@@ -37,15 +37,16 @@ pub(crate) fn add_transpose_in_place<T: Real>(m: &mut [T], n: usize) {
 unsafe fn add_transpose_raw<T: Real>(src: *const T, dst: *mut T, n: usize) {
     #[cfg(target_arch = "x86_64")]
     if std::any::TypeId::of::<T>() == std::any::TypeId::of::<f32>() {
-        if std::arch::is_x86_feature_detected!("avx512f") {
+        let isa = plugin_api::isa::kernels_isa();
+        if isa == plugin_api::isa::Isa::Avx512 {
             // SAFETY: `T` is `f32` and the processor has AVX-512F (and so AVX).
             return unsafe {
                 let from = avx512::add_transpose(src.cast(), dst.cast(), n);
                 avx::add_transpose(src.cast(), dst.cast(), n, from)
             };
         }
-        if std::arch::is_x86_feature_detected!("avx") {
-            // SAFETY: `T` is `f32` and the processor has AVX.
+        if isa == plugin_api::isa::Isa::Avx2 {
+            // SAFETY: `T` is `f32` and the processor has AVX2 (and so AVX).
             return unsafe { avx::add_transpose(src.cast(), dst.cast(), n, 0) };
         }
     }

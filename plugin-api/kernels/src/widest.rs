@@ -3,28 +3,23 @@
 //! The crate is built for baseline x86-64 (SSE2), so that one build runs on every machine of
 //! a cluster; the element-wise and row loops then vectorise four f32 wide. `widest` calls a
 //! closure through a function compiled with AVX-512 (or AVX2 + FMA) enabled, chosen at run
-//! time; the closure, inlined there, is compiled with those instructions too. `std` caches
-//! the processor's features, so the check is one load.
+//! time (`plugin_api::isa`: the processor's widest, or fewer when `WORKBENCH_KERNELS_ISA`
+//! caps it); the closure, inlined there, is compiled with those instructions too. The choice
+//! is cached, so the check is one load.
+
+#[cfg(target_arch = "x86_64")]
+use plugin_api::isa::Isa;
 
 /// `f()`, compiled with the widest instruction set the processor supports.
 #[inline(always)]
 pub(crate) fn widest<R>(f: impl FnOnce() -> R) -> R {
     #[cfg(target_arch = "x86_64")]
-    {
-        let avx2 = std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma");
-        if avx2
-            && std::arch::is_x86_feature_detected!("avx512f")
-            && std::arch::is_x86_feature_detected!("avx512bw")
-            && std::arch::is_x86_feature_detected!("avx512dq")
-            && std::arch::is_x86_feature_detected!("avx512vl")
-        {
-            // SAFETY: the processor has every feature the function is compiled with.
-            return unsafe { with_avx512(f) };
-        }
-        if avx2 {
-            // SAFETY: as above.
-            return unsafe { with_avx2(f) };
-        }
+    match plugin_api::isa::kernels_isa() {
+        // SAFETY: `kernels_isa` never names more than the processor has.
+        Isa::Avx512 => return unsafe { with_avx512(f) },
+        // SAFETY: as above.
+        Isa::Avx2 => return unsafe { with_avx2(f) },
+        Isa::Baseline => {}
     }
     f()
 }

@@ -127,6 +127,11 @@ pub fn run(
             waiting.share() * 100.0
         );
     }
+    let isa = plugin_api::isa::kernels_isa();
+    report["kernels_isa"] = isa.name().into();
+    if device.is_cpu() {
+        say!("  {}", isa_line(isa, plugin_api::isa::Isa::detected()));
+    }
     if let Ok(kernels) = config.layer_config.str("kernels") {
         let note = match (device.is_cpu(), kernels, plugin_api::cuda_kernels_switched_on()) {
             (false, "fused", true) => {
@@ -207,6 +212,16 @@ pub fn run(
             torch.parameters,
             if torch.parameters == params.count() as u64 { "" } else { " (differs: not the same model)" }
         );
+        let caps = bench_reference::pytorch_caps(isa, plugin_api::isa::Isa::detected());
+        if device.is_cpu() && !caps.is_empty() {
+            let caps: Vec<String> = caps
+                .iter()
+                .map(|(variable, value)| {
+                    format!("{variable}={}", std::env::var(variable).unwrap_or_else(|_| value.to_string()))
+                })
+                .collect();
+            say!("  instructions capped alike: {}", caps.join(" "));
+        }
         say!("  step {:.3} s", torch.step_s);
         say!("  throughput {:.1} samples/s", torch.samples_per_s);
         say!(
@@ -219,6 +234,20 @@ pub fn run(
         println!("{report}");
     }
     Ok(0)
+}
+
+/// The instruction set the fused kernels run with, and whether `WORKBENCH_KERNELS_ISA` capped
+/// it (the matrix products of gemm follow the build, not the variable: README, "Benchmarks").
+fn isa_line(isa: plugin_api::isa::Isa, detected: plugin_api::isa::Isa) -> String {
+    match isa == detected {
+        true => format!("instructions {} (the processor's widest)", isa.name()),
+        false => format!(
+            "instructions {} ({} caps the kernels; the processor has {})",
+            isa.name(),
+            plugin_api::isa::ISA_VARIABLE,
+            detected.name()
+        ),
+    }
 }
 
 /// Options giving each task a small data pool: making the data is not what is measured.

@@ -267,6 +267,11 @@ pub fn run(model: &Model, job: &Job) -> Result<Reference> {
     // where another user could have placed a link.
     let mut cmd = Command::new(&python);
     cmd.arg("-").arg(arguments.to_string());
+    for (variable, value) in pytorch_caps(plugin_api::isa::kernels_isa(), plugin_api::isa::Isa::detected()) {
+        if std::env::var_os(variable).is_none() {
+            cmd.env(variable, value);
+        }
+    }
     let cannot_run =
         |e| anyhow!("cannot run `{python}` for the PyTorch reference: {e}; install Python 3 or set WORKBENCH_PYTHON");
     let mut child =
@@ -291,10 +296,36 @@ pub fn run(model: &Model, job: &Job) -> Result<Reference> {
         .with_context(|| format!("the PyTorch reference printed no result line (it printed: {})", stdout.trim()))
 }
 
+/// The settings that cap PyTorch's own kernels (ATen's vectorised loops, MKL's and oneDNN's
+/// products) at the instruction set `WORKBENCH_KERNELS_ISA` caps the workbench's kernels
+/// at, so that both sides of the ratio run on the same instructions; none when uncapped.
+pub fn pytorch_caps(isa: plugin_api::isa::Isa, detected: plugin_api::isa::Isa) -> Vec<(&'static str, &'static str)> {
+    use plugin_api::isa::Isa;
+    let (aten, mkl, onednn) = match isa {
+        _ if isa == detected => return Vec::new(),
+        Isa::Avx512 => ("avx512", "AVX512", "AVX512_CORE"),
+        Isa::Avx2 => ("avx2", "AVX2", "AVX2"),
+        Isa::Baseline => ("default", "SSE4_2", "SSE41"),
+    };
+    vec![("ATEN_CPU_CAPABILITY", aten), ("MKL_ENABLE_INSTRUCTIONS", mkl), ("DNNL_MAX_CPU_ISA", onednn)]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::process::Command;
+
+    #[test]
+    fn pytorch_is_capped_only_when_the_kernels_are() {
+        use plugin_api::isa::Isa;
+        assert!(pytorch_caps(Isa::Avx512, Isa::Avx512).is_empty());
+        assert!(pytorch_caps(Isa::Avx2, Isa::Avx2).is_empty());
+        let capped = pytorch_caps(Isa::Avx2, Isa::Avx512);
+        assert!(
+            capped.contains(&("ATEN_CPU_CAPABILITY", "avx2")) && capped.contains(&("MKL_ENABLE_INSTRUCTIONS", "AVX2"))
+        );
+        assert!(pytorch_caps(Isa::Baseline, Isa::Avx2).contains(&("ATEN_CPU_CAPABILITY", "default")));
+    }
 
     /// Every layer reference with every task reference is a Python program (parsed by
     /// `python3`'s own parser; PyTorch is not needed), with the names the timing loop calls.
