@@ -11,6 +11,7 @@
 #   workbench/bench/avx2-emulation.sh bench ARGS...          # `workbench bench ARGS` there
 #   workbench/bench/avx2-emulation.sh every-family [REPEATS] # every-family.sh there
 #   workbench/bench/avx2-emulation.sh compare REPEATS CONFIG... # bench-compare.sh there
+#   workbench/bench/avx2-emulation.sh profile STEPS ARGS...  # profile-step.sh there
 #
 # The copy lives in target/avx2-emulation (AVX2_COPY sets another folder); `build` refreshes
 # it from the working tree (tracked and untracked, not ignored, files).
@@ -47,8 +48,9 @@ case "$command" in
     bench) in_copy ./target/release/workbench bench "$@" ;;
     every-family) in_copy workbench/bench/every-family.sh "$@" ;;
     compare) in_copy plugin-api/kernels/bench-compare.sh "$@" ;;
+    profile) in_copy plugin-api/kernels/profile-step.sh "$@" ;;
     *)
-        echo "usage: $0 build | bench ARGS... | every-family [REPEATS] | compare REPEATS CONFIG..." >&2
+        echo "usage: $0 build | bench ARGS... | every-family [REPEATS] | compare REPEATS CONFIG... | profile STEPS ARGS..." >&2
         exit 2
         ;;
 esac
