@@ -6,6 +6,7 @@
 //! times the units that issue them on current x86 cores, so the chains never wait on each
 //! other); `a` and `b` keep every value finite and normal.
 
+use plugin_api::isa::Isa;
 use std::time::Instant;
 
 /// Iterations of the twelve chains per thread and timing.
@@ -32,35 +33,27 @@ pub fn gflops(threads: usize, repeats: usize) -> Option<((f64, f64), &'static st
     Some(((flops / times[times.len() / 2] / 1e9, flops / times[0] / 1e9), name))
 }
 
-/// f32 lanes per instruction and the instruction set's name.
+/// f32 lanes per instruction and the instruction set's name: the widest the processor has,
+/// or the one `WORKBENCH_KERNELS_ISA` caps the kernels at (so that the figures of an AVX2
+/// emulation are read against an AVX2 limit).
 fn width() -> Option<(usize, &'static str)> {
-    #[cfg(target_arch = "x86_64")]
-    {
-        if std::arch::is_x86_feature_detected!("avx512f") {
-            return Some((16, "AVX-512"));
-        }
-        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
-            return Some((8, "AVX2 + FMA"));
-        }
+    match plugin_api::isa::kernels_isa() {
+        Isa::Avx512 => Some((16, "AVX-512")),
+        Isa::Avx2 => Some((8, "AVX2 + FMA")),
+        Isa::Baseline => None,
     }
-    None
 }
 
 /// The chains at the width `width` chose; returns a sum of them so nothing is left unused.
 fn run(iterations: usize) -> f32 {
-    #[cfg(target_arch = "x86_64")]
-    {
-        if std::arch::is_x86_feature_detected!("avx512f") {
-            // SAFETY: the processor has AVX-512F.
-            return unsafe { x86::avx512(iterations) };
-        }
-        // SAFETY: `width` returned `Some` only with AVX2 and FMA.
-        unsafe { x86::avx2(iterations) }
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        let _ = iterations;
-        0.0
+    match plugin_api::isa::kernels_isa() {
+        // SAFETY: `kernels_isa` names no more than the processor has.
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx512 => unsafe { x86::avx512(iterations) },
+        // SAFETY: as above.
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx2 => unsafe { x86::avx2(iterations) },
+        _ => 0.0,
     }
 }
 

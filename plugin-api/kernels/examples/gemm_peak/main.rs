@@ -120,7 +120,7 @@ fn main() -> Result<()> {
             "f32 FMA limit ({isa}): 1 thread median {one:6.1} best {one_best:6.1} GFLOP/s; \
              {threads} threads median {all:6.1} best {all_best:6.1} GFLOP/s"
         ),
-        _ => println!("f32 FMA limit: not measured (no AVX2 + FMA or AVX-512 on this processor)"),
+        _ => println!("f32 FMA limit: not measured (no AVX2 + FMA or AVX-512 on this processor, or WORKBENCH_KERNELS_ISA=baseline)"),
     }
     println!(
         "candle 0.11.1 f32 matmul, {} threads, {} repeats (load average {})",
