@@ -8,7 +8,8 @@
 #       "--layer hyperset --steps 5" \
 #       "RAYON_NUM_THREADS=2 --layer hyperset --steps 5"
 #
-# Prints per configuration the median (and min, max) of the wall time per step, the CPU time
+# Prints the processor, then per configuration the instruction sets its runs used
+# (`WORKBENCH_KERNELS_ISA`) and the median (and min, max) of the wall time per step, the CPU time
 # per step, samples/s and GFLOP/s, and the load average seen; with `--reference` in a
 # configuration, also the PyTorch figure and the ratio of each run (set WORKBENCH_PYTHON to a
 # Python with torch if python3 has none). Needs the release build
@@ -42,12 +43,17 @@ for ((r = 0; r < repeats; r++)); do
             /^  cpu / { cpu = $2; load = $NF; sub(/\)/, "", load) }
             /achieved/ { gf = $2 }
             END { print c, step, cpu, sps, (gf == "" ? "-" : gf), load, (ref == "" ? "-" : ref), (ratio == "" ? "-" : ratio) }' "$tmp/out" >>"$tmp/results"
+        # The configuration's instruction sets (the kernels', and PyTorch's cap if any).
+        [[ -e "$tmp/instructions.$i" ]] || sed -n 's/^  instructions //p' "$tmp/out" | paste -sd ';' >"$tmp/instructions.$i"
         i=$((i + 1))
     done
 done
+model="$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo 2>/dev/null | head -1)"
+echo "machine: ${model:-unknown processor}, $(nproc) cores"
 i=0
 for config in "$@"; do
     echo "$config"
+    [[ -s "$tmp/instructions.$i" ]] && echo "  instructions $(cat "$tmp/instructions.$i")"
     awk -v c="$i" '$1 == c' "$tmp/results" | sort -k2 -g | awk '
         { step[NR] = $2; cpu[NR] = $3; sps[NR] = $4; gf[NR] = $5; load = load " " $6; ref[NR] = $7; ratio[NR] = $8 }
         function median(a, n,   b, k, j, t) {
