@@ -202,7 +202,7 @@ pub fn run(
         let torch = bench_reference::run(&model, &job)?;
         report["reference"] = serde_json::json!({
             "torch": torch.torch, "device": s.device, "threads": torch.threads, "parameters": torch.parameters, "step_s": torch.step_s,
-            "samples_per_s": torch.samples_per_s, "ratio": samples_per_s / torch.samples_per_s,
+            "samples_per_s": torch.samples_per_s, "ratio": samples_per_s / torch.samples_per_s, "instruction_caps": torch.caps,
         });
         say!(
             "reference PyTorch {} {} eager, {} threads, {} parameters{}",
@@ -212,15 +212,8 @@ pub fn run(
             torch.parameters,
             if torch.parameters == params.count() as u64 { "" } else { " (differs: not the same model)" }
         );
-        let caps = bench_reference::pytorch_caps(isa, plugin_api::isa::Isa::detected());
-        if device.is_cpu() && !caps.is_empty() {
-            let caps: Vec<String> = caps
-                .iter()
-                .map(|(variable, value)| {
-                    format!("{variable}={}", std::env::var(variable).unwrap_or_else(|_| value.to_string()))
-                })
-                .collect();
-            say!("  instructions capped alike: {}", caps.join(" "));
+        if !torch.caps.is_empty() {
+            say!("  instructions capped alike: {}", torch.caps.join(" "));
         }
         say!("  step {:.3} s", torch.step_s);
         say!("  throughput {:.1} samples/s", torch.samples_per_s);

@@ -159,6 +159,10 @@ pub struct Reference {
     pub parameters: u64,
     pub step_s: f64,
     pub samples_per_s: f64,
+    /// The instruction-set settings PyTorch ran under (`pytorch_caps`, or the user's own
+    /// values of those variables): empty when the kernels are not capped.
+    #[serde(skip)]
+    pub caps: Vec<String>,
 }
 
 /// The reference of `layer` on `task`, or why there is none.
@@ -267,9 +271,14 @@ pub fn run(model: &Model, job: &Job) -> Result<Reference> {
     // where another user could have placed a link.
     let mut cmd = Command::new(&python);
     cmd.arg("-").arg(arguments.to_string());
+    let mut caps = Vec::new();
     for (variable, value) in pytorch_caps(plugin_api::isa::kernels_isa(), plugin_api::isa::Isa::detected()) {
-        if std::env::var_os(variable).is_none() {
-            cmd.env(variable, value);
+        match std::env::var(variable) {
+            Ok(own) => caps.push(format!("{variable}={own}")),
+            Err(_) => {
+                cmd.env(variable, value);
+                caps.push(format!("{variable}={value}"));
+            }
         }
     }
     let cannot_run =
@@ -292,8 +301,9 @@ pub fn run(model: &Model, job: &Job) -> Result<Reference> {
     fed.with_context(|| format!("cannot pass the reference script to `{python}`"))?;
     let stdout = String::from_utf8_lossy(&output.stdout);
     let line = stdout.lines().rev().find(|l| l.trim_start().starts_with('{')).unwrap_or("");
-    serde_json::from_str(line)
-        .with_context(|| format!("the PyTorch reference printed no result line (it printed: {})", stdout.trim()))
+    let reference: Reference = serde_json::from_str(line)
+        .with_context(|| format!("the PyTorch reference printed no result line (it printed: {})", stdout.trim()))?;
+    Ok(Reference { caps, ..reference })
 }
 
 /// The settings that cap PyTorch's own kernels (ATen's vectorised loops, MKL's and oneDNN's
