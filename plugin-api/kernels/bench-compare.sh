@@ -44,7 +44,7 @@ for ((r = 0; r < repeats; r++)); do
             /achieved/ { gf = $2 }
             END { print c, step, cpu, sps, (gf == "" ? "-" : gf), load, (ref == "" ? "-" : ref), (ratio == "" ? "-" : ratio) }' "$tmp/out" >>"$tmp/results"
         # The configuration's instruction sets (the kernels', and PyTorch's cap if any).
-        [[ -e "$tmp/instructions.$i" ]] || sed -n 's/^  instructions //p' "$tmp/out" | paste -sd ';' >"$tmp/instructions.$i"
+        [[ -e "$tmp/instructions.$i" ]] || sed -n 's/^  instructions //p' "$tmp/out" | awk 'NR > 1 { printf "; " } { printf "%s", $0 } END { print "" }' >"$tmp/instructions.$i"
         i=$((i + 1))
     done
 done
