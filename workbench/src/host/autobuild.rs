@@ -74,7 +74,7 @@ pub fn build_stale_plugins(settings: &BuildSettings, out_dir: &Path, on_line: &m
         return BuildOutcome::UpToDate;
     }
     let names: Vec<&str> = stale.iter().map(|(c, _)| c.package.as_str()).collect();
-    tracing::info!("building plugins: {} ({})", names.join(", "), settings.profile);
+    tracing::info!("building plugins in {}: {} ({})", root.display(), names.join(", "), settings.profile);
     let crates: Vec<PluginCrate> = stale.iter().map(|(c, _)| c.clone()).collect();
     let report = match build_crates(settings, &crates, on_line, None) {
         Ok(report) => report,

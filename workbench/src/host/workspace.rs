@@ -76,7 +76,8 @@ pub fn workspace() -> Option<&'static Workspace> {
             let here = std::env::current_dir().ok();
             let found = find(std::env::var_os(WORKSPACE_VAR).map(PathBuf::from), here.as_deref(), compiled_in);
             match &found {
-                Some(w) => tracing::info!("{}", w.describe()),
+                // At debug level: a build names the workspace itself, and `plugins` prints it.
+                Some(w) => tracing::debug!("{}", w.describe()),
                 None => tracing::info!("no workbench workspace found: plugins are only loaded, never built"),
             }
             found
