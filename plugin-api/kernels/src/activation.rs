@@ -40,12 +40,16 @@ fn map<T: Real>(x: &[T], rows: &Rows, f: impl Fn(T) -> T + Sync) -> Vec<T> {
 }
 
 fn forward<T: Real>(x: &[T], rows: &Rows, act: Activation) -> Vec<T> {
+    with_fma!(forward_as::<T>(x, rows, act))
+}
+
+fn forward_as<T: Real, const FMA: bool>(x: &[T], rows: &Rows, act: Activation) -> Vec<T> {
     match act {
         Activation::Identity => map(x, rows, |x| x),
         Activation::Relu => map(x, rows, relu),
-        Activation::Gelu => map(x, rows, gelu),
-        Activation::GeluTanh => map(x, rows, gelu_tanh),
-        Activation::Silu => map(x, rows, silu),
+        Activation::Gelu => map(x, rows, gelu::<T, FMA>),
+        Activation::GeluTanh => map(x, rows, gelu_tanh::<T, FMA>),
+        Activation::Silu => map(x, rows, silu::<T, FMA>),
     }
 }
 
@@ -65,12 +69,16 @@ fn backward_with<T: Real>(x: &[T], rows: &Rows, dy: &[T], dy_rows: &Rows, df: im
 }
 
 fn backward<T: Real>(x: &[T], rows: &Rows, dy: &[T], dy_rows: &Rows, act: Activation) -> Vec<T> {
+    with_fma!(backward_as::<T>(x, rows, dy, dy_rows, act))
+}
+
+fn backward_as<T: Real, const FMA: bool>(x: &[T], rows: &Rows, dy: &[T], dy_rows: &Rows, act: Activation) -> Vec<T> {
     match act {
         Activation::Identity => backward_with(x, rows, dy, dy_rows, |_| T::one()),
         Activation::Relu => backward_with(x, rows, dy, dy_rows, relu_derivative),
-        Activation::Gelu => backward_with(x, rows, dy, dy_rows, gelu_derivative),
-        Activation::GeluTanh => backward_with(x, rows, dy, dy_rows, gelu_tanh_derivative),
-        Activation::Silu => backward_with(x, rows, dy, dy_rows, silu_derivative),
+        Activation::Gelu => backward_with(x, rows, dy, dy_rows, gelu_derivative::<T, FMA>),
+        Activation::GeluTanh => backward_with(x, rows, dy, dy_rows, gelu_tanh_derivative::<T, FMA>),
+        Activation::Silu => backward_with(x, rows, dy, dy_rows, silu_derivative::<T, FMA>),
     }
 }
 
@@ -138,12 +146,16 @@ fn gated_with<T: Real>(x: &[T], rows: &Rows, g: &[T], g_rows: &Rows, act: impl F
 }
 
 fn gated<T: Real>(x: &[T], rows: &Rows, g: &[T], g_rows: &Rows, act: Activation) -> Vec<T> {
+    with_fma!(gated_as::<T>(x, rows, g, g_rows, act))
+}
+
+fn gated_as<T: Real, const FMA: bool>(x: &[T], rows: &Rows, g: &[T], g_rows: &Rows, act: Activation) -> Vec<T> {
     match act {
         Activation::Identity => gated_with(x, rows, g, g_rows, |x| x),
         Activation::Relu => gated_with(x, rows, g, g_rows, relu),
-        Activation::Gelu => gated_with(x, rows, g, g_rows, gelu),
-        Activation::GeluTanh => gated_with(x, rows, g, g_rows, gelu_tanh),
-        Activation::Silu => gated_with(x, rows, g, g_rows, silu),
+        Activation::Gelu => gated_with(x, rows, g, g_rows, gelu::<T, FMA>),
+        Activation::GeluTanh => gated_with(x, rows, g, g_rows, gelu_tanh::<T, FMA>),
+        Activation::Silu => gated_with(x, rows, g, g_rows, silu::<T, FMA>),
     }
 }
 
@@ -167,12 +179,21 @@ fn gated_backward_with<T: Real>(
 type Argument<'a, T> = (&'a [T], &'a Layout);
 
 fn gated_backward<T: Real>(dy: Argument<T>, x: Argument<T>, g: Argument<T>, act: Activation) -> Vec<T> {
+    with_fma!(gated_backward_as::<T>(dy, x, g, act))
+}
+
+fn gated_backward_as<T: Real, const FMA: bool>(
+    dy: Argument<T>,
+    x: Argument<T>,
+    g: Argument<T>,
+    act: Activation,
+) -> Vec<T> {
     match act {
         Activation::Identity => gated_backward_with(dy, x, g, |x| x, |_| T::one()),
         Activation::Relu => gated_backward_with(dy, x, g, relu, relu_derivative),
-        Activation::Gelu => gated_backward_with(dy, x, g, gelu, gelu_derivative),
-        Activation::GeluTanh => gated_backward_with(dy, x, g, gelu_tanh, gelu_tanh_derivative),
-        Activation::Silu => gated_backward_with(dy, x, g, silu, silu_derivative),
+        Activation::Gelu => gated_backward_with(dy, x, g, gelu::<T, FMA>, gelu_derivative::<T, FMA>),
+        Activation::GeluTanh => gated_backward_with(dy, x, g, gelu_tanh::<T, FMA>, gelu_tanh_derivative::<T, FMA>),
+        Activation::Silu => gated_backward_with(dy, x, g, silu::<T, FMA>, silu_derivative::<T, FMA>),
     }
 }
 

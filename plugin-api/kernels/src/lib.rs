@@ -77,6 +77,19 @@ macro_rules! per_real {
     };
 }
 
+/// `with_fma!(f::<T>(args...))`: `f::<T, true>(args...)` where the kernels' loops have fused
+/// multiply-adds (`widest::fma_in_use`), else `f::<T, false>(args...)`. One load decides;
+/// each instance then holds its choice as a constant, so its element loops stay branch-free.
+macro_rules! with_fma {
+    ($f:ident::<$t:ty>($($arg:expr),* $(,)?)) => {
+        if $crate::widest::fma_in_use() {
+            $f::<$t, true>($($arg),*)
+        } else {
+            $f::<$t, false>($($arg),*)
+        }
+    };
+}
+
 mod activation;
 mod attention;
 mod cross_entropy;

@@ -34,15 +34,15 @@ pub enum Activation {
 
 /// `u Ncdf(u)` (in f64 computed in candle's order, so that values agree bit for bit).
 #[inline(always)]
-pub(crate) fn gelu<T: Real>(u: T) -> T {
-    u.ncdf() * u
+pub(crate) fn gelu<T: Real, const FMA: bool>(u: T) -> T {
+    u.ncdf::<FMA>() * u
 }
 
 /// `Ncdf(u) + u npdf(u)`.
 #[inline(always)]
-pub(crate) fn gelu_derivative<T: Real>(u: T) -> T {
-    let pdf = (-(u * u) * T::c(0.5)).exp_fast() * T::c(1.0 / (2.0 * std::f64::consts::PI).sqrt());
-    u.ncdf() + u * pdf
+pub(crate) fn gelu_derivative<T: Real, const FMA: bool>(u: T) -> T {
+    let pdf = (-(u * u) * T::c(0.5)).exp_fast::<FMA>() * T::c(1.0 / (2.0 * std::f64::consts::PI).sqrt());
+    u.ncdf::<FMA>() + u * pdf
 }
 
 /// `sqrt(2 / pi)` and the cubic coefficient of the tanh form of GELU.
@@ -51,30 +51,30 @@ const GELU_TANH_C: f64 = 0.044_715;
 
 /// `u (1 + tanh(z)) / 2` with `z = k (u + c u^3)`.
 #[inline(always)]
-pub(crate) fn gelu_tanh<T: Real>(u: T) -> T {
+pub(crate) fn gelu_tanh<T: Real, const FMA: bool>(u: T) -> T {
     let z = T::c(GELU_TANH_K) * (u + T::c(GELU_TANH_C) * u * u * u);
-    T::c(0.5) * u * (T::one() + z.tanh_fast())
+    T::c(0.5) * u * (T::one() + z.tanh_fast::<FMA>())
 }
 
 /// `(1 + t) / 2 + u (1 - t^2) k (1 + 3 c u^2) / 2` with `t = tanh(z)`.
 #[inline(always)]
-pub(crate) fn gelu_tanh_derivative<T: Real>(u: T) -> T {
+pub(crate) fn gelu_tanh_derivative<T: Real, const FMA: bool>(u: T) -> T {
     let u2 = u * u;
-    let t = (T::c(GELU_TANH_K) * (u + T::c(GELU_TANH_C) * u2 * u)).tanh_fast();
+    let t = (T::c(GELU_TANH_K) * (u + T::c(GELU_TANH_C) * u2 * u)).tanh_fast::<FMA>();
     let dz = T::c(GELU_TANH_K) * (T::one() + T::c(3.0 * GELU_TANH_C) * u2);
     T::c(0.5) * (T::one() + t) + T::c(0.5) * u * (T::one() - t * t) * dz
 }
 
 /// `u sigmoid(u)`.
 #[inline(always)]
-pub(crate) fn silu<T: Real>(u: T) -> T {
-    u / (T::one() + (-u).exp_fast())
+pub(crate) fn silu<T: Real, const FMA: bool>(u: T) -> T {
+    u / (T::one() + (-u).exp_fast::<FMA>())
 }
 
 /// `sigmoid(u) (1 + u (1 - sigmoid(u)))`.
 #[inline(always)]
-pub(crate) fn silu_derivative<T: Real>(u: T) -> T {
-    let s = T::one() / (T::one() + (-u).exp_fast());
+pub(crate) fn silu_derivative<T: Real, const FMA: bool>(u: T) -> T {
+    let s = T::one() / (T::one() + (-u).exp_fast::<FMA>());
     s * (T::one() + u * (T::one() - s))
 }
 
@@ -87,6 +87,19 @@ fn inverse_rms<T: Real>(x: &[T], eps: T) -> T {
 /// Calls `$body` with `$f` bound to the activation and `$df` to its derivative as closures,
 /// so that each activation gets its own branch-free (vectorisable) copy of the loops.
 macro_rules! with_activation {
+    // An activation evaluated by polynomials: one copy of the loops with fused multiply-adds,
+    // one without (`with_fma!`).
+    (@fma $f:ident, $df:ident, $act:ident, $derivative:ident, $body:expr) => {
+        if crate::widest::fma_in_use() {
+            let $f = $act::<T, true>;
+            let $df = $derivative::<T, true>;
+            $body
+        } else {
+            let $f = $act::<T, false>;
+            let $df = $derivative::<T, false>;
+            $body
+        }
+    };
     ($act:expr, |$f:ident, $df:ident| $body:expr) => {
         match $act {
             Activation::Identity => {
@@ -99,21 +112,9 @@ macro_rules! with_activation {
                 let $df = |u: T| if u > T::zero() { T::one() } else { T::zero() };
                 $body
             }
-            Activation::Gelu => {
-                let $f = gelu::<T>;
-                let $df = gelu_derivative::<T>;
-                $body
-            }
-            Activation::GeluTanh => {
-                let $f = gelu_tanh::<T>;
-                let $df = gelu_tanh_derivative::<T>;
-                $body
-            }
-            Activation::Silu => {
-                let $f = silu::<T>;
-                let $df = silu_derivative::<T>;
-                $body
-            }
+            Activation::Gelu => with_activation!(@fma $f, $df, gelu, gelu_derivative, $body),
+            Activation::GeluTanh => with_activation!(@fma $f, $df, gelu_tanh, gelu_tanh_derivative, $body),
+            Activation::Silu => with_activation!(@fma $f, $df, silu, silu_derivative, $body),
         }
     };
 }

@@ -41,6 +41,18 @@ fn softmax_backward<T: Real>(y: &[T], y_rows: &Rows, dy: &[T], dy_rows: &Rows) -
 /// Row softmax `P` and column softmax `Q` of the row-major `rows x cols` matrix `a`.
 #[inline(always)]
 fn row_and_column_softmax<T: Real>(a: &[T], rows: usize, cols: usize, p: &mut [T], q: &mut [T], col: &mut [T]) {
+    with_fma!(row_and_column_softmax_as::<T>(a, rows, cols, p, q, col))
+}
+
+#[inline(always)]
+fn row_and_column_softmax_as<T: Real, const FMA: bool>(
+    a: &[T],
+    rows: usize,
+    cols: usize,
+    p: &mut [T],
+    q: &mut [T],
+    col: &mut [T],
+) {
     for i in 0..rows {
         softmax_row(&a[i * cols..(i + 1) * cols], &mut p[i * cols..(i + 1) * cols]);
     }
@@ -55,7 +67,7 @@ fn row_and_column_softmax<T: Real>(a: &[T], rows: usize, cols: usize, p: &mut [T
     for i in 0..rows {
         let (ar, qr) = (&a[i * cols..(i + 1) * cols], &mut q[i * cols..(i + 1) * cols]);
         for j in 0..cols {
-            qr[j] = (ar[j] - col[j]).exp_fast();
+            qr[j] = (ar[j] - col[j]).exp_fast::<FMA>();
             sums[j] += qr[j];
         }
     }

@@ -1,7 +1,7 @@
 //! Row primitives written so that the compiler vectorises them: reductions keep eight
 //! independent partial sums (a float sum in one accumulator is a serial chain the compiler
 //! may not reorder), and `exp` for f32 is a branch-free polynomial instead of a libm call,
-//! evaluated in fused multiply-adds.
+//! evaluated in fused multiply-adds where the code has them (`multiply_add`).
 
 use crate::real::Real;
 
@@ -83,8 +83,13 @@ pub(crate) fn max<T: Real>(x: &[T]) -> T {
 /// `y_i = exp(x_i - shift)`; returns `sum y_i`.
 #[inline(always)]
 pub(crate) fn exp_shifted<T: Real>(x: &[T], shift: T, y: &mut [T]) -> T {
+    with_fma!(exp_shifted_as::<T>(x, shift, y))
+}
+
+#[inline(always)]
+fn exp_shifted_as<T: Real, const FMA: bool>(x: &[T], shift: T, y: &mut [T]) -> T {
     for (y, &x) in y.iter_mut().zip(x) {
-        *y = (x - shift).exp_fast();
+        *y = (x - shift).exp_fast::<FMA>();
     }
     sum(y)
 }
@@ -103,9 +108,14 @@ pub(crate) fn softmax_row<T: Real>(x: &[T], y: &mut [T]) -> (T, T) {
 /// Softmax of one row in place.
 #[inline(always)]
 pub(crate) fn softmax_in_place<T: Real>(row: &mut [T]) {
+    with_fma!(softmax_in_place_as::<T>(row))
+}
+
+#[inline(always)]
+fn softmax_in_place_as<T: Real, const FMA: bool>(row: &mut [T]) {
     let m = max(row);
     for v in row.iter_mut() {
-        *v = (*v - m).exp_fast();
+        *v = (*v - m).exp_fast::<FMA>();
     }
     let inv = sum(row).recip();
     for v in row.iter_mut() {
@@ -139,15 +149,13 @@ pub(crate) fn sum<T: Real>(x: &[T]) -> T {
     acc.iter().chain(rest).fold(T::zero(), |s, &v| s + v)
 }
 
-/// `a * b + c` in one fused multiply-add where the build targets FMA for every function
-/// (aarch64, or x86-64 built with `-C target-feature=+fma` or a `target-cpu` that has it),
-/// else a product then a sum. `mul_add` inlined inside `widest` would be one instruction on
-/// AVX2 and AVX-512 (about 1.5x faster polynomials), but the same code also runs outside it,
-/// on processors without FMA, where `mul_add` is a call to libm's `fmaf` per element and the
-/// loops stop vectorising (the default step 3.2x slower under `WORKBENCH_KERNELS_ISA=baseline`).
+/// `a * b + c` in one fused multiply-add where `FMA` says the code has the instruction
+/// (`widest::fma_in_use`, passed down by `with_fma!`), else a product then a sum: elsewhere
+/// `mul_add` is a call to libm's `fmaf` per element and the loops stop vectorising (the
+/// default step 2.8x slower under `WORKBENCH_KERNELS_ISA=baseline`).
 #[inline(always)]
-fn multiply_add(a: f32, b: f32, c: f32) -> f32 {
-    if cfg!(any(target_arch = "aarch64", target_feature = "fma")) {
+fn multiply_add<const FMA: bool>(a: f32, b: f32, c: f32) -> f32 {
+    if FMA {
         a.mul_add(b, c)
     } else {
         a * b + c
@@ -157,8 +165,8 @@ fn multiply_add(a: f32, b: f32, c: f32) -> f32 {
 /// `c_0 x^(n-1) + c_1 x^(n-2) + ... + c_(n-1)` (coefficients from the highest degree) by
 /// Horner's rule.
 #[inline(always)]
-fn horner<const N: usize>(x: f32, coefficients: [f32; N]) -> f32 {
-    coefficients[1..].iter().fold(coefficients[0], |p, &c| multiply_add(p, x, c))
+fn horner<const FMA: bool, const N: usize>(x: f32, coefficients: [f32; N]) -> f32 {
+    coefficients[1..].iter().fold(coefficients[0], |p, &c| multiply_add::<FMA>(p, x, c))
 }
 
 /// `e^x` for f32 without a libm call: `2^n p(r)` with `x = n ln 2 + r`, `|r| <= ln(2)/2`
@@ -166,7 +174,7 @@ fn horner<const N: usize>(x: f32, coefficients: [f32; N]) -> f32 {
 /// within two units in the last place). Below -87.3 (where `e^x` leaves the normal range)
 /// it returns 0, so that `-inf` scores give exactly zero weight.
 #[inline(always)]
-pub(crate) fn exp_f32(x: f32) -> f32 {
+pub(crate) fn exp_f32<const FMA: bool>(x: f32) -> f32 {
     const LOG2E: f32 = std::f32::consts::LOG2_E;
     const LN2_HI: f32 = 0.693_359_4;
     const LN2_LO: f32 = -2.121_944_4e-4;
@@ -174,12 +182,12 @@ pub(crate) fn exp_f32(x: f32) -> f32 {
     const ROUND: f32 = 12_582_912.0;
     // A NaN stays NaN through the arithmetic; the result is fixed up below.
     let clamped = x.clamp(-87.3, 88.0);
-    let t = multiply_add(clamped, LOG2E, ROUND);
+    let t = multiply_add::<FMA>(clamped, LOG2E, ROUND);
     let n = t - ROUND;
-    let r = multiply_add(-n, LN2_LO, multiply_add(-n, LN2_HI, clamped));
+    let r = multiply_add::<FMA>(-n, LN2_LO, multiply_add::<FMA>(-n, LN2_HI, clamped));
     let r2 = r * r;
-    let p = horner(r, [1.987_569_1e-4, 1.398_199_9e-3, 8.333_452e-3, 4.166_579_6e-2, 1.666_666_5e-1, 5e-1]);
-    let p = multiply_add(p, r2, r) + 1.0;
+    let p = horner::<FMA, 6>(r, [1.987_569_1e-4, 1.398_199_9e-3, 8.333_452e-3, 4.166_579_6e-2, 1.666_666_5e-1, 5e-1]);
+    let p = multiply_add::<FMA>(p, r2, r) + 1.0;
     // `2^n` from the integer in `t`'s bits (n in [-126, 127]: a normal exponent), without a
     // float-to-int conversion.
     let n_bits = t.to_bits().wrapping_sub(ROUND.to_bits());
@@ -200,11 +208,11 @@ pub(crate) fn exp_f32(x: f32) -> f32 {
 /// branches computed and one selected so the loops vectorise. Within 2e-6 of libm relative
 /// to the value where it exceeds 1e-3, within 2e-7 absolute everywhere.
 #[inline(always)]
-pub(crate) fn ncdf_f32(x: f32) -> f32 {
+pub(crate) fn ncdf_f32<const FMA: bool>(x: f32) -> f32 {
     let z = -x * std::f32::consts::FRAC_1_SQRT_2;
     let a = z.abs();
-    let t = 1.0 / multiply_add(0.5, a, 1.0);
-    let p = horner(
+    let t = 1.0 / multiply_add::<FMA>(0.5, a, 1.0);
+    let p = horner::<FMA, 10>(
         t,
         [
             0.170_872_77,
@@ -219,7 +227,7 @@ pub(crate) fn ncdf_f32(x: f32) -> f32 {
             -1.265_512_2,
         ],
     );
-    let erfc_abs = t * exp_f32(multiply_add(-a, a, p));
+    let erfc_abs = t * exp_f32::<FMA>(multiply_add::<FMA>(-a, a, p));
     let erfc = if z >= 0.0 { erfc_abs } else { 2.0 - erfc_abs };
     0.5 * erfc
 }
@@ -228,31 +236,43 @@ pub(crate) fn ncdf_f32(x: f32) -> f32 {
 mod tests {
     use super::*;
 
+    /// Both forms of the polynomials: the product then sum, and the fused multiply-adds
+    /// (a call to libm's `fmaf` here, outside `widest`: exact, only slower).
     #[test]
     fn exp_f32_is_within_two_ulp_of_libm() {
+        check_exp(exp_f32::<false>);
+        check_exp(exp_f32::<true>);
+    }
+
+    fn check_exp(exp: fn(f32) -> f32) {
         let mut worst = 0f64;
         let mut x = -87.0f32;
         while x < 88.0 {
-            let (fast, exact) = (exp_f32(x) as f64, (x as f64).exp());
+            let (fast, exact) = (exp(x) as f64, (x as f64).exp());
             worst = worst.max((fast - exact).abs() / exact);
             x += 0.001_3;
         }
         assert!(worst < 2.5e-7, "relative error {worst:e}");
-        assert_eq!(exp_f32(f32::NEG_INFINITY), 0.0);
-        assert_eq!(exp_f32(-100.0), 0.0);
-        assert!(exp_f32(f32::NAN).is_nan());
-        assert_eq!(exp_f32(0.0), 1.0);
+        assert_eq!(exp(f32::NEG_INFINITY), 0.0);
+        assert_eq!(exp(-100.0), 0.0);
+        assert!(exp(f32::NAN).is_nan());
+        assert_eq!(exp(0.0), 1.0);
     }
 
     #[test]
     fn ncdf_f32_is_close_to_libm() {
+        check_ncdf(ncdf_f32::<false>);
+        check_ncdf(ncdf_f32::<true>);
+    }
+
+    fn check_ncdf(ncdf: fn(f32) -> f32) {
         // Relative error where Ncdf(x) > 1e-3; in the far left tail the f32 rounding of
         // x^2 limits it, and the absolute error is what GELU sees there.
         let (mut relative, mut absolute) = (0f64, 0f64);
         let mut x = -12.0f32;
         while x < 8.0 {
             let exact = 0.5 * libm::erfc(-(x as f64) * std::f64::consts::FRAC_1_SQRT_2);
-            let fast = ncdf_f32(x) as f64;
+            let fast = ncdf(x) as f64;
             if x > -3.0 {
                 relative = relative.max((fast - exact).abs() / exact);
             }
@@ -261,8 +281,8 @@ mod tests {
         }
         assert!(relative < 2e-6, "relative error {relative:e}");
         assert!(absolute < 2e-7, "absolute error {absolute:e}");
-        assert_eq!(ncdf_f32(f32::NEG_INFINITY), 0.0);
-        assert_eq!(ncdf_f32(f32::INFINITY), 1.0);
+        assert_eq!(ncdf(f32::NEG_INFINITY), 0.0);
+        assert_eq!(ncdf(f32::INFINITY), 1.0);
     }
 
     #[test]

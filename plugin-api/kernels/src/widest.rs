@@ -36,6 +36,22 @@ unsafe fn with_avx2<R>(f: impl FnOnce() -> R) -> R {
     f()
 }
 
+/// Whether the loops the kernels run have fused multiply-adds as one instruction: inside
+/// [`widest`] on AVX2 or AVX-512 (the element loops that evaluate polynomials all run inside
+/// it), or everywhere in a build that targets FMA (aarch64, or x86-64 built with `+fma`).
+/// Outside such code `f32::mul_add` is a call to libm's `fmaf` per element, and the loop no
+/// longer vectorises, so the polynomials take it only where this says so (`with_fma!`).
+#[inline(always)]
+pub(crate) fn fma_in_use() -> bool {
+    if cfg!(any(target_arch = "aarch64", target_feature = "fma")) {
+        return true;
+    }
+    #[cfg(target_arch = "x86_64")]
+    return plugin_api::isa::kernels_isa() != Isa::Baseline;
+    #[cfg(not(target_arch = "x86_64"))]
+    false
+}
+
 /// `f` as it is: a place to mark a closure that is bound by `let` `#[inline(always)]` (Rust
 /// takes the attribute on a closure passed to a call, not yet on one bound directly), so
 /// that it is compiled inside [`widest`] where it is called.
