@@ -5,26 +5,10 @@
 //! rounds `1/sqrt(2 pi)` to 0.398942). A gated activation `g act(x)` (a gated MLP's hidden
 //! layer) is one op too, its backward `dx = dy g act'(x)`, `dg = dy act(x)` one pass.
 
-use crate::norm::{gelu, gelu_derivative, gelu_tanh, gelu_tanh_derivative, silu, silu_derivative, Activation};
+use crate::norm::Activation;
 use crate::real::Real;
 use crate::strided::{check_same_shapes, map_row_pairs, map_rows, map_triples_to_pair, slice, unpack, Rows};
 use candle_core::{CpuStorage, CustomOp1, CustomOp2, CustomOp3, Layout, Result, Shape, Tensor};
-
-fn relu<T: Real>(x: T) -> T {
-    if x > T::zero() {
-        x
-    } else {
-        T::zero()
-    }
-}
-
-fn relu_derivative<T: Real>(x: T) -> T {
-    if x > T::zero() {
-        T::one()
-    } else {
-        T::zero()
-    }
-}
 
 fn map<T: Real>(x: &[T], rows: &Rows, f: impl Fn(T) -> T + Sync) -> Vec<T> {
     map_rows(
@@ -40,17 +24,7 @@ fn map<T: Real>(x: &[T], rows: &Rows, f: impl Fn(T) -> T + Sync) -> Vec<T> {
 }
 
 fn forward<T: Real>(x: &[T], rows: &Rows, act: Activation) -> Vec<T> {
-    with_fma!(forward_as::<T>(x, rows, act))
-}
-
-fn forward_as<T: Real, const FMA: bool>(x: &[T], rows: &Rows, act: Activation) -> Vec<T> {
-    match act {
-        Activation::Identity => map(x, rows, |x| x),
-        Activation::Relu => map(x, rows, relu),
-        Activation::Gelu => map(x, rows, gelu::<T, FMA>),
-        Activation::GeluTanh => map(x, rows, gelu_tanh::<T, FMA>),
-        Activation::Silu => map(x, rows, silu::<T, FMA>),
-    }
+    with_activation!(act, |f, _df| map(x, rows, f))
 }
 
 fn backward_with<T: Real>(x: &[T], rows: &Rows, dy: &[T], dy_rows: &Rows, df: impl Fn(T) -> T + Sync) -> Vec<T> {
@@ -69,17 +43,7 @@ fn backward_with<T: Real>(x: &[T], rows: &Rows, dy: &[T], dy_rows: &Rows, df: im
 }
 
 fn backward<T: Real>(x: &[T], rows: &Rows, dy: &[T], dy_rows: &Rows, act: Activation) -> Vec<T> {
-    with_fma!(backward_as::<T>(x, rows, dy, dy_rows, act))
-}
-
-fn backward_as<T: Real, const FMA: bool>(x: &[T], rows: &Rows, dy: &[T], dy_rows: &Rows, act: Activation) -> Vec<T> {
-    match act {
-        Activation::Identity => backward_with(x, rows, dy, dy_rows, |_| T::one()),
-        Activation::Relu => backward_with(x, rows, dy, dy_rows, relu_derivative),
-        Activation::Gelu => backward_with(x, rows, dy, dy_rows, gelu_derivative::<T, FMA>),
-        Activation::GeluTanh => backward_with(x, rows, dy, dy_rows, gelu_tanh_derivative::<T, FMA>),
-        Activation::Silu => backward_with(x, rows, dy, dy_rows, silu_derivative::<T, FMA>),
-    }
+    with_activation!(act, |_f, df| backward_with(x, rows, dy, dy_rows, df))
 }
 
 /// `act(x)`, element-wise.
@@ -146,17 +110,7 @@ fn gated_with<T: Real>(x: &[T], rows: &Rows, g: &[T], g_rows: &Rows, act: impl F
 }
 
 fn gated<T: Real>(x: &[T], rows: &Rows, g: &[T], g_rows: &Rows, act: Activation) -> Vec<T> {
-    with_fma!(gated_as::<T>(x, rows, g, g_rows, act))
-}
-
-fn gated_as<T: Real, const FMA: bool>(x: &[T], rows: &Rows, g: &[T], g_rows: &Rows, act: Activation) -> Vec<T> {
-    match act {
-        Activation::Identity => gated_with(x, rows, g, g_rows, |x| x),
-        Activation::Relu => gated_with(x, rows, g, g_rows, relu),
-        Activation::Gelu => gated_with(x, rows, g, g_rows, gelu::<T, FMA>),
-        Activation::GeluTanh => gated_with(x, rows, g, g_rows, gelu_tanh::<T, FMA>),
-        Activation::Silu => gated_with(x, rows, g, g_rows, silu::<T, FMA>),
-    }
+    with_activation!(act, |f, _df| gated_with(x, rows, g, g_rows, f))
 }
 
 /// `[dx, dg] = [dy g act'(x), dy act(x)]`.
@@ -179,22 +133,7 @@ fn gated_backward_with<T: Real>(
 type Argument<'a, T> = (&'a [T], &'a Layout);
 
 fn gated_backward<T: Real>(dy: Argument<T>, x: Argument<T>, g: Argument<T>, act: Activation) -> Vec<T> {
-    with_fma!(gated_backward_as::<T>(dy, x, g, act))
-}
-
-fn gated_backward_as<T: Real, const FMA: bool>(
-    dy: Argument<T>,
-    x: Argument<T>,
-    g: Argument<T>,
-    act: Activation,
-) -> Vec<T> {
-    match act {
-        Activation::Identity => gated_backward_with(dy, x, g, |x| x, |_| T::one()),
-        Activation::Relu => gated_backward_with(dy, x, g, relu, relu_derivative),
-        Activation::Gelu => gated_backward_with(dy, x, g, gelu::<T, FMA>, gelu_derivative::<T, FMA>),
-        Activation::GeluTanh => gated_backward_with(dy, x, g, gelu_tanh::<T, FMA>, gelu_tanh_derivative::<T, FMA>),
-        Activation::Silu => gated_backward_with(dy, x, g, silu::<T, FMA>, silu_derivative::<T, FMA>),
-    }
+    with_activation!(act, |f, df| gated_backward_with(dy, x, g, f, df))
 }
 
 /// `g act(x)`, element-wise: arguments `x`, `g` of one shape.

@@ -90,6 +90,41 @@ macro_rules! with_fma {
     };
 }
 
+/// Calls `$body` with `$f` bound to the activation and `$df` to its derivative as closures,
+/// so that each activation gets its own branch-free (vectorisable) copy of the loops.
+macro_rules! with_activation {
+    // An activation evaluated by polynomials: one copy of the loops with fused multiply-adds,
+    // one without (`with_fma!`).
+    (@fma $f:ident, $df:ident, $act:ident, $derivative:ident, $body:expr) => {
+        if $crate::widest::fma_in_use() {
+            let $f = $crate::norm::$act::<T, true>;
+            let $df = $crate::norm::$derivative::<T, true>;
+            $body
+        } else {
+            let $f = $crate::norm::$act::<T, false>;
+            let $df = $crate::norm::$derivative::<T, false>;
+            $body
+        }
+    };
+    ($act:expr, |$f:ident, $df:ident| $body:expr) => {
+        match $act {
+            $crate::norm::Activation::Identity => {
+                let $f = |u: T| u;
+                let $df = |_: T| T::one();
+                $body
+            }
+            $crate::norm::Activation::Relu => {
+                let $f = |u: T| if u > T::zero() { u } else { T::zero() };
+                let $df = |u: T| if u > T::zero() { T::one() } else { T::zero() };
+                $body
+            }
+            $crate::norm::Activation::Gelu => with_activation!(@fma $f, $df, gelu, gelu_derivative, $body),
+            $crate::norm::Activation::GeluTanh => with_activation!(@fma $f, $df, gelu_tanh, gelu_tanh_derivative, $body),
+            $crate::norm::Activation::Silu => with_activation!(@fma $f, $df, silu, silu_derivative, $body),
+        }
+    };
+}
+
 mod activation;
 mod attention;
 mod cross_entropy;

@@ -84,41 +84,6 @@ fn inverse_rms<T: Real>(x: &[T], eps: T) -> T {
     (sum_sq(x) / T::c(x.len() as f64) + eps).sqrt().recip()
 }
 
-/// Calls `$body` with `$f` bound to the activation and `$df` to its derivative as closures,
-/// so that each activation gets its own branch-free (vectorisable) copy of the loops.
-macro_rules! with_activation {
-    // An activation evaluated by polynomials: one copy of the loops with fused multiply-adds,
-    // one without (`with_fma!`).
-    (@fma $f:ident, $df:ident, $act:ident, $derivative:ident, $body:expr) => {
-        if crate::widest::fma_in_use() {
-            let $f = $act::<T, true>;
-            let $df = $derivative::<T, true>;
-            $body
-        } else {
-            let $f = $act::<T, false>;
-            let $df = $derivative::<T, false>;
-            $body
-        }
-    };
-    ($act:expr, |$f:ident, $df:ident| $body:expr) => {
-        match $act {
-            Activation::Identity => {
-                let $f = |u: T| u;
-                let $df = |_: T| T::one();
-                $body
-            }
-            Activation::Relu => {
-                let $f = |u: T| if u > T::zero() { u } else { T::zero() };
-                let $df = |u: T| if u > T::zero() { T::one() } else { T::zero() };
-                $body
-            }
-            Activation::Gelu => with_activation!(@fma $f, $df, gelu, gelu_derivative, $body),
-            Activation::GeluTanh => with_activation!(@fma $f, $df, gelu_tanh, gelu_tanh_derivative, $body),
-            Activation::Silu => with_activation!(@fma $f, $df, silu, silu_derivative, $body),
-        }
-    };
-}
-
 /// One row forward: `y = f(x r g)`.
 #[inline(always)]
 fn forward_row<T: Real>(x: &[T], gain: Option<&[T]>, eps: T, y: &mut [T], f: impl Fn(T) -> T) {
