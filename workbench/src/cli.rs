@@ -75,6 +75,8 @@ pub enum Command {
         /// Task plugin (default: the experiment file's, else sudoku).
         #[arg(long)]
         task: Option<String>,
+        // `[layer]` and the like are TOML tables in the help text, not links.
+        #[allow(rustdoc::broken_intra_doc_links)]
         /// Experiment file (TOML with [layer], [task], [train]); repeatable, later files win.
         #[arg(long = "config", value_name = "FILE")]
         configs: Vec<PathBuf>,
@@ -237,6 +239,8 @@ pub enum Command {
         /// Task plugin (default: the experiment file's, else sudoku).
         #[arg(long)]
         task: Option<String>,
+        // `[layer]` and the like are TOML tables in the help text, not links.
+        #[allow(rustdoc::broken_intra_doc_links)]
         /// Experiment file (TOML with [layer], [task], [train] and [sweep]); repeatable, later
         /// files win.
         #[arg(long = "config", value_name = "FILE")]

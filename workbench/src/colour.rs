@@ -1,4 +1,4 @@
-//! `NO_COLOR` (https://no-color.org): when it is set and not empty, nothing the workbench
+//! `NO_COLOR` (<https://no-color.org>): when it is set and not empty, nothing the workbench
 //! draws or prints carries an ANSI colour. Bold and reverse video stay, so a cursor or a
 //! selection remains visible.
 //!

@@ -120,7 +120,7 @@ impl Experiment {
         })
     }
 
-    /// The sweep's axes: the files' fixed values (an axis of one value each), their [sweep]
+    /// The sweep's axes: the files' fixed values (an axis of one value each), their `[sweep]`
     /// axes, then the command line's axes; a later axis of the same key replaces an earlier.
     pub fn sweep_axes(&self, command_line: &[String]) -> Result<Vec<Axis>> {
         let mut axes: Vec<Axis> = Vec::new();
@@ -277,9 +277,9 @@ pub struct Document {
     pub header: Vec<String>,
     pub layer: String,
     pub task: String,
-    /// Fixed values of [layer], [task] and [train], in that order.
+    /// Fixed values of `[layer]`, `[task]` and `[train]`, in that order.
     pub values: [Vec<(String, plugin_api::Value)>; 3],
-    /// [sweep] axes: `seeds` or a prefixed key (`layer.heads`), with their values.
+    /// `[sweep]` axes: `seeds` or a prefixed key (`layer.heads`), with their values.
     pub sweep: Vec<(String, Vec<plugin_api::Value>)>,
 }
 

@@ -17,7 +17,7 @@
 //! The downloads are kept, so that they can be checked again later.
 //!
 //! Each file is downloaded into `NAME.part` and resumed with an HTTP range request when an
-//! earlier attempt or run was cut off ([`download`]). Only when the whole file is there is it
+//! earlier attempt or run was cut off (`download`). Only when the whole file is there is it
 //! hashed and compared with its checksum: the one its publisher gives (MD5 for CIFAR, MNIST
 //! and Fashion-MNIST; see [`registry`]), or one given by the user. A file that does not match
 //! is removed and the fetch fails with both values in the message. A file with no checksum

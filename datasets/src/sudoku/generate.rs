@@ -20,7 +20,7 @@ pub fn generate(seed: u64, count: usize, difficulty: Difficulty) -> Vec<Puzzle> 
 /// Puzzles made between two progress reports.
 const REPORT_EVERY: usize = 8192;
 
-/// [`generate`], calling `progress(done)` after every [`REPORT_EVERY`] puzzles, so a long
+/// [`generate`], calling `progress(done)` after every `REPORT_EVERY` puzzles, so a long
 /// generation can show how far it is.
 pub fn generate_reporting(seed: u64, count: usize, difficulty: Difficulty, progress: &dyn Fn(usize)) -> Vec<Puzzle> {
     let mut puzzles = Vec::with_capacity(count);

@@ -28,7 +28,7 @@ pub fn evaluate_all(
 /// The gradient size of every parameter of the task's model (width `width`, from
 /// `build_task_model`), by name, for the loss of training batch 0 of `batch_size` examples with
 /// `layer` between the embedding and the head: the task side of "every parameter receives a
-/// gradient" (`layer` stands in for a layer plugin; one that mixes tokens reaches a [CLS] head).
+/// gradient" (`layer` stands in for a layer plugin; one that mixes tokens reaches a `[CLS]` head).
 pub fn task_gradient_sizes(
     task: &dyn Task,
     width: usize,

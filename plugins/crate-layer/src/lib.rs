@@ -6,7 +6,7 @@
 //! The seeds give no equations for CRATE; they cite the two papers and compare parameter
 //! counts. The layer follows the papers' roles and, for every detail the seeds leave open, the
 //! seed authors' baseline code (`huyunzhe/hyper-set`, `layers/crate.py`,
-//! `layers/components/attention.py`, `feedforward.py`; notes-hyperset.md's [CODE]):
+//! `layers/components/attention.py`, `feedforward.py`; notes-hyperset.md's `[CODE]`):
 //!
 //! - **Compression step** (Yu et al., multi-head subspace self-attention):
 //!   `X_half = X + MSSA(LN(X))`, where each head projects with its block `U_k` of one shared

@@ -19,7 +19,7 @@
 //!
 //! Choices where the seeds leave details open, from the seed authors' baseline code
 //! (`huyunzhe/hyper-set`, `layers/et.py`, `ETAttention`, `EnergyLayerNorm`; notes-hyperset.md's
-//! [CODE]): `head_dim = d / heads`, `beta = 1 / sqrt(head_dim)`, `hopfield_ratio = 4`, no
+//! `[CODE]`): `head_dim = d / heads`, `beta = 1 / sqrt(head_dim)`, `hopfield_ratio = 4`, no
 //! biases, `Wq`, `Wk` from `N(0, 0.002^2)`, memories from PyTorch's default Linear init
 //! `U(-1/sqrt(d), 1/sqrt(d))`, `alpha = 1` (their forward's default), one block iterated.
 //! - UNSURE: Hoover et al. exclude `B = C` from the attention sum, the seed authors' code

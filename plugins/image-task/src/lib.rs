@@ -2,9 +2,9 @@
 //!
 //! An image of `32 × 32` pixels is cut into a grid of `patches × patches` patches (the seeds'
 //! "patch size 8" for CIFAR is this grid: 8 × 8 patches of 4 × 4 pixels, 65 tokens with the
-//! [CLS] token). Each patch goes through `LayerNorm -> Linear -> LayerNorm`, a learnable [CLS]
+//! `[CLS]` token). Each patch goes through `LayerNorm -> Linear -> LayerNorm`, a learnable `[CLS]`
 //! token is put first and 1-D sinusoidal positions are added; the head is
-//! `LayerNorm -> Linear` on the [CLS] output, trained with label-smoothed cross-entropy.
+//! `LayerNorm -> Linear` on the `[CLS]` output, trained with label-smoothed cross-entropy.
 //! Metrics: top-1 accuracy (headline), the loss, and the plain cross-entropy `nll`.
 //!
 //! Data: a generated shapes set (the default, no files needed), CIFAR-10/100 (binary
@@ -15,7 +15,7 @@
 //!
 //! Choices where the seeds are silent: pixel values are scaled to [0, 1] without
 //! per-channel normalisation (the first LayerNorm normalises each patch anyway); the
-//! [CLS] token takes sinusoidal position 0; `flip=auto` flips everything but MNIST digits.
+//! `[CLS]` token takes sinusoidal position 0; `flip=auto` flips everything but MNIST digits.
 
 mod data;
 mod model;

@@ -44,7 +44,7 @@
 //! - MHA2nd1st's "temperature in b_h ... initialisation as 0.01" (UNSURE): by default a
 //!   head-wise multiplier `c_h = 1/T_b` starting at 0.01 (`newton_b_form = multiplier`);
 //!   `newton_b_form = temperature` divides by a learnable `T_b` starting at `newton_b_init`.
-//!   The inverse `(W_{Q,h} W_{Q,h}^T)^-1` is exact and differentiable ([`inverse`]);
+//!   The inverse `(W_{Q,h} W_{Q,h}^T)^-1` is exact and differentiable (`inverse`);
 //!   `newton_ridge` adds `eps I` first (0, as the seed).
 //! - LightMHA2nd1st: head-wise `tau_h` initialised to `light_tau = 0.01`.
 //! - Linear attention is unnormalised (Eq. 3); multi-head by averaging the energy over heads.

@@ -3,7 +3,7 @@
 //! Images are tokenized into a `patches × patches` grid of codes from a k-means codebook of
 //! patches (a stand-in for the seeds' pretrained VQGAN, see [`codebook`]). Training hides a
 //! fraction of the codes drawn from `U[0, max_mask_ratio]` (the seeds' `U[0, 0.4]`) behind a
-//! learnable [MASK] token and trains on cross-entropy at the hidden positions only.
+//! learnable `[MASK]` token and trains on cross-entropy at the hidden positions only.
 //! Evaluation hides 10, 20, 30 and 40% of each test image's codes, predicts them with
 //! MaskGIT's iterative decoding (the seeds': 24 steps, temperature 1; [`decoding`]; one
 //! step is the one-pass argmax) and reports, per ratio,

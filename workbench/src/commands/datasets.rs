@@ -41,8 +41,8 @@ pub enum DatasetsAction {
         /// The data set.
         #[arg(value_parser = clap::builder::PossibleValuesParser::new(fetch::NAMES))]
         name: String,
-        /// Download every file from BASE_URL/<file name> instead (a mirror; the published
-        /// checksums still apply).
+        /// Download each file from BASE_URL, then a slash and the file's name (a mirror; the
+        /// published checksums still apply).
         #[arg(long, env = "WORKBENCH_DATA_MIRROR")]
         base_url: Option<String>,
         /// Download the file from this address (data sets of one file; required for sudoku-hard

@@ -33,7 +33,7 @@ pub struct SweepArgs<'a> {
     /// Plan and check the grid, print it, queue nothing.
     pub dry_run: bool,
     pub executor: &'a Executor,
-    /// JSON lines on stdout instead of messages and a progress bar (see [`Report`]).
+    /// JSON lines on stdout instead of messages and a progress bar (see `Report`).
     pub json: bool,
 }
 

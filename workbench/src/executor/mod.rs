@@ -175,7 +175,7 @@ impl Executor {
     }
 
     /// Of `runs` (run, Slurm job), those whose job is still in Slurm's queue: one `squeue` call
-    /// for all of them, none for a job seen ended before ([`ENDED_JOBS`]); none when Slurm does
+    /// for all of them, none for a job seen ended before (`ENDED_JOBS`); none when Slurm does
     /// not answer.
     pub fn with_job_in_queue(runs: impl IntoIterator<Item = (i64, String)>) -> BTreeSet<i64> {
         let mut ended = ENDED_JOBS.lock().unwrap_or_else(|poisoned| poisoned.into_inner());

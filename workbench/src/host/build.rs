@@ -3,7 +3,7 @@
 //! [`build_crates`] runs `cargo build --profile P -p workbench -p A -p B --keep-going` in the
 //! workspace, passes every line of cargo's output (compiler messages included) to a callback
 //! as it comes, and returns the library of each crate that built and the compiler errors of
-//! each that did not. Startup ([`super::autobuild`]), hot reload ([`super::watch`]) and
+//! each that did not. Startup (`autobuild`), hot reload ([`super::watch`]) and
 //! `workbench plugin new` all build through it.
 //!
 //! - `-p workbench` is in every selection where the workbench is a member: cargo resolves
@@ -234,7 +234,7 @@ impl Collected {
 }
 
 /// The compiler's error lines (with their `-->` locations, and the short `= note:` lines that
-/// say why a link failed), at most [`SUMMARY_LINES`]; the last lines of output when there are
+/// say why a link failed), at most `SUMMARY_LINES`; the last lines of output when there are
 /// none. A full disk is named first, with what to do: it fails a build in ways that look like
 /// anything else (a link, a write of some dependency's output).
 pub fn error_summary(lines: &[String], status: &str) -> String {

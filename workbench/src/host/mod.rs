@@ -1,6 +1,6 @@
 //! The plugin host: finds plugin libraries, loads them, and hands out the objects they build.
 //!
-//! - [`workspace`]: which workspace is used, and whether the binary runs from its build;
+//! - [`workspace`](mod@workspace): which workspace is used, and whether the binary runs from its build;
 //! - [`build`]: the one way plugin crates are built, and the content rule for when;
 //! - `autobuild`: building stale plugin crates at start; [`watch`] and [`hot`]: hot reload;
 //! - `discover` and `load`: where libraries are looked for, and loading one;

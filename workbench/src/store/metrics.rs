@@ -104,7 +104,7 @@ fn rows_to_send<'a, T, K: Ord>(rows: &'a [T], on_conflict: &str, key: impl Fn(&'
 impl Store {
     /// Appends metric rows in one transaction (all or nothing), and updates the run's metric
     /// summaries. NaN values are stored as NULL and read back as NaN. A row whose run, split,
-    /// name and step are stored already replaces the stored one ([`METRIC_UPSERT`]).
+    /// name and step are stored already replaces the stored one (`METRIC_UPSERT`).
     pub async fn insert_metrics(&self, run_id: i64, rows: &[MetricRow]) -> Result<(), StoreError> {
         let steps = rows.iter().map(|r| to_i64(r.step, "metric step")).collect::<Result<Vec<_>, _>>()?;
         let write = |on_conflict| self.write_metrics(run_id, rows, &steps, on_conflict);
@@ -302,7 +302,7 @@ impl Store {
     }
 
     /// Appends diagnostic rows in one transaction (all or nothing); a row whose run, name, step
-    /// and iteration are stored already replaces the stored one ([`DIAGNOSTIC_UPSERT`]).
+    /// and iteration are stored already replaces the stored one (`DIAGNOSTIC_UPSERT`).
     pub async fn insert_diagnostics(&self, run_id: i64, rows: &[DiagnosticRow]) -> Result<(), StoreError> {
         let steps = rows.iter().map(|r| to_i64(r.step, "diagnostic step")).collect::<Result<Vec<_>, _>>()?;
         let write = |on_conflict| self.write_diagnostics(run_id, rows, &steps, on_conflict);

@@ -397,7 +397,7 @@ fn record_failure(state: &mut State, run_id: i64, error: &StoreError, passing: b
     }
 }
 
-/// `write` tried again every [`RETRY_EVERY`] while it fails in a way that may pass, for at
+/// `write` tried again every `RETRY_EVERY` while it fails in a way that may pass, for at
 /// most [`OUTAGE_LIMIT`](crate::store::OUTAGE_LIMIT) ([`StoreOutage`], which `say`s when the store goes and comes back):
 /// a run's last word (its final status) is worth waiting for.
 pub async fn with_retries<T, F, Fut>(mut write: F, say: impl Fn(String)) -> anyhow::Result<T>

@@ -68,7 +68,7 @@ struct StopFlags<'a> {
 /// Runs the worker for `run_id`; `resume` continues from the run's checkpoint.
 ///
 /// The worker holds the run's lease while it trains (a heartbeat thread, see
-/// [`Heartbeat`]). It stops at its next step, with a checkpoint, on SIGINT or SIGTERM or when
+/// `Heartbeat`). It stops at its next step, with a checkpoint, on SIGINT or SIGTERM or when
 /// a stop is requested through the store. A run marked interrupted while this worker was
 /// frozen or cut off from the store is taken back when the store answers again, unless it was
 /// resumed, requeued or deleted meanwhile: then the lease is lost and the worker ends without

@@ -56,7 +56,7 @@ impl LaunchForm {
     }
 
     /// The form as an experiment file: the values that differ from the defaults, lists as
-    /// [sweep] axes (several seeds as `seeds`).
+    /// `[sweep]` axes (several seeds as `seeds`).
     pub fn to_document(&self) -> Result<Document, String> {
         let (Some(layer), Some(task)) = (self.layer_name(), self.task_name()) else {
             return Err("no layer or task plugin is loaded: see the Plugins screen".into());
