@@ -377,6 +377,16 @@ pub enum PluginAction {
 
 #[derive(Subcommand, Debug)]
 pub enum RunsAction {
+    /// The table of runs, as `workbench runs` alone prints it.
+    #[command(visible_alias = "ls")]
+    List {
+        /// Machine-readable output.
+        #[arg(long)]
+        json: bool,
+        /// List only these runs (`--runs`, `--sweep`, `--filter`).
+        #[command(flatten)]
+        pick: commands::runs::RunPick,
+    },
     /// Configuration, status and metric summary of one run.
     Show {
         /// Run id.
@@ -477,6 +487,13 @@ pub enum RunsAction {
 
 #[derive(Subcommand, Debug)]
 pub enum SweepsAction {
+    /// The sweeps with their runs by status, as `workbench sweeps` alone prints them.
+    #[command(visible_alias = "ls")]
+    List {
+        /// Machine-readable output.
+        #[arg(long)]
+        json: bool,
+    },
     /// The sweep as declared (layers, task, grid), its runs by status, the command that
     /// queues it again, and its runs with the keys that differ between them.
     Show {
@@ -674,6 +691,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
             let store = commands::open_store(&db, &artifacts).await?;
             match action {
                 None => commands::sweep::list(&store, json).await,
+                Some(SweepsAction::List { json: list_json }) => commands::sweep::list(&store, json || list_json).await,
                 Some(SweepsAction::Show { sweep: id, json: show_json }) => {
                     commands::sweep::show(&store, id, json || show_json).await
                 }
@@ -715,6 +733,9 @@ async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         }
         Some(Command::Runs { action, json, pick }) => {
             let store = commands::open_store(&db, &artifacts).await?;
+            if pick.picks() && matches!(action, Some(RunsAction::List { .. })) {
+                anyhow::bail!("`--runs / --sweep / --filter` go after `list`: `workbench runs list --sweep N`");
+            }
             if pick.picks() && action.is_some() {
                 // Only the list and `runs export` select runs; an action on one run has no use for it.
                 anyhow::bail!(
@@ -724,6 +745,9 @@ async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
             }
             match action {
                 None => commands::runs::list(&store, json, &pick).await,
+                Some(RunsAction::List { json: list_json, pick }) => {
+                    commands::runs::list(&store, json || list_json, &pick).await
+                }
                 Some(RunsAction::Show { run, config: true, .. }) => commands::runs::show_config(&store, run).await,
                 Some(RunsAction::Show { run, json: show_json, .. }) => {
                     commands::runs::show(&store, run, json || show_json).await

@@ -1,4 +1,4 @@
-//! `workbench runs --filter`, `runs export` (CSV, JSON lines, TensorBoard), `runs tag`,
+//! `workbench runs --filter`, `runs list`, `runs export` (CSV, JSON lines, TensorBoard), `runs tag`,
 //! `runs note` and `runs diff`, run as a user would, on an SQLite store filled here.
 
 use serde_json::{json, Value};
@@ -159,6 +159,20 @@ async fn the_list_picks_runs_as_export_does() {
     assert!(err.contains("9"), "{err}");
     let err = f.fails(&["runs", "--sweep", "1", "show", "2"]);
     assert!(err.contains("pick the runs listed"), "{err}");
+}
+
+#[tokio::test]
+async fn runs_list_and_sweeps_list_are_the_bare_commands() {
+    let f = Fixture::new("runs-list").await;
+    assert_eq!(f.ok(&["runs", "list"]), f.ok(&["runs"]));
+    assert_eq!(listed(&f.ok(&["runs", "ls", "--filter", "layer:hyperset"])), vec![1, 3]);
+    assert_eq!(f.ok(&["runs", "list", "--sweep", "1", "--json"]), f.ok(&["runs", "--sweep", "1", "--json"]));
+    let err = f.fails(&["runs", "--sweep", "1", "list"]);
+    assert!(err.contains("go after `list`: `workbench runs list --sweep N`"), "{err}");
+    let sweeps = f.ok(&["sweeps"]);
+    assert!(sweeps.contains("widths"), "{sweeps}");
+    assert_eq!(f.ok(&["sweeps", "list"]), sweeps);
+    assert_eq!(f.ok(&["sweeps", "ls", "--json"]), f.ok(&["sweeps", "--json"]));
 }
 
 #[tokio::test]
