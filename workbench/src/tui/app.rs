@@ -90,6 +90,9 @@ pub struct App {
     pub launch: LaunchForm,
     /// Where launched runs train, for the Launch screen: `local workers` or `Slurm jobs (...)`.
     pub executor: String,
+    /// The run store open, for the tab bar (an SQLite file's path or a PostgreSQL URL without
+    /// its password); empty in tests that do not set it.
+    pub store_label: String,
     /// How many workers the queue runs at once (`+` / `-` on the Runs screen).
     pub workers: usize,
     pub live: LiveState,
@@ -130,6 +133,7 @@ impl App {
             runs: RunsState::default(),
             launch,
             executor: "local workers".to_string(),
+            store_label: String::new(),
             workers: 1,
             live: LiveState::default(),
             compare: CompareState::default(),

@@ -91,11 +91,17 @@ pub async fn run(
             )
         }
     };
+    let store_label = format!(
+        "{} · {}",
+        store.location(),
+        if matches!(executor, crate::executor::Executor::Local) { "local" } else { "Slurm" }
+    );
     let requests = service::spawn(store, plugin_dirs, jobs, executor, updates_tx);
     let mut app = App::new(host, move |r| {
         let _ = requests.send(r);
     });
     app.executor = executor_text;
+    app.store_label = store_label;
     app.workers = jobs;
     app.exports = exports;
     if let Some(path) = prefs::default_path() {

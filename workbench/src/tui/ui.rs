@@ -8,7 +8,7 @@ use super::keys::{self, Command};
 use super::layout::{tab_title, Areas};
 use super::screens;
 use crate::store::RunStatus;
-use ratatui::layout::Rect;
+use ratatui::layout::{Alignment, Rect};
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
@@ -78,6 +78,28 @@ fn draw_tabs(frame: &mut Frame, areas: &Areas, app: &App) {
             frame.render_widget(Paragraph::new("│"), divider);
         }
     }
+    draw_store_label(frame, areas, app);
+}
+
+/// The store and executor in use, right-aligned after the tabs, so that a researcher with a
+/// laptop's file and the lab's database knows which one the screens show. Where the row is
+/// too narrow, the label keeps its end (the database's or file's name) behind a `…`.
+fn draw_store_label(frame: &mut Frame, areas: &Areas, app: &App) {
+    let Some(last_tab) = areas.tabs.last() else { return };
+    // Two cells of space after the last tab, and a label of at least a few characters.
+    let from = last_tab.right().saturating_add(2);
+    let room = areas.screen.right().saturating_sub(from) as usize;
+    let label: Vec<char> = app.store_label.chars().collect();
+    if label.is_empty() || room < 8 {
+        return;
+    }
+    let text: String = if label.len() <= room {
+        label.iter().collect()
+    } else {
+        std::iter::once('…').chain(label[label.len() - (room - 1)..].iter().copied()).collect()
+    };
+    let area = Rect { x: from, width: room as u16, ..*last_tab };
+    frame.render_widget(Paragraph::new(text).style(dim()).alignment(Alignment::Right), area);
 }
 
 /// The hints of the current screen's commands and the global ones, as `keys what`.
