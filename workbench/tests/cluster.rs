@@ -602,22 +602,54 @@ async fn train_waits_for_slurm_s_submit_limit() {
     assert!(ended["run"]["supervision"]["job_id"].is_string(), "{ended}");
 }
 
-/// A job Slurm refuses for good (a partition it does not have): `train` ends with sbatch's
-/// words and the run is failed with them, not left queued for a later runner to start unasked.
+/// Options Slurm can never take (a partition it does not have): `train` and `sweep` ask
+/// Slurm first (`sbatch --test-only`) and refuse, with sbatch's words, before a run is stored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn options_slurm_would_refuse_are_refused_before_a_run_is_stored() {
+    let Some(cluster) = Cluster::new("slurm-refused-early").await else { return };
+    let refused = |args: Vec<String>| {
+        let (code, _, stderr) = run(cluster
+            .workbench()
+            .env("WORKBENCH_SLURM", "partition=nowhere")
+            .env("WORKBENCH_PLUGIN_PATH", &cluster.plugins)
+            .args(args));
+        assert_eq!(code, 2, "refused as bad input: {stderr}");
+        assert!(stderr.contains("Slurm would not take") && stderr.contains("invalid partition"), "{stderr}");
+        assert!(stderr.contains("change --slurm") && stderr.contains("nothing was stored"), "{stderr}");
+    };
+    refused(fixture_train_args("slow", 2, 2));
+    let mut sweep = fixture_train_args("slow", 2, 2);
+    sweep[0] = "sweep".into();
+    sweep.push("seed=0,1".into());
+    refused(sweep);
+    let (code, out, err) = run(cluster.workbench().args(["runs", "--json"]));
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(serde_json::from_str::<Value>(&out).unwrap(), serde_json::json!([]), "nothing stored");
+}
+
+/// A queued run whose job Slurm refuses for good when the queue submits it (its options were
+/// checked by another runner, or the partition went away since): the run fails with sbatch's
+/// words after its start attempts, rather than staying queued for a later runner to start
+/// unasked.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_job_slurm_refuses_fails_its_run_with_slurm_s_words() {
+    use workbench::executor::{slurm::SlurmOptions, Executor};
+    use workbench::queue::{QueueRunner, SPAWN_ATTEMPTS};
     let Some(cluster) = Cluster::new("slurm-refused").await else { return };
-    let (code, _, stderr) = run(cluster
-        .workbench()
-        .env("WORKBENCH_SLURM", "partition=nowhere")
-        .env("WORKBENCH_PLUGIN_PATH", &cluster.plugins)
-        .args(fixture_train_args("slow", 2, 2)));
-    assert_ne!(code, 0, "{stderr}");
-    assert!(stderr.contains("sbatch refused run 1") && stderr.contains("invalid partition"), "{stderr}");
-    let shown = cluster.show(1);
-    assert_eq!(shown["run"]["status"], "failed", "{shown}");
-    let error = shown["run"]["error"].as_str().unwrap_or_default();
-    assert!(error.starts_with("cannot submit its Slurm job: sbatch refused run 1"), "{error}");
+    let store = cluster.db.open().await;
+    let id = store.create_run(&common::plain_run(0)).await.unwrap();
+    let executor = Executor::Slurm(SlurmOptions::parse("partition=nowhere").unwrap());
+    let runner = QueueRunner::new(store.clone(), Vec::new(), 1).with_executor(executor);
+    for _ in 0..=SPAWN_ATTEMPTS {
+        assert!(runner.tick().await.unwrap().is_empty(), "nothing started");
+        if store.run(id).await.unwrap().status.to_string() == "failed" {
+            break;
+        }
+    }
+    let failed = store.run(id).await.unwrap();
+    assert_eq!(failed.status.to_string(), "failed", "{:?}", failed.error);
+    let error = failed.error.unwrap_or_default();
+    assert!(error.contains(&format!("sbatch refused run {id}: sbatch: error: invalid partition")), "{error}");
 }
 
 /// Waits until requeued job `job` is back in Slurm's queue, then lets it start two seconds

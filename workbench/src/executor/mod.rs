@@ -96,11 +96,24 @@ impl Executor {
         slurm::controller_answers()
     }
 
-    /// Refuses, with the reason and the fix, new runs this executor cannot place as asked: on
-    /// Slurm, `device=cuda:K` with K > 0 where the options ask for no GPUs themselves, since
-    /// each job is given one GPU and sees it as `cuda:0` (the job would fail on its node after
-    /// waiting in the queue).
+    /// Refuses, with the reason and the fix, new runs this executor cannot place as asked,
+    /// before they are stored: on Slurm, the devices the jobs would be given
+    /// ([`Executor::check_devices`]), then a job of each kind the runs need, as Slurm itself
+    /// judges it ([`slurm::would_take`]).
     pub fn check_runs(&self, runs: &[crate::store::NewRun]) -> Result<()> {
+        let Executor::Slurm(options) = self else { return Ok(()) };
+        self.check_devices(runs)?;
+        // The runs' jobs differ only by the GPU a CUDA run asks for.
+        let mut devices: Vec<&str> = runs.iter().map(|run| run.device.trim()).collect();
+        devices.sort_by_key(|device| device.starts_with("cuda"));
+        devices.dedup_by_key(|device| device.starts_with("cuda"));
+        devices.iter().try_for_each(|device| slurm::would_take(options, device))
+    }
+
+    /// On Slurm, refuses `device=cuda:K` with K > 0 where the options ask for no GPUs
+    /// themselves, since each job is given one GPU and sees it as `cuda:0` (the job would fail
+    /// on its node after waiting in the queue).
+    pub fn check_devices(&self, runs: &[crate::store::NewRun]) -> Result<()> {
         let Executor::Slurm(options) = self else { return Ok(()) };
         if options.asks_gpus() {
             return Ok(());
@@ -339,14 +352,14 @@ mod device_tests {
     fn a_slurm_job_is_refused_a_gpu_ordinal_it_will_not_see() {
         let slurm = |o: &str| Executor::from_args("slurm", Some(o)).unwrap();
         let runs = |devices: &[&str]| devices.iter().map(|d| run_on(d)).collect::<Vec<_>>();
-        let err = slurm("partition=gpu").check_runs(&runs(&["cuda", "cuda:1"])).unwrap_err().to_string();
+        let err = slurm("partition=gpu").check_devices(&runs(&["cuda", "cuda:1"])).unwrap_err().to_string();
         assert!(
             err.contains("device=cuda:1") && err.contains("use device=cuda") && err.contains("gres=gpu:N"),
             "{err}"
         );
-        slurm("partition=gpu").check_runs(&runs(&["cpu", "cuda", "cuda:0"])).unwrap();
+        slurm("partition=gpu").check_devices(&runs(&["cpu", "cuda", "cuda:0"])).unwrap();
         // Options that ask for GPUs themselves may mean several per job.
-        slurm("gres=gpu:2").check_runs(&runs(&["cuda:1"])).unwrap();
-        Executor::Local.check_runs(&runs(&["cuda:3"])).unwrap();
+        slurm("gres=gpu:2").check_devices(&runs(&["cuda:1"])).unwrap();
+        Executor::Local.check_devices(&runs(&["cuda:3"])).unwrap();
     }
 }

@@ -87,6 +87,52 @@ fn printable(location: &StoreLocation) -> bool {
     }
 }
 
+/// The sbatch options of a run's job on `device`, past its name and log: the workbench's own
+/// and the user's (`--slurm`).
+fn job_options(options: &SlurmOptions, device: &str) -> Vec<String> {
+    // A preempted or requeued job starts again and continues from the run's checkpoint.
+    let mut list = vec!["--requeue".to_string()];
+    // Warned before its time limit, the worker stops with a checkpoint and requeues its job,
+    // which continues the run (`exec` in the script makes the worker the batch shell that
+    // `B:` names).
+    if !options.options.contains_key("signal") {
+        list.push(format!("--signal=B:USR1@{}", TIME_LIMIT_WARNING.as_secs()));
+    }
+    list.extend(options.for_device(device).into_iter().map(|(key, value)| format!("--{key}={value}")));
+    list
+}
+
+/// Asks Slurm whether it would take the job of a run on `device` (`sbatch --test-only`: the
+/// job is checked and placed in theory, nothing is submitted), so that options it can never
+/// take (an unknown option, partition or GRES, a size no node has, a malformed time) are
+/// refused before a run is stored, instead of failing every run of a sweep at `sbatch`. A
+/// refusal in the accounting policy's words passes: it may be a submit limit, which the queue
+/// waits out.
+pub fn would_take(options: &SlurmOptions, device: &str) -> Result<()> {
+    let asked = job_options(options, device);
+    let output = Command::new("sbatch")
+        .arg("--test-only")
+        .args(&asked)
+        .args(["--job-name=workbench-check", "--wrap=true"])
+        .output()
+        .map_err(|e| missing_tool("sbatch", e))?;
+    if output.status.success() {
+        return Ok(());
+    }
+    let said = String::from_utf8_lossy(&output.stderr);
+    let said: Vec<&str> = said.lines().map(str::trim).filter(|line| !line.is_empty()).collect();
+    let said = said.join("; ");
+    if refused_by_policy(&said) {
+        return Ok(());
+    }
+    bail!(
+        "Slurm would not take the runs' jobs (`sbatch --test-only {}` said: {}): change --slurm \
+         (or WORKBENCH_SLURM); nothing was stored",
+        asked.join(" "),
+        if said.is_empty() { format!("exit status {}", output.status) } else { said }
+    )
+}
+
 /// The batch script of a run.
 pub fn batch_script(spec: &JobSpec<'_>) -> String {
     let id = spec.run_id;
@@ -94,15 +140,8 @@ pub fn batch_script(spec: &JobSpec<'_>) -> String {
     let mut s = String::from("#!/bin/bash\n");
     s.push_str(&format!("#SBATCH --job-name=workbench-run-{id}\n"));
     s.push_str(&format!("#SBATCH --output={}\n", log.display()));
-    // A preempted or requeued job starts again and continues from the run's checkpoint.
-    s.push_str("#SBATCH --requeue\n");
-    // Warned before its time limit, the worker stops with a checkpoint and requeues its job,
-    // which continues the run (`exec` below makes the worker the batch shell that `B:` names).
-    if !spec.options.options.contains_key("signal") {
-        s.push_str(&format!("#SBATCH --signal=B:USR1@{}\n", TIME_LIMIT_WARNING.as_secs()));
-    }
-    for (key, value) in spec.options.for_device(spec.device) {
-        s.push_str(&format!("#SBATCH --{key}={value}\n"));
+    for option in job_options(spec.options, spec.device) {
+        s.push_str(&format!("#SBATCH {option}\n"));
     }
     s.push_str(&format!("# Run {id} of the workbench store {}.\n", spec.location));
     let db = if printable(spec.location) {
