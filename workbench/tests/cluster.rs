@@ -603,7 +603,8 @@ async fn train_waits_for_slurm_s_submit_limit() {
 }
 
 /// Options Slurm can never take (a partition it does not have): `train` and `sweep` ask
-/// Slurm first (`sbatch --test-only`) and refuse, with sbatch's words, before a run is stored.
+/// Slurm first (`sbatch --test-only`) and refuse, with sbatch's words, before a run is stored;
+/// `queue` before it submits a queued run.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn options_slurm_would_refuse_are_refused_before_a_run_is_stored() {
     let Some(cluster) = Cluster::new("slurm-refused-early").await else { return };
@@ -625,6 +626,18 @@ async fn options_slurm_would_refuse_are_refused_before_a_run_is_stored() {
     let (code, out, err) = run(cluster.workbench().args(["runs", "--json"]));
     assert_eq!(code, 0, "{err}");
     assert_eq!(serde_json::from_str::<Value>(&out).unwrap(), serde_json::json!([]), "nothing stored");
+    // A run queued with good options, then a queue runner with bad ones: it submits nothing.
+    let mut detached = fixture_train_args("slow", 2, 2);
+    detached[0] = "sweep".into();
+    detached.extend(["seed=0".into(), "--detach".into()]);
+    let (code, _, err) = run(cluster.workbench().env("WORKBENCH_PLUGIN_PATH", &cluster.plugins).args(detached));
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) = run(cluster.workbench().env("WORKBENCH_SLURM", "partition=nowhere").args(["queue"]));
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("Slurm would not take") && err.contains("nothing was stored or submitted"), "{err}");
+    let queued = cluster.show(1);
+    assert_eq!(queued["run"]["status"], "queued", "{queued}");
+    assert!(queued["run"]["supervision"]["job_id"].is_null(), "not submitted: {queued}");
 }
 
 /// A queued run whose job Slurm refuses for good when the queue submits it (its options were

@@ -130,6 +130,13 @@ pub async fn run_until_done(
         return Err(refused(anyhow!("--jobs must be at least 1")));
     }
     executor.check(store).map_err(refused)?;
+    if only.is_none() {
+        // `queue`: the runs were stored by other commands, with other options maybe; this
+        // runner's options are asked about before it submits any of them.
+        let runs = store.list_runs().await?;
+        let queued = runs.iter().filter(|run| run.status == RunStatus::Queued).map(|run| run.device.as_str());
+        executor.check_jobs(queued).map_err(refused)?;
+    }
     let runner = QueueRunner::new(store.clone(), dirs.to_vec(), jobs).with_executor(executor.clone());
     let bar = if json { ProgressBar::hidden() } else { ProgressBar::new(0) };
     bar.set_style(

@@ -101,10 +101,15 @@ impl Executor {
     /// ([`Executor::check_devices`]), then a job of each kind the runs need, as Slurm itself
     /// judges it ([`slurm::would_take`]).
     pub fn check_runs(&self, runs: &[crate::store::NewRun]) -> Result<()> {
-        let Executor::Slurm(options) = self else { return Ok(()) };
         self.check_devices(runs)?;
-        // The runs' jobs differ only by the GPU a CUDA run asks for.
-        let mut devices: Vec<&str> = runs.iter().map(|run| run.device.trim()).collect();
+        self.check_jobs(runs.iter().map(|run| run.device.as_str()))
+    }
+
+    /// On Slurm, asks whether it would take the jobs of runs on `devices`, one job of each
+    /// kind ([`slurm::would_take`]); the jobs differ only by the GPU a CUDA run asks for.
+    pub fn check_jobs<'a>(&self, devices: impl IntoIterator<Item = &'a str>) -> Result<()> {
+        let Executor::Slurm(options) = self else { return Ok(()) };
+        let mut devices: Vec<&str> = devices.into_iter().map(str::trim).collect();
         devices.sort_by_key(|device| device.starts_with("cuda"));
         devices.dedup_by_key(|device| device.starts_with("cuda"));
         devices.iter().try_for_each(|device| slurm::would_take(options, device))

@@ -127,7 +127,7 @@ pub fn would_take(options: &SlurmOptions, device: &str) -> Result<()> {
     }
     bail!(
         "Slurm would not take the runs' jobs (`sbatch --test-only {}` said: {}): change --slurm \
-         (or WORKBENCH_SLURM); nothing was stored",
+         (or WORKBENCH_SLURM); nothing was stored or submitted",
         asked.join(" "),
         if said.is_empty() { format!("exit status {}", output.status) } else { said }
     )
