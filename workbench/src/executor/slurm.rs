@@ -125,11 +125,12 @@ pub fn would_take(options: &SlurmOptions, device: &str) -> Result<()> {
     if refused_by_policy(&said) {
         return Ok(());
     }
+    // sbatch's words first: a status line one row high shows the reason before it is cut.
     bail!(
-        "Slurm would not take the runs' jobs (`sbatch --test-only {}` said: {}): change --slurm \
-         (or WORKBENCH_SLURM); nothing was stored or submitted",
-        asked.join(" "),
-        if said.is_empty() { format!("exit status {}", output.status) } else { said }
+        "Slurm would not take the runs' jobs: {} (`sbatch --test-only {}`); change --slurm (or \
+         WORKBENCH_SLURM); nothing was stored or submitted",
+        if said.is_empty() { format!("exit status {}", output.status) } else { said },
+        asked.join(" ")
     )
 }
 
