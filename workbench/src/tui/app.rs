@@ -66,6 +66,9 @@ pub enum Confirmed {
     Overwrite(String),
 }
 
+/// How long a status message stays.
+pub const STATUS_SECONDS: u64 = 8;
+
 /// The whole UI state: what the screens share, and each screen's own state.
 pub struct App {
     pub screen: Screen,
@@ -165,6 +168,15 @@ impl App {
     /// Shows a line in the status bar.
     pub fn say(&mut self, text: impl Into<String>, error: bool) {
         self.status = Some((text.into(), error, Instant::now()));
+    }
+
+    /// The status message while it is shown (for [`STATUS_SECONDS`]), and whether it is an
+    /// error.
+    pub fn shown_status(&self) -> Option<(&str, bool)> {
+        match &self.status {
+            Some((text, error, at)) if at.elapsed().as_secs() < STATUS_SECONDS => Some((text.as_str(), *error)),
+            _ => None,
+        }
     }
 
     /// Computes the next frame's layout for a terminal of `size` (before drawing it).

@@ -44,8 +44,14 @@ impl Areas {
     /// The areas for a terminal of `size` showing `app`; `previous` keeps the runs table's
     /// scroll position steady (it moves only as far as the cursor needs).
     pub fn compute(size: Rect, app: &App, previous: &Areas) -> Areas {
+        // A status message gets the rows it wraps to, up to three, so that a long error (with
+        // its fix at the end) is read whole.
+        let footer_rows = app
+            .shown_status()
+            .map_or(1, |(text, error)| super::ui::status_paragraph(text, error).line_count(size.width))
+            .clamp(1, 3) as u16;
         let [tabs_row, body, footer] =
-            Layout::vertical([Constraint::Length(1), Constraint::Min(0), Constraint::Length(1)]).areas(size);
+            Layout::vertical([Constraint::Length(1), Constraint::Min(0), Constraint::Length(footer_rows)]).areas(size);
         // Each tab is ` title ` followed by a one-cell divider.
         let mut tabs = Vec::new();
         let mut x = tabs_row.x;

@@ -293,6 +293,25 @@ fn the_tab_bar_names_the_store_and_keeps_its_end_when_narrow() {
 }
 
 #[test]
+fn a_long_error_is_read_whole_in_a_footer_of_up_to_three_rows() {
+    let (mut app, _) = app();
+    let error = "Slurm would not take the runs' jobs: sbatch: error: invalid partition specified: nowhere \
+                 (`sbatch --test-only --requeue --partition=nowhere`); change --slurm; nothing was stored";
+    app.say(error, true);
+    app.layout(Rect::new(0, 0, 80, 20));
+    let screen = render(&mut app, 80, 20);
+    let footer: Vec<&str> = screen.lines().skip(17).map(str::trim_end).collect();
+    let words = |text: &str| text.split_whitespace().map(str::to_string).collect::<Vec<_>>();
+    assert_eq!(words(&footer.join(" ")), words(error), "{screen}");
+    assert_eq!(app.areas.footer.height, 3);
+    // A short message keeps one row, and the body its height.
+    app.say("queued run 7", false);
+    app.layout(Rect::new(0, 0, 80, 20));
+    assert_eq!(app.areas.footer.height, 1);
+    assert!(render(&mut app, 80, 20).lines().last().unwrap_or_default().starts_with("queued run 7"));
+}
+
+#[test]
 fn launch_form_from_schemas_refuses_bad_values_inline() {
     let (mut app, _) = app();
     press(&mut app, KeyCode::Char('2'));

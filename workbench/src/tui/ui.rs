@@ -11,11 +11,8 @@ use crate::store::RunStatus;
 use ratatui::layout::{Alignment, Rect};
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
-use ratatui::widgets::Paragraph;
+use ratatui::widgets::{Paragraph, Wrap};
 use ratatui::Frame;
-
-/// How long a status line stays.
-const STATUS_SECONDS: u64 = 8;
 
 /// The colour of a run status.
 pub fn status_colour(s: RunStatus) -> Color {
@@ -118,25 +115,26 @@ fn hints(app: &App) -> Vec<Span<'static>> {
     spans
 }
 
+/// A status message as the footer shows it: wrapped, in red for an error, else green.
+pub fn status_paragraph(text: &str, error: bool) -> Paragraph<'_> {
+    let colour = if error { Color::Red } else { Color::Green };
+    Paragraph::new(Line::from(Span::styled(text, Style::default().fg(colour)))).wrap(Wrap { trim: true })
+}
+
 fn draw_footer(frame: &mut Frame, area: Rect, app: &App) {
-    let line = match &app.status {
-        Some((text, error, at)) if at.elapsed().as_secs() < STATUS_SECONDS => {
-            Line::from(Span::styled(text.clone(), Style::default().fg(if *error { Color::Red } else { Color::Green })))
-        }
-        _ => {
-            let running = app.snapshot.runs.iter().filter(|r| r.status == RunStatus::Running).count();
-            let marked = app.runs.selected.len();
-            let hidden = match app.marked_hidden() {
-                0 => String::new(),
-                n => format!(" ({n} hidden by the filter)"),
-            };
-            let mut spans = vec![Span::raw(format!(
-                "{} runs, {running} running, {marked} marked{hidden}   ",
-                app.snapshot.runs.len()
-            ))];
-            spans.extend(hints(app));
-            Line::from(spans)
-        }
+    if let Some((text, error)) = app.shown_status() {
+        frame.render_widget(status_paragraph(text, error), area);
+        return;
+    }
+    let running = app.snapshot.runs.iter().filter(|r| r.status == RunStatus::Running).count();
+    let marked = app.runs.selected.len();
+    let hidden = match app.marked_hidden() {
+        0 => String::new(),
+        n => format!(" ({n} hidden by the filter)"),
     };
+    let mut spans =
+        vec![Span::raw(format!("{} runs, {running} running, {marked} marked{hidden}   ", app.snapshot.runs.len()))];
+    spans.extend(hints(app));
+    let line = Line::from(spans);
     frame.render_widget(Paragraph::new(line), area);
 }
