@@ -125,7 +125,7 @@ pub fn would_take(options: &SlurmOptions, device: &str) -> Result<()> {
     if refused_by_policy(&said) {
         return Ok(());
     }
-    // sbatch's words first: a status line one row high shows the reason before it is cut.
+    // sbatch's words first: a narrow status line shows the reason before it is cut.
     bail!(
         "Slurm would not take the runs' jobs: {} (`sbatch --test-only {}`); change --slurm (or \
          WORKBENCH_SLURM); nothing was stored or submitted",

@@ -91,11 +91,7 @@ pub async fn run(
             )
         }
     };
-    let store_label = format!(
-        "{} · {}",
-        store.location(),
-        if matches!(executor, crate::executor::Executor::Local) { "local" } else { "Slurm" }
-    );
+    let store_label = format!("{} · {}", store.location(), executor.name());
     let requests = service::spawn(store, plugin_dirs, jobs, executor, updates_tx);
     let mut app = App::new(host, move |r| {
         let _ = requests.send(r);

@@ -276,20 +276,20 @@ fn welcome_screen_on_an_empty_database() {
 #[test]
 fn the_tab_bar_names_the_store_and_keeps_its_end_when_narrow() {
     let (mut app, _) = app();
-    app.store_label = "postgres://lab:***@db.lab:5432/runs · Slurm".into();
+    app.store_label = "postgres://lab:***@db.lab:5432/runs · slurm".into();
     let top = |app: &mut App, w: u16| render(app, w, 20).lines().next().unwrap_or_default().to_string();
     let wide = top(&mut app, 160);
     assert!(
-        wide.starts_with(" 1 Runs │") && wide.trim_end().ends_with("postgres://lab:***@db.lab:5432/runs · Slurm"),
+        wide.starts_with(" 1 Runs │") && wide.trim_end().ends_with("postgres://lab:***@db.lab:5432/runs · slurm"),
         "{wide}"
     );
     // Narrower: the tabs stay whole and the label keeps the database's name.
     let narrow = top(&mut app, 90);
-    assert!(narrow.contains("6 Plugins") && narrow.trim_end().ends_with("/runs · Slurm"), "{narrow}");
+    assert!(narrow.contains("6 Plugins") && narrow.trim_end().ends_with("/runs · slurm"), "{narrow}");
     assert!(narrow.contains('…') && !narrow.contains("postgres://"), "{narrow}");
     // No room: no label, and nothing drawn over the tabs.
     let tight = top(&mut app, 72);
-    assert!(tight.contains("6 Plugins") && !tight.contains("Slurm"), "{tight}");
+    assert!(tight.contains("6 Plugins") && !tight.contains("slurm"), "{tight}");
 }
 
 #[test]
