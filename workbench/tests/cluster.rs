@@ -158,6 +158,9 @@ async fn a_sweep_runs_as_slurm_jobs_into_postgres() {
         let (_, shown, _) = run(cluster.workbench().args(["runs", "show", &id.to_string()]));
         assert!(shown.contains("batch script (") && shown.contains("#SBATCH --requeue"), "{shown}");
         assert!(shown.contains(&format!("slurm job {}", jobs.last().unwrap())), "{shown}");
+        // The job's worker starts with --resume, but a first start has nothing to resume.
+        let (_, log, _) = run(cluster.workbench().args(["runs", "log", &id.to_string()]));
+        assert!(log.contains("training hyperset on sudoku") && !log.contains("checkpoint"), "{log}");
     }
     jobs.sort();
     jobs.dedup();

@@ -94,6 +94,9 @@ pub async fn run(store: &Store, host: &PluginHost, run_id: i64, resume: bool) ->
         Outbox::start(store, run_id, checkpoint_file(run_id).to_string_lossy().into_owned(), heartbeat.lost.clone());
     let mut log = RunLog { outbox: &outbox, run_id };
     let flags = StopFlags { stop: &stop, lost: &heartbeat.lost };
+    // A Slurm job always starts its worker with `--resume` (a requeued job must continue);
+    // only a run that started before has an attempt to resume or restart.
+    let resume = resume && record.started_at.is_some();
     let result = train(store, host, run_id, &config, resume, flags, &mut log).await;
     let lost = || {
         let message = format!(
