@@ -225,7 +225,8 @@ pub enum Command {
     },
     /// Open the terminal workbench (the default when no command is given).
     Tui {
-        /// Workers the TUI's queue runs at once (default: one per CUDA device, else 1).
+        /// Workers the TUI's queue runs at once (default: one per CUDA device, else 1; with
+        /// --executor slurm, 256 jobs).
         #[arg(long, value_parser = at_least_one)]
         jobs: Option<usize>,
     },
@@ -252,7 +253,8 @@ pub enum Command {
         #[arg(long)]
         name: Option<String>,
         /// Workers at once (default: one per CUDA device, else 1, since a CPU worker uses
-        /// every core; several runs on a CPU usually finish sooner as `threads=1 --jobs <cores>`).
+        /// every core; several runs on a CPU usually finish sooner as `threads=1 --jobs <cores>`;
+        /// with --executor slurm, 256 jobs).
         #[arg(long, value_parser = at_least_one)]
         jobs: Option<usize>,
         /// Only queue the runs; `workbench queue` or the TUI starts them.
@@ -275,7 +277,8 @@ pub enum Command {
     },
     /// Start queued runs as workers free up, until the queue is empty (Ctrl-C stops).
     Queue {
-        /// Workers at once (default: one per CUDA device, else 1).
+        /// Workers at once (default: one per CUDA device, else 1; with --executor slurm, 256
+        /// jobs).
         #[arg(long, value_parser = at_least_one)]
         jobs: Option<usize>,
         /// JSON lines on stdout: each start, then the end with every run's status.
@@ -640,12 +643,12 @@ async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         None => {
             let host = commands::load_plugins(&dirs);
             let store = commands::open_store(&db, &artifacts).await?;
-            crate::tui::run(store, host, dirs, crate::queue::default_jobs(), executor, exports).await
+            crate::tui::run(store, host, dirs, executor.default_jobs(), executor, exports).await
         }
         Some(Command::Tui { jobs }) => {
             let host = commands::load_plugins(&dirs);
             let store = commands::open_store(&db, &artifacts).await?;
-            let jobs = jobs.unwrap_or_else(crate::queue::default_jobs);
+            let jobs = jobs.unwrap_or_else(|| executor.default_jobs());
             crate::tui::run(store, host, dirs, jobs, executor, exports).await
         }
         Some(Command::Ablation { ids, runs, sweep, metrics, format, out, json, heatmap, metric, filters }) => {
@@ -671,7 +674,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
             let host = commands::load_plugins(&dirs);
             let store = commands::open_store(&db, &artifacts).await?;
             let jobs_chosen = jobs.is_some();
-            let jobs = jobs.unwrap_or_else(crate::queue::default_jobs);
+            let jobs = jobs.unwrap_or_else(|| executor.default_jobs());
             let args = commands::sweep::SweepArgs {
                 layers: layer.as_deref(),
                 task: task.as_deref(),
@@ -702,7 +705,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         }
         Some(Command::Queue { jobs, json }) => {
             let store = commands::open_store(&db, &artifacts).await?;
-            let jobs = jobs.unwrap_or_else(crate::queue::default_jobs);
+            let jobs = jobs.unwrap_or_else(|| executor.default_jobs());
             commands::sweep::run_until_done(&store, &dirs, jobs, &executor, None, json).await
         }
         Some(Command::Plugins { json }) => commands::plugins::list(&commands::load_plugins(&dirs), json),

@@ -19,8 +19,13 @@ pub const SPAWN_ATTEMPTS: u32 = 3;
 /// submit limit: a lab's controller is not asked again every pass.
 pub const SUBMIT_LIMIT_RETRY: Duration = Duration::from_secs(15);
 
-/// Default number of concurrent workers: one per CUDA device on a machine that has them,
-/// otherwise one (a CPU worker already splits its batches over every core).
+/// The most workers a queue runner keeps at once by default with Slurm, and the most the TUI's
+/// `+` sets: the cluster's scheduler, not the submitting machine, decides what runs when, so
+/// a sweep's runs are all submitted (up to this many) and Slurm's own limits apply.
+pub const MOST_JOBS: usize = 256;
+
+/// Default number of concurrent local workers: one per CUDA device on a machine that has
+/// them, otherwise one (a CPU worker already splits its batches over every core).
 pub fn default_jobs() -> usize {
     jobs_for_devices(crate::device::cuda_device_count())
 }

@@ -317,6 +317,30 @@ fn slow_sweep_of_two_one_at_a_time(steps: u32) -> Vec<String> {
     args
 }
 
+/// A sweep on Slurm without `--jobs` submits every run at once (the cluster's scheduler decides
+/// what runs when, not the submitting machine's cores): while its first run trains, the others
+/// are Slurm jobs too, running or waiting in Slurm's queue.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sweep_on_slurm_submits_every_run_unless_told_otherwise() {
+    let Some(cluster) = Cluster::new("slurm-default-jobs").await else { return };
+    let steps: u32 = 40;
+    let mut args = fixture_train_args("slow", steps, 5);
+    args[0] = "sweep".to_string();
+    args.push("seed=0,1,2".into());
+    let mut sweep = cluster.start_training(cluster.workbench().args(args));
+    for id in 2..=3 {
+        let run = cluster.wait_for(id, Duration::from_secs(5), |r| !r["supervision"]["job_id"].is_null());
+        assert!(!run["supervision"]["job_id"].is_null(), "run {id} is submitted while run 1 trains: {run}");
+    }
+    let first = cluster.show(1)["run"].clone();
+    assert!(first["last_step"].as_u64().unwrap() < u64::from(steps), "run 1 still trains: {first}");
+    let exit = exit_within(&mut sweep, Duration::from_secs(180), "after its three runs finished");
+    assert_eq!(exit.code(), Some(0));
+    for id in 1..=3 {
+        assert_eq!(cluster.show(id)["run"]["status"], "finished");
+    }
+}
+
 /// A sweep of two runs, one job at a time, whose first run's job Slurm requeues (as on
 /// preemption): while that job waits in Slurm's queue its run keeps the sweep's one slot, so
 /// the second run is not submitted meanwhile; the requeued job continues the first run, and

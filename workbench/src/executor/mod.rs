@@ -68,6 +68,17 @@ impl Executor {
         }
     }
 
+    /// How many runs a queue runner keeps going at once unless told (`--jobs`): this
+    /// machine's [default](crate::queue::default_jobs) for local workers; with Slurm
+    /// [`MOST_JOBS`](crate::queue::MOST_JOBS), since this machine's cores and devices say
+    /// nothing of the cluster's.
+    pub fn default_jobs(&self) -> usize {
+        match self {
+            Executor::Local => crate::queue::default_jobs(),
+            Executor::Slurm(_) => crate::queue::MOST_JOBS,
+        }
+    }
+
     /// `local` or `slurm`, as stored with each run.
     pub fn name(&self) -> &'static str {
         match self {

@@ -201,7 +201,7 @@ impl Component for Runs {
 }
 
 /// The most workers the TUI's queue runs at once (`+` stops there).
-const MOST_WORKERS: usize = 256;
+const MOST_WORKERS: usize = crate::queue::MOST_JOBS;
 
 /// Sets how many workers the queue runs at once, between 1 and [`MOST_WORKERS`]; running
 /// runs are never stopped by a lower limit, fewer are started.
