@@ -148,6 +148,8 @@ async fn a_sweep_runs_as_slurm_jobs_into_postgres() {
         assert_eq!(r["supervision"]["executor"], "slurm", "{r}");
         jobs.push(r["supervision"]["job_id"].as_str().unwrap().to_string());
         let id = r["id"].as_i64().unwrap();
+        let submitted = format!("run {id} submitted as Slurm job {}", jobs.last().unwrap());
+        assert!(stderr.contains(&submitted), "{stderr}");
         let shown = cluster.show(id);
         let metrics = shown["metrics"].as_array().unwrap();
         assert!(metrics.iter().any(|m| m["split"] == "eval" && m["name"] == "cell_acc"), "{shown}");
@@ -210,7 +212,10 @@ async fn a_queue_runner_runs_as_a_slurm_job_of_its_own() {
         std::thread::sleep(Duration::from_millis(300));
     };
     let _ = Command::new("scancel").arg(&job).status();
-    assert!(runner_log.contains("run 1 started") && runner_log.contains("run 2 finished"), "{runner_log}");
+    assert!(
+        runner_log.contains("run 1 submitted as Slurm job") && runner_log.contains("run 2 finished"),
+        "{runner_log}"
+    );
     assert!(runner_log.contains("2 of 2 runs ended (0 not finished)"), "{runner_log}");
 }
 

@@ -51,6 +51,7 @@ fn sweep_queue_ablation_and_plot_print_json() {
     assert!(events[0]["runs"][1]["overrides"].as_array().unwrap().iter().any(|o| o == "seed=1"), "{events:?}");
     let started: Vec<&Value> = events.iter().filter(|e| e["event"] == "started").collect();
     assert_eq!(started.len(), 2, "{events:?}");
+    assert!(started.iter().all(|e| e.get("job").is_none()), "local workers have no Slurm job: {events:?}");
     let end = events.last().unwrap();
     assert_eq!(
         (end["event"].as_str(), end["exit_code"].as_i64(), end["paused"].as_u64()),

@@ -8,6 +8,7 @@ use crate::ops;
 use crate::ops::grid::plan;
 use crate::queue::QueueRunner;
 use crate::store::{RunRecord, RunStatus, Store, StoreOutage};
+use crate::train::launch::say_above;
 use anyhow::{anyhow, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::collections::BTreeSet;
@@ -184,14 +185,17 @@ pub async fn run_until_done(
             for r in ended {
                 if seen_active.remove(&r.id) && !json {
                     let why = r.error.as_deref().map(|e| format!(": {e}")).unwrap_or_default();
-                    crate::train::launch::say_above(&bar, format!("run {} {}{why}", r.id, r.status));
+                    say_above(&bar, format!("run {} {}{why}", r.id, r.status));
                 }
             }
             // After the ends this pass saw: a run starts in a slot one of them left.
             for &id in &started {
-                match json {
-                    true => Report::Started { run: id }.print(),
-                    false => crate::train::launch::say_above(&bar, format!("run {id} started")),
+                // A Slurm run is submitted: its job may wait in Slurm's queue before it starts.
+                let job = runs.iter().find(|r| r.id == id).and_then(|r| r.supervision.job_id.as_deref());
+                match (json, job) {
+                    (true, job) => Report::Started { run: id, job }.print(),
+                    (false, Some(job)) => say_above(&bar, format!("run {id} submitted as Slurm job {job}")),
+                    (false, None) => say_above(&bar, format!("run {id} started")),
                 }
             }
             let done = mine.len() - active.len();
@@ -241,8 +245,12 @@ enum Report<'a> {
     Planned { name: &'a str, runs: Vec<PlannedRun<'a>> },
     /// The sweep's runs are in the queue.
     Queued { sweep: i64, name: &'a str, runs: Vec<QueuedRun<'a>> },
-    /// A worker started a run.
-    Started { run: i64 },
+    /// A worker started a run, or its Slurm `job` was submitted.
+    Started {
+        run: i64,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        job: Option<&'a str>,
+    },
     /// The runner starts nothing for now (`reason`: no Slurm controller answers, or Slurm
     /// takes no more jobs under a submit limit, in words), or, with `reason` null, goes on.
     Waiting { reason: Option<&'a str> },
@@ -405,6 +413,15 @@ pub async fn cancel_sweep(store: &Store, sweep: i64) -> Result<i32> {
 #[cfg(test)]
 mod tests {
     use super::per_core_hint;
+
+    #[test]
+    fn a_start_event_names_the_slurm_job_only_when_there_is_one() {
+        use super::Report;
+        let submitted = serde_json::to_string(&Report::Started { run: 3, job: Some("12") }).unwrap();
+        assert_eq!(submitted, r#"{"event":"started","run":3,"job":"12"}"#);
+        let local = serde_json::to_string(&Report::Started { run: 3, job: None }).unwrap();
+        assert_eq!(local, r#"{"event":"started","run":3}"#);
+    }
 
     #[test]
     fn a_sweep_is_written_back_as_the_command_that_queues_it() {
