@@ -192,6 +192,7 @@ impl App {
                 let ids: BTreeSet<i64> = self.snapshot.runs.iter().map(|r| r.id).collect();
                 self.runs.selected.retain(|id| ids.contains(id));
                 self.details.retain(|id, _| ids.contains(id));
+                self.withdraw_stale_stop_question();
             }
             Update::Run(id, data) => {
                 self.details.insert(id, data);
@@ -208,6 +209,20 @@ impl App {
             }
         }
         self.update_watch();
+    }
+
+    /// Closes a "Stop run N?" question whose run ended or was deleted since it was asked,
+    /// saying so: a yes could only fail, and the question would name a run no longer shown.
+    fn withdraw_stale_stop_question(&mut self) {
+        let Some(Modal::Confirm { action: Confirmed::Cancel(id), .. }) = &self.modal else { return };
+        let id = *id;
+        let text = match self.snapshot.run(id) {
+            Some(run) if run.status.is_terminal() => format!("run {id} is {} now: nothing to stop", run.status),
+            None => format!("run {id} was deleted meanwhile: nothing to stop"),
+            Some(_) => return,
+        };
+        self.modal = None;
+        self.say(text, false);
     }
 
     /// The visible runs in table order.

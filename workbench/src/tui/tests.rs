@@ -262,6 +262,22 @@ fn cancelling_a_running_run_asks_for_confirmation() {
 }
 
 #[test]
+fn a_stop_question_is_withdrawn_when_its_run_ends_first() {
+    let (mut app, _) = app();
+    press(&mut app, KeyCode::Char('j'));
+    press(&mut app, KeyCode::Char('x'));
+    assert!(render(&mut app, 100, 20).contains("Stop run 2?"));
+    // Another run's news keeps the question open.
+    app.apply(Update::Runs(app.snapshot.clone()));
+    assert!(app.modal.is_some());
+    let mut snapshot = app.snapshot.clone();
+    snapshot.runs.iter_mut().filter(|r| r.id == 2).for_each(|r| r.status = RunStatus::Finished);
+    app.apply(Update::Runs(snapshot));
+    assert!(app.modal.is_none());
+    assert!(render(&mut app, 100, 20).contains("run 2 is finished now: nothing to stop"));
+}
+
+#[test]
 fn welcome_screen_on_an_empty_database() {
     let mut app = App::new(PluginHost::default(), |_| {});
     assert!(render(&mut app, 100, 30).contains("reading the run database"));
