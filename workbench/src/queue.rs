@@ -35,6 +35,15 @@ pub fn jobs_for_devices(cuda_devices: usize) -> usize {
     cuda_devices.max(1)
 }
 
+/// How a run's start is told: a Slurm run is submitted as `job`, which may wait in Slurm's
+/// queue before it starts; a local worker has started.
+pub fn start_news(run: i64, job: Option<&str>) -> String {
+    match job {
+        Some(job) => format!("run {run} submitted as Slurm job {job}"),
+        None => format!("run {run} started"),
+    }
+}
+
 /// Starts queued runs while fewer than `jobs` are running.
 pub struct QueueRunner {
     pub store: Store,

@@ -7,6 +7,7 @@ mod common;
 
 use common::proxy::CuttableProxy;
 use common::stores::{Backend, TestDb};
+use common::tmux::Tmux;
 use common::{fixture_train_args, plugin_dir_with, run, workbench, TestDir};
 use serde_json::Value;
 use std::process::{Command, Stdio};
@@ -167,6 +168,34 @@ async fn a_sweep_runs_as_slurm_jobs_into_postgres() {
     jobs.sort();
     jobs.dedup();
     assert_eq!(jobs.len(), 4, "one job per run");
+}
+
+/// The TUI on Slurm and PostgreSQL, as a lab uses it: a queued run is submitted by the TUI's
+/// queue as a Slurm job (the status line names the job), trains on the cluster, and is shown
+/// finished; the store label names the executor.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_tui_submits_queued_runs_as_slurm_jobs() {
+    let Some(cluster) = Cluster::new("slurm-tui").await else { return };
+    let mut args = vec!["sweep", "--layer", "hyperset", "--task", "sudoku", "--detach", "steps=4", "eval_every=2"];
+    args.extend(TINY);
+    let (code, _, stderr) = run(cluster.workbench().args(&args));
+    assert_eq!(code, 0, "{stderr}");
+    let vars = [
+        format!("WORKBENCH_DB={}", cluster.db.db_arg().to_string_lossy()),
+        format!("WORKBENCH_ARTIFACTS={}", cluster.db.dir.join("artifacts").display()),
+        "WORKBENCH_EXECUTOR=slurm".to_string(),
+        "WORKBENCH_SLURM=cpus-per-task=1".to_string(),
+        format!("SLURM_CONF={}", std::env::var("SLURM_CONF").unwrap_or_default()),
+    ];
+    let tmux = Tmux::start(&cluster.db.dir, "slurm-tui", &vars);
+    let screen = tmux.wait_for("run 1 submitted as Slurm job", 60);
+    assert!(screen.lines().next().unwrap_or("").trim_end().ends_with("· slurm"), "{screen}");
+    let job = cluster.wait_for(1, Duration::from_secs(5), |r| !r["supervision"]["job_id"].is_null());
+    let job = job["supervision"]["job_id"].as_str().expect("run 1 has a Slurm job").to_string();
+    assert!(screen.contains(&format!("run 1 submitted as Slurm job {job}")), "{screen}");
+    let screen = tmux.wait_for("finished", 120);
+    assert!(screen.contains("4/4"), "{screen}");
+    assert_eq!(tmux.quit(), "0");
 }
 
 /// A long sweep left unattended: queued with `--detach`, its queue runner handed to Slurm as a

@@ -190,12 +190,10 @@ pub async fn run_until_done(
             }
             // After the ends this pass saw: a run starts in a slot one of them left.
             for &id in &started {
-                // A Slurm run is submitted: its job may wait in Slurm's queue before it starts.
                 let job = runs.iter().find(|r| r.id == id).and_then(|r| r.supervision.job_id.as_deref());
-                match (json, job) {
-                    (true, job) => Report::Started { run: id, job }.print(),
-                    (false, Some(job)) => say_above(&bar, format!("run {id} submitted as Slurm job {job}")),
-                    (false, None) => say_above(&bar, format!("run {id} started")),
+                match json {
+                    true => Report::Started { run: id, job }.print(),
+                    false => say_above(&bar, crate::queue::start_news(id, job)),
                 }
             }
             let done = mine.len() - active.len();

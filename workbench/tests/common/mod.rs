@@ -161,6 +161,7 @@ pub fn train_tiny(dir: &Path, layer: &str, layer_args: &[&str]) -> (String, Stri
 }
 pub mod proxy;
 pub mod stores;
+pub mod tmux;
 
 /// `train` arguments for the fixture layer `panicking` in `mode` on a few Sudoku puzzles, one
 /// thread, no extra evaluation depths: `steps` steps, a checkpoint every `eval_every`.
