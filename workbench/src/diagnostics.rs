@@ -184,13 +184,13 @@ fn per_head_stats(values: &[f64], count: usize, n: usize, p: usize) -> Vec<HeadS
 }
 
 /// Threads for the diagnostics: `RAYON_NUM_THREADS` when set (the limit given to candle's
-/// pool), else the available parallelism.
+/// pool), else the cores this process may use.
 fn compute_threads() -> usize {
     std::env::var("RAYON_NUM_THREADS")
         .ok()
         .and_then(|v| v.parse::<usize>().ok())
         .filter(|&n| n > 0)
-        .unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1))
+        .unwrap_or_else(crate::train::parallel::usable_cores)
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -171,13 +171,14 @@ async fn a_sweep_runs_as_slurm_jobs_into_postgres() {
 }
 
 /// The TUI on Slurm and PostgreSQL, as a lab uses it: a queued run is submitted by the TUI's
-/// queue as a Slurm job (the status line names the job), trains on the cluster, and is shown
-/// finished; the store label names the executor.
+/// queue as a Slurm job (the status line names the job), trains on the cluster on the CPUs
+/// Slurm allotted, and is shown finished; the store label names the executor.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_tui_submits_queued_runs_as_slurm_jobs() {
     let Some(cluster) = Cluster::new("slurm-tui").await else { return };
     let mut args = vec!["sweep", "--layer", "hyperset", "--task", "sudoku", "--detach", "steps=4", "eval_every=2"];
-    args.extend(TINY);
+    // Threads as by default (one per usable core), in a job of one CPU.
+    args.extend(TINY.iter().filter(|a| !a.starts_with("threads=")));
     let (code, _, stderr) = run(cluster.workbench().args(&args));
     assert_eq!(code, 0, "{stderr}");
     let vars = [
@@ -196,6 +197,9 @@ async fn the_tui_submits_queued_runs_as_slurm_jobs() {
     let screen = tmux.wait_for("finished", 120);
     assert!(screen.contains("4/4"), "{screen}");
     assert_eq!(tmux.quit(), "0");
+    // The worker used the one CPU Slurm allotted, not every core of the node.
+    let (_, log, _) = run(cluster.workbench().args(["runs", "log", "1"]));
+    assert!(log.contains("sudoku (") && log.contains("one thread"), "{log}");
 }
 
 /// A long sweep left unattended: queued with `--detach`, its queue runner handed to Slurm as a

@@ -25,10 +25,25 @@ pub fn shard_count(requested: usize, batch_size: usize, on_cpu: bool) -> usize {
         return 1;
     }
     let threads = match requested {
-        0 => std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+        0 => usable_cores(),
         n => n,
     };
     threads.clamp(1, batch_size.max(1))
+}
+
+/// The cores this process may use: those the operating system gives it, and inside a Slurm
+/// job no more than Slurm allotted (`SLURM_CPUS_ON_NODE`): a cluster that does not bind jobs
+/// to their CPUs would otherwise let a one-CPU job spread over the whole node, slowing the
+/// jobs beside it.
+pub fn usable_cores() -> usize {
+    let os = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    cores_within(os, std::env::var("SLURM_CPUS_ON_NODE").ok().as_deref())
+}
+
+/// [`usable_cores`] for `os` cores and Slurm's count, if any (ignored unless a positive number).
+fn cores_within(os: usize, slurm_cpus: Option<&str>) -> usize {
+    let allotted = slurm_cpus.and_then(|n| n.trim().parse::<usize>().ok()).filter(|&n| n > 0);
+    allotted.map_or(os, |n| n.min(os)).max(1)
 }
 
 /// `batch` cut into `shards` consecutive parts of near-equal size (sizes differ by at most 1).
@@ -254,6 +269,16 @@ pub fn evaluate(
 mod tests {
     use super::*;
     use candle_core::Device;
+
+    #[test]
+    fn a_slurm_job_uses_the_cpus_slurm_allotted() {
+        assert_eq!(cores_within(16, None), 16, "outside Slurm: every core");
+        assert_eq!(cores_within(16, Some("4")), 4);
+        assert_eq!(cores_within(2, Some("8")), 2, "never more than the system gives");
+        assert_eq!(cores_within(16, Some("")), 16);
+        assert_eq!(cores_within(16, Some("0")), 16);
+        assert_eq!(cores_within(16, Some("two")), 16);
+    }
 
     fn batch(size: usize) -> Batch {
         let dev = Device::Cpu;
