@@ -102,8 +102,9 @@ impl Estimate {
 pub enum Budget {
     /// This machine's available memory (local workers).
     Local,
-    /// A fixed amount (a Slurm job's `mem=`).
-    Bytes(u64),
+    /// A Slurm job's `mem=`, and the CPUs it asks for (`cpus-per-task=`, else Slurm's default
+    /// of one), over which a run with `threads=0` splits its batches there.
+    Job { bytes: u64, cpus: usize },
     /// Unknown (a Slurm job without `mem=`): nothing is refused.
     Unknown,
 }
@@ -125,7 +126,7 @@ impl Budget {
     pub fn bytes(self) -> Option<u64> {
         match self {
             Budget::Local => available_memory(),
-            Budget::Bytes(bytes) => Some(bytes),
+            Budget::Job { bytes, .. } => Some(bytes),
             Budget::Unknown => None,
         }
     }
@@ -147,7 +148,11 @@ pub fn available_memory() -> Option<u64> {
 /// Refuses `config` when its estimate exceeds the budget, with the estimate and the fix.
 pub fn check(layer: &Declaration, task: &Declaration, config: &RunConfig, budget: Budget) -> Result<()> {
     let Some(available) = budget.bytes() else { return Ok(()) };
-    let estimate = estimate(layer, task, config)?;
+    let cores = match budget {
+        Budget::Job { cpus, .. } => cpus,
+        _ => crate::train::parallel::usable_cores(),
+    };
+    let estimate = estimate(layer, task, config, cores)?;
     tracing::debug!("memory: run of {} on {} needs {}", config.layer, config.task, estimate.describe());
     if estimate.total() > available {
         return Err(anyhow!(
@@ -155,7 +160,7 @@ pub fn check(layer: &Declaration, task: &Declaration, config: &RunConfig, budget
             estimate.describe(),
             available as f64 / GIB,
             match budget {
-                Budget::Bytes(_) => " to its Slurm job (--slurm mem=)",
+                Budget::Job { .. } => " to its Slurm job (--slurm mem=)",
                 _ => " on this machine",
             },
             estimate.fix()
@@ -164,8 +169,9 @@ pub fn check(layer: &Declaration, task: &Declaration, config: &RunConfig, budget
     Ok(())
 }
 
-/// The estimate for `config`, without allocating its parameters or making its data.
-pub fn estimate(layer: &Declaration, task: &Declaration, config: &RunConfig) -> Result<Estimate> {
+/// The estimate for `config` on a machine of `cores` usable cores, without allocating its
+/// parameters or making its data.
+pub fn estimate(layer: &Declaration, task: &Declaration, config: &RunConfig, cores: usize) -> Result<Estimate> {
     let settings = config.settings()?;
     let shapes = ShapeOnly::default();
     let vb = VarBuilder::from_backend(Box::new(shapes.clone()), DType::F32, Device::Cpu);
@@ -180,7 +186,8 @@ pub fn estimate(layer: &Declaration, task: &Declaration, config: &RunConfig) -> 
     let params = shapes.count();
     let param_bytes = params * FLOAT;
     let on_cpu = crate::device::parse(&settings.device).map(|d| d.is_cpu()).unwrap_or(true);
-    let shards = crate::train::parallel::shard_count(settings.threads, settings.batch_size, on_cpu) as u64;
+    let shards_for = |work: usize| crate::train::parallel::shards_over(settings.threads, work, on_cpu, cores);
+    let shards = shards_for(settings.batch_size) as u64;
     let optimiser_bytes = param_bytes * (PARAMETER_COPIES + shards - 1);
     let heads = match config.layer_config.0.get("heads") {
         Some(plugin_api::Value::Int(heads)) => (*heads).max(1) as u64,
@@ -194,7 +201,7 @@ pub fn estimate(layer: &Declaration, task: &Declaration, config: &RunConfig) -> 
         // Evaluation batches, and as many at once as there are threads for them.
         let eval_batch = settings.eval_batch.min(settings.eval_examples).max(1);
         let eval_batches = settings.eval_examples.div_ceil(eval_batch);
-        let eval_threads = crate::train::parallel::shard_count(settings.threads, eval_batches, on_cpu);
+        let eval_threads = shards_for(eval_batches);
         let eval = (eval_batch * eval_threads) as f64;
         (train.max(eval) * per_iteration as f64 * FLOAT as f64).min(u64::MAX as f64) as u64
     });

@@ -46,13 +46,13 @@ static ENDED_JOBS: std::sync::LazyLock<std::sync::Mutex<BTreeSet<String>>> = std
 
 impl Executor {
     /// How much memory a run may use where this executor runs it: this machine's, a Slurm
-    /// job's `mem=` (sbatch's units, megabytes by default), or unknown.
+    /// job's `mem=` (sbatch's units, megabytes by default) over its `cpus-per-task`, or unknown.
     pub fn memory_budget(&self) -> crate::memory::Budget {
         use crate::memory::Budget;
         match self {
             Executor::Local => Budget::Local,
             Executor::Slurm(slurm) => match slurm.options.get("mem").map(|m| parse_slurm_memory(m)) {
-                Some(Some(bytes)) => Budget::Bytes(bytes),
+                Some(Some(bytes)) => Budget::Job { bytes, cpus: slurm.cpus_per_task() },
                 _ => Budget::Unknown,
             },
         }
@@ -340,7 +340,8 @@ mod memory_tests {
         assert_eq!(parse_slurm_memory("2t"), Some(2 << 40));
         assert_eq!(parse_slurm_memory("lots"), None);
         let slurm = |o: &str| Executor::from_args("slurm", Some(o)).unwrap().memory_budget();
-        assert_eq!(slurm("mem=4G"), Budget::Bytes(4 << 30));
+        assert_eq!(slurm("mem=4G"), Budget::Job { bytes: 4 << 30, cpus: 1 });
+        assert_eq!(slurm("mem=4G,cpus-per-task=8"), Budget::Job { bytes: 4 << 30, cpus: 8 });
         assert_eq!(slurm("partition=gpu"), Budget::Unknown);
         assert_eq!(Executor::Local.memory_budget(), Budget::Local);
     }

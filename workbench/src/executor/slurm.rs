@@ -22,6 +22,11 @@ pub struct SlurmOptions {
 }
 
 impl SlurmOptions {
+    /// The CPUs each job asks for: `cpus-per-task`, else Slurm's default of one.
+    pub fn cpus_per_task(&self) -> usize {
+        self.options.get("cpus-per-task").and_then(|n| n.trim().parse().ok()).filter(|&n| n > 0).unwrap_or(1)
+    }
+
     /// Parses `key=value[,key=value...]`; keys are sbatch long options without the dashes.
     pub fn parse(text: &str) -> Result<SlurmOptions> {
         let mut options = BTreeMap::new();

@@ -21,11 +21,16 @@ use plugin_api::{Batch, Layer, MetricTally, Pass, StateObserver, TaskModel};
 /// The number of shards for `requested` threads (0: one per core) on a batch of `batch_size`
 /// examples: at most one shard per example, and one on devices other than the CPU.
 pub fn shard_count(requested: usize, batch_size: usize, on_cpu: bool) -> usize {
+    shards_over(requested, batch_size, on_cpu, usable_cores())
+}
+
+/// [`shard_count`] where `cores` cores may be used (another machine's: a Slurm job's).
+pub fn shards_over(requested: usize, batch_size: usize, on_cpu: bool, cores: usize) -> usize {
     if !on_cpu {
         return 1;
     }
     let threads = match requested {
-        0 => usable_cores(),
+        0 => cores,
         n => n,
     };
     threads.clamp(1, batch_size.max(1))
@@ -269,6 +274,14 @@ pub fn evaluate(
 mod tests {
     use super::*;
     use candle_core::Device;
+
+    #[test]
+    fn threads_zero_means_one_shard_per_usable_core_and_at_most_one_per_example() {
+        assert_eq!(shards_over(0, 16, true, 4), 4);
+        assert_eq!(shards_over(0, 2, true, 8), 2);
+        assert_eq!(shards_over(3, 16, true, 1), 3, "asked for: taken as given");
+        assert_eq!(shards_over(0, 16, false, 8), 1, "one shard on a GPU");
+    }
 
     #[test]
     fn a_slurm_job_uses_the_cpus_slurm_allotted() {
