@@ -35,12 +35,22 @@ pub fn jobs_for_devices(cuda_devices: usize) -> usize {
     cuda_devices.max(1)
 }
 
-/// How a run's start is told: a Slurm run is submitted as `job`, which may wait in Slurm's
-/// queue before it starts; a local worker has started.
-pub fn start_news(run: i64, job: Option<&str>) -> String {
-    match job {
-        Some(job) => format!("run {run} submitted as Slurm job {job}"),
-        None => format!("run {run} started"),
+/// A run a queue pass started: its local worker, or its Slurm `job`, submitted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Started {
+    pub run: i64,
+    /// The Slurm job id; `None` for a local worker.
+    pub job: Option<String>,
+}
+
+impl Started {
+    /// How the start is told: a Slurm run is submitted as its job, which may wait in Slurm's
+    /// queue before it starts; a local worker has started.
+    pub fn news(&self) -> String {
+        match &self.job {
+            Some(job) => format!("run {} submitted as Slurm job {job}", self.run),
+            None => format!("run {} started", self.run),
+        }
     }
 }
 
@@ -156,7 +166,7 @@ impl QueueRunner {
     /// itself is away (no Slurm controller answers, which is passing: a restart, an outage),
     /// or Slurm takes no more jobs under a submit limit, runs stay queued without using up
     /// attempts, and [`waiting`](Self::waiting) says why.
-    pub async fn tick(&self) -> Result<Vec<i64>> {
+    pub async fn tick(&self) -> Result<Vec<Started>> {
         self.record_exits().await?;
         self.executor.reconcile(&self.store).await?;
         self.store.reap_orphans(process_alive).await?;
@@ -180,9 +190,9 @@ impl QueueRunner {
             let id = run.id;
             let on_exit = move |pid, status| lock(&exits).push((id, pid, status));
             match self.executor.start(&self.store, &self.plugin_dirs, &run, resume, on_exit).await {
-                Ok(_) => {
+                Ok(job) => {
                     self.failures().remove(&run.id);
-                    started.push(run.id);
+                    started.push(Started { run: run.id, job });
                 }
                 Err(e) => {
                     if let Some(pause) = self.pause_for(&e) {

@@ -608,7 +608,8 @@ async fn queued_runs_wait_while_slurm_s_submit_limit_refuses_them() {
         assert!(waiting.contains("Job violates accounting/QOS policy"), "Slurm's words: {waiting}");
     }
     std::fs::remove_file(&flag).unwrap();
-    assert_eq!(runner.tick().await.unwrap(), vec![first], "submitted once Slurm takes it");
+    let started: Vec<i64> = runner.tick().await.unwrap().iter().map(|s| s.run).collect();
+    assert_eq!(started, vec![first], "submitted once Slurm takes it");
     assert_eq!(runner.waiting(), None);
     let mut news = None;
     assert_eq!(runner.waiting_news(&mut news), None, "nothing to tell after a pause that ended");

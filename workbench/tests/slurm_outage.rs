@@ -70,7 +70,8 @@ fn queued_runs_wait_while_the_slurm_controller_is_away() {
 
         let Some(running) = running else { return };
         std::fs::write(&conf, running).unwrap();
-        assert_eq!(runner.tick().await.unwrap(), vec![id], "submitted once the controller answers");
+        let started: Vec<i64> = runner.tick().await.unwrap().iter().map(|s| s.run).collect();
+        assert_eq!(started, vec![id], "submitted once the controller answers");
         assert_eq!(runner.waiting(), None);
         let run = store.run(id).await.unwrap();
         let job = run.supervision.job_id.expect("the run's Slurm job");

@@ -189,11 +189,10 @@ pub async fn run_until_done(
                 }
             }
             // After the ends this pass saw: a run starts in a slot one of them left.
-            for &id in &started {
-                let job = runs.iter().find(|r| r.id == id).and_then(|r| r.supervision.job_id.as_deref());
+            for start in &started {
                 match json {
-                    true => Report::Started { run: id, job }.print(),
-                    false => say_above(&bar, crate::queue::start_news(id, job)),
+                    true => Report::Started { run: start.run, job: start.job.as_deref() }.print(),
+                    false => say_above(&bar, start.news()),
                 }
             }
             let done = mine.len() - active.len();

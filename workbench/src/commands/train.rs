@@ -38,10 +38,9 @@ pub async fn train(
         tracing::info!("run {run_id} queued in {}", store.location());
     }
     if let Executor::Slurm(_) = executor {
-        if !submit_to_slurm(store, dirs, executor, run_id).await? {
+        let Some(job) = submit_to_slurm(store, dirs, executor, run_id).await? else {
             return Ok(exit_code::INTERRUPTED);
-        }
-        let job = store.run(run_id).await?.supervision.job_id.unwrap_or_default();
+        };
         if !json {
             tracing::info!("run {run_id} submitted as Slurm job {job}; following it through the store");
         }
@@ -53,15 +52,16 @@ pub async fn train(
 
 /// Submits run `run_id`'s Slurm job. Under a submit limit (the lab's cap on jobs per user in
 /// Slurm's queue) the run waits, said once, and is submitted again every
-/// [`SUBMIT_LIMIT_RETRY`] until Slurm takes it; Ctrl-C meanwhile cancels it (returns false).
+/// [`SUBMIT_LIMIT_RETRY`] until Slurm takes it; Ctrl-C meanwhile cancels it (returns `None`).
+/// Returns the job's id.
 /// Any other refusal fails the run with Slurm's words, so that no queued run is left behind
 /// for a later runner to start unasked.
-async fn submit_to_slurm(store: &Store, dirs: &[PathBuf], executor: &Executor, run_id: i64) -> Result<bool> {
+async fn submit_to_slurm(store: &Store, dirs: &[PathBuf], executor: &Executor, run_id: i64) -> Result<Option<String>> {
     let run = store.run(run_id).await?;
     let mut told = false;
     loop {
         let e = match executor.start(store, dirs, &run, false, |_, _| {}).await {
-            Ok(()) => return Ok(true),
+            Ok(job) => return Ok(job),
             Err(e) => e,
         };
         let Some(limit) = e.downcast_ref::<SubmitLimit>() else {
@@ -78,7 +78,7 @@ async fn submit_to_slurm(store: &Store, dirs: &[PathBuf], executor: &Executor, r
             _ = tokio::signal::ctrl_c() => {
                 crate::train::stop::cancel_queued(store, run_id).await?;
                 tracing::info!("run {run_id} cancelled before Slurm took it");
-                return Ok(false);
+                return Ok(None);
             }
         }
     }

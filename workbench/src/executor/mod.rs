@@ -158,8 +158,9 @@ impl Executor {
         }
     }
 
-    /// Starts the worker of claimed run `run`; records the executor (and job) with the run.
-    /// `on_exit` receives a local worker's exit status.
+    /// Starts the worker of claimed run `run`; records the executor (and job) with the run, and
+    /// returns the Slurm job's id (`None` for a local worker). `on_exit` receives a local
+    /// worker's exit status.
     pub async fn start(
         &self,
         store: &Store,
@@ -167,11 +168,12 @@ impl Executor {
         run: &RunRecord,
         resume: bool,
         on_exit: impl FnOnce(u32, std::process::ExitStatus) + Send + 'static,
-    ) -> Result<()> {
+    ) -> Result<Option<String>> {
         match self {
             Executor::Local => {
                 crate::train::launch::spawn_detached(store, plugin_dirs, run.id, resume, on_exit)?;
                 store.set_executor(run.id, "local", None).await?;
+                Ok(None)
             }
             Executor::Slurm(options) => {
                 let exe = crate::train::launch::workbench_exe()?;
@@ -187,9 +189,9 @@ impl Executor {
                 };
                 let job = tokio::task::block_in_place(|| slurm::submit(&spec))?;
                 store.set_executor(run.id, "slurm", Some(&job)).await?;
+                Ok(Some(job))
             }
         }
-        Ok(())
     }
 
     /// Of `runs`, those marked interrupted that their Slurm job may yet take back

@@ -148,18 +148,14 @@ impl Service {
     }
 
     async fn refresh_inner(&mut self) -> anyhow::Result<()> {
-        let started = self.queue.tick().await?;
+        for started in self.queue.tick().await? {
+            self.send(Update::Info(started.news()));
+        }
         if let Some(news) = self.queue.waiting_news(&mut self.waiting) {
             self.send(if self.waiting.is_some() { Update::Error(news) } else { Update::Info(news) });
         }
         // Only the runs changed since the last refresh are read (see store::follow).
-        let refreshed = self.table.refresh(&self.store).await;
-        // Told after the refresh, which read the Slurm job each run was submitted as.
-        for id in started {
-            let job = self.table.runs().find(|r| r.id == id).and_then(|r| r.supervision.job_id.as_deref());
-            self.send(Update::Info(crate::queue::start_news(id, job)));
-        }
-        let refreshed = refreshed?;
+        let refreshed = self.table.refresh(&self.store).await?;
         let summaries = self.table.summaries();
         let ids: HashSet<i64> = self.table.runs().map(|r| r.id).collect();
         self.watched.retain(|id, _| ids.contains(id));
