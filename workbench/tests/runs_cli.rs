@@ -459,6 +459,11 @@ async fn tags_and_notes_are_set_from_the_command_line() {
     let queued = f.store().await.create_run(&new_run("hyperset", "b1", 8, 0.001)).await.unwrap();
     f.ok(&["runs", "pause", &queued.to_string()]);
     assert!(f.ok(&["runs", "show", &queued.to_string()]).starts_with(&format!("run {queued}: queued (paused) —")));
+    // The table shows the pause as the TUI's Runs table does, and `status:paused` finds it.
+    let table = f.ok(&["runs"]);
+    let row = table.lines().find(|l| l.trim_start().starts_with(&format!("{queued} "))).unwrap_or_default();
+    assert!(row.contains(" paused "), "{table}");
+    assert_eq!(listed(&f.ok(&["runs", "--filter", "status:paused"])), vec![queued]);
     f.ok(&["runs", "tag", "2", ""]);
     assert!(f.store().await.run(2).await.unwrap().tags.is_empty());
     let err = f.fails(&["runs", "tag", "42", "x"]);

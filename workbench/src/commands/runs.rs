@@ -127,7 +127,7 @@ pub async fn print_table(store: &Store, runs: &[RunRecord], extra: &[ExtraColumn
         println!(
             "{:>4}  {:<11}  {:<12}  {:<10}  {}{:>11}  {:>9}  {:>7}  {}",
             r.id,
-            if r.damage.is_some() { "damaged" } else { r.status.as_str() },
+            r.shown_status(),
             r.layer.name,
             r.task.name,
             extra_cells(&|c| c.values.get(i).map_or("-", String::as_str)),

@@ -21,7 +21,7 @@ pub fn matches(run: &RunRecord, filter: &str) -> bool {
         if let Some((field, want)) = term_lc.split_once(':') {
             let eq = |s: &str| s.to_lowercase() == want;
             return match field {
-                "status" => eq(run.status.as_str()),
+                "status" => eq(run.status.as_str()) || eq(run.shown_status()),
                 "layer" => eq(&run.layer.name),
                 "task" => eq(&run.task.name),
                 "plugin" => eq(&run.layer.name) || eq(&run.task.name),
@@ -34,7 +34,7 @@ pub fn matches(run: &RunRecord, filter: &str) -> bool {
             let config = qualified.get_or_insert_with(|| qualified_config(&run.config));
             return config.iter().any(|(k, v)| names_key(k, key) && same_value(v, want));
         }
-        let hay = [run.status.as_str(), &run.layer.name, &run.task.name, &run.notes];
+        let hay = [run.status.as_str(), run.shown_status(), &run.layer.name, &run.task.name, &run.notes];
         hay.iter().any(|h| h.to_lowercase().contains(&term_lc))
             || run.tags.iter().any(|t| t.to_lowercase().contains(&term_lc))
     })
@@ -86,11 +86,27 @@ pub fn select(runs: Vec<RunRecord>, filter: &str) -> Result<Vec<RunRecord>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn unknown_fields_are_refused_with_the_known_ones() {
         let e = check("status:finished stauts:failed").unwrap_err().to_string();
         assert!(e.contains("`stauts`") && e.contains("status:") && e.contains("sweep:"), "{e}");
         assert!(check("Status:finished TAG:x d=64 word").is_ok());
+    }
+
+    /// A queued run whose Slurm job has not started reads `submitted` in the run tables, so
+    /// `status:submitted` finds it; `status:queued` still does too, as the store has it.
+    #[test]
+    fn a_submitted_run_is_found_by_its_shown_state_and_its_stored_one() {
+        let mut run =
+            RunRecord { status: crate::store::RunStatus::Queued, ..RunRecord::fixture(1, "hyperset", json!({})) };
+        assert!(!matches(&run, "status:submitted") && matches(&run, "status:queued"));
+        run.supervision.job_id = Some("77".into());
+        for filter in ["status:submitted", "status:queued", "submitted"] {
+            assert!(matches(&run, filter), "{filter}");
+        }
+        run.held = true;
+        assert!(matches(&run, "status:paused") && !matches(&run, "status:submitted"));
     }
 }

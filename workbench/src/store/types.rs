@@ -253,6 +253,21 @@ impl RunRecord {
     pub fn higher_is_better(&self, name: &str) -> Option<bool> {
         self.metric_specs.iter().find(|m| m.name == name).map(|m| m.higher_is_better)
     }
+
+    /// The state a run table shows: its status, except `damaged` for a row that could not be
+    /// read whole, `paused` for a held queued run, and `submitted` for a queued run handed to
+    /// a scheduler whose job has not started its worker yet (the scheduler decides when).
+    pub fn shown_status(&self) -> &'static str {
+        if self.damage.is_some() {
+            "damaged"
+        } else if self.held {
+            "paused"
+        } else if self.status == RunStatus::Queued && self.supervision.job_id.is_some() {
+            "submitted"
+        } else {
+            self.status.as_str()
+        }
+    }
 }
 
 /// A metric name and its direction, as the task declared it.

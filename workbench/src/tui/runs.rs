@@ -183,7 +183,7 @@ fn compare(
         |x: Option<f64>, y: Option<f64>| x.unwrap_or(f64::NEG_INFINITY).total_cmp(&y.unwrap_or(f64::NEG_INFINITY));
     match col {
         Column::Id => a.id.cmp(&b.id),
-        Column::Status => a.status.as_str().cmp(b.status.as_str()),
+        Column::Status => a.shown_status().cmp(b.shown_status()),
         Column::Layer => a.layer.name.cmp(&b.layer.name),
         Column::Task => a.task.name.cmp(&b.task.name),
         Column::Key(k) => {
@@ -213,9 +213,7 @@ pub fn cell(
 ) -> String {
     match col {
         Column::Id => run.id.to_string(),
-        Column::Status if run.held => "paused".into(),
-        Column::Status if run.damage.is_some() => "damaged".into(),
-        Column::Status => run.status.to_string(),
+        Column::Status => run.shown_status().into(),
         Column::Layer => run.layer.name.clone(),
         Column::Task => run.task.name.clone(),
         Column::Key(k) => flat.get(k).cloned().unwrap_or_else(|| "-".into()),

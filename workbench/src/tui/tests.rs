@@ -355,7 +355,8 @@ fn launch_form_from_schemas_refuses_bad_values_inline() {
     assert!(render(&mut app, 120, 30).contains("cannot launch"));
 }
 
-/// A run submitted to Slurm whose worker has not started says it waits for its job.
+/// A run submitted to Slurm whose worker has not started says it waits for its job, and
+/// reads `submitted` in the Runs table.
 #[test]
 fn live_screen_names_the_job_a_queued_run_waits_for() {
     let (mut app, _) = app();
@@ -369,6 +370,10 @@ fn live_screen_names_the_job_a_queued_run_waits_for() {
     press(&mut app, KeyCode::Char('3'));
     let screen = render(&mut app, 140, 40);
     assert!(screen.contains("slurm job 77: waiting to start (the log says why)"), "{screen}");
+    press(&mut app, KeyCode::Char('1'));
+    let screen = render(&mut app, 140, 40);
+    let row = screen.lines().find(|l| l.trim_start().starts_with("4 ")).unwrap_or_else(|| panic!("{screen}"));
+    assert!(row.contains("submitted"), "{row}");
 }
 
 /// How a run ended reads in yellow when it was interrupted (its checkpoint is kept) and in red

@@ -111,7 +111,7 @@ fn draw_live(frame: &mut Frame, area: Rect, app: &App) {
             ListItem::new(Line::from(vec![
                 Span::raw(format!("{mark}{:>4} ", r.id)),
                 Span::raw(format!("{:<12.12} ", r.layer.name)),
-                Span::styled(r.status.as_str(), Style::default().fg(status_colour(r.status))),
+                Span::styled(r.shown_status(), Style::default().fg(status_colour(r.status))),
             ]))
         })
         .collect();
@@ -138,7 +138,7 @@ fn draw_live(frame: &mut Frame, area: Rect, app: &App) {
             label.push_str(&format!(" · ETA {}", format_duration(eta)));
         }
     }
-    let title = format!("run {}: {} on {} ({})", run.id, run.layer.name, run.task.name, run.status);
+    let title = format!("run {}: {} on {} ({})", run.id, run.layer.name, run.task.name, run.shown_status());
     frame.render_widget(
         Gauge::default()
             .block(Block::default().borders(Borders::ALL).title(title))
