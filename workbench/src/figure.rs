@@ -144,8 +144,8 @@ fn range(values: impl Iterator<Item = f64>) -> Option<(f64, f64)> {
     if lo > hi {
         return None;
     }
-    let pad = if hi > lo { (hi - lo) * 0.05 } else { lo.abs().max(1.0) * 0.05 };
-    Some((lo - pad, hi + pad))
+    let [lo, hi] = crate::axis_range::padded(lo, hi);
+    Some((lo, hi))
 }
 
 type DrawResult = std::result::Result<(), Box<dyn std::error::Error>>;

@@ -23,6 +23,7 @@
 //! - [`logging`] prints their messages (`tracing`) on stderr, filtered by `RUST_LOG`.
 
 pub mod ablation;
+pub mod axis_range;
 pub mod cli;
 pub mod colour;
 pub mod commands;

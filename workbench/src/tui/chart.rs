@@ -75,17 +75,9 @@ pub fn bounds<'a>(curves: impl IntoIterator<Item = &'a [(f64, f64)]>) -> Option<
     if !x[0].is_finite() {
         return None;
     }
-    let widen = |r: [f64; 2]| {
-        if r[1] > r[0] {
-            r
-        } else {
-            let pad = if r[0] == 0.0 { 1.0 } else { r[0].abs() * 0.05 };
-            [r[0] - pad, r[1] + pad]
-        }
-    };
-    let y = widen(y);
-    let pad = (y[1] - y[0]) * 0.05;
-    Some((widen(x), [y[0] - pad, y[1] + pad]))
+    // Steps start at the frame; only a single step is widened, so that the axis has a span.
+    let x = if x[1] > x[0] { x } else { crate::axis_range::padded(x[0], x[1]) };
+    Some((x, crate::axis_range::padded(y[0], y[1])))
 }
 
 /// Axis labels for `values` on an axis spanning `[lo, hi]`: as many decimals as it takes to
@@ -150,5 +142,15 @@ mod tests {
         let (x, y) = bounds([&c[..]]).unwrap();
         assert!(x[0] < 1.0 && x[1] > 1.0 && y[0] < 3.0 && y[1] > 3.0);
         assert!(bounds(std::iter::empty()).is_none());
+    }
+
+    /// A curve that is never negative (a mean angle) gets no negative tick: its axis starts
+    /// at zero, where the margin would have taken it below.
+    #[test]
+    fn a_non_negative_curve_s_axis_stops_at_zero() {
+        let angle = [(0.0, 2.0), (16.0, 80.0)];
+        let (x, y) = bounds([&angle[..]]).unwrap();
+        assert_eq!((x, y[0]), ([0.0, 16.0], 0.0));
+        assert!(y[1] > 80.0);
     }
 }
