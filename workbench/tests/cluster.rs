@@ -531,11 +531,13 @@ async fn a_waiting_job_s_reason_goes_to_its_run_s_log() {
     let job = shown["run"]["supervision"]["job_id"].as_str().map(str::to_string);
     // The table says the run is with Slurm, not merely queued.
     let (_, table, _) = run(cluster.workbench().arg("runs"));
+    let (_, shown_text, _) = run(cluster.workbench().args(["runs", "show", "1"]));
     if let Some(job) = &job {
         let _ = Command::new("scancel").arg(job).status();
     }
     let row = table.lines().find(|l| l.trim_start().starts_with("1 ")).unwrap_or_default();
     assert!(row.contains(" submitted "), "{table}");
+    assert!(shown_text.starts_with("run 1: queued (submitted) —"), "{shown_text}");
     // `train` sees the job gone by itself, within a few of its passes.
     let deadline = Instant::now() + Duration::from_secs(60);
     let exit = loop {

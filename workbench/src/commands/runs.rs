@@ -227,8 +227,11 @@ pub async fn show(store: &Store, id: i64, as_json: bool) -> Result<i32> {
         println!("{}", serde_json::to_string_pretty(&json!({"run": r, "metrics": metrics, "log": logs}))?);
         return Ok(0);
     }
-    let paused = if r.held { " (paused)" } else { "" };
-    println!("run {}: {}{paused} — {} on {}", r.id, r.status, r.layer.name, r.task.name);
+    // The state the run tables show, where it says more than the stored status (`paused`,
+    // `submitted`, `damaged`).
+    let shown = r.shown_status();
+    let aside = if shown == r.status.as_str() { String::new() } else { format!(" ({shown})") };
+    println!("run {}: {}{aside} — {} on {}", r.id, r.status, r.layer.name, r.task.name);
     for line in membership_lines(store, &r).await? {
         println!("{line}");
     }
