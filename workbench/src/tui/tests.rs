@@ -393,17 +393,43 @@ fn live_screen_colours_an_interruption_apart_from_a_failure() {
     press(&mut app, KeyCode::Char('3'));
     for (id, text, colour) in [(5, "stopped at step 7", Color::Yellow), (6, "out of memory", Color::Red)] {
         app.live.run = Some(id);
-        let mut terminal = Terminal::new(TestBackend::new(140, 40)).unwrap();
-        terminal.draw(|f| ui::draw(f, &app)).unwrap();
-        let buffer = terminal.backend().buffer().clone();
-        let at = (0..40u16)
-            .flat_map(|y| (0..140u16).map(move |x| (x, y)))
-            .find(|&(x, y)| {
-                (0..text.len() as u16)
-                    .all(|i| x + i < 140 && buffer[(x + i, y)].symbol() == &text[i as usize..i as usize + 1])
-            })
-            .unwrap_or_else(|| panic!("`{text}` is not on the Live screen of run {id}"));
-        assert_eq!(buffer[at].fg, colour, "run {id}");
+        assert_eq!(colour_of(&app, text), colour, "run {id}");
+    }
+}
+
+/// The colour `text` is drawn in, where it first appears on a 140 x 40 screen.
+fn colour_of(app: &App, text: &str) -> Color {
+    let mut terminal = Terminal::new(TestBackend::new(140, 40)).unwrap();
+    terminal.draw(|f| ui::draw(f, app)).unwrap();
+    let buffer = terminal.backend().buffer().clone();
+    let at = (0..40u16)
+        .flat_map(|y| (0..140u16).map(move |x| (x, y)))
+        .find(|&(x, y)| {
+            (0..text.len() as u16)
+                .all(|i| x + i < 140 && buffer[(x + i, y)].symbol() == &text[i as usize..i as usize + 1])
+        })
+        .unwrap_or_else(|| panic!("`{text}` is not on the screen"));
+    buffer[at].fg
+}
+
+/// The Runs table greys out a paused run (the queue leaves it) and shows a damaged row in red,
+/// whatever its status; a submitted run keeps the queued colour.
+#[test]
+fn runs_table_colours_the_state_it_shows() {
+    let (mut app, _) = app();
+    let mut snapshot = app.snapshot.clone();
+    let queued = |id| record(id, "hyperset", RunStatus::Queued, 64, 3);
+    let mut paused = queued(5);
+    paused.held = true;
+    let mut submitted = queued(6);
+    submitted.supervision.job_id = Some("77".into());
+    let mut damaged = record(7, "hyperset", RunStatus::Finished, 64, 3);
+    damaged.damage = Some("configuration is not valid JSON".into());
+    snapshot.runs.extend([paused, submitted, damaged]);
+    app.apply(Update::Runs(snapshot));
+    press(&mut app, KeyCode::Char('1'));
+    for (text, colour) in [("paused", Color::DarkGray), ("submitted", Color::Blue), ("damaged", Color::Red)] {
+        assert_eq!(colour_of(&app, text), colour, "{text}");
     }
 }
 

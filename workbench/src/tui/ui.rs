@@ -7,7 +7,7 @@ use super::app::{App, Screen};
 use super::keys::{self, Command};
 use super::layout::{tab_title, Areas};
 use super::screens;
-use crate::store::RunStatus;
+use crate::store::{RunRecord, RunStatus};
 use ratatui::layout::{Alignment, Rect};
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
@@ -23,6 +23,18 @@ pub fn status_colour(s: RunStatus) -> Color {
         RunStatus::Failed => Color::Red,
         RunStatus::Interrupted => Color::Magenta,
         RunStatus::Diverged => Color::LightRed,
+    }
+}
+
+/// The colour of the state a run table shows ([`RunRecord::shown_status`]): a damaged row in
+/// red whatever its status, a paused run greyed out (the queue leaves it), else its status's.
+pub fn shown_status_colour(run: &RunRecord) -> Color {
+    if run.damage.is_some() {
+        Color::Red
+    } else if run.held {
+        Color::DarkGray
+    } else {
+        status_colour(run.status)
     }
 }
 

@@ -13,7 +13,7 @@ use crate::tui::keys::{cmd, hint, Action, Command, Key};
 use crate::tui::layout::Areas;
 use crate::tui::runs::format_duration;
 use crate::tui::sphere::{self, TrajectoryCache};
-use crate::tui::ui::status_colour;
+use crate::tui::ui::{shown_status_colour, status_colour};
 use ratatui::crossterm::event::KeyCode;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Color, Style};
@@ -111,7 +111,7 @@ fn draw_live(frame: &mut Frame, area: Rect, app: &App) {
             ListItem::new(Line::from(vec![
                 Span::raw(format!("{mark}{:>4} ", r.id)),
                 Span::raw(format!("{:<12.12} ", r.layer.name)),
-                Span::styled(r.shown_status(), Style::default().fg(status_colour(r.status))),
+                Span::styled(r.shown_status(), Style::default().fg(shown_status_colour(r))),
             ]))
         })
         .collect();

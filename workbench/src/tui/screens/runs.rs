@@ -12,7 +12,7 @@ use crate::tui::layout::Areas;
 pub use crate::tui::runs::RunsState;
 use crate::tui::runs::{cell, Column};
 use crate::tui::service::Request;
-use crate::tui::ui::{bold, centred, dim, status_colour};
+use crate::tui::ui::{bold, centred, dim, shown_status_colour};
 use ratatui::crossterm::event::{KeyCode, KeyEvent};
 use ratatui::layout::Rect;
 use ratatui::style::{Color, Modifier, Style};
@@ -392,7 +392,7 @@ fn draw(frame: &mut Frame, area: Rect, app: &App, areas: &Areas) {
             let mut cells = vec![Cell::from(mark).style(Style::default().fg(Color::Cyan))];
             for c in shown {
                 let style = match c {
-                    Column::Status => Style::default().fg(status_colour(r.status)),
+                    Column::Status => Style::default().fg(shown_status_colour(r)),
                     _ => Style::default(),
                 };
                 cells.push(Cell::from(cell(c, r, f, &table, &app.snapshot, now)).style(style));
