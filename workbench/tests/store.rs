@@ -1793,7 +1793,8 @@ async fn a_runs_follower_sees_a_change_that_commits_late() {
     assert_eq!(notes, vec!["late", "early"]);
 }
 
-/// `sweeps` counts each sweep's runs by status (and its paused queued runs), newest first;
+/// `sweeps` counts each sweep's runs by status (and its paused queued runs, and those submitted
+/// to Slurm whose job has not started), newest first;
 /// `sweep(id)` reads that one sweep alone, and an unknown id is reported as a sweep.
 async fn sweeps_are_counted_and_one_is_read_by_id(backend: Backend) {
     let Some(dir) = TestDb::new(backend, "sweeps").await else { return };
@@ -1802,6 +1803,7 @@ async fn sweeps_are_counted_and_one_is_read_by_id(backend: Backend) {
     let runs: Vec<i64> = queue_in_sweep(&store, first, 3).await;
     store.mark_running(runs[0], std::process::id()).await.unwrap();
     store.set_held(runs[1], true).await.unwrap();
+    store.set_executor(runs[2], "slurm", Some("77")).await.unwrap();
     let second = store.create_sweep("seed", &json!({"axes": ["seed"]})).await.unwrap();
     store.create_run_in_sweep(&new_run(9), second, 0).await.unwrap();
     let empty = store.create_sweep("empty", &json!({"axes": []})).await.unwrap();
@@ -1810,11 +1812,12 @@ async fn sweeps_are_counted_and_one_is_read_by_id(backend: Backend) {
     let all = store.sweeps().await.unwrap();
     let ids: Vec<i64> = all.iter().map(|s| s.id).collect();
     assert_eq!(ids, vec![empty, second, first], "newest first");
-    let counts =
-        |s: &workbench::store::SweepRecord| (s.counts.iter().map(|(k, v)| (k.clone(), *v)).collect::<Vec<_>>(), s.held);
-    assert_eq!(counts(&all[2]), (vec![("queued".to_string(), 2), ("running".to_string(), 1)], 1));
-    assert_eq!(counts(&all[1]), (vec![("queued".to_string(), 1)], 0));
-    assert_eq!(counts(&all[0]), (vec![], 0));
+    let counts = |s: &workbench::store::SweepRecord| {
+        (s.counts.iter().map(|(k, v)| (k.clone(), *v)).collect::<Vec<_>>(), s.held, s.submitted)
+    };
+    assert_eq!(counts(&all[2]), (vec![("queued".to_string(), 2), ("running".to_string(), 1)], 1, 1));
+    assert_eq!(counts(&all[1]), (vec![("queued".to_string(), 1)], 0, 0));
+    assert_eq!(counts(&all[0]), (vec![], 0, 0));
     for listed in &all {
         let alone = store.sweep(listed.id).await.unwrap();
         assert_eq!(format!("{alone:?}"), format!("{listed:?}"), "sweep {} read alone", listed.id);

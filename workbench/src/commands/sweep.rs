@@ -7,7 +7,7 @@ use crate::host::PluginHost;
 use crate::ops;
 use crate::ops::grid::plan;
 use crate::queue::QueueRunner;
-use crate::store::{RunRecord, RunStatus, Store, StoreOutage};
+use crate::store::{RunRecord, RunStatus, Store, StoreOutage, SweepRecord};
 use crate::train::launch::say_above;
 use anyhow::{anyhow, Result};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -286,6 +286,23 @@ impl Report<'_> {
     }
 }
 
+/// What a sweep's queued runs are waiting for, when some wait for more than a free slot:
+/// ` (2 paused, 3 submitted to Slurm)`, else nothing.
+fn queued_aside(sweep: &SweepRecord) -> String {
+    let mut parts = Vec::new();
+    if sweep.held > 0 {
+        parts.push(format!("{} paused", sweep.held));
+    }
+    if sweep.submitted > 0 {
+        parts.push(format!("{} submitted to Slurm", sweep.submitted));
+    }
+    if parts.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", parts.join(", "))
+    }
+}
+
 /// `workbench sweeps`: one line per sweep with its runs by status.
 pub async fn list(store: &Store, json: bool) -> Result<i32> {
     let sweeps = store.sweeps().await?;
@@ -299,8 +316,7 @@ pub async fn list(store: &Store, json: bool) -> Result<i32> {
     }
     for s in sweeps {
         let counts: Vec<String> = s.counts.iter().map(|(k, v)| format!("{v} {k}")).collect();
-        let held = if s.held > 0 { format!(" ({} paused)", s.held) } else { String::new() };
-        println!("sweep {:>3}  {}  [{}]{held}", s.id, s.name, counts.join(", "));
+        println!("sweep {:>3}  {}  [{}]{}", s.id, s.name, counts.join(", "), queued_aside(&s));
     }
     Ok(0)
 }
@@ -330,8 +346,8 @@ pub async fn show(store: &Store, id: i64, json: bool) -> Result<i32> {
         None => println!("spec:     {}", sweep.spec),
     }
     let counts: Vec<String> = sweep.counts.iter().map(|(k, v)| format!("{v} {k}")).collect();
-    let held = if sweep.held > 0 { format!(" ({} paused)", sweep.held) } else { String::new() };
-    println!("runs:     {}{held}", if counts.is_empty() { "none".to_string() } else { counts.join(", ") });
+    let counts = if counts.is_empty() { "none".to_string() } else { counts.join(", ") };
+    println!("runs:     {counts}{}", queued_aside(&sweep));
     if !runs.is_empty() {
         println!();
         let swept = spec.as_ref().map_or_else(Vec::new, |spec| swept_columns(spec, &runs));
@@ -409,7 +425,25 @@ pub async fn cancel_sweep(store: &Store, sweep: i64) -> Result<i32> {
 
 #[cfg(test)]
 mod tests {
-    use super::per_core_hint;
+    use super::{per_core_hint, queued_aside};
+    use crate::store::SweepRecord;
+
+    #[test]
+    fn a_sweep_line_says_what_its_queued_runs_wait_for() {
+        let sweep = |held, submitted| SweepRecord {
+            id: 1,
+            name: "lr".into(),
+            spec: serde_json::json!({}),
+            created_at: 0.0,
+            counts: [("queued".to_string(), 5)].into(),
+            held,
+            submitted,
+        };
+        assert_eq!(queued_aside(&sweep(0, 0)), "");
+        assert_eq!(queued_aside(&sweep(2, 0)), " (2 paused)");
+        assert_eq!(queued_aside(&sweep(2, 3)), " (2 paused, 3 submitted to Slurm)");
+        assert_eq!(queued_aside(&sweep(0, 3)), " (3 submitted to Slurm)");
+    }
 
     #[test]
     fn a_start_event_names_the_slurm_job_only_when_there_is_one() {

@@ -108,7 +108,8 @@ impl Store {
         .await
         .map_err(|e| self.err(e))?;
         let count_rows = sqlx::query::<Any>(
-            "SELECT sweep_id, status, COUNT(*) AS n, SUM(CASE WHEN held <> 0 THEN 1 ELSE 0 END) AS held FROM runs \
+            "SELECT sweep_id, status, COUNT(*) AS n, SUM(CASE WHEN held <> 0 THEN 1 ELSE 0 END) AS held, \
+             SUM(CASE WHEN held = 0 AND job_id IS NOT NULL THEN 1 ELSE 0 END) AS submitted FROM runs \
              WHERE sweep_id IS NOT NULL AND ($1 = 1 OR sweep_id = $2) GROUP BY sweep_id, status",
         )
         .bind(all)
@@ -116,14 +117,15 @@ impl Store {
         .fetch_all(&self.pool)
         .await
         .map_err(|e| self.err(e))?;
-        // sweep id -> (status -> runs, queued runs held).
-        let mut counts: HashMap<i64, (BTreeMap<String, u64>, u64)> = HashMap::new();
+        // sweep id -> (status -> runs, queued runs held, queued runs submitted to a scheduler).
+        let mut counts: HashMap<i64, (BTreeMap<String, u64>, u64, u64)> = HashMap::new();
         for c in &count_rows {
             let status: String = self.get(c, "status")?;
             let n: i64 = self.get(c, "n")?;
             let entry = counts.entry(self.get(c, "sweep_id")?).or_default();
             if status == "queued" {
                 entry.1 = self.get::<Option<i64>>(c, "held")?.unwrap_or(0) as u64;
+                entry.2 = self.get::<Option<i64>>(c, "submitted")?.unwrap_or(0) as u64;
             }
             entry.0.insert(status, n as u64);
         }
@@ -131,7 +133,7 @@ impl Store {
         for r in rows {
             let id: i64 = self.get(&r, "id")?;
             let spec: String = self.get(&r, "spec")?;
-            let (counts, held) = counts.remove(&id).unwrap_or_default();
+            let (counts, held, submitted) = counts.remove(&id).unwrap_or_default();
             out.push(SweepRecord {
                 id,
                 name: self.get(&r, "name")?,
@@ -140,6 +142,7 @@ impl Store {
                 created_at: self.get(&r, "created_at")?,
                 counts,
                 held,
+                submitted,
             });
         }
         Ok(out)

@@ -208,6 +208,10 @@ pub struct SweepRecord {
     pub counts: std::collections::BTreeMap<String, u64>,
     /// Queued runs that are paused.
     pub held: u64,
+    /// Queued runs handed to a scheduler whose job has not started their worker yet (shown
+    /// as `submitted`, see [`RunRecord::shown_status`]).
+    #[serde(default)]
+    pub submitted: u64,
 }
 
 impl RunRecord {
