@@ -370,6 +370,8 @@ fn live_screen_names_the_job_a_queued_run_waits_for() {
     press(&mut app, KeyCode::Char('3'));
     let screen = render(&mut app, 140, 40);
     assert!(screen.contains("slurm job 77: waiting to start (the log says why)"), "{screen}");
+    assert!(screen.contains("run 4: hyperset on sudoku (submitted)"), "{screen}");
+    assert!(screen.lines().any(|l| l.contains("4 hyperset     submitted")), "the list says it whole: {screen}");
     press(&mut app, KeyCode::Char('1'));
     let screen = render(&mut app, 140, 40);
     let row = screen.lines().find(|l| l.trim_start().starts_with("4 ")).unwrap_or_else(|| panic!("{screen}"));

@@ -101,7 +101,8 @@ fn eval_examples(app: &App, id: i64) -> Option<f64> {
 }
 
 fn draw_live(frame: &mut Frame, area: Rect, app: &App) {
-    let [list_area, main] = Layout::horizontal([Constraint::Length(30), Constraint::Min(0)]).areas(area);
+    // Wide enough for the longest state (`interrupted`) beside the id and a layer's name.
+    let [list_area, main] = Layout::horizontal([Constraint::Length(33), Constraint::Min(0)]).areas(area);
     let candidates = app.live_candidates();
     let live = app.live_id();
     let items: Vec<ListItem> = candidates
