@@ -15,7 +15,7 @@ use ratatui::widgets::{Paragraph, Wrap};
 use ratatui::Frame;
 
 /// The colour of a run status.
-pub fn status_colour(s: RunStatus) -> Color {
+fn status_colour(s: RunStatus) -> Color {
     match s {
         RunStatus::Queued => Color::Blue,
         RunStatus::Running => Color::Yellow,
@@ -29,12 +29,10 @@ pub fn status_colour(s: RunStatus) -> Color {
 /// The colour of the state a run table shows ([`RunRecord::shown_status`]): a damaged row in
 /// red whatever its status, a paused run greyed out (the queue leaves it), else its status's.
 pub fn shown_status_colour(run: &RunRecord) -> Color {
-    if run.damage.is_some() {
-        Color::Red
-    } else if run.held {
-        Color::DarkGray
-    } else {
-        status_colour(run.status)
+    match run.shown_status() {
+        "damaged" => Color::Red,
+        "paused" => Color::DarkGray,
+        _ => status_colour(run.status),
     }
 }
 

@@ -13,7 +13,7 @@ use crate::tui::keys::{cmd, hint, Action, Command, Key};
 use crate::tui::layout::Areas;
 use crate::tui::runs::format_duration;
 use crate::tui::sphere::{self, TrajectoryCache};
-use crate::tui::ui::{shown_status_colour, status_colour};
+use crate::tui::ui::shown_status_colour;
 use ratatui::crossterm::event::KeyCode;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Color, Style};
@@ -143,7 +143,7 @@ fn draw_live(frame: &mut Frame, area: Rect, app: &App) {
     frame.render_widget(
         Gauge::default()
             .block(Block::default().borders(Borders::ALL).title(title))
-            .gauge_style(Style::default().fg(status_colour(run.status)))
+            .gauge_style(Style::default().fg(shown_status_colour(run)))
             .ratio(ratio)
             .label(label),
         gauge_area,
