@@ -6,11 +6,13 @@
 #   cargo build --release --workspace
 #   WORKBENCH_PYTHON=/path/to/python-with-torch workbench/bench/every-family.sh 5
 #
-# STEPS sets the timed steps per run (default 10); EXTRA adds options to every configuration,
-# e.g. EXTRA=device=cuda:0 (a build with --features cuda; PyTorch then runs on the same device).
+# Each run alternates ROUNDS blocks (default 3) of STEPS timed steps (default 4) with PyTorch's
+# (`--rounds`), so a run's ratio compares the two sides over the same minutes; EXTRA adds
+# options to every configuration, e.g. EXTRA=device=cuda:0 (a build with --features cuda;
+# PyTorch then runs on the same device).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-steps="${STEPS:-10}"
+steps="${STEPS:-4} --rounds ${ROUNDS:-3}"
 extra="${EXTRA:-}"
 exec plugin-api/kernels/bench-compare.sh "${1:-5}" \
     "--layer hyperset --task sudoku --steps $steps --reference $extra" \

@@ -150,10 +150,14 @@ pub enum Command {
         /// Timed steps (after two warm-up steps).
         #[arg(long, default_value_t = 10, value_parser = at_least_one)]
         steps: usize,
-        /// Then time the same model in PyTorch CPU eager (needs python3 with torch, or
-        /// WORKBENCH_PYTHON) and print the ratio.
+        /// Time the same model in PyTorch CPU eager too, in turn with the workbench's steps
+        /// (needs python3 with torch, or WORKBENCH_PYTHON), and print the ratio.
         #[arg(long)]
         reference: bool,
+        /// With --reference: alternate this many blocks of --steps timed steps with PyTorch's
+        /// (PyTorch first every other round) and print each round's ratio.
+        #[arg(long, default_value_t = 1, value_parser = at_least_one, requires = "reference")]
+        rounds: usize,
         /// Overrides `key=value` as for `train`.
         overrides: Vec<String>,
         /// The measurements as one JSON object.
@@ -570,11 +574,18 @@ fn tune_process(command: Option<&Command>) {
 
 /// Commands that only print end quietly when their output is closed (`workbench runs | head`),
 /// as other Unix tools do, instead of panicking on the broken pipe. Not the worker (it must
-/// train on), nor the commands that follow one or own a terminal (they handle it themselves).
+/// train on), nor the commands that follow one or own a terminal (they handle it themselves),
+/// nor `bench --reference` (it writes to PyTorch's standard input and reports its end).
 fn quiet_on_closed_output(command: Option<&Command>) {
     let follows = matches!(
         command,
-        None | Some(Command::Worker { .. } | Command::Train { .. } | Command::Resume { .. } | Command::Tui { .. })
+        None | Some(
+            Command::Worker { .. }
+                | Command::Train { .. }
+                | Command::Resume { .. }
+                | Command::Tui { .. }
+                | Command::Bench { reference: true, .. }
+        )
     );
     if !follows {
         // SAFETY: restoring the default disposition of SIGPIPE before any thread is started.
@@ -802,8 +813,17 @@ async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         Some(Command::Verify { layer, run: None, overrides, seed, json }) => {
             commands::verify::run(&commands::load_plugins(&dirs), layer.as_deref(), &overrides, seed, json)
         }
-        Some(Command::Bench { layer, task, steps, reference, overrides, json }) => {
-            commands::bench::run(&commands::load_plugins(&dirs), &layer, &task, steps, reference, &overrides, json)
+        Some(Command::Bench { layer, task, steps, reference, rounds, overrides, json }) => {
+            let reference_rounds = reference.then_some(rounds);
+            commands::bench::run(
+                &commands::load_plugins(&dirs),
+                &layer,
+                &task,
+                steps,
+                reference_rounds,
+                &overrides,
+                json,
+            )
         }
         Some(Command::Completions { shell }) => commands::completions::completions(shell),
         Some(Command::Man { out }) => commands::completions::man(out.as_deref()),

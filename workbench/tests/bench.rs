@@ -8,20 +8,35 @@ use std::path::{Path, PathBuf};
 
 const TINY: [&str; 7] = ["--steps", "2", "d=16", "heads=2", "iterations=2", "time_dim=8", "batch_size=4"];
 
-/// What a stand-in reference prints: 8 samples/s and a parameter count that is not the model's.
-const FAKE_RESULT: &str = r#"{"torch": "9.9.9", "threads": 2, "parameters": 1, "step_s": 0.5, "samples_per_s": 8.0}"#;
+/// What a stand-in reference says once ready: a parameter count that is not the model's.
+const FAKE_READY: &str = r#"{"torch": "9.9.9", "threads": 2, "parameters": 1}"#;
 
-/// An executable stand-in for `python3` that keeps the script it is given on its standard
-/// input as `received.py`, its JSON argument as `args.json` and its environment as
-/// `env.txt`, prints `stdout`, `stderr` and
-/// exits with `code`.
+/// An executable stand-in for `python3`, run as `python -c SCRIPT ARGUMENT`: it keeps the
+/// script as `received.py`, the JSON argument as `args.json` and its environment as `env.txt`,
+/// prints `stdout` and `stderr`, exits with `code` if it is not 0, and otherwise answers each
+/// request for a block of steps (logged in `requests.txt`) with 0.5 s per step: 8 samples/s
+/// at the tests' batch of 4.
 fn fake_python(dir: &Path, stdout: &str, stderr: &str, code: i32) -> PathBuf {
     use std::os::unix::fs::PermissionsExt;
     let path = dir.join("python");
+    let _ = std::fs::remove_file(dir.join("requests.txt"));
     std::fs::write(
         &path,
         format!(
-            "#!/bin/sh\nprintf '%s' \"$2\" > \"$(dirname \"$0\")/args.json\"\nenv > \"$(dirname \"$0\")/env.txt\"\ncat > \"$(dirname \"$0\")/received.py\"\necho '{stdout}'\necho \"{stderr}\" >&2\nexit {code}\n"
+            r#"#!/bin/sh
+here="$(dirname "$0")"
+[ "$1" = "-c" ] || {{ echo "expected -c, got $1" >&2; exit 64; }}
+printf '%s' "$2" > "$here/received.py"
+printf '%s' "$3" > "$here/args.json"
+env > "$here/env.txt"
+echo '{stdout}'
+echo "{stderr}" >&2
+[ {code} -eq 0 ] || exit {code}
+while read -r steps; do
+    echo "$steps" >> "$here/requests.txt"
+    echo '{{"step_s": 0.5}}'
+done
+"#
         ),
     )
     .unwrap();
@@ -67,11 +82,11 @@ fn bench_refuses_zero_timed_steps() {
 #[test]
 fn the_reference_ratio_is_printed_side_by_side() {
     let dir = temp_dir("bench-ref");
-    let python = fake_python(&dir, FAKE_RESULT, "", 0);
+    let python = fake_python(&dir, FAKE_READY, "", 0);
     let (code, stdout, stderr) = bench(&dir, Some(&python), &["--reference"]);
     assert_eq!(code, 0, "{stderr}");
     assert!(stdout.contains("reference PyTorch 9.9.9 CPU eager, 2 threads"), "{stdout}");
-    // The script arrives on standard input, never as a file in a shared directory.
+    // The script arrives as an argument, never as a file in a shared directory.
     assert!(std::fs::read_to_string(dir.join("received.py")).unwrap().contains("import torch"));
     // The stand-in's parameter count is not the model's: said, not hidden.
     assert!(stdout.contains("(differs: not the same model)"), "{stdout}");
@@ -88,13 +103,64 @@ fn the_reference_ratio_is_printed_side_by_side() {
         .and_then(|v| v.parse().ok())
         .expect("a ratio line");
     assert!((ratio - ours / 8.0).abs() < 0.01 * ratio.max(1.0), "ratio {ratio} vs {ours} / 8");
+    // One round: one block of the two timed steps asked of PyTorch, and no per-round line.
+    assert_eq!(std::fs::read_to_string(dir.join("requests.txt")).unwrap(), "2\n");
+    assert!(!stdout.contains("rounds of"), "{stdout}");
+}
+
+/// `--rounds`: the timed steps alternate with PyTorch's in blocks, each round's ratio printed
+/// and kept in the JSON report.
+#[test]
+fn rounds_alternate_blocks_of_steps_with_the_reference() {
+    let dir = temp_dir("bench-rounds");
+    let python = fake_python(&dir, FAKE_READY, "", 0);
+    let (code, stdout, stderr) = bench(&dir, Some(&python), &["--reference", "--rounds", "3", "--json"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(std::fs::read_to_string(dir.join("requests.txt")).unwrap(), "2\n2\n2\n");
+    let report: serde_json::Value = serde_json::from_str(&stdout).expect("one JSON object");
+    assert_eq!((report["steps"].as_u64(), report["rounds"].as_u64()), (Some(2), Some(3)), "{report}");
+    let rounds = report["reference"]["rounds"].as_array().expect("the rounds");
+    assert_eq!(rounds.len(), 3, "{report}");
+    for round in rounds {
+        let (ours, theirs) = (round["step_s"].as_f64().unwrap(), round["reference_step_s"].as_f64().unwrap());
+        assert_eq!(theirs, 0.5, "{report}");
+        assert!((round["ratio"].as_f64().unwrap() - theirs / ours).abs() < 1e-9, "{report}");
+    }
+    // The overall step is the mean of the rounds' (equal blocks).
+    let mean = rounds.iter().map(|r| r["step_s"].as_f64().unwrap()).sum::<f64>() / 3.0;
+    assert!((report["step_s"].as_f64().unwrap() - mean).abs() < 1e-9 * mean, "{report}");
+    // As lines: one ratio per round.
+    let (code, stdout, stderr) = bench(&dir, Some(&python), &["--reference", "--rounds", "2"]);
+    assert_eq!(code, 0, "{stderr}");
+    let line = stdout.lines().find(|l| l.contains("rounds of 2 steps each side")).expect(&stdout);
+    assert_eq!(line.matches('x').count(), 2, "{line}");
+    // Rounds without a reference are refused by the parser.
+    let (code, _, stderr) = bench(&dir, None, &["--rounds", "2"]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("--reference"), "{stderr}");
+}
+
+/// A reference that dies after building its model is reported with what it said, and the
+/// bench fails instead of printing a ratio.
+#[test]
+fn a_reference_that_dies_while_timing_is_named_with_its_error() {
+    let dir = temp_dir("bench-ref-dies");
+    let python = fake_python(&dir, FAKE_READY, "RuntimeError: out of memory", 3);
+    let (code, stdout, stderr) = bench(&dir, Some(&python), &["--reference"]);
+    assert_ne!(code, 0, "{stdout}");
+    assert!(
+        stderr.contains("ended before reporting 2 timed steps") || stderr.contains("stopped before timing"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("RuntimeError: out of memory") && stderr.contains("exit status: 3"), "{stderr}");
+    assert!(!stdout.contains("ratio"), "{stdout}");
 }
 
 /// `--json`: one object with the measurements and the reference, nothing else on stdout.
 #[test]
 fn bench_json_is_one_object() {
     let dir = temp_dir("bench-json");
-    let python = fake_python(&dir, FAKE_RESULT, "", 0);
+    let python = fake_python(&dir, FAKE_READY, "", 0);
     let (code, stdout, stderr) = bench(&dir, Some(&python), &["--reference", "--json"]);
     assert_eq!(code, 0, "{stderr}");
     let report: serde_json::Value = serde_json::from_str(&stdout).expect("one JSON object");
@@ -148,7 +214,7 @@ fn the_reference_refuses_what_it_does_not_model_before_timing() {
 #[test]
 fn the_reference_of_a_layer_on_another_task() {
     let dir = temp_dir("bench-image");
-    let python = fake_python(&dir, FAKE_RESULT, "", 0);
+    let python = fake_python(&dir, FAKE_READY, "", 0);
     let (code, stdout, stderr) = bench(&dir, Some(&python), &["--task", "image", "--reference", "task.patches=4"]);
     assert_eq!(code, 0, "{stderr}");
     assert!(stdout.contains("layer hyperset on image"), "{stdout}");
@@ -185,7 +251,7 @@ fn references_can_be_read_from_a_folder() {
 #[test]
 fn every_family_has_a_reference_on_its_main_task() {
     let dir = temp_dir("bench-families");
-    let python = fake_python(&dir, FAKE_RESULT, "", 0);
+    let python = fake_python(&dir, FAKE_READY, "", 0);
     let families: [(&str, &str, &str, &[&str]); 8] = [
         ("hyperset", "sudoku", "class HyperSet", &["time_dim=8"]),
         ("hyperset", "image", "class HyperSet", &["time_dim=8"]),
@@ -220,7 +286,7 @@ fn every_family_has_a_reference_on_its_main_task() {
 fn a_narrower_instruction_set_is_reported_and_given_to_the_reference() {
     use plugin_api::isa::{Isa, ISA_VARIABLE};
     let dir = temp_dir("bench-isa");
-    let python = fake_python(&dir, FAKE_RESULT, "", 0);
+    let python = fake_python(&dir, FAKE_READY, "", 0);
     let mut cmd = workbench(&dir);
     cmd.arg("bench").args(TINY).arg("--reference").env("WORKBENCH_PYTHON", &python).env(ISA_VARIABLE, "baseline");
     let (code, stdout, stderr) = run(&mut cmd);

@@ -10,14 +10,17 @@ The script is this file, then one task file (`tasks/`), then one layer file (`la
   with `loss(*batch)`, and `make_batch(options, inputs)`, a random batch of the given input
   dimensions (timing does not depend on the values).
 
-Argument: one JSON object with the resolved `layer` and `task` options, the `inputs`
-dimensions of one training batch, `causal`, `batch`, `steps`, `device` (`cpu`, `cuda` or
-`cuda:K`: every tensor is made there), `threads` and the trainer settings `train` (lr, beta1,
-beta2, weight_decay, grad_clip). Parameter counts are printed,
-so the two sides can be checked to hold the same model.
+The script is run as `python3 -c SCRIPT ARGUMENT`. Argument: one JSON object with the
+resolved `layer` and `task` options, the `inputs` dimensions of one training batch, `causal`,
+`batch`, `device` (`cpu`, `cuda` or `cuda:K`: every tensor is made there), `threads` and the
+trainer settings `train` (lr, beta1, beta2, weight_decay, grad_clip).
 
-Prints one line of JSON: {"torch": version, "device": name, "threads": n, "parameters": n,
-"step_s": mean seconds per step, "samples_per_s": ...}.
+The model is built and trained for two warm-up steps, then one line of JSON says so:
+{"torch": version, "device": name, "threads": n, "parameters": n} (the parameter count lets
+the two sides be checked to hold the same model). Then each line read on standard input is
+a number of steps to time, answered by one line {"step_s": mean seconds per step}, until
+standard input ends: the workbench alternates its own timed steps with these blocks, so
+that both sides are measured in the same minutes of a shared machine.
 """
 
 import json
@@ -107,9 +110,8 @@ def main():
         eps=1e-8,
         weight_decay=train["weight_decay"],
     )
-    times = []
-    for step in range(2 + args["steps"]):
-        start = time.perf_counter()
+
+    def step():
         opt.zero_grad(set_to_none=True)
         loss = model.loss(*batch)
         loss.backward()
@@ -117,18 +119,25 @@ def main():
         opt.step()
         if device.type == "cuda":  # the step's kernels run asynchronously
             torch.cuda.synchronize(device)
-        if step >= 2:  # two warm-up steps, as workbench bench
-            times.append(time.perf_counter() - start)
-    step_s = sum(times) / len(times)  # the mean, as workbench bench reports
-    print(
-        json.dumps(
-            {
-                "torch": torch.__version__,
-                "device": str(device),
-                "threads": torch.get_num_threads(),
-                "parameters": sum(p.numel() for p in model.parameters()),
-                "step_s": step_s,
-                "samples_per_s": args["batch"] / step_s,
-            }
-        )
+
+    for _ in range(2):  # two warm-up steps, as workbench bench
+        step()
+    say(
+        {
+            "torch": torch.__version__,
+            "device": str(device),
+            "threads": torch.get_num_threads(),
+            "parameters": sum(p.numel() for p in model.parameters()),
+        }
     )
+    for line in sys.stdin:
+        steps = int(line)
+        start = time.perf_counter()
+        for _ in range(steps):
+            step()
+        say({"step_s": (time.perf_counter() - start) / steps})  # the mean, as workbench bench
+
+
+def say(obj):
+    """One line of JSON on standard output, flushed: the workbench waits for it."""
+    print(json.dumps(obj), flush=True)

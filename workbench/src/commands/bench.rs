@@ -1,11 +1,13 @@
 //! `workbench bench`: training throughput of a layer on a task (Sudoku by default).
 //!
 //! Runs in this (short-lived) process: two warm-up steps, then `steps` timed steps of the
-//! same forward / backward / AdamW update the worker does. Achieved GFLOP/s counts the
+//! same forward / backward / AdamW update the worker does. With a PyTorch reference, the timed
+//! steps run in `rounds` blocks of `steps`, each followed (or, every other round, preceded) by
+//! a block of PyTorch's, so that both sides see the same minutes of a shared machine. Achieved GFLOP/s counts the
 //! matrix products of the layer analytically (forward + 2x for the backward), for the layers
 //! whose shapes it knows.
 
-use super::bench_reference::{self, Job, Model};
+use super::bench_reference::{Job, Model, Session};
 use crate::exit_code::refused;
 use crate::host::PluginHost;
 use crate::params::Params;
@@ -17,14 +19,15 @@ use candle_core::DType;
 use plugin_api::{Config, Pass, PluginKind};
 use std::time::Instant;
 
-/// Measures and prints the report; with `json`, one object instead of the lines (README,
+/// Measures and prints the report, beside PyTorch's in `reference_rounds` rounds when asked;
+/// with `json`, one object instead of the lines (README,
 /// "Machine-readable output").
 pub fn run(
     host: &PluginHost,
     layer: &str,
     task: &str,
     steps: usize,
-    reference: bool,
+    reference_rounds: Option<usize>,
     overrides: &[String],
     json: bool,
 ) -> Result<i32> {
@@ -42,15 +45,15 @@ pub fn run(
     all.extend(overrides.iter().cloned());
     let config = RunConfig::resolve(&layer_plugin.declaration, &task_plugin.declaration, &all).map_err(refused)?;
     let s = config.settings()?;
-    let reference_model = match reference {
-        true => Some(
+    let reference_model = match reference_rounds {
+        Some(_) => Some(
             Model::find(
                 (layer, &config.layer_config, &layer_plugin.declaration.params),
                 (task, &config.task_config, &task_plugin.declaration.params),
             )
             .map_err(refused)?,
         ),
-        false => None,
+        None => None,
     };
     let device = crate::device::parse(&s.device)?;
     let task_obj = host.build_task(task, &config.task_config, s.seed)?;
@@ -70,6 +73,27 @@ pub fn run(
     let cpu = std::cell::Cell::new(0.0);
     // How long the shards' threads idle at each step's end, waiting for the slowest shard.
     let waiting = std::cell::Cell::new(parallel::ShardWaiting::default());
+    // The reference builds its model and warms up before the workbench's own steps, so the
+    // two never run at once.
+    let mut torch = match &reference_model {
+        Some(model) => {
+            let batch = task_obj.train_batch(0, s.batch_size, &device).map_err(|e| anyhow!("{e}"))?;
+            let job = Job {
+                layer: &config.layer_config,
+                task: &config.task_config,
+                inputs: batch.inputs.dims().to_vec(),
+                causal,
+                batch: s.batch_size,
+                device: s.device.clone(),
+                threads: parallel::shard_count(s.threads, usize::MAX, true),
+                settings: serde_json::json!({
+                    "lr": s.lr, "beta1": s.beta1, "beta2": s.beta2, "weight_decay": s.weight_decay, "grad_clip": s.grad_clip,
+                }),
+            };
+            Some(Session::start(model, &job)?)
+        }
+        None => None,
+    };
     let mut step = |i: usize| -> Result<f64> {
         let batch = task_obj.train_batch(i as u64, s.batch_size, &device).map_err(|e| anyhow!("{e}"))?;
         let cpu0 = process_cpu_seconds();
@@ -91,17 +115,36 @@ pub fn run(
     let mut total = 0.0;
     let cpu_warm_up = cpu.get();
     waiting.take();
-    for i in 0..steps {
-        total += step(i + 2)?;
+    // Per round, the workbench's and PyTorch's mean step; PyTorch goes first every other round,
+    // so that a machine slowing down or speeding up favours neither.
+    let mut paired: Vec<(f64, f64)> = Vec::new();
+    let rounds = reference_rounds.unwrap_or(1);
+    for round in 0..rounds {
+        let torch_first = round % 2 == 1;
+        let mut torch_step = match (&mut torch, torch_first) {
+            (Some(session), true) => Some(session.time(steps)?),
+            _ => None,
+        };
+        let mut ours = 0.0;
+        for i in 0..steps {
+            ours += step(2 + round * steps + i)?;
+        }
+        total += ours;
+        if let (Some(session), false) = (&mut torch, torch_first) {
+            torch_step = Some(session.time(steps)?);
+        }
+        if let Some(torch_step) = torch_step {
+            paired.push((ours / steps as f64, torch_step));
+        }
     }
     let cpu = cpu.get() - cpu_warm_up;
     let waiting = waiting.get();
-    let n = steps.max(1) as f64;
+    let n = (steps * rounds) as f64;
     let samples_per_s = s.batch_size as f64 * n / total;
     let mut report = serde_json::json!({
         "layer": layer, "task": task, "batch_size": s.batch_size, "iterations": iterations,
         "parameters": params.count(), "shards": shards, "threads_per_op": candle_core::utils::get_num_threads(),
-        "steps": steps, "step_s": total / n, "samples_per_s": samples_per_s, "cpu_s_per_step": cpu / n,
+        "steps": steps, "rounds": rounds, "step_s": total / n, "samples_per_s": samples_per_s, "cpu_s_per_step": cpu / n,
         "shard_wait_share": waiting.share(),
     });
     say!(
@@ -185,24 +228,19 @@ pub fn run(
         ),
         None => say!("  GFLOP/s: no FLOP model for layer `{layer}`"),
     }
-    if let Some(model) = reference_model {
-        let job = Job {
-            layer: &config.layer_config,
-            task: &config.task_config,
-            inputs: batch.inputs.dims().to_vec(),
-            causal,
-            batch: s.batch_size,
-            steps,
-            device: s.device.clone(),
-            threads: parallel::shard_count(s.threads, usize::MAX, true),
-            settings: serde_json::json!({
-                "lr": s.lr, "beta1": s.beta1, "beta2": s.beta2, "weight_decay": s.weight_decay, "grad_clip": s.grad_clip,
-            }),
-        };
-        let torch = bench_reference::run(&model, &job)?;
+    if let Some(session) = torch {
+        let torch = &session.reference;
+        let torch_step = paired.iter().map(|(_, theirs)| theirs).sum::<f64>() / paired.len() as f64;
+        let torch_samples_per_s = s.batch_size as f64 / torch_step;
+        let ratio = samples_per_s / torch_samples_per_s;
+        // Each round's ratio: PyTorch's step over the workbench's, in the same minute.
+        let round_ratios: Vec<f64> = paired.iter().map(|(ours, theirs)| theirs / ours).collect();
         report["reference"] = serde_json::json!({
-            "torch": torch.torch, "device": s.device, "threads": torch.threads, "parameters": torch.parameters, "step_s": torch.step_s,
-            "samples_per_s": torch.samples_per_s, "ratio": samples_per_s / torch.samples_per_s, "instruction_caps": torch.caps,
+            "torch": torch.torch, "device": s.device, "threads": torch.threads, "parameters": torch.parameters, "step_s": torch_step,
+            "samples_per_s": torch_samples_per_s, "ratio": ratio, "instruction_caps": torch.caps,
+            "rounds": paired.iter().zip(&round_ratios).map(|((ours, theirs), ratio)| serde_json::json!({
+                "step_s": ours, "reference_step_s": theirs, "ratio": ratio,
+            })).collect::<Vec<_>>(),
         });
         say!(
             "reference PyTorch {} {} eager, {} threads, {} parameters{}",
@@ -215,13 +253,13 @@ pub fn run(
         if !torch.caps.is_empty() {
             say!("  instructions capped alike: {}", torch.caps.join(" "));
         }
-        say!("  step {:.3} s", torch.step_s);
-        say!("  throughput {:.1} samples/s", torch.samples_per_s);
-        say!(
-            "  ratio {:.2}x PyTorch ({samples_per_s:.1} vs {:.1} samples/s)",
-            samples_per_s / torch.samples_per_s,
-            torch.samples_per_s
-        );
+        say!("  step {torch_step:.3} s");
+        say!("  throughput {torch_samples_per_s:.1} samples/s");
+        say!("  ratio {ratio:.2}x PyTorch ({samples_per_s:.1} vs {torch_samples_per_s:.1} samples/s)");
+        if rounds > 1 {
+            let each: Vec<String> = round_ratios.iter().map(|r| format!("{r:.2}x")).collect();
+            say!("  rounds of {steps} steps each side, in turn: {}", each.join(" "));
+        }
     }
     if json {
         println!("{report}");

@@ -1,18 +1,20 @@
-//! `workbench bench --reference`: the same model timed in PyTorch (CPU eager) right after the
-//! workbench's own measurement, so the ratio comes from one run on one machine.
+//! `workbench bench --reference`: the same model timed in PyTorch (CPU eager) in turn with the
+//! workbench's own steps, so the ratio comes from one run on one machine, both sides measured
+//! in the same minutes.
 //!
 //! A reference is written op for op in plain PyTorch, one file per layer family and one per
 //! task under `workbench/bench/reference/`, all embedded in the binary. The script handed to
 //! Python is `common.py`, then the task's file, then the layer's, then a call of `main`; it
-//! goes to `python3 -` (or `$WORKBENCH_PYTHON`) on standard input, with the resolved options
-//! as one JSON argument. `WORKBENCH_REFERENCE_DIR` reads the files from a folder instead (to
-//! work on a reference without rebuilding). PyTorch is needed only for this mode.
+//! runs as `python3 -c SCRIPT OPTIONS` (or `$WORKBENCH_PYTHON`), the resolved options one JSON
+//! argument, and times blocks of steps when asked on its standard input (`common.py` says
+//! how). `WORKBENCH_REFERENCE_DIR` reads the files from a folder instead (to work on a
+//! reference without rebuilding). PyTorch is needed only for this mode.
 
 use anyhow::{anyhow, bail, Context, Result};
 use plugin_api::{Config, ParamSpec};
 use serde::Deserialize;
-use std::io::Write;
-use std::process::{Command, Stdio};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 
 /// One side of a reference (a layer family or a task): its file, the options it implements,
 /// and the options that do not change the model (data sizes, seeds). Any other option must
@@ -151,18 +153,22 @@ const TASKS: &[Part] = &[
     ),
 ];
 
-/// What the reference printed.
+/// What the reference says once its model is built and warmed up.
 #[derive(Debug, Deserialize)]
 pub struct Reference {
     pub torch: String,
     pub threads: usize,
     pub parameters: u64,
-    pub step_s: f64,
-    pub samples_per_s: f64,
     /// The instruction-set settings PyTorch ran under (`pytorch_caps`, or the user's own
     /// values of those variables): empty when the kernels are not capped.
     #[serde(skip)]
     pub caps: Vec<String>,
+}
+
+/// The answer to one block of timed steps.
+#[derive(Deserialize)]
+struct Block {
+    step_s: f64,
 }
 
 /// The reference of `layer` on `task`, or why there is none.
@@ -217,7 +223,7 @@ impl Model {
         Ok(Model { layer: layer_part, task: task_part })
     }
 
-    /// The script handed to Python: the embedded files, or those of `WORKBENCH_REFERENCE_DIR`.
+    /// The script handed to Python (`python3 -c`): the embedded files, or those of `WORKBENCH_REFERENCE_DIR`.
     pub fn script(&self) -> Result<String> {
         let read = |file: &str, embedded: &str| -> Result<String> {
             match std::env::var_os("WORKBENCH_REFERENCE_DIR") {
@@ -251,59 +257,134 @@ pub struct Job<'a> {
     pub inputs: Vec<usize>,
     pub causal: bool,
     pub batch: usize,
-    pub steps: usize,
     /// `cpu` or `cuda:K`: PyTorch runs the model on the same device.
     pub device: String,
     pub threads: usize,
     pub settings: serde_json::Value,
 }
 
-/// Runs the reference `model` on `job`.
-pub fn run(model: &Model, job: &Job) -> Result<Reference> {
-    let python = std::env::var("WORKBENCH_PYTHON").unwrap_or_else(|_| "python3".into());
-    let script = model.script()?;
-    let arguments = serde_json::json!({
-        "layer": job.layer, "task": job.task, "inputs": job.inputs, "causal": job.causal,
-        "batch": job.batch, "steps": job.steps, "device": job.device, "threads": job.threads,
-        "train": job.settings,
-    });
-    // The script goes to Python on its standard input (`python3 -`), so no file is written
-    // where another user could have placed a link.
-    let mut cmd = Command::new(&python);
-    cmd.arg("-").arg(arguments.to_string());
-    let mut caps = Vec::new();
-    for (variable, value) in pytorch_caps(plugin_api::isa::kernels_isa(), plugin_api::isa::Isa::detected()) {
-        match std::env::var(variable) {
-            Ok(own) => caps.push(format!("{variable}={own}")),
-            Err(_) => {
-                cmd.env(variable, value);
-                caps.push(format!("{variable}={value}"));
+/// A running reference: its model is built and warmed up, and it times blocks of steps on
+/// request, so that the bench can alternate them with its own.
+pub struct Session {
+    python: String,
+    child: Child,
+    /// Taken (closed) when the session ends.
+    commands: Option<ChildStdin>,
+    answers: BufReader<ChildStdout>,
+    /// Everything the reference wrote on standard error, read by a thread of its own so that a
+    /// chatty Python never blocks on a full pipe.
+    stderr: Option<std::thread::JoinHandle<String>>,
+    pub reference: Reference,
+}
+
+impl Session {
+    /// Starts the reference `model` on `job` and waits until it has built the model and run its
+    /// two warm-up steps.
+    pub fn start(model: &Model, job: &Job) -> Result<Session> {
+        let python = std::env::var("WORKBENCH_PYTHON").unwrap_or_else(|_| "python3".into());
+        let script = model.script()?;
+        let arguments = serde_json::json!({
+            "layer": job.layer, "task": job.task, "inputs": job.inputs, "causal": job.causal,
+            "batch": job.batch, "device": job.device, "threads": job.threads, "train": job.settings,
+        });
+        // The script is an argument (`python3 -c`), so no file is written where another user
+        // could have placed a link, and standard input is free for the timing requests.
+        let mut cmd = Command::new(&python);
+        cmd.arg("-c").arg(&script).arg(arguments.to_string());
+        let mut caps = Vec::new();
+        for (variable, value) in pytorch_caps(plugin_api::isa::kernels_isa(), plugin_api::isa::Isa::detected()) {
+            match std::env::var(variable) {
+                Ok(own) => caps.push(format!("{variable}={own}")),
+                Err(_) => {
+                    cmd.env(variable, value);
+                    caps.push(format!("{variable}={value}"));
+                }
+            }
+        }
+        let mut child = cmd
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| cannot_run(&python, e))?;
+        let mut stderr = child.stderr.take().expect("stderr is piped");
+        let stderr = std::thread::spawn(move || {
+            let mut text = String::new();
+            let _ = stderr.read_to_string(&mut text);
+            text
+        });
+        let commands = child.stdin.take();
+        let answers = BufReader::new(child.stdout.take().expect("stdout is piped"));
+        let placeholder = Reference { torch: String::new(), threads: 0, parameters: 0, caps: Vec::new() };
+        let mut session = Session { python, child, commands, answers, stderr: Some(stderr), reference: placeholder };
+        let reference: Reference = session.answer("its model")?;
+        session.reference = Reference { caps, ..reference };
+        Ok(session)
+    }
+
+    /// The mean seconds per step of `steps` timed steps.
+    pub fn time(&mut self, steps: usize) -> Result<f64> {
+        let commands = self.commands.as_mut().expect("open until the session ends");
+        let sent = writeln!(commands, "{steps}").and_then(|()| commands.flush());
+        if let Err(e) = sent {
+            return Err(self.failure(&format!("stopped before timing {steps} steps ({e})")));
+        }
+        Ok(self.answer::<Block>(&format!("{steps} timed steps"))?.step_s)
+    }
+
+    /// The next JSON line on the reference's standard output (lines that are not JSON, such
+    /// as a library's notices, are skipped); its failure with what it said, when it ends first.
+    fn answer<T: serde::de::DeserializeOwned>(&mut self, what: &str) -> Result<T> {
+        let mut line = String::new();
+        loop {
+            line.clear();
+            match self.answers.read_line(&mut line) {
+                Ok(0) => return Err(self.failure(&format!("ended before reporting {what}"))),
+                Err(e) => return Err(self.failure(&format!("could not be read ({e})"))),
+                Ok(_) if line.trim_start().starts_with('{') => {
+                    return serde_json::from_str(line.trim()).with_context(|| {
+                        format!("the PyTorch reference answered {what} with an unexpected line: {}", line.trim())
+                    })
+                }
+                Ok(_) => {}
             }
         }
     }
-    let cannot_run =
-        |e| anyhow!("cannot run `{python}` for the PyTorch reference: {e}; install Python 3 or set WORKBENCH_PYTHON");
-    let mut child =
-        cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().map_err(cannot_run)?;
-    let mut stdin = child.stdin.take().expect("stdin is piped");
-    let fed = stdin.write_all(script.as_bytes());
-    drop(stdin);
-    let output = child.wait_with_output().map_err(cannot_run)?;
-    if !output.status.success() {
-        let stderr = String::from_utf8_lossy(&output.stderr);
+
+    /// The error for a reference that stopped answering: its exit and its standard error,
+    /// with the fix when PyTorch is missing.
+    fn failure(&mut self, what: &str) -> anyhow::Error {
+        let _ = self.child.kill();
+        let status = self.child.wait().map(|s| s.to_string()).unwrap_or_else(|e| e.to_string());
+        let stderr = self.stderr.take().and_then(|t| t.join().ok()).unwrap_or_default();
         let hint = if stderr.contains("No module named 'torch'") {
             " (PyTorch is not installed for it: `pip install torch`, or point WORKBENCH_PYTHON at a Python that has it)"
         } else {
             ""
         };
-        bail!("the PyTorch reference failed{hint}:\n{}", stderr.trim_end());
+        anyhow!("the PyTorch reference (`{}`) {what}, {status}{hint}:\n{}", self.python, stderr.trim_end())
     }
-    fed.with_context(|| format!("cannot pass the reference script to `{python}`"))?;
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let line = stdout.lines().rev().find(|l| l.trim_start().starts_with('{')).unwrap_or("");
-    let reference: Reference = serde_json::from_str(line)
-        .with_context(|| format!("the PyTorch reference printed no result line (it printed: {})", stdout.trim()))?;
-    Ok(Reference { caps, ..reference })
+}
+
+impl Drop for Session {
+    /// Ends the reference: its standard input closes, so it leaves its loop; one that does not
+    /// within a few seconds is killed.
+    fn drop(&mut self) {
+        drop(self.commands.take());
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while std::time::Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn cannot_run(python: &str, e: std::io::Error) -> anyhow::Error {
+    anyhow!("cannot run `{python}` for the PyTorch reference: {e}; install Python 3 or set WORKBENCH_PYTHON")
 }
 
 /// The settings that cap PyTorch's own kernels (ATen's vectorised loops, MKL's and oneDNN's
@@ -347,6 +428,8 @@ mod tests {
                 for name in ["def build_layer(", "def build_task(", "def make_batch(", "def main("] {
                     assert!(script.contains(name), "{} on {}: no `{name}`", layer.plugin, task.plugin);
                 }
+                // Linux takes one argument of at most 128 KiB (MAX_ARG_STRLEN): `python3 -c`.
+                assert!(script.len() < 128 * 1024, "{} on {}: {} bytes", layer.plugin, task.plugin, script.len());
                 let mut child = Command::new("python3")
                     .args(["-c", "import ast, sys; ast.parse(sys.stdin.read())"])
                     .stdin(Stdio::piped())
