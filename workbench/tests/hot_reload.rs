@@ -5,8 +5,8 @@
 //! anything changes.
 //!
 //! The crate tests build a small crate against the already built dependencies (shared target
-//! directory): each takes 10-40 s on a small machine. They print the reload timing (the
-//! benchmark figure of the README) with `--nocapture`.
+//! directory, see `scratch_workspace`): a few seconds each. They print the reload timing
+//! (the benchmark figure of the README) with `--nocapture`.
 
 mod common;
 mod scratch_workspace;

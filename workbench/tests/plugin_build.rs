@@ -3,7 +3,8 @@
 //! error with its location; the libraries built are recorded, so the next start builds only
 //! the crate whose sources still differ from its last build.
 //!
-//! Slow (it compiles two small crates against the already built dependencies): 20-60 s.
+//! It compiles two small crates against the already built dependencies (see
+//! `scratch_workspace`): a few seconds.
 
 mod common;
 mod scratch_workspace;

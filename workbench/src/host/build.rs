@@ -299,7 +299,7 @@ pub fn recorded_build(library: &Path) -> Option<String> {
 /// Variables cargo sets for the package it runs (`cargo run`), which a build of other
 /// packages must not inherit. `OUT_DIR` is among them because the workbench has a build
 /// script, and ring's build script reruns when it changes.
-fn describes_the_running_package(name: &str) -> bool {
+pub fn describes_the_running_package(name: &str) -> bool {
     ["CARGO_PKG_", "CARGO_MANIFEST_", "CARGO_CRATE_", "CARGO_BIN_"].iter().any(|p| name.starts_with(p))
         || name == "CARGO_PRIMARY_PACKAGE"
         || name == "OUT_DIR"

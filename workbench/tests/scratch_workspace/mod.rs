@@ -1,7 +1,16 @@
 //! A small cargo workspace for tests that create and build plugin crates, beside the real
-//! one: its manifest is the real one's (same profiles, same candle patch, same lock file)
-//! with no members and absolute paths, and its builds go to the real target directory, so
-//! only the new crates compile (the libraries land in `target/debug` under their own names).
+//! one: its manifest is the real one's (same profiles, same candle patch, same lock file),
+//! its builds go to the real target directory, and only the new crates compile (the
+//! libraries land in `target/debug` under their own names).
+//!
+//! Cargo reuses a dependency's build only under the same hash, which covers its features and,
+//! for a path dependency (plugin-api, datasets, the vendored candle-core), its path relative to
+//! the workspace root. So the scratch root holds links to those folders at the same relative
+//! paths, and a `workbench` member with the real workbench's dependencies and no code: the
+//! host builds plugins together with the workbench (and a test that runs `cargo test` here
+//! names it too), and the features of every shared dependency (serde, candle...) follow from
+//! all the packages built at once. Without either,
+//! every fresh clone compiled half the dependency tree a second time for these tests.
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
@@ -22,6 +31,20 @@ pub fn cargo_env() -> Vec<(String, String)> {
     vec![("CARGO_TARGET_DIR".into(), target_dir().display().to_string()), ("CARGO_NET_OFFLINE".into(), "true".into())]
 }
 
+/// `cargo` in the scratch workspace `root`, as the host runs it: with `cargo_env`, and without
+/// the variables cargo set for this test (a build script of the shared dependencies, ring's,
+/// reruns when they change, and the real workspace's next build would compile it again).
+pub fn cargo(root: &Path) -> std::process::Command {
+    let mut command = std::process::Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    for (name, _) in std::env::vars_os() {
+        if name.to_str().is_some_and(workbench::host::build::describes_the_running_package) {
+            command.env_remove(name);
+        }
+    }
+    command.current_dir(root).envs(cargo_env());
+    command
+}
+
 /// A fresh scratch workspace for test `tag`, with an empty `plugins/`. The path is the same
 /// on every run (under cargo's test scratch directory), so cargo reuses and overwrites its
 /// build output instead of piling up copies.
@@ -35,24 +58,57 @@ pub fn create(tag: &str) -> PathBuf {
     let workspace = doc["workspace"].as_table_mut().expect("[workspace]");
     workspace.remove("exclude");
     workspace.remove("default-members");
-    workspace["members"] = toml_edit::value(toml_edit::Array::new());
-    let absolute = |relative: &str| main.join(relative).display().to_string();
-    let dependencies = workspace["dependencies"].as_table_like_mut().expect("[workspace.dependencies]");
-    for (_, dependency) in dependencies.iter_mut() {
-        if let Some(table) = dependency.as_table_like_mut() {
-            if let Some(path) = table.get("path").and_then(|p| p.as_str()).map(str::to_string) {
-                table.insert("path", toml_edit::value(absolute(&path)));
-            }
-        }
+    workspace["members"] = toml_edit::value(toml_edit::Array::from_iter(["workbench"]));
+    let edition = workspace["package"]["edition"].as_str().expect("[workspace.package] edition").to_string();
+    let mut linked = path_dependencies(workspace["dependencies"].as_table_like().expect("[workspace.dependencies]"));
+    linked.extend(path_dependencies(doc["patch"]["crates-io"].as_table_like().expect("[patch.crates-io]")));
+    for relative in linked {
+        let link = root.join(&relative);
+        std::fs::create_dir_all(link.parent().unwrap()).unwrap();
+        std::os::unix::fs::symlink(main.join(&relative), &link).unwrap();
     }
-    let patch = doc["patch"]["crates-io"]["candle-core"].as_table_like_mut().expect("the candle patch");
-    let vendored = patch.get("path").and_then(|p| p.as_str()).expect("a path").to_string();
-    patch.insert("path", toml_edit::value(absolute(&vendored)));
-    // plugin-api builds with the dev defaults in the real workspace (a member); here it is
-    // not one, so say so, or `package."*"` (opt-level 3) would build it again.
-    doc["profile"]["dev"]["package"]["plugin-api"]["opt-level"] = toml_edit::value(0);
-    doc["profile"]["dev"]["package"]["plugin-api"]["debug"] = toml_edit::value(2);
     std::fs::write(root.join("Cargo.toml"), doc.to_string()).unwrap();
     std::fs::copy(main.join("Cargo.lock"), root.join("Cargo.lock")).unwrap();
+    write_workbench_stand_in(&root, &main, &edition);
     root
+}
+
+/// The `path` of every dependency in `dependencies` that has one.
+fn path_dependencies(dependencies: &dyn toml_edit::TableLike) -> Vec<String> {
+    dependencies
+        .iter()
+        .filter_map(|(_, dependency)| dependency.as_table_like()?.get("path")?.as_str().map(str::to_string))
+        .collect()
+}
+
+/// The `workbench` member of a scratch workspace: the real workbench's features and
+/// dependencies, development ones included (`cargo test` unifies their features too; all
+/// from the workspace's list or a registry), and an empty library named apart, so the real
+/// one's files are not overwritten in the shared target directory.
+fn write_workbench_stand_in(root: &Path, main: &Path, edition: &str) {
+    let real = std::fs::read_to_string(main.join("workbench/Cargo.toml")).unwrap();
+    let real: toml_edit::DocumentMut = real.parse().unwrap();
+    let mut manifest = toml_edit::DocumentMut::new();
+    let mut package = toml_edit::Table::new();
+    package["name"] = toml_edit::value("workbench");
+    package["version"] = toml_edit::value("0.0.0");
+    package["edition"] = toml_edit::value(edition);
+    package["publish"] = toml_edit::value(false);
+    manifest["package"] = toml_edit::Item::Table(package);
+    let mut lib = toml_edit::Table::new();
+    lib["name"] = toml_edit::value("workbench_stand_in");
+    lib["path"] = toml_edit::value("lib.rs");
+    manifest["lib"] = toml_edit::Item::Table(lib);
+    for section in ["features", "dependencies", "dev-dependencies"] {
+        let table = real.get(section).unwrap_or_else(|| panic!("workbench/Cargo.toml has no [{section}]"));
+        assert!(
+            path_dependencies(table.as_table_like().unwrap()).is_empty(),
+            "workbench/Cargo.toml: a `path` dependency would need a link in the scratch workspace"
+        );
+        manifest[section] = table.clone();
+    }
+    let dir = root.join("workbench");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("Cargo.toml"), manifest.to_string()).unwrap();
+    std::fs::write(dir.join("lib.rs"), "//! Features only: see `scratch_workspace`.\n").unwrap();
 }
