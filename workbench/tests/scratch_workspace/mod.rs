@@ -56,16 +56,34 @@ pub fn create(tag: &str) -> PathBuf {
     let text = std::fs::read_to_string(main.join("Cargo.toml")).unwrap();
     let mut doc: toml_edit::DocumentMut = text.parse().unwrap();
     let workspace = doc["workspace"].as_table_mut().expect("[workspace]");
+    let members: Vec<String> = workspace["members"]
+        .as_array()
+        .expect("[workspace] members")
+        .iter()
+        .filter_map(|m| m.as_str().map(str::to_string))
+        .collect();
     workspace.remove("exclude");
     workspace.remove("default-members");
     workspace["members"] = toml_edit::value(toml_edit::Array::from_iter(["workbench"]));
     let edition = workspace["package"]["edition"].as_str().expect("[workspace.package] edition").to_string();
     let mut linked = path_dependencies(workspace["dependencies"].as_table_like().expect("[workspace.dependencies]"));
     linked.extend(path_dependencies(doc["patch"]["crates-io"].as_table_like().expect("[patch.crates-io]")));
-    for relative in linked {
-        let link = root.join(&relative);
+    for (_, relative) in &linked {
+        let link = root.join(relative);
         std::fs::create_dir_all(link.parent().unwrap()).unwrap();
-        std::os::unix::fs::symlink(main.join(&relative), &link).unwrap();
+        std::os::unix::fs::symlink(main.join(relative), &link).unwrap();
+    }
+    // Settings for members that are not part of this workspace's builds (the kernels crate)
+    // would only make cargo warn about them.
+    if let Some(packages) = doc["profile"]["dev"].get_mut("package").and_then(|p| p.as_table_like_mut()) {
+        for member in &members {
+            let manifest = std::fs::read_to_string(main.join(member).join("Cargo.toml")).unwrap();
+            let manifest: toml_edit::DocumentMut = manifest.parse().unwrap();
+            let name = manifest["package"]["name"].as_str().expect("a package name");
+            if !linked.iter().any(|(linked, _)| linked == name) {
+                packages.remove(name);
+            }
+        }
     }
     std::fs::write(root.join("Cargo.toml"), doc.to_string()).unwrap();
     std::fs::copy(main.join("Cargo.lock"), root.join("Cargo.lock")).unwrap();
@@ -73,11 +91,14 @@ pub fn create(tag: &str) -> PathBuf {
     root
 }
 
-/// The `path` of every dependency in `dependencies` that has one.
-fn path_dependencies(dependencies: &dyn toml_edit::TableLike) -> Vec<String> {
+/// The name and `path` of every dependency in `dependencies` that has one.
+fn path_dependencies(dependencies: &dyn toml_edit::TableLike) -> Vec<(String, String)> {
     dependencies
         .iter()
-        .filter_map(|(_, dependency)| dependency.as_table_like()?.get("path")?.as_str().map(str::to_string))
+        .filter_map(|(name, dependency)| {
+            let path = dependency.as_table_like()?.get("path")?.as_str()?;
+            Some((name.to_string(), path.to_string()))
+        })
         .collect()
 }
 
