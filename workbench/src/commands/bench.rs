@@ -3,8 +3,8 @@
 //! Runs in this (short-lived) process: two warm-up steps, then `steps` timed steps of the
 //! same forward / backward / AdamW update the worker does. With a PyTorch reference, the timed
 //! steps run in `rounds` blocks of `steps`, each followed (or, every other round, preceded) by
-//! a block of PyTorch's, so that both sides see the same minutes of a shared machine. Achieved GFLOP/s counts the
-//! matrix products of the layer analytically (forward + 2x for the backward), for the layers
+//! a block of PyTorch's, so that both sides see the same minutes of a shared machine.
+//! Achieved GFLOP/s counts the matrix products of the layer analytically (forward + 2x for the backward), for the layers
 //! whose shapes it knows.
 
 use super::bench_reference::{Job, Model, Session};
@@ -45,16 +45,15 @@ pub fn run(
     all.extend(overrides.iter().cloned());
     let config = RunConfig::resolve(&layer_plugin.declaration, &task_plugin.declaration, &all).map_err(refused)?;
     let s = config.settings()?;
-    let reference_model = match reference_rounds {
-        Some(_) => Some(
+    let reference_model = reference_rounds
+        .map(|_| {
             Model::find(
                 (layer, &config.layer_config, &layer_plugin.declaration.params),
                 (task, &config.task_config, &task_plugin.declaration.params),
             )
-            .map_err(refused)?,
-        ),
-        None => None,
-    };
+            .map_err(refused)
+        })
+        .transpose()?;
     let device = crate::device::parse(&s.device)?;
     let task_obj = host.build_task(task, &config.task_config, s.seed)?;
     let params = Params::new(s.seed);
@@ -119,21 +118,17 @@ pub fn run(
     // so that a machine slowing down or speeding up favours neither.
     let mut paired: Vec<(f64, f64)> = Vec::new();
     let rounds = reference_rounds.unwrap_or(1);
+    let torch_block = |torch: &mut Option<Session>| torch.as_mut().map(|session| session.time(steps)).transpose();
     for round in 0..rounds {
         let torch_first = round % 2 == 1;
-        let mut torch_step = match (&mut torch, torch_first) {
-            (Some(session), true) => Some(session.time(steps)?),
-            _ => None,
-        };
+        let before = if torch_first { torch_block(&mut torch)? } else { None };
         let mut ours = 0.0;
         for i in 0..steps {
             ours += step(2 + round * steps + i)?;
         }
         total += ours;
-        if let (Some(session), false) = (&mut torch, torch_first) {
-            torch_step = Some(session.time(steps)?);
-        }
-        if let Some(torch_step) = torch_step {
+        let after = if torch_first { None } else { torch_block(&mut torch)? };
+        if let Some(torch_step) = before.or(after) {
             paired.push((ours / steps as f64, torch_step));
         }
     }

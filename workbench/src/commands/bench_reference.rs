@@ -266,15 +266,20 @@ pub struct Job<'a> {
 /// A running reference: its model is built and warmed up, and it times blocks of steps on
 /// request, so that the bench can alternate them with its own.
 pub struct Session {
+    process: Process,
+    pub reference: Reference,
+}
+
+/// The Python process of a reference and its pipes.
+struct Process {
     python: String,
     child: Child,
-    /// Taken (closed) when the session ends.
+    /// Taken (closed) when the process is ended.
     commands: Option<ChildStdin>,
     answers: BufReader<ChildStdout>,
     /// Everything the reference wrote on standard error, read by a thread of its own so that a
     /// chatty Python never blocks on a full pipe.
     stderr: Option<std::thread::JoinHandle<String>>,
-    pub reference: Reference,
 }
 
 impl Session {
@@ -315,23 +320,24 @@ impl Session {
         });
         let commands = child.stdin.take();
         let answers = BufReader::new(child.stdout.take().expect("stdout is piped"));
-        let placeholder = Reference { torch: String::new(), threads: 0, parameters: 0, caps: Vec::new() };
-        let mut session = Session { python, child, commands, answers, stderr: Some(stderr), reference: placeholder };
-        let reference: Reference = session.answer("its model")?;
-        session.reference = Reference { caps, ..reference };
-        Ok(session)
+        let mut process = Process { python, child, commands, answers, stderr: Some(stderr) };
+        let reference: Reference = process.answer("its model")?;
+        Ok(Session { process, reference: Reference { caps, ..reference } })
     }
 
     /// The mean seconds per step of `steps` timed steps.
     pub fn time(&mut self, steps: usize) -> Result<f64> {
-        let commands = self.commands.as_mut().expect("open until the session ends");
+        let process = &mut self.process;
+        let commands = process.commands.as_mut().expect("open until the process is ended");
         let sent = writeln!(commands, "{steps}").and_then(|()| commands.flush());
         if let Err(e) = sent {
-            return Err(self.failure(&format!("stopped before timing {steps} steps ({e})")));
+            return Err(process.failure(&format!("stopped before timing {steps} steps ({e})")));
         }
-        Ok(self.answer::<Block>(&format!("{steps} timed steps"))?.step_s)
+        Ok(process.answer::<Block>(&format!("{steps} timed steps"))?.step_s)
     }
+}
 
+impl Process {
     /// The next JSON line on the reference's standard output (lines that are not JSON, such
     /// as a library's notices, are skipped); its failure with what it said, when it ends first.
     fn answer<T: serde::de::DeserializeOwned>(&mut self, what: &str) -> Result<T> {
@@ -366,7 +372,7 @@ impl Session {
     }
 }
 
-impl Drop for Session {
+impl Drop for Process {
     /// Ends the reference: its standard input closes, so it leaves its loop; one that does not
     /// within a few seconds is killed.
     fn drop(&mut self) {
