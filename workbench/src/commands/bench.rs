@@ -4,8 +4,8 @@
 //! same forward / backward / AdamW update the worker does. With a PyTorch reference, the timed
 //! steps run in `rounds` blocks of `steps`, each followed (or, every other round, preceded) by
 //! a block of PyTorch's, so that both sides see the same minutes of a shared machine.
-//! Achieved GFLOP/s counts the matrix products of the layer analytically (forward + 2x for the backward), for the layers
-//! whose shapes it knows.
+//! Achieved GFLOP/s counts the matrix products of the layer analytically (forward + 2x for
+//! the backward), for the layers whose shapes it knows.
 
 use super::bench_reference::{Job, Model, Session};
 use crate::exit_code::refused;
