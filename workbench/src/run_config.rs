@@ -163,8 +163,7 @@ impl RunConfig {
     }
 }
 
-/// `unknown key`, with the closest known key when one is close enough to be a typo, and
-/// where the full list is.
+/// `unknown key`, with the known keys it most likely means, and where the full list is.
 fn unknown_key(key: &str, scope: Option<&str>, schemas: &[(Scope, &Vec<ParamSpec>); 3]) -> String {
     let bare = key.rsplit('.').next().unwrap_or(key);
     let names = schemas
@@ -172,11 +171,9 @@ fn unknown_key(key: &str, scope: Option<&str>, schemas: &[(Scope, &Vec<ParamSpec
         .filter(|(s, _)| scope.is_none_or(|name| name == s.prefix()))
         .flat_map(|(_, params)| params.iter().map(|p| p.name.as_str()));
     let hint = "`workbench plugins` lists each plugin's keys, -v every key";
-    match closest_key(bare, names) {
-        Some(name) => {
-            let suggestion = scope.map_or(name.to_string(), |s| format!("{s}.{name}"));
-            format!("unknown key `{key}`: did you mean `{suggestion}`? ({hint})")
-        }
+    let scoped = |name: &str| scope.map_or(name.to_string(), |s| format!("{s}.{name}"));
+    match did_you_mean(bare, names, scoped) {
+        Some(suggestion) => format!("unknown key `{key}`: did you mean {suggestion}? ({hint})"),
         None => format!("unknown key `{key}` ({hint})"),
     }
 }
@@ -189,6 +186,38 @@ pub fn closest_key<'a>(key: &str, names: impl Iterator<Item = &'a str>) -> Optio
         .filter(|(distance, name)| *distance <= (name.len() / 3).max(1))
         .min_by_key(|(distance, _)| *distance)
         .map(|(_, name)| name)
+}
+
+/// At most this many keys are offered for a word that several keys contain.
+const MAX_SUGGESTIONS: usize = 4;
+
+/// The keys among `names` that `key` most likely means: the one it misspells
+/// ([`closest_key`]), else those that have it as one of their `_`-separated words (`batch`:
+/// `batch_size`, `eval_batch`), at most [`MAX_SUGGESTIONS`], in order of name.
+pub fn suggested_keys<'a>(key: &str, names: impl Iterator<Item = &'a str> + Clone) -> Vec<&'a str> {
+    if let Some(close) = closest_key(key, names.clone()) {
+        return vec![close];
+    }
+    let mut containing: Vec<&str> = names.filter(|name| name.split('_').any(|word| word == key)).collect();
+    containing.sort_unstable();
+    containing.dedup();
+    containing.truncate(MAX_SUGGESTIONS);
+    containing
+}
+
+/// The keys of [`suggested_keys`] as a phrase (`` `a` ``, `` `a` or `b` ``, each written by
+/// `show`), or `None` when there are none.
+pub fn did_you_mean<'a>(
+    key: &str,
+    names: impl Iterator<Item = &'a str> + Clone,
+    show: impl Fn(&str) -> String,
+) -> Option<String> {
+    let keys: Vec<String> = suggested_keys(key, names).into_iter().map(|k| format!("`{}`", show(k))).collect();
+    match keys.split_last() {
+        None => None,
+        Some((last, [])) => Some(last.clone()),
+        Some((last, rest)) => Some(format!("{} or {last}", rest.join(", "))),
+    }
 }
 
 /// Whether a value that did not parse is written as a sweep's axis (`a,b,c`, `lo:hi:logN`).
@@ -407,6 +436,21 @@ mod tests {
         assert_eq!(flatten_config(&hyperset), both[0]);
         let qualified = qualified_config(&transformer);
         assert_eq!(qualified.keys().collect::<Vec<_>>(), ["layer.d", "train.beta2"]);
+    }
+
+    /// A misspelt key gets the key it misspells; a word of several keys gets those keys.
+    #[test]
+    fn unknown_keys_are_answered_with_the_keys_they_likely_mean() {
+        let names = ["batch_size", "eval_batch", "eval_every", "lr", "steps"];
+        let words = || names.iter().copied();
+        assert_eq!(suggested_keys("batch_sise", words()), ["batch_size"]);
+        assert_eq!(suggested_keys("batch", words()), ["batch_size", "eval_batch"]);
+        assert_eq!(suggested_keys("eval", words()), ["eval_batch", "eval_every"]);
+        assert!(suggested_keys("momentum", words()).is_empty());
+        let quoted = |key: &str| did_you_mean(key, words(), |k| format!("train.{k}"));
+        assert_eq!(quoted("batch").as_deref(), Some("`train.batch_size` or `train.eval_batch`"));
+        assert_eq!(quoted("step").as_deref(), Some("`train.steps`"));
+        assert_eq!(quoted("momentum"), None);
     }
 
     /// A run stored before `threads` existed reads it at its default (0: one per core).

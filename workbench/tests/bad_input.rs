@@ -61,8 +61,8 @@ fn refusals_name_the_problem_and_store_nothing() {
     assert_eq!(run_count(&dir), 0, "a refused configuration created a run");
 }
 
-/// A misspelt key is one line naming the key meant and where every key is listed, not the
-/// whole list; `-v` shows the list.
+/// A misspelt key is one line naming the key meant (or, for a word of several keys, those
+/// keys) and where every key is listed, not the whole list; `-v` shows the list.
 #[test]
 fn an_unknown_key_suggests_the_closest_one() {
     let dir = temp_dir("unknown-key");
@@ -73,6 +73,11 @@ fn an_unknown_key_suggests_the_closest_one() {
     assert!(stderr.contains("`workbench plugins`"), "{stderr}");
     let (_, stderr) = train(&dir, &["layer.hedas=2"]);
     assert!(stderr.contains("did you mean `layer.heads`?"), "the scope is kept:\n{stderr}");
+    let (_, stderr) = train(&dir, &["train.batch=8"]);
+    assert!(
+        stderr.contains("unknown key `train.batch`: did you mean `train.batch_size` or `train.eval_batch`?"),
+        "a word of several keys names them:\n{stderr}"
+    );
     let (_, stderr) = train(&dir, &["zzzzqqq=1"]);
     assert!(stderr.contains("unknown key `zzzzqqq`") && !stderr.contains("did you mean"), "{stderr}");
     let (code, stderr) = train(&dir, &["-v", "colour=red"]);

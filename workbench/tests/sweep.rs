@@ -69,6 +69,10 @@ fn a_bad_point_refuses_the_whole_sweep_before_anything_is_queued() {
     let (code, _, stderr) = run(workbench(&dir).args(["sweep", "--layer", "transformer", "--detach", "stpes=1,2"]));
     assert_eq!(code, 2, "{stderr}");
     assert!(stderr.contains("`stpes` is not a key") && stderr.contains("did you mean `steps`?"), "{stderr}");
+    let (code, _, stderr) =
+        run(workbench(&dir).args(["sweep", "--layer", "transformer", "--detach", "train.batch=8,16"]));
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("did you mean `train.batch_size` or `train.eval_batch`?"), "the scope is kept:\n{stderr}");
     // A misspelt plugin is named as `train` names it, with where plugins are looked for.
     let (code, _, stderr) = run(workbench(&dir).args(["sweep", "--layer", "hyperst", "--detach", "seed=0,1"]));
     assert_ne!(code, 0, "{stderr}");

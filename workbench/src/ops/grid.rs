@@ -185,9 +185,10 @@ pub fn plan(host: &PluginHost, spec: &Spec) -> Result<Vec<Point>> {
                 .chain(&task.declaration.params)
                 .chain(&train)
                 .map(|p| p.name.as_str());
-            let bare = axis.key.rsplit('.').next().unwrap_or(&axis.key);
-            let suggestion = crate::run_config::closest_key(bare, names)
-                .map(|name| format!(" (did you mean `{name}`?)"))
+            let (scope, bare) = axis.key.rsplit_once('.').map_or((None, axis.key.as_str()), |(s, k)| (Some(s), k));
+            let scoped = |name: &str| scope.map_or(name.to_string(), |s| format!("{s}.{name}"));
+            let suggestion = crate::run_config::did_you_mean(bare, names, scoped)
+                .map(|names| format!(" (did you mean {names}?)"))
                 .unwrap_or_default();
             bail!(
                 "`{}` is not a key of {} or of task `{}` or of the trainer{suggestion}; `workbench plugins` lists the keys",
