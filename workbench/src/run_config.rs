@@ -194,7 +194,7 @@ const MAX_SUGGESTIONS: usize = 4;
 /// The keys among `names` that `key` most likely means: the one it misspells
 /// ([`closest_key`]), else those that have it as one of their `_`-separated words (`batch`:
 /// `batch_size`, `eval_batch`), at most [`MAX_SUGGESTIONS`], in order of name.
-pub fn suggested_keys<'a>(key: &str, names: impl Iterator<Item = &'a str> + Clone) -> Vec<&'a str> {
+fn suggested_keys<'a>(key: &str, names: impl Iterator<Item = &'a str> + Clone) -> Vec<&'a str> {
     if let Some(close) = closest_key(key, names.clone()) {
         return vec![close];
     }
