@@ -82,6 +82,17 @@ impl Scope {
     }
 }
 
+/// `key` as its scope prefix (`layer`, `task` or `train`, if it starts with one and a dot)
+/// and the bare key after it.
+pub fn split_scope(key: &str) -> (Option<&str>, &str) {
+    match key.split_once('.') {
+        Some((s, k)) if [Scope::Layer, Scope::Task, Scope::Train].iter().any(|scope| scope.prefix() == s) => {
+            (Some(s), k)
+        }
+        _ => (None, key),
+    }
+}
+
 impl RunConfig {
     /// Defaults of both plugins and the trainer, with `overrides` (`key=value`, where key may
     /// be prefixed `layer.`, `task.` or `train.`) applied and checked.
@@ -95,10 +106,7 @@ impl RunConfig {
                 .split_once('=')
                 .ok_or_else(|| anyhow!("expected key=value, got `{raw}` (e.g. `d=64` or `layer.heads=8`)"))?;
             let key = key.trim();
-            let (scope_name, bare) = match key.split_once('.') {
-                Some((s, k)) if ["layer", "task", "train"].contains(&s) => (Some(s), k),
-                _ => (None, key),
-            };
+            let (scope_name, bare) = split_scope(key);
             let matches: Vec<(usize, &ParamSpec)> = schemas
                 .iter()
                 .enumerate()
@@ -165,14 +173,12 @@ impl RunConfig {
 
 /// `unknown key`, with the known keys it most likely means, and where the full list is.
 fn unknown_key(key: &str, scope: Option<&str>, schemas: &[(Scope, &Vec<ParamSpec>); 3]) -> String {
-    let bare = key.rsplit('.').next().unwrap_or(key);
     let names = schemas
         .iter()
         .filter(|(s, _)| scope.is_none_or(|name| name == s.prefix()))
         .flat_map(|(_, params)| params.iter().map(|p| p.name.as_str()));
     let hint = "`workbench plugins` lists each plugin's keys, -v every key";
-    let scoped = |name: &str| scope.map_or(name.to_string(), |s| format!("{s}.{name}"));
-    match did_you_mean(bare, names, scoped) {
+    match did_you_mean(key, names) {
         Some(suggestion) => format!("unknown key `{key}`: did you mean {suggestion}? ({hint})"),
         None => format!("unknown key `{key}` ({hint})"),
     }
@@ -205,14 +211,15 @@ fn suggested_keys<'a>(key: &str, names: impl Iterator<Item = &'a str> + Clone) -
     containing
 }
 
-/// The keys of [`suggested_keys`] as a phrase (`` `a` ``, `` `a` or `b` ``, each written by
-/// `show`), or `None` when there are none.
-pub fn did_you_mean<'a>(
-    key: &str,
-    names: impl Iterator<Item = &'a str> + Clone,
-    show: impl Fn(&str) -> String,
-) -> Option<String> {
-    let keys: Vec<String> = suggested_keys(key, names).into_iter().map(|k| format!("`{}`", show(k))).collect();
+/// The keys of [`suggested_keys`] for `key` as a phrase (`` `a` ``, `` `a` or `b` ``), each
+/// with the scope `key` was written with (`train.batch`: `` `train.batch_size` ``), or `None`
+/// when there are none.
+pub fn did_you_mean<'a>(key: &str, names: impl Iterator<Item = &'a str> + Clone) -> Option<String> {
+    let (scope, bare) = split_scope(key);
+    let keys: Vec<String> = suggested_keys(bare, names)
+        .into_iter()
+        .map(|k| scope.map_or(format!("`{k}`"), |s| format!("`{s}.{k}`")))
+        .collect();
     match keys.split_last() {
         None => None,
         Some((last, [])) => Some(last.clone()),
@@ -447,10 +454,10 @@ mod tests {
         assert_eq!(suggested_keys("batch", words()), ["batch_size", "eval_batch"]);
         assert_eq!(suggested_keys("eval", words()), ["eval_batch", "eval_every"]);
         assert!(suggested_keys("momentum", words()).is_empty());
-        let quoted = |key: &str| did_you_mean(key, words(), |k| format!("train.{k}"));
-        assert_eq!(quoted("batch").as_deref(), Some("`train.batch_size` or `train.eval_batch`"));
-        assert_eq!(quoted("step").as_deref(), Some("`train.steps`"));
-        assert_eq!(quoted("momentum"), None);
+        let quoted = |key: &str| did_you_mean(key, words());
+        assert_eq!(quoted("train.batch").as_deref(), Some("`train.batch_size` or `train.eval_batch`"));
+        assert_eq!(quoted("step").as_deref(), Some("`steps`"));
+        assert_eq!(quoted("train.momentum"), None);
     }
 
     /// A run stored before `threads` existed reads it at its default (0: one per core).

@@ -185,9 +185,7 @@ pub fn plan(host: &PluginHost, spec: &Spec) -> Result<Vec<Point>> {
                 .chain(&task.declaration.params)
                 .chain(&train)
                 .map(|p| p.name.as_str());
-            let (scope, bare) = axis.key.rsplit_once('.').map_or((None, axis.key.as_str()), |(s, k)| (Some(s), k));
-            let scoped = |name: &str| scope.map_or(name.to_string(), |s| format!("{s}.{name}"));
-            let suggestion = crate::run_config::did_you_mean(bare, names, scoped)
+            let suggestion = crate::run_config::did_you_mean(&axis.key, names)
                 .map(|names| format!(" (did you mean {names}?)"))
                 .unwrap_or_default();
             bail!(

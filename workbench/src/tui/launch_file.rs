@@ -104,10 +104,7 @@ fn position(names: &[String], wanted: &str, kind: &str) -> Result<usize, String>
 
 /// The field a file's key names: `scope.key`, or a bare key found in one scope only.
 fn field_of<'a>(fields: &'a mut [Field], key: &str) -> Result<&'a mut Field, String> {
-    let (scope, bare) = match key.split_once('.') {
-        Some((s, k)) if ["layer", "task", "train"].contains(&s) => (Some(s), k),
-        _ => (None, key),
-    };
+    let (scope, bare) = crate::run_config::split_scope(key);
     let matching: Vec<usize> = (0..fields.len())
         .filter(|&i| fields[i].spec.name == bare && scope.is_none_or(|s| s == fields[i].scope.prefix()))
         .collect();
