@@ -140,6 +140,7 @@ pub enum Command {
         json: bool,
     },
     /// Measure training throughput (samples/s, GFLOP/s) of a configuration.
+    #[command(group(clap::ArgGroup::new("paired").args(["reference", "peak"]).multiple(true)))]
     Bench {
         /// Layer plugin.
         #[arg(long, default_value = "hyperset")]
@@ -154,9 +155,14 @@ pub enum Command {
         /// (needs python3 with torch, or WORKBENCH_PYTHON), and print the ratio.
         #[arg(long)]
         reference: bool,
-        /// With --reference: alternate this many blocks of --steps timed steps with PyTorch's
-        /// (PyTorch first every other round) and print each round's ratio.
-        #[arg(long, default_value_t = 1, value_parser = at_least_one, requires = "reference")]
+        /// Frame the timed steps with 1024² matrix products on as many threads as the step
+        /// has shards, and print the step's GFLOP/s as a share of theirs (the gemm peak).
+        #[arg(long)]
+        peak: bool,
+        /// With --reference or --peak: this many blocks of --steps timed steps, each beside
+        /// PyTorch's block (PyTorch first every other round) and framed by the products; prints
+        /// each round's ratio and share.
+        #[arg(long, default_value_t = 1, value_parser = at_least_one, requires = "paired")]
         rounds: usize,
         /// Overrides `key=value` as for `train`.
         overrides: Vec<String>,
@@ -813,17 +819,9 @@ async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         Some(Command::Verify { layer, run: None, overrides, seed, json }) => {
             commands::verify::run(&commands::load_plugins(&dirs), layer.as_deref(), &overrides, seed, json)
         }
-        Some(Command::Bench { layer, task, steps, reference, rounds, overrides, json }) => {
-            let reference_rounds = reference.then_some(rounds);
-            commands::bench::run(
-                &commands::load_plugins(&dirs),
-                &layer,
-                &task,
-                steps,
-                reference_rounds,
-                &overrides,
-                json,
-            )
+        Some(Command::Bench { layer, task, steps, reference, peak, rounds, overrides, json }) => {
+            let timing = commands::bench::Timing { steps, rounds, reference, peak };
+            commands::bench::run(&commands::load_plugins(&dirs), (&layer, &task), &timing, &overrides, json)
         }
         Some(Command::Completions { shell }) => commands::completions::completions(shell),
         Some(Command::Man { out }) => commands::completions::man(out.as_deref()),

@@ -134,10 +134,59 @@ fn rounds_alternate_blocks_of_steps_with_the_reference() {
     assert_eq!(code, 0, "{stderr}");
     let line = stdout.lines().find(|l| l.contains("rounds of 2 steps each side")).expect(&stdout);
     assert_eq!(line.matches('x').count(), 2, "{line}");
-    // Rounds without a reference are refused by the parser.
+    // Rounds with neither a reference nor the peak are refused by the parser.
     let (code, _, stderr) = bench(&dir, None, &["--rounds", "2"]);
     assert_eq!(code, 2, "{stderr}");
-    assert!(stderr.contains("--reference"), "{stderr}");
+    assert!(stderr.contains("--reference|--peak"), "{stderr}");
+}
+
+/// `--peak`: each round's steps framed by 1024² products on as many threads as shards, the
+/// step's GFLOP/s read as a share of theirs round by round.
+#[test]
+fn the_peak_share_is_measured_round_by_round() {
+    let dir = temp_dir("bench-peak");
+    let (code, stdout, stderr) = bench(&dir, None, &["--peak", "--rounds", "3", "threads=2", "--json"]);
+    assert_eq!(code, 0, "{stderr}");
+    let report: serde_json::Value = serde_json::from_str(&stdout).expect("one JSON object");
+    let peak = &report["peak"];
+    assert_eq!(peak["threads"], report["shards"], "{report}");
+    let rounds = peak["rounds"].as_array().expect("the rounds");
+    assert_eq!(rounds.len(), 3, "{report}");
+    let mut shares = Vec::new();
+    for round in rounds {
+        let (step, product, share) = (
+            round["step_gflop_per_s"].as_f64().unwrap(),
+            round["gflop_per_s"].as_f64().unwrap(),
+            round["share"].as_f64().unwrap(),
+        );
+        assert!(step > 0.0 && product > 0.0, "{report}");
+        assert!((share - step / product).abs() < 1e-9 * share, "{report}");
+        shares.push(share);
+    }
+    shares.sort_by(f64::total_cmp);
+    assert_eq!(peak["share"].as_f64(), Some(shares[1]), "the median of the rounds: {report}");
+    // The step's rounds are the bench's own: their mean is the overall step's GFLOP/s.
+    let flop = report["gflop_per_step"].as_f64().unwrap();
+    let mean_step_s = rounds.iter().map(|r| flop / r["step_gflop_per_s"].as_f64().unwrap()).sum::<f64>() / 3.0;
+    assert!((mean_step_s - report["step_s"].as_f64().unwrap()).abs() < 1e-9, "{report}");
+    // As lines: the share, then one per round.
+    let (code, stdout, stderr) = bench(&dir, None, &["--peak", "--rounds", "2"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("% of the gemm peak: a 1024² f32 product on"), "{stdout}");
+    let line = stdout.lines().find(|l| l.contains("rounds of 2 steps framed by products")).expect(&stdout);
+    let (_, each) = line.split_once(':').expect(line);
+    assert_eq!(each.matches('%').count(), 2, "{line}");
+}
+
+/// The peak share needs the step's FLOP count: a layer without a FLOP model is refused before
+/// anything is timed, with the layers that have one.
+#[test]
+fn the_peak_of_a_layer_without_a_flop_model_is_refused() {
+    let dir = temp_dir("bench-peak-no-flops");
+    let (code, stdout, stderr) = run(workbench(&dir).args(["bench", "--layer", "crate", "--task", "image", "--peak"]));
+    assert_eq!(code, 2, "{stdout}{stderr}");
+    assert!(stderr.contains("layer `crate` has no FLOP model") && stderr.contains("hyperset, transformer"), "{stderr}");
+    assert!(!stdout.contains("throughput"), "nothing timed: {stdout}");
 }
 
 /// A reference that dies after building its model is reported with what it said, and the

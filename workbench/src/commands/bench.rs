@@ -3,10 +3,13 @@
 //! Runs in this (short-lived) process: two warm-up steps, then `steps` timed steps of the
 //! same forward / backward / AdamW update the worker does. With a PyTorch reference, the timed
 //! steps run in `rounds` blocks of `steps`, each followed (or, every other round, preceded) by
-//! a block of PyTorch's, so that both sides see the same minutes of a shared machine.
+//! a block of PyTorch's, so that both sides see the same minutes of a shared machine. With
+//! `--peak`, each block is also framed by 1024² matrix products (`bench_peak`), and the step's
+//! GFLOP/s is read as a share of the product's rate in that round.
 //! Achieved GFLOP/s counts the matrix products of the layer analytically (forward + 2x for
 //! the backward), for the layers whose shapes it knows.
 
+use super::bench_peak::ProductPeak;
 use super::bench_reference::{Job, Model, Session};
 use crate::exit_code::refused;
 use crate::host::PluginHost;
@@ -19,18 +22,28 @@ use candle_core::DType;
 use plugin_api::{Config, Pass, PluginKind};
 use std::time::Instant;
 
-/// Measures and prints the report, beside PyTorch's in `reference_rounds` rounds when asked;
-/// with `json`, one object instead of the lines (README,
-/// "Machine-readable output").
+/// How the steps are timed, and what they are set beside.
+pub struct Timing {
+    /// Timed steps per round.
+    pub steps: usize,
+    /// Blocks of `steps`, each beside PyTorch's block and the product peak's when asked.
+    pub rounds: usize,
+    /// Time the same model in PyTorch in turn with the workbench's blocks.
+    pub reference: bool,
+    /// Frame each block with 1024² products, the step's GFLOP/s read as a share of theirs.
+    pub peak: bool,
+}
+
+/// Measures and prints the report, beside PyTorch's and the product peak's when asked; with
+/// `json`, one object instead of the lines (README, "Machine-readable output").
 pub fn run(
     host: &PluginHost,
-    layer: &str,
-    task: &str,
-    steps: usize,
-    reference_rounds: Option<usize>,
+    (layer, task): (&str, &str),
+    timing: &Timing,
     overrides: &[String],
     json: bool,
 ) -> Result<i32> {
+    let &Timing { steps, rounds, reference, peak } = timing;
     // The report's lines, unless it is printed as JSON at the end.
     macro_rules! say {
         ($($line:tt)*) => {
@@ -45,8 +58,8 @@ pub fn run(
     all.extend(overrides.iter().cloned());
     let config = RunConfig::resolve(&layer_plugin.declaration, &task_plugin.declaration, &all).map_err(refused)?;
     let s = config.settings()?;
-    let reference_model = reference_rounds
-        .map(|_| {
+    let reference_model = reference
+        .then(|| {
             Model::find(
                 (layer, &config.layer_config, &layer_plugin.declaration.params),
                 (task, &config.task_config, &task_plugin.declaration.params),
@@ -55,6 +68,17 @@ pub fn run(
         })
         .transpose()?;
     let device = crate::device::parse(&s.device)?;
+    if peak && !device.is_cpu() {
+        return Err(refused(anyhow!(
+            "--peak measures the processor's matrix-product peak, and this bench runs on {}: drop --peak, or bench on the CPU (device=cpu)",
+            s.device
+        )));
+    }
+    if peak && step_flops(layer, &config.layer_config, 1, 1).is_none() {
+        return Err(refused(anyhow!(
+            "--peak reads the step's counted GFLOP/s against the product peak, and layer `{layer}` has no FLOP model (the layers with one: hyperset, transformer)"
+        )));
+    }
     let task_obj = host.build_task(task, &config.task_config, s.seed)?;
     let params = Params::new(s.seed);
     let vb = params.var_builder(DType::F32, &device);
@@ -117,16 +141,26 @@ pub fn run(
     // Per round, the workbench's and PyTorch's mean step; PyTorch goes first every other round,
     // so that a machine slowing down or speeding up favours neither.
     let mut paired: Vec<(f64, f64)> = Vec::new();
-    let rounds = reference_rounds.unwrap_or(1);
+    // Per round, the workbench's mean step and the product peak's GFLOP/s around it.
+    let mut product_peak = peak.then(|| ProductPeak::new(shards)).transpose()?;
+    let mut peaks: Vec<(f64, f64)> = Vec::new();
     let torch_block = |torch: &mut Option<Session>| torch.as_mut().map(|session| session.time(steps)).transpose();
     for round in 0..rounds {
         let torch_first = round % 2 == 1;
         let before = if torch_first { torch_block(&mut torch)? } else { None };
+        let mut products = Vec::new();
+        if let Some(p) = product_peak.as_mut() {
+            p.time_products(&mut products);
+        }
         let mut ours = 0.0;
         for i in 0..steps {
             ours += step(2 + round * steps + i)?;
         }
         total += ours;
+        if let Some(p) = product_peak.as_mut() {
+            p.time_products(&mut products);
+            peaks.push((ours / steps as f64, ProductPeak::gflop_per_s(&products)));
+        }
         let after = if torch_first { None } else { torch_block(&mut torch)? };
         if let Some(torch_step) = before.or(after) {
             paired.push((ours / steps as f64, torch_step));
@@ -222,6 +256,39 @@ pub fn run(
             flops / 1e9
         ),
         None => say!("  GFLOP/s: no FLOP model for layer `{layer}`"),
+    }
+    if let (Some(flops), Some(p)) = (flops_per_step, &product_peak) {
+        // Each round's step GFLOP/s over the product's in the same round.
+        let peak_rounds: Vec<(f64, f64, f64)> = peaks
+            .iter()
+            .map(|&(step_s, product)| (flops / step_s / 1e9, product, flops / step_s / 1e9 / product))
+            .collect();
+        let median = |values: Vec<f64>| {
+            let mut v = values;
+            v.sort_by(f64::total_cmp);
+            v[v.len() / 2]
+        };
+        let product = median(peak_rounds.iter().map(|r| r.1).collect());
+        let share = median(peak_rounds.iter().map(|r| r.2).collect());
+        report["peak"] = serde_json::json!({
+            "threads": p.threads(), "gflop_per_s": product, "share": share,
+            "rounds": peak_rounds.iter().map(|(step, product, share)| serde_json::json!({
+                "step_gflop_per_s": step, "gflop_per_s": product, "share": share,
+            })).collect::<Vec<_>>(),
+        });
+        say!(
+            "  {:.0} % of the gemm peak: a 1024² f32 product on {} thread(s) at {product:.1} GFLOP/s in the same minutes{}",
+            share * 100.0,
+            p.threads(),
+            if peak_rounds.len() > 1 { " (medians of the rounds)" } else { "" }
+        );
+        if peak_rounds.len() > 1 {
+            let each: Vec<String> = peak_rounds
+                .iter()
+                .map(|(step, product, share)| format!("{:.0} % ({step:.0} of {product:.0})", share * 100.0))
+                .collect();
+            say!("  rounds of {steps} steps framed by products: {}", each.join(", "));
+        }
     }
     if let Some(session) = torch {
         let torch = &session.reference;
