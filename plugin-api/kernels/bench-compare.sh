@@ -12,7 +12,8 @@
 # (`WORKBENCH_KERNELS_ISA`) and the median (and min, max) of the wall time per step, the CPU time
 # per step, samples/s and GFLOP/s, and the load average seen; with `--reference` in a
 # configuration, also the PyTorch figure and the ratio of each run (set WORKBENCH_PYTHON to a
-# Python with torch if python3 has none). Needs the release build
+# Python with torch if python3 has none); with `--peak`, the step's share of the gemm peak
+# measured in the same minutes, per run and its median. Needs the release build
 # (cargo build --release -p workbench -p hyperset -p transformer -p sudoku).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -42,7 +43,8 @@ for ((r = 0; r < repeats; r++)); do
             /^  ratio / { ratio = $2; sub(/x/, "", ratio) }
             /^  cpu / { cpu = $2; load = $NF; sub(/\)/, "", load) }
             /achieved/ { gf = $2 }
-            END { print c, step, cpu, sps, (gf == "" ? "-" : gf), load, (ref == "" ? "-" : ref), (ratio == "" ? "-" : ratio) }' "$tmp/out" >>"$tmp/results"
+            /% of the gemm peak/ { share = $1 }
+            END { print c, step, cpu, sps, (gf == "" ? "-" : gf), load, (ref == "" ? "-" : ref), (ratio == "" ? "-" : ratio), (share == "" ? "-" : share) }' "$tmp/out" >>"$tmp/results"
         # The configuration's instruction sets (the kernels', and PyTorch's cap if any).
         [[ -e "$tmp/instructions.$i" ]] || sed -n 's/^  instructions //p' "$tmp/out" | awk 'NR > 1 { printf "; " } { printf "%s", $0 } END { print "" }' >"$tmp/instructions.$i"
         i=$((i + 1))
@@ -55,7 +57,7 @@ for config in "$@"; do
     echo "$config"
     [[ -s "$tmp/instructions.$i" ]] && echo "  instructions $(cat "$tmp/instructions.$i")"
     awk -v c="$i" '$1 == c' "$tmp/results" | sort -k2 -g | awk '
-        { step[NR] = $2; cpu[NR] = $3; sps[NR] = $4; gf[NR] = $5; load = load " " $6; ref[NR] = $7; ratio[NR] = $8 }
+        { step[NR] = $2; cpu[NR] = $3; sps[NR] = $4; gf[NR] = $5; load = load " " $6; ref[NR] = $7; ratio[NR] = $8; share[NR] = $9 }
         function median(a, n,   b, k, j, t) {
             for (k = 1; k <= n; k++) b[k] = a[k]
             for (k = 1; k <= n; k++) for (j = k + 1; j <= n; j++) if (b[j] < b[k]) { t = b[k]; b[k] = b[j]; b[j] = t }
@@ -66,8 +68,10 @@ for config in "$@"; do
                 median(step, NR), step[1], step[NR], median(cpu, NR), median(sps, NR),
                 (gf[1] == "-" ? "-" : sprintf("%.1f", median(gf, NR))), NR, load
             if (ref[1] != "-")
-                printf "  PyTorch %.1f samples/s, ratio %.2fx (medians; ratios per run:%s)\n", median(ref, NR), median(ratio, NR), ratios()
+                printf "  PyTorch %.1f samples/s, ratio %.2fx (medians; ratios per run:%s)\n", median(ref, NR), median(ratio, NR), each(ratio)
+            if (share[1] != "-")
+                printf "  %.0f %% of the gemm peak (median; per run:%s)\n", median(share, NR), each(share)
         }
-        function ratios(   k, s) { for (k = 1; k <= NR; k++) s = s " " ratio[k]; return s }'
+        function each(a,   k, s) { for (k = 1; k <= NR; k++) s = s " " a[k]; return s }'
     i=$((i + 1))
 done
