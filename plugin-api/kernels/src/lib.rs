@@ -128,6 +128,7 @@ macro_rules! with_activation {
 mod activation;
 mod attention;
 mod cross_entropy;
+pub mod dense;
 mod dropout_mask;
 mod energy_attention;
 mod gpu;

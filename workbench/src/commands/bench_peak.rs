@@ -4,10 +4,11 @@
 //! from one minute to the next: benchmark record (38)).
 //!
 //! The peak is the f32 product of two 1024 x 1024 matrices through `gemm`, the library
-//! candle multiplies with, on as many threads as the step has shards: the figure
+//! candle multiplies with (`kernels::dense`), on as many threads as the step has shards: the figure
 //! `kernels --example gemm_peak` prints as "1024²".
 
 use anyhow::{anyhow, Result};
+use kernels::dense::{self, MatrixRef};
 use std::time::Instant;
 
 /// The side of the square product.
@@ -57,34 +58,10 @@ impl ProductPeak {
     }
 
     fn product_seconds(&mut self) -> f64 {
-        let (lhs, rhs, out, threads) = (&self.lhs, &self.rhs, &mut self.out, self.threads);
-        let parallelism = if threads > 1 { gemm::Parallelism::Rayon(threads) } else { gemm::Parallelism::None };
+        let (lhs, rhs) = (MatrixRef::row_major(&self.lhs, SIDE, SIDE), MatrixRef::row_major(&self.rhs, SIDE, SIDE));
+        let (out, threads) = (&mut self.out, self.threads);
         let t0 = Instant::now();
-        // SAFETY: the three buffers are SIDE x SIDE, row-major (row stride SIDE, column
-        // stride 1), and `out` is written without being read (`read_dst = false`).
-        self.pool.install(|| unsafe {
-            gemm::gemm(
-                SIDE,
-                SIDE,
-                SIDE,
-                out.as_mut_ptr(),
-                1,
-                SIDE as isize,
-                false,
-                lhs.as_ptr(),
-                1,
-                SIDE as isize,
-                rhs.as_ptr(),
-                1,
-                SIDE as isize,
-                0.0,
-                1.0,
-                false,
-                false,
-                false,
-                parallelism,
-            )
-        });
+        self.pool.install(|| dense::product_f32(out, lhs, rhs, threads));
         let seconds = t0.elapsed().as_secs_f64();
         std::hint::black_box(&self.out);
         seconds

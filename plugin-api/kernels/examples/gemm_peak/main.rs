@@ -11,6 +11,7 @@
 mod fma_limit;
 
 use candle_core::{Device, Result, Tensor};
+use kernels::dense::{self, MatrixRef};
 use std::time::Instant;
 
 /// Bytes the out-of-cache products rotate over: twice the largest last-level cache of the
@@ -62,39 +63,15 @@ fn gflops_out_of_cache((lhs, lhs_t): Operand, (rhs, rhs_t): Operand, threads: us
     let lhs_copies: Vec<Vec<f32>> = (0..copies).map(|c| random(m * k, c)).collect();
     let mut outputs: Vec<Vec<f32>> = (0..copies).map(|_| vec![1.0; m * n]).collect();
     let b = random(k * n, copies);
-    // (row stride, column stride) of a row-major matrix, or of the transpose of one.
-    let strides =
-        |rows: usize, cols: usize, transposed: bool| if transposed { (1, rows as isize) } else { (cols as isize, 1) };
-    let ((a_rs, a_cs), (b_rs, b_cs)) = (strides(m, k, lhs_t), strides(k, n, rhs_t));
-    let parallelism = if threads > 1 { gemm::Parallelism::Rayon(threads) } else { gemm::Parallelism::None };
+    let operand = |data, rows, cols, transposed| match transposed {
+        true => MatrixRef::transposed(data, rows, cols),
+        false => MatrixRef::row_major(data, rows, cols),
+    };
     let mut times = Vec::new();
     for round in 0..3 {
         for (a, c) in lhs_copies.iter().zip(&mut outputs) {
             let t0 = Instant::now();
-            // SAFETY: `a` is m x k, `b` k x n and `c` m x n under the strides given.
-            unsafe {
-                gemm::gemm(
-                    m,
-                    n,
-                    k,
-                    c.as_mut_ptr(),
-                    1,
-                    n as isize,
-                    false,
-                    a.as_ptr(),
-                    a_cs,
-                    a_rs,
-                    b.as_ptr(),
-                    b_cs,
-                    b_rs,
-                    0.0,
-                    1.0,
-                    false,
-                    false,
-                    false,
-                    parallelism,
-                )
-            };
+            dense::product_f32(c, operand(a, m, k, lhs_t), operand(&b, k, n, rhs_t), threads);
             if round > 0 {
                 times.push(t0.elapsed().as_secs_f64());
             }
