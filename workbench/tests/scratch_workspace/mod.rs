@@ -68,8 +68,14 @@ pub fn create(tag: &str) -> PathBuf {
     let edition = workspace["package"]["edition"].as_str().expect("[workspace.package] edition").to_string();
     let mut linked = path_dependencies(workspace["dependencies"].as_table_like().expect("[workspace.dependencies]"));
     linked.extend(path_dependencies(doc["patch"]["crates-io"].as_table_like().expect("[patch.crates-io]")));
+    // Shorter paths first: a crate inside another linked one (`plugin-api/kernels`) is then
+    // already reached through its parent's link.
+    linked.sort_by_key(|(_, relative)| relative.len());
     for (_, relative) in &linked {
         let link = root.join(relative);
+        if link.exists() {
+            continue;
+        }
         std::fs::create_dir_all(link.parent().unwrap()).unwrap();
         std::os::unix::fs::symlink(main.join(relative), &link).unwrap();
     }
