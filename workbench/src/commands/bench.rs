@@ -9,7 +9,7 @@
 //! Achieved GFLOP/s counts the matrix products of the layer analytically (forward + 2x for
 //! the backward), for the layers whose shapes it knows.
 
-use super::bench_peak::ProductPeak;
+use super::bench_peak::{median, ProductPeak};
 use super::bench_reference::{Job, Model, Session};
 use crate::exit_code::refused;
 use crate::host::PluginHost;
@@ -263,13 +263,8 @@ pub fn run(
             .iter()
             .map(|&(step_s, product)| (flops / step_s / 1e9, product, flops / step_s / 1e9 / product))
             .collect();
-        let median = |values: Vec<f64>| {
-            let mut v = values;
-            v.sort_by(f64::total_cmp);
-            v[v.len() / 2]
-        };
-        let product = median(peak_rounds.iter().map(|r| r.1).collect());
-        let share = median(peak_rounds.iter().map(|r| r.2).collect());
+        let product = median(&peak_rounds.iter().map(|r| r.1).collect::<Vec<_>>());
+        let share = median(&peak_rounds.iter().map(|r| r.2).collect::<Vec<_>>());
         report["peak"] = serde_json::json!({
             "threads": p.threads(), "gflop_per_s": product, "share": share,
             "rounds": peak_rounds.iter().map(|(step, product, share)| serde_json::json!({

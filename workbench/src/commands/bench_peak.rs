@@ -52,9 +52,7 @@ impl ProductPeak {
 
     /// GFLOP/s of the median of `times` (products timed by [`Self::time_products`]).
     pub fn gflop_per_s(times: &[f64]) -> f64 {
-        let mut sorted = times.to_vec();
-        sorted.sort_by(f64::total_cmp);
-        2.0 * (SIDE * SIDE * SIDE) as f64 / sorted[sorted.len() / 2] / 1e9
+        2.0 * (SIDE * SIDE * SIDE) as f64 / median(times) / 1e9
     }
 
     fn product_seconds(&mut self) -> f64 {
@@ -66,6 +64,13 @@ impl ProductPeak {
         std::hint::black_box(&self.out);
         seconds
     }
+}
+
+/// The middle value of `values` (the upper one of the two middle values for an even count).
+pub fn median(values: &[f64]) -> f64 {
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    sorted[sorted.len() / 2]
 }
 
 #[cfg(test)]
