@@ -140,4 +140,15 @@ mod tests {
         assert!(lock.contains(&expected), "Cargo.lock does not lock candle-core {}", super::CANDLE_VERSION);
         assert!(super::FINGERPRINT.contains("rustc "));
     }
+
+    /// The fingerprint hashes the patched candle's sources (their patches change the custom
+    /// ops' traits, which cross the boundary): the build found them, and the hash is not that of
+    /// an empty folder (FNV-1a's starting value).
+    #[test]
+    fn the_fingerprint_covers_the_vendored_candle_source() {
+        let (_, after) = super::FINGERPRINT.split_once("(source ").expect(super::FINGERPRINT);
+        let hash = &after[..12];
+        assert!(hash.chars().all(|c| c.is_ascii_hexdigit()), "{}", super::FINGERPRINT);
+        assert_ne!(hash, "9ce484222325", "no vendored candle source was hashed: {}", super::FINGERPRINT);
+    }
 }

@@ -9,6 +9,13 @@ pub trait CustomOp1 {
     // Box<dyn> does not support const yet, so use a function to get the name.
     fn name(&self) -> &'static str;
 
+    /// Workbench patch: the floating-point operations (two per multiply-add) of the matrix
+    /// products in this op's forward pass, counted as its composition of candle ops would do
+    /// them, for a step's achieved FLOP rate; ops without products keep the default, 0.
+    fn product_flops(&self, _arg: &Shape, _res: &Shape) -> u64 {
+        0
+    }
+
     /// The forward pass, as run on a cpu device. Note that the storage can use arbitrary strides,
     /// offsets etc so the associated layout should be used to access it.
     fn cpu_fwd(&self, storage: &CpuStorage, layout: &Layout) -> Result<(CpuStorage, Shape)>;
@@ -43,6 +50,13 @@ pub trait CustomOp1 {
 
 pub trait CustomOp2 {
     fn name(&self) -> &'static str;
+
+    /// Workbench patch: the floating-point operations (two per multiply-add) of the matrix
+    /// products in this op's forward pass, counted as its composition of candle ops would do
+    /// them, for a step's achieved FLOP rate; ops without products keep the default, 0.
+    fn product_flops(&self, _arg1: &Shape, _arg2: &Shape, _res: &Shape) -> u64 {
+        0
+    }
 
     /// The forward pass, as run on a cpu device. Note that the storage can use arbitrary strides,
     /// offsets etc so the associated layout should be used to access it.
@@ -95,6 +109,13 @@ pub trait CustomOp2 {
 
 pub trait CustomOp3 {
     fn name(&self) -> &'static str;
+
+    /// Workbench patch: the floating-point operations (two per multiply-add) of the matrix
+    /// products in this op's forward pass, counted as its composition of candle ops would do
+    /// them, for a step's achieved FLOP rate; ops without products keep the default, 0.
+    fn product_flops(&self, _arg1: &Shape, _arg2: &Shape, _arg3: &Shape, _res: &Shape) -> u64 {
+        0
+    }
 
     /// The forward pass, as run on a cpu device. Note that the storage can use arbitrary strides,
     /// offsets etc so the associated layout should be used to access it.

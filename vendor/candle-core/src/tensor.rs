@@ -2119,7 +2119,9 @@ impl Tensor {
         self.is_variable
     }
 
-    pub(crate) fn op(&self) -> &Option<Op> {
+    /// Workbench patch: public, so that a graph's recorded ops can be read (a step's
+    /// matrix-product FLOPs are counted off them).
+    pub fn op(&self) -> &Option<Op> {
         &self.op
     }
 
