@@ -528,6 +528,12 @@ impl CustomOp3 for BiSoftmaxAttention {
         "fused-bi-softmax-attention"
     }
 
+    /// The scores `Z Z^T` and the product `(P + P^T) Z` (the weights' op, applied without a
+    /// backward, is no node of the graph: its scores are counted here).
+    fn product_flops(&self, _xw: &Shape, _g: &Shape, _p: &Shape, res: &Shape) -> u64 {
+        crate::flops::token_pair_products(res, 2)
+    }
+
     fn cpu_fwd(
         &self,
         s: &CpuStorage,

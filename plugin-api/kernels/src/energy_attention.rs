@@ -124,6 +124,11 @@ impl CustomOp1 for EnergyAttention {
         "fused-energy-attention"
     }
 
+    /// `Q K^T`, `P K` and `P^T Q`, each over one half (`W`) of the output's `2 W` columns.
+    fn product_flops(&self, _qk: &Shape, res: &Shape) -> u64 {
+        crate::flops::token_pair_products(res, 3) / 2
+    }
+
     fn cpu_fwd(&self, s: &CpuStorage, l: &Layout) -> Result<(CpuStorage, Shape)> {
         let name = self.name();
         let d = self.dims(l, name)?;

@@ -131,6 +131,7 @@ mod cross_entropy;
 pub mod dense;
 mod dropout_mask;
 mod energy_attention;
+pub mod flops;
 mod gpu;
 mod head_product;
 mod layer_norm;

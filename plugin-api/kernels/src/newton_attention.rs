@@ -226,6 +226,11 @@ impl CustomOp3 for NewtonAttention {
         "fused-newton-attention"
     }
 
+    /// `Q K^T` (the distances), the mean key `P K`, `U K^T` and the spread's product with `K`.
+    fn product_flops(&self, _q: &Shape, _k: &Shape, _coefficients: &Shape, res: &Shape) -> u64 {
+        crate::flops::token_pair_products(res, 4)
+    }
+
     fn cpu_fwd(
         &self,
         qs: &CpuStorage,

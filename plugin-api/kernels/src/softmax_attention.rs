@@ -339,6 +339,11 @@ impl CustomOp3 for SoftmaxAttention {
         "fused-softmax-attention"
     }
 
+    /// The scores `Q K^T` and the product with `V`.
+    fn product_flops(&self, _q: &Shape, _k: &Shape, _v: &Shape, res: &Shape) -> u64 {
+        crate::flops::token_pair_products(res, 2)
+    }
+
     fn cpu_fwd(
         &self,
         qs: &CpuStorage,
@@ -386,6 +391,10 @@ fn packed_parts(layout: &Layout, op: &'static str) -> Result<[Layout; 3]> {
 impl CustomOp1 for PackedSoftmaxAttention {
     fn name(&self) -> &'static str {
         "fused-softmax-attention-packed"
+    }
+
+    fn product_flops(&self, _qkv: &Shape, res: &Shape) -> u64 {
+        crate::flops::token_pair_products(res, 2)
     }
 
     fn cpu_fwd(&self, storage: &CpuStorage, layout: &Layout) -> Result<(CpuStorage, Shape)> {

@@ -102,6 +102,12 @@ pub(crate) fn check(
     let (y_fused, y_ref) = (fused(inputs), composed(inputs));
     let err = relative_error(&y_fused, &y_ref);
     assert!(err <= TOLERANCE, "{label}: forward relative error {err:e}");
+    // The fused op's own count of its products is what its composition's products do.
+    let (counted, composed_count) = (flops::forward_products(&y_fused).flops, flops::forward_products(&y_ref).flops);
+    assert_eq!(
+        counted, composed_count,
+        "{label}: the fused op counts {counted} product FLOPs, its composition {composed_count}"
+    );
     let r = normal(y_ref.dims(), 1.0, 99).to_device(y_ref.device()).unwrap();
     let g_fused = (y_fused * &r).unwrap().sum_all().unwrap().backward().unwrap();
     let g_ref = (y_ref * &r).unwrap().sum_all().unwrap().backward().unwrap();
@@ -112,6 +118,26 @@ pub(crate) fn check(
         assert!(err <= TOLERANCE, "{label}: gradient {k} relative error {err:e}");
         assert!(max_abs(a) > 0.0 || max_abs(b) == 0.0, "{label}: gradient {k} is zero");
     }
+}
+
+#[test]
+fn product_flops_are_two_per_multiply_add() {
+    let (a, b) =
+        (Var::from_tensor(&normal(&[2, 5, 3], 1.0, 1)).unwrap(), Var::from_tensor(&normal(&[3, 4], 1.0, 2)).unwrap());
+    let product = a.as_tensor().broadcast_matmul(b.as_tensor()).unwrap();
+    let counted = flops::forward_products(&product);
+    assert_eq!((counted.flops, counted.nodes), (2 * 2 * 5 * 4 * 3, 1));
+    assert_eq!(counted.training_step(), 3 * counted.flops);
+    let fused = linear(a.as_tensor(), b.as_tensor(), None).unwrap();
+    assert_eq!(flops::forward_products(&fused).flops, 2 * 2 * 5 * 4 * 3, "the fused linear");
+    // Two products in a row, and an element-wise op between them that adds none.
+    let c = Var::from_tensor(&normal(&[4, 6], 1.0, 3)).unwrap();
+    let twice = linear(&fused.relu().unwrap(), c.as_tensor(), None).unwrap();
+    let counted = flops::forward_products(&twice);
+    assert_eq!((counted.flops, counted.nodes), (2 * 2 * 5 * 4 * 3 + 2 * 2 * 5 * 6 * 4, 2));
+    // A product of tensors no variable reaches is no node of the backward's graph.
+    let constant = normal(&[4, 4], 1.0, 3).matmul(&normal(&[4, 4], 1.0, 4)).unwrap();
+    assert_eq!(flops::forward_products(&constant), flops::ProductFlops::default());
 }
 
 pub(crate) const VIEWS: [View; 4] = [View::Plain, View::Transposed, View::Narrowed, View::Broadcast];

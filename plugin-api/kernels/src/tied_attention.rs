@@ -183,6 +183,11 @@ impl CustomOp3 for TiedAttention {
         "fused-tied-attention"
     }
 
+    /// The scores `Q K^T` and the product with `K`.
+    fn product_flops(&self, _q: &Shape, _k: &Shape, _scores: &Shape, res: &Shape) -> u64 {
+        crate::flops::token_pair_products(res, 2)
+    }
+
     fn cpu_fwd(
         &self,
         qs: &CpuStorage,
