@@ -6,10 +6,11 @@
 //! a block of PyTorch's, so that both sides see the same minutes of a shared machine. With
 //! `--peak`, each block is also framed by 1024² matrix products (`bench_peak`), and the step's
 //! GFLOP/s is read as a share of the product's rate in that round.
-//! Achieved GFLOP/s counts the matrix products of the layer analytically (forward + 2x for
-//! the backward), for the layers whose shapes it knows.
+//! Achieved GFLOP/s counts the matrix products of the model's recorded forward graph
+//! (`bench_graph`), times three for the backward, for every layer and task.
 
-use super::bench_peak::{median, ProductPeak};
+use super::bench_graph::Graph;
+use super::bench_peak::{self, ProductPeak};
 use super::bench_reference::{Job, Model, Session};
 use crate::exit_code::refused;
 use crate::host::PluginHost;
@@ -19,7 +20,7 @@ use crate::train::optim::{clip_scale, global_grad_norm, AdamW, AdamWConfig};
 use crate::train::parallel;
 use anyhow::{anyhow, Result};
 use candle_core::DType;
-use plugin_api::{Config, Pass, PluginKind};
+use plugin_api::PluginKind;
 use std::time::Instant;
 
 /// How the steps are timed, and what they are set beside.
@@ -74,11 +75,6 @@ pub fn run(
             s.device
         )));
     }
-    if peak && step_flops(layer, &config.layer_config, 1, 1).is_none() {
-        return Err(refused(anyhow!(
-            "--peak reads the step's counted GFLOP/s against the product peak, and layer `{layer}` has no FLOP model (the layers with one: hyperset, transformer)"
-        )));
-    }
     let task_obj = host.build_task(task, &config.task_config, s.seed)?;
     let params = Params::new(s.seed);
     let vb = params.var_builder(DType::F32, &device);
@@ -92,6 +88,13 @@ pub fn run(
     let iterations = layer_obj.train_iterations();
     let shards = parallel::shard_count(s.threads, s.batch_size, device.is_cpu());
     let causal = task_obj.info().map_err(|e| anyhow!("{e}"))?.causal;
+    let first_batch = task_obj.train_batch(0, s.batch_size, &device).map_err(|e| anyhow!("{e}"))?;
+    let graph = Graph::record(&layer_obj, &model, &first_batch, iterations, causal)?;
+    if peak && graph.step_flops() == 0 {
+        return Err(refused(anyhow!(
+            "--peak reads the step's GFLOP/s against the product peak, and no matrix product of `{layer}` on `{task}` was counted in its graph: drop --peak"
+        )));
+    }
     // CPU time of the steps (the closure's timed part), for `cpu ... per step`.
     let cpu = std::cell::Cell::new(0.0);
     // How long the shards' threads idle at each step's end, waiting for the slowest shard.
@@ -100,11 +103,10 @@ pub fn run(
     // two never run at once.
     let mut torch = match &reference_model {
         Some(model) => {
-            let batch = task_obj.train_batch(0, s.batch_size, &device).map_err(|e| anyhow!("{e}"))?;
             let job = Job {
                 layer: &config.layer_config,
                 task: &config.task_config,
-                inputs: batch.inputs.dims().to_vec(),
+                inputs: first_batch.inputs.dims().to_vec(),
                 causal,
                 batch: s.batch_size,
                 device: s.device.clone(),
@@ -216,73 +218,19 @@ pub fn run(
         };
         say!("  kernels {kernels}{note}");
     }
-    // The graph one forward records: candle's backward visits every op node and gives each
-    // a zero-filled gradient, so fewer, fused nodes mean fewer passes over memory.
-    let batch = task_obj.train_batch(0, s.batch_size, &device).map_err(|e| anyhow!("{e}"))?;
-    let x0 = model.embed(&batch, true).map_err(|e| anyhow!("{e}"))?;
-    let h = layer_obj.forward(&x0, &mut Pass::new(iterations)).map_err(|e| anyhow!("{e}"))?;
-    let loss = model.loss(&h, &batch).map_err(|e| anyhow!("{e}"))?;
-    let nodes = loss.sorted_nodes();
-    let ops: Vec<_> = nodes.iter().filter(|t| !t.is_variable()).collect();
-    let mut by_shape: std::collections::BTreeMap<Vec<usize>, (usize, usize)> = Default::default();
-    for t in &ops {
-        let entry = by_shape.entry(t.dims().to_vec()).or_default();
-        entry.0 += 1;
-        entry.1 += t.elem_count() * t.dtype().size_in_bytes();
-    }
-    let total_bytes: usize = by_shape.values().map(|(_, b)| b).sum();
-    let mut largest: Vec<_> = by_shape.into_iter().collect();
-    largest.sort_by_key(|(_, (_, bytes))| std::cmp::Reverse(*bytes));
-    let top: Vec<String> = largest
-        .iter()
-        .take(4)
-        .map(|(dims, (count, bytes))| format!("{dims:?} x{count} {:.0} MB", *bytes as f64 / 1e6))
-        .collect();
-    say!(
-        "  graph {} op nodes per step, {:.0} MB of recorded tensors (views included); largest: {}",
-        ops.len(),
-        total_bytes as f64 / 1e6,
-        top.join(", ")
-    );
-    report["graph_op_nodes"] = ops.len().into();
-    report["graph_mb"] = (total_bytes as f64 / 1e6).into();
-    let flops_per_step = step_flops(layer, &config.layer_config, s.batch_size, x0.dim(1)?);
-    report["gflop_per_step"] = flops_per_step.map(|f| f / 1e9).into();
-    report["gflop_per_s"] = flops_per_step.map(|f| f / (total / n) / 1e9).into();
-    match flops_per_step {
-        Some(flops) => say!(
-            "  achieved {:.1} GFLOP/s ({:.2} GFLOP per step, matmuls counted)",
-            flops / (total / n) / 1e9,
-            flops / 1e9
-        ),
-        None => say!("  GFLOP/s: no FLOP model for layer `{layer}`"),
-    }
-    if let (Some(flops), Some(p)) = (flops_per_step, &product_peak) {
-        // Each round's step GFLOP/s over the product's in the same round.
-        let peak_rounds: Vec<(f64, f64, f64)> = peaks
-            .iter()
-            .map(|&(step_s, product)| (flops / step_s / 1e9, product, flops / step_s / 1e9 / product))
-            .collect();
-        let product = median(&peak_rounds.iter().map(|r| r.1).collect::<Vec<_>>());
-        let share = median(&peak_rounds.iter().map(|r| r.2).collect::<Vec<_>>());
-        report["peak"] = serde_json::json!({
-            "threads": p.threads(), "gflop_per_s": product, "share": share,
-            "rounds": peak_rounds.iter().map(|(step, product, share)| serde_json::json!({
-                "step_gflop_per_s": step, "gflop_per_s": product, "share": share,
-            })).collect::<Vec<_>>(),
-        });
-        say!(
-            "  {:.0} % of the gemm peak: a 1024² f32 product on {} thread(s) at {product:.1} GFLOP/s in the same minutes{}",
-            share * 100.0,
-            p.threads(),
-            if peak_rounds.len() > 1 { " (medians of the rounds)" } else { "" }
-        );
-        if peak_rounds.len() > 1 {
-            let each: Vec<String> = peak_rounds
-                .iter()
-                .map(|(step, product, share)| format!("{:.0} % ({step:.0} of {product:.0})", share * 100.0))
-                .collect();
-            say!("  rounds of {steps} steps framed by products: {}", each.join(", "));
+    say!("  {}", graph.nodes_line());
+    report["graph_op_nodes"] = graph.op_nodes.into();
+    report["graph_mb"] = (graph.bytes as f64 / 1e6).into();
+    let flops = graph.step_flops() as f64;
+    report["gflop_per_step"] = (flops / 1e9).into();
+    report["gflop_per_s"] = (flops / (total / n) / 1e9).into();
+    report["product_nodes"] = graph.products.nodes.into();
+    say!("  {}", graph.flops_line(total / n));
+    if let Some(p) = &product_peak {
+        let (peak_report, lines) = bench_peak::report(p.threads(), flops, &peaks, steps);
+        report["peak"] = peak_report;
+        for line in lines {
+            say!("  {line}");
         }
     }
     if let Some(session) = torch {
@@ -347,30 +295,6 @@ fn small_data(task: &str) -> &'static [&'static str] {
         "language" => &["task.corpus_bytes=65536"],
         _ => &[],
     }
-}
-
-/// Matmul FLOPs of one training step (forward x 3) for the layers whose shapes are known.
-pub fn step_flops(layer: &str, cfg: &Config, batch: usize, tokens: usize) -> Option<f64> {
-    let d = cfg.usize("d").ok()? as f64;
-    let h = cfg.usize("heads").ok()? as f64;
-    let l = cfg.usize("iterations").ok()? as f64;
-    let m = (cfg.usize("ff_ratio").ok()? as f64) * d;
-    let bn = (batch * tokens) as f64;
-    let n = tokens as f64;
-    let p = d / h;
-    let attention_scores = match cfg.str("attention") {
-        // Phi(K)^T Phi(V) and Phi(Q) (K^T V): O(N p^2), no N x N scores.
-        Ok("linear") => 2.0 * 2.0 * batch as f64 * h * n * p * p,
-        _ => 2.0 * 2.0 * batch as f64 * h * n * n * p, // QK^T and S V
-    };
-    let per_iteration = match layer {
-        // X W, O W^T, X D, ReLU(U) D^T, and the step network's output Linear (d -> 2d).
-        "hyperset" => 2.0 * bn * (2.0 * d * d + 2.0 * d * m + 2.0 * d * d) + attention_scores,
-        // Q, K, V, O and the two MLP matrices.
-        "transformer" => 2.0 * bn * (4.0 * d * d + 2.0 * d * m) + attention_scores,
-        _ => return None,
-    };
-    Some(3.0 * l * per_iteration)
 }
 
 /// CPU time (user + system) of this process so far, in seconds.

@@ -66,6 +66,42 @@ impl ProductPeak {
     }
 }
 
+/// The step's share of the peak: each round's step GFLOP/s (at `step_flops` a step, its mean
+/// step in `rounds`, beside the round's product GFLOP/s) over the product's, as the `peak`
+/// object of `bench --json` and the report's lines (the rounds' line only for more than one).
+pub fn report(
+    threads: usize,
+    step_flops: f64,
+    rounds: &[(f64, f64)],
+    steps: usize,
+) -> (serde_json::Value, Vec<String>) {
+    let rounds: Vec<(f64, f64, f64)> = rounds
+        .iter()
+        .map(|&(step_s, product)| (step_flops / step_s / 1e9, product, step_flops / step_s / 1e9 / product))
+        .collect();
+    let product = median(&rounds.iter().map(|r| r.1).collect::<Vec<_>>());
+    let share = median(&rounds.iter().map(|r| r.2).collect::<Vec<_>>());
+    let json = serde_json::json!({
+        "threads": threads, "gflop_per_s": product, "share": share,
+        "rounds": rounds.iter().map(|(step, product, share)| serde_json::json!({
+            "step_gflop_per_s": step, "gflop_per_s": product, "share": share,
+        })).collect::<Vec<_>>(),
+    });
+    let mut lines = vec![format!(
+        "{:.0} % of the gemm peak: a 1024² f32 product on {threads} thread(s) at {product:.1} GFLOP/s in the same minutes{}",
+        share * 100.0,
+        if rounds.len() > 1 { " (medians of the rounds)" } else { "" }
+    )];
+    if rounds.len() > 1 {
+        let each: Vec<String> = rounds
+            .iter()
+            .map(|(step, product, share)| format!("{:.0} % ({step:.0} of {product:.0})", share * 100.0))
+            .collect();
+        lines.push(format!("rounds of {steps} steps framed by products: {}", each.join(", ")));
+    }
+    (json, lines)
+}
+
 /// The middle value of `values` (the upper one of the two middle values for an even count).
 pub fn median(values: &[f64]) -> f64 {
     let mut sorted = values.to_vec();

@@ -3,6 +3,7 @@
 
 pub mod ablation;
 pub mod bench;
+mod bench_graph;
 mod bench_peak;
 mod bench_reference;
 pub mod completions;

@@ -1,0 +1,85 @@
+//! What one forward pass of the benched model records: its op nodes and their bytes (candle's
+//! backward visits every node and gives each a zero-filled gradient, so fewer, fused nodes
+//! mean fewer passes over memory), and the matrix-product FLOPs of a training step counted off
+//! those nodes (`kernels::flops`), for every layer family alike.
+
+use crate::host::Plugged;
+use crate::train::parallel::forward_loss;
+use anyhow::Result;
+use kernels::flops::{forward_products, ProductFlops};
+use plugin_api::{Batch, Layer, TaskModel};
+use std::collections::BTreeMap;
+
+/// The recorded graph of one forward pass on the bench's whole batch.
+pub struct Graph {
+    /// Op nodes (variables left out).
+    pub op_nodes: usize,
+    /// Bytes of the nodes' tensors, views included.
+    pub bytes: usize,
+    /// The four shapes holding the most bytes: `[dims] xCOUNT MB`.
+    pub largest: Vec<String>,
+    /// The matrix products of the forward pass.
+    pub products: ProductFlops,
+}
+
+impl Graph {
+    /// Records the forward pass of `layer` and `model` on `batch` and reads it.
+    pub fn record(
+        layer: &Plugged<dyn Layer>,
+        model: &Plugged<dyn TaskModel>,
+        batch: &Batch,
+        iterations: usize,
+        causal: bool,
+    ) -> Result<Self> {
+        let loss = forward_loss(layer, model, batch, iterations, causal)?;
+        let nodes = loss.sorted_nodes();
+        let ops: Vec<_> = nodes.iter().filter(|t| !t.is_variable()).collect();
+        let mut by_shape: BTreeMap<Vec<usize>, (usize, usize)> = BTreeMap::new();
+        for t in &ops {
+            let entry = by_shape.entry(t.dims().to_vec()).or_default();
+            entry.0 += 1;
+            entry.1 += t.elem_count() * t.dtype().size_in_bytes();
+        }
+        let bytes = by_shape.values().map(|(_, b)| b).sum();
+        let mut largest: Vec<_> = by_shape.into_iter().collect();
+        largest.sort_by_key(|(_, (_, bytes))| std::cmp::Reverse(*bytes));
+        let largest = largest
+            .iter()
+            .take(4)
+            .map(|(dims, (count, bytes))| format!("{dims:?} x{count} {:.0} MB", *bytes as f64 / 1e6))
+            .collect();
+        Ok(Graph { op_nodes: ops.len(), bytes, largest, products: forward_products(&loss) })
+    }
+
+    /// Model FLOPs of one training step: three times the forward's products.
+    pub fn step_flops(&self) -> u64 {
+        self.products.training_step()
+    }
+
+    /// The report line on the nodes.
+    pub fn nodes_line(&self) -> String {
+        format!(
+            "graph {} op nodes per step, {:.0} MB of recorded tensors (views included); largest: {}",
+            self.op_nodes,
+            self.bytes as f64 / 1e6,
+            self.largest.join(", ")
+        )
+    }
+
+    /// The report line on the achieved FLOP rate at `step_s` seconds a step.
+    pub fn flops_line(&self, step_s: f64) -> String {
+        let uncounted = match self.products.uncounted.is_empty() {
+            true => String::new(),
+            false => {
+                let names: Vec<_> = self.products.uncounted.iter().copied().collect();
+                format!("; not counted: {}", names.join(", "))
+            }
+        };
+        format!(
+            "achieved {:.1} GFLOP/s ({:.2} GFLOP per step: the {} matrix products of the forward, x3{uncounted})",
+            self.step_flops() as f64 / step_s / 1e9,
+            self.step_flops() as f64 / 1e9,
+            self.products.nodes
+        )
+    }
+}
