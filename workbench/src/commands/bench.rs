@@ -89,7 +89,8 @@ pub fn run(
     let shards = parallel::shard_count(s.threads, s.batch_size, device.is_cpu());
     let causal = task_obj.info().map_err(|e| anyhow!("{e}"))?.causal;
     let first_batch = task_obj.train_batch(0, s.batch_size, &device).map_err(|e| anyhow!("{e}"))?;
-    let graph = Graph::record(&layer_obj, &model, &first_batch, iterations, causal)?;
+    // One forward pass on the bench's whole batch, recorded and read before anything is timed.
+    let graph = Graph::of(&parallel::forward_loss(&layer_obj, &model, &first_batch, iterations, causal)?);
     if peak && graph.step_flops() == 0 {
         return Err(refused(anyhow!(
             "--peak reads the step's GFLOP/s against the product peak, and no matrix product of `{layer}` on `{task}` was counted in its graph: drop --peak"

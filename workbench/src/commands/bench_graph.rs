@@ -3,14 +3,11 @@
 //! mean fewer passes over memory), and the matrix-product FLOPs of a training step counted off
 //! those nodes (`kernels::flops`), for every layer family alike.
 
-use crate::host::Plugged;
-use crate::train::parallel::forward_loss;
-use anyhow::Result;
+use candle_core::Tensor;
 use kernels::flops::{forward_products, ProductFlops};
-use plugin_api::{Batch, Layer, TaskModel};
 use std::collections::BTreeMap;
 
-/// The recorded graph of one forward pass on the bench's whole batch.
+/// The recorded graph of one forward pass.
 pub struct Graph {
     /// Op nodes (variables left out).
     pub op_nodes: usize,
@@ -23,15 +20,8 @@ pub struct Graph {
 }
 
 impl Graph {
-    /// Records the forward pass of `layer` and `model` on `batch` and reads it.
-    pub fn record(
-        layer: &Plugged<dyn Layer>,
-        model: &Plugged<dyn TaskModel>,
-        batch: &Batch,
-        iterations: usize,
-        causal: bool,
-    ) -> Result<Self> {
-        let loss = forward_loss(layer, model, batch, iterations, causal)?;
+    /// Reads the graph that recorded `loss`.
+    pub fn of(loss: &Tensor) -> Self {
         let nodes = loss.sorted_nodes();
         let ops: Vec<_> = nodes.iter().filter(|t| !t.is_variable()).collect();
         let mut by_shape: BTreeMap<Vec<usize>, (usize, usize)> = BTreeMap::new();
@@ -48,7 +38,7 @@ impl Graph {
             .take(4)
             .map(|(dims, (count, bytes))| format!("{dims:?} x{count} {:.0} MB", *bytes as f64 / 1e6))
             .collect();
-        Ok(Graph { op_nodes: ops.len(), bytes, largest, products: forward_products(&loss) })
+        Graph { op_nodes: ops.len(), bytes, largest, products: forward_products(loss) }
     }
 
     /// Model FLOPs of one training step: three times the forward's products.
