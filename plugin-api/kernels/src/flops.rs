@@ -38,7 +38,7 @@ pub fn forward_products(root: &Tensor) -> ProductFlops {
     let mut count = ProductFlops::default();
     for node in root.sorted_nodes() {
         let flops = match node.op() {
-            Some(Op::Matmul(a, _)) => 2 * node.elem_count() as u64 * inner_dim(a),
+            Some(Op::Matmul(a, _)) => product(a.shape(), node.shape()),
             Some(Op::CustomOp1(a, op)) => op.product_flops(a.shape(), node.shape()),
             Some(Op::CustomOp2(a, b, op)) => op.product_flops(a.shape(), b.shape(), node.shape()),
             Some(Op::CustomOp3(a, b, c, op)) => op.product_flops(a.shape(), b.shape(), c.shape(), node.shape()),
@@ -60,9 +60,10 @@ pub fn forward_products(root: &Tensor) -> ProductFlops {
     count
 }
 
-/// The inner dimension of a product's left operand `[..., m, k]`.
-fn inner_dim(a: &Tensor) -> u64 {
-    a.dims().last().copied().unwrap_or(0) as u64
+/// FLOPs of the product of a left operand `a` (`[..., m, k]`) giving `res` (`[..., m, n]`):
+/// two per multiply-add, `k` per output entry.
+pub(crate) fn product(a: &candle_core::Shape, res: &candle_core::Shape) -> u64 {
+    2 * res.elem_count() as u64 * a.dims().last().copied().unwrap_or(0) as u64
 }
 
 /// FLOPs of `products` per-head products over all token pairs for an attention op whose

@@ -253,11 +253,6 @@ fn output_shape(xl: &Layout, wl: &Layout, transposed: bool) -> Shape {
     Shape::from(dims)
 }
 
-/// The product's FLOPs: two per multiply-add, `x`'s width per output entry.
-fn linear_flops(x: &Shape, res: &Shape) -> u64 {
-    2 * res.elem_count() as u64 * x.dims().last().copied().unwrap_or(0) as u64
-}
-
 /// `[dx (x's shape, flattened), dw (the weight's shape), db ([n], with a bias)]`.
 #[allow(clippy::too_many_arguments)]
 fn backward<T: Real>(
@@ -332,7 +327,7 @@ impl CustomOp2 for Linear {
     }
 
     fn product_flops(&self, x: &Shape, _w: &Shape, res: &Shape) -> u64 {
-        linear_flops(x, res)
+        crate::flops::product(x, res)
     }
 
     fn cpu_fwd(&self, s: &CpuStorage, l: &Layout, ws: &CpuStorage, wl: &Layout) -> Result<(CpuStorage, Shape)> {
@@ -373,7 +368,7 @@ impl CustomOp3 for LinearBias {
     }
 
     fn product_flops(&self, x: &Shape, _w: &Shape, _b: &Shape, res: &Shape) -> u64 {
-        linear_flops(x, res)
+        crate::flops::product(x, res)
     }
 
     fn cpu_fwd(

@@ -90,7 +90,7 @@ impl CustomOp2 for LowerProduct {
 
     /// `U K^T`, the whole square, as the masked composition computes it.
     fn product_flops(&self, u: &Shape, _k: &Shape, res: &Shape) -> u64 {
-        2 * res.elem_count() as u64 * u.dims().last().copied().unwrap_or(0) as u64
+        crate::flops::product(u, res)
     }
 
     fn cpu_fwd(&self, us: &CpuStorage, ul: &Layout, ks: &CpuStorage, kl: &Layout) -> Result<(CpuStorage, Shape)> {
