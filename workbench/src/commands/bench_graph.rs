@@ -3,6 +3,7 @@
 //! mean fewer passes over memory), and the matrix-product FLOPs of a training step counted off
 //! those nodes (`kernels::flops`), for every layer family alike.
 
+use anyhow::{bail, Result};
 use candle_core::Tensor;
 use kernels::flops::{forward_products, ProductFlops};
 use std::collections::BTreeMap;
@@ -46,6 +47,18 @@ impl Graph {
         self.products.training_step()
     }
 
+    /// Refuses `--peak` for a graph without a counted product: its step's GFLOP/s, and so its
+    /// share of the product peak, would read 0 whatever the step did. `model` names the layer
+    /// and task in the message.
+    pub fn check_peak_readable(&self, model: &str) -> Result<()> {
+        if self.step_flops() == 0 {
+            bail!(
+                "--peak reads the step's GFLOP/s against the product peak, and no matrix product of {model} was counted in its graph: drop --peak"
+            );
+        }
+        Ok(())
+    }
+
     /// The report line on the nodes.
     pub fn nodes_line(&self) -> String {
         format!(
@@ -71,5 +84,28 @@ impl Graph {
             self.step_flops() as f64 / 1e9,
             self.products.nodes
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use candle_core::{Device, Var};
+
+    #[test]
+    fn the_peak_is_refused_only_for_a_graph_without_products() -> Result<()> {
+        let x = Var::ones((4, 3), candle_core::DType::F32, &Device::Cpu)?;
+        let element_wise = Graph::of(&(x.as_tensor() * 2.0)?.exp()?.sum_all()?);
+        assert_eq!(element_wise.step_flops(), 0);
+        let message = element_wise.check_peak_readable("`mlp` on `toy`").unwrap_err().to_string();
+        assert!(
+            message.contains("no matrix product of `mlp` on `toy`") && message.contains("drop --peak"),
+            "{message}"
+        );
+        let product = Graph::of(&x.as_tensor().matmul(&x.as_tensor().t()?)?.sum_all()?);
+        // [4, 3] x [3, 4]: 48 multiply-adds, 96 FLOPs forward, three times that a step.
+        assert_eq!(product.step_flops(), 3 * 96);
+        product.check_peak_readable("`mlp` on `toy`")?;
+        Ok(())
     }
 }
