@@ -13,7 +13,8 @@
 # per step, samples/s and GFLOP/s, and the load average seen; with `--reference` in a
 # configuration, also the PyTorch figure and the ratio of each run (set WORKBENCH_PYTHON to a
 # Python with torch if python3 has none); with `--peak`, the step's share of the gemm peak
-# measured in the same minutes, per run and its median. Needs the release build
+# measured in the same minutes, per run and its median. Each run's figures are also printed on
+# stderr as it ends. Needs the release build
 # (cargo build --release -p workbench -p hyperset -p transformer -p sudoku).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -45,6 +46,11 @@ for ((r = 0; r < repeats; r++)); do
             /achieved/ { gf = $2 }
             /% of the gemm peak/ { share = $1 }
             END { print c, step, cpu, sps, (gf == "" ? "-" : gf), load, (ref == "" ? "-" : ref), (ratio == "" ? "-" : ratio), (share == "" ? "-" : share) }' "$tmp/out" >>"$tmp/results"
+        # Each run as it ends, on stderr: what a run cut short (a time limit) still leaves.
+        tail -1 "$tmp/results" | awk -v r="$((r + 1))" -v n="$repeats" '
+            { printf "  run %d/%d of configuration %d: step %s s, %s samples/s", r, n, $1 + 1, $2, $4
+              if ($8 != "-") printf ", PyTorch %s samples/s, ratio %sx", $7, $8
+              print "" }' >&2
         # The configuration's instruction sets (the kernels', and PyTorch's cap if any).
         [[ -e "$tmp/instructions.$i" ]] || sed -n 's/^  instructions //p' "$tmp/out" | awk 'NR > 1 { printf "; " } { printf "%s", $0 } END { print "" }' >"$tmp/instructions.$i"
         i=$((i + 1))
