@@ -185,8 +185,9 @@ mod tests {
         let a = z.matmul(&z.t()?)?;
         let p = softmax(&a, D::Minus1)?;
         let expected = (&p + p.t()?)?;
-        let diff = (bi_softmax(&a)? - expected)?.abs()?.max_all()?.to_scalar::<f64>()?;
-        assert!(diff < 1e-12);
+        let diff = (bi_softmax(&a)? - expected)?.flatten_all()?.to_vec1::<f64>()?;
+        // Every entry, so that a NaN fails too (candle's `max` would skip it).
+        assert!(diff.iter().all(|d| d.abs() < 1e-12), "{diff:?}");
         Ok(())
     }
 

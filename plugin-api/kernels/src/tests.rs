@@ -18,9 +18,7 @@ pub(crate) fn normal(shape: &[usize], std: f64, seed: u64) -> Tensor {
     Tensor::from_vec(values, shape, &Device::Cpu).unwrap()
 }
 
-fn max_abs(t: &Tensor) -> f64 {
-    t.abs().unwrap().flatten_all().unwrap().max(0).unwrap().to_scalar::<f64>().unwrap()
-}
+use plugin_testkit::{larger, max_abs};
 
 pub(crate) fn relative_error(fused: &Tensor, reference: &Tensor) -> f64 {
     assert_eq!(fused.dims(), reference.dims(), "shapes differ");
@@ -1219,7 +1217,7 @@ fn sums_over_any_dimensions_match_per_entry_sums() {
         let summed = x.sum_keepdim(reduced.clone()).unwrap();
         assert_eq!(summed.dims(), kept.as_slice(), "dims {reduced:?}");
         let got = summed.flatten_all().unwrap().to_vec1::<f64>().unwrap();
-        let worst = got.iter().zip(&expected).map(|(a, b)| (a - b).abs()).fold(0.0, f64::max);
+        let worst = got.iter().zip(&expected).map(|(a, b)| (a - b).abs()).fold(0.0, larger);
         assert!(worst < 1e-12, "sum over {reduced:?}: off by {worst}");
     }
 }
@@ -1241,7 +1239,7 @@ fn layer_norm_layer_matches_candle_and_passes_gradients() {
     let vars = map.data().lock().unwrap();
     let (weight, bias) = (vars["weight"].as_tensor(), vars["bias"].as_tensor());
     let reference = plugin_api::candle_nn::ops::layer_norm(x.as_tensor(), weight, bias, LAYER_NORM_EPS as f32).unwrap();
-    let diff = (&y - reference).unwrap().abs().unwrap().max_all().unwrap().to_scalar::<f32>().unwrap();
+    let diff = plugin_testkit::max_abs_diff(&y, &reference);
     assert!(diff < 1e-5, "differs from candle's layer_norm by {diff}");
     let grads = y.sin().unwrap().sum_all().unwrap().backward().unwrap();
     for t in [x.as_tensor(), weight, bias] {

@@ -22,7 +22,9 @@ mod vars;
 pub use config::{config, config_from_text, text};
 pub use draws::randn;
 pub use gradients::{assert_same_gradients, gradient_sizes, random_projection_gradients};
-pub use measure::{max_abs, max_abs_diff, relative_error, relative_error_of, relative_max_diff, scalar};
+pub use measure::{
+    entries, larger, max_abs, max_abs_diff, relative_error, relative_error_of, relative_max_diff, scalar,
+};
 pub use seeded_vars::SeededVars;
 pub use task::{build_task_model, evaluate_all, task_gradient_sizes, train_on_task};
 pub use tiny_block::TinyBlock;

@@ -9,9 +9,27 @@ pub fn scalar(t: &Tensor) -> f64 {
     t.to_dtype(DType::F64).unwrap().sum_all().unwrap().to_scalar::<f64>().unwrap()
 }
 
-/// The largest absolute entry of `t`, as f64.
+/// The largest absolute entry of `t`, as f64; NaN when any entry is NaN. (candle's `max` skips
+/// a NaN that is not the first entry, so a tolerance checked on it would pass a kernel that
+/// writes NaNs.)
 pub fn max_abs(t: &Tensor) -> f64 {
-    t.abs().unwrap().max_all().unwrap().to_dtype(DType::F64).unwrap().to_scalar::<f64>().unwrap()
+    entries(t).iter().map(|v| v.abs()).fold(0.0, larger)
+}
+
+/// Every entry of `t` as f64, in row-major order: for checks that must see each one (`all`
+/// below a bound, all finite), which candle's `max` / `min` do not where there are NaNs.
+pub fn entries(t: &Tensor) -> Vec<f64> {
+    t.flatten_all().unwrap().to_dtype(DType::F64).unwrap().to_vec1::<f64>().unwrap()
+}
+
+/// The larger of two measures, NaN above every number (`f64::max` returns the other one), for
+/// folds over differences: `diffs.fold(0.0, larger) < tolerance` fails on a NaN.
+pub fn larger(a: f64, b: f64) -> f64 {
+    if a.is_nan() || b.is_nan() {
+        f64::NAN
+    } else {
+        a.max(b)
+    }
 }
 
 /// The largest absolute entry of `a - b`: 0 exactly when two computations agree bit for bit.

@@ -177,3 +177,26 @@ fn the_sequence_mean_replaces_each_token_by_its_sequence_average() {
     assert_eq!(target, [[[2.0, 4.0], [2.0, 4.0]], [[1.0, -1.0], [1.0, -1.0]]]);
     assert_eq!(scalar(&mean_squared_error(&x, &x)), 0.0);
 }
+
+/// A NaN anywhere in a tensor makes its measures NaN, so no tolerance passes it: candle's own
+/// `max` keeps only a leading NaN.
+#[test]
+fn a_nan_anywhere_fails_every_tolerance() {
+    for at in 0..3 {
+        let mut entries = [1.0f64, -2.0, 0.5];
+        entries[at] = f64::NAN;
+        let t = Tensor::new(&entries, &Device::Cpu).unwrap();
+        let zeros = t.zeros_like().unwrap();
+        let measures = [
+            max_abs(&t),
+            max_abs_diff(&t, &zeros),
+            relative_max_diff(&t, &zeros),
+            relative_max_diff(&zeros, &t),
+            entries.iter().copied().fold(0.0, larger),
+        ];
+        assert!(measures.iter().all(|m| m.is_nan()), "NaN at {at}: {measures:?}");
+    }
+    let t = Tensor::new(&[1.0f32, -2.0, 0.5], &Device::Cpu).unwrap();
+    assert_eq!(max_abs(&t), 2.0);
+    assert_eq!([0.5, 3.0, 1.0].into_iter().fold(0.0, larger), 3.0);
+}

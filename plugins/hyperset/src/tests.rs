@@ -79,8 +79,7 @@ fn starts_as_identity() {
     let (_, layer) = build(&cfg, DType::F32);
     let x = plugin_testkit::randn(0f32, 1.0, (2, 7, 16), &Device::Cpu).unwrap();
     let y = layer.forward(&x, &mut Pass::new(5)).unwrap();
-    let diff = (y - &x).unwrap().abs().unwrap().max_all().unwrap().to_scalar::<f32>().unwrap();
-    assert_eq!(diff, 0.0);
+    assert_eq!(plugin_testkit::max_abs_diff(&y, &x), 0.0);
 }
 
 #[test]

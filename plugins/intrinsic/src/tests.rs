@@ -149,7 +149,7 @@ fn output_has_the_input_shape_for_every_kind() {
                 let mut pass = Pass { iterations: 4, causal, train: false, observer: None };
                 let y = layer.forward(&x, &mut pass).unwrap();
                 assert_eq!(y.dims(), &[2, n, 16], "{}", kind.name());
-                let finite = y.abs().unwrap().max_all().unwrap().to_scalar::<f32>().unwrap().is_finite();
+                let finite = plugin_testkit::entries(&y).iter().all(|v| v.is_finite());
                 assert!(finite, "{} produced a non-finite value", kind.name());
             }
         }
