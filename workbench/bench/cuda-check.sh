@@ -23,6 +23,16 @@ cd "$(dirname "$0")/../.."
 rounds="${1:-3}"
 deadline=$(($(date +%s) + ${TIME_LIMIT:-1000000}))
 newest() { find target/release/deps -maxdepth 1 -type f -executable -name "$1-*" -printf '%T@ %p\n' | sort -n | tail -1 | cut -d' ' -f2; }
+# The newest test program `$1`, or a line saying it is missing and how to build it.
+test_program() {
+    local program
+    program="$(newest "$1")"
+    if [[ -z "$program" ]]; then
+        echo "no test program $1-* in target/release/deps: build it with the commands at the top of $0" >&2
+        return 1
+    fi
+    echo "$program"
+}
 
 failed=0
 # Runs one section under the time that is left, and reports its time and how it ended.
@@ -47,8 +57,16 @@ section() {
 }
 
 on=WORKBENCH_CUDA_KERNELS=1
-section "CUDA kernel tests" env $on "$(newest kernels)" tests_cuda
-section "CUDA training tests, with the CUDA kernels" env $on "$(newest cuda)" --nocapture --test-threads 1
+if kernel_tests="$(test_program kernels)"; then
+    section "CUDA kernel tests" env $on "$kernel_tests" tests_cuda
+else
+    failed=1
+fi
+if training_tests="$(test_program cuda)"; then
+    section "CUDA training tests, with the CUDA kernels" env $on "$training_tests" --nocapture --test-threads 1
+else
+    failed=1
+fi
 
 compare=plugin-api/kernels/bench-compare.sh
 section "Hyper-SET and the Transformer on Sudoku, the CUDA kernels on and off" $compare "$rounds" \
