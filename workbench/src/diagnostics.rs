@@ -311,6 +311,7 @@ mod tests {
         let expected = (-(a * a.ln() + b * b.ln())).exp();
         assert!(close(effective_rank(&[2.0, 1.0]), expected));
         // On singular values, not their squares: (4, 1) would give another value.
+        assert!(effective_rank(&[4.0, 1.0]).is_finite());
         assert!(!close(effective_rank(&[2.0, 1.0]), effective_rank(&[4.0, 1.0])));
         assert_eq!(effective_rank(&[0.0, 0.0]), 0.0);
         assert!(effective_rank(&[1.0, f64::NAN]).is_nan());

@@ -57,6 +57,7 @@ fn sweep_queue_ablation_and_plot_print_json() {
         (end["event"].as_str(), end["exit_code"].as_i64(), end["paused"].as_u64()),
         (Some("ended"), Some(0), Some(0))
     );
+    assert_eq!(end["runs"].as_array().unwrap().len(), 2, "{end}");
     assert!(end["runs"].as_array().unwrap().iter().all(|r| r["status"] == "finished"), "{end}");
 
     // Nothing queued: the runner ends at once, and says so in JSON.

@@ -165,8 +165,9 @@ fn split_batches_give_the_whole_batch_loss_and_gradients() {
     for (name, var) in params.vars() {
         let a: Vec<f64> = whole.get(var.as_tensor()).unwrap().flatten_all().unwrap().to_vec1().unwrap();
         let b: Vec<f64> = split.get(var.as_tensor()).unwrap().flatten_all().unwrap().to_vec1().unwrap();
-        let scale = a.iter().fold(1e-12f64, |m, x| m.max(x.abs()));
-        let worst = a.iter().zip(&b).fold(0f64, |m, (x, y)| m.max((x - y).abs()));
+        assert_eq!(a.len(), b.len(), "{name}");
+        let scale = a.iter().map(|x| x.abs()).fold(1e-12, plugin_testkit::larger);
+        let worst = a.iter().zip(&b).map(|(x, y)| (x - y).abs()).fold(0.0, plugin_testkit::larger);
         assert!(worst / scale < 1e-10, "{name}: whole and split gradients differ by {worst} (scale {scale})");
     }
     // Evaluation spread over threads sums to the same metrics, batch order kept.

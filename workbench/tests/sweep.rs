@@ -29,7 +29,7 @@ fn ok(dir: &Path, args: &[&str]) -> (String, String) {
 
 fn runs(dir: &Path) -> Vec<Value> {
     let (stdout, _) = ok(dir, &["runs", "--json"]);
-    serde_json::from_str::<Value>(&stdout).unwrap().as_array().cloned().unwrap_or_default()
+    serde_json::from_str::<Value>(&stdout).unwrap().as_array().cloned().expect("runs --json is an array")
 }
 
 fn status(dir: &Path, id: i64) -> String {

@@ -275,6 +275,7 @@ mod tests {
     #[test]
     fn the_avx_tiles_alone_match_the_definition() {
         if !std::arch::is_x86_feature_detected!("avx") {
+            eprintln!("skipped: the AVX tiles need a processor with AVX");
             return;
         }
         for n in [0, 1, 7, 8, 9, 16, 24, 33, 81] {

@@ -30,7 +30,9 @@ fn small_steps_lower_both_energies_and_reversed_steps_raise_them() {
                 check.after
             );
         }
-        for check in layer.descent_checks(&x, -1e-3).unwrap() {
+        let up = layer.descent_checks(&x, -1e-3).unwrap();
+        assert_eq!(up.len(), down.len(), "{preconditioner}: reversed");
+        for check in up {
             assert!(check.after > check.before, "{preconditioner}: a reversed step must raise {}", check.name);
         }
     }

@@ -124,7 +124,9 @@ fn optimizer_descent_checks_hold_and_reject_the_wrong_sign() {
             if name != "gd" {
                 assert!(checks[2..].iter().all(|c| c.name.contains(name)), "{name}");
             }
-            for c in layer.descent_checks(&x, -step).unwrap() {
+            let reversed = layer.descent_checks(&x, -step).unwrap();
+            assert_eq!(reversed.len(), checks.len(), "{name}: reversed");
+            for c in reversed {
                 assert!(c.after > c.before, "{name}: reversed, {} did not rise {} -> {}", c.name, c.before, c.after);
             }
         }

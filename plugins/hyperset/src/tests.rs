@@ -103,6 +103,7 @@ fn energies_are_per_sample() {
     assert_eq!(names, ["attention", "feedforward", "total"]);
     for e in &energies {
         assert_eq!(e.per_sample.dims(), &[3]);
+        assert!(plugin_testkit::entries(&e.per_sample).iter().all(|v| v.is_finite()), "{}", e.name);
     }
     let heads = layer.head_projections(1, 1, &x).unwrap().unwrap();
     assert_eq!(heads.dims(), &[3, 2, 6, 8]);

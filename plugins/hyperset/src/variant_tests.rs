@@ -297,6 +297,7 @@ fn linear_attention_builds_no_token_by_token_matrix() {
         assert_eq!(y.dims(), &[1, n, 16]);
         assert!(y.sorted_nodes().len() > 20, "the graph was not recorded");
         let energy = &layer.energies(1, 2, x.as_tensor(), x.as_tensor()).unwrap()[0].per_sample;
+        assert!(energy.sorted_nodes().len() > 1, "the energy's graph was not recorded");
         if attention == "linear" {
             assert!(!has_square(&y) && largest(&y) < n * n, "largest node {} entries", largest(&y));
             assert!(!has_square(energy) && largest(energy) < n * n);

@@ -231,6 +231,7 @@ mod tests {
         assert_eq!(parse_axis("heads=4,8").unwrap().values, vec!["4", "8"]);
         let lr: Vec<f64> = parse_axis("lr=1e-4:1e-3:log4").unwrap().values.iter().map(|v| v.parse().unwrap()).collect();
         let want = [1e-4, 1e-4 * 10f64.powf(1.0 / 3.0), 1e-4 * 10f64.powf(2.0 / 3.0), 1e-3];
+        assert_eq!(lr.len(), want.len(), "{lr:?}");
         assert!(lr.iter().zip(want).all(|(a, b)| (a / b - 1.0).abs() < 1e-9), "{lr:?}");
         assert_eq!(parse_axis("iterations=2:8:lin4").unwrap().values, vec!["2", "4", "6", "8"]);
         assert_eq!(parse_axis("x=0:1:lin3").unwrap().values, vec!["0", "0.5", "1"]);

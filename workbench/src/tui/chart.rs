@@ -121,6 +121,7 @@ mod tests {
     #[test]
     fn smoothing_is_debiased_and_log_drops_non_positive() {
         let s = smooth(&[(0.0, 2.0), (1.0, 2.0), (2.0, 2.0)], 0.3);
+        assert_eq!(s.len(), 3);
         assert!(s.iter().all(|p| (p.1 - 2.0).abs() < 1e-12));
         let s = smooth(&[(0.0, 0.0), (1.0, 1.0)], 0.5);
         assert!((s[1].1 - 2.0 / 3.0).abs() < 1e-12);
