@@ -4,6 +4,7 @@
 
 use super::*;
 use candle_core::{Device, Var};
+use plugin_testkit::{larger, max_abs};
 use rand::rngs::StdRng;
 use rand::SeedableRng;
 use rand_distr::{Distribution, Normal};
@@ -17,8 +18,6 @@ pub(crate) fn normal(shape: &[usize], std: f64, seed: u64) -> Tensor {
     let values: Vec<f64> = (0..shape.iter().product::<usize>()).map(|_| dist.sample(&mut rng)).collect();
     Tensor::from_vec(values, shape, &Device::Cpu).unwrap()
 }
-
-use plugin_testkit::{larger, max_abs};
 
 pub(crate) fn relative_error(fused: &Tensor, reference: &Tensor) -> f64 {
     assert_eq!(fused.dims(), reference.dims(), "shapes differ");
