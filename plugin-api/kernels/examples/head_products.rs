@@ -3,6 +3,7 @@
 //! when changing the tiles.
 //!
 //! `cargo run --release -p kernels --example head_products [-- ROUNDS]`.
+//! Last, the symmetric tiles of `Z Zᵀ` (queries equal to keys), rated by the full product's FLOPs.
 //! Shapes: the default Sudoku heads (81 tokens, 4 heads of 32, 16 samples = 64 heads), each
 //! head read where it lies in the merged `[N, H p]` rows, as the attention ops read it.
 
@@ -142,4 +143,15 @@ fn main() {
         let tiles = if ran { format!("{tiles:6.1}") } else { "none on this processor (no AVX-512)".to_string() };
         println!("  {:<6} {m}x{n}x{k}  gemm {gemm:6.1}  register tiles {tiles}", product.name);
     }
+    // Hyper-SET's scores `Z Zᵀ`: the full product's FLOPs per unit of time, so the rate
+    // compares with the tiles' `Q Kᵀ` above.
+    let symmetric = &PRODUCTS[0];
+    let mut ran = true;
+    let tiles = gflops(symmetric, rounds, |i| {
+        let z = Heads::head(&heads.q, i);
+        // SAFETY: `z` is N x p where it lies; `dst` holds N x N.
+        ran &= unsafe { kernels::symmetric_head_product_f32(TOKENS, HEAD_DIM, dst.as_mut_ptr(), TOKENS, z, 1.0) };
+    });
+    let tiles = if ran { format!("{tiles:6.1}") } else { "none on this processor (no AVX-512)".to_string() };
+    println!("  Z Zᵀ   {TOKENS}x{TOKENS}x{HEAD_DIM}  symmetric register tiles {tiles} (the full product's FLOPs)");
 }

@@ -9,9 +9,10 @@
 //! (notes-hyperset.md §1.6); `S = P + P^T` is formed by mirroring `P` in the L1 cache, not by
 //! a second pass of exponentials.
 //!
-//! Two ops: the first computes the weights `P` of every (sample, head) (`B H N^2` values) and
-//! is kept for the backward; the second forms `out`. The backward thus recomputes only the
-//! per-row norms `Z` from `XW` and `S` from `P`, not the scores and their exponentials:
+//! Two ops: the first computes the weights `P` of every (sample, head) (`B H N^2` values; the
+//! scores `Z Z^T` by the symmetric product, half the multiply-adds) and is kept for the
+//! backward; the second forms `out`. The backward thus recomputes only the per-row norms `Z`
+//! from `XW` and `S` from `P`, not the scores and their exponentials:
 //!
 //! - `dZ = S dO` (`S` is symmetric);
 //! - `G = dS + dS^T = M + M^T` with `M = dO Z^T` (the gradient with respect to `P`: one
@@ -70,6 +71,24 @@ pub(crate) unsafe fn product<T: Real>(
         false,
         gemm::Parallelism::None,
     )
+}
+
+/// `dst (n x n) = scale * a aᵀ` for `a` `n x k`: [`product`] of `a` by its own transpose, by
+/// the symmetric register tiles where they apply (half the multiply-adds, the same values).
+///
+/// # Safety
+/// As for [`product`].
+#[inline(always)]
+pub(crate) unsafe fn symmetric_product<T: Real>(
+    (n, k): (usize, usize),
+    dst: *mut T,
+    dst_rs: usize,
+    a: Matrix<T>,
+    scale: T,
+) {
+    if !T::symmetric_head_product(n, k, dst, dst_rs, a, scale) {
+        product((n, n, k), dst, dst_rs, a, transposed(a), scale, false)
+    }
 }
 
 /// Which entries of an `N x N` factor of a causal attention carry weight, so that a product
@@ -264,7 +283,7 @@ struct Scratch<T> {
     z: Vec<T>,
     /// `1 / rms` per token.
     inv_rms: Vec<T>,
-    /// `S = P + P^T`, `N x N`.
+    /// `S = P + P^T`, `N x N`; in [`weights`], the scores before their softmax.
     s: Vec<T>,
 }
 
@@ -331,9 +350,12 @@ fn weights<T: Real>(xw: &[T], rows: &Rows, d: Dims, gain: &[T], eps: f64, beta: 
         |scratch, b, h, p| {
             scratch.normalise(xw, rows, &d, b, h, gain, eps);
             let z = scratch.z.as_ptr();
-            // SAFETY: `p` is the head's N x N; `z` is N x p.
-            unsafe { product((n, n, hp), p.as_mut_ptr(), n, (z, hp, 1), (z, 1, hp), beta, false) }
-            for row in p.chunks_exact_mut(n.max(1)) {
+            // The scores into the scratch, in the L1 cache (the symmetric product's mirrored
+            // stores into the fresh `p` cost what its halved multiply-adds save), then row by
+            // row into `p`. SAFETY: `scratch.s` is N x N; `z` is N x p.
+            unsafe { symmetric_product((n, hp), scratch.s.as_mut_ptr(), n, (z, hp, 1), beta) }
+            for (row, scores) in p.chunks_exact_mut(n.max(1)).zip(scratch.s.chunks_exact(n.max(1))) {
+                row.copy_from_slice(scores);
                 softmax_in_place(row);
             }
         },

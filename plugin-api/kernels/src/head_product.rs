@@ -45,6 +45,35 @@ pub unsafe fn product_f32(
     false
 }
 
+/// `dst (n x n, row stride dst_rs) = scale * a aᵀ` for `a` `n x k` (any strides), the
+/// scores of a head whose queries are its keys (Hyper-SET's `Z Zᵀ`), computing about half of
+/// [`product_f32`]'s multiply-adds and the same values bit for bit. Returns `false`, writing
+/// nothing, on a processor without AVX-512.
+///
+/// # Safety
+/// `a` and `dst` must address matrices of the given sizes and strides.
+pub unsafe fn symmetric_f32(
+    n: usize,
+    k: usize,
+    dst: *mut f32,
+    dst_rs: usize,
+    a: (*const f32, usize, usize),
+    scale: f32,
+) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if plugin_api::isa::kernels_isa() == plugin_api::isa::Isa::Avx512 {
+            x86::PACKED.with(|packed| {
+                // SAFETY: the processor has AVX-512F; the caller vouches for the matrices.
+                unsafe { x86::symmetric(n, k, dst, dst_rs, a, scale, &mut packed.borrow_mut()) }
+            });
+            return true;
+        }
+    }
+    let _ = (n, k, dst, dst_rs, a, scale);
+    false
+}
+
 #[cfg(target_arch = "x86_64")]
 mod x86 {
     use std::arch::x86_64::*;
@@ -146,10 +175,74 @@ mod x86 {
             if m == 0 || n == 0 {
                 return;
             }
-            let width = n.div_ceil(L) * L;
             // The right operand as row-major rows of whole vectors: itself, or a copy.
-            let (b, b_rs) =
-                if b_cs == 1 && n.is_multiple_of(L) { (b, b_rs) } else { (pack(k, n, (b, b_rs, b_cs), packed), width) };
+            let (b, b_rs) = whole_vector_rows(k, n, (b, b_rs, b_cs), packed);
+            columns(m, n, k, a, (b, b_rs), dst, dst_rs, scale, accumulate);
+        }
+    }
+
+    /// `dst (n x n) = scale * a aᵀ` for `a` `n x k` (any strides): the scores of a head whose
+    /// queries are its keys. Only the tiles that reach the diagonal are computed, band of 16
+    /// rows by band (band `i` up to column `16 (i + 1)`: about half the multiply-adds of the
+    /// full product at `n = 81`), then each 16 x 16 block above the diagonal is the transpose of
+    /// its mirror block, transposed in registers. Each entry is the same sum, in the same
+    /// order, as [`product`] computes, so the two agree bit for bit.
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn symmetric(
+        n: usize,
+        k: usize,
+        dst: *mut f32,
+        dst_rs: usize,
+        (a, a_rs, a_cs): (*const f32, usize, usize),
+        scale: f32,
+        packed: &mut Vec<f32>,
+    ) {
+        unsafe {
+            let b = whole_vector_rows(k, n, (a, a_cs, a_rs), packed);
+            for first in (0..n).step_by(L) {
+                let rows = (n - first).min(L);
+                let cols = (first + L).min(n);
+                let band = (a.add(first * a_rs), a_rs, a_cs);
+                columns(rows, cols, k, band, b, dst.add(first * dst_rs), dst_rs, scale, false);
+            }
+            mirror_lower(n, dst, dst_rs);
+        }
+    }
+
+    /// `b` (`k x n`) as row-major rows of whole vectors (row stride a multiple of 16, at least
+    /// `n` rounded up): itself when it already is one, else its copy in `packed`.
+    #[inline(always)]
+    unsafe fn whole_vector_rows(
+        k: usize,
+        n: usize,
+        (b, b_rs, b_cs): (*const f32, usize, usize),
+        packed: &mut Vec<f32>,
+    ) -> (*const f32, usize) {
+        if b_cs == 1 && n.is_multiple_of(L) {
+            (b, b_rs)
+        } else {
+            // SAFETY: the caller's `b` is `k x n` with these strides.
+            (unsafe { pack(k, n, (b, b_rs, b_cs), packed) }, n.div_ceil(L) * L)
+        }
+    }
+
+    /// `dst (m x n) = scale * a (m x k) b (k x n)` (plus `dst` when `accumulate`) for `b` in
+    /// rows of whole vectors, in column blocks of up to six vectors, each by the widest tiles
+    /// of rows its vectors leave registers for.
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn columns(
+        m: usize,
+        n: usize,
+        k: usize,
+        a: (*const f32, usize, usize),
+        (b, b_rs): (*const f32, usize),
+        dst: *mut f32,
+        dst_rs: usize,
+        scale: f32,
+        accumulate: bool,
+    ) {
+        unsafe {
             for start in (0..n).step_by(BLOCK) {
                 let cols = (n - start).min(BLOCK);
                 let last: __mmask16 = if cols.is_multiple_of(L) { !0 } else { (1 << (cols % L)) - 1 };
@@ -163,6 +256,29 @@ mod x86 {
                     4 => rows!(4, 6, [1 2 3 4 5], m, k, a, b, dst, dst_rs, last, scale, accumulate),
                     5 => rows!(5, 4, [1 2 3], m, k, a, b, dst, dst_rs, last, scale, accumulate),
                     _ => rows!(6, 4, [1 2 3], m, k, a, b, dst, dst_rs, last, scale, accumulate),
+                }
+            }
+        }
+    }
+
+    /// The entries above the diagonal blocks of the `n x n` `dst` from those below: block
+    /// `(J, I)` of 16 x 16 (`J < I`) is the transpose of block `(I, J)`, whose rows past `n`
+    /// (the last band's) are neither read nor written.
+    #[inline(always)]
+    unsafe fn mirror_lower(n: usize, dst: *mut f32, dst_rs: usize) {
+        unsafe {
+            for first in (L..n).step_by(L) {
+                let rows = (n - first).min(L);
+                let mask: __mmask16 = if rows == L { !0 } else { (1 << rows) - 1 };
+                for column in (0..first).step_by(L) {
+                    let mut block = [_mm512_setzero_ps(); L];
+                    for (r, row) in block.iter_mut().enumerate().take(rows) {
+                        *row = _mm512_loadu_ps(dst.add((first + r) * dst_rs + column));
+                    }
+                    let block = crate::transpose::avx512::transpose(block);
+                    for (c, row) in block.iter().enumerate() {
+                        _mm512_mask_storeu_ps(dst.add((column + c) * dst_rs + first), mask, *row);
+                    }
                 }
             }
         }
@@ -251,7 +367,7 @@ mod x86 {
 
 #[cfg(test)]
 mod tests {
-    use super::product_f32;
+    use super::{product_f32, symmetric_f32};
 
     /// A deterministic value in [-1, 1) for entry `i` of operand `seed`.
     fn value(i: usize, seed: usize) -> f32 {
@@ -344,5 +460,58 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn symmetric_products_equal_the_full_product_bit_for_bit() {
+        let avx512 = plugin_api::isa::kernels_isa() == plugin_api::isa::Isa::Avx512;
+        if !avx512 {
+            eprintln!("skipped: the register tiles need AVX-512; only their refusal is checked here");
+        }
+        // n: empty, within one band, on and past band edges, the default heads, two column
+        // blocks of six vectors; k: empty, short, a partial and a whole transpose tile.
+        let mut checked = 0;
+        for n in [0, 1, 15, 16, 17, 33, 81, 100, 130] {
+            for k in [0, 1, 5, 32] {
+                for a_t in [false, true] {
+                    let (a, a_rs, a_cs) = operand(n, k, 3, a_t, n + k);
+                    let dst_rs = n + 5;
+                    let before: Vec<f32> = (0..n * dst_rs).map(|i| value(i, 7)).collect();
+                    let (mut full, mut symmetric) = (before.clone(), before.clone());
+                    let scale = 0.37f32;
+                    let matrix = (a.as_ptr(), a_rs, a_cs);
+                    // SAFETY: `a` is n x k with these strides; both outputs n rows of dst_rs.
+                    let ran = unsafe { symmetric_f32(n, k, symmetric.as_mut_ptr(), dst_rs, matrix, scale) };
+                    assert_eq!(ran, avx512, "runs exactly where the processor has AVX-512");
+                    if !ran {
+                        assert_eq!(symmetric, before, "a refused product writes nothing");
+                        continue;
+                    }
+                    let transposed = (a.as_ptr(), a_cs, a_rs);
+                    // SAFETY: as above.
+                    unsafe { product_f32((n, n, k), full.as_mut_ptr(), dst_rs, matrix, transposed, scale, false) };
+                    let label = format!("{n}x{n}x{k} a^T={a_t}");
+                    for (e, (&s, &f)) in symmetric.iter().zip(&full).enumerate() {
+                        assert_eq!(
+                            s.to_bits(),
+                            f.to_bits(),
+                            "{label}: entry ({}, {}) {s} vs {f}",
+                            e / dst_rs,
+                            e % dst_rs
+                        );
+                    }
+                    for i in 0..n {
+                        for j in 0..n {
+                            let sum: f64 =
+                                (0..k).map(|p| a[i * a_rs + p * a_cs] as f64 * a[j * a_rs + p * a_cs] as f64).sum();
+                            let got = symmetric[i * dst_rs + j] as f64;
+                            assert!((got - scale as f64 * sum).abs() <= 1e-5 * (1.0 + k as f64), "{label}: ({i}, {j})");
+                        }
+                    }
+                    checked += 1;
+                }
+            }
+        }
+        assert!(!avx512 || checked == 9 * 4 * 2, "every size compared ({checked})");
     }
 }

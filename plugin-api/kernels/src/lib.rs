@@ -159,6 +159,7 @@ plugin_api::with_cuda! {
 }
 
 pub use head_product::product_f32 as head_product_f32;
+pub use head_product::symmetric_f32 as symmetric_head_product_f32;
 pub use layer_norm::{LayerNorm, LAYER_NORM_EPS};
 pub use norm::Activation;
 

@@ -39,6 +39,21 @@ pub(crate) trait Real:
     ) -> bool {
         false
     }
+    /// `dst = scale a aᵀ` (`n x n`, `a` `n x k`) by `head_product.rs`'s symmetric tiles where
+    /// they apply; `false` (the default, f64's) leaves it to a full product.
+    ///
+    /// # Safety
+    /// As `head_product::symmetric_f32`.
+    unsafe fn symmetric_head_product(
+        _n: usize,
+        _k: usize,
+        _dst: *mut Self,
+        _dst_rs: usize,
+        _a: (*const Self, usize, usize),
+        _scale: Self,
+    ) -> bool {
+        false
+    }
 }
 
 impl Real for f32 {
@@ -69,6 +84,17 @@ impl Real for f32 {
     ) -> bool {
         // SAFETY: as this function's.
         unsafe { crate::head_product::product_f32(size, dst, dst_rs, a, b, scale, accumulate) }
+    }
+    unsafe fn symmetric_head_product(
+        n: usize,
+        k: usize,
+        dst: *mut f32,
+        dst_rs: usize,
+        a: (*const f32, usize, usize),
+        scale: f32,
+    ) -> bool {
+        // SAFETY: as this function's.
+        unsafe { crate::head_product::symmetric_f32(n, k, dst, dst_rs, a, scale) }
     }
 }
 
