@@ -150,7 +150,7 @@ fn main() {
     let tiles = gflops(symmetric, rounds, |i| {
         let z = Heads::head(&heads.q, i);
         // SAFETY: `z` is N x p where it lies; `dst` holds N x N.
-        ran &= unsafe { kernels::symmetric_head_product_f32(TOKENS, HEAD_DIM, dst.as_mut_ptr(), TOKENS, z, 1.0) };
+        ran &= unsafe { kernels::symmetric_head_product_f32((TOKENS, HEAD_DIM), dst.as_mut_ptr(), TOKENS, z, 1.0) };
     });
     let tiles = if ran { format!("{tiles:6.1}") } else { "none on this processor (no AVX-512)".to_string() };
     println!("  Z Zᵀ   {TOKENS}x{TOKENS}x{HEAD_DIM}  symmetric register tiles {tiles} (the full product's FLOPs)");

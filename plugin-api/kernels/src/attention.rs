@@ -86,7 +86,7 @@ pub(crate) unsafe fn symmetric_product<T: Real>(
     a: Matrix<T>,
     scale: T,
 ) {
-    if !T::symmetric_head_product(n, k, dst, dst_rs, a, scale) {
+    if !T::symmetric_head_product((n, k), dst, dst_rs, a, scale) {
         product((n, n, k), dst, dst_rs, a, transposed(a), scale, false)
     }
 }

@@ -31,18 +31,13 @@ pub unsafe fn product_f32(
     scale: f32,
     accumulate: bool,
 ) -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        if plugin_api::isa::kernels_isa() == plugin_api::isa::Isa::Avx512 {
-            x86::PACKED.with(|packed| {
-                // SAFETY: the processor has AVX-512F; the caller vouches for the matrices.
-                unsafe { x86::product(m, n, k, dst, dst_rs, a, b, scale, accumulate, &mut packed.borrow_mut()) }
-            });
-            return true;
+    on_avx512(|_packed| {
+        // SAFETY: the processor has AVX-512F; the caller vouches for the matrices.
+        #[cfg(target_arch = "x86_64")]
+        unsafe {
+            x86::product(m, n, k, dst, dst_rs, a, b, scale, accumulate, _packed)
         }
-    }
-    let _ = (m, n, k, dst, dst_rs, a, b, scale, accumulate);
-    false
+    })
 }
 
 /// `dst (n x n, row stride dst_rs) = scale * a aᵀ` for `a` `n x k` (any strides), the
@@ -53,24 +48,32 @@ pub unsafe fn product_f32(
 /// # Safety
 /// `a` and `dst` must address matrices of the given sizes and strides.
 pub unsafe fn symmetric_f32(
-    n: usize,
-    k: usize,
+    (n, k): (usize, usize),
     dst: *mut f32,
     dst_rs: usize,
     a: (*const f32, usize, usize),
     scale: f32,
 ) -> bool {
+    on_avx512(|_packed| {
+        // SAFETY: the processor has AVX-512F; the caller vouches for the matrices.
+        #[cfg(target_arch = "x86_64")]
+        unsafe {
+            x86::symmetric(n, k, dst, dst_rs, a, scale, _packed)
+        }
+    })
+}
+
+/// Runs `tiles` with this thread's buffer for packed right operands, on a processor with
+/// AVX-512; `false`, running nothing, on any other.
+fn on_avx512(tiles: impl FnOnce(&mut Vec<f32>)) -> bool {
     #[cfg(target_arch = "x86_64")]
     {
         if plugin_api::isa::kernels_isa() == plugin_api::isa::Isa::Avx512 {
-            x86::PACKED.with(|packed| {
-                // SAFETY: the processor has AVX-512F; the caller vouches for the matrices.
-                unsafe { x86::symmetric(n, k, dst, dst_rs, a, scale, &mut packed.borrow_mut()) }
-            });
+            x86::PACKED.with(|packed| tiles(&mut packed.borrow_mut()));
             return true;
         }
     }
-    let _ = (n, k, dst, dst_rs, a, scale);
+    let _ = tiles;
     false
 }
 
@@ -481,7 +484,7 @@ mod tests {
                     let scale = 0.37f32;
                     let matrix = (a.as_ptr(), a_rs, a_cs);
                     // SAFETY: `a` is n x k with these strides; both outputs n rows of dst_rs.
-                    let ran = unsafe { symmetric_f32(n, k, symmetric.as_mut_ptr(), dst_rs, matrix, scale) };
+                    let ran = unsafe { symmetric_f32((n, k), symmetric.as_mut_ptr(), dst_rs, matrix, scale) };
                     assert_eq!(ran, avx512, "runs exactly where the processor has AVX-512");
                     if !ran {
                         assert_eq!(symmetric, before, "a refused product writes nothing");

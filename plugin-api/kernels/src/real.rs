@@ -1,6 +1,7 @@
 //! The element types the fused kernels run on (f32 and f64), with the few scalar functions
 //! they need.
 
+use crate::attention::Matrix;
 use candle_core::WithDType;
 use num_traits::Float;
 
@@ -45,11 +46,10 @@ pub(crate) trait Real:
     /// # Safety
     /// As `head_product::symmetric_f32`.
     unsafe fn symmetric_head_product(
-        _n: usize,
-        _k: usize,
+        _size: (usize, usize),
         _dst: *mut Self,
         _dst_rs: usize,
-        _a: (*const Self, usize, usize),
+        _a: Matrix<Self>,
         _scale: Self,
     ) -> bool {
         false
@@ -86,15 +86,14 @@ impl Real for f32 {
         unsafe { crate::head_product::product_f32(size, dst, dst_rs, a, b, scale, accumulate) }
     }
     unsafe fn symmetric_head_product(
-        n: usize,
-        k: usize,
+        size: (usize, usize),
         dst: *mut f32,
         dst_rs: usize,
-        a: (*const f32, usize, usize),
+        a: Matrix<f32>,
         scale: f32,
     ) -> bool {
         // SAFETY: as this function's.
-        unsafe { crate::head_product::symmetric_f32(n, k, dst, dst_rs, a, scale) }
+        unsafe { crate::head_product::symmetric_f32(size, dst, dst_rs, a, scale) }
     }
 }
 
