@@ -28,6 +28,11 @@ pub(crate) struct Rows {
     outer_dims: Vec<usize>,
     outer_strides: Vec<usize>,
     start: usize,
+    /// The storage distance between every two consecutive rows, when it is one (a contiguous
+    /// tensor, or one narrowed in its last dimension): then a row's offset is one product,
+    /// not a division per leading dimension (per row of every op, and per token and head in
+    /// the attentions).
+    even_spacing: Option<usize>,
     /// Elements per row.
     pub len: usize,
     /// Storage distance between consecutive elements of a row.
@@ -46,6 +51,7 @@ impl Rows {
                 outer_dims: vec![],
                 outer_strides: vec![],
                 start: layout.start_offset(),
+                even_spacing: Some(0),
                 len: 1,
                 step: 1,
                 count: 1,
@@ -54,6 +60,7 @@ impl Rows {
                 outer_dims: dims[..rank - 1].to_vec(),
                 outer_strides: strides[..rank - 1].to_vec(),
                 start: layout.start_offset(),
+                even_spacing: even_spacing(&dims[..rank - 1], &strides[..rank - 1]),
                 len: dims[rank - 1],
                 step: strides[rank - 1],
                 count: dims[..rank - 1].iter().product(),
@@ -65,6 +72,9 @@ impl Rows {
     /// leading dimensions).
     #[inline(always)]
     pub fn offset(&self, row: usize) -> usize {
+        if let Some(spacing) = self.even_spacing {
+            return self.start + row * spacing;
+        }
         let mut rest = row;
         let mut offset = self.start;
         for k in (0..self.outer_dims.len()).rev() {
@@ -94,6 +104,26 @@ impl Rows {
             buf
         }
     }
+}
+
+/// The one storage distance between consecutive rows of leading dimensions `dims` with
+/// `strides`, if there is one: each dimension's stride is the next one's times its size
+/// (dimensions of size 1 aside, whose stride is never used).
+fn even_spacing(dims: &[usize], strides: &[usize]) -> Option<usize> {
+    let mut spacing = None;
+    let mut span = 1;
+    for (&d, &s) in dims.iter().zip(strides).rev() {
+        if d == 1 {
+            continue;
+        }
+        match spacing {
+            None => spacing = Some(s),
+            Some(first) if s == first * span => {}
+            Some(_) => return None,
+        }
+        span *= d;
+    }
+    Some(spacing.unwrap_or(0))
 }
 
 /// The matrices of a tensor of rank >= 2 (its last two dimensions), for per-matrix ops.
@@ -433,4 +463,37 @@ pub(crate) fn storage_len(storage: &CpuStorage) -> usize {
 pub(crate) fn dtype(storage: &CpuStorage) -> candle_core::DType {
     use candle_core::backend::BackendStorage;
     storage.dtype()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Rows;
+    use candle_core::{Device, Tensor};
+
+    /// The evenly spaced rows' one product gives the offsets of the division per leading
+    /// dimension, and the layouts that are not evenly spaced take the division.
+    #[test]
+    fn row_offsets_agree_with_the_division_for_every_view() {
+        let t = Tensor::arange(0f32, 2.0 * 3.0 * 4.0 * 5.0, &Device::Cpu).unwrap().reshape((2, 3, 4, 5)).unwrap();
+        let views = [
+            ("contiguous", t.clone(), true),
+            ("last two transposed", t.transpose(2, 3).unwrap(), false),
+            ("narrowed last", t.narrow(3, 1, 3).unwrap(), true),
+            ("narrowed leading", t.narrow(1, 1, 2).unwrap(), false),
+            ("leading transposed", t.transpose(0, 1).unwrap(), false),
+            ("broadcast", t.narrow(0, 0, 1).unwrap().broadcast_as((3, 3, 4, 5)).unwrap(), false),
+            ("size-1 leading", t.narrow(0, 1, 1).unwrap(), true),
+            ("size-1 between", t.narrow(1, 2, 1).unwrap(), false),
+        ];
+        for (name, view, even) in views {
+            let layout = view.layout();
+            let rows = Rows::new(layout);
+            assert_eq!(rows.even_spacing.is_some(), even, "{name}: evenly spaced");
+            let division = Rows { even_spacing: None, ..rows.clone() };
+            assert!(rows.count > 1, "{name}: rows to compare");
+            for r in 0..rows.count {
+                assert_eq!(rows.offset(r), division.offset(r), "{name}: row {r}");
+            }
+        }
+    }
 }
