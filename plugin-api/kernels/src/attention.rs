@@ -28,7 +28,7 @@
 use crate::real::Real;
 use crate::strided::{fill, map_chunks, output_buffer_with_room, read_vector, slice, storage_len, unpack, Rows};
 use crate::transpose::{add_transpose, add_transpose_in_place};
-use crate::vector::{dot, softmax_in_place, sum_sq};
+use crate::vector::{dot, softmax_row, sum_sq};
 use candle_core::{bail, CpuStorage, CustomOp2, CustomOp3, Layout, Result, Shape, Tensor};
 
 /// `dst (m x n) = scale * lhs (m x k) * rhs (k x n)`, or `dst += ...` when `accumulate`;
@@ -351,12 +351,11 @@ fn weights<T: Real>(xw: &[T], rows: &Rows, d: Dims, gain: &[T], eps: f64, beta: 
             scratch.normalise(xw, rows, &d, b, h, gain, eps);
             let z = scratch.z.as_ptr();
             // The scores into the scratch, in the L1 cache (the symmetric product's mirrored
-            // stores into the fresh `p` cost what its halved multiply-adds save), then row by
-            // row into `p`. SAFETY: `scratch.s` is N x N; `z` is N x p.
+            // stores into the fresh `p` cost what its halved multiply-adds save), then their
+            // softmax row by row into `p`. SAFETY: `scratch.s` is N x N; `z` is N x p.
             unsafe { symmetric_product((n, hp), scratch.s.as_mut_ptr(), n, (z, hp, 1), beta) }
             for (row, scores) in p.chunks_exact_mut(n.max(1)).zip(scratch.s.chunks_exact(n.max(1))) {
-                row.copy_from_slice(scores);
-                softmax_in_place(row);
+                softmax_row(scores, row);
             }
         },
     )
