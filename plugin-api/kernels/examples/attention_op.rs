@@ -3,6 +3,10 @@
 //! else in the step).
 //!
 //! `RAYON_NUM_THREADS=1 cargo run --release -p kernels --example attention_op [-- REPEATS]`.
+//! glibc's default thresholds hand each fresh output back to the system and fault its pages
+//! in again (the forward's figure grows by about 40 % without them); the workbench keeps
+//! freed buffers (`cli.rs`), as these variables do here: `MALLOC_MMAP_THRESHOLD_=33554432
+//! MALLOC_TRIM_THRESHOLD_=2147483647 MALLOC_TOP_PAD_=67108864`.
 //! Shape: the default Hyper-SET Sudoku shard (8 samples x 81 tokens, 4 heads of 32, f32).
 
 use candle_core::{Device, Result, Tensor, Var};

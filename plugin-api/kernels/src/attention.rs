@@ -9,10 +9,10 @@
 //! (notes-hyperset.md §1.6); `S = P + P^T` is formed by mirroring `P` in the L1 cache, not by
 //! a second pass of exponentials.
 //!
-//! Two ops: the first computes the weights `P` of every (sample, head) (`B H N^2` values; the
-//! scores `Z Z^T` by the symmetric product, half the multiply-adds) and is kept for the
-//! backward; the second forms `out`. The backward thus recomputes only the per-row norms `Z`
-//! from `XW` and `S` from `P`, not the scores and their exponentials:
+//! One op, one pass per (sample, head): the scores `Z Z^T` by the symmetric product (half the
+//! multiply-adds), their softmax `P`, then `out` from `S`; the op keeps the weights `P` of every
+//! (sample, head) (`B H N^2` values) for its backward, which thus recomputes only the per-row
+//! norms `Z` from `XW` and `S` from `P`, not the scores and their exponentials:
 //!
 //! - `dZ = S dO` (`S` is symmetric);
 //! - `G = dS + dS^T = M + M^T` with `M = dO Z^T` (the gradient with respect to `P`: one
@@ -26,10 +26,13 @@
 //! Samples run in parallel; the small products go to the `gemm` crate on one thread each.
 
 use crate::real::Real;
-use crate::strided::{fill, map_chunks, output_buffer_with_room, read_vector, slice, storage_len, unpack, Rows};
+use crate::strided::{
+    fill, fill_pair, map_chunks, output_buffer_with_room, read_vector, slice, storage_len, unpack, Rows,
+};
 use crate::transpose::{add_transpose, add_transpose_in_place};
 use crate::vector::{dot, softmax_row, sum_sq};
-use candle_core::{bail, CpuStorage, CustomOp2, CustomOp3, Layout, Result, Shape, Tensor};
+use candle_core::{bail, CpuStorage, CustomOp2, CustomOp3, Device, Layout, Result, Shape, Tensor};
+use std::sync::OnceLock;
 
 /// `dst (m x n) = scale * lhs (m x k) * rhs (k x n)`, or `dst += ...` when `accumulate`;
 /// row strides as given, unit column stride for `dst`.
@@ -339,28 +342,6 @@ pub(crate) fn head_weights<'a, T>(p: &'a [T], d: &Dims, b: usize, h: usize) -> &
     &p[(b * d.heads + h) * per_head..][..per_head]
 }
 
-/// `P = softmax_row(beta Z Z^T)` of every (sample, head), `[B, H, N, N]`.
-fn weights<T: Real>(xw: &[T], rows: &Rows, d: Dims, gain: &[T], eps: f64, beta: f64) -> Vec<T> {
-    let (n, hp) = (d.tokens, d.head_dim);
-    let (eps, beta) = (T::c(eps), T::c(beta));
-    fill_weights(
-        &d,
-        || Scratch::new(&d),
-        #[inline(always)]
-        |scratch, b, h, p| {
-            scratch.normalise(xw, rows, &d, b, h, gain, eps);
-            let z = scratch.z.as_ptr();
-            // The scores into the scratch, in the L1 cache (the symmetric product's mirrored
-            // stores into the fresh `p` cost what its halved multiply-adds save), then their
-            // softmax row by row into `p`. SAFETY: `scratch.s` is N x N; `z` is N x p.
-            unsafe { symmetric_product((n, hp), scratch.s.as_mut_ptr(), n, (z, hp, 1), beta) }
-            for (row, scores) in p.chunks_exact_mut(n.max(1)).zip(scratch.s.chunks_exact(n.max(1))) {
-                softmax_row(scores, row);
-            }
-        },
-    )
-}
-
 /// A fresh `[B, H, N, N]` of attention weights, the `N x N` block `p` of sample `b`, head `h`
 /// written by `f(scratch, b, h, p)`. Each chunk of samples (a thread's share) gets its own
 /// `scratch()`; the caller marks `f` `#[inline(always)]`, so that it is compiled inside `widest`.
@@ -384,20 +365,37 @@ where
     )
 }
 
-/// `out_h = (P + P^T) Z` into the merged layout, from the weights `p` of [`weights`].
-fn forward<T: Real>(xw: &[T], rows: &Rows, d: Dims, gain: &[T], p: &[T], eps: f64) -> Vec<T> {
+/// `out_h = (P + P^T) Z` into the merged layout, and the weights `P = softmax_row(beta Z Z^T)`
+/// of every (sample, head) (`[B, H, N, N]`, kept for the backward), in one pass per head: the
+/// scores by the symmetric product into the head's scratch, in the L1 cache (the product's
+/// mirrored stores into the fresh `P` would cost what its halved multiply-adds save), their
+/// softmax row by row into `P`, then `S = P + P^T` from `P` while it is still in the cache.
+fn forward<T: Real>(xw: &[T], rows: &Rows, d: Dims, gain: &[T], eps: f64, beta: f64) -> (Vec<T>, Vec<T>) {
     let (n, width, hp) = (d.tokens, d.width(), d.head_dim);
-    let eps = T::c(eps);
-    fill_heads(
-        &d,
-        d.heads,
-        || Scratch::new(&d),
+    let (eps, beta) = (T::c(eps), T::c(beta));
+    let per_head = n * n;
+    fill_pair(
+        d.batch,
+        (n * width, d.heads * per_head),
         #[inline(always)]
-        |scratch, b, h, sample| {
-            scratch.normalise(xw, rows, &d, b, h, gain, eps);
-            scratch.symmetrise(head_weights(p, &d, b, h), n);
-            // out_h = S Z, written into the head's columns.
-            unsafe { into_head(sample, h, (n, hp, width), (scratch.s.as_ptr(), n, 1), (scratch.z.as_ptr(), hp, 1)) }
+        |first, out: &mut [T], weights: &mut [T]| {
+            let mut scratch = Scratch::new(&d);
+            let samples =
+                out.chunks_exact_mut((n * width).max(1)).zip(weights.chunks_exact_mut((d.heads * per_head).max(1)));
+            for (k, (sample, weights)) in samples.enumerate() {
+                for (h, p) in weights.chunks_exact_mut(per_head.max(1)).enumerate() {
+                    scratch.normalise(xw, rows, &d, first + k, h, gain, eps);
+                    let z = scratch.z.as_ptr();
+                    // SAFETY: `scratch.s` is N x N; `z` is N x p.
+                    unsafe { symmetric_product((n, hp), scratch.s.as_mut_ptr(), n, (z, hp, 1), beta) }
+                    for (row, scores) in p.chunks_exact_mut(n.max(1)).zip(scratch.s.chunks_exact(n.max(1))) {
+                        softmax_row(scores, row);
+                    }
+                    scratch.symmetrise(p, n);
+                    // out_h = S Z, written into the head's columns.
+                    unsafe { into_head(sample, h, (n, hp, width), (scratch.s.as_ptr(), n, 1), (z, hp, 1)) }
+                }
+            }
         },
     )
 }
@@ -494,21 +492,15 @@ fn backward<T: Real>(
     out
 }
 
-/// The attention weights `P` of every (sample, head), `[B, H, N, N]`: arguments `XW`
-/// (`[B, N, H p]`) and `g` (`[p]`). Applied without a backward: [`BiSoftmaxAttention`],
-/// which takes them as its third argument, differentiates through them.
-pub(crate) struct BiSoftmaxWeights {
-    pub heads: usize,
-    pub eps: f64,
-    pub beta: f64,
-}
-
-/// The fused attention: arguments `XW` (`[B, N, H p]`), `g` (`[p]`) and the weights `P` of
-/// [`BiSoftmaxWeights`] on the same `XW` and `g`, which the backward reuses.
+/// The fused attention: arguments `XW` (`[B, N, H p]`) and `g` (`[p]`). The forward keeps the
+/// weights `P` it computes (`[B, H, N, N]`) for the backward, which would otherwise recompute
+/// the scores and their exponentials.
 pub(crate) struct BiSoftmaxAttention {
     pub heads: usize,
     pub eps: f64,
     pub beta: f64,
+    /// `P`, set by the forward.
+    pub weights: OnceLock<Tensor>,
 }
 
 fn check_gain(d: &Dims, gl: &Layout, op: &'static str) -> Result<()> {
@@ -519,7 +511,7 @@ fn check_gain(d: &Dims, gl: &Layout, op: &'static str) -> Result<()> {
 }
 
 /// The weights `[B, H, N, N]` of `d` as one slice (they come contiguous from
-/// [`BiSoftmaxWeights`]).
+/// [`BiSoftmaxAttention`]'s forward).
 fn weights_slice<'a, T: Real>(s: &'a CpuStorage, l: &Layout, d: &Dims, op: &'static str) -> Result<&'a [T]> {
     let expected = [d.batch, d.heads, d.tokens, d.tokens];
     match l.contiguous_offsets() {
@@ -528,9 +520,14 @@ fn weights_slice<'a, T: Real>(s: &'a CpuStorage, l: &Layout, d: &Dims, op: &'sta
     }
 }
 
-impl CustomOp2 for BiSoftmaxWeights {
+impl CustomOp2 for BiSoftmaxAttention {
     fn name(&self) -> &'static str {
-        "fused-bi-softmax-weights"
+        "fused-bi-softmax-attention"
+    }
+
+    /// The scores `Z Z^T` and the product `(P + P^T) Z`.
+    fn product_flops(&self, _xw: &Shape, _g: &Shape, res: &Shape) -> u64 {
+        crate::flops::token_pair_products(res, 2)
     }
 
     fn cpu_fwd(&self, s: &CpuStorage, l: &Layout, gs: &CpuStorage, gl: &Layout) -> Result<(CpuStorage, Shape)> {
@@ -538,54 +535,23 @@ impl CustomOp2 for BiSoftmaxWeights {
         check_gain(&d, gl, name)?;
         let out = per_real!(s, name, |T| {
             let g = read_vector::<T>(gs, gl, name)?;
-            weights(slice::<T>(s, name)?, &rows, d, &g, self.eps, self.beta)
-        });
-        Ok((out, Shape::from((d.batch, d.heads, d.tokens, d.tokens))))
-    }
-}
-
-impl CustomOp3 for BiSoftmaxAttention {
-    fn name(&self) -> &'static str {
-        "fused-bi-softmax-attention"
-    }
-
-    /// The scores `Z Z^T` and the product `(P + P^T) Z` (the weights' op, applied without a
-    /// backward, is no node of the graph: its scores are counted here).
-    fn product_flops(&self, _xw: &Shape, _g: &Shape, _p: &Shape, res: &Shape) -> u64 {
-        crate::flops::token_pair_products(res, 2)
-    }
-
-    fn cpu_fwd(
-        &self,
-        s: &CpuStorage,
-        l: &Layout,
-        gs: &CpuStorage,
-        gl: &Layout,
-        ps: &CpuStorage,
-        pl: &Layout,
-    ) -> Result<(CpuStorage, Shape)> {
-        let (name, d, rows) = (self.name(), Dims::of(l, self.heads, self.name())?, Rows::new(l));
-        check_gain(&d, gl, name)?;
-        let out = per_real!(s, name, |T| {
-            let g = read_vector::<T>(gs, gl, name)?;
-            forward(slice::<T>(s, name)?, &rows, d, &g, weights_slice::<T>(ps, pl, &d, name)?, self.eps)
+            let (out, weights) = forward(slice::<T>(s, name)?, &rows, d, &g, self.eps, self.beta);
+            let weights = Tensor::from_vec(weights, (d.batch, d.heads, d.tokens, d.tokens), &Device::Cpu)?;
+            if self.weights.set(weights).is_err() {
+                bail!("{name}: one op ran its forward twice (its weights are kept for one backward)")
+            }
+            out
         });
         Ok((out, l.shape().clone()))
     }
 
-    fn bwd(
-        &self,
-        xw: &Tensor,
-        g: &Tensor,
-        p: &Tensor,
-        _res: &Tensor,
-        grad: &Tensor,
-    ) -> Result<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
+    fn bwd(&self, xw: &Tensor, g: &Tensor, _res: &Tensor, grad: &Tensor) -> Result<(Option<Tensor>, Option<Tensor>)> {
+        let Some(p) = self.weights.get() else { bail!("{}: the backward ran before the forward", self.name()) };
         // The gain (`[p]`) travels in the op, so that the weights can be an argument.
         let gain = g.to_dtype(candle_core::DType::F64)?.to_vec1::<f64>()?;
         let op = BiSoftmaxAttentionBackward { heads: self.heads, eps: self.eps, beta: self.beta, gain };
         let [dxw, dg] = unpack(&xw.apply_op3_no_bwd(p, grad, &op)?, [xw, g])?;
-        Ok((Some(dxw), Some(dg), None))
+        Ok((Some(dxw), Some(dg)))
     }
 }
 

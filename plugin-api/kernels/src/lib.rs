@@ -442,10 +442,7 @@ pub fn bi_softmax_attention(xw: &Tensor, gain: Option<&Tensor>, heads: usize, be
         // The ops always take a gain; ones (not a variable) leave the result unchanged.
         None => Tensor::ones(head_dim, xw.dtype(), xw.device())?,
     };
-    // The weights P are computed once and kept for the backward, which would otherwise
-    // recompute the scores and their exponentials.
-    let weights = xw.apply_op2_no_bwd(&gain, &attention::BiSoftmaxWeights { heads, eps, beta })?;
-    xw.apply_op3(&gain, &weights, attention::BiSoftmaxAttention { heads, eps, beta })
+    xw.apply_op2(&gain, attention::BiSoftmaxAttention { heads, eps, beta, weights: Default::default() })
 }
 
 /// Multi-head softmax attention, merged back: for `q`, `k`, `v` `[B, N, H p]` (the merged

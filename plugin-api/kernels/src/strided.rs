@@ -250,6 +250,34 @@ where
     out
 }
 
+/// Two fresh outputs of `items` items each, `a_len` and `b_len` elements per item, written
+/// together by `f(first_item, a_chunk, b_chunk)` over chunks of the same items, in parallel
+/// when the work is large enough; as [`fill`] otherwise.
+pub(crate) fn fill_pair<T: Real, F>(items: usize, (a_len, b_len): (usize, usize), f: F) -> (Vec<T>, Vec<T>)
+where
+    F: Fn(usize, &mut [T], &mut [T]) + Sync,
+{
+    let (mut a, mut b) = (output_buffer(items * a_len), output_buffer(items * b_len));
+    let (a_len, b_len) = (a_len.max(1), b_len.max(1));
+    match parallel_plan(items * (a_len + b_len), a_len + b_len) {
+        None => widest(
+            #[inline(always)]
+            || f(0, &mut a, &mut b),
+        ),
+        Some(per_task) => {
+            a.par_chunks_mut(per_task * a_len).zip(b.par_chunks_mut(per_task * b_len)).enumerate().for_each(
+                |(c, (a, b))| {
+                    widest(
+                        #[inline(always)]
+                        || f(c * per_task, a, b),
+                    )
+                },
+            )
+        }
+    }
+    (a, b)
+}
+
 /// Runs `f(first_item, chunk)` over consecutive chunks of `out`, `item_len` elements per
 /// item, in parallel when the work is large enough. Each chunk holds whole items.
 pub(crate) fn for_each_chunk<T: Send, F>(out: &mut [T], item_len: usize, f: F)
