@@ -7,8 +7,11 @@
 
 use crate::norm::Activation;
 use crate::real::Real;
-use crate::strided::{check_same_shapes, map_row_pairs, map_rows, map_triples_to_pair, slice, unpack, Rows};
-use candle_core::{CpuStorage, CustomOp1, CustomOp2, CustomOp3, Layout, Result, Shape, Tensor};
+use crate::strided::{
+    check_same_shapes, map_chunks, map_row_pairs, map_rows, map_triples_to_pair, output_buffer_with_room, read_vector,
+    slice, unpack, Rows,
+};
+use candle_core::{bail, CpuStorage, CustomOp1, CustomOp2, CustomOp3, Layout, Result, Shape, Tensor};
 
 fn map<T: Real>(x: &[T], rows: &Rows, f: impl Fn(T) -> T + Sync) -> Vec<T> {
     map_rows(
@@ -189,5 +192,116 @@ impl CustomOp3 for GatedBackward {
             self.act
         ));
         Ok((out, Shape::from(2 * dl.shape().elem_count())))
+    }
+}
+
+/// `act(x + v)` with `v` (`[n]`) added to every row of `x` (`[..., n]`): a row shift and an
+/// activation as one op (Hyper-SET's step-size network, `GELU(X0 + e_t)`, seed 000 Eq. 12),
+/// where the two ops write the shifted rows, read them back, and in the backward read their
+/// gradient once more for the sums over rows. Backward, one pass: `dx = dy act'(x + v)`,
+/// `dv = sum_rows dx`.
+pub(crate) struct ShiftedActivation {
+    pub act: Activation,
+}
+
+fn shifted<T: Real>(x: &[T], rows: &Rows, v: &[T], act: Activation) -> Vec<T> {
+    with_activation!(act, |f, _df| map_rows(
+        x,
+        rows,
+        #[inline(always)]
+        |x, y| {
+            for ((y, &x), &v) in y.iter_mut().zip(x).zip(v) {
+                *y = f(x + v);
+            }
+        },
+    ))
+}
+
+/// `[dx (flattened), dv]`.
+fn shifted_backward_with<T: Real>(x: (&[T], &Rows), v: &[T], dy: (&[T], &Rows), df: impl Fn(T) -> T + Sync) -> Vec<T> {
+    let ((x, rows), (dy, dy_rows)) = (x, dy);
+    let n = rows.len;
+    let mut out = output_buffer_with_room(rows.count * n, n);
+    let dv = map_chunks(
+        &mut out,
+        n,
+        #[inline(always)]
+        |first, chunk| {
+            let mut sums = vec![T::zero(); n];
+            let (mut x_buf, mut dy_buf) = (Vec::new(), Vec::new());
+            for (k, dx) in chunk.chunks_exact_mut(n.max(1)).enumerate() {
+                let (x, dy) = (rows.read(x, first + k, &mut x_buf), dy_rows.read(dy, first + k, &mut dy_buf));
+                for ((((dx, &x), &v), &dy), sum) in dx.iter_mut().zip(x).zip(v).zip(dy).zip(sums.iter_mut()) {
+                    *dx = dy * df(x + v);
+                    *sum += *dx;
+                }
+            }
+            sums
+        },
+        |mut a, b| {
+            for (a, b) in a.iter_mut().zip(b) {
+                *a += b;
+            }
+            a
+        },
+    );
+    out.extend(dv);
+    out
+}
+
+fn shifted_backward<T: Real>(x: (&[T], &Rows), v: &[T], dy: (&[T], &Rows), act: Activation) -> Vec<T> {
+    with_activation!(act, |_f, df| shifted_backward_with(x, v, dy, df))
+}
+
+impl CustomOp2 for ShiftedActivation {
+    fn name(&self) -> &'static str {
+        "fused-shifted-activation"
+    }
+
+    fn cpu_fwd(&self, s: &CpuStorage, l: &Layout, vs: &CpuStorage, vl: &Layout) -> Result<(CpuStorage, Shape)> {
+        let name = self.name();
+        let rows = Rows::new(l);
+        if vl.dims() != [rows.len] {
+            bail!("{name}: the row vector must be [{}], got {:?}", rows.len, vl.dims())
+        }
+        let out =
+            per_real!(s, name, |T| shifted(slice::<T>(s, name)?, &rows, &read_vector::<T>(vs, vl, name)?, self.act));
+        Ok((out, l.shape().clone()))
+    }
+
+    fn bwd(&self, x: &Tensor, v: &Tensor, _res: &Tensor, dy: &Tensor) -> Result<(Option<Tensor>, Option<Tensor>)> {
+        let [dx, dv] = unpack(&x.apply_op3_no_bwd(v, dy, &ShiftedActivationBackward { act: self.act })?, [x, v])?;
+        Ok((Some(dx), Some(dv)))
+    }
+}
+
+/// The backward of [`ShiftedActivation`]: arguments `x`, `v`, `dy`; result `[dx, dv]`.
+struct ShiftedActivationBackward {
+    act: Activation,
+}
+
+impl CustomOp3 for ShiftedActivationBackward {
+    fn name(&self) -> &'static str {
+        "fused-shifted-activation-backward"
+    }
+
+    fn cpu_fwd(
+        &self,
+        xs: &CpuStorage,
+        xl: &Layout,
+        vs: &CpuStorage,
+        vl: &Layout,
+        ds: &CpuStorage,
+        dl: &Layout,
+    ) -> Result<(CpuStorage, Shape)> {
+        let name = self.name();
+        check_same_shapes(&[xl, dl], name)?;
+        let (rows, dy_rows) = (Rows::new(xl), Rows::new(dl));
+        let out = per_real!(xs, name, |T| {
+            let v = read_vector::<T>(vs, vl, name)?;
+            shifted_backward((slice::<T>(xs, name)?, &rows), &v, (slice::<T>(ds, name)?, &dy_rows), self.act)
+        });
+        let len = crate::strided::storage_len(&out);
+        Ok((out, Shape::from(len)))
     }
 }

@@ -259,6 +259,17 @@ pub fn gated_activation(x: &Tensor, gate: &Tensor, act: Activation) -> Result<Te
     }
 }
 
+/// `act(x + v)` with `v` (`[n]`) added to every row of `x` (`[..., n]`), as one op with a
+/// one-pass backward; elsewhere [`add_row`] then [`activation`].
+pub fn shifted_activation(x: &Tensor, v: &Tensor, act: Activation) -> Result<Tensor> {
+    let n = x.dims().last().copied().unwrap_or(1);
+    if is_fused(x) && x.rank() >= 1 && gain_fits(x, v, n) {
+        x.apply_op2(v, activation::ShiftedActivation { act })
+    } else {
+        activation(&add_row(x, v)?, act)
+    }
+}
+
 /// The exact GELU `x Ncdf(x)` (candle's `gelu_erf`) with a one-pass backward.
 pub fn gelu_erf(x: &Tensor) -> Result<Tensor> {
     activation(x, Activation::Gelu)
@@ -849,6 +860,14 @@ impl Kernels {
             (Kernels::Composed, Activation::Gelu) => x.gelu_erf(),
             (Kernels::Composed, Activation::GeluTanh) => x.gelu(),
             (Kernels::Composed, Activation::Silu) => x.silu(),
+        }
+    }
+
+    /// [`shifted_activation`], or candle's broadcast sum then the activation.
+    pub fn shifted_activation(self, x: &Tensor, v: &Tensor, act: Activation) -> Result<Tensor> {
+        match self {
+            Kernels::Fused => shifted_activation(x, v, act),
+            Kernels::Composed => self.activation(&x.broadcast_add(v)?, act),
         }
     }
 

@@ -868,6 +868,34 @@ fn add_row_matches_broadcast_add() {
     }
 }
 
+/// `act(x + v)` in one op against the one-op row shift then the one-op activation (each held
+/// to candle's composition above): the value and both gradients for every activation, on every
+/// view; a row vector of another width is refused, naming both widths.
+#[test]
+fn shifted_activation_matches_the_row_shift_then_the_activation() {
+    let acts = [Activation::Identity, Activation::Relu, Activation::Gelu, Activation::GeluTanh, Activation::Silu];
+    for (s, shape) in SHAPES.iter().enumerate() {
+        for view in VIEWS {
+            for act in acts {
+                let (xv, x) = input(shape, view, 112 + s as u64);
+                let n = *shape.last().unwrap();
+                let vv = Var::from_tensor(&normal(&[n], 1.0, 113)).unwrap();
+                check(
+                    &format!("shifted_activation {shape:?} {view:?} {act:?}"),
+                    &[xv, vv.clone()],
+                    &[x, vv.as_tensor().clone()],
+                    |i| shifted_activation(&i[0], &i[1], act).unwrap(),
+                    |i| activation(&add_row(&i[0], &i[1]).unwrap(), act).unwrap(),
+                );
+            }
+        }
+    }
+    let x = normal(&[3, 8], 1.0, 114);
+    let err = x.apply_op2(&normal(&[5], 1.0, 115), crate::activation::ShiftedActivation { act: Activation::Gelu });
+    let err = err.unwrap_err().to_string();
+    assert!(err.contains("[8]") && err.contains("[5]"), "{err}");
+}
+
 #[test]
 fn add_scaled_matches_the_composition() {
     for (s, shape) in SHAPES.iter().enumerate() {

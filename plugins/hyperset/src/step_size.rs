@@ -24,7 +24,7 @@
 //! code; the whole network is removed (0.91M instead of 1.55M parameters at d = 384).
 
 use crate::config::HyperSetConfig;
-use kernels::Kernels;
+use kernels::{Activation, Kernels};
 use plugin_api::candle::{Tensor, D};
 use plugin_api::candle_nn::{Init, Linear, VarBuilder};
 use plugin_api::ops::sinusoidal_embedding;
@@ -216,12 +216,11 @@ impl StepSizeNet {
             Some(g) => kernels.rms_norm(cond, Some(g), self.norm_eps)?,
             None => cond.clone(),
         };
-        let c = kernels.add_row(&x, &e)?;
-        let c = match &self.cond_norm {
-            Some(g) => kernels.rms_norm(&c, Some(g), self.norm_eps)?,
-            None => c,
+        let h = match &self.cond_norm {
+            Some(g) => kernels.gelu_erf(&kernels.rms_norm(&kernels.add_row(&x, &e)?, Some(g), self.norm_eps)?)?,
+            // The shift by the iteration's embedding and the GELU as one op.
+            None => kernels.shifted_activation(&x, &e, Activation::Gelu)?,
         };
-        let h = kernels.gelu_erf(&c)?;
         let d = cond.dim(D::Minus1)?;
         let (weight, bias) = (self.step_out.weight(), self.step_out.bias());
         match (kernels, bias) {
