@@ -6,13 +6,16 @@
 //!
 //! written back in the merged layout `[B, N, H p]`. Because the scores `A = beta Z Z^T` are
 //! symmetric, `softmax(A, -2) = P^T` and `P + P^T` is the bi-softmax of `plugin_api::ops`
-//! (notes-hyperset.md §1.6); `S = P + P^T` is formed by mirroring `P` in the L1 cache, not by
-//! a second pass of exponentials.
+//! (notes-hyperset.md §1.6); `S = P + P^T` is formed from `P` in the L1 cache, not by a second
+//! pass of exponentials: row by row, as `P^T_ij = P_ij u_i v_j` with per-row factors from the
+//! softmax's maxima and sums ([`transpose_factors`]), or by transposing `P` where the factors
+//! would leave f32's range.
 //!
 //! One op, one pass per (sample, head): the scores `Z Z^T` by the symmetric product (half the
 //! multiply-adds), their softmax `P`, then `out` from `S`; the op keeps the weights `P` of every
-//! (sample, head) (`B H N^2` values) for its backward, which thus recomputes only the per-row
-//! norms `Z` from `XW` and `S` from `P`, not the scores and their exponentials:
+//! (sample, head) (`B H N^2` values) and their factors for its backward, which thus recomputes
+//! only the per-row norms `Z` from `XW` and `S` from `P`, not the scores and their
+//! exponentials:
 //!
 //! - `dZ = S dO` (`S` is symmetric);
 //! - `G = dS + dS^T = M + M^T` with `M = dO Z^T` (the gradient with respect to `P`: one
@@ -286,8 +289,11 @@ struct Scratch<T> {
     z: Vec<T>,
     /// `1 / rms` per token.
     inv_rms: Vec<T>,
-    /// `S = P + P^T`, `N x N`; in [`weights`], the scores before their softmax.
+    /// `S = P + P^T`, `N x N`; in the forward, first the scores before their softmax.
     s: Vec<T>,
+    /// Per row of the weights: the scores' maximum and the inverse of the exponentials' sum.
+    row_max: Vec<T>,
+    row_inv_sum: Vec<T>,
 }
 
 impl<T: Real> Scratch<T> {
@@ -298,6 +304,8 @@ impl<T: Real> Scratch<T> {
             z: vec![T::zero(); n * p],
             inv_rms: vec![T::zero(); n],
             s: vec![T::zero(); n * n],
+            row_max: vec![T::zero(); n],
+            row_inv_sum: vec![T::zero(); n],
         }
     }
 
@@ -328,11 +336,65 @@ impl<T: Real> Scratch<T> {
     }
 
     /// `S = P + P^T` from the head's weights `P` (`N x N`), as the scores are symmetric and
-    /// `softmax(A, -2) = P^T`.
+    /// `softmax(A, -2) = P^T`: row by row from `P` and its [`transpose_factors`], else (a
+    /// head whose factors leave f32's range) by transposing `P`.
     #[inline(always)]
-    fn symmetrise(&mut self, p: &[T], n: usize) {
-        add_transpose(p, &mut self.s, n);
+    fn symmetrise(&mut self, p: &[T], factors: &[T], n: usize) {
+        let n1 = n.max(1);
+        let (u, v) = factors.split_at(n);
+        if u.first().is_some_and(|u| u.is_nan()) {
+            return add_transpose(p, &mut self.s, n);
+        }
+        for ((s, p), &ui) in self.s.chunks_exact_mut(n1).zip(p.chunks_exact(n1)).zip(u) {
+            for ((s, &p), &vj) in s.iter_mut().zip(p).zip(v) {
+                *s = p + p * (ui * vj);
+            }
+        }
     }
+}
+
+/// Largest spread of a head's row maxima for which [`transpose_factors`] stay within f32's
+/// range (`e^(SPREAD / 2)` times a row sum of at most `N`).
+const FACTOR_SPREAD: f64 = 60.0;
+
+/// The factors `u`, `v` (`N` each, into `factors`) with `P^T_ij = P_ij u_i v_j` for a head's
+/// weights `P_ij = e^(A_ij - m_i) / l_i` on symmetric scores `A`: `P_ji / P_ij =
+/// e^(m_i - m_j) l_i / l_j`, so `u_i = e^(m_i - c) l_i` and `v_j = e^(c - m_j) / l_j` around the
+/// middle `c` of the maxima `m`. With them `S = P + P^T` is a pass over the rows of `P`, where
+/// a transpose moves every entry through registers by 16 x 16 tiles (about 2 us a head at
+/// `N = 81`). When the maxima spread further than [`FACTOR_SPREAD`] (or are not numbers),
+/// `u_0` is NaN: the head is transposed instead.
+#[inline(always)]
+fn transpose_factors<T: Real, const FMA: bool>(row_max: &[T], row_inv_sum: &[T], factors: &mut [T]) {
+    let (u, v) = factors.split_at_mut(row_max.len());
+    let (low, high) = row_max
+        .iter()
+        .fold((T::infinity(), T::neg_infinity()), |(l, h), &m| (if m < l { m } else { l }, if m > h { m } else { h }));
+    let spread = high - low;
+    // Also when the spread is not a number.
+    if spread.partial_cmp(&T::c(FACTOR_SPREAD)) != Some(std::cmp::Ordering::Less) {
+        u.fill(T::nan());
+        return;
+    }
+    let middle = (high + low) * T::c(0.5);
+    for (((u, v), &m), &inv) in u.iter_mut().zip(v.iter_mut()).zip(row_max).zip(row_inv_sum) {
+        *u = (m - middle).exp_fast::<FMA>() / inv;
+        *v = (middle - m).exp_fast::<FMA>() * inv;
+    }
+}
+
+/// The entries the bi-softmax attention keeps per sample: each head's weights `P` (`N x N`),
+/// then each head's [`transpose_factors`] (`2 N`).
+fn kept_per_sample(d: &Dims) -> usize {
+    d.heads * d.tokens * (d.tokens + 2)
+}
+
+/// Head `h` of sample `b` of the kept weights: `P` and its transpose factors.
+#[inline(always)]
+fn kept_head<'a, T>(kept: &'a [T], d: &Dims, b: usize, h: usize) -> (&'a [T], &'a [T]) {
+    let (n, sample) = (d.tokens, &kept[b * kept_per_sample(d)..][..kept_per_sample(d)]);
+    let (weights, factors) = sample.split_at(d.heads * n * n);
+    (&weights[h * n * n..][..n * n], &factors[h * 2 * n..][..2 * n])
 }
 
 /// Head `h` of sample `b` of the weights `[B, H, N, N]`.
@@ -365,33 +427,38 @@ where
     )
 }
 
-/// `out_h = (P + P^T) Z` into the merged layout, and the weights `P = softmax_row(beta Z Z^T)`
-/// of every (sample, head) (`[B, H, N, N]`, kept for the backward), in one pass per head: the
-/// scores by the symmetric product into the head's scratch, in the L1 cache (the product's
-/// mirrored stores into the fresh `P` would cost what its halved multiply-adds save), their
-/// softmax row by row into `P`, then `S = P + P^T` from `P` while it is still in the cache.
+/// `out_h = (P + P^T) Z` into the merged layout, and what the backward keeps of every
+/// (sample, head): the weights `P = softmax_row(beta Z Z^T)` and their [`transpose_factors`]
+/// (laid out by [`kept_head`]). One pass per head: the scores by the symmetric product into
+/// the head's scratch, in the L1 cache (the product's mirrored stores into the fresh `P` would
+/// cost what its halved multiply-adds save), their softmax row by row into `P`, then
+/// `S = P + P^T` from `P` while it is still in the cache.
 fn forward<T: Real>(xw: &[T], rows: &Rows, d: Dims, gain: &[T], eps: f64, beta: f64) -> (Vec<T>, Vec<T>) {
     let (n, width, hp) = (d.tokens, d.width(), d.head_dim);
     let (eps, beta) = (T::c(eps), T::c(beta));
     let per_head = n * n;
     fill_pair(
         d.batch,
-        (n * width, d.heads * per_head),
+        (n * width, kept_per_sample(&d)),
         #[inline(always)]
-        |first, out: &mut [T], weights: &mut [T]| {
+        |first, out: &mut [T], kept: &mut [T]| {
             let mut scratch = Scratch::new(&d);
             let samples =
-                out.chunks_exact_mut((n * width).max(1)).zip(weights.chunks_exact_mut((d.heads * per_head).max(1)));
-            for (k, (sample, weights)) in samples.enumerate() {
-                for (h, p) in weights.chunks_exact_mut(per_head.max(1)).enumerate() {
+                out.chunks_exact_mut((n * width).max(1)).zip(kept.chunks_exact_mut(kept_per_sample(&d).max(1)));
+            for (k, (sample, kept)) in samples.enumerate() {
+                let (weights, factors) = kept.split_at_mut(d.heads * per_head);
+                let heads = weights.chunks_exact_mut(per_head.max(1)).zip(factors.chunks_exact_mut((2 * n).max(1)));
+                for (h, (p, factors)) in heads.enumerate() {
                     scratch.normalise(xw, rows, &d, first + k, h, gain, eps);
                     let z = scratch.z.as_ptr();
                     // SAFETY: `scratch.s` is N x N; `z` is N x p.
                     unsafe { symmetric_product((n, hp), scratch.s.as_mut_ptr(), n, (z, hp, 1), beta) }
-                    for (row, scores) in p.chunks_exact_mut(n.max(1)).zip(scratch.s.chunks_exact(n.max(1))) {
-                        softmax_row(scores, row);
+                    let rows = p.chunks_exact_mut(n.max(1)).zip(scratch.s.chunks_exact(n.max(1)));
+                    for (i, (row, scores)) in rows.enumerate() {
+                        (scratch.row_max[i], scratch.row_inv_sum[i]) = softmax_row(scores, row);
                     }
-                    scratch.symmetrise(p, n);
+                    with_fma!(transpose_factors::<T>(&scratch.row_max, &scratch.row_inv_sum, factors));
+                    scratch.symmetrise(p, factors, n);
                     // out_h = S Z, written into the head's columns.
                     unsafe { into_head(sample, h, (n, hp, width), (scratch.s.as_ptr(), n, 1), (z, hp, 1)) }
                 }
@@ -432,8 +499,8 @@ fn backward<T: Real>(
                 let b = first + k;
                 for h in 0..d.heads {
                     scratch.normalise(xw, rows, &d, b, h, gain, eps);
-                    let p = head_weights(p, &d, b, h);
-                    scratch.symmetrise(p, n);
+                    let (p, factors) = kept_head(p, &d, b, h);
+                    scratch.symmetrise(p, factors, n);
                     let d_out = head_matrix(grad, grad_rows, &d, b, h);
                     let z = (scratch.z.as_ptr(), hp, 1);
                     unsafe {
@@ -493,13 +560,13 @@ fn backward<T: Real>(
 }
 
 /// The fused attention: arguments `XW` (`[B, N, H p]`) and `g` (`[p]`). The forward keeps the
-/// weights `P` it computes (`[B, H, N, N]`) for the backward, which would otherwise recompute
-/// the scores and their exponentials.
+/// weights `P` it computes (`B H N^2` entries) and their transpose factors (`2 B H N`) for the
+/// backward, which would otherwise recompute the scores and their exponentials.
 pub(crate) struct BiSoftmaxAttention {
     pub heads: usize,
     pub eps: f64,
     pub beta: f64,
-    /// `P`, set by the forward.
+    /// `P` and its transpose factors, laid out by [`kept_head`], set by the forward.
     pub weights: OnceLock<Tensor>,
 }
 
@@ -510,13 +577,13 @@ fn check_gain(d: &Dims, gl: &Layout, op: &'static str) -> Result<()> {
     Ok(())
 }
 
-/// The weights `[B, H, N, N]` of `d` as one slice (they come contiguous from
-/// [`BiSoftmaxAttention`]'s forward).
-fn weights_slice<'a, T: Real>(s: &'a CpuStorage, l: &Layout, d: &Dims, op: &'static str) -> Result<&'a [T]> {
-    let expected = [d.batch, d.heads, d.tokens, d.tokens];
+/// What [`BiSoftmaxAttention`]'s forward keeps for `d` (laid out by [`kept_head`]) as one
+/// slice.
+fn kept_slice<'a, T: Real>(s: &'a CpuStorage, l: &Layout, d: &Dims, op: &'static str) -> Result<&'a [T]> {
+    let expected = [d.batch * kept_per_sample(d)];
     match l.contiguous_offsets() {
         Some((start, end)) if l.dims() == expected => Ok(&slice::<T>(s, op)?[start..end]),
-        _ => bail!("{op}: the weights must be contiguous {expected:?}, got {:?}", l.dims()),
+        _ => bail!("{op}: the kept weights must be contiguous {expected:?}, got {:?}", l.dims()),
     }
 }
 
@@ -536,7 +603,7 @@ impl CustomOp2 for BiSoftmaxAttention {
         let out = per_real!(s, name, |T| {
             let g = read_vector::<T>(gs, gl, name)?;
             let (out, weights) = forward(slice::<T>(s, name)?, &rows, d, &g, self.eps, self.beta);
-            let weights = Tensor::from_vec(weights, (d.batch, d.heads, d.tokens, d.tokens), &Device::Cpu)?;
+            let weights = Tensor::from_vec(weights, d.batch * kept_per_sample(&d), &Device::Cpu)?;
             if self.weights.set(weights).is_err() {
                 bail!("{name}: one op ran its forward twice (its weights are kept for one backward)")
             }
@@ -584,7 +651,7 @@ impl CustomOp3 for BiSoftmaxAttentionBackward {
         let (rows, grad_rows) = (Rows::new(l), Rows::new(dl));
         let out = per_real!(s, name, |T| {
             let g: Vec<T> = self.gain.iter().map(|&v| T::c(v)).collect();
-            let (xw, p, grad) = (slice::<T>(s, name)?, weights_slice::<T>(ps, pl, &d, name)?, slice::<T>(ds, name)?);
+            let (xw, p, grad) = (slice::<T>(s, name)?, kept_slice::<T>(ps, pl, &d, name)?, slice::<T>(ds, name)?);
             backward(xw, &rows, d, &g, p, grad, &grad_rows, self.eps, self.beta)
         });
         let len = storage_len(&out);

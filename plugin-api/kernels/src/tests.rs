@@ -406,6 +406,29 @@ pub(crate) fn bi_softmax_attention_matches_the_composition_on(device: &Device) {
     }
 }
 
+/// Scores whose row maxima lie far apart (one channel's gain eight times the others', so the
+/// rows' largest scores differ by hundreds): each head's `P + P^T` then comes from transposing
+/// `P`, not from the row factors that would leave f32's range; values and gradients still
+/// match the composition.
+#[test]
+fn bi_softmax_attention_with_row_maxima_far_apart_matches_the_composition() {
+    let (b, n, heads, p) = (2, 81, 2, 8);
+    let (xv, xw) = input(&[b, n, heads * p], View::Plain, 90);
+    let gain: Vec<f64> = (0..p).map(|c| if c == 0 { 8.0 } else { 1.0 }).collect();
+    let gv = Var::from_tensor(&Tensor::new(gain.as_slice(), &Device::Cpu).unwrap()).unwrap();
+    check(
+        "attention with row maxima far apart",
+        &[xv, gv.clone()],
+        &[xw.clone(), gv.as_tensor().clone()],
+        |i| bi_softmax_attention(&i[0], Some(&i[1]), heads, 1.0, 1e-6).unwrap(),
+        |i| Kernels::Composed.bi_softmax_attention(&i[0], Some(&i[1]), heads, 1.0, 1e-6).unwrap(),
+    );
+    // In f32, where the factors `e^(m_i - c)` would overflow.
+    check_f32_against_f64("attention with row maxima far apart", &[xw, gv.as_tensor().clone()], |i| {
+        bi_softmax_attention(&i[0], Some(&i[1]), heads, 1.0, 1e-6).unwrap()
+    });
+}
+
 #[test]
 fn softmax_attention_matches_the_composition() {
     softmax_attention_matches_the_composition_on(&Device::Cpu);
