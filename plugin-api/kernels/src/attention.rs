@@ -443,9 +443,9 @@ fn forward<T: Real>(xw: &[T], rows: &Rows, d: Dims, gain: &[T], eps: f64, beta: 
         #[inline(always)]
         |first, out: &mut [T], kept: &mut [T]| {
             let mut scratch = Scratch::new(&d);
-            let samples =
-                out.chunks_exact_mut((n * width).max(1)).zip(kept.chunks_exact_mut(kept_per_sample(&d).max(1)));
-            for (k, (sample, kept)) in samples.enumerate() {
+            // By the kept entries' samples: they are written even when heads are empty.
+            for (k, kept) in kept.chunks_exact_mut(kept_per_sample(&d).max(1)).enumerate() {
+                let sample = &mut out[k * n * width..][..n * width];
                 let (weights, factors) = kept.split_at_mut(d.heads * per_head);
                 let heads = weights.chunks_exact_mut(per_head.max(1)).zip(factors.chunks_exact_mut((2 * n).max(1)));
                 for (h, (p, factors)) in heads.enumerate() {

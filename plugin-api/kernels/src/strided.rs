@@ -258,23 +258,30 @@ where
     F: Fn(usize, &mut [T], &mut [T]) + Sync,
 {
     let (mut a, mut b) = (output_buffer(items * a_len), output_buffer(items * b_len));
-    let (a_len, b_len) = (a_len.max(1), b_len.max(1));
-    match parallel_plan(items * (a_len + b_len), a_len + b_len) {
-        None => widest(
+    let Some(per_task) = parallel_plan(items * (a_len + b_len), a_len + b_len) else {
+        widest(
             #[inline(always)]
             || f(0, &mut a, &mut b),
-        ),
-        Some(per_task) => {
-            a.par_chunks_mut(per_task * a_len).zip(b.par_chunks_mut(per_task * b_len)).enumerate().for_each(
-                |(c, (a, b))| {
-                    widest(
-                        #[inline(always)]
-                        || f(c * per_task, a, b),
-                    )
-                },
-            )
+        );
+        return (a, b);
+    };
+    // Chunks of `per_task` items of each output; an output of empty items lends every task
+    // an empty chunk, so that the other is still written whole.
+    let tasks = items.div_ceil(per_task);
+    fn chunks<T>(v: &mut [T], len: usize, per_task: usize, tasks: usize) -> Vec<&mut [T]> {
+        if len == 0 {
+            (0..tasks).map(|_| <&mut [T]>::default()).collect()
+        } else {
+            v.chunks_mut(per_task * len).collect()
         }
     }
+    let (a_chunks, b_chunks) = (chunks(&mut a, a_len, per_task, tasks), chunks(&mut b, b_len, per_task, tasks));
+    a_chunks.into_par_iter().zip(b_chunks).enumerate().for_each(|(c, (a, b))| {
+        widest(
+            #[inline(always)]
+            || f(c * per_task, a, b),
+        )
+    });
     (a, b)
 }
 

@@ -429,6 +429,20 @@ fn bi_softmax_attention_with_row_maxima_far_apart_matches_the_composition() {
     });
 }
 
+/// Heads of width 0 (a `[B, N, 0]` projection): an empty output and empty gradients, on one
+/// thread and in parallel chunks (where the output's chunks are empty and the kept weights'
+/// are not).
+#[test]
+fn bi_softmax_attention_on_empty_heads_gives_empty_results() {
+    for batch in [1, 64] {
+        let xv = Var::from_tensor(&normal(&[batch, 81, 0], 1.0, 91)).unwrap();
+        let y = bi_softmax_attention(xv.as_tensor(), None, 2, 1.0, 1e-6).unwrap();
+        assert_eq!(y.dims(), [batch, 81, 0]);
+        let grads = y.sum_all().unwrap().backward().unwrap();
+        assert_eq!(grads.get(xv.as_tensor()).expect("a gradient").dims(), [batch, 81, 0]);
+    }
+}
+
 #[test]
 fn softmax_attention_matches_the_composition() {
     softmax_attention_matches_the_composition_on(&Device::Cpu);
