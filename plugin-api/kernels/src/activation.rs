@@ -9,7 +9,7 @@ use crate::norm::Activation;
 use crate::real::Real;
 use crate::strided::{
     check_same_shapes, map_chunks, map_row_pairs, map_rows, map_triples_to_pair, output_buffer_with_room, read_vector,
-    slice, unpack, Rows,
+    slice, sum_parts, unpack, Rows,
 };
 use candle_core::{bail, CpuStorage, CustomOp1, CustomOp2, CustomOp3, Layout, Result, Shape, Tensor};
 
@@ -238,12 +238,7 @@ fn shifted_backward_with<T: Real>(x: (&[T], &Rows), v: &[T], dy: (&[T], &Rows), 
             }
             sums
         },
-        |mut a, b| {
-            for (a, b) in a.iter_mut().zip(b) {
-                *a += b;
-            }
-            a
-        },
+        sum_parts,
     );
     out.extend(dv);
     out

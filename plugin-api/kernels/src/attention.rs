@@ -30,7 +30,7 @@
 
 use crate::real::Real;
 use crate::strided::{
-    fill, fill_pair, map_chunks, output_buffer_with_room, read_vector, slice, storage_len, unpack, Rows,
+    fill, fill_pair, map_chunks, output_buffer_with_room, read_vector, slice, storage_len, sum_parts, unpack, Rows,
 };
 use crate::transpose::{add_transpose, add_transpose_in_place};
 use crate::vector::{dot, softmax_row, sum_sq};
@@ -548,12 +548,7 @@ fn backward<T: Real>(
             }
             dg
         },
-        |mut a, b| {
-            for (a, b) in a.iter_mut().zip(b) {
-                *a += b;
-            }
-            a
-        },
+        sum_parts,
     );
     out.extend(dg);
     out

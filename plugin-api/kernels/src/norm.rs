@@ -12,7 +12,9 @@
 //! `c`, projected off the constant direction).
 
 use crate::real::Real;
-use crate::strided::{fill, map_chunks, output_buffer_with_room, read_vector, slice, storage_len, unpack, Rows};
+use crate::strided::{
+    fill, map_chunks, output_buffer_with_room, read_vector, slice, storage_len, sum_parts, unpack, Rows,
+};
 use crate::vector::{dot, sum, sum_sq};
 use candle_core::{bail, CpuStorage, CustomOp1, CustomOp2, CustomOp3, Layout, Result, Shape, Tensor};
 
@@ -196,12 +198,7 @@ fn backward<T: Real>(x: &[T], x_rows: &Rows, gain: Option<&[T]>, dy: &[T], dy_ro
             });
             dg
         },
-        |mut a, b| {
-            for (a, b) in a.iter_mut().zip(b) {
-                *a += b;
-            }
-            a
-        },
+        sum_parts,
     );
     out.extend(dg);
     out

@@ -379,6 +379,15 @@ where
     parts.fold(first, merge)
 }
 
+/// `a + b` entry by entry, in `a`: how [`map_chunks`] merges the chunks' partial sums of a
+/// vector (a gain's or a row shift's gradient).
+pub(crate) fn sum_parts<T: Real>(mut a: Vec<T>, b: Vec<T>) -> Vec<T> {
+    for (a, b) in a.iter_mut().zip(b) {
+        *a += b;
+    }
+    a
+}
+
 /// Items per parallel task for `elements` in items of `item_len`, or `None` to run on the
 /// calling thread.
 pub(crate) fn parallel_plan(elements: usize, item_len: usize) -> Option<usize> {
