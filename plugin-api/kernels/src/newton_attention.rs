@@ -29,7 +29,9 @@
 
 use crate::attention::{causal_product, head_matrix, transposed, with_output_gradient, Causal, Dims, Matrix};
 use crate::real::Real;
-use crate::strided::{contiguous_values, fill, map_chunks, output_buffer, slice, storage_len, three_gradients, Rows};
+use crate::strided::{
+    contiguous_values, fill, map_chunks, output_buffer, slice, storage_len, sum_parts, three_gradients, Rows,
+};
 use crate::vector::{dot, softmax_in_place};
 use candle_core::{bail, CpuStorage, CustomOp3, Layout, Result, Shape, Tensor};
 use std::sync::OnceLock;
@@ -405,12 +407,7 @@ fn backward<T: Real>(
             }
             shares
         },
-        |mut a: Vec<T>, b: Vec<T>| {
-            for (a, b) in a.iter_mut().zip(b) {
-                *a += b;
-            }
-            a
-        },
+        sum_parts,
     );
     d_coefficients.copy_from_slice(&sums);
     out

@@ -275,13 +275,14 @@ where
             v.chunks_mut(per_task * len).collect()
         }
     }
-    let (a_chunks, b_chunks) = (chunks(&mut a, a_len, per_task, tasks), chunks(&mut b, b_len, per_task, tasks));
-    a_chunks.into_par_iter().zip(b_chunks).enumerate().for_each(|(c, (a, b))| {
-        widest(
-            #[inline(always)]
-            || f(c * per_task, a, b),
-        )
-    });
+    let pairs = chunks(&mut a, a_len, per_task, tasks).into_iter().zip(chunks(&mut b, b_len, per_task, tasks));
+    run_tasks(
+        pairs.collect(),
+        per_task,
+        #[inline(always)]
+        |first, (a, b)| f(first, a, b),
+        |(), ()| (),
+    );
     (a, b)
 }
 
@@ -291,22 +292,7 @@ pub(crate) fn for_each_chunk<T: Send, F>(out: &mut [T], item_len: usize, f: F)
 where
     F: Fn(usize, &mut [T]) + Sync,
 {
-    let item_len = item_len.max(1);
-    let items = out.len() / item_len;
-    if !worth_parallel(out.len(), items) {
-        widest(
-            #[inline(always)]
-            || f(0, out),
-        );
-        return;
-    }
-    let per_task = items_per_task(items, item_len);
-    out.par_chunks_mut(per_task * item_len).enumerate().for_each(|(c, chunk)| {
-        widest(
-            #[inline(always)]
-            || f(c * per_task, chunk),
-        )
-    });
+    map_chunks(out, item_len, f, |(), ()| ())
 }
 
 /// A fresh output shaped as `x`'s rows, each row written by `f(x_row, out_row)` (any layout of
@@ -355,28 +341,35 @@ where
     F: Fn(usize, &mut [T]) -> R + Sync,
     M: Fn(R, R) -> R,
 {
-    let item_len = item_len.max(1);
-    let items = out.len() / item_len;
-    if !worth_parallel(out.len(), items) {
+    let Some(per_task) = parallel_plan(out.len(), item_len) else {
         return widest(
             #[inline(always)]
             || f(0, out),
         );
-    }
-    let per_task = items_per_task(items, item_len);
-    let parts: Vec<R> = out
-        .par_chunks_mut(per_task * item_len)
+    };
+    let chunks = out.chunks_mut(per_task * item_len.max(1)).collect();
+    run_tasks(chunks, per_task, f, merge)
+}
+
+/// Runs `f(first_item, task)` for every task of `per_task` items on the pool, each inside
+/// [`widest`], and merges the results in task order: the parallel half of [`map_chunks`] and
+/// [`fill_pair`].
+fn run_tasks<C: Send, R: Send, F, M>(tasks: Vec<C>, per_task: usize, f: F, merge: M) -> R
+where
+    F: Fn(usize, C) -> R + Sync,
+    M: Fn(R, R) -> R,
+{
+    let parts: Vec<R> = tasks
+        .into_par_iter()
         .enumerate()
-        .map(|(c, chunk)| {
+        .map(|(c, task)| {
             widest(
                 #[inline(always)]
-                || f(c * per_task, chunk),
+                || f(c * per_task, task),
             )
         })
         .collect();
-    let mut parts = parts.into_iter();
-    let first = parts.next().expect("at least one chunk");
-    parts.fold(first, merge)
+    parts.into_iter().reduce(merge).expect("at least one task")
 }
 
 /// `a + b` entry by entry, in `a`: how [`map_chunks`] merges the chunks' partial sums of a

@@ -25,7 +25,9 @@ use crate::attention::{
     causal_product, fill_heads, fill_weights, head_matrix, head_weights, transposed, with_output_gradient, Causal, Dims,
 };
 use crate::real::Real;
-use crate::strided::{contiguous_values, map_chunks, output_buffer, slice, storage_len, three_gradients, Rows};
+use crate::strided::{
+    contiguous_values, map_chunks, output_buffer, slice, storage_len, sum_parts, three_gradients, Rows,
+};
 use crate::vector::{dot, softmax_in_place};
 use crate::widest::inlined;
 use candle_core::{bail, CpuStorage, CustomOp3, Layout, Result, Shape, Tensor};
@@ -357,12 +359,7 @@ fn backward<T: Real>(
             }
             da
         },
-        |mut a: Vec<T>, b: Vec<T>| {
-            for (a, b) in a.iter_mut().zip(b) {
-                *a += b;
-            }
-            a
-        },
+        sum_parts,
     );
     if extra.per_head {
         da.copy_from_slice(&da_sum);
