@@ -143,6 +143,8 @@ mod real;
 mod scaled;
 mod softmax;
 mod softmax_attention;
+#[cfg(target_arch = "x86_64")]
+mod softmax_row_avx512;
 mod strided;
 mod tied_attention;
 mod transpose;

@@ -54,6 +54,16 @@ pub(crate) trait Real:
     ) -> bool {
         false
     }
+    /// `y = softmax(x)` over the first `n` entries of `x` and `y` (`x == y` allowed) by
+    /// `softmax_row_avx512.rs` where it applies (f32 on AVX-512), returning `(max, 1 / sum)`;
+    /// `None` (the default, f64's) leaves the row to the generic loops of `vector.rs`.
+    ///
+    /// # Safety
+    /// `x` and `y` must address `n` values each.
+    #[inline(always)]
+    unsafe fn softmax_row_wide(_x: *const Self, _y: *mut Self, _n: usize) -> Option<(Self, Self)> {
+        None
+    }
 }
 
 impl Real for f32 {
@@ -94,6 +104,17 @@ impl Real for f32 {
     ) -> bool {
         // SAFETY: as this function's.
         unsafe { crate::head_product::symmetric_f32(size, dst, dst_rs, a, scale) }
+    }
+    #[inline(always)]
+    unsafe fn softmax_row_wide(x: *const f32, y: *mut f32, n: usize) -> Option<(f32, f32)> {
+        #[cfg(target_arch = "x86_64")]
+        if plugin_api::isa::kernels_isa() == plugin_api::isa::Isa::Avx512 {
+            // SAFETY: the kernels use AVX-512 only on a processor that has it; the caller
+            // vouches for the rows.
+            return Some(unsafe { crate::softmax_row_avx512::softmax_row(x, y, n) });
+        }
+        let _ = (x, y, n);
+        None
     }
 }
 

@@ -97,6 +97,17 @@ fn exp_shifted_as<T: Real, const FMA: bool>(x: &[T], shift: T, y: &mut [T]) -> T
 /// Softmax of one row, `y = exp(x - max) / sum`; returns `(max, 1 / sum)`.
 #[inline(always)]
 pub(crate) fn softmax_row<T: Real>(x: &[T], y: &mut [T]) -> (T, T) {
+    let n = x.len().min(y.len());
+    // SAFETY: both rows hold `n` values.
+    if let Some(result) = unsafe { T::softmax_row_wide(x.as_ptr(), y.as_mut_ptr(), n) } {
+        return result;
+    }
+    softmax_row_generic(x, y)
+}
+
+/// [`softmax_row`] by loops the compiler vectorises, for any element type and processor.
+#[inline(always)]
+fn softmax_row_generic<T: Real>(x: &[T], y: &mut [T]) -> (T, T) {
     let m = max(x);
     let inv = exp_shifted(x, m, y).recip();
     for y in y.iter_mut() {
@@ -108,6 +119,10 @@ pub(crate) fn softmax_row<T: Real>(x: &[T], y: &mut [T]) -> (T, T) {
 /// Softmax of one row in place.
 #[inline(always)]
 pub(crate) fn softmax_in_place<T: Real>(row: &mut [T]) {
+    // SAFETY: the row holds its length in values, read before each is written.
+    if unsafe { T::softmax_row_wide(row.as_ptr(), row.as_mut_ptr(), row.len()) }.is_some() {
+        return;
+    }
     with_fma!(softmax_in_place_as::<T>(row))
 }
 
@@ -304,5 +319,49 @@ mod tests {
         let mut p = vec![0.0; 37];
         softmax_row(&x, &mut p);
         assert!((p.iter().sum::<f64>() - 1.0).abs() < 1e-12);
+    }
+
+    /// The f32 row as the kernels run it (the AVX-512 one on a processor that has it) against
+    /// the generic loops: the same maximum, the same exponentials (so the sums agree to their
+    /// order of addition), in place as well, for every length up to 70 and rows with `-inf`,
+    /// NaN, and entries far below the maximum.
+    #[test]
+    fn the_f32_softmax_row_matches_the_generic_loops() {
+        if plugin_api::isa::kernels_isa() != plugin_api::isa::Isa::Avx512 {
+            eprintln!("the processor has no AVX-512: both sides are the generic loops here");
+        }
+        for n in 0..=70usize {
+            for case in 0..4 {
+                let x: Vec<f32> = (0..n)
+                    .map(|i| match (case, i % 7) {
+                        (1, 3) => f32::NEG_INFINITY,
+                        (2, 5) => -120.0 + i as f32,
+                        (3, 2) => 40.0 * (i as f32 * 0.61).sin(),
+                        _ => 3.0 * (i as f32 * 0.37 + case as f32).sin(),
+                    })
+                    .collect();
+                let (mut wide, mut generic) = (vec![0.0f32; n], vec![0.0f32; n]);
+                let (m_wide, inv_wide) = softmax_row(&x, &mut wide);
+                let (m_generic, inv_generic) = softmax_row_generic(&x, &mut generic);
+                assert_eq!(m_wide.to_bits(), m_generic.to_bits(), "max, length {n}, case {case}");
+                let close =
+                    |a: f32, b: f32| a == b || (a - b).abs() <= 4.0 * f32::EPSILON * b.abs().max(f32::MIN_POSITIVE);
+                assert!(close(inv_wide, inv_generic), "1 / sum, length {n}, case {case}: {inv_wide} vs {inv_generic}");
+                for (i, (&a, &b)) in wide.iter().zip(&generic).enumerate() {
+                    assert!(close(a, b), "weight {i}, length {n}, case {case}: {a} vs {b}");
+                    assert_eq!(a == 0.0, b == 0.0, "weight {i} zero on one side only, length {n}, case {case}");
+                }
+                let mut in_place = x.clone();
+                softmax_in_place(&mut in_place);
+                assert_eq!(in_place, wide, "in place, length {n}, case {case}");
+            }
+        }
+        // A NaN entry makes every weight NaN on both paths, and an all `-inf` row as well.
+        for x in [vec![1.0f32, f32::NAN, 2.0, 0.5], vec![f32::NEG_INFINITY; 19]] {
+            let (mut wide, mut generic) = (vec![0.0f32; x.len()], vec![0.0f32; x.len()]);
+            softmax_row(&x, &mut wide);
+            softmax_row_generic(&x, &mut generic);
+            assert!(wide.iter().zip(&generic).all(|(a, b)| a.is_nan() && b.is_nan()), "{wide:?} vs {generic:?}");
+        }
     }
 }
