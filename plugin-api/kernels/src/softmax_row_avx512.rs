@@ -64,17 +64,13 @@ pub(crate) unsafe fn softmax_row(x: *const f32, y: *mut f32, n: usize) -> (f32, 
 }
 
 /// `e^x` lane by lane: [`crate::vector::exp_f32`] with fused multiply-adds, operation for
-/// operation (so the same value), including its 0 below -87.3 and its NaN for NaN.
+/// operation (so the same value), including its 0 below `LOWEST` and its NaN for NaN.
 #[inline]
 #[target_feature(enable = "avx512f")]
 unsafe fn exp(x: __m512) -> __m512 {
-    const LOG2E: f32 = std::f32::consts::LOG2_E;
-    const LN2_HI: f32 = 0.693_359_4;
-    const LN2_LO: f32 = -2.121_944_4e-4;
-    const ROUND: f32 = 12_582_912.0;
-    const POLYNOMIAL: [f32; 6] = [1.987_569_1e-4, 1.398_199_9e-3, 8.333_452e-3, 4.166_579_6e-2, 1.666_666_5e-1, 5e-1];
-    // `x.clamp(-87.3, 88.0)`; a NaN lane becomes a number here and is put back at the end.
-    let clamped = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-87.3)), _mm512_set1_ps(88.0));
+    use crate::vector::exp_f32_constants::*;
+    // `x.clamp(LOWEST, HIGHEST)`; a NaN lane becomes a number here and is put back at the end.
+    let clamped = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(LOWEST)), _mm512_set1_ps(HIGHEST));
     let t = _mm512_fmadd_ps(clamped, _mm512_set1_ps(LOG2E), _mm512_set1_ps(ROUND));
     let n = _mm512_sub_ps(t, _mm512_set1_ps(ROUND));
     let minus_n = _mm512_sub_ps(_mm512_setzero_ps(), n);
@@ -89,7 +85,7 @@ unsafe fn exp(x: __m512) -> __m512 {
     let n_bits = _mm512_sub_epi32(_mm512_castps_si512(t), _mm512_set1_epi32(ROUND.to_bits() as i32));
     let scale = _mm512_castsi512_ps(_mm512_slli_epi32::<23>(_mm512_add_epi32(n_bits, _mm512_set1_epi32(127))));
     let value = _mm512_mul_ps(p, scale);
-    let below = _mm512_cmp_ps_mask::<_CMP_LT_OQ>(x, _mm512_set1_ps(-87.3));
+    let below = _mm512_cmp_ps_mask::<_CMP_LT_OQ>(x, _mm512_set1_ps(LOWEST));
     let nan = _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(x, x);
     let value = _mm512_maskz_mov_ps(!below, value);
     _mm512_mask_mov_ps(value, nan, x)

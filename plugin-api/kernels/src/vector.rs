@@ -184,31 +184,44 @@ fn horner<const FMA: bool, const N: usize>(x: f32, coefficients: [f32; N]) -> f3
     coefficients[1..].iter().fold(coefficients[0], |p, &c| multiply_add::<FMA>(p, x, c))
 }
 
+/// The constants of [`exp_f32`], shared with the explicit vector code of
+/// `softmax_row_avx512.rs`, which computes the same values.
+pub(crate) mod exp_f32_constants {
+    /// Inputs are clamped to `[LOWEST, HIGHEST]`; below `LOWEST` the result is 0.
+    pub(crate) const LOWEST: f32 = -87.3;
+    pub(crate) const HIGHEST: f32 = 88.0;
+    pub(crate) const LOG2E: f32 = std::f32::consts::LOG2_E;
+    /// `ln 2` split in two, so that `x - n ln 2` loses nothing to rounding.
+    pub(crate) const LN2_HI: f32 = 0.693_359_4;
+    pub(crate) const LN2_LO: f32 = -2.121_944_4e-4;
+    /// `1.5 * 2^23`: adding it rounds to an integer held in the low bits of the mantissa.
+    pub(crate) const ROUND: f32 = 12_582_912.0;
+    /// `(e^r - 1 - r) / r^2` from the highest degree down (Cephes).
+    pub(crate) const POLYNOMIAL: [f32; 6] =
+        [1.987_569_1e-4, 1.398_199_9e-3, 8.333_452e-3, 4.166_579_6e-2, 1.666_666_5e-1, 5e-1];
+}
+
 /// `e^x` for f32 without a libm call: `2^n p(r)` with `x = n ln 2 + r`, `|r| <= ln(2)/2`
 /// and Cephes' degree-7 polynomial for `e^r` (relative error about 1e-7, as libm's `expf`
 /// within two units in the last place). Below -87.3 (where `e^x` leaves the normal range)
 /// it returns 0, so that `-inf` scores give exactly zero weight.
 #[inline(always)]
 pub(crate) fn exp_f32<const FMA: bool>(x: f32) -> f32 {
-    const LOG2E: f32 = std::f32::consts::LOG2_E;
-    const LN2_HI: f32 = 0.693_359_4;
-    const LN2_LO: f32 = -2.121_944_4e-4;
-    /// `1.5 * 2^23`: adding it rounds to an integer held in the low bits of the mantissa.
-    const ROUND: f32 = 12_582_912.0;
+    use exp_f32_constants::*;
     // A NaN stays NaN through the arithmetic; the result is fixed up below.
-    let clamped = x.clamp(-87.3, 88.0);
+    let clamped = x.clamp(LOWEST, HIGHEST);
     let t = multiply_add::<FMA>(clamped, LOG2E, ROUND);
     let n = t - ROUND;
     let r = multiply_add::<FMA>(-n, LN2_LO, multiply_add::<FMA>(-n, LN2_HI, clamped));
     let r2 = r * r;
-    let p = horner::<FMA, 6>(r, [1.987_569_1e-4, 1.398_199_9e-3, 8.333_452e-3, 4.166_579_6e-2, 1.666_666_5e-1, 5e-1]);
+    let p = horner::<FMA, 6>(r, POLYNOMIAL);
     let p = multiply_add::<FMA>(p, r2, r) + 1.0;
     // `2^n` from the integer in `t`'s bits (n in [-126, 127]: a normal exponent), without a
     // float-to-int conversion.
     let n_bits = t.to_bits().wrapping_sub(ROUND.to_bits());
     let scale = f32::from_bits(n_bits.wrapping_add(127) << 23);
     let value = p * scale;
-    if x < -87.3 {
+    if x < LOWEST {
         0.0
     } else if x.is_nan() {
         x
