@@ -13,9 +13,15 @@
 # per step, samples/s and GFLOP/s, and the load average seen; with `--reference` in a
 # configuration, also the PyTorch figure and the ratio of each run (set WORKBENCH_PYTHON to a
 # Python with torch if python3 has none); with `--peak`, the step's share of the gemm peak
-# measured in the same minutes, per run and its median. Each run's figures are also printed on
-# stderr as it ends. Needs the release build
+# measured in the same minutes, per run and its median. With several configurations, each one
+# after the first also gets its samples/s over the first's, run by run (runs of the same round
+# are minutes apart, not hours): the ratios, their median and how many runs it was faster.
+# Each run's figures are also printed on stderr as it ends. Needs the release build
 # (cargo build --release -p workbench -p hyperset -p transformer -p sudoku).
+#
+# A leading BUILD=DIR runs that configuration with the release build of another checkout of
+# the workspace, its own plugins included (bench-builds.sh makes one of any commit), to set a
+# change beside the code before it.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 repeats="$1"
@@ -27,15 +33,19 @@ for ((r = 0; r < repeats; r++)); do
     for config in "$@"; do
         env_args=()
         bench_args=()
+        build=.
         for word in $config; do
-            if [[ ${#bench_args[@]} -eq 0 && "$word" == *=* && "$word" != -* && "$word" =~ ^[A-Z_]+= ]]; then
+            if [[ ${#bench_args[@]} -eq 0 && "$word" == BUILD=* ]]; then
+                build="${word#BUILD=}"
+            elif [[ ${#bench_args[@]} -eq 0 && "$word" == *=* && "$word" != -* && "$word" =~ ^[A-Z_]+= ]]; then
                 env_args+=("$word")
             else
                 bench_args+=("$word")
             fi
         done
-        env RAYON_NUM_THREADS="${RAYON_NUM_THREADS:-1}" WORKBENCH_NO_BUILD=1 "${env_args[@]}" \
-            ./target/release/workbench bench "${bench_args[@]}" >"$tmp/out" 2>&1 || { cat "$tmp/out"; exit 1; }
+        [[ -x "$build/target/release/workbench" ]] || { echo "no release build of the workbench in $build (cargo build --release --workspace there)" >&2; exit 1; }
+        (cd "$build" && env RAYON_NUM_THREADS="${RAYON_NUM_THREADS:-1}" WORKBENCH_NO_BUILD=1 "${env_args[@]}" \
+            ./target/release/workbench bench "${bench_args[@]}") >"$tmp/out" 2>&1 || { cat "$tmp/out"; exit 1; }
         awk -v c="$i" '
             /^reference PyTorch/ { in_ref = 1 }
             /^  step / && !in_ref { step = $2 }
@@ -46,6 +56,8 @@ for ((r = 0; r < repeats; r++)); do
             /achieved/ { gf = $2 }
             /% of the gemm peak/ { share = $1 }
             END { print c, step, cpu, sps, (gf == "" ? "-" : gf), load, (ref == "" ? "-" : ref), (ratio == "" ? "-" : ratio), (share == "" ? "-" : share) }' "$tmp/out" >>"$tmp/results"
+        # samples/s by configuration and round, for the ratios against the first configuration.
+        tail -1 "$tmp/results" | awk -v r="$r" '{ print $1, r, $4 }' >>"$tmp/by_round"
         # Each run as it ends, on stderr: what a run cut short (a time limit) still leaves.
         tail -1 "$tmp/results" | awk -v r="$((r + 1))" -v n="$repeats" '
             { printf "  run %d/%d of configuration %d: step %s s, %s samples/s", r, n, $1 + 1, $2, $4
@@ -80,4 +92,17 @@ for config in "$@"; do
         }
         function each(a,   k, s) { for (k = 1; k <= NR; k++) s = s " " a[k]; return s }'
     i=$((i + 1))
+done
+# Each configuration after the first against the first, round by round.
+for ((i = 1; i < $#; i++)); do
+    awk -v c="$i" '
+        $1 == 0 { first[$2] = $3 }
+        $1 == c { this[$2] = $3; if ($2 > last) last = $2 }
+        END {
+            for (k = 0; k <= last; k++) if ((k in this) && (k in first) && first[k] > 0) { n++; q[n] = this[k] / first[k]; each = each sprintf(" %.3f", q[n]); won += (q[n] > 1) }
+            if (n == 0) exit
+            for (a = 1; a <= n; a++) for (b = a + 1; b <= n; b++) if (q[b] < q[a]) { t = q[a]; q[a] = q[b]; q[b] = t }
+            m = (n % 2) ? q[(n + 1) / 2] : (q[n / 2] + q[n / 2 + 1]) / 2
+            printf "configuration %d against configuration 1: samples/s ratio %.3f (median of the %d runs;%s), faster in %d of %d\n", c + 1, m, n, each, won, n
+        }' "$tmp/by_round"
 done
