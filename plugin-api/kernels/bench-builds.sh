@@ -10,9 +10,8 @@
 # REV's checkout is a git worktree under target/bench-builds/, kept for the next comparison
 # (`git worktree remove target/bench-builds/<commit>` drops it) and built there with its own
 # target folder: a cold release build the first time (6–11 minutes on two cores, about 3 GB of
-# disk). On a shared
-# machine compare medians of 8 or more runs, and repeat the comparison: sets of runs minutes
-# apart can differ by a few percent.
+# disk). On a shared machine compare medians of 8 or more runs, and repeat the comparison:
+# sets of runs minutes apart can differ by a few percent.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 usage='usage: bench-builds.sh REV REPEATS "<bench arguments>"'
