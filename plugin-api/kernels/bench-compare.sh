@@ -68,19 +68,21 @@ for ((r = 0; r < repeats; r++)); do
         i=$((i + 1))
     done
 done
+# The median of a[1..n], for the awk programs of the summary below.
+median_awk='
+    function median(a, n,   b, k, j, t) {
+        for (k = 1; k <= n; k++) b[k] = a[k]
+        for (k = 1; k <= n; k++) for (j = k + 1; j <= n; j++) if (b[j] < b[k]) { t = b[k]; b[k] = b[j]; b[j] = t }
+        return (n % 2) ? b[(n + 1) / 2] : (b[n / 2] + b[n / 2 + 1]) / 2
+    }'
 model="$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo 2>/dev/null | head -1)"
 echo "machine: ${model:-unknown processor}, $(nproc) cores"
 i=0
 for config in "$@"; do
     echo "$config"
     [[ -s "$tmp/instructions.$i" ]] && echo "  instructions $(cat "$tmp/instructions.$i")"
-    awk -v c="$i" '$1 == c' "$tmp/results" | sort -k2 -g | awk '
+    awk -v c="$i" '$1 == c' "$tmp/results" | sort -k2 -g | awk "$median_awk"'
         { step[NR] = $2; cpu[NR] = $3; sps[NR] = $4; gf[NR] = $5; load = load " " $6; ref[NR] = $7; ratio[NR] = $8; share[NR] = $9 }
-        function median(a, n,   b, k, j, t) {
-            for (k = 1; k <= n; k++) b[k] = a[k]
-            for (k = 1; k <= n; k++) for (j = k + 1; j <= n; j++) if (b[j] < b[k]) { t = b[k]; b[k] = b[j]; b[j] = t }
-            return (n % 2) ? b[(n + 1) / 2] : (b[n / 2] + b[n / 2 + 1]) / 2
-        }
         END {
             printf "  step %.3f s (min %.3f, max %.3f)  cpu %.3f s/step  %.1f samples/s  %s GFLOP/s  [%d runs; load%s]\n",
                 median(step, NR), step[1], step[NR], median(cpu, NR), median(sps, NR),
@@ -95,14 +97,12 @@ for config in "$@"; do
 done
 # Each configuration after the first against the first, round by round.
 for ((i = 1; i < $#; i++)); do
-    awk -v c="$i" '
+    awk -v c="$i" "$median_awk"'
         $1 == 0 { first[$2] = $3 }
         $1 == c { this[$2] = $3; if ($2 > last) last = $2 }
         END {
             for (k = 0; k <= last; k++) if ((k in this) && (k in first) && first[k] > 0) { n++; q[n] = this[k] / first[k]; each = each sprintf(" %.3f", q[n]); won += (q[n] > 1) }
             if (n == 0) exit
-            for (a = 1; a <= n; a++) for (b = a + 1; b <= n; b++) if (q[b] < q[a]) { t = q[a]; q[a] = q[b]; q[b] = t }
-            m = (n % 2) ? q[(n + 1) / 2] : (q[n / 2] + q[n / 2 + 1]) / 2
-            printf "configuration %d against configuration 1: samples/s ratio %.3f (median of the %d runs;%s), faster in %d of %d\n", c + 1, m, n, each, won, n
+            printf "configuration %d against configuration 1: samples/s ratio %.3f (median of the %d runs;%s), faster in %d of %d\n", c + 1, median(q, n), n, each, won, n
         }' "$tmp/by_round"
 done
