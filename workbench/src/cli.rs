@@ -563,7 +563,7 @@ fn tune_process(command: Option<&Command>) {
     }
     // Training processes split each batch over threads themselves (train::parallel), so each
     // op runs on one thread unless the user asks otherwise.
-    let trains = matches!(command, Some(Command::Worker { .. } | Command::Bench { .. }));
+    let trains = trains(command);
     if trains && std::env::var_os("RAYON_NUM_THREADS").is_none() {
         std::env::set_var("RAYON_NUM_THREADS", "1");
     }
@@ -576,6 +576,11 @@ fn tune_process(command: Option<&Command>) {
             libc::mallopt(libc::M_ARENA_MAX, cores.min(i32::MAX as usize) as i32);
         }
     }
+}
+
+/// Whether `command` trains (a worker, or the bench), on threads of its own.
+fn trains(command: Option<&Command>) -> bool {
+    matches!(command, Some(Command::Worker { .. } | Command::Bench { .. }))
 }
 
 /// Commands that only print end quietly when their output is closed (`workbench runs | head`),
@@ -602,6 +607,8 @@ fn quiet_on_closed_output(command: Option<&Command>) {
 /// Parses the command line and runs the command; returns the process exit code.
 pub fn main() -> i32 {
     let cli = Cli::parse();
+    // First, while the process has one thread: it may start again (module `huge_pages`).
+    crate::huge_pages::start(trains(cli.command.as_ref()));
     if let Some(filter) = crate::logging::verbosity_filter(cli.verbose, cli.quiet) {
         // Through the environment so that workers (local processes, Slurm jobs) inherit it;
         // single-threaded here.

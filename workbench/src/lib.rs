@@ -20,6 +20,7 @@
 //! - [`commands`] and [`cli`] are the command line on top;
 //! - [`colour`] knows whether colours may be used (`NO_COLOR`);
 //! - [`exit_code`] names the process exit codes;
+//! - [`huge_pages`] starts training processes with their heap on transparent huge pages;
 //! - [`logging`] prints their messages (`tracing`) on stderr, filtered by `RUST_LOG`.
 
 pub mod ablation;
@@ -39,6 +40,7 @@ pub mod figure_ticks;
 pub mod heatmap;
 pub mod heatmap_figure;
 pub mod host;
+pub mod huge_pages;
 pub mod import;
 pub mod logging;
 pub mod memory;

@@ -383,3 +383,43 @@ fn an_unknown_instruction_set_is_refused_with_the_accepted_names() {
         "{stderr}"
     );
 }
+
+/// A training process starts itself again with `glibc.malloc.hugetlb=1` where the kernel gives
+/// huge pages only on request, reports how much of its memory is on them, and gives the
+/// processes it starts (the reference) the environment it was given; a tunable the user set
+/// is left as it is.
+#[test]
+fn the_heap_is_on_huge_pages_where_the_kernel_gives_them_on_request() {
+    use workbench::huge_pages::ThpMode;
+    let dir = temp_dir("bench-huge-pages");
+    let python = fake_python(&dir, FAKE_READY, "", 0);
+    let report = |tunables: &str| -> serde_json::Value {
+        let mut cmd = workbench(&dir);
+        cmd.arg("bench").args(TINY).args(["--reference", "--json"]).env("WORKBENCH_PYTHON", &python);
+        let (code, stdout, stderr) = run(cmd.env("GLIBC_TUNABLES", tunables));
+        assert_eq!(code, 0, "{stderr}");
+        let report: serde_json::Value = serde_json::from_str(&stdout).expect("one JSON object");
+        let env = std::fs::read_to_string(dir.join("env.txt")).unwrap();
+        assert!(env.lines().any(|l| l == format!("GLIBC_TUNABLES={tunables}")), "the reference's environment:\n{env}");
+        assert!(!env.contains("WORKBENCH_GLIBC_TUNABLES_BEFORE") && !env.contains("WORKBENCH_HEAP_STARTS"), "{env}");
+        report["memory"].clone()
+    };
+    let mode = ThpMode::current();
+    let memory = report("glibc.malloc.arena_max=4");
+    let (start, huge) = (memory["start"].as_str().unwrap(), memory["huge_pages_mb"].as_f64().unwrap());
+    assert!(memory["resident_mb"].as_f64().unwrap() > huge, "{memory}");
+    match mode {
+        Some(ThpMode::Madvise) => {
+            assert!(start.starts_with("glibc.malloc.hugetlb=1 set at start"), "{memory}");
+            assert!(huge > 0.0, "{memory}");
+        }
+        Some(ThpMode::Always) => assert!(start.contains("THP mode always"), "{memory}"),
+        Some(ThpMode::Never) => assert!(start.contains("THP mode never") && huge == 0.0, "{memory}"),
+        None => assert!(start.contains("does not say"), "{memory}"),
+    }
+    let memory = report("glibc.malloc.hugetlb=0");
+    assert_eq!(memory["start"], "GLIBC_TUNABLES sets glibc.malloc.hugetlb", "{memory}");
+    if mode != Some(ThpMode::Always) {
+        assert_eq!(memory["huge_pages_mb"].as_f64(), Some(0.0), "{memory}");
+    }
+}

@@ -153,6 +153,14 @@ fn a_run_records_system_metrics_and_its_evaluation_size() {
         let m = sys(name).unwrap_or_else(|| panic!("no sys/{name}: {shown}"));
         assert!(m["summary"]["last"].as_f64().unwrap() >= 0.0, "{m}");
     }
+    // Its heap on huge pages where the kernel gives them on request (module `huge_pages`).
+    let huge = sys("huge_pages_bytes").unwrap_or_else(|| panic!("no sys/huge_pages_bytes: {shown}"));
+    let huge = huge["summary"]["max"].as_f64().unwrap();
+    match workbench::huge_pages::ThpMode::current() {
+        Some(workbench::huge_pages::ThpMode::Madvise) => assert!(huge > 0.0, "no huge pages in THP mode madvise"),
+        Some(workbench::huge_pages::ThpMode::Never) => assert_eq!(huge, 0.0),
+        _ => {}
+    }
     // Two shards: the share of their time spent waiting for the slower one.
     let wait = sys("shard_wait_percent").unwrap()["summary"]["max"].as_f64().unwrap();
     assert!(wait < 100.0, "shards waited {wait} %");

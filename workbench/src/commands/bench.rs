@@ -200,6 +200,9 @@ pub fn run(
             waiting.share() * 100.0
         );
     }
+    let (memory_line, memory) = crate::huge_pages::report();
+    say!("  {memory_line}");
+    report["memory"] = memory;
     let isa = plugin_api::isa::kernels_isa();
     report["kernels_isa"] = isa.name().into();
     if device.is_cpu() {

@@ -347,7 +347,9 @@ pub fn system_lines(summary: &BTreeMap<(String, String), SeriesSummary>) -> Vec<
         last.push(format!("CPU {:.0} %", s.last));
     }
     if let Some(s) = get(system::RSS) {
-        last.push(format!("resident {}", system::format_bytes(s.last)));
+        let huge = get(system::HUGE_PAGES).filter(|h| h.last > 0.0);
+        let on_huge = huge.map(|h| format!(" ({} on huge pages)", system::format_bytes(h.last))).unwrap_or_default();
+        last.push(format!("resident {}{on_huge}", system::format_bytes(s.last)));
     }
     if let Some(s) = get(system::THREADS) {
         last.push(format!("{:.0} threads", s.last));
@@ -646,5 +648,13 @@ mod tests {
         );
         // Runs recorded before system metrics existed: no lines.
         assert!(system_lines(&summarise(&rows[7..])).is_empty());
+        // A worker whose heap is on huge pages says how much of the resident memory is.
+        let huge = [row(10, "sys", system::RSS, 400.0 * mib), row(10, "sys", system::HUGE_PAGES, 300.0 * mib)];
+        assert_eq!(
+            system_lines(&summarise(&huge)),
+            ["system:   last sample: resident 400.0 MiB (300.0 MiB on huge pages)"]
+        );
+        let none = [row(10, "sys", system::RSS, 400.0 * mib), row(10, "sys", system::HUGE_PAGES, 0.0)];
+        assert_eq!(system_lines(&summarise(&none)), ["system:   last sample: resident 400.0 MiB"]);
     }
 }

@@ -1,7 +1,7 @@
 //! System metrics of a worker process, stored as metrics of split [`SPLIT`] every [`EVERY`]
 //! and at the end of a run: process CPU (100 % = one core busy), resident and peak memory,
-//! threads, the time data-parallel shards wait for each other, and with the `cuda` feature
-//! the GPU's utilisation and memory (NVML).
+//! the part of it on transparent huge pages, threads, the time data-parallel shards wait for
+//! each other, and with the `cuda` feature the GPU's utilisation and memory (NVML).
 //!
 //! Read from `/proc/self` (Linux); elsewhere a sample is empty and nothing is stored.
 
@@ -18,6 +18,8 @@ pub const CPU: &str = "cpu_percent";
 pub const RSS: &str = "rss_bytes";
 pub const PEAK: &str = "peak_rss_bytes";
 pub const THREADS: &str = "threads";
+/// The part of the resident memory on transparent huge pages (module `huge_pages`).
+pub const HUGE_PAGES: &str = "huge_pages_bytes";
 /// The share of the shards' threads' time spent waiting for each step's slowest shard since
 /// the previous sample (runs whose batches are split over several threads only).
 pub const SHARD_WAIT: &str = "shard_wait_percent";
@@ -125,6 +127,9 @@ impl Sampler {
             if let Some(v) = value {
                 out.push((name, v as f64));
             }
+        }
+        if let Some((_, huge)) = crate::huge_pages::resident() {
+            out.push((HUGE_PAGES, huge as f64));
         }
         if let Some(gpu) = &self.gpu {
             out.extend(gpu.sample());
