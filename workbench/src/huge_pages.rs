@@ -9,7 +9,7 @@
 //! `main`, so a training process (`worker`, `bench`) started without it starts itself again
 //! (exec: the same process id, arguments and environment) with the tunable added, then puts
 //! the environment back as it was, so that the processes it starts (PyTorch's reference)
-//! run as the user would run them. Measured: 2–9 % more samples a second across the layer
+//! run as the user would run them. Measured: 2–7 % more samples a second across the layer
 //! families (benchmark record (50)).
 //!
 //! Nothing is done where the mode is `always` (every heap already gets huge pages) or
