@@ -220,26 +220,22 @@ pub fn resident() -> Option<(u64, u64)> {
 /// The bench report's line on huge pages and its JSON, read now: how much of the resident
 /// memory is on huge pages, the kernel's mode and what the process did at start.
 pub fn report() -> (String, serde_json::Value) {
-    let mode = ThpMode::current();
-    let started = STARTED.get().cloned().unwrap_or_else(|| "not a training process".into());
-    let json = |resident: Option<(u64, u64)>| {
-        serde_json::json!({
-            "resident_mb": resident.map(|(rss, _)| rss as f64 / 1e6),
-            "huge_pages_mb": resident.map(|(_, huge)| huge as f64 / 1e6),
-            "thp_mode": mode.map(ThpMode::name),
-            "start": started,
-        })
-    };
+    let started = STARTED.get().map_or("not a training process", String::as_str);
     let resident = resident();
+    let mb = |bytes: u64| bytes as f64 / 1e6;
+    let json = serde_json::json!({
+        "resident_mb": resident.map(|(rss, _)| mb(rss)),
+        "huge_pages_mb": resident.map(|(_, huge)| mb(huge)),
+        "thp_mode": ThpMode::current().map(ThpMode::name),
+        "start": started,
+    });
     let line = match resident {
-        Some((rss, huge)) => format!(
-            "memory {:.0} MB resident, {:.0} MB of it on 2 MiB pages ({started})",
-            rss as f64 / 1e6,
-            huge as f64 / 1e6
-        ),
+        Some((rss, huge)) => {
+            format!("memory {:.0} MB resident, {:.0} MB of it on 2 MiB pages ({started})", mb(rss), mb(huge))
+        }
         None => format!("memory: not read (no /proc/self/smaps_rollup; {started})"),
     };
-    (line, json(resident))
+    (line, json)
 }
 
 #[cfg(test)]
