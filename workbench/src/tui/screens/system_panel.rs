@@ -15,6 +15,8 @@ pub const WIDTH: u16 = 32;
 pub struct SystemView {
     pub cpu: Vec<f64>,
     pub rss: Vec<f64>,
+    /// The last sample's resident memory on transparent huge pages, when not zero.
+    pub huge_pages: Option<f64>,
     pub peak: Option<f64>,
     pub threads: Option<f64>,
     pub shard_wait: Vec<f64>,
@@ -33,6 +35,7 @@ impl SystemView {
         let view = SystemView {
             cpu: series(system::CPU),
             rss: series(system::RSS),
+            huge_pages: series(system::HUGE_PAGES).last().copied().filter(|&b| b > 0.0),
             peak: series(system::PEAK).into_iter().reduce(f64::max),
             threads: series(system::THREADS).last().copied(),
             shard_wait: series(system::SHARD_WAIT),
@@ -57,6 +60,9 @@ impl SystemView {
         }
         if let Some(rss) = self.rss.last() {
             out.push(with_history(format!("RSS  {:>9}", format_bytes(*rss)), &self.rss));
+        }
+        if let Some(huge) = self.huge_pages {
+            out.push(format!("huge {:>9}", format_bytes(huge)));
         }
         if let Some(peak) = self.peak {
             out.push(format!("peak {:>9}", format_bytes(peak)));
@@ -117,6 +123,7 @@ mod tests {
             row(10, system::PEAK, 250.0 * mib),
             row(10, system::THREADS, 9.0),
             row(10, system::RSS, 200.0 * mib),
+            row(10, system::HUGE_PAGES, 0.0),
             MetricRow { split: "eval".into(), ..row(10, "cell_acc", 0.5) },
         ];
         let view = SystemView::of(&rows).unwrap();
@@ -127,7 +134,10 @@ mod tests {
             ["CPU    200 % ▅█", "RSS  200.0 MiB █", "peak 300.0 MiB", "threads 9"].map(String::from)
         );
         // Task metrics and the evaluation size alone are no samples.
-        assert_eq!(SystemView::of(&rows[6..]), None);
+        assert_eq!(SystemView::of(&rows[7..]), None);
+        // Memory on huge pages has a line when there is some.
+        let huge = [row(10, system::RSS, 200.0 * mib), row(10, system::HUGE_PAGES, 150.0 * mib)];
+        assert_eq!(SystemView::of(&huge).unwrap().lines(14), ["RSS  200.0 MiB", "huge 150.0 MiB"].map(String::from));
         assert_eq!(SystemView::of(&[row(4, system::EVAL_EXAMPLES, 256.0)]), None);
     }
 
