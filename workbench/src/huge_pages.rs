@@ -13,7 +13,7 @@
 //! families (benchmark record (50)).
 //!
 //! Nothing is done where the mode is `always` (every heap already gets huge pages) or
-//! `never`, outside Linux with glibc, or when `GLIBC_TUNABLES` already names
+//! `never`, outside Linux with glibc 2.35 or later, or when `GLIBC_TUNABLES` already names
 //! `glibc.malloc.hugetlb`: `GLIBC_TUNABLES=glibc.malloc.hugetlb=0` keeps a training process on
 //! 4 KiB pages.
 
@@ -74,11 +74,15 @@ pub enum Start {
     AsStarted(&'static str),
 }
 
-/// The decision for a process in `mode` started with `tunables` (`GLIBC_TUNABLES`).
-pub fn plan(mode: Option<ThpMode>, tunables: Option<&str>) -> Start {
+/// The decision for a process in `mode` started with `tunables` (`GLIBC_TUNABLES`), its
+/// glibc at version `glibc` (`(2, 36)`).
+pub fn plan(mode: Option<ThpMode>, tunables: Option<&str>, glibc: Option<(u32, u32)>) -> Start {
     let tunables = tunables.unwrap_or("");
     if names_the_tunable(tunables) {
         return Start::AsStarted("GLIBC_TUNABLES sets glibc.malloc.hugetlb");
+    }
+    if mode == Some(ThpMode::Madvise) && glibc.is_none_or(|version| version < FIRST_GLIBC) {
+        return Start::AsStarted("this glibc has no glibc.malloc.hugetlb (2.35 and later have)");
     }
     match mode {
         Some(ThpMode::Madvise) => Start::Restart(match tunables.is_empty() {
@@ -89,6 +93,22 @@ pub fn plan(mode: Option<ThpMode>, tunables: Option<&str>) -> Start {
         Some(ThpMode::Never) => Start::AsStarted("the kernel gives no huge pages (THP mode never)"),
         None => Start::AsStarted("the kernel does not say its THP mode"),
     }
+}
+
+/// The first glibc with the tunable.
+const FIRST_GLIBC: (u32, u32) = (2, 35);
+
+/// The running glibc's version, `(major, minor)`.
+fn glibc_version() -> Option<(u32, u32)> {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        // SAFETY: glibc returns a pointer to a static NUL-terminated string.
+        let text = unsafe { std::ffi::CStr::from_ptr(libc::gnu_get_libc_version()) }.to_str().ok()?;
+        let mut parts = text.split('.').map(|p| p.parse::<u32>().ok());
+        Some((parts.next()??, parts.next()??))
+    }
+    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+    None
 }
 
 /// Whether `tunables` (`name=value` pairs separated by `:`) sets [`TUNABLE`].
@@ -131,7 +151,7 @@ pub fn start(trains: bool) {
         let _ = STARTED.set(note);
         return;
     }
-    match plan(ThpMode::current(), tunables.as_deref()) {
+    match plan(ThpMode::current(), tunables.as_deref(), glibc_version()) {
         Start::AsStarted(reason) => {
             let _ = STARTED.set(reason.to_string());
         }
@@ -253,16 +273,21 @@ mod tests {
 
     #[test]
     fn only_the_madvise_mode_restarts_and_the_users_tunables_are_kept() {
-        let madvise = Some(ThpMode::Madvise);
-        assert_eq!(plan(madvise, None), Start::Restart("glibc.malloc.hugetlb=1".into()));
-        assert_eq!(plan(madvise, Some("")), Start::Restart("glibc.malloc.hugetlb=1".into()));
+        let (madvise, glibc) = (Some(ThpMode::Madvise), Some((2, 36)));
+        assert_eq!(plan(madvise, None, glibc), Start::Restart("glibc.malloc.hugetlb=1".into()));
+        assert_eq!(plan(madvise, Some(""), glibc), Start::Restart("glibc.malloc.hugetlb=1".into()));
         assert_eq!(
-            plan(madvise, Some("glibc.malloc.arena_max=2")),
+            plan(madvise, Some("glibc.malloc.arena_max=2"), glibc),
             Start::Restart("glibc.malloc.arena_max=2:glibc.malloc.hugetlb=1".into())
         );
         for mode in [Some(ThpMode::Always), Some(ThpMode::Never), None] {
-            assert!(matches!(plan(mode, None), Start::AsStarted(_)), "{mode:?}");
+            assert!(matches!(plan(mode, None, glibc), Start::AsStarted(_)), "{mode:?}");
         }
+        // A glibc before the tunable, or one that does not say its version: no restart.
+        for old in [Some((2, 34)), Some((1, 99)), None] {
+            assert!(matches!(plan(madvise, None, old), Start::AsStarted(r) if r.contains("2.35")), "{old:?}");
+        }
+        assert_eq!(plan(madvise, None, Some((3, 0))), Start::Restart("glibc.malloc.hugetlb=1".into()));
     }
 
     #[test]
@@ -283,7 +308,7 @@ mod tests {
     #[test]
     fn a_tunable_the_user_set_is_left_alone() {
         for set in ["glibc.malloc.hugetlb=0", "glibc.malloc.arena_max=2:glibc.malloc.hugetlb=1"] {
-            assert!(matches!(plan(Some(ThpMode::Madvise), Some(set)), Start::AsStarted(_)), "{set}");
+            assert!(matches!(plan(Some(ThpMode::Madvise), Some(set), Some((2, 36))), Start::AsStarted(_)), "{set}");
         }
         // A longer name that only begins like it is another tunable.
         assert!(!names_the_tunable("glibc.malloc.hugetlbx=1"));
