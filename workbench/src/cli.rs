@@ -563,12 +563,12 @@ fn tune_process(command: Option<&Command>) {
     }
     // Training processes split each batch over threads themselves (train::parallel), so each
     // op runs on one thread unless the user asks otherwise.
-    let trains = trains(command);
-    if trains && std::env::var_os("RAYON_NUM_THREADS").is_none() {
+    let training = trains(command);
+    if training && std::env::var_os("RAYON_NUM_THREADS").is_none() {
         std::env::set_var("RAYON_NUM_THREADS", "1");
     }
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    if trains && std::env::var_os("MALLOC_ARENA_MAX").is_none() {
+    if training && std::env::var_os("MALLOC_ARENA_MAX").is_none() {
         // One per core, as `threads=0` counts them.
         let cores = crate::train::parallel::shard_count(0, usize::MAX, true);
         // SAFETY: as above; the limit applies to arenas made from now on.

@@ -134,7 +134,7 @@ pub fn start(trains: bool) {
         let note = match heap_advised() {
             Some(true) => format!("{TUNABLE}=1 set at start, THP mode madvise{}", again(starts)),
             Some(false) if starts < MAX_STARTS => {
-                let failure = restart(tunables.as_deref().unwrap_or_default(), before, starts + 1);
+                let failure = restart(tunables.as_deref().unwrap_or_default(), before.clone(), starts + 1);
                 format!("not on huge pages: could not start again with {TUNABLE}=1 ({failure})")
             }
             Some(false) => format!("not on huge pages: glibc did not take {TUNABLE}=1 in {starts} starts"),
@@ -142,9 +142,9 @@ pub fn start(trains: bool) {
         };
         // The environment goes back to the user's. Single-threaded here (the caller's
         // contract).
-        match std::env::var_os(BEFORE_VAR).filter(|b| !b.is_empty()) {
-            None => std::env::remove_var("GLIBC_TUNABLES"),
-            Some(before) => std::env::set_var("GLIBC_TUNABLES", before),
+        match before.is_empty() {
+            true => std::env::remove_var("GLIBC_TUNABLES"),
+            false => std::env::set_var("GLIBC_TUNABLES", before),
         }
         std::env::remove_var(BEFORE_VAR);
         std::env::remove_var(STARTS_VAR);
