@@ -39,5 +39,6 @@ for try in $(seq 1 "$tries"); do
     [ "$try" -lt "$tries" ] && echo "(the heap was not on huge pages in this start: profiling again)"
 done
 perf script -i "$out/step.data" -F tid,ip,sym,srcline --full-source-path 2>/dev/null >"$out/step.txt"
-# The bench's two warm-up steps (first allocations and page faults) are reported apart.
+# The bench's recorded forward pass before anything is timed (its first allocations and page
+# faults) and its two warm-up steps are reported apart.
 ./target/release/examples/perf_ops "$out/step.txt" --freq "$freq" --steps "$steps" --top "${TOP:-40}"

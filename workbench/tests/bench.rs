@@ -203,6 +203,9 @@ fn every_layer_is_counted_and_read_against_the_peak() {
     assert!(report["gflop_per_step"].as_f64().is_some_and(|f| f > 0.0), "{report}");
     assert!(report["product_nodes"].as_u64().is_some_and(|n| n > 0), "{report}");
     assert!(report["peak"]["share"].as_f64().is_some_and(|s| s > 0.0), "{report}");
+    // CRATE's attention keeps its weights inside its fused op; the graph's bytes count them.
+    let (kept, graph) = (report["graph_kept_in_ops_mb"].as_f64().unwrap(), report["graph_mb"].as_f64().unwrap());
+    assert!(kept > 0.0 && kept < graph, "{report}");
 }
 
 /// A reference that dies after building its model is reported with what it said, and the

@@ -3,8 +3,10 @@
 //!
 //! - a **phase**: forward (everything the bench's step runs before `backward`), backward
 //!   (candle's `Tensor::backward`, including the `bwd` of custom ops), optimizer (gradient
-//!   norm and AdamW), data (batch generation), warm-up (the bench's two untimed steps, whose
-//!   first allocations fault in fresh pages), or setup (building, puzzles, loading);
+//!   norm and AdamW), data (batch generation), graph reading (the bench's one recorded forward
+//!   pass before anything is timed, whose allocations are the process's first of a step's
+//!   tensors and fault in their pages), warm-up (the bench's two untimed steps), or setup
+//!   (building, puzzles, loading);
 //! - a **site**: the innermost line of the workspace's own code on the stack (a line of a
 //!   plugin, `plugin_api::ops` or a fused kernel), or in the backward the arm of candle's
 //!   `backprop.rs` that differentiates the op (e.g. `Op::Matmul`), which names the op;
@@ -78,6 +80,8 @@ fn phase(frames: &[Frame]) -> &'static str {
     let any = |needle: &str| frames.iter().any(|f| f.symbol.contains(needle));
     if any("commands::bench::warm_up") {
         "warm-up"
+    } else if any("commands::bench::read_graph") {
+        "graph reading"
     } else if any("backprop") && any("backward") {
         "backward"
     } else if any("optim::AdamW") || any("global_grad_norm") {

@@ -592,6 +592,10 @@ impl CustomOp2 for BiSoftmaxAttention {
         crate::flops::token_pair_products(res, 2)
     }
 
+    fn kept_bytes(&self) -> usize {
+        self.weights.get().map_or(0, |p| p.elem_count() * p.dtype().size_in_bytes())
+    }
+
     fn cpu_fwd(&self, s: &CpuStorage, l: &Layout, gs: &CpuStorage, gl: &Layout) -> Result<(CpuStorage, Shape)> {
         let (name, d, rows) = (self.name(), Dims::of(l, self.heads, self.name())?, Rows::new(l));
         check_gain(&d, gl, name)?;

@@ -18,6 +18,11 @@ pub(crate) struct DropMask {
 }
 
 impl DropMask {
+    /// The bytes of its entries.
+    pub fn bytes(&self) -> usize {
+        self.keep.len() * size_of::<bool>()
+    }
+
     /// The mask of `blocks * block` entries at `rate` (in `[0, 1)`) from `seed`.
     pub fn draw(blocks: usize, block: usize, rate: f64, seed: u64) -> Self {
         let mut keep = vec![false; blocks * block];

@@ -12,6 +12,7 @@
 //! |--------------------------|-------------------------------------------------------|-------------------------------------|
 //! | [`rms_norm`]             | `x / sqrt(mean(x^2) + eps) * g` over the last dim      | `rms_norm`                          |
 //! | [`normed_activation`]    | `act(rms_norm(x, g))`, `act` = identity, ReLU, GELU    | `rms_norm` then `relu` / `gelu_erf` |
+//! | [`normed_feedforward`]   | `act(rms_norm(x D, g)) D^T`, one dictionary `D` twice | `linear`, `normed_activation`, `linear_transposed` |
 //! | [`softmax`]              | softmax over the last dim                             | `softmax(x, D::Minus1)`             |
 //! | [`bi_softmax`]           | `softmax(A, -1) + softmax(A, -2)`                      | `bi_softmax`                        |
 //! | [`activation`]           | `relu(x)` or `gelu_erf(x)` ([`relu`], [`gelu_erf`])   | `Tensor::relu`, `Tensor::gelu_erf`  |
@@ -139,8 +140,10 @@ mod linear;
 mod lower_product;
 mod newton_attention;
 mod norm;
+mod normed_feedforward;
 mod real;
 mod scaled;
+mod scratch;
 mod softmax;
 mod softmax_attention;
 #[cfg(target_arch = "x86_64")]
@@ -205,6 +208,24 @@ pub fn normed_activation(x: &Tensor, gain: Option<&Tensor>, eps: f64, act: Activ
     match gain {
         None => x.apply_op1(norm::Norm { eps, act, centre: false }),
         Some(g) => x.apply_op2(g, norm::NormGain(norm::Norm { eps, act, centre: false })),
+    }
+}
+
+/// `act(rms_norm(x D, gain, eps)) D^T` for `x` `[..., k]` and a dictionary `D` `[k, M]` used
+/// for the up- and the down-projection (Hyper-SET's feedforward update, seed 000 Eq. 11), with
+/// `gain` `[M]`: [`linear`], [`normed_activation`] and [`linear_transposed`] as one op, whose
+/// intermediates stay in the cache and of which only `x D` is kept for the backward
+/// (`normed_feedforward.rs`). Elsewhere than the CPU kernels serve, those three ops.
+pub fn normed_feedforward(x: &Tensor, d: &Tensor, gain: Option<&Tensor>, eps: f64, act: Activation) -> Result<Tensor> {
+    let width = d.dims().get(1).copied().unwrap_or(0);
+    if !linear_fits(x, d, None, false) || gain.is_some_and(|g| !gain_fits(x, g, width)) {
+        let activated = normed_activation(&linear(x, d, None)?, gain, eps, act)?;
+        return linear_transposed(&activated, d, None);
+    }
+    let op = normed_feedforward::NormedFeedforward::new(eps, act);
+    match gain {
+        None => x.apply_op2(d, op),
+        Some(g) => x.apply_op3(d, g, op),
     }
 }
 
@@ -780,6 +801,24 @@ impl Kernels {
         match self {
             Kernels::Fused => normed_activation(x, gain, eps, act),
             Kernels::Composed => Kernels::Composed.activation(&ops::rms_norm(x, gain, eps)?, act),
+        }
+    }
+
+    /// [`normed_feedforward`], or its three ops composed.
+    pub fn normed_feedforward(
+        self,
+        x: &Tensor,
+        d: &Tensor,
+        gain: Option<&Tensor>,
+        eps: f64,
+        act: Activation,
+    ) -> Result<Tensor> {
+        match self {
+            Kernels::Fused => normed_feedforward(x, d, gain, eps, act),
+            Kernels::Composed => {
+                let activated = self.normed_activation(&self.linear(x, d, None)?, gain, eps, act)?;
+                self.linear_transposed(&activated, d, None)
+            }
         }
     }
 

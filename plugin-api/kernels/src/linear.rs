@@ -19,14 +19,19 @@ const PARALLEL_MIN_MACS: usize = 1 << 18;
 
 /// A matrix in storage: first element and the strides of its rows and columns.
 #[derive(Debug, Clone, Copy)]
-struct Strided {
+pub(crate) struct Strided {
     offset: usize,
     row_stride: usize,
     col_stride: usize,
 }
 
 impl Strided {
-    fn transposed(self) -> Self {
+    /// A contiguous row-major matrix of rows `width` long.
+    pub(crate) fn rows_of(width: usize) -> Self {
+        Strided { offset: 0, row_stride: width, col_stride: 1 }
+    }
+
+    pub(crate) fn transposed(self) -> Self {
         Strided { offset: self.offset, row_stride: self.col_stride, col_stride: self.row_stride }
     }
 }
@@ -63,7 +68,11 @@ fn as_matrix(layout: &Layout) -> Option<(usize, usize, Strided)> {
 }
 
 /// `x` as a matrix, copying it into `buf` when its layout does not allow one stride per row.
-fn matrix_of<'a, T: Real>(data: &'a [T], layout: &Layout, buf: &'a mut Vec<T>) -> (&'a [T], usize, usize, Strided) {
+pub(crate) fn matrix_of<'a, T: Real>(
+    data: &'a [T],
+    layout: &Layout,
+    buf: &'a mut Vec<T>,
+) -> (&'a [T], usize, usize, Strided) {
     if let Some((m, k, s)) = as_matrix(layout) {
         return (data, m, k, s);
     }
@@ -81,7 +90,47 @@ fn matrix_of<'a, T: Real>(data: &'a [T], layout: &Layout, buf: &'a mut Vec<T>) -
 ///
 /// # Safety
 /// `dst` must be valid for `m * n` writes.
-unsafe fn product<T: Real>(m: usize, n: usize, k: usize, dst: *mut T, lhs: (&[T], Strided), rhs: (&[T], Strided)) {
+pub(crate) unsafe fn product<T: Real>(
+    m: usize,
+    n: usize,
+    k: usize,
+    dst: *mut T,
+    lhs: (&[T], Strided),
+    rhs: (&[T], Strided),
+) {
+    // SAFETY: as this function's.
+    unsafe { gemm_product(m, n, k, dst, lhs, rhs, false) }
+}
+
+/// `dst (m x n, row-major) += lhs (m x k) rhs (k x n)`.
+///
+/// # Safety
+/// `dst` must be valid for `m * n` reads and writes, all of them initialised.
+pub(crate) unsafe fn add_product<T: Real>(
+    m: usize,
+    n: usize,
+    k: usize,
+    dst: *mut T,
+    lhs: (&[T], Strided),
+    rhs: (&[T], Strided),
+) {
+    // SAFETY: as this function's.
+    unsafe { gemm_product(m, n, k, dst, lhs, rhs, true) }
+}
+
+/// [`product`], or with `accumulate` [`add_product`].
+///
+/// # Safety
+/// As theirs.
+unsafe fn gemm_product<T: Real>(
+    m: usize,
+    n: usize,
+    k: usize,
+    dst: *mut T,
+    lhs: (&[T], Strided),
+    rhs: (&[T], Strided),
+    accumulate: bool,
+) {
     let threads = rayon::current_num_threads();
     let parallelism = if threads > 1 && m * n * k >= PARALLEL_MIN_MACS {
         gemm::Parallelism::Rayon(threads)
@@ -92,7 +141,7 @@ unsafe fn product<T: Real>(m: usize, n: usize, k: usize, dst: *mut T, lhs: (&[T]
         return;
     }
     // SAFETY: as this function's.
-    if unsafe { row_or_outer_product(m, n, k, dst, lhs, rhs) } {
+    if !accumulate && unsafe { row_or_outer_product(m, n, k, dst, lhs, rhs) } {
         return;
     }
     let ((a, sa), (b, sb)) = (lhs, rhs);
@@ -106,14 +155,15 @@ unsafe fn product<T: Real>(m: usize, n: usize, k: usize, dst: *mut T, lhs: (&[T]
             dst,
             1,
             n as isize,
-            false,
+            accumulate,
             a.as_ptr().add(sa.offset),
             sa.col_stride as isize,
             sa.row_stride as isize,
             b.as_ptr().add(sb.offset),
             sb.col_stride as isize,
             sb.row_stride as isize,
-            T::zero(),
+            // dst = alpha dst + beta lhs rhs (alpha read only with `read_dst`).
+            if accumulate { T::one() } else { T::zero() },
             T::one(),
             false,
             false,
@@ -195,7 +245,7 @@ unsafe fn row_or_outer_product<T: Real>(
 }
 
 /// The weight `[k, n]` as a matrix, or with `transposed` the weight `[n, k]` as its transpose.
-fn weight_matrix(layout: &Layout, k: usize, transposed: bool, op: &'static str) -> Result<(usize, Strided)> {
+pub(crate) fn weight_matrix(layout: &Layout, k: usize, transposed: bool, op: &'static str) -> Result<(usize, Strided)> {
     let dims = layout.dims();
     let (s, offset) = (layout.stride(), layout.start_offset());
     match (dims, transposed) {

@@ -233,6 +233,10 @@ impl CustomOp3 for NewtonAttention {
         crate::flops::token_pair_products(res, 4)
     }
 
+    fn kept_bytes(&self) -> usize {
+        crate::strided::kept_bytes(self.kept.get().into_iter().flat_map(|(p, u)| [p, u]))
+    }
+
     fn cpu_fwd(
         &self,
         qs: &CpuStorage,

@@ -88,7 +88,7 @@ fn inverse_rms<T: Real>(x: &[T], eps: T) -> T {
 
 /// One row forward: `y = f(x r g)`.
 #[inline(always)]
-fn forward_row<T: Real>(x: &[T], gain: Option<&[T]>, eps: T, y: &mut [T], f: impl Fn(T) -> T) {
+pub(crate) fn forward_row<T: Real>(x: &[T], gain: Option<&[T]>, eps: T, y: &mut [T], f: impl Fn(T) -> T) {
     let r = inverse_rms(x, eps);
     match gain {
         Some(g) => {
@@ -137,7 +137,7 @@ fn forward<T: Real>(x: &[T], rows: &Rows, gain: Option<&[T]>, norm: &Norm) -> Ve
 /// One row backward: writes `dx`, adds to `dg` (when there is a gain). `dxhat` is scratch.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-fn backward_row<T: Real>(
+pub(crate) fn backward_row<T: Real>(
     x: &[T],
     dy: &[T],
     gain: Option<&[T]>,

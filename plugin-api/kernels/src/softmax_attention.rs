@@ -299,6 +299,11 @@ impl SoftmaxAttention {
         SoftmaxAttention { heads, scale, causal, mask, keep_weights, weights: OnceLock::new() }
     }
 
+    /// The bytes of the weights and the dropout mask it keeps for its backward.
+    fn kept(&self) -> usize {
+        crate::strided::kept_bytes(self.weights.get()) + self.mask.as_ref().map_or(0, |m| m.bytes())
+    }
+
     /// The output of `Q`, `K`, `V` (their storages and layouts, possibly one storage).
     fn forward_on(&self, storages: [&CpuStorage; 3], layouts: [&Layout; 3], name: &'static str) -> Result<CpuStorage> {
         let d = dims_of(layouts, self.heads, name)?;
@@ -342,6 +347,10 @@ impl CustomOp3 for SoftmaxAttention {
     /// The scores `Q K^T` and the product with `V`.
     fn product_flops(&self, _q: &Shape, _k: &Shape, _v: &Shape, res: &Shape) -> u64 {
         crate::flops::token_pair_products(res, 2)
+    }
+
+    fn kept_bytes(&self) -> usize {
+        self.kept()
     }
 
     fn cpu_fwd(
@@ -395,6 +404,10 @@ impl CustomOp1 for PackedSoftmaxAttention {
 
     fn product_flops(&self, _qkv: &Shape, res: &Shape) -> u64 {
         crate::flops::token_pair_products(res, 2)
+    }
+
+    fn kept_bytes(&self) -> usize {
+        self.0.kept()
     }
 
     fn cpu_fwd(&self, storage: &CpuStorage, layout: &Layout) -> Result<(CpuStorage, Shape)> {

@@ -486,6 +486,12 @@ pub(crate) fn three_gradients(
     Ok((Some(da), Some(db), Some(dc)))
 }
 
+/// The bytes of what an op keeps for its backward in CPU storages (the custom ops'
+/// `kept_bytes`), none where it kept nothing.
+pub(crate) fn kept_bytes<'a>(kept: impl IntoIterator<Item = &'a CpuStorage>) -> usize {
+    kept.into_iter().map(|s| storage_len(s) * dtype(s).size_in_bytes()).sum()
+}
+
 /// The number of elements of a CPU storage: the length of a packed result (`[dx, dw, ...]`)
 /// that [`unpack`] splits.
 pub(crate) fn storage_len(storage: &CpuStorage) -> usize {

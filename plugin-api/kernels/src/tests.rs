@@ -888,6 +888,55 @@ fn linear_relu_matches_the_composition() {
 }
 
 #[test]
+fn normed_feedforward_matches_the_composition() {
+    // Rows of 1, 7 and 2 x 81 tokens; inputs of width 1, 5 and 6; dictionaries of 3, 4 and
+    // 11 hidden units (past a row's eight partial sums). One hidden unit would make the norm a
+    // sign, whose gradient is zero but for rounding.
+    for (s, (shape, width)) in [(&[1usize, 1][..], 3), (&[7, 5], 4), (&[2, 81, 6], 11)].into_iter().enumerate() {
+        let k = *shape.last().unwrap();
+        for view in VIEWS {
+            for act in [Activation::Relu, Activation::Gelu] {
+                let (xv, x) = input(shape, view, 130 + s as u64);
+                let dv = Var::from_tensor(&normal(&[k, width], 1.0, 131 + s as u64)).unwrap();
+                let gv = Var::from_tensor(&normal(&[width], 1.0, 132 + s as u64)).unwrap();
+                let composed = |x: &Tensor, d: &Tensor, g: Option<&Tensor>| {
+                    let hidden = Kernels::Composed.linear(x, d, None).unwrap();
+                    let activated = Kernels::Composed.normed_activation(&hidden, g, 1e-6, act).unwrap();
+                    Kernels::Composed.linear(&activated, &d.t().unwrap(), None).unwrap()
+                };
+                check(
+                    &format!("normed_feedforward {act:?} {shape:?} {view:?}"),
+                    &[xv.clone(), dv.clone(), gv.clone()],
+                    &[x.clone(), dv.as_tensor().clone(), gv.as_tensor().clone()],
+                    |i| normed_feedforward(&i[0], &i[1], Some(&i[2]), 1e-6, act).unwrap(),
+                    |i| composed(&i[0], &i[1], Some(&i[2])),
+                );
+                // The dictionary as the transposed view of a [M, k] variable, without gain.
+                let dt = Var::from_tensor(&normal(&[width, k], 1.0, 133 + s as u64)).unwrap();
+                check(
+                    &format!("normed_feedforward {act:?} {shape:?} {view:?} D^T without gain"),
+                    &[xv, dt.clone()],
+                    &[x, dt.as_tensor().t().unwrap()],
+                    |i| normed_feedforward(&i[0], &i[1], None, 1e-6, act).unwrap(),
+                    |i| composed(&i[0], &i[1], None),
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn normed_feedforward_refuses_a_gain_of_another_width_by_composing() {
+    let x = normal(&[3, 4], 1.0, 140);
+    let d = normal(&[4, 6], 1.0, 141);
+    // A gain that fits neither the fused op nor the composition is the composition's error.
+    let err = normed_feedforward(&x, &d, Some(&normal(&[5], 1.0, 142)), 1e-6, Activation::Relu).unwrap_err();
+    assert!(err.to_string().contains("shape"), "{err}");
+    let err = normed_feedforward(&x, &normal(&[5, 6], 1.0, 143), None, 1e-6, Activation::Relu).unwrap_err();
+    assert!(err.to_string().contains("shape"), "{err}");
+}
+
+#[test]
 fn add_row_matches_broadcast_add() {
     for (s, shape) in SHAPES.iter().enumerate() {
         for view in VIEWS {
@@ -1078,6 +1127,14 @@ fn large_shapes_split_into_chunks_match_the_composition() {
         |i| softmax(&i[0], D::Minus1).unwrap(),
         |i| ops::softmax(&i[0], D::Minus1).unwrap(),
     );
+    let dv = Var::from_tensor(&normal(&[96, 96], 0.3, 138)).unwrap();
+    check(
+        "normed_feedforward large",
+        &[xv.clone(), dv.clone(), gv.clone()],
+        &[x.clone(), dv.as_tensor().clone(), gv.as_tensor().clone()],
+        |i| normed_feedforward(&i[0], &i[1], Some(&i[2]), 1e-6, Activation::Relu).unwrap(),
+        |i| Kernels::Composed.normed_feedforward(&i[0], &i[1], Some(&i[2]), 1e-6, Activation::Relu).unwrap(),
+    );
     let (av, a) = input(&[3, 81, 96], View::Plain, 132);
     let (uv, u) = input(&[3, 81, 96], View::Narrowed, 133);
     check(
@@ -1137,6 +1194,17 @@ fn empty_shapes_give_empty_results() {
         assert_eq!(y.dims(), shape);
         let grads = y.sum_all().unwrap().backward().unwrap();
         assert_eq!(grads.get(xv.as_tensor()).unwrap().dims(), shape);
+    }
+    // No rows, and a dictionary of no hidden units (the output then zero, its gradient too).
+    for (shape, width) in [([0usize, 4], 3), ([3, 4], 0)] {
+        let xv = Var::from_tensor(&normal(&shape, 1.0, 150)).unwrap();
+        let dv = Var::from_tensor(&normal(&[4, width], 1.0, 151)).unwrap();
+        let y = normed_feedforward(xv.as_tensor(), dv.as_tensor(), None, 1e-6, Activation::Relu).unwrap();
+        assert_eq!(y.dims(), shape);
+        assert_eq!(max_abs(&y), 0.0);
+        let grads = y.sum_all().unwrap().backward().unwrap();
+        assert_eq!(grads.get(xv.as_tensor()).unwrap().dims(), shape);
+        assert_eq!(grads.get(dv.as_tensor()).unwrap().dims(), [4, width]);
     }
 }
 

@@ -186,6 +186,10 @@ impl CustomOp3 for TiedAttention {
     }
 
     /// The scores `Q K^T` and the product with `K`.
+    fn kept_bytes(&self) -> usize {
+        crate::strided::kept_bytes(self.weights.get())
+    }
+
     fn product_flops(&self, _q: &Shape, _k: &Shape, _scores: &Shape, res: &Shape) -> u64 {
         crate::flops::token_pair_products(res, 2)
     }

@@ -252,10 +252,15 @@ impl HyperSetBlock {
     /// for ReLU, minus the gradient of E_FF (Eq. 5, 10) under the norm constraint, the
     /// direction of Eq. 11.
     /// With fused kernels the RMSNorm and a ReLU, GELU or softmax activation are one op
-    /// (`FeedforwardKind::normed_activation`).
+    /// (`FeedforwardKind::normed_activation`), and with ReLU or GELU so is the whole update
+    /// (`kernels::normed_feedforward`).
     pub fn feedforward_update(&self, x: &Tensor, d_ff: &Tensor) -> Result<Tensor> {
-        let hidden = self.kernels.linear(x, d_ff, None)?;
         let gain = self.ff_gain.as_ref();
+        if let Some(act) = self.feedforward.fused_activation() {
+            // The whole update as one op: its intermediates stay in the cache.
+            return Ok(self.kernels.normed_feedforward(x, d_ff, gain, self.norm_eps, act)?);
+        }
+        let hidden = self.kernels.linear(x, d_ff, None)?;
         let activated = self.feedforward.normed_activation(&hidden, gain, self.norm_eps, self.kernels)?;
         Ok(self.kernels.linear_transposed(&activated, d_ff, None)?)
     }

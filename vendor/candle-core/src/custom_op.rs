@@ -16,6 +16,13 @@ pub trait CustomOp1 {
         0
     }
 
+    /// Workbench patch: the bytes this op keeps for its backward besides its arguments and
+    /// its result (an attention's weights, say), so that a count of what a recorded graph holds
+    /// sees them; ops that keep nothing keep the default, 0.
+    fn kept_bytes(&self) -> usize {
+        0
+    }
+
     /// The forward pass, as run on a cpu device. Note that the storage can use arbitrary strides,
     /// offsets etc so the associated layout should be used to access it.
     fn cpu_fwd(&self, storage: &CpuStorage, layout: &Layout) -> Result<(CpuStorage, Shape)>;
@@ -55,6 +62,13 @@ pub trait CustomOp2 {
     /// products in this op's forward pass, counted as its composition of candle ops would do
     /// them, for a step's achieved FLOP rate; ops without products keep the default, 0.
     fn product_flops(&self, _arg1: &Shape, _arg2: &Shape, _res: &Shape) -> u64 {
+        0
+    }
+
+    /// Workbench patch: the bytes this op keeps for its backward besides its arguments and
+    /// its result (an attention's weights, say), so that a count of what a recorded graph holds
+    /// sees them; ops that keep nothing keep the default, 0.
+    fn kept_bytes(&self) -> usize {
         0
     }
 
@@ -114,6 +128,13 @@ pub trait CustomOp3 {
     /// products in this op's forward pass, counted as its composition of candle ops would do
     /// them, for a step's achieved FLOP rate; ops without products keep the default, 0.
     fn product_flops(&self, _arg1: &Shape, _arg2: &Shape, _arg3: &Shape, _res: &Shape) -> u64 {
+        0
+    }
+
+    /// Workbench patch: the bytes this op keeps for its backward besides its arguments and
+    /// its result (an attention's weights, say), so that a count of what a recorded graph holds
+    /// sees them; ops that keep nothing keep the default, 0.
+    fn kept_bytes(&self) -> usize {
         0
     }
 

@@ -89,8 +89,7 @@ pub fn run(
     let shards = parallel::shard_count(s.threads, s.batch_size, device.is_cpu());
     let causal = task_obj.info().map_err(|e| anyhow!("{e}"))?.causal;
     let first_batch = task_obj.train_batch(0, s.batch_size, &device).map_err(|e| anyhow!("{e}"))?;
-    // One forward pass on the bench's whole batch, recorded and read before anything is timed.
-    let graph = Graph::of(&parallel::forward_loss(&layer_obj, &model, &first_batch, iterations, causal)?);
+    let graph = read_graph(|| parallel::forward_loss(&layer_obj, &model, &first_batch, iterations, causal))?;
     if peak {
         graph.check_peak_readable(&format!("`{layer}` on `{task}`")).map_err(refused)?;
     }
@@ -223,6 +222,7 @@ pub fn run(
     say!("  {}", graph.nodes_line());
     report["graph_op_nodes"] = graph.op_nodes.into();
     report["graph_mb"] = (graph.bytes as f64 / 1e6).into();
+    report["graph_kept_in_ops_mb"] = (graph.kept_in_ops as f64 / 1e6).into();
     let flops = graph.step_flops() as f64;
     report["gflop_per_step"] = (flops / 1e9).into();
     report["gflop_per_s"] = (flops / (total / n) / 1e9).into();
@@ -309,6 +309,15 @@ fn process_cpu_seconds() -> f64 {
     };
     let seconds = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
     seconds(usage.ru_utime) + seconds(usage.ru_stime)
+}
+
+/// One forward pass on the bench's whole batch, recorded and read before anything is timed.
+/// A function of its own, never inlined, so that a profile of the bench can tell its samples
+/// (the process's first allocations of a step's tensors and their page faults) from the timed
+/// steps' by its frame (`kernels/examples/perf_ops.rs`).
+#[inline(never)]
+fn read_graph(forward: impl FnOnce() -> Result<candle_core::Tensor>) -> Result<Graph> {
+    Ok(Graph::of(&forward()?))
 }
 
 /// The two untimed steps before the timed ones (first allocations, page faults, caches).

@@ -4,6 +4,7 @@
 //! those nodes (`kernels::flops`), for every layer family alike.
 
 use anyhow::{bail, Result};
+use candle_core::op::Op;
 use candle_core::Tensor;
 use kernels::flops::{forward_products, ProductFlops};
 use std::collections::BTreeMap;
@@ -12,8 +13,11 @@ use std::collections::BTreeMap;
 pub struct Graph {
     /// Op nodes (variables left out).
     pub op_nodes: usize,
-    /// Bytes of the nodes' tensors, views included.
+    /// Bytes of the nodes' tensors, views included, and of what fused ops keep inside
+    /// themselves for the backward.
     pub bytes: usize,
+    /// The part of `bytes` kept inside fused ops (an attention's weights, say).
+    pub kept_in_ops: usize,
     /// The four shapes holding the most bytes: `[dims] xCOUNT MB`.
     pub largest: Vec<String>,
     /// The matrix products of the forward pass.
@@ -31,7 +35,8 @@ impl Graph {
             entry.0 += 1;
             entry.1 += t.elem_count() * t.dtype().size_in_bytes();
         }
-        let bytes = by_shape.values().map(|(_, b)| b).sum();
+        let kept_in_ops = ops.iter().map(|t| kept_in_op(t)).sum::<usize>();
+        let bytes = by_shape.values().map(|(_, b)| b).sum::<usize>() + kept_in_ops;
         let mut largest: Vec<_> = by_shape.into_iter().collect();
         largest.sort_by_key(|(_, (_, bytes))| std::cmp::Reverse(*bytes));
         let largest = largest
@@ -39,7 +44,7 @@ impl Graph {
             .take(4)
             .map(|(dims, (count, bytes))| format!("{dims:?} x{count} {:.0} MB", *bytes as f64 / 1e6))
             .collect();
-        Graph { op_nodes: ops.len(), bytes, largest, products: forward_products(loss) }
+        Graph { op_nodes: ops.len(), bytes, kept_in_ops, largest, products: forward_products(loss) }
     }
 
     /// Model FLOPs of one training step: three times the forward's products.
@@ -62,9 +67,10 @@ impl Graph {
     /// The report line on the nodes.
     pub fn nodes_line(&self) -> String {
         format!(
-            "graph {} op nodes per step, {:.0} MB of recorded tensors (views included); largest: {}",
+            "graph {} op nodes per step, {:.0} MB of recorded tensors (views included; {:.0} MB of them kept inside fused ops); largest: {}",
             self.op_nodes,
             self.bytes as f64 / 1e6,
+            self.kept_in_ops as f64 / 1e6,
             self.largest.join(", ")
         )
     }
@@ -87,10 +93,41 @@ impl Graph {
     }
 }
 
+/// The bytes a fused op (a custom op) keeps inside itself for the backward.
+fn kept_in_op(node: &Tensor) -> usize {
+    match node.op() {
+        Some(Op::CustomOp1(_, op)) => op.kept_bytes(),
+        Some(Op::CustomOp2(_, _, op)) => op.kept_bytes(),
+        Some(Op::CustomOp3(_, _, _, op)) => op.kept_bytes(),
+        _ => 0,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use candle_core::{Device, Var};
+
+    #[test]
+    fn the_recorded_bytes_count_what_fused_ops_keep_inside_themselves() -> Result<()> {
+        // Hyper-SET's feedforward as one op keeps its hidden units `x D`, [5, 8] f32, inside.
+        let x = Var::ones((5, 4), candle_core::DType::F32, &Device::Cpu)?;
+        let d = Var::ones((4, 8), candle_core::DType::F32, &Device::Cpu)?;
+        let y = kernels::normed_feedforward(x.as_tensor(), d.as_tensor(), None, 1e-6, kernels::Activation::Relu)?;
+        let loss = y.sum_all()?;
+        let graph = Graph::of(&loss);
+        assert_eq!(graph.kept_in_ops, 5 * 8 * 4);
+        // The op's result [5, 4] and the sum's nodes, f32, and the kept units.
+        let nodes: usize = loss.sorted_nodes().iter().filter(|t| !t.is_variable()).map(|t| t.elem_count() * 4).sum();
+        assert!(nodes >= 5 * 4 * 4);
+        assert_eq!(graph.bytes, nodes + 5 * 8 * 4);
+        assert!(
+            graph.nodes_line().contains("(views included; 0 MB of them kept inside fused ops)"),
+            "{}",
+            graph.nodes_line()
+        );
+        Ok(())
+    }
 
     #[test]
     fn the_peak_is_refused_only_for_a_graph_without_products() -> Result<()> {

@@ -87,6 +87,16 @@ impl FeedforwardKind {
         })
     }
 
+    /// The activation of the kernels' one-op feedforward (`kernels::normed_feedforward`),
+    /// for the variants whose `a` is an element-wise function there: ReLU and GELU.
+    pub fn fused_activation(self) -> Option<kernels::Activation> {
+        match self {
+            FeedforwardKind::Relu => Some(kernels::Activation::Relu),
+            FeedforwardKind::Gelu => Some(kernels::Activation::Gelu),
+            FeedforwardKind::Softmax | FeedforwardKind::Gated => None,
+        }
+    }
+
     /// The option value naming this variant.
     pub fn name(self) -> &'static str {
         Self::NAMES[self as usize]

@@ -1,0 +1,307 @@
+//! `y = act(RMSNorm(x D) g) D^T` as one op: Hyper-SET's feedforward update (seed 000, Eq. 11,
+//! `D ReLU(RMSNorm(D^T X))` with tokens as columns; here they are rows), for `x` `[..., k]`,
+//! the dictionary `D` `[k, M]` used twice, and an optional gain `g` `[M]`.
+//!
+//! Its composition (`linear`, `normed_activation`, `linear_transposed`) keeps the hidden units
+//! `H = x D` and their activation `A` for the backward, which writes `dA` and `dH`: four
+//! `[rows, M]` tensors written into memory that the step's other kept tensors have pushed out
+//! of the cache, each line read from memory before it is written. Here only `H` is kept: the
+//! norm's backward needs it at every entry, and `A` (zero wherever ReLU cuts) cannot stand in
+//! for it. `A`, `dA` and `dH` live in the thread's scratch (`scratch.rs`), which the cache
+//! still holds from the op's last call, and the backward recomputes `A` row by row in the
+//! pass that runs the norm's backward.
+//!
+//! Forward: `H = x D`; per row `A = act(r H g)` with `r = (mean(h^2) + eps)^(-1/2)`
+//! (`norm.rs`); `y = A D^T`.
+//! Backward from `dy`: `dA = dy D`; per row `A` again and the norm's backward, `dH` and `dg`
+//! (`norm.rs`); `dx = dH D^T`, `dD = x^T dH + dy^T A`.
+
+use crate::attention::with_output_gradient;
+use crate::linear::{add_product, matrix_of, product, weight_matrix, Strided};
+use crate::norm::{backward_row, forward_row, Activation};
+use crate::real::Real;
+use crate::scratch::with_scratch;
+use crate::strided::{
+    for_each_chunk, kept_bytes, map_chunks, output_buffer, output_buffer_with_room, read_vector, slice, storage_len,
+    sum_parts, three_gradients, unpack,
+};
+use candle_core::{bail, CpuStorage, CustomOp2, CustomOp3, Layout, Result, Shape, Tensor, WithDType};
+use std::sync::OnceLock;
+
+/// The op, without gain (arguments `x`, `D`) or with one (`x`, `D`, `g`).
+pub(crate) struct NormedFeedforward {
+    eps: f64,
+    act: Activation,
+    /// `H = x D` (`[rows, M]`, row-major), kept by the forward for the backward.
+    hidden: OnceLock<CpuStorage>,
+}
+
+impl NormedFeedforward {
+    pub fn new(eps: f64, act: Activation) -> Self {
+        NormedFeedforward { eps, act, hidden: OnceLock::new() }
+    }
+
+    fn cpu_forward(
+        &self,
+        (xs, xl): (&CpuStorage, &Layout),
+        (ds, dl): (&CpuStorage, &Layout),
+        gain: Option<(&CpuStorage, &Layout)>,
+    ) -> Result<(CpuStorage, Shape)> {
+        let name = NAME;
+        let out = per_real!(xs, name, |T| {
+            let g = gain.map(|(gs, gl)| read_vector::<T>(gs, gl, name)).transpose()?;
+            let (out, hidden) = forward(slice::<T>(xs, name)?, xl, slice::<T>(ds, name)?, dl, g.as_deref(), self)?;
+            if self.hidden.set(T::to_cpu_storage_owned(hidden)).is_err() {
+                bail!("{name}: one op ran its forward twice (its hidden units are kept for one backward)")
+            }
+            out
+        });
+        Ok((out, xl.shape().clone()))
+    }
+
+    fn backward_op(&self, grad: &Tensor) -> Result<NormedFeedforwardBackward<'_>> {
+        let Some(hidden) = self.hidden.get() else { bail!("{NAME}: the backward ran before the forward") };
+        Ok(NormedFeedforwardBackward { eps: self.eps, act: self.act, hidden, grad: grad.clone() })
+    }
+}
+
+const NAME: &str = "fused-normed-feedforward";
+
+/// FLOPs of the two products `x D` and `A D^T`, each `2 rows k M`.
+fn flops(d: &Shape, res: &Shape) -> u64 {
+    let width = d.dims().get(1).copied().unwrap_or(0) as u64;
+    2 * 2 * res.elem_count() as u64 * width
+}
+
+/// The gain's length must be the dictionary's width `M`.
+fn check_gain(width: usize, gain: Option<&[impl Copy]>) -> Result<()> {
+    match gain {
+        Some(g) if g.len() != width => bail!("{NAME}: the gain has {} entries for {width} hidden units", g.len()),
+        _ => Ok(()),
+    }
+}
+
+/// `(y, H)`.
+fn forward<T: Real>(
+    x: &[T],
+    xl: &Layout,
+    d: &[T],
+    dl: &Layout,
+    gain: Option<&[T]>,
+    op: &NormedFeedforward,
+) -> Result<(Vec<T>, Vec<T>)> {
+    let mut xbuf = Vec::new();
+    let (x, rows, k, sx) = matrix_of(x, xl, &mut xbuf);
+    let (width, sd) = weight_matrix(dl, k, false, NAME)?;
+    check_gain(width, gain)?;
+    let (eps, act) = (T::c(op.eps), op.act);
+    let mut hidden = output_buffer::<T>(rows * width);
+    let mut out = output_buffer::<T>(rows * k);
+    // SAFETY: each product writes all of its output, of the size given.
+    unsafe { product(rows, width, k, hidden.as_mut_ptr(), (x, sx), (d, sd)) };
+    with_scratch(rows * width, |activated: &mut [T]| {
+        for_each_chunk(
+            activated,
+            width,
+            #[inline(always)]
+            |first, chunk| {
+                with_activation!(act, |f, _df| {
+                    for (i, a) in chunk.chunks_exact_mut(width.max(1)).enumerate() {
+                        forward_row(&hidden[(first + i) * width..][..width], gain, eps, a, f);
+                    }
+                })
+            },
+        );
+        // SAFETY: as above.
+        unsafe {
+            product(rows, k, width, out.as_mut_ptr(), (activated, Strided::rows_of(width)), (d, sd.transposed()))
+        };
+    });
+    Ok((out, hidden))
+}
+
+/// `[dx (x's shape, flattened), dD, dg (with a gain)]`.
+#[allow(clippy::too_many_arguments)]
+fn backward<T: Real>(
+    (x, xl): (&[T], &Layout),
+    (d, dl): (&[T], &Layout),
+    gain: Option<&[T]>,
+    hidden: &[T],
+    (dy, dyl): (&[T], &Layout),
+    (eps, act): (T, Activation),
+) -> Result<Vec<T>> {
+    let (mut xbuf, mut dybuf) = (Vec::new(), Vec::new());
+    let (x, rows, k, sx) = matrix_of(x, xl, &mut xbuf);
+    let (width, sd) = weight_matrix(dl, k, false, NAME)?;
+    check_gain(width, gain)?;
+    let (dy, dy_rows, dy_k, sdy) = matrix_of(dy, dyl, &mut dybuf);
+    if (dy_rows, dy_k) != (rows, k) || hidden.len() != rows * width {
+        bail!("{NAME}: the output gradient is {dy_rows} x {dy_k} and the kept hidden units {}, expected {rows} x {k} and {rows} x {width}", hidden.len())
+    }
+    let gain_len = if gain.is_some() { width } else { 0 };
+    let mut out = output_buffer_with_room::<T>(rows * k + k * width, gain_len);
+    let by_rows = Strided::rows_of(width);
+    let dg = with_scratch(2 * rows * width, |scratch: &mut [T]| {
+        let (activated, dh) = scratch.split_at_mut(rows * width);
+        // dA = dy D, turned into dH row by row below.
+        // SAFETY: each product writes all of its output (the last adds to the one before).
+        unsafe { product(rows, width, k, dh.as_mut_ptr(), (dy, sdy), (d, sd)) };
+        let activated_at = activated.as_mut_ptr() as usize;
+        let dg = map_chunks(
+            dh,
+            width,
+            #[inline(always)]
+            |first, chunk| {
+                let mut dg = vec![T::zero(); gain_len];
+                let (mut dxhat, mut dh_row) = (vec![T::zero(); width], vec![T::zero(); width]);
+                with_activation!(act, |f, df| {
+                    for (i, da) in chunk.chunks_exact_mut(width.max(1)).enumerate() {
+                        let row = first + i;
+                        let h = &hidden[row * width..][..width];
+                        // SAFETY: row `row` of `activated`, written by this task only.
+                        let a =
+                            unsafe { std::slice::from_raw_parts_mut((activated_at as *mut T).add(row * width), width) };
+                        forward_row(h, gain, eps, a, f);
+                        backward_row(h, da, gain, eps, &mut dh_row, &mut dg, &mut dxhat, df);
+                        da.copy_from_slice(&dh_row);
+                    }
+                });
+                dg
+            },
+            sum_parts,
+        );
+        let start = out.as_mut_ptr();
+        // SAFETY: `out` has room for `dx` (`rows k`) then `dD` (`k M`).
+        unsafe {
+            product(rows, k, width, start, (dh, by_rows), (d, sd.transposed()));
+            product(k, width, rows, start.add(rows * k), (x, sx.transposed()), (dh, by_rows));
+            add_product(k, width, rows, start.add(rows * k), (dy, sdy.transposed()), (activated, by_rows));
+        }
+        dg
+    });
+    out.extend(dg);
+    Ok(out)
+}
+
+impl CustomOp2 for NormedFeedforward {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn product_flops(&self, _x: &Shape, d: &Shape, res: &Shape) -> u64 {
+        flops(d, res)
+    }
+
+    fn kept_bytes(&self) -> usize {
+        kept_bytes(self.hidden.get())
+    }
+
+    fn cpu_fwd(&self, xs: &CpuStorage, xl: &Layout, ds: &CpuStorage, dl: &Layout) -> Result<(CpuStorage, Shape)> {
+        self.cpu_forward((xs, xl), (ds, dl), None)
+    }
+
+    fn bwd(&self, x: &Tensor, d: &Tensor, _res: &Tensor, dy: &Tensor) -> Result<(Option<Tensor>, Option<Tensor>)> {
+        let [dx, dd] = unpack(&x.apply_op2_no_bwd(d, &self.backward_op(dy)?)?, [x, d])?;
+        Ok((Some(dx), Some(dd)))
+    }
+}
+
+impl CustomOp3 for NormedFeedforward {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn product_flops(&self, _x: &Shape, d: &Shape, _g: &Shape, res: &Shape) -> u64 {
+        flops(d, res)
+    }
+
+    fn kept_bytes(&self) -> usize {
+        kept_bytes(self.hidden.get())
+    }
+
+    fn cpu_fwd(
+        &self,
+        xs: &CpuStorage,
+        xl: &Layout,
+        ds: &CpuStorage,
+        dl: &Layout,
+        gs: &CpuStorage,
+        gl: &Layout,
+    ) -> Result<(CpuStorage, Shape)> {
+        self.cpu_forward((xs, xl), (ds, dl), Some((gs, gl)))
+    }
+
+    fn bwd(
+        &self,
+        x: &Tensor,
+        d: &Tensor,
+        g: &Tensor,
+        _res: &Tensor,
+        dy: &Tensor,
+    ) -> Result<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
+        three_gradients(&self.backward_op(dy)?, [x, d, g])
+    }
+}
+
+/// The backward of [`NormedFeedforward`]: arguments `x`, `D` (and `g`), the output's gradient
+/// held by the op; result `[dx | dD (| dg)]` flattened.
+struct NormedFeedforwardBackward<'a> {
+    eps: f64,
+    act: Activation,
+    hidden: &'a CpuStorage,
+    grad: Tensor,
+}
+
+impl NormedFeedforwardBackward<'_> {
+    fn cpu_backward(
+        &self,
+        (xs, xl): (&CpuStorage, &Layout),
+        (ds, dl): (&CpuStorage, &Layout),
+        gain: Option<(&CpuStorage, &Layout)>,
+    ) -> Result<(CpuStorage, Shape)> {
+        let name = "fused-normed-feedforward-backward";
+        let out = with_output_gradient(&self.grad, xl.dims(), name, |gs, grad_layout| {
+            Ok(per_real!(xs, name, |T| {
+                let g = gain.map(|(gs, gl)| read_vector::<T>(gs, gl, name)).transpose()?;
+                backward(
+                    (slice::<T>(xs, name)?, xl),
+                    (slice::<T>(ds, name)?, dl),
+                    g.as_deref(),
+                    slice::<T>(self.hidden, name)?,
+                    (slice::<T>(gs, name)?, grad_layout),
+                    (T::c(self.eps), self.act),
+                )?
+            }))
+        })?;
+        let len = storage_len(&out);
+        Ok((out, Shape::from(len)))
+    }
+}
+
+impl CustomOp2 for NormedFeedforwardBackward<'_> {
+    fn name(&self) -> &'static str {
+        "fused-normed-feedforward-backward"
+    }
+
+    fn cpu_fwd(&self, xs: &CpuStorage, xl: &Layout, ds: &CpuStorage, dl: &Layout) -> Result<(CpuStorage, Shape)> {
+        self.cpu_backward((xs, xl), (ds, dl), None)
+    }
+}
+
+impl CustomOp3 for NormedFeedforwardBackward<'_> {
+    fn name(&self) -> &'static str {
+        "fused-normed-feedforward-backward"
+    }
+
+    fn cpu_fwd(
+        &self,
+        xs: &CpuStorage,
+        xl: &Layout,
+        ds: &CpuStorage,
+        dl: &Layout,
+        gs: &CpuStorage,
+        gl: &Layout,
+    ) -> Result<(CpuStorage, Shape)> {
+        self.cpu_backward((xs, xl), (ds, dl), Some((gs, gl)))
+    }
+}
