@@ -86,43 +86,13 @@ pub(crate) fn matrix_of<'a, T: Real>(
 }
 
 /// `dst (m x n, row-major) = lhs (m x k) rhs (k x n)`, written without reading `dst` (gemm's
-/// `read_dst = false` writes every entry, zeros for `k = 0`), so `dst` may be uninitialised.
+/// `read_dst = false` writes every entry, zeros for `k = 0`), so `dst` may be uninitialised;
+/// with `accumulate`, `dst += lhs rhs`.
 ///
 /// # Safety
-/// `dst` must be valid for `m * n` writes.
+/// `dst` must be valid for `m * n` writes, and with `accumulate` for as many reads, all of
+/// them initialised.
 pub(crate) unsafe fn product<T: Real>(
-    m: usize,
-    n: usize,
-    k: usize,
-    dst: *mut T,
-    lhs: (&[T], Strided),
-    rhs: (&[T], Strided),
-) {
-    // SAFETY: as this function's.
-    unsafe { gemm_product(m, n, k, dst, lhs, rhs, false) }
-}
-
-/// `dst (m x n, row-major) += lhs (m x k) rhs (k x n)`.
-///
-/// # Safety
-/// `dst` must be valid for `m * n` reads and writes, all of them initialised.
-pub(crate) unsafe fn add_product<T: Real>(
-    m: usize,
-    n: usize,
-    k: usize,
-    dst: *mut T,
-    lhs: (&[T], Strided),
-    rhs: (&[T], Strided),
-) {
-    // SAFETY: as this function's.
-    unsafe { gemm_product(m, n, k, dst, lhs, rhs, true) }
-}
-
-/// [`product`], or with `accumulate` [`add_product`].
-///
-/// # Safety
-/// As theirs.
-unsafe fn gemm_product<T: Real>(
     m: usize,
     n: usize,
     k: usize,
@@ -271,7 +241,7 @@ fn forward<T: Real>(
     let mut out = Vec::with_capacity(m * n);
     // SAFETY: the product writes all `m * n` entries.
     unsafe {
-        product(m, n, k, out.as_mut_ptr(), (x, sx), (w, sw));
+        product(m, n, k, out.as_mut_ptr(), (x, sx), (w, sw), false);
         out.set_len(m * n);
     }
     if let Some(b) = bias {
@@ -330,12 +300,12 @@ fn backward<T: Real>(
     // zero-filled before the sums below add into it.
     unsafe {
         let start: *mut T = out.as_mut_ptr();
-        product(m, k, n, start, (dy, sdy), (w, sw.transposed()));
+        product(m, k, n, start, (dy, sdy), (w, sw.transposed()), false);
         if transposed {
             // The weight's own [n, k]: dW^T = dy^T x.
-            product(n, k, m, start.add(m * k), (dy, sdy.transposed()), (x, sx));
+            product(n, k, m, start.add(m * k), (dy, sdy.transposed()), (x, sx), false);
         } else {
-            product(k, n, m, start.add(m * k), (x, sx.transposed()), (dy, sdy));
+            product(k, n, m, start.add(m * k), (x, sx.transposed()), (dy, sdy), false);
         }
         std::ptr::write_bytes(start.add(m * k + k * n), 0, bias_len);
         out.set_len(m * k + k * n + bias_len);

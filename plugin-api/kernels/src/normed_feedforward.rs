@@ -17,13 +17,13 @@
 //! (`norm.rs`); `dx = dH D^T`, `dD = x^T dH + dy^T A`.
 
 use crate::attention::with_output_gradient;
-use crate::linear::{add_product, matrix_of, product, weight_matrix, Strided};
+use crate::linear::{matrix_of, product, weight_matrix, Strided};
 use crate::norm::{backward_row, forward_row, Activation};
 use crate::real::Real;
 use crate::scratch::with_scratch;
 use crate::strided::{
     for_each_chunk, kept_bytes, map_chunks, output_buffer, output_buffer_with_room, read_vector, slice, storage_len,
-    sum_parts, three_gradients, unpack,
+    sum_parts, unpack,
 };
 use candle_core::{bail, CpuStorage, CustomOp2, CustomOp3, Layout, Result, Shape, Tensor, WithDType};
 use std::sync::OnceLock;
@@ -59,9 +59,12 @@ impl NormedFeedforward {
         Ok((out, xl.shape().clone()))
     }
 
-    fn backward_op(&self, grad: &Tensor) -> Result<NormedFeedforwardBackward<'_>> {
+    /// The backward op for the output gradient `grad`, with the gain's values when there is one
+    /// (they travel in the op, so that its arguments are `x` and `D` either way).
+    fn backward_op(&self, grad: &Tensor, gain: Option<&Tensor>) -> Result<NormedFeedforwardBackward<'_>> {
         let Some(hidden) = self.hidden.get() else { bail!("{NAME}: the backward ran before the forward") };
-        Ok(NormedFeedforwardBackward { eps: self.eps, act: self.act, hidden, grad: grad.clone() })
+        let gain = gain.map(|g| g.to_dtype(candle_core::DType::F64)?.to_vec1::<f64>()).transpose()?;
+        Ok(NormedFeedforwardBackward { eps: self.eps, act: self.act, hidden, gain, grad: grad.clone() })
     }
 }
 
@@ -98,7 +101,7 @@ fn forward<T: Real>(
     let mut hidden = output_buffer::<T>(rows * width);
     let mut out = output_buffer::<T>(rows * k);
     // SAFETY: each product writes all of its output, of the size given.
-    unsafe { product(rows, width, k, hidden.as_mut_ptr(), (x, sx), (d, sd)) };
+    unsafe { product(rows, width, k, hidden.as_mut_ptr(), (x, sx), (d, sd), false) };
     with_scratch(rows * width, |activated: &mut [T]| {
         for_each_chunk(
             activated,
@@ -114,7 +117,7 @@ fn forward<T: Real>(
         );
         // SAFETY: as above.
         unsafe {
-            product(rows, k, width, out.as_mut_ptr(), (activated, Strided::rows_of(width)), (d, sd.transposed()))
+            product(rows, k, width, out.as_mut_ptr(), (activated, Strided::rows_of(width)), (d, sd.transposed()), false)
         };
     });
     Ok((out, hidden))
@@ -145,7 +148,7 @@ fn backward<T: Real>(
         let (activated, dh) = scratch.split_at_mut(rows * width);
         // dA = dy D, turned into dH row by row below.
         // SAFETY: each product writes all of its output (the last adds to the one before).
-        unsafe { product(rows, width, k, dh.as_mut_ptr(), (dy, sdy), (d, sd)) };
+        unsafe { product(rows, width, k, dh.as_mut_ptr(), (dy, sdy), (d, sd), false) };
         let activated_at = activated.as_mut_ptr() as usize;
         let dg = map_chunks(
             dh,
@@ -173,9 +176,9 @@ fn backward<T: Real>(
         let start = out.as_mut_ptr();
         // SAFETY: `out` has room for `dx` (`rows k`) then `dD` (`k M`).
         unsafe {
-            product(rows, k, width, start, (dh, by_rows), (d, sd.transposed()));
-            product(k, width, rows, start.add(rows * k), (x, sx.transposed()), (dh, by_rows));
-            add_product(k, width, rows, start.add(rows * k), (dy, sdy.transposed()), (activated, by_rows));
+            product(rows, k, width, start, (dh, by_rows), (d, sd.transposed()), false);
+            product(k, width, rows, start.add(rows * k), (x, sx.transposed()), (dh, by_rows), false);
+            product(k, width, rows, start.add(rows * k), (dy, sdy.transposed()), (activated, by_rows), true);
         }
         dg
     });
@@ -201,7 +204,7 @@ impl CustomOp2 for NormedFeedforward {
     }
 
     fn bwd(&self, x: &Tensor, d: &Tensor, _res: &Tensor, dy: &Tensor) -> Result<(Option<Tensor>, Option<Tensor>)> {
-        let [dx, dd] = unpack(&x.apply_op2_no_bwd(d, &self.backward_op(dy)?)?, [x, d])?;
+        let [dx, dd] = unpack(&x.apply_op2_no_bwd(d, &self.backward_op(dy, None)?)?, [x, d])?;
         Ok((Some(dx), Some(dd)))
     }
 }
@@ -239,30 +242,31 @@ impl CustomOp3 for NormedFeedforward {
         _res: &Tensor,
         dy: &Tensor,
     ) -> Result<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
-        three_gradients(&self.backward_op(dy)?, [x, d, g])
+        let [dx, dd, dg] = unpack(&x.apply_op2_no_bwd(d, &self.backward_op(dy, Some(g))?)?, [x, d, g])?;
+        Ok((Some(dx), Some(dd), Some(dg)))
     }
 }
 
-/// The backward of [`NormedFeedforward`]: arguments `x`, `D` (and `g`), the output's gradient
-/// held by the op; result `[dx | dD (| dg)]` flattened.
+/// The backward of [`NormedFeedforward`]: arguments `x` and `D`, the output's gradient and
+/// the gain's values held by the op; result `[dx | dD (| dg)]` flattened.
 struct NormedFeedforwardBackward<'a> {
     eps: f64,
     act: Activation,
     hidden: &'a CpuStorage,
+    gain: Option<Vec<f64>>,
     grad: Tensor,
 }
 
-impl NormedFeedforwardBackward<'_> {
-    fn cpu_backward(
-        &self,
-        (xs, xl): (&CpuStorage, &Layout),
-        (ds, dl): (&CpuStorage, &Layout),
-        gain: Option<(&CpuStorage, &Layout)>,
-    ) -> Result<(CpuStorage, Shape)> {
-        let name = "fused-normed-feedforward-backward";
+impl CustomOp2 for NormedFeedforwardBackward<'_> {
+    fn name(&self) -> &'static str {
+        "fused-normed-feedforward-backward"
+    }
+
+    fn cpu_fwd(&self, xs: &CpuStorage, xl: &Layout, ds: &CpuStorage, dl: &Layout) -> Result<(CpuStorage, Shape)> {
+        let name = self.name();
         let out = with_output_gradient(&self.grad, xl.dims(), name, |gs, grad_layout| {
             Ok(per_real!(xs, name, |T| {
-                let g = gain.map(|(gs, gl)| read_vector::<T>(gs, gl, name)).transpose()?;
+                let g: Option<Vec<T>> = self.gain.as_ref().map(|g| g.iter().map(|&v| T::c(v)).collect());
                 backward(
                     (slice::<T>(xs, name)?, xl),
                     (slice::<T>(ds, name)?, dl),
@@ -275,33 +279,5 @@ impl NormedFeedforwardBackward<'_> {
         })?;
         let len = storage_len(&out);
         Ok((out, Shape::from(len)))
-    }
-}
-
-impl CustomOp2 for NormedFeedforwardBackward<'_> {
-    fn name(&self) -> &'static str {
-        "fused-normed-feedforward-backward"
-    }
-
-    fn cpu_fwd(&self, xs: &CpuStorage, xl: &Layout, ds: &CpuStorage, dl: &Layout) -> Result<(CpuStorage, Shape)> {
-        self.cpu_backward((xs, xl), (ds, dl), None)
-    }
-}
-
-impl CustomOp3 for NormedFeedforwardBackward<'_> {
-    fn name(&self) -> &'static str {
-        "fused-normed-feedforward-backward"
-    }
-
-    fn cpu_fwd(
-        &self,
-        xs: &CpuStorage,
-        xl: &Layout,
-        ds: &CpuStorage,
-        dl: &Layout,
-        gs: &CpuStorage,
-        gl: &Layout,
-    ) -> Result<(CpuStorage, Shape)> {
-        self.cpu_backward((xs, xl), (ds, dl), Some((gs, gl)))
     }
 }
