@@ -31,6 +31,11 @@ impl Strided {
         Strided { offset: 0, row_stride: width, col_stride: 1 }
     }
 
+    /// The storage index of entry `(i, j)`.
+    pub(crate) fn index(self, i: usize, j: usize) -> usize {
+        self.offset + i * self.row_stride + j * self.col_stride
+    }
+
     pub(crate) fn transposed(self) -> Self {
         Strided { offset: self.offset, row_stride: self.col_stride, col_stride: self.row_stride }
     }
