@@ -214,7 +214,7 @@ pub fn normed_activation(x: &Tensor, gain: Option<&Tensor>, eps: f64, act: Activ
 /// `act(rms_norm(x D, gain, eps)) D^T` for `x` `[..., k]` and a dictionary `D` `[k, M]` used
 /// for the up- and the down-projection (Hyper-SET's feedforward update, seed 000 Eq. 11), with
 /// `gain` `[M]`: [`linear`], [`normed_activation`] and [`linear_transposed`] as one op, whose
-/// intermediates stay in the cache and of which only `x D` is kept for the backward
+/// intermediates live in a per-thread scratch and of which only `x D` is kept for the backward
 /// (`normed_feedforward.rs`). Elsewhere than the CPU kernels serve, those three ops.
 pub fn normed_feedforward(x: &Tensor, d: &Tensor, gain: Option<&Tensor>, eps: f64, act: Activation) -> Result<Tensor> {
     let width = d.dims().get(1).copied().unwrap_or(0);
