@@ -36,6 +36,17 @@ impl Strided {
         self.offset + i * self.row_stride + j * self.col_stride
     }
 
+    /// The same strides from the storage index `offset`.
+    #[cfg(test)]
+    pub(crate) fn with_offset(self, offset: usize) -> Self {
+        Strided { offset, ..self }
+    }
+
+    /// `(offset, row stride, column stride)`.
+    pub(crate) fn parts(self) -> (usize, usize, usize) {
+        (self.offset, self.row_stride, self.col_stride)
+    }
+
     pub(crate) fn transposed(self) -> Self {
         Strided { offset: self.offset, row_stride: self.col_stride, col_stride: self.row_stride }
     }

@@ -148,21 +148,78 @@ pub(crate) fn backward_row<T: Real>(
     df: impl Fn(T) -> T,
 ) {
     let r = inverse_rms(x, eps);
+    activation_backward::<T, false>(x, dy, gain, r, dg, dxhat, &mut [], |u| u, df);
+    normalisation_backward(x, dxhat, r, dx);
+}
+
+/// One row forward and backward at once, for an op that keeps the norm's input `x` but not
+/// its output (`normed_feedforward.rs`): writes `y = f(x r g)` and replaces the output
+/// gradient in `dy_then_dx` by `dx`, adding to `dg`; one `r` and no copy of the row.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn forward_backward_row<T: Real>(
+    x: &[T],
+    dy_then_dx: &mut [T],
+    gain: Option<&[T]>,
+    eps: T,
+    y: &mut [T],
+    dg: &mut [T],
+    dxhat: &mut [T],
+    (f, df): (impl Fn(T) -> T, impl Fn(T) -> T),
+) {
+    let r = inverse_rms(x, eps);
+    activation_backward::<T, true>(x, dy_then_dx, gain, r, dg, dxhat, y, f, df);
+    normalisation_backward(x, dxhat, r, dy_then_dx);
+}
+
+/// The backward through the gain and the activation: `dx^ = dy f'(u) g` (adding
+/// `dy f'(u) x^` to `dg`) for `u = x^ g`, `x^ = r x`; with `FORWARD`, also `y = f(u)`.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn activation_backward<T: Real, const FORWARD: bool>(
+    x: &[T],
+    dy: &[T],
+    gain: Option<&[T]>,
+    r: T,
+    dg: &mut [T],
+    dxhat: &mut [T],
+    y: &mut [T],
+    f: impl Fn(T) -> T,
+    df: impl Fn(T) -> T,
+) {
+    let n = x.len();
+    // Equal lengths up front, so that the loops below carry no bounds checks.
+    let (dy, dxhat) = (&dy[..n], &mut dxhat[..n]);
+    let y = if FORWARD { &mut y[..n] } else { y };
     match gain {
         Some(g) => {
-            for j in 0..x.len() {
+            let (g, dg) = (&g[..n], &mut dg[..n]);
+            for j in 0..n {
                 let xhat = x[j] * r;
-                let du = dy[j] * df(xhat * g[j]);
+                let u = xhat * g[j];
+                if FORWARD {
+                    y[j] = f(u);
+                }
+                let du = dy[j] * df(u);
                 dg[j] += du * xhat;
                 dxhat[j] = du * g[j];
             }
         }
         None => {
-            for j in 0..x.len() {
-                dxhat[j] = dy[j] * df(x[j] * r);
+            for j in 0..n {
+                let u = x[j] * r;
+                if FORWARD {
+                    y[j] = f(u);
+                }
+                dxhat[j] = dy[j] * df(u);
             }
         }
     }
+}
+
+/// The backward through the normalisation: `dx = r dx^ - x (r^3 mean(dx^ x))`.
+#[inline(always)]
+fn normalisation_backward<T: Real>(x: &[T], dxhat: &[T], r: T, dx: &mut [T]) {
     // mean(dxhat xhat) r, so that dx = r dxhat - x (r^2 mean(dxhat xhat)).
     let k = dot(dxhat, x) * r * r * r / T::c(x.len() as f64);
     for ((dx, &d), &x) in dx.iter_mut().zip(dxhat.iter()).zip(x) {

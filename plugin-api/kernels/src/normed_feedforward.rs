@@ -6,12 +6,15 @@
 //! `H = x D` and their activation `A` for the backward, which writes `dA` and `dH`: four
 //! `[rows, M]` tensors. Here only `H` is kept: the norm's backward needs it at every entry,
 //! and `A` (zero wherever ReLU cuts) cannot stand in for it. `A`, `dA` and `dH` live in the
-//! thread's scratch (`scratch.rs`), and the backward recomputes `A` row by row in the pass
-//! that runs the norm's backward: a training process holds 15 % less memory (measured on the
-//! default Sudoku configuration and at the paper size; keeping the three out of memory the
-//! cache had dropped did not make the op faster by itself). The products by `D^T` read a
-//! contiguous copy of it, which `gemm` runs a tenth faster than the transposed view here
-//! (`transposed_copy`).
+//! thread's scratch (`scratch.rs`), and the backward recomputes `A` in the same row function
+//! as the norm's backward (`norm::forward_backward_row`: one inverse RMS a row, `dH` written
+//! over `dA`): a training process holds 15 % less memory (measured on the default Sudoku
+//! configuration and at the paper size; keeping the three out of memory the cache had dropped
+//! did not make the op faster by itself). The products by `D^T` read a contiguous copy of it
+//! (`transpose::transpose_into`, by register tiles), which `gemm` runs a tenth faster than
+//! the transposed view here (`A D^T`, `[1296, 512] x [512, 128]`, one thread in the cache:
+//! 113 GFLOP/s from the copy, 100–105 through the view; record (52)). The same copy of `x`
+//! and `dy` for `dD` did not pay for itself (record (53)).
 //!
 //! Forward: `H = x D`; per row `A = act(r H g)` with `r = (mean(h^2) + eps)^(-1/2)`
 //! (`norm.rs`); `y = A D^T`.
@@ -20,13 +23,14 @@
 
 use crate::attention::with_output_gradient;
 use crate::linear::{matrix_of, product, weight_matrix, Strided};
-use crate::norm::{backward_row, forward_row, Activation};
+use crate::norm::{forward_backward_row, forward_row, Activation};
 use crate::real::Real;
 use crate::scratch::with_scratch;
 use crate::strided::{
     for_each_chunk, kept_bytes, map_chunks, output_buffer, output_buffer_with_room, read_vector, slice, storage_len,
     sum_parts, unpack,
 };
+use crate::transpose::transpose_into;
 use candle_core::{bail, CpuStorage, CustomOp2, CustomOp3, Layout, Result, Shape, Tensor, WithDType};
 use std::sync::OnceLock;
 
@@ -104,7 +108,8 @@ fn forward<T: Real>(
     let mut out = output_buffer::<T>(rows * k);
     // SAFETY: each product writes all of its output, of the size given.
     unsafe { product(rows, width, k, hidden.as_mut_ptr(), (x, sx), (d, sd), false) };
-    with_scratch(rows * width, |activated: &mut [T]| {
+    with_scratch(rows * width + width * k, |scratch: &mut [T]| {
+        let (activated, dt) = scratch.split_at_mut(rows * width);
         for_each_chunk(
             activated,
             width,
@@ -117,7 +122,7 @@ fn forward<T: Real>(
                 })
             },
         );
-        let dt = transposed_copy(d, sd, k, width);
+        transpose_into(d, sd, (k, width), dt);
         // SAFETY: as above.
         unsafe {
             product(
@@ -126,33 +131,12 @@ fn forward<T: Real>(
                 width,
                 out.as_mut_ptr(),
                 (activated, Strided::rows_of(width)),
-                (&dt, Strided::rows_of(k)),
+                (dt, Strided::rows_of(k)),
                 false,
             )
         };
     });
     Ok((out, hidden))
-}
-
-/// `D^T` (`[M, k]`, row-major) copied out of `D`, for the products by `D^T`: `gemm` packs a
-/// right operand read through the transposed view a tenth more slowly at these shapes (`A D^T`,
-/// `[1296, 512] x [512, 128]`, one thread in the cache: 113 GFLOP/s from the copy, 100–105
-/// through the view; record (52)), and the copy of `D`'s 64 k entries costs a few
-/// microseconds of the product's milliseconds.
-fn transposed_copy<T: Real>(d: &[T], sd: Strided, k: usize, width: usize) -> Vec<T> {
-    // By blocks of 16 x 16: the rows read and the rows written stay in the cache meanwhile.
-    const BLOCK: usize = 16;
-    let mut dt = output_buffer::<T>(width * k);
-    for p0 in (0..k).step_by(BLOCK) {
-        for j0 in (0..width).step_by(BLOCK) {
-            for p in p0..(p0 + BLOCK).min(k) {
-                for j in j0..(j0 + BLOCK).min(width) {
-                    dt[j * k + p] = d[sd.index(p, j)];
-                }
-            }
-        }
-    }
-    dt
 }
 
 /// `[dx (x's shape, flattened), dD, dg (with a gain)]`.
@@ -176,8 +160,9 @@ fn backward<T: Real>(
     let gain_len = if gain.is_some() { width } else { 0 };
     let mut out = output_buffer_with_room::<T>(rows * k + k * width, gain_len);
     let by_rows = Strided::rows_of(width);
-    let dg = with_scratch(2 * rows * width, |scratch: &mut [T]| {
-        let (activated, dh) = scratch.split_at_mut(rows * width);
+    let dg = with_scratch(2 * rows * width + width * k, |scratch: &mut [T]| {
+        let (activated, rest) = scratch.split_at_mut(rows * width);
+        let (dh, dt) = rest.split_at_mut(rows * width);
         // dA = dy D, turned into dH row by row below.
         // SAFETY: each product writes all of its output (the last adds to the one before).
         unsafe { product(rows, width, k, dh.as_mut_ptr(), (dy, sdy), (d, sd), false) };
@@ -188,28 +173,26 @@ fn backward<T: Real>(
             #[inline(always)]
             |first, chunk| {
                 let mut dg = vec![T::zero(); gain_len];
-                let (mut dxhat, mut dh_row) = (vec![T::zero(); width], vec![T::zero(); width]);
+                let mut dxhat = vec![T::zero(); width];
                 with_activation!(act, |f, df| {
                     for (i, da) in chunk.chunks_exact_mut(width.max(1)).enumerate() {
                         let row = first + i;
-                        let h = &hidden[row * width..][..width];
                         // SAFETY: row `row` of `activated`, written by this task only.
                         let a =
                             unsafe { std::slice::from_raw_parts_mut((activated_at as *mut T).add(row * width), width) };
-                        forward_row(h, gain, eps, a, f);
-                        backward_row(h, da, gain, eps, &mut dh_row, &mut dg, &mut dxhat, df);
-                        da.copy_from_slice(&dh_row);
+                        let h = &hidden[row * width..][..width];
+                        forward_backward_row(h, da, gain, eps, a, &mut dg, &mut dxhat, (f, df));
                     }
                 });
                 dg
             },
             sum_parts,
         );
-        let dt = transposed_copy(d, sd, k, width);
+        transpose_into(d, sd, (k, width), dt);
         let start = out.as_mut_ptr();
         // SAFETY: `out` has room for `dx` (`rows k`) then `dD` (`k M`).
         unsafe {
-            product(rows, k, width, start, (dh, by_rows), (&dt, Strided::rows_of(k)), false);
+            product(rows, k, width, start, (dh, by_rows), (dt, Strided::rows_of(k)), false);
             product(k, width, rows, start.add(rows * k), (x, sx.transposed()), (dh, by_rows), false);
             product(k, width, rows, start.add(rows * k), (dy, sdy.transposed()), (activated, by_rows), true);
         }
