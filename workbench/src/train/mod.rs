@@ -11,6 +11,7 @@ mod optim_update;
 pub mod outbox;
 pub mod parallel;
 pub mod schedule;
+mod shard_threads;
 pub mod stop;
 pub mod system;
 pub mod worker;
