@@ -248,8 +248,7 @@ pub fn evaluate(
             .map(|i| (i, run_batch(&batches[i], if i == 0 { observer.take() } else { None })))
             .collect::<Vec<_>>()
     };
-    let others: Vec<Job<Vec<(usize, Result<MetricTally>)>>> =
-        (1..threads).map(|k| Box::new(move || share(k, None)) as Job<_>).collect();
+    let others: Vec<Job<_>> = (1..threads).map(|k| Box::new(move || share(k, None)) as Job<_>).collect();
     let mut indexed = Vec::new();
     for done in run_concurrently(|| share(0, observer), others)? {
         match done {
