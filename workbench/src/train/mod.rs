@@ -11,7 +11,6 @@ mod optim_update;
 pub mod outbox;
 pub mod parallel;
 pub mod schedule;
-mod shard_threads;
 pub mod stop;
 pub mod system;
 pub mod worker;

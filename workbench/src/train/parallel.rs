@@ -1,6 +1,5 @@
 //! Data-parallel training steps on the CPU: a batch split into shards along its first axis,
-//! each shard's forward and backward on its own thread (kept from step to step,
-//! `shard_threads.rs`), the gradients summed.
+//! each shard's forward and backward on its own thread, the gradients summed.
 //!
 //! Why not leave the cores to each op (candle's and the kernels' own threading)? At the
 //! model sizes of this workbench most ops are too small to split well: element-wise ops and
@@ -13,7 +12,6 @@
 //! `w_i L_i / sum_j w_j` with `w_i` its [`TaskModel::loss_weight`], and the shards' gradients
 //! are added in shard order, so a run is deterministic for a given `threads`.
 
-use super::shard_threads::{run_concurrently, Job};
 use crate::host::Plugged;
 use anyhow::{anyhow, Result};
 use candle_core::backprop::GradStore;
@@ -181,16 +179,20 @@ pub fn loss_and_grads(
         let grads = (loss * share)?.backward()?;
         Ok(ShardResult { loss: loss_value, weight: share, grads, seconds: started.elapsed().as_secs_f64() })
     };
-    let others: Vec<Job<Result<ShardResult>>> = parts
-        .iter()
-        .zip(&weights)
-        .skip(1)
-        .map(|(part, &weight)| Box::new(move || run_shard(part, weight)) as Job<_>)
-        .collect();
-    let results = run_concurrently(|| run_shard(&parts[0], weights[0]), others)?
-        .into_iter()
-        .map(|done| done.map_err(|panic| anyhow!(panic))?);
-    let mut results = results.collect::<Result<Vec<_>>>()?.into_iter();
+    let results: Vec<Result<ShardResult>> = std::thread::scope(|scope| {
+        let others: Vec<_> = parts
+            .iter()
+            .zip(&weights)
+            .skip(1)
+            .map(|(part, &weight)| scope.spawn(move || run_shard(part, weight)))
+            .collect();
+        let mut results = vec![run_shard(&parts[0], weights[0])];
+        results.extend(others.into_iter().map(|handle| {
+            handle.join().unwrap_or_else(|_| Err(anyhow!("a training thread panicked outside the plugins' guards")))
+        }));
+        results
+    });
+    let mut results = results.into_iter().collect::<Result<Vec<_>>>()?.into_iter();
     let first = results.next().ok_or_else(|| anyhow!("an empty batch has no loss"))?;
     let mut loss = first.loss * first.weight;
     let mut grads = first.grads;
@@ -236,28 +238,31 @@ pub fn evaluate(
         let h = layer_pass(&x0).map_err(|e| anyhow!("layer at {iterations} iterations: {e}"))?;
         model.evaluate(&h, batch).map_err(|e| anyhow!("evaluation: {e}"))
     };
-    if batches.is_empty() {
+    let Some((first, rest)) = batches.split_first() else {
         return Ok(MetricTally::default());
-    }
-    let threads = threads.max(1);
-    // Thread k (k >= 1) takes batches k, k + threads, ... of the whole list; the calling
-    // thread takes the first batch (with the observer) and its share of the rest.
-    let share = |k: usize, mut observer: Option<&mut dyn StateObserver>| {
-        (k..batches.len())
-            .step_by(threads)
-            .map(|i| (i, run_batch(&batches[i], if i == 0 { observer.take() } else { None })))
-            .collect::<Vec<_>>()
     };
-    let others: Vec<Job<_>> = (1..threads).map(|k| Box::new(move || share(k, None)) as Job<_>).collect();
-    let mut indexed = Vec::new();
-    for done in run_concurrently(|| share(0, observer), others)? {
-        match done {
-            Ok(done) => indexed.extend(done),
-            Err(panic) => indexed.push((usize::MAX, Err(anyhow!("evaluation: {panic}")))),
+    let threads = threads.max(1);
+    let tallies: Vec<Result<MetricTally>> = std::thread::scope(|scope| {
+        // Thread k (k >= 1) takes batches k, k + threads, ... of the whole list; the calling
+        // thread takes the first batch (with the observer) and its share of the rest.
+        let workers: Vec<_> = (1..threads)
+            .map(|k| {
+                scope.spawn(move || {
+                    (k..batches.len()).step_by(threads).map(|i| (i, run_batch(&batches[i], None))).collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        let mut indexed = vec![(0, run_batch(first, observer))];
+        indexed.extend((threads..=rest.len()).step_by(threads).map(|i| (i, run_batch(&batches[i], None))));
+        for worker in workers {
+            match worker.join() {
+                Ok(done) => indexed.extend(done),
+                Err(_) => indexed.push((usize::MAX, Err(anyhow!("an evaluation thread panicked")))),
+            }
         }
-    }
-    indexed.sort_by_key(|(i, _)| *i);
-    let tallies = indexed.into_iter().map(|(_, tally)| tally);
+        indexed.sort_by_key(|(i, _)| *i);
+        indexed.into_iter().map(|(_, tally)| tally).collect()
+    });
     let mut tally = MetricTally::default();
     for part in tallies {
         tally.merge(&part?);
