@@ -95,6 +95,20 @@ pub(crate) fn transpose_into<T: Real>(src: &[T], s: Strided, (rows, cols): (usiz
     }
 }
 
+/// Calls `tile(i, j)` at the first entry of each whole `w x w` tile of a `rows x cols`
+/// matrix; returns the rows and columns the tiles cover.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn for_each_tile(w: usize, (rows, cols): (usize, usize), mut tile: impl FnMut(usize, usize)) -> (usize, usize) {
+    let tiled = (rows / w * w, cols / w * w);
+    for i in (0..tiled.0).step_by(w) {
+        for j in (0..tiled.1).step_by(w) {
+            tile(i, j);
+        }
+    }
+    tiled
+}
+
 /// The scalar kernel for every pair `(i, j)`, `(j, i)` with `max(i, j) >= from`.
 ///
 /// # Safety
@@ -197,14 +211,10 @@ mod avx {
         (rows, cols): (usize, usize),
         dst: *mut f32,
     ) -> (usize, usize) {
-        let tiled = (rows / W * W, cols / W * W);
-        for i in (0..tiled.0).step_by(W) {
-            for j in (0..tiled.1).step_by(W) {
-                // SAFETY: the tile lies inside both matrices.
-                unsafe { store(dst.add(j * rows + i), rows, transpose(load(src.add(i * src_rs + j), src_rs))) }
-            }
-        }
-        tiled
+        super::for_each_tile(W, (rows, cols), |i, j| {
+            // SAFETY: the tile lies inside both matrices.
+            unsafe { store(dst.add(j * rows + i), rows, transpose(load(src.add(i * src_rs + j), src_rs))) }
+        })
     }
 
     /// `dst = src + src^T` for every pair `(i, j)`, `(j, i)` with `max(i, j) >= from` (a
@@ -319,14 +329,10 @@ pub(crate) mod avx512 {
         (rows, cols): (usize, usize),
         dst: *mut f32,
     ) -> (usize, usize) {
-        let tiled = (rows / W * W, cols / W * W);
-        for i in (0..tiled.0).step_by(W) {
-            for j in (0..tiled.1).step_by(W) {
-                // SAFETY: the tile lies inside both matrices.
-                unsafe { store(dst.add(j * rows + i), rows, transpose(load(src.add(i * src_rs + j), src_rs))) }
-            }
-        }
-        tiled
+        super::for_each_tile(W, (rows, cols), |i, j| {
+            // SAFETY: the tile lies inside both matrices.
+            unsafe { store(dst.add(j * rows + i), rows, transpose(load(src.add(i * src_rs + j), src_rs))) }
+        })
     }
 
     /// `dst = src + src^T` for the pairs within the leading multiple of 16, which it returns.
