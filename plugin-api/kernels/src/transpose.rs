@@ -95,6 +95,32 @@ pub(crate) fn transpose_into<T: Real>(src: &[T], s: Strided, (rows, cols): (usiz
     }
 }
 
+/// [`transpose_into`]'s whole tiles, in a module with the tile's `W`, `load`, `transpose` and
+/// `store`, for the instruction set of `$feature`.
+#[cfg(target_arch = "x86_64")]
+macro_rules! tile_transposes {
+    ($feature:literal, $name:literal) => {
+        /// `dst` (`cols x rows`) from `src` (`rows x cols`, row stride `src_rs`) by whole
+        /// tiles; returns the rows and columns they covered.
+        ///
+        /// # Safety
+        /// Both matrices must lie in their buffers, and the processor must have
+        #[doc = $name]
+        #[target_feature(enable = $feature)]
+        pub(super) unsafe fn transpose_tiles(
+            src: *const f32,
+            src_rs: usize,
+            (rows, cols): (usize, usize),
+            dst: *mut f32,
+        ) -> (usize, usize) {
+            super::for_each_tile(W, (rows, cols), |i, j| {
+                // SAFETY: the tile lies inside both matrices.
+                unsafe { store(dst.add(j * rows + i), rows, transpose(load(src.add(i * src_rs + j), src_rs))) }
+            })
+        }
+    };
+}
+
 /// Calls `tile(i, j)` at the first entry of each whole `w x w` tile of a `rows x cols`
 /// matrix; returns the rows and columns the tiles cover.
 #[cfg(target_arch = "x86_64")]
@@ -199,23 +225,7 @@ mod avx {
         a
     }
 
-    /// [`super::transpose_into`]'s whole tiles: `dst` (`cols x rows`) from `src` (`rows x
-    /// cols`, row stride `src_rs`); returns the rows and columns they covered.
-    ///
-    /// # Safety
-    /// Both matrices must lie in their buffers, and the processor must have AVX.
-    #[target_feature(enable = "avx")]
-    pub(super) unsafe fn transpose_tiles(
-        src: *const f32,
-        src_rs: usize,
-        (rows, cols): (usize, usize),
-        dst: *mut f32,
-    ) -> (usize, usize) {
-        super::for_each_tile(W, (rows, cols), |i, j| {
-            // SAFETY: the tile lies inside both matrices.
-            unsafe { store(dst.add(j * rows + i), rows, transpose(load(src.add(i * src_rs + j), src_rs))) }
-        })
-    }
+    tile_transposes!("avx", "AVX");
 
     /// `dst = src + src^T` for every pair `(i, j)`, `(j, i)` with `max(i, j) >= from` (a
     /// multiple of 8; the pairs below it are done): tiles up to the last multiple of 8, then
@@ -318,22 +328,7 @@ pub(crate) mod avx512 {
         a
     }
 
-    /// As `avx::transpose_tiles`, by tiles of 16 x 16.
-    ///
-    /// # Safety
-    /// Both matrices must lie in their buffers, and the processor must have AVX-512F.
-    #[target_feature(enable = "avx512f")]
-    pub(super) unsafe fn transpose_tiles(
-        src: *const f32,
-        src_rs: usize,
-        (rows, cols): (usize, usize),
-        dst: *mut f32,
-    ) -> (usize, usize) {
-        super::for_each_tile(W, (rows, cols), |i, j| {
-            // SAFETY: the tile lies inside both matrices.
-            unsafe { store(dst.add(j * rows + i), rows, transpose(load(src.add(i * src_rs + j), src_rs))) }
-        })
-    }
+    tile_transposes!("avx512f", "AVX-512F");
 
     /// `dst = src + src^T` for the pairs within the leading multiple of 16, which it returns.
     ///
