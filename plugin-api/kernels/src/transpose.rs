@@ -66,33 +66,39 @@ pub(crate) fn transpose_into<T: Real>(src: &[T], s: Strided, (rows, cols): (usiz
         return;
     }
     assert!(s.index(rows - 1, cols - 1) < src.len(), "transpose_into: a {rows} x {cols} matrix past its storage");
-    let (offset, row_stride, col_stride) = s.parts();
     // Rows and columns done by the tiles, which cover `[0, tiled.0) x [0, tiled.1)`.
-    let mut tiled = (0, 0);
-    #[cfg(target_arch = "x86_64")]
-    if std::any::TypeId::of::<T>() == std::any::TypeId::of::<f32>() && col_stride == 1 {
-        let (from, to) = (src[offset..].as_ptr().cast::<f32>(), dst.as_mut_ptr().cast::<f32>());
-        // SAFETY: `T` is `f32`; every tile lies inside the matrix (checked above) and inside
-        // `dst`; the instruction sets are the processor's (`kernels_isa`).
-        tiled = match plugin_api::isa::kernels_isa() {
-            plugin_api::isa::Isa::Avx512 => unsafe { avx512::transpose_tiles(from, row_stride, (rows, cols), to) },
-            plugin_api::isa::Isa::Avx2 => unsafe { avx::transpose_tiles(from, row_stride, (rows, cols), to) },
-            plugin_api::isa::Isa::Baseline => (0, 0),
-        };
-    }
+    let tiled = by_tiles(src, s, (rows, cols), dst);
     const BLOCK: usize = 16;
-    let entry = |i: usize, j: usize| src[offset + i * row_stride + j * col_stride];
     for i0 in (0..rows).step_by(BLOCK) {
         for j0 in (0..cols).step_by(BLOCK) {
             for i in i0..(i0 + BLOCK).min(rows) {
                 // The tiles' rows are done up to their last column.
                 let from = if i < tiled.0 { tiled.1 } else { 0 };
                 for j in j0.max(from)..(j0 + BLOCK).min(cols) {
-                    dst[j * rows + i] = entry(i, j);
+                    dst[j * rows + i] = src[s.index(i, j)];
                 }
             }
         }
     }
+}
+
+/// The whole tiles of [`transpose_into`] where the processor has them for `T` and the rows'
+/// entries are adjacent; returns the rows and columns they cover (none elsewhere).
+#[cfg_attr(not(target_arch = "x86_64"), allow(unused_variables))]
+fn by_tiles<T: Real>(src: &[T], s: Strided, (rows, cols): (usize, usize), dst: &mut [T]) -> (usize, usize) {
+    let (offset, row_stride, col_stride) = s.parts();
+    #[cfg(target_arch = "x86_64")]
+    if std::any::TypeId::of::<T>() == std::any::TypeId::of::<f32>() && col_stride == 1 {
+        let (from, to) = (src[offset..].as_ptr().cast::<f32>(), dst.as_mut_ptr().cast::<f32>());
+        // SAFETY: `T` is `f32`; every tile lies inside the matrix (checked by the caller) and
+        // inside `dst`; the instruction sets are the processor's (`kernels_isa`).
+        return match plugin_api::isa::kernels_isa() {
+            plugin_api::isa::Isa::Avx512 => unsafe { avx512::transpose_tiles(from, row_stride, (rows, cols), to) },
+            plugin_api::isa::Isa::Avx2 => unsafe { avx::transpose_tiles(from, row_stride, (rows, cols), to) },
+            plugin_api::isa::Isa::Baseline => (0, 0),
+        };
+    }
+    (0, 0)
 }
 
 /// [`transpose_into`]'s whole tiles, in a module with the tile's `W`, `load`, `transpose` and
