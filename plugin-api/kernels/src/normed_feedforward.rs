@@ -22,7 +22,7 @@
 //! (`norm.rs`); `dx = dH D^T`, `dD = x^T dH + dy^T A`.
 
 use crate::attention::with_output_gradient;
-use crate::linear::{matrix_of, product, weight_matrix, Strided};
+use crate::linear::{gradient_product, matrix_of, product, weight_matrix, Strided};
 use crate::norm::{forward_backward_row, forward_row, Activation};
 use crate::real::Real;
 use crate::scratch::with_scratch;
@@ -164,7 +164,7 @@ fn backward<T: Real>(
         let (activated, rest) = scratch.split_at_mut(rows * width);
         let (dh, dt) = rest.split_at_mut(rows * width);
         // dA = dy D, turned into dH row by row below.
-        // SAFETY: each product writes all of its output (the last adds to the one before).
+        // SAFETY: the product writes all of its output, of the size given.
         unsafe { product(rows, width, k, dh.as_mut_ptr(), (dy, sdy), (d, sd), false) };
         let activated_at = activated.as_mut_ptr() as usize;
         let dg = map_chunks(
@@ -189,13 +189,14 @@ fn backward<T: Real>(
             sum_parts,
         );
         transpose_into(d, sd, (k, width), dt);
-        let start = out.as_mut_ptr();
-        // SAFETY: `out` has room for `dx` (`rows k`) then `dD` (`k M`).
-        unsafe {
-            product(rows, k, width, start, (dh, by_rows), (dt, Strided::rows_of(k)), false);
-            product(k, width, rows, start.add(rows * k), (x, sx.transposed()), (dh, by_rows), false);
-            product(k, width, rows, start.add(rows * k), (dy, sdy.transposed()), (activated, by_rows), true);
-        }
+        let (dx, dd) = out.split_at_mut(rows * k);
+        // SAFETY: each product writes all of its output, of the size given.
+        unsafe { product(rows, k, width, dx.as_mut_ptr(), (dh, by_rows), (dt, Strided::rows_of(k)), false) };
+        // dD = x^T dH + dy^T A, D^T's copy as the scratch it may be summed in.
+        let (dh, activated): (&[T], &[T]) = (dh, activated);
+        let terms = [((x, sx.transposed()), (dh, by_rows)), ((dy, sdy.transposed()), (activated, by_rows))];
+        // SAFETY: as above.
+        unsafe { gradient_product((k, width, rows), dd, &terms, dt) };
         dg
     });
     out.extend(dg);

@@ -111,7 +111,8 @@ fn main() -> Result<()> {
             .join(" ")
     );
     // (name, lhs, rhs), each operand with whether it is read transposed. The backward rows
-    // are the products the step's backward pass runs for the forward ones above them.
+    // are the products the step's backward pass runs for the forward ones above them (dD
+    // in two forms).
     let shapes: [(&str, Operand, Operand); 11] = [
         ("square 1024", (&[1024, 1024], false), (&[1024, 1024], false)),
         ("X D      [1296,128]x[128,512]", (&[1296, 128], false), (&[128, 512], false)),
@@ -121,7 +122,8 @@ fn main() -> Result<()> {
         ("backward, dX = dU D^T", (&[1296, 512], false), (&[512, 128], true)),
         ("backward, dD = X^T dU", (&[128, 1296], true), (&[1296, 512], false)),
         ("backward, dU = dY D", (&[1296, 128], false), (&[128, 512], false)),
-        ("backward, dD = dY^T U", (&[128, 1296], true), (&[1296, 512], false)),
+        // The same product as its transpose, as the step runs it (`linear::gradient_product`).
+        ("backward, dD^T = dU^T X", (&[512, 1296], true), (&[1296, 128], false)),
         ("backward, dX = dY W^T", (&[1296, 128], false), (&[128, 128], true)),
         ("backward, dW = X^T dY", (&[128, 1296], true), (&[1296, 128], false)),
     ];
@@ -133,8 +135,8 @@ fn main() -> Result<()> {
         "out of cache (gemm itself; operands and outputs rotating over {} MiB, as in a training step):",
         OUT_OF_CACHE_BYTES >> 20
     );
-    // X D, U D^T and dD = X^T dU: the step's largest products, forward and backward.
-    for (name, lhs, rhs) in [shapes[1], shapes[2], shapes[6]] {
+    // X D, U D^T and dD: the step's largest products, forward and backward.
+    for (name, lhs, rhs) in [shapes[1], shapes[2], shapes[6], shapes[8]] {
         let (median, best) = gflops_out_of_cache(lhs, rhs, threads);
         println!("  {name:<32} median {median:6.1} GFLOP/s   best {best:6.1} GFLOP/s");
     }
