@@ -165,21 +165,49 @@ pub(crate) unsafe fn product<T: Real>(
 pub(crate) type ProductTerms<'a, T> = [((&'a [T], Strided), (&'a [T], Strided))];
 
 /// `dst (m x n, row-major) = sum_i lhs_i rhs_i` for a weight's gradient, whose inner dimension
-/// `k` (the batch's rows) is longer than the output's sides. `gemm` runs such a product 6-10 %
-/// faster when its output has at least as many rows as columns (Zen 4, benchmark record (56)),
-/// so a wider output is summed as its transpose `sum_i rhs_i^T lhs_i^T` in `scratch` (room for
+/// `k` (the batch's rows) is longer than the output's sides. With its AVX-512 kernels `gemm`
+/// runs such a product 6-10 % faster when its output has at least as many rows as columns
+/// (Zen 4, benchmark record (56); its AVX2 kernels lean the other way, by 2-5 %), so there a
+/// wider output is summed as its transpose `sum_i rhs_i^T lhs_i^T` in `scratch` (room for
 /// `m n`, untouched otherwise) and turned into `dst` by register tiles.
 ///
 /// # Safety
 /// As [`product`]'s for the operands; `dst` holds the `m n` entries, each written.
 pub(crate) unsafe fn gradient_product<T: Real>(
-    (m, n, k): (usize, usize, usize),
+    dims: (usize, usize, usize),
     dst: &mut [T],
     terms: &ProductTerms<T>,
     scratch: &mut [T],
 ) {
+    let turned = gradient_product_turns(dims.0, dims.1, dims.2);
+    // SAFETY: as this function's.
+    unsafe { sum_of_products(dims, dst, terms, scratch, turned) }
+}
+
+/// Whether [`gradient_product`] sums the transpose of its `m x n` output (and needs scratch):
+/// where the kernels run AVX-512 (as `gemm` does on such a processor), for an output wider
+/// than tall.
+pub(crate) fn gradient_product_turns(m: usize, n: usize, k: usize) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    let avx512 = plugin_api::isa::kernels_isa() == plugin_api::isa::Isa::Avx512;
+    #[cfg(not(target_arch = "x86_64"))]
+    let avx512 = false;
+    avx512 && m < n && k > n
+}
+
+/// [`gradient_product`] as it is or, with `turned`, as its transpose in `scratch`.
+///
+/// # Safety
+/// As [`gradient_product`]'s.
+unsafe fn sum_of_products<T: Real>(
+    (m, n, k): (usize, usize, usize),
+    dst: &mut [T],
+    terms: &ProductTerms<T>,
+    scratch: &mut [T],
+    turned: bool,
+) {
     assert!(dst.len() >= m * n, "gradient_product: {} entries for a {m} x {n} product", dst.len());
-    if !gradient_product_turns(m, n, k) {
+    if !turned {
         for (i, &(lhs, rhs)) in terms.iter().enumerate() {
             // SAFETY: as this function's.
             unsafe { product(m, n, k, dst.as_mut_ptr(), lhs, rhs, i > 0) };
@@ -192,11 +220,6 @@ pub(crate) unsafe fn gradient_product<T: Real>(
         unsafe { product(n, m, k, scratch.as_mut_ptr(), (b, sb.transposed()), (a, sa.transposed()), i > 0) };
     }
     transpose_into(scratch, Strided::rows_of(m), (n, m), dst);
-}
-
-/// Whether [`gradient_product`] sums the transpose of its `m x n` output (and needs scratch).
-pub(crate) fn gradient_product_turns(m: usize, n: usize, k: usize) -> bool {
-    m < n && k > n
 }
 
 /// `dst = lhs rhs` when it is a row times a matrix (`m = 1`, the step-size network's time
@@ -578,11 +601,11 @@ fn add_column_sums<T: Real>(x: &[T], rows: &Rows, out: &mut [T]) {
 
 #[cfg(test)]
 mod tests {
-    use super::{gradient_product, gradient_product_turns, Strided};
+    use super::{gradient_product_turns, sum_of_products, Strided};
 
-    /// A weight gradient `x^T dy + dy2^T a` equals the sums written out, whether it is summed
-    /// as it is (taller than wide, or a short inner dimension) or as its transpose (wider than
-    /// tall); the scratch is left alone when it is not needed.
+    /// A weight gradient `x^T dy + dy2^T a` equals the sums written out, summed as it is and
+    /// as its transpose, for outputs wider and taller than long and for short inner
+    /// dimensions; the scratch is left alone when it is not needed.
     #[test]
     fn a_gradient_product_is_the_sum_of_its_products_either_way() {
         for (m, n, k) in [(3, 7, 20), (7, 3, 20), (3, 7, 5), (5, 5, 30), (16, 40, 81), (1, 2, 3)] {
@@ -597,14 +620,28 @@ mod tests {
                 .collect();
             let (tall, wide) = (Strided::rows_of(m).transposed(), Strided::rows_of(n));
             let terms = [((&x[..], tall), (&dy[..], wide)), ((&dy2[..], tall), (&a[..], wide))];
-            let mut out = vec![f64::NAN; m * n];
-            let mut scratch = vec![f64::NAN; m * n];
-            // SAFETY: the strides stay inside the operands, `out` holds m x n entries.
-            unsafe { gradient_product((m, n, k), &mut out, &terms, &mut scratch) };
-            assert_eq!(out, expected, "{m} x {n}, inner {k}");
-            let turns = gradient_product_turns(m, n, k);
-            assert_eq!(turns, m < n && k > n);
-            assert_eq!(scratch.iter().all(|v| v.is_nan()), !turns, "{m} x {n}, inner {k}: scratch used only turned");
+            for turned in [false, true] {
+                let mut out = vec![f64::NAN; m * n];
+                let mut scratch = vec![f64::NAN; m * n];
+                // SAFETY: the strides stay inside the operands, `out` holds m x n entries.
+                unsafe { sum_of_products((m, n, k), &mut out, &terms, &mut scratch, turned) };
+                assert_eq!(out, expected, "{m} x {n}, inner {k}, turned {turned}");
+                assert_eq!(scratch.iter().all(|v| v.is_nan()), !turned, "{m} x {n}: scratch used only turned");
+            }
         }
+    }
+
+    /// Only an output wider than tall, over a longer inner dimension, is turned, and only
+    /// where `gemm` runs AVX-512 (the kernels' tests run again under narrower instruction sets).
+    #[test]
+    fn only_wide_gradients_are_turned_and_only_with_avx512() {
+        #[cfg(target_arch = "x86_64")]
+        let avx512 = plugin_api::isa::kernels_isa() == plugin_api::isa::Isa::Avx512;
+        #[cfg(not(target_arch = "x86_64"))]
+        let avx512 = false;
+        assert_eq!(gradient_product_turns(128, 512, 1296), avx512);
+        assert!(!gradient_product_turns(512, 128, 1296));
+        assert!(!gradient_product_turns(128, 128, 1296));
+        assert!(!gradient_product_turns(128, 512, 81));
     }
 }
