@@ -168,31 +168,34 @@ pub(crate) type ProductTerms<'a, T> = [((&'a [T], Strided), (&'a [T], Strided))]
 /// `k` (the batch's rows) is longer than the output's sides. With its AVX-512 kernels `gemm`
 /// runs such a product 6-10 % faster when its output has at least as many rows as columns
 /// (Zen 4, benchmark record (56); its AVX2 kernels lean the other way, by 2-5 %), so there a
-/// wider output is summed as its transpose `sum_i rhs_i^T lhs_i^T` in `scratch` (room for
-/// `m n`, untouched otherwise) and turned into `dst` by register tiles.
+/// wider output is summed as its transpose `sum_i rhs_i^T lhs_i^T` and turned into `dst` by
+/// register tiles: in `scratch` when given (room for `m n`), else in the thread's scratch.
 ///
 /// # Safety
 /// As [`product`]'s for the operands; `dst` holds the `m n` entries, each written.
 pub(crate) unsafe fn gradient_product<T: Real>(
-    dims: (usize, usize, usize),
+    (m, n, k): (usize, usize, usize),
     dst: &mut [T],
     terms: &ProductTerms<T>,
-    scratch: &mut [T],
+    scratch: Option<&mut [T]>,
 ) {
-    let turned = gradient_product_turns(dims.0, dims.1, dims.2);
+    let turned = gemm_runs_avx512() && m < n && k > n;
     // SAFETY: as this function's.
-    unsafe { sum_of_products(dims, dst, terms, scratch, turned) }
+    match (turned, scratch) {
+        (false, _) => unsafe { sum_of_products((m, n, k), dst, terms, &mut [], false) },
+        (true, Some(scratch)) => unsafe { sum_of_products((m, n, k), dst, terms, scratch, true) },
+        (true, None) => with_scratch(m * n, |scratch| unsafe { sum_of_products((m, n, k), dst, terms, scratch, true) }),
+    }
 }
 
-/// Whether [`gradient_product`] sums the transpose of its `m x n` output (and needs scratch):
-/// where the kernels run AVX-512 (as `gemm` does on such a processor), for an output wider
-/// than tall.
-pub(crate) fn gradient_product_turns(m: usize, n: usize, k: usize) -> bool {
+/// Whether `gemm` multiplies with its AVX-512 kernels, as it does where the processor has them
+/// and the kernels are not capped below (`avx2-emulation.sh` builds it without them and caps
+/// the kernels at AVX2 alike).
+fn gemm_runs_avx512() -> bool {
     #[cfg(target_arch = "x86_64")]
-    let avx512 = plugin_api::isa::kernels_isa() == plugin_api::isa::Isa::Avx512;
+    return plugin_api::isa::kernels_isa() == plugin_api::isa::Isa::Avx512;
     #[cfg(not(target_arch = "x86_64"))]
-    let avx512 = false;
-    avx512 && m < n && k > n
+    false
 }
 
 /// [`gradient_product`] as it is or, with `turned`, as its transpose in `scratch`.
@@ -383,9 +386,8 @@ fn backward<T: Real>(
         true => (n, k, ((dy, sdy.transposed()), (x, sx))),
         false => (k, n, ((x, sx.transposed()), (dy, sdy))),
     };
-    let scratch_len = if gradient_product_turns(rows, cols, m) { rows * cols } else { 0 };
     // SAFETY: as above.
-    with_scratch(scratch_len, |scratch| unsafe { gradient_product((rows, cols, m), dw, &[term], scratch) });
+    unsafe { gradient_product((rows, cols, m), dw, &[term], None) };
     // `db`, zero-filled for the sums below to add into.
     out.resize(m * k + k * n + bias_len, T::zero());
     let db = &mut out[m * k + k * n..];
@@ -601,7 +603,7 @@ fn add_column_sums<T: Real>(x: &[T], rows: &Rows, out: &mut [T]) {
 
 #[cfg(test)]
 mod tests {
-    use super::{gradient_product_turns, sum_of_products, Strided};
+    use super::{gemm_runs_avx512, gradient_product, sum_of_products, Strided};
 
     /// A weight gradient `x^T dy + dy2^T a` equals the sums written out, summed as it is and
     /// as its transpose, for outputs wider and taller than long and for short inner
@@ -632,16 +634,22 @@ mod tests {
     }
 
     /// Only an output wider than tall, over a longer inner dimension, is turned, and only
-    /// where `gemm` runs AVX-512 (the kernels' tests run again under narrower instruction sets).
+    /// where `gemm` runs AVX-512 (the kernels' tests run again under narrower instruction
+    /// sets): the scratch given is written only then.
     #[test]
     fn only_wide_gradients_are_turned_and_only_with_avx512() {
-        #[cfg(target_arch = "x86_64")]
-        let avx512 = plugin_api::isa::kernels_isa() == plugin_api::isa::Isa::Avx512;
-        #[cfg(not(target_arch = "x86_64"))]
-        let avx512 = false;
-        assert_eq!(gradient_product_turns(128, 512, 1296), avx512);
-        assert!(!gradient_product_turns(512, 128, 1296));
-        assert!(!gradient_product_turns(128, 128, 1296));
-        assert!(!gradient_product_turns(128, 512, 81));
+        let turns = |m: usize, n: usize, k: usize| {
+            let (lhs, rhs) = (vec![1.0f32; k * m], vec![1.0f32; k * n]);
+            let terms = [((&lhs[..], Strided::rows_of(m).transposed()), (&rhs[..], Strided::rows_of(n)))];
+            let (mut out, mut scratch) = (vec![0.0; m * n], vec![f32::NAN; m * n]);
+            // SAFETY: the strides stay inside the operands, `out` holds m x n entries.
+            unsafe { gradient_product((m, n, k), &mut out, &terms, Some(&mut scratch)) };
+            assert!(out.iter().all(|&v| v == k as f32), "{m} x {n}, inner {k}");
+            !scratch.iter().all(|v| v.is_nan())
+        };
+        assert_eq!(turns(128, 512, 1296), gemm_runs_avx512());
+        assert!(!turns(512, 128, 1296));
+        assert!(!turns(128, 128, 1296));
+        assert!(!turns(128, 512, 81));
     }
 }

@@ -196,7 +196,7 @@ fn backward<T: Real>(
         let (dh, activated): (&[T], &[T]) = (dh, activated);
         let terms = [((x, sx.transposed()), (dh, by_rows)), ((dy, sdy.transposed()), (activated, by_rows))];
         // SAFETY: as above.
-        unsafe { gradient_product((k, width, rows), dd, &terms, dt) };
+        unsafe { gradient_product((k, width, rows), dd, &terms, Some(dt)) };
         dg
     });
     out.extend(dg);
