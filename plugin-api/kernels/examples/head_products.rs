@@ -1,5 +1,5 @@
-//! The attention's per-head products alone: the AVX-512 register tiles (`src/head_product.rs`)
-//! beside the `gemm` crate on the same operands, one thread, in cache. The figure to compare
+//! The attention's per-head products alone: the register tiles (`src/head_product.rs`, AVX-512 or
+//! AVX2) beside the `gemm` crate on the same operands, one thread, in cache. The figure to compare
 //! when changing the tiles.
 //!
 //! `cargo run --release -p kernels --example head_products [-- ROUNDS]`.
@@ -140,7 +140,11 @@ fn main() {
             // SAFETY: the operands and `dst` hold these sizes and strides.
             ran &= unsafe { kernels::head_product_f32(product.size, dst.as_mut_ptr(), n, a, b, 1.0, false) };
         });
-        let tiles = if ran { format!("{tiles:6.1}") } else { "none on this processor (no AVX-512)".to_string() };
+        let tiles = if ran {
+            format!("{tiles:6.1}")
+        } else {
+            "none here (the kernels run neither AVX-512 nor AVX2)".to_string()
+        };
         println!("  {:<6} {m}x{n}x{k}  gemm {gemm:6.1}  register tiles {tiles}", product.name);
     }
     // Hyper-SET's scores `Z Zᵀ`: the full product's FLOPs per unit of time, so the rate
@@ -152,6 +156,7 @@ fn main() {
         // SAFETY: `z` is N x p where it lies; `dst` holds N x N.
         ran &= unsafe { kernels::symmetric_head_product_f32((TOKENS, HEAD_DIM), dst.as_mut_ptr(), TOKENS, z, 1.0) };
     });
-    let tiles = if ran { format!("{tiles:6.1}") } else { "none on this processor (no AVX-512)".to_string() };
+    let tiles =
+        if ran { format!("{tiles:6.1}") } else { "none here (the kernels run neither AVX-512 nor AVX2)".to_string() };
     println!("  Z Zᵀ   {TOKENS}x{TOKENS}x{HEAD_DIM}  symmetric register tiles {tiles} (the full product's FLOPs)");
 }

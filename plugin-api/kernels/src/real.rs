@@ -23,7 +23,7 @@ pub(crate) trait Real:
     /// A value of this type from an `f64` constant.
     fn c(v: f64) -> Self;
     /// `dst = scale a b (+ dst)` for one attention head's product by the register tiles of
-    /// `head_product.rs`, where they apply (f32 on AVX-512); `false` (the default, f64's) leaves
+    /// `head_product.rs`, where they apply (f32 on AVX-512 or AVX2); `false` (the default, f64's) leaves
     /// it to `gemm`.
     ///
     /// # Safety

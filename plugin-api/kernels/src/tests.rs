@@ -1248,7 +1248,7 @@ fn f32_softmax_attention_agrees_with_f64() {
 }
 
 /// An op in f32 against the same op in f64, values and every input's gradient: the f32 paths
-/// (the per-head products' AVX-512 tiles among them, `head_product.rs`) within single
+/// (the per-head products' register tiles among them, `head_product.rs`) within single
 /// precision of the f64 ones, which the tests above hold to the composition.
 fn check_f32_against_f64(label: &str, inputs: &[Tensor], op: impl Fn(&[Tensor]) -> Tensor) {
     let run = |dtype: DType| {

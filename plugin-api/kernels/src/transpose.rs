@@ -160,7 +160,7 @@ unsafe fn pairs<T: Real>(src: *const T, dst: *mut T, n: usize, from: usize) {
 }
 
 #[cfg(target_arch = "x86_64")]
-mod avx {
+pub(crate) mod avx {
     use std::arch::x86_64::*;
 
     /// Tile edge: one `__m256` of f32.
@@ -185,9 +185,13 @@ mod avx {
         }
     }
 
-    /// The transpose of an `8 x 8` tile held as eight rows.
+    /// The transpose of an `8 x 8` tile held as eight rows. Also packs the per-head
+    /// products' transposed operands with AVX2 (`head_product/avx2.rs`).
+    ///
+    /// # Safety
+    /// The processor must have AVX (the caller is compiled for it).
     #[inline(always)]
-    unsafe fn transpose(r: [__m256; W]) -> [__m256; W] {
+    pub(crate) unsafe fn transpose(r: [__m256; W]) -> [__m256; W] {
         unsafe {
             // Interleave pairs of rows, then pairs of pairs, then swap the 128-bit halves.
             let t = [
@@ -290,7 +294,7 @@ pub(crate) mod avx512 {
     /// for 8 x 8 (pairs of rows, then pairs of pairs), which leaves in lane `k` of `u[4g + c]`
     /// column `4k + c` of rows `4g..4g + 4`; then two rounds of whole-lane shuffles gather
     /// lane `k` of `u[c]`, `u[4 + c]`, `u[8 + c]`, `u[12 + c]` into row `4k + c`.
-    /// Also packs the per-head products' transposed operands (`head_product.rs`).
+    /// Also packs the per-head products' transposed operands (`head_product/avx512.rs`).
     ///
     /// # Safety
     /// The processor must have AVX-512F (the caller is compiled for it).
