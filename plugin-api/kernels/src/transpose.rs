@@ -66,16 +66,28 @@ pub(crate) fn transpose_into<T: Real>(src: &[T], s: Strided, (rows, cols): (usiz
         return;
     }
     assert!(s.index(rows - 1, cols - 1) < src.len(), "transpose_into: a {rows} x {cols} matrix past its storage");
-    // Rows and columns done by the tiles, which cover `[0, tiled.0) x [0, tiled.1)`.
+    // Rows and columns done by the tiles, which cover `[0, tiled.0) x [0, tiled.1)`; then
+    // what they left: the columns past theirs in their rows, and every row past theirs.
     let tiled = by_tiles(src, s, (rows, cols), dst);
+    by_entries(src, s, (0..tiled.0, tiled.1..cols), rows, dst);
+    by_entries(src, s, (tiled.0..rows, 0..cols), rows, dst);
+}
+
+/// [`transpose_into`] of the entries in `rows x cols` of `s` (a matrix of `height` rows), by
+/// 16 x 16 blocks of single entries.
+fn by_entries<T: Real>(
+    src: &[T],
+    s: Strided,
+    (rows, cols): (std::ops::Range<usize>, std::ops::Range<usize>),
+    height: usize,
+    dst: &mut [T],
+) {
     const BLOCK: usize = 16;
-    for i0 in (0..rows).step_by(BLOCK) {
-        for j0 in (0..cols).step_by(BLOCK) {
-            for i in i0..(i0 + BLOCK).min(rows) {
-                // The tiles' rows are done up to their last column.
-                let from = if i < tiled.0 { tiled.1 } else { 0 };
-                for j in j0.max(from)..(j0 + BLOCK).min(cols) {
-                    dst[j * rows + i] = src[s.index(i, j)];
+    for i0 in rows.clone().step_by(BLOCK) {
+        for j0 in cols.clone().step_by(BLOCK) {
+            for i in i0..(i0 + BLOCK).min(rows.end) {
+                for j in j0..(j0 + BLOCK).min(cols.end) {
+                    dst[j * height + i] = src[s.index(i, j)];
                 }
             }
         }
