@@ -40,25 +40,14 @@ pub unsafe fn product_f32(
     accumulate: bool,
 ) -> bool {
     #[cfg(target_arch = "x86_64")]
-    {
-        use plugin_api::isa::{kernels_isa, Isa};
-        // SAFETY: the kernels run a set only on a processor that has it; the caller vouches
-        // for the matrices.
-        return tiles::PACKED.with(|packed| unsafe {
-            let packed = &mut packed.borrow_mut();
-            match kernels_isa() {
-                Isa::Avx512 => avx512::product(size, dst, dst_rs, a, b, scale, accumulate, packed),
-                Isa::Avx2 => avx2::product(size, dst, dst_rs, a, b, scale, accumulate, packed),
-                Isa::Baseline => return false,
-            }
-            true
-        });
+    if let Some(set) = TileSet::in_use() {
+        // SAFETY: as this function's.
+        unsafe { set.product(size, dst, dst_rs, a, b, scale, accumulate) };
+        return true;
     }
-    #[allow(unreachable_code)]
-    {
-        let _ = (size, dst, dst_rs, a, b, scale, accumulate);
-        false
-    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (size, dst, dst_rs, a, b, scale, accumulate);
+    false
 }
 
 /// `dst (n x n, row stride dst_rs) = scale * a aᵀ` for `a` `n x k` (any strides), the
@@ -76,23 +65,77 @@ pub unsafe fn symmetric_f32(
     scale: f32,
 ) -> bool {
     #[cfg(target_arch = "x86_64")]
-    {
-        use plugin_api::isa::{kernels_isa, Isa};
-        // SAFETY: as in `product_f32`.
-        return tiles::PACKED.with(|packed| unsafe {
-            let packed = &mut packed.borrow_mut();
-            match kernels_isa() {
-                Isa::Avx512 => avx512::symmetric(size, dst, dst_rs, a, scale, packed),
-                Isa::Avx2 => avx2::symmetric(size, dst, dst_rs, a, scale, packed),
-                Isa::Baseline => return false,
-            }
-            true
-        });
+    if let Some(set) = TileSet::in_use() {
+        // SAFETY: as this function's.
+        unsafe { set.symmetric(size, dst, dst_rs, a, scale) };
+        return true;
     }
-    #[allow(unreachable_code)]
-    {
-        let _ = (size, dst, dst_rs, a, scale);
-        false
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (size, dst, dst_rs, a, scale);
+    false
+}
+
+/// The instruction sets the tiles are compiled for.
+#[cfg(target_arch = "x86_64")]
+#[derive(Clone, Copy)]
+enum TileSet {
+    Avx512,
+    Avx2,
+}
+
+#[cfg(target_arch = "x86_64")]
+impl TileSet {
+    /// The set the kernels use (`plugin_api::isa::kernels_isa`), if the tiles have it.
+    fn in_use() -> Option<TileSet> {
+        match plugin_api::isa::kernels_isa() {
+            plugin_api::isa::Isa::Avx512 => Some(TileSet::Avx512),
+            plugin_api::isa::Isa::Avx2 => Some(TileSet::Avx2),
+            plugin_api::isa::Isa::Baseline => None,
+        }
+    }
+
+    /// [`product_f32`] by this set's tiles, with this thread's buffer for packed operands.
+    ///
+    /// # Safety
+    /// As [`product_f32`]; the processor must have the set ([`TileSet::in_use`] says so).
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn product(
+        self,
+        size: (usize, usize, usize),
+        dst: *mut f32,
+        dst_rs: usize,
+        a: tiles::Matrix,
+        b: tiles::Matrix,
+        scale: f32,
+        accumulate: bool,
+    ) {
+        tiles::PACKED.with(|packed| {
+            let packed = &mut packed.borrow_mut();
+            // SAFETY: as this function's.
+            unsafe {
+                match self {
+                    TileSet::Avx512 => avx512::product(size, dst, dst_rs, a, b, scale, accumulate, packed),
+                    TileSet::Avx2 => avx2::product(size, dst, dst_rs, a, b, scale, accumulate, packed),
+                }
+            }
+        })
+    }
+
+    /// [`symmetric_f32`] by this set's tiles, with this thread's buffer for packed operands.
+    ///
+    /// # Safety
+    /// As [`symmetric_f32`]; the processor must have the set.
+    unsafe fn symmetric(self, size: (usize, usize), dst: *mut f32, dst_rs: usize, a: tiles::Matrix, scale: f32) {
+        tiles::PACKED.with(|packed| {
+            let packed = &mut packed.borrow_mut();
+            // SAFETY: as this function's.
+            unsafe {
+                match self {
+                    TileSet::Avx512 => avx512::symmetric(size, dst, dst_rs, a, scale, packed),
+                    TileSet::Avx2 => avx2::symmetric(size, dst, dst_rs, a, scale, packed),
+                }
+            }
+        })
     }
 }
 

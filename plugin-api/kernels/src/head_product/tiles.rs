@@ -287,8 +287,9 @@ pub(super) unsafe fn symmetric<S: Simd>(
 /// `n` rounded up): itself when it already is one, else its copy in `packed`.
 #[inline(always)]
 unsafe fn whole_vector_rows<S: Simd>(k: usize, n: usize, b: Matrix, packed: &mut Vec<f32>) -> (*const f32, usize) {
-    if b.2 == 1 && n.is_multiple_of(S::L) {
-        (b.0, b.1)
+    let (at, b_rs, b_cs) = b;
+    if b_cs == 1 && n.is_multiple_of(S::L) {
+        (at, b_rs)
     } else {
         // SAFETY: the caller's `b` is `k x n` with these strides.
         (unsafe { pack::<S>(k, n, b, packed) }, n.div_ceil(S::L) * S::L)
