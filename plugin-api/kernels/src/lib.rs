@@ -147,6 +147,8 @@ mod scratch;
 mod softmax;
 mod softmax_attention;
 #[cfg(target_arch = "x86_64")]
+mod softmax_row_avx2;
+#[cfg(target_arch = "x86_64")]
 mod softmax_row_avx512;
 mod strided;
 mod tied_attention;

@@ -55,7 +55,8 @@ pub(crate) trait Real:
         false
     }
     /// `y = softmax(x)` over the first `n` entries of `x` and `y` (`x == y` allowed) by
-    /// `softmax_row_avx512.rs` where it applies (f32 on AVX-512), returning `(max, 1 / sum)`;
+    /// `softmax_row_avx512.rs` or `softmax_row_avx2.rs` where one applies (f32 on a processor
+    /// with AVX-512, or AVX2 and FMA), returning `(max, 1 / sum)`;
     /// `None` (the default, f64's) leaves the row to the generic loops of `vector.rs`.
     ///
     /// # Safety
@@ -107,11 +108,13 @@ impl Real for f32 {
     }
     #[inline(always)]
     unsafe fn softmax_row_wide(x: *const f32, y: *mut f32, n: usize) -> Option<(f32, f32)> {
+        // SAFETY: the kernels use an instruction set only on a processor that has it; the
+        // caller vouches for the rows.
         #[cfg(target_arch = "x86_64")]
-        if plugin_api::isa::kernels_isa() == plugin_api::isa::Isa::Avx512 {
-            // SAFETY: the kernels use AVX-512 only on a processor that has it; the caller
-            // vouches for the rows.
-            return Some(unsafe { crate::softmax_row_avx512::softmax_row(x, y, n) });
+        match plugin_api::isa::kernels_isa() {
+            plugin_api::isa::Isa::Avx512 => return Some(unsafe { crate::softmax_row_avx512::softmax_row(x, y, n) }),
+            plugin_api::isa::Isa::Avx2 => return Some(unsafe { crate::softmax_row_avx2::softmax_row(x, y, n) }),
+            plugin_api::isa::Isa::Baseline => {}
         }
         let _ = (x, y, n);
         None

@@ -64,8 +64,10 @@ mod tests {
             });
             assert!(outer.iter().all(|&v| v == 2.0));
         });
-        // In debug builds (the tests') every call starts from NaN.
-        with_scratch::<f32, _>(100, |s| assert!(s.iter().all(|v| v.is_nan())));
+        // In debug builds every call starts from NaN (release builds leave the old values).
+        if cfg!(debug_assertions) {
+            with_scratch::<f32, _>(100, |s| assert!(s.iter().all(|v| v.is_nan())));
+        }
     }
 
     #[test]
