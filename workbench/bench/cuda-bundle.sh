@@ -4,14 +4,13 @@
 #
 #   CUDA_COMPUTE_CAP=90 CARGO_TARGET_DIR=/tmp/tcuda workbench/bench/cuda-bundle.sh cuda-bundle.tar.xz
 #
-# then, on the GPU machine, in a copy of the repository:
+# then, on the GPU machine, in a copy of the repository, `cuda-device.sh` unpacks it where it
+# was built (the test programs name the workbench by the absolute path cargo gave it; the
+# archive's RELEASE_DIR holds it) and runs `cuda-check.sh`:
 #
-#   mkdir -p /tmp/tcuda/release target && tar -xJf cuda-bundle.tar.xz -C /tmp/tcuda/release
-#   ln -sfn /tmp/tcuda/release target/release
-#   LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}:/tmp/tcuda/release/lib workbench/bench/cuda-check.sh
+#   TIME_LIMIT=460 workbench/bench/cuda-device.sh cuda-bundle.tar.xz 2>&1 | tee check.log
 #
-# Unpack under the same CARGO_TARGET_DIR as the build: the test programs name the workbench by
-# the absolute path cargo gave it. The build needs `nvcc` (on PATH, or CUDA_ROOT) and the CUDA
+# The build needs `nvcc` (on PATH, or CUDA_ROOT) and the CUDA
 # headers, and links candle's kernels against `libcudart.so`; NVIDIA's wheels on PyPI hold them
 # (nvidia-cuda-nvcc, nvidia-cuda-runtime, nvidia-cuda-crt, nvidia-nvvm and nvidia-cuda-cccl, all
 # of the driver's CUDA version, unzipped into one folder: CUDA_ROOT is its nvidia/cu13, and
@@ -32,6 +31,7 @@ newest() { find "$target/release/deps" -maxdepth 1 -type f -executable -name "$1
 stage="$(mktemp -d)"
 trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/deps"
+realpath -m "$target/release" >"$stage/RELEASE_DIR"
 cp "$target/release/workbench" "$stage/"
 for plugin in hyperset transformer crate_layer energy_transformer intrinsic cem mlp sudoku image_task language; do
     cp "$target/release/lib$plugin.so" "$stage/"
