@@ -23,7 +23,10 @@ command="${1:-}"
 
 build() {
     mkdir -p "$copy"
-    git ls-files -z --cached --others --exclude-standard | tar --null -T - -cf - | tar -xf - -C "$copy"
+    # Tracked and untracked files, less those deleted in the working tree.
+    git ls-files -z --cached --others --exclude-standard |
+        while IFS= read -r -d '' file; do if [[ -e "$file" ]]; then printf '%s\0' "$file"; fi; done |
+        tar --null -T - -cf - | tar -xf - -C "$copy"
     sed -i 's/gemm = { version = "0.19", features = \["x86-v4"\] }/gemm = "0.19"/' \
         "$copy/plugin-api/Cargo.toml" "$copy/plugin-api/kernels/Cargo.toml"
     if grep -rn --include=Cargo.toml --exclude-dir=target '^[^#]*x86-v4' "$copy"; then

@@ -135,6 +135,8 @@ mod energy_attention;
 pub mod flops;
 mod gpu;
 mod head_product;
+#[cfg(target_arch = "x86_64")]
+mod lanes;
 mod layer_norm;
 mod linear;
 mod lower_product;
@@ -147,9 +149,7 @@ mod scratch;
 mod softmax;
 mod softmax_attention;
 #[cfg(target_arch = "x86_64")]
-mod softmax_row_avx2;
-#[cfg(target_arch = "x86_64")]
-mod softmax_row_avx512;
+mod softmax_row_wide;
 mod strided;
 mod tied_attention;
 mod transpose;

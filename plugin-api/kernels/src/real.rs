@@ -55,8 +55,8 @@ pub(crate) trait Real:
         false
     }
     /// `y = softmax(x)` over the first `n` entries of `x` and `y` (`x == y` allowed) by
-    /// `softmax_row_avx512.rs` or `softmax_row_avx2.rs` where one applies (f32 on a processor
-    /// with AVX-512, or AVX2 and FMA), returning `(max, 1 / sum)`;
+    /// `softmax_row_wide.rs` where it applies (f32 on a processor with AVX-512, or AVX2 and
+    /// FMA), returning `(max, 1 / sum)`;
     /// `None` (the default, f64's) leaves the row to the generic loops of `vector.rs`.
     ///
     /// # Safety
@@ -112,8 +112,10 @@ impl Real for f32 {
         // caller vouches for the rows.
         #[cfg(target_arch = "x86_64")]
         match plugin_api::isa::kernels_isa() {
-            plugin_api::isa::Isa::Avx512 => return Some(unsafe { crate::softmax_row_avx512::softmax_row(x, y, n) }),
-            plugin_api::isa::Isa::Avx2 => return Some(unsafe { crate::softmax_row_avx2::softmax_row(x, y, n) }),
+            plugin_api::isa::Isa::Avx512 => {
+                return Some(unsafe { crate::softmax_row_wide::softmax_row_avx512(x, y, n) })
+            }
+            plugin_api::isa::Isa::Avx2 => return Some(unsafe { crate::softmax_row_wide::softmax_row_avx2(x, y, n) }),
             plugin_api::isa::Isa::Baseline => {}
         }
         let _ = (x, y, n);

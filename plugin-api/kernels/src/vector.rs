@@ -185,7 +185,7 @@ fn horner<const FMA: bool, const N: usize>(x: f32, coefficients: [f32; N]) -> f3
 }
 
 /// The constants of [`exp_f32`], shared with the explicit vector code of
-/// `softmax_row_avx512.rs` and `softmax_row_avx2.rs`, which compute the same values.
+/// `softmax_row_wide.rs`, which computes the same values.
 pub(crate) mod exp_f32_constants {
     /// Inputs are clamped to `[LOWEST, HIGHEST]`; below `LOWEST` the result is 0.
     pub(crate) const LOWEST: f32 = -87.3;

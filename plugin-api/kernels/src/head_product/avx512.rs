@@ -3,56 +3,12 @@
 //! up to 24 rows for a block of one vector.
 
 use super::tiles::{columns_by_table, entry_points, pack_entries, Matrix, Simd};
+use crate::lanes::{Avx512, Lanes};
 use std::arch::x86_64::*;
 
-pub(super) struct Avx512;
-
 impl Simd for Avx512 {
-    const L: usize = 16;
-    type V = __m512;
-    type Mask = __mmask16;
     type Block = [__m512; 16];
 
-    #[inline(always)]
-    unsafe fn zero() -> __m512 {
-        unsafe { _mm512_setzero_ps() }
-    }
-    #[inline(always)]
-    unsafe fn splat(x: f32) -> __m512 {
-        unsafe { _mm512_set1_ps(x) }
-    }
-    #[inline(always)]
-    unsafe fn load(p: *const f32) -> __m512 {
-        unsafe { _mm512_loadu_ps(p) }
-    }
-    #[inline(always)]
-    unsafe fn store(p: *mut f32, v: __m512) {
-        unsafe { _mm512_storeu_ps(p, v) }
-    }
-    #[inline(always)]
-    unsafe fn first(lanes: usize) -> __mmask16 {
-        ((1u32 << lanes) - 1) as __mmask16
-    }
-    #[inline(always)]
-    unsafe fn load_masked(mask: __mmask16, p: *const f32) -> __m512 {
-        unsafe { _mm512_maskz_loadu_ps(mask, p) }
-    }
-    #[inline(always)]
-    unsafe fn store_masked(mask: __mmask16, p: *mut f32, v: __m512) {
-        unsafe { _mm512_mask_storeu_ps(p, mask, v) }
-    }
-    #[inline(always)]
-    unsafe fn fmadd(a: __m512, b: __m512, c: __m512) -> __m512 {
-        unsafe { _mm512_fmadd_ps(a, b, c) }
-    }
-    #[inline(always)]
-    unsafe fn mul(a: __m512, b: __m512) -> __m512 {
-        unsafe { _mm512_mul_ps(a, b) }
-    }
-    #[inline(always)]
-    unsafe fn add(a: __m512, b: __m512) -> __m512 {
-        unsafe { _mm512_add_ps(a, b) }
-    }
     #[inline(always)]
     unsafe fn load_block(p: *const f32, rs: usize, rows: usize, mask: __mmask16) -> [__m512; 16] {
         unsafe {

@@ -1,7 +1,9 @@
 //! The register tiles of the per-head products, written once over the vectors of an
-//! instruction set ([`Simd`]: `avx512.rs`, `avx2.rs`). Everything here is inlined into the
-//! entry points each set compiles with its own target features ([`entry_points!`]).
+//! instruction set ([`Lanes`], and [`Simd`] for the tiles' blocks: `avx512.rs`, `avx2.rs`).
+//! Everything here is inlined into the entry points each set compiles with its own target
+//! features ([`entry_points!`]).
 
+use crate::lanes::Lanes;
 use std::cell::RefCell;
 
 thread_local! {
@@ -12,31 +14,13 @@ thread_local! {
 /// A matrix read where it is: first entry, row stride, column stride.
 pub(super) type Matrix = (*const f32, usize, usize);
 
-/// The f32 vectors of one instruction set, as the tiles use them. Every function is called
-/// only from code compiled for that set.
-pub(super) trait Simd {
-    /// f32 lanes of a vector.
-    const L: usize;
-    type V: Copy;
-    /// Which lanes of a vector a masked load or store touches.
-    type Mask: Copy;
+/// What the tiles need of an instruction set beyond its vectors ([`Lanes`]): whole `L x L`
+/// blocks, their transposes in registers, and the column blocks its registers allow. Every
+/// function is called only from code compiled for that set.
+pub(super) trait Simd: Lanes {
     /// An `L x L` tile held as `L` row vectors.
     type Block;
 
-    unsafe fn zero() -> Self::V;
-    unsafe fn splat(x: f32) -> Self::V;
-    unsafe fn load(p: *const f32) -> Self::V;
-    unsafe fn store(p: *mut f32, v: Self::V);
-    /// The first `lanes` lanes (1 to `L`).
-    unsafe fn first(lanes: usize) -> Self::Mask;
-    /// The lanes of `mask` from `p`, zeros in the others (which are not read).
-    unsafe fn load_masked(mask: Self::Mask, p: *const f32) -> Self::V;
-    /// The lanes of `mask` to `p` (the others are not written).
-    unsafe fn store_masked(mask: Self::Mask, p: *mut f32, v: Self::V);
-    /// `a * b + c`, rounded once.
-    unsafe fn fmadd(a: Self::V, b: Self::V, c: Self::V) -> Self::V;
-    unsafe fn mul(a: Self::V, b: Self::V) -> Self::V;
-    unsafe fn add(a: Self::V, b: Self::V) -> Self::V;
     /// Rows `0..rows` of the tile at `p` (row stride `rs`), each through `mask`; zero rows
     /// after them.
     unsafe fn load_block(p: *const f32, rs: usize, rows: usize, mask: Self::Mask) -> Self::Block;
@@ -156,13 +140,13 @@ macro_rules! columns_by_table {
             scale: f32,
             accumulate: bool,
         ) {
-            const L: usize = <$simd as $crate::head_product::tiles::Simd>::L;
+            const L: usize = <$simd as $crate::lanes::Lanes>::L;
             unsafe {
                 let mut start = 0;
                 while start < n {
                     let vectors = $crate::head_product::tiles::block_vectors((n - start).div_ceil(L), $block);
                     let cols = (n - start).min(vectors * L);
-                    let last = <$simd as $crate::head_product::tiles::Simd>::first(cols - (vectors - 1) * L);
+                    let last = <$simd as $crate::lanes::Lanes>::first(cols - (vectors - 1) * L);
                     let (b, dst) = ((b.add(start), b_rs), dst.add(start));
                     match vectors {
                         $($nv => $crate::head_product::tiles::rows!(
