@@ -10,8 +10,8 @@
 #
 #   TIME_LIMIT=460 workbench/bench/cuda-device.sh cuda-bundle.tar.xz 2>&1 | tee check.log
 #
-# The build needs `nvcc` (on PATH, or CUDA_ROOT) and the CUDA
-# headers, and links candle's kernels against `libcudart.so`; NVIDIA's wheels on PyPI hold them
+# The build needs `nvcc` (on PATH, or CUDA_ROOT) and the CUDA headers, and links candle's
+# kernels against `libcudart.so`; NVIDIA's wheels on PyPI hold them (cuda-toolchain.sh sets them up)
 # (nvidia-cuda-nvcc, nvidia-cuda-runtime, nvidia-cuda-crt, nvidia-nvvm and nvidia-cuda-cccl, all
 # of the driver's CUDA version, unzipped into one folder: CUDA_ROOT is its nvidia/cu13, and
 # LIBRARY_PATH its lib, with a link libcudart.so -> libcudart.so.13). CUDA_COMPUTE_CAP (90 for

@@ -40,9 +40,9 @@ pub unsafe fn product_f32(
     accumulate: bool,
 ) -> bool {
     #[cfg(target_arch = "x86_64")]
-    if let Some(set) = TileSet::in_use() {
-        // SAFETY: as this function's.
-        unsafe { set.product(size, dst, dst_rs, a, b, scale, accumulate) };
+    if let Some(set) = crate::lanes::Set::in_use() {
+        // SAFETY: as this function's; the processor has the set in use.
+        unsafe { product_in(set, size, dst, dst_rs, a, b, scale, accumulate) };
         return true;
     }
     #[cfg(not(target_arch = "x86_64"))]
@@ -65,9 +65,9 @@ pub unsafe fn symmetric_f32(
     scale: f32,
 ) -> bool {
     #[cfg(target_arch = "x86_64")]
-    if let Some(set) = TileSet::in_use() {
-        // SAFETY: as this function's.
-        unsafe { set.symmetric(size, dst, dst_rs, a, scale) };
+    if let Some(set) = crate::lanes::Set::in_use() {
+        // SAFETY: as this function's; the processor has the set in use.
+        unsafe { symmetric_in(set, size, dst, dst_rs, a, scale) };
         return true;
     }
     #[cfg(not(target_arch = "x86_64"))]
@@ -75,68 +75,57 @@ pub unsafe fn symmetric_f32(
     false
 }
 
-/// The instruction sets the tiles are compiled for.
+/// [`product_f32`] by the tiles of `set`, with this thread's buffer for packed operands.
+///
+/// # Safety
+/// As [`product_f32`]; the processor must have `set`.
 #[cfg(target_arch = "x86_64")]
-#[derive(Clone, Copy)]
-enum TileSet {
-    Avx512,
-    Avx2,
+#[allow(clippy::too_many_arguments)]
+unsafe fn product_in(
+    set: crate::lanes::Set,
+    size: (usize, usize, usize),
+    dst: *mut f32,
+    dst_rs: usize,
+    a: tiles::Matrix,
+    b: tiles::Matrix,
+    scale: f32,
+    accumulate: bool,
+) {
+    tiles::PACKED.with(|packed| {
+        let packed = &mut packed.borrow_mut();
+        // SAFETY: as this function's.
+        unsafe {
+            match set {
+                crate::lanes::Set::Avx512 => avx512::product(size, dst, dst_rs, a, b, scale, accumulate, packed),
+                crate::lanes::Set::Avx2 => avx2::product(size, dst, dst_rs, a, b, scale, accumulate, packed),
+            }
+        }
+    })
 }
 
+/// [`symmetric_f32`] by the tiles of `set`, with this thread's buffer for packed operands.
+///
+/// # Safety
+/// As [`symmetric_f32`]; the processor must have `set`.
 #[cfg(target_arch = "x86_64")]
-impl TileSet {
-    /// The set the kernels use (`plugin_api::isa::kernels_isa`), if the tiles have it.
-    fn in_use() -> Option<TileSet> {
-        match plugin_api::isa::kernels_isa() {
-            plugin_api::isa::Isa::Avx512 => Some(TileSet::Avx512),
-            plugin_api::isa::Isa::Avx2 => Some(TileSet::Avx2),
-            plugin_api::isa::Isa::Baseline => None,
+unsafe fn symmetric_in(
+    set: crate::lanes::Set,
+    size: (usize, usize),
+    dst: *mut f32,
+    dst_rs: usize,
+    a: tiles::Matrix,
+    scale: f32,
+) {
+    tiles::PACKED.with(|packed| {
+        let packed = &mut packed.borrow_mut();
+        // SAFETY: as this function's.
+        unsafe {
+            match set {
+                crate::lanes::Set::Avx512 => avx512::symmetric(size, dst, dst_rs, a, scale, packed),
+                crate::lanes::Set::Avx2 => avx2::symmetric(size, dst, dst_rs, a, scale, packed),
+            }
         }
-    }
-
-    /// [`product_f32`] by this set's tiles, with this thread's buffer for packed operands.
-    ///
-    /// # Safety
-    /// As [`product_f32`]; the processor must have the set ([`TileSet::in_use`] says so).
-    #[allow(clippy::too_many_arguments)]
-    unsafe fn product(
-        self,
-        size: (usize, usize, usize),
-        dst: *mut f32,
-        dst_rs: usize,
-        a: tiles::Matrix,
-        b: tiles::Matrix,
-        scale: f32,
-        accumulate: bool,
-    ) {
-        tiles::PACKED.with(|packed| {
-            let packed = &mut packed.borrow_mut();
-            // SAFETY: as this function's.
-            unsafe {
-                match self {
-                    TileSet::Avx512 => avx512::product(size, dst, dst_rs, a, b, scale, accumulate, packed),
-                    TileSet::Avx2 => avx2::product(size, dst, dst_rs, a, b, scale, accumulate, packed),
-                }
-            }
-        })
-    }
-
-    /// [`symmetric_f32`] by this set's tiles, with this thread's buffer for packed operands.
-    ///
-    /// # Safety
-    /// As [`symmetric_f32`]; the processor must have the set.
-    unsafe fn symmetric(self, size: (usize, usize), dst: *mut f32, dst_rs: usize, a: tiles::Matrix, scale: f32) {
-        tiles::PACKED.with(|packed| {
-            let packed = &mut packed.borrow_mut();
-            // SAFETY: as this function's.
-            unsafe {
-                match self {
-                    TileSet::Avx512 => avx512::symmetric(size, dst, dst_rs, a, scale, packed),
-                    TileSet::Avx2 => avx2::symmetric(size, dst, dst_rs, a, scale, packed),
-                }
-            }
-        })
-    }
+    })
 }
 
 #[cfg(test)]

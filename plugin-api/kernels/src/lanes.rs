@@ -10,6 +10,24 @@ mod avx512;
 pub(crate) use avx2::Avx2;
 pub(crate) use avx512::Avx512;
 
+/// The instruction sets the kernels written over [`Lanes`] are compiled for.
+#[derive(Clone, Copy)]
+pub(crate) enum Set {
+    Avx512,
+    Avx2,
+}
+
+impl Set {
+    /// The set the kernels use (`plugin_api::isa::kernels_isa`), if it is one of these.
+    pub(crate) fn in_use() -> Option<Set> {
+        match plugin_api::isa::kernels_isa() {
+            plugin_api::isa::Isa::Avx512 => Some(Set::Avx512),
+            plugin_api::isa::Isa::Avx2 => Some(Set::Avx2),
+            plugin_api::isa::Isa::Baseline => None,
+        }
+    }
+}
+
 /// The f32 vectors of one instruction set. Every function is called only from code compiled
 /// for that set.
 pub(crate) trait Lanes {

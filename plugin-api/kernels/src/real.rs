@@ -108,15 +108,10 @@ impl Real for f32 {
     }
     #[inline(always)]
     unsafe fn softmax_row_wide(x: *const f32, y: *mut f32, n: usize) -> Option<(f32, f32)> {
-        // SAFETY: the kernels use an instruction set only on a processor that has it; the
-        // caller vouches for the rows.
         #[cfg(target_arch = "x86_64")]
-        match plugin_api::isa::kernels_isa() {
-            plugin_api::isa::Isa::Avx512 => {
-                return Some(unsafe { crate::softmax_row_wide::softmax_row_avx512(x, y, n) })
-            }
-            plugin_api::isa::Isa::Avx2 => return Some(unsafe { crate::softmax_row_wide::softmax_row_avx2(x, y, n) }),
-            plugin_api::isa::Isa::Baseline => {}
+        if let Some(set) = crate::lanes::Set::in_use() {
+            // SAFETY: the processor has the set in use; the caller vouches for the rows.
+            return Some(unsafe { crate::softmax_row_wide::softmax_row_in(set, x, y, n) });
         }
         let _ = (x, y, n);
         None

@@ -10,27 +10,34 @@
 //! operations, fused multiply-adds included); the sum is taken in another order, so the
 //! weights agree with the generic path's to a unit or two in the last place.
 
-use crate::lanes::{Avx2, Avx512, Lanes};
+use crate::lanes::{Avx2, Avx512, Lanes, Set};
 
-/// `y = softmax(x)` over `n` entries with AVX-512; returns `(max, 1 / sum)`, as
+/// `y = softmax(x)` over `n` entries with the vectors of `set`; returns `(max, 1 / sum)`, as
 /// `vector::softmax_row`. `x` and `y` may be the same row (each entry is read before it is
 /// written).
 ///
 /// # Safety
-/// The processor must have AVX-512F; `x` and `y` must address `n` values each.
-#[target_feature(enable = "avx512f")]
-pub(crate) unsafe fn softmax_row_avx512(x: *const f32, y: *mut f32, n: usize) -> (f32, f32) {
+/// The processor must have `set` ([`Set::in_use`]); `x` and `y` must address `n` values each.
+#[inline(always)]
+pub(crate) unsafe fn softmax_row_in(set: Set, x: *const f32, y: *mut f32, n: usize) -> (f32, f32) {
     // SAFETY: as this function's.
+    unsafe {
+        match set {
+            Set::Avx512 => softmax_row_avx512(x, y, n),
+            Set::Avx2 => softmax_row_avx2(x, y, n),
+        }
+    }
+}
+
+#[target_feature(enable = "avx512f")]
+unsafe fn softmax_row_avx512(x: *const f32, y: *mut f32, n: usize) -> (f32, f32) {
+    // SAFETY: as `softmax_row_in`'s.
     unsafe { softmax_row::<Avx512>(x, y, n) }
 }
 
-/// [`softmax_row_avx512`] with AVX2 and FMA.
-///
-/// # Safety
-/// The processor must have AVX2 and FMA; `x` and `y` must address `n` values each.
 #[target_feature(enable = "avx2,fma")]
-pub(crate) unsafe fn softmax_row_avx2(x: *const f32, y: *mut f32, n: usize) -> (f32, f32) {
-    // SAFETY: as this function's.
+unsafe fn softmax_row_avx2(x: *const f32, y: *mut f32, n: usize) -> (f32, f32) {
+    // SAFETY: as `softmax_row_in`'s.
     unsafe { softmax_row::<Avx2>(x, y, n) }
 }
 
