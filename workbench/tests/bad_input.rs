@@ -1,7 +1,7 @@
 //! Bad input gets one clear message and a non-zero exit, never a panic, and stored runs are
 //! left as they were.
 
-mod common;
+use crate::common;
 
 use common::{run, temp_dir, workbench};
 use std::path::Path;

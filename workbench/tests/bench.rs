@@ -1,7 +1,7 @@
 //! `workbench bench`: throughput figures, and the side-by-side PyTorch reference (`--reference`)
 //! driven through stand-ins for Python, since tests never need PyTorch.
 
-mod common;
+use crate::common;
 
 use common::{run, temp_dir, workbench};
 use std::path::{Path, PathBuf};

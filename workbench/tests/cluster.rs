@@ -3,7 +3,7 @@
 //! sets `WORKBENCH_TEST_SLURM` and `WORKBENCH_TEST_POSTGRES`). Without them the tests skip with
 //! a message, except under CI, where they fail.
 
-mod common;
+use crate::common;
 
 use common::proxy::CuttableProxy;
 use common::stores::{Backend, TestDb};

@@ -1,6 +1,6 @@
 //! `workbench completions SHELL` and `workbench man` describe the real command line.
 
-mod common;
+use crate::common;
 
 use common::{run, temp_dir, workbench};
 

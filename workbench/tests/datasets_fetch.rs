@@ -2,10 +2,7 @@
 //! files made here (never the network): a verified and unpacked download, a corrupted one
 //! rejected and removed, a broken one resumed by the next run, and the listing.
 
-mod common;
-
-#[path = "../../datasets/src/fetch/test_server.rs"]
-mod test_server;
+use crate::{common, test_server};
 
 use common::{run, temp_dir, workbench};
 use datasets::fetch::Digests;

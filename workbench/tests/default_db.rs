@@ -1,7 +1,7 @@
 //! Outside a checkout the default store is runs.db in the current directory; the command
 //! that creates it says where, once.
 
-mod common;
+use crate::common;
 
 use common::{run, temp_dir};
 use std::process::Command;

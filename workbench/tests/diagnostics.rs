@@ -1,6 +1,6 @@
 //! Per-iteration diagnostics recorded at every evaluation, end to end through the real binary.
 
-mod common;
+use crate::common;
 
 use common::{temp_dir, train_tiny};
 use std::collections::{BTreeMap, BTreeSet};

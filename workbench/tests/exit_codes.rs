@@ -2,7 +2,7 @@
 //! 2 a usage or configuration error, 3 a failed run, 4 a diverged run, 130 interrupted. Uses
 //! the fixture layer `panicking` (workbench/tests/fixtures), which fails or diverges on demand.
 
-mod common;
+use crate::common;
 
 use common::{fixture_train_args, plugin_dir_with, run, temp_dir, workbench, TestDir};
 use std::path::Path;

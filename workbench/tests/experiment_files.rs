@@ -2,7 +2,7 @@
 //! line winning), `runs show N --config` reproducing a run bit for bit, `sweep --config`,
 //! and bad files refused with the file, table and key named.
 
-mod common;
+use crate::common;
 
 use common::{run, show, temp_dir, train_losses, workbench};
 

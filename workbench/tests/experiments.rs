@@ -3,7 +3,7 @@
 //! and its model has the parameter count its seed gives, or the count derived from the seed's
 //! where this project's model differs (each case says why).
 
-mod common;
+use crate::common;
 
 use candle_core::{DType, Device};
 use plugin_api::Value;

@@ -2,7 +2,7 @@
 //! and over, while the database stays intact, no committed row is lost, and the run, resumed
 //! after every kill, ends with exactly the rows of an uninterrupted run.
 
-mod common;
+use crate::common;
 
 use common::{run, temp_dir, workbench};
 use rand::{Rng, SeedableRng};

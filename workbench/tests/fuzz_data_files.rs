@@ -3,7 +3,7 @@
 //! noise, header fields set to extremes, no line breaks, gzip of the result) and loads it as a
 //! run would (the generator is seeded: the same cases every time); every case must end within a time limit with the data or an error, never a panic.
 
-mod common;
+use crate::common;
 
 use datasets::images::{load_cifar10, load_mnist, MnistVariant};
 use datasets::sudoku::{generate, load_csv, Difficulty};

@@ -3,7 +3,7 @@
 //! configuration must answer each within seconds, accepted or refused with a message, and never
 //! panic.
 
-mod common;
+use crate::common;
 
 use plugin_api::{ParamKind, ParamSpec, PluginKind};
 use rand::rngs::StdRng;

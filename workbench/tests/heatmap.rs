@@ -1,7 +1,7 @@
 //! `workbench ablation --heatmap`: a tiny hyperset sweep over layers × iterations on Sudoku,
 //! laid out as text, JSON and images, checked against the runs' stored metrics.
 
-mod common;
+use crate::common;
 
 use common::{run, temp_dir, train_tiny, workbench};
 use serde_json::Value;

@@ -8,8 +8,8 @@
 //! directory, see `scratch_workspace`): a few seconds each. They print the reload timing
 //! (the benchmark figure of the README) with `--nocapture`.
 
-mod common;
-mod scratch_workspace;
+use crate::common;
+use crate::scratch_workspace;
 
 use plugin_api::candle::{DType, Device, Tensor};
 use plugin_api::{Config, Pass, PluginKind};

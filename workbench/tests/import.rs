@@ -2,7 +2,7 @@
 //! PyTorch computed on the same boards (`tests/fixtures/import`, written by
 //! `make_import_fixtures.py`).
 
-mod common;
+use crate::common;
 
 use candle_core::{Device, Tensor};
 use common::{run, show, temp_dir, workbench};

@@ -2,7 +2,7 @@
 //! "Machine-readable output"). `train --json`, `bench --json` and the exit codes are tested
 //! with their commands.
 
-mod common;
+use crate::common;
 
 use common::{fixture_train_args, plugin_dir_with, run, temp_dir, workbench};
 use serde_json::Value;

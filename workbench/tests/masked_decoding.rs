@@ -1,7 +1,7 @@
 //! Masked image modelling evaluated by MaskGIT's iterative decoding through the host: the
 //! task runs the layer several times per evaluation batch (`TaskModel::evaluate_decoding`).
 
-mod common;
+use crate::common;
 
 use common::{run, show, temp_dir, workbench};
 

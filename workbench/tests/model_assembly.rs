@@ -1,7 +1,7 @@
 //! Models assembled from two plugin libraries (layer + task), each with its own copy of
 //! candle: exact parameter counts and correct gradients across the copies.
 
-mod common;
+use crate::common;
 
 use candle_core::{DType, Device, Tensor};
 use plugin_api::{Config, Pass, PluginKind, Value};

@@ -1,6 +1,6 @@
 //! The operations on runs that the command line and the TUI share (`workbench::ops`).
 
-mod common;
+use crate::common;
 
 use common::plain_run;
 

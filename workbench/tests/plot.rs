@@ -1,6 +1,6 @@
 //! `workbench plot` through the real binary: two tiny runs drawn to PNG and SVG.
 
-mod common;
+use crate::common;
 
 use common::{run, temp_dir, train_tiny, workbench};
 

@@ -6,8 +6,7 @@
 //! It compiles two small crates against the already built dependencies (see
 //! `scratch_workspace`): a few seconds.
 
-mod common;
-mod scratch_workspace;
+use crate::scratch_workspace;
 
 use workbench::host::build::BuildSettings;
 use workbench::host::{build_stale_plugins, BuildOutcome, LoadError, PluginHost};

@@ -1,6 +1,6 @@
 //! The plugin host loads good plugins and reports every bad library without crashing.
 
-mod common;
+use crate::common;
 
 use common::{library, plugin_dir_with, run, temp_dir, workbench};
 use plugin_api::{Config, PluginKind};

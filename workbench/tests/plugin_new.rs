@@ -5,8 +5,8 @@
 //! Slow (it compiles two small crates and their tests against the already built
 //! dependencies): 30-90 s on a small machine.
 
-mod common;
-mod scratch_workspace;
+use crate::common;
+use crate::scratch_workspace;
 
 use common::{run, temp_dir, workbench};
 use std::path::Path;

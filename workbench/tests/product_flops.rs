@@ -2,7 +2,7 @@
 //! against the products written out by hand from the papers' equations, for the two layers
 //! whose shapes are simplest to write out, fused and composed alike.
 
-mod common;
+use crate::common;
 
 use candle_core::{DType, Device};
 use kernels::flops::forward_products;

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use workbench::export::tfevents::{self, Value as TfValue, What};
 use workbench::store::{DiagnosticRow, MetricRow, NewRun, PluginRef, RunStatus, Store, StoreLocation};
 
-mod common;
+use crate::common;
 
 /// A store with three runs (ids 1, 2, 3):
 /// 1. hyperset d=64 lr=0.001, finished, tagged `baseline`, with a NaN eval value and a config

@@ -3,7 +3,7 @@
 //! reports the task's metrics, and a layer that cannot run causally is refused by causal
 //! tasks with a clear reason (the worker's check).
 
-mod common;
+use crate::common;
 
 use candle_core::{DType, Device};
 use plugin_api::{Pass, PluginKind};

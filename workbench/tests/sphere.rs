@@ -1,7 +1,7 @@
 //! Token trajectories on the hypersphere, end to end through the real binary: recorded at every
 //! evaluation, read back, and drawn by `workbench plot --sphere`.
 
-mod common;
+use crate::common;
 
 use common::{run, temp_dir, workbench};
 use std::collections::{BTreeMap, BTreeSet};

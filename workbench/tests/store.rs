@@ -4,9 +4,9 @@
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use crate::{common, on_both_backends};
 use serde_json::json;
 use sqlx::{Connection, SqliteConnection};
-mod common;
 
 use common::stores::{Backend, TestDb};
 use workbench::store::{process_alive, DiagnosticRow, MetricRow, NewRun, PluginRef, RunStatus, Store, StoreError};

@@ -3,7 +3,7 @@
 //! output or hanging up loses nothing; Ctrl-C stops with a checkpoint), and a frozen worker
 //! loses its lease. Uses the fixture layer `panicking` (workbench/tests/fixtures).
 
-mod common;
+use crate::common;
 
 use common::{fixture_train_args, plugin_dir_with, run, temp_dir, workbench, TestDir};
 use serde_json::Value;

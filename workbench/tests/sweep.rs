@@ -1,6 +1,6 @@
 //! Sweeps, the job queue and ablation tables, through the real binary.
 
-mod common;
+use crate::common;
 
 use common::{run, temp_dir, workbench};
 use serde_json::Value;

@@ -1,7 +1,7 @@
 //! End to end through the real binary: a worker process trains, records, checkpoints,
 //! stops on a signal and resumes.
 
-mod common;
+use crate::common;
 
 use common::{run, show, temp_dir, train_losses, workbench};
 use std::io::{BufRead, BufReader};

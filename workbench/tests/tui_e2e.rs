@@ -1,7 +1,7 @@
 //! End to end: the real binary in tmux. Launch a tiny run from the Launch form, see it reach
 //! `finished` on the Runs screen, and quit.
 
-mod common;
+use crate::common;
 
 use common::temp_dir;
 use common::tmux::Tmux;

@@ -1,6 +1,6 @@
 //! `workbench verify` through the real binary.
 
-mod common;
+use crate::common;
 
 use common::{run, temp_dir, workbench};
 

@@ -2,8 +2,8 @@
 //! around the current directory, else the one it was compiled in; `workbench plugins` says
 //! which, and how it was found.
 
-mod common;
-mod scratch_workspace;
+use crate::common;
+use crate::scratch_workspace;
 
 use common::{run, temp_dir, workbench};
 

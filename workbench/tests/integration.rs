@@ -1,0 +1,49 @@
+//! The workbench's integration tests, one module per subject, in one test executable: each
+//! executable links the whole workbench and its dependencies (about 90 MB in a debug build),
+//! so one for all instead of one per file saves gigabytes of disk and most of the linking.
+//! `cargo test -p workbench --test integration cluster::` runs one module's tests.
+//!
+//! Tests that set process-wide state (environment variables read once per process) keep
+//! executables of their own: `lease_after_restart.rs`, `slurm_outage.rs`; so does `cuda.rs`,
+//! which GPU machines build and run on its own.
+
+mod common;
+mod scratch_workspace;
+#[path = "../../datasets/src/fetch/test_server.rs"]
+mod test_server;
+
+mod bad_input;
+mod bench;
+mod cluster;
+mod completions;
+mod datasets_fetch;
+mod default_db;
+mod diagnostics;
+mod exit_codes;
+mod experiment_files;
+mod experiments;
+mod faults;
+mod fuzz_data_files;
+mod fuzz_overrides;
+mod heatmap;
+mod hot_reload;
+mod import;
+mod json_output;
+mod masked_decoding;
+mod model_assembly;
+mod ops;
+mod plot;
+mod plugin_build;
+mod plugin_loading;
+mod plugin_new;
+mod product_flops;
+mod runs_cli;
+mod shapes;
+mod sphere;
+mod store;
+mod supervision;
+mod sweep;
+mod training;
+mod tui_e2e;
+mod verify;
+mod workspace;
