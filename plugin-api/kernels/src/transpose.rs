@@ -11,6 +11,8 @@
 //! element, half the loads and stores), then 8 x 8 tiles for a band left between the two
 //! widths. No crate offers this fused with the sum (transpose crates copy).
 
+#[cfg(target_arch = "x86_64")]
+use crate::lanes::Set;
 use crate::linear::Strided;
 use crate::real::Real;
 
@@ -39,17 +41,17 @@ pub(crate) fn add_transpose_in_place<T: Real>(m: &mut [T], n: usize) {
 unsafe fn add_transpose_raw<T: Real>(src: *const T, dst: *mut T, n: usize) {
     #[cfg(target_arch = "x86_64")]
     if std::any::TypeId::of::<T>() == std::any::TypeId::of::<f32>() {
-        let isa = plugin_api::isa::kernels_isa();
-        if isa == plugin_api::isa::Isa::Avx512 {
+        match Set::in_use() {
             // SAFETY: `T` is `f32` and the processor has AVX-512F (and so AVX).
-            return unsafe {
-                let from = avx512::add_transpose(src.cast(), dst.cast(), n);
-                avx::add_transpose(src.cast(), dst.cast(), n, from)
-            };
-        }
-        if isa == plugin_api::isa::Isa::Avx2 {
+            Some(Set::Avx512) => {
+                return unsafe {
+                    let from = avx512::add_transpose(src.cast(), dst.cast(), n);
+                    avx::add_transpose(src.cast(), dst.cast(), n, from)
+                };
+            }
             // SAFETY: `T` is `f32` and the processor has AVX2 (and so AVX).
-            return unsafe { avx::add_transpose(src.cast(), dst.cast(), n, 0) };
+            Some(Set::Avx2) => return unsafe { avx::add_transpose(src.cast(), dst.cast(), n, 0) },
+            None => {}
         }
     }
     unsafe { pairs(src, dst, n, 0) }
@@ -103,11 +105,11 @@ fn by_tiles<T: Real>(src: &[T], s: Strided, (rows, cols): (usize, usize), dst: &
     if std::any::TypeId::of::<T>() == std::any::TypeId::of::<f32>() && col_stride == 1 {
         let (from, to) = (src[offset..].as_ptr().cast::<f32>(), dst.as_mut_ptr().cast::<f32>());
         // SAFETY: `T` is `f32`; every tile lies inside the matrix (checked by the caller) and
-        // inside `dst`; the instruction sets are the processor's (`kernels_isa`).
-        return match plugin_api::isa::kernels_isa() {
-            plugin_api::isa::Isa::Avx512 => unsafe { avx512::transpose_tiles(from, row_stride, (rows, cols), to) },
-            plugin_api::isa::Isa::Avx2 => unsafe { avx::transpose_tiles(from, row_stride, (rows, cols), to) },
-            plugin_api::isa::Isa::Baseline => (0, 0),
+        // inside `dst`; the instruction sets are the processor's (`Set::in_use`).
+        return match Set::in_use() {
+            Some(Set::Avx512) => unsafe { avx512::transpose_tiles(from, row_stride, (rows, cols), to) },
+            Some(Set::Avx2) => unsafe { avx::transpose_tiles(from, row_stride, (rows, cols), to) },
+            None => (0, 0),
         };
     }
     (0, 0)
