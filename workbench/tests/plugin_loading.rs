@@ -177,6 +177,7 @@ fn a_library_that_aborts_or_hangs_while_loading_is_reported_and_the_host_lives()
         [("abort", "SIGABRT", "own"), ("hang", "did not end within 2 s", "own"), ("abort", "SIGABRT", "off")]
     {
         let dir = temp_dir(&format!("on-load-{mode}-{cache}"));
+        let cache_said = if cache == "off" { ", with the probe cache off" } else { "" };
         let cache = if cache == "off" { "off".into() } else { dir.join("cache").into_os_string() };
         let (code, stdout, stderr) = run(workbench(&dir)
             .env("WORKBENCH_PLUGIN_PATH", &plugins)
@@ -196,7 +197,7 @@ fn a_library_that_aborts_or_hangs_while_loading_is_reported_and_the_host_lives()
             .and_then(|e| e["error"].as_str())
             .expect("the library is reported");
         assert!(message.contains(expected) && message.contains("it was not loaded"), "{mode}: {message}");
-        println!("FIGURE plugin faults: a library constructor that does {mode} at load: reported ({expected}), the host lives");
+        println!("FIGURE plugin faults: a library constructor that does {mode} at load{cache_said}: reported ({expected}), the host lives");
     }
 }
 
