@@ -47,3 +47,33 @@ mod training;
 mod tui_e2e;
 mod verify;
 mod workspace;
+
+/// Cargo builds only the test files named (`autotests = false`): a file added under `tests/`
+/// and named nowhere would never run. Fails naming each such file and where to name it.
+#[test]
+fn every_test_file_is_built() {
+    let crate_dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let root = std::fs::read_to_string(crate_dir.join("tests/integration.rs")).unwrap();
+    let manifest: toml::Table = std::fs::read_to_string(crate_dir.join("Cargo.toml")).unwrap().parse().unwrap();
+    let own_executables: Vec<&str> =
+        manifest["test"].as_array().unwrap().iter().filter_map(|t| t["path"].as_str()).collect();
+    let mut unbuilt = Vec::new();
+    for entry in std::fs::read_dir(crate_dir.join("tests")).unwrap() {
+        let path = entry.unwrap().path();
+        let (Some(stem), Some("rs")) =
+            (path.file_stem().and_then(|s| s.to_str()), path.extension().and_then(|e| e.to_str()))
+        else {
+            continue;
+        };
+        let named = root.lines().any(|l| l == format!("mod {stem};"))
+            || own_executables.contains(&format!("tests/{stem}.rs").as_str());
+        if !named {
+            unbuilt.push(format!("tests/{stem}.rs"));
+        }
+    }
+    assert!(
+        unbuilt.is_empty(),
+        "{unbuilt:?} never run: add `mod NAME;` to tests/integration.rs, or a [[test]] to workbench/Cargo.toml \
+         for a file that needs a process of its own"
+    );
+}
