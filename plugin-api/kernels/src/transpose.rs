@@ -41,18 +41,15 @@ pub(crate) fn add_transpose_in_place<T: Real>(m: &mut [T], n: usize) {
 unsafe fn add_transpose_raw<T: Real>(src: *const T, dst: *mut T, n: usize) {
     #[cfg(target_arch = "x86_64")]
     if std::any::TypeId::of::<T>() == std::any::TypeId::of::<f32>() {
-        match Set::in_use() {
-            // SAFETY: `T` is `f32` and the processor has AVX-512F (and so AVX).
-            Some(Set::Avx512) => {
-                return unsafe {
-                    let from = avx512::add_transpose(src.cast(), dst.cast(), n);
-                    avx::add_transpose(src.cast(), dst.cast(), n, from)
-                };
-            }
-            // SAFETY: `T` is `f32` and the processor has AVX2 (and so AVX).
-            Some(Set::Avx2) => return unsafe { avx::add_transpose(src.cast(), dst.cast(), n, 0) },
-            None => {}
-        }
+        // SAFETY: `T` is `f32` and the processor has the set's instructions (each has AVX).
+        return match Set::in_use() {
+            Some(Set::Avx512) => unsafe {
+                let from = avx512::add_transpose(src.cast(), dst.cast(), n);
+                avx::add_transpose(src.cast(), dst.cast(), n, from)
+            },
+            Some(Set::Avx2) => unsafe { avx::add_transpose(src.cast(), dst.cast(), n, 0) },
+            None => unsafe { pairs(src, dst, n, 0) },
+        };
     }
     unsafe { pairs(src, dst, n, 0) }
 }
