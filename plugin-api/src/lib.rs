@@ -64,6 +64,7 @@
 
 #![warn(missing_docs)]
 
+pub mod blas;
 pub mod error;
 mod export;
 pub mod isa;

@@ -615,9 +615,10 @@ pub fn main() -> i32 {
         std::env::set_var(crate::logging::FILTER_VAR, filter);
     }
     crate::logging::init();
-    // Checked here, before any plugin is loaded: the kernels inside the plugins read it too,
-    // and have no way to report a value they cannot read.
-    if let Err(problem) = plugin_api::isa::requested() {
+    // Checked here, before any plugin is loaded: the kernels inside the plugins read
+    // WORKBENCH_KERNELS_ISA and WORKBENCH_BLAS too, and have no way to report a value they
+    // cannot use.
+    if let Err(problem) = plugin_api::isa::requested().and(plugin_api::blas::requested()) {
         eprintln!("error: {problem}");
         return crate::exit_code::USAGE;
     }

@@ -387,6 +387,43 @@ fn an_unknown_instruction_set_is_refused_with_the_accepted_names() {
     );
 }
 
+/// A `WORKBENCH_BLAS` that names no CBLAS library stops the workbench before it loads a
+/// plugin, with the reason and the fix.
+#[test]
+fn a_blas_library_that_cannot_serve_is_refused_at_start() {
+    use plugin_api::blas::BLAS_VARIABLE;
+    let dir = temp_dir("bench-blas-refused");
+    let not_library = dir.join("libnot-blas.so");
+    std::fs::write(&not_library, "not a library").unwrap();
+    let (code, _, stderr) = run(workbench(&dir).arg("bench").args(TINY).env(BLAS_VARIABLE, &not_library));
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("libnot-blas.so: cannot be loaded") && stderr.contains("unset it"), "{stderr}");
+    let (code, _, stderr) = run(workbench(&dir).arg("runs").env(BLAS_VARIABLE, dir.join("missing.so")));
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("missing.so: no such file"), "{stderr}");
+}
+
+/// The products on Debian's OpenBLAS (`WORKBENCH_BLAS`): the bench trains with them and names
+/// the library; without the variable, `gemm`. Required where CI is set (`.ci/run` installs
+/// `libopenblas0-pthread`).
+#[test]
+fn the_bench_names_the_library_its_products_run_on() {
+    use plugin_api::blas::BLAS_VARIABLE;
+    let library = Path::new("/usr/lib/x86_64-linux-gnu/openblas-pthread/libopenblas.so.0");
+    if !library.is_file() {
+        assert!(std::env::var_os("CI").is_none(), "no OpenBLAS at {}: install libopenblas0-pthread", library.display());
+        eprintln!("skipped: no OpenBLAS at {} (Debian: libopenblas0-pthread)", library.display());
+        return;
+    }
+    let dir = temp_dir("bench-blas");
+    let (code, stdout, stderr) = run(workbench(&dir).arg("bench").args(TINY).env(BLAS_VARIABLE, library));
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("products libopenblas.so.0 (WORKBENCH_BLAS;"), "{stdout}");
+    let (code, stdout, stderr) = run(workbench(&dir).arg("bench").args(TINY).env_remove(BLAS_VARIABLE));
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("products gemm (built in;"), "{stdout}");
+}
+
 /// A training process starts itself again with `glibc.malloc.hugetlb=1` where the kernel gives
 /// huge pages only on request, reports how much of its memory is on them, and gives the
 /// processes it starts (the reference) the environment it was given; a tunable the user set

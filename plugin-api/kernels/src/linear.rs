@@ -105,7 +105,9 @@ pub(crate) fn matrix_of<'a, T: Real>(
 
 /// `dst (m x n, row-major) = lhs (m x k) rhs (k x n)`, written without reading `dst` (gemm's
 /// `read_dst = false` writes every entry, zeros for `k = 0`), so `dst` may be uninitialised;
-/// with `accumulate`, `dst += lhs rhs`.
+/// with `accumulate`, `dst += lhs rhs`. A product on one thread runs on the C BLAS library
+/// `WORKBENCH_BLAS` names, when one does and it can read the operands as they lie
+/// (`plugin_api::blas`); every other on `gemm`.
 ///
 /// # Safety
 /// `dst` must be valid for `m * n` writes, and with `accumulate` for as many reads, all of
@@ -133,8 +135,15 @@ pub(crate) unsafe fn product<T: Real>(
         return;
     }
     let ((a, sa), (b, sb)) = (lhs, rhs);
-    // SAFETY: the strides and offsets come from the layouts candle checked against the
-    // storages, and the caller gives room for `m * n` elements.
+    // SAFETY (both calls): the strides and offsets come from the layouts candle checked
+    // against the storages, and the caller gives room for `m * n` elements.
+    let (a, b) = unsafe { (a.as_ptr().add(sa.offset), b.as_ptr().add(sb.offset)) };
+    if let (gemm::Parallelism::None, Some(blas)) = (parallelism, plugin_api::blas::in_use()) {
+        let (a_strides, b_strides) = ((a, sa.row_stride, sa.col_stride), (b, sb.row_stride, sb.col_stride));
+        if unsafe { blas.product((m, n, k), dst, a_strides, b_strides, accumulate) } {
+            return;
+        }
+    }
     unsafe {
         gemm::gemm(
             m,
@@ -144,10 +153,10 @@ pub(crate) unsafe fn product<T: Real>(
             1,
             n as isize,
             accumulate,
-            a.as_ptr().add(sa.offset),
+            a,
             sa.col_stride as isize,
             sa.row_stride as isize,
-            b.as_ptr().add(sb.offset),
+            b,
             sb.col_stride as isize,
             sb.row_stride as isize,
             // dst = alpha dst + beta lhs rhs (alpha read only with `read_dst`).

@@ -7,7 +7,7 @@ use num_traits::Float;
 
 /// A float element type of the fused kernels.
 pub(crate) trait Real:
-    WithDType + Float + num_traits::NumAssign + Send + Sync + std::iter::Sum + 'static
+    WithDType + Float + num_traits::NumAssign + Send + Sync + std::iter::Sum + plugin_api::blas::Element + 'static
 {
     /// `e^x` for the hot loops: the vectorisable polynomial of `vector.rs` for f32, libm
     /// for f64 (whose kernels serve the exactness tests). `FMA`: whether the code has fused

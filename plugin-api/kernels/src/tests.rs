@@ -1451,6 +1451,54 @@ fn cross_entropy_matches_the_composition() {
     assert!(err.to_string().contains("class id 3 is out of range for 3 classes"), "{err}");
 }
 
+/// Debian's OpenBLAS (`libopenblas0-pthread`), the library the products are tested on unless
+/// `WORKBENCH_TEST_BLAS` names another.
+const DEBIAN_OPENBLAS: &str = "/usr/lib/x86_64-linux-gnu/openblas-pthread/libopenblas.so.0";
+
+/// The products on a C BLAS library (`WORKBENCH_BLAS`, `plugin_api::blas`): every test of the
+/// crate again, in a child process of this test binary with the variable set, so each fused
+/// op's values and gradients are held to candle's composition (whose products stay `gemm`'s)
+/// with `linear.rs`'s products on the library. Required where CI is set (`.ci/run` installs
+/// Debian's OpenBLAS); elsewhere skipped, saying so, when no library is installed.
+#[test]
+fn every_test_passes_with_the_products_on_a_blas_library() {
+    use plugin_api::blas::{Blas, BLAS_VARIABLE};
+    let this = "tests::every_test_passes_with_the_products_on_a_blas_library";
+    let library = std::env::var("WORKBENCH_TEST_BLAS").unwrap_or_else(|_| DEBIAN_OPENBLAS.to_string());
+    if !std::path::Path::new(&library).is_file() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "no BLAS library at {library}: install Debian's libopenblas0-pthread or set WORKBENCH_TEST_BLAS"
+        );
+        eprintln!("skipped: no BLAS library at {library} (Debian: libopenblas0-pthread; or set WORKBENCH_TEST_BLAS)");
+        return;
+    }
+    // The library itself first: a product through it against a plain sum.
+    let blas = Blas::load(std::path::Path::new(&library)).unwrap();
+    let (a, b) = ([1.0f64, 2.0, 3.0, 4.0, 5.0, 6.0], [1.0f64, -1.0, 0.5, 2.0, 0.0, 1.0]);
+    let mut c = [0.0f64; 4];
+    // SAFETY: a is 2 x 3 row-major, b 3 x 2 read through its transpose's strides, c 2 x 2.
+    let ran = unsafe { blas.product((2, 2, 3), c.as_mut_ptr(), (a.as_ptr(), 3, 1), (b.as_ptr(), 1, 3), false) };
+    assert!(ran);
+    let expected: Vec<f64> = (0..4).map(|e| (0..3).map(|p| a[(e / 2) * 3 + p] * b[(e % 2) * 3 + p]).sum()).collect();
+    assert_eq!(c.to_vec(), expected, "{library}");
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--skip", this, "--skip", "narrower_instruction_set", "--skip", "tests_emulated"])
+        .args(["--skip", "tests_cuda", "--test-threads", "2"])
+        .env(BLAS_VARIABLE, &library)
+        .output()
+        .unwrap();
+    let report = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "with {BLAS_VARIABLE}={library}:\n{report}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let passed = report.lines().filter(|line| line.starts_with("test ") && line.ends_with(" ok")).count();
+    assert!(passed >= 40, "with {BLAS_VARIABLE}={library} only {passed} tests ran:\n{report}");
+    eprintln!("the kernels' tests passed again with {BLAS_VARIABLE}={library}");
+}
+
 /// The paths this processor's dispatch does not take: every test of the crate again, in a
 /// child process of this test binary, under each narrower `WORKBENCH_KERNELS_ISA` (AVX2 and
 /// baseline code on an AVX-512 machine, as a cluster's older nodes run it). The CUDA

@@ -204,8 +204,11 @@ pub fn run(
     report["memory"] = memory;
     let isa = plugin_api::isa::kernels_isa();
     report["kernels_isa"] = isa.name().into();
+    let products = plugin_api::blas::in_use().map(|blas| blas.name().to_string());
+    report["products"] = products.clone().unwrap_or_else(|| "gemm".into()).into();
     if device.is_cpu() {
         say!("  {}", isa_line(isa, plugin_api::isa::Isa::detected()));
+        say!("  {}", products_line(products.as_deref()));
     }
     if let Ok(kernels) = config.layer_config.str("kernels") {
         let note = match (device.is_cpu(), kernels, plugin_api::cuda_kernels_switched_on()) {
@@ -284,6 +287,18 @@ fn isa_line(isa: plugin_api::isa::Isa, detected: plugin_api::isa::Isa) -> String
             isa.name(),
             plugin_api::isa::ISA_VARIABLE,
             detected.name()
+        ),
+    }
+}
+
+/// What runs the fused kernels' matrix products: the `gemm` crate, or the C BLAS library
+/// `WORKBENCH_BLAS` names (the `--peak` product stays `gemm`'s, the goals' measure).
+fn products_line(library: Option<&str>) -> String {
+    match library {
+        None => format!("products gemm (built in; {} names a C BLAS library instead)", plugin_api::blas::BLAS_VARIABLE),
+        Some(name) => format!(
+            "products {name} ({}; products it cannot read as they lie, and the --peak product, on gemm)",
+            plugin_api::blas::BLAS_VARIABLE
         ),
     }
 }
