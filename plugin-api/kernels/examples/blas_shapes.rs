@@ -5,13 +5,12 @@
 //!
 //! `cargo run --release -p kernels --example blas_shapes [-- LIBRARY.so ...]`
 //!
-//! Each library is loaded at run time (`cblas_sgemm`), so nothing is linked and a machine
-//! without one still runs the `gemm` column. Without arguments: Debian's OpenBLAS and BLIS
-//! where they are installed (Debian: `apt-get install libopenblas0-pthread libblis4-openmp`); their
-//! own threads are held at one (`OPENBLAS_NUM_THREADS`, `BLIS_NUM_THREADS`, `OMP_NUM_THREADS`
-//! are set before loading).
+//! Each library is loaded at run time as `WORKBENCH_BLAS` loads one (`plugin_api::blas`: its
+//! `cblas_sgemm`, its own threads held at one), so nothing is linked and a machine without one
+//! still runs the `gemm` column. Without arguments: Debian's OpenBLAS and BLIS where they are
+//! installed (`apt-get install libopenblas0-pthread libblis4-openmp`).
 
-use libloading::Library;
+use plugin_api::blas::Blas;
 use std::time::Instant;
 
 /// Debian's paths of the libraries tried without arguments.
@@ -82,94 +81,65 @@ const SHAPES: [Shape; 8] = [
     },
 ];
 
-/// CBLAS's `cblas_sgemm` (row-major 101, no transpose 111, transpose 112).
-type Sgemm =
-    unsafe extern "C" fn(i32, i32, i32, i32, i32, i32, f32, *const f32, i32, *const f32, i32, f32, *mut f32, i32);
-
 /// What runs a product: the `gemm` crate or a loaded library's `cblas_sgemm`.
 enum Backend {
     Gemm,
-    Blas { name: String, sgemm: Sgemm, _library: Library },
+    Blas(Blas),
 }
 
 impl Backend {
     fn name(&self) -> &str {
         match self {
             Backend::Gemm => "gemm 0.19",
-            Backend::Blas { name, .. } => name,
+            Backend::Blas(blas) => blas.name(),
         }
     }
 
     fn run(&self, s: &Shape, a: &[f32], b: &[f32], c: &mut [f32]) {
         let (m, n, k) = (s.m, s.n, s.k);
+        // Strides of element (i, p) of op(A) and (p, j) of op(B), as `linear.rs` passes them.
+        let (a_row, a_col) = if s.a_transposed { (1, m) } else { (k, 1) };
+        let (b_row, b_col) = if s.b_transposed { (1, k) } else { (n, 1) };
         match self {
-            Backend::Gemm => {
-                // Strides of element (i, p) of op(A) and (p, j) of op(B), as `linear.rs` passes them.
-                let (a_row, a_col) = if s.a_transposed { (1, m as isize) } else { (k as isize, 1) };
-                let (b_row, b_col) = if s.b_transposed { (1, k as isize) } else { (n as isize, 1) };
-                // SAFETY: the buffers hold more than every operand and output of the shapes.
-                unsafe {
-                    gemm::gemm(
-                        m,
-                        n,
-                        k,
+            // SAFETY: the buffers hold more than every operand and output of the shapes.
+            Backend::Gemm => unsafe {
+                gemm::gemm(
+                    m,
+                    n,
+                    k,
+                    c.as_mut_ptr(),
+                    1,
+                    n as isize,
+                    false,
+                    a.as_ptr(),
+                    a_col as isize,
+                    a_row as isize,
+                    b.as_ptr(),
+                    b_col as isize,
+                    b_row as isize,
+                    0.0f32,
+                    1.0f32,
+                    false,
+                    false,
+                    false,
+                    gemm::Parallelism::None,
+                )
+            },
+            Backend::Blas(blas) => {
+                // SAFETY: as above.
+                let ran = unsafe {
+                    blas.product(
+                        (m, n, k),
                         c.as_mut_ptr(),
-                        1,
-                        n as isize,
+                        (a.as_ptr(), a_row, a_col),
+                        (b.as_ptr(), b_row, b_col),
                         false,
-                        a.as_ptr(),
-                        a_col,
-                        a_row,
-                        b.as_ptr(),
-                        b_col,
-                        b_row,
-                        0.0f32,
-                        1.0f32,
-                        false,
-                        false,
-                        false,
-                        gemm::Parallelism::None,
                     )
-                }
-            }
-            Backend::Blas { sgemm, .. } => {
-                let op = |transposed| if transposed { 112 } else { 111 };
-                let lda = if s.a_transposed { m } else { k };
-                let ldb = if s.b_transposed { k } else { n };
-                // SAFETY: as above; the library's signature is CBLAS's.
-                unsafe {
-                    sgemm(
-                        101,
-                        op(s.a_transposed),
-                        op(s.b_transposed),
-                        m as i32,
-                        n as i32,
-                        k as i32,
-                        1.0,
-                        a.as_ptr(),
-                        lda as i32,
-                        b.as_ptr(),
-                        ldb as i32,
-                        0.0,
-                        c.as_mut_ptr(),
-                        n as i32,
-                    )
-                }
+                };
+                assert!(ran, "{}: every shape here is one CBLAS reads as it lies", blas.name());
             }
         }
     }
-}
-
-/// Loads `path`'s `cblas_sgemm`, or says why not.
-fn load(path: &str) -> Result<Backend, String> {
-    // SAFETY: loading runs the library's initialisation; these are BLAS libraries asked for
-    // by name (or Debian's own), trusted as any linked library would be.
-    let library = unsafe { Library::new(path) }.map_err(|e| format!("{path}: {e}"))?;
-    // SAFETY: the symbol is CBLAS's, with CBLAS's signature.
-    let sgemm: Sgemm =
-        *unsafe { library.get::<Sgemm>(b"cblas_sgemm\0") }.map_err(|e| format!("{path}: no cblas_sgemm ({e})"))?;
-    let name = path.rsplit('/').next().unwrap_or(path).to_string();
-    Ok(Backend::Blas { name, sgemm, _library: library })
 }
 
 /// The median GFLOP/s of `backend` on `shape` over [`TIMINGS`] slices.
@@ -193,16 +163,13 @@ fn rate(backend: &Backend, s: &Shape, a: &[f32], b: &[f32], c: &mut [f32]) -> f6
 }
 
 fn main() {
-    for variable in ["OPENBLAS_NUM_THREADS", "BLIS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"] {
-        std::env::set_var(variable, "1");
-    }
     let asked: Vec<String> = std::env::args().skip(1).collect();
     let paths: Vec<String> =
         if asked.is_empty() { DEFAULT_LIBRARIES.iter().map(|p| p.to_string()).collect() } else { asked.clone() };
     let mut backends = vec![Backend::Gemm];
     for path in &paths {
-        match load(path) {
-            Ok(backend) => backends.push(backend),
+        match Blas::load(std::path::Path::new(path)) {
+            Ok(blas) => backends.push(Backend::Blas(blas)),
             // A library asked for by name must load; Debian's are tried where installed.
             Err(why) if !asked.is_empty() => {
                 eprintln!("error: {why}");
