@@ -1,9 +1,9 @@
 //! The fused kernels' matrix products through a C BLAS library chosen at run time
 //! (`WORKBENCH_BLAS=/path/to/libmkl_rt.so`, `libopenblas.so.0`, ...) instead of the `gemm`
-//! crate. Off unless the variable is set: on the AMD EPYC machines `gemm` is the faster of
-//! the three measured (benchmark record (61)); on the Intel Xeons MKL ran the step's shapes
-//! 10–20 % faster than `gemm` (README, "Every family against PyTorch"), and any node can point
-//! the variable at the library it runs best. One executable serves every node: nothing is
+//! crate. Off unless the variable is set: on the Zen 4 VM the products are measured on,
+//! `gemm` ran the default step's shapes faster than OpenBLAS, BLIS and MKL (benchmark record
+//! (61)); on the Intel Xeons MKL ran them 10–20 % faster than `gemm` (README, "Every family
+//! against PyTorch"), and any node can point the variable at the library it runs best. One executable serves every node: nothing is
 //! linked, the library is loaded once per process (the host and each plugin) and its
 //! `cblas_sgemm` / `cblas_dgemm` called on one thread (the training step runs one shard per
 //! thread; the library's own threads are held at one).
