@@ -422,6 +422,13 @@ fn the_bench_names_the_library_its_products_run_on() {
     let (code, stdout, stderr) = run(workbench(&dir).arg("bench").args(TINY).env_remove(BLAS_VARIABLE));
     assert_eq!(code, 0, "{stderr}");
     assert!(stdout.contains("products gemm (built in;"), "{stdout}");
+    // A run's worker inherits it, and its log says what ran its products.
+    let tiny_run = ["--layer", "transformer", "--task", "sudoku", "d=16", "heads=2", "iterations=1", "difficulty=easy"];
+    let short = ["task.train_puzzles=50", "task.eval_puzzles=16", "steps=2", "eval_every=2", "checkpoint=false"];
+    let (code, _, stderr) = run(workbench(&dir).arg("train").args(tiny_run).args(short).env(BLAS_VARIABLE, library));
+    assert_eq!(code, 0, "{stderr}");
+    let log = common::show(&dir, 1)["log"].to_string();
+    assert!(log.contains("matrix products on libopenblas.so.0 (WORKBENCH_BLAS)"), "{log}");
 }
 
 /// A training process starts itself again with `glibc.malloc.hugetlb=1` where the kernel gives

@@ -333,6 +333,16 @@ impl Heartbeat {
     }
 }
 
+/// What runs a CPU run's kernels, for its log: a run's last bits depend on both, and a run
+/// on a cluster may have met another node's (`WORKBENCH_KERNELS_ISA`, `WORKBENCH_BLAS`).
+fn cpu_kernels_line() -> String {
+    let products = match plugin_api::blas::in_use() {
+        Some(blas) => format!("{} ({})", blas.name(), plugin_api::blas::BLAS_VARIABLE),
+        None => "gemm".to_string(),
+    };
+    format!("CPU kernels: {} instructions, matrix products on {products}", plugin_api::isa::kernels_isa().name())
+}
+
 /// A log line on stderr that never panics (the process following the worker may be gone).
 pub(super) fn log_line(run_id: i64, line: &str) {
     use std::io::Write;
@@ -492,6 +502,9 @@ async fn train(
             n => format!("batches split over {n} threads"),
         }
     ));
+    if device.is_cpu() {
+        log.line(cpu_kernels_line());
+    }
 
     let outbox = log.outbox;
     let started = Instant::now();
