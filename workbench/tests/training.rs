@@ -169,9 +169,11 @@ fn a_run_records_system_metrics_and_its_evaluation_size() {
     let note = "eval_examples=1000 but the evaluation set holds 40: scoring all 40";
     let logs: Vec<&str> = shown["log"].as_array().unwrap().iter().filter_map(|l| l.as_str()).collect();
     assert_eq!(logs.iter().filter(|l| l.contains(note)).count(), 1, "{logs:?}");
-    let kernels =
-        format!("CPU kernels: {} instructions, matrix products on gemm", plugin_api::isa::kernels_isa().name());
-    assert!(logs.iter().any(|l| l.contains(&kernels)), "{logs:?}");
+    let kernels = format!(
+        "batches split over 2 threads; CPU kernels in {} instructions, matrix products on gemm",
+        plugin_api::isa::kernels_isa().name()
+    );
+    assert!(logs.iter().any(|l| l.starts_with("training ") && l.ends_with(&kernels)), "{logs:?}");
 
     let (code, text, stderr) = run(workbench(&dir).args(["runs", "show", "1"]));
     assert_eq!(code, 0, "{stderr}");

@@ -333,14 +333,15 @@ impl Heartbeat {
     }
 }
 
-/// What runs a CPU run's kernels, for its log: a run's last bits depend on both, and a run
-/// on a cluster may have met another node's (`WORKBENCH_KERNELS_ISA`, `WORKBENCH_BLAS`).
-fn cpu_kernels_line() -> String {
+/// What runs a CPU run's kernels, for the end of its log's training line: a run's last bits
+/// depend on both, and a run on a cluster may have met another node's
+/// (`WORKBENCH_KERNELS_ISA`, `WORKBENCH_BLAS`).
+fn cpu_kernels() -> String {
     let products = match plugin_api::blas::in_use() {
         Some(blas) => format!("{} ({})", blas.name(), plugin_api::blas::BLAS_VARIABLE),
         None => "gemm".to_string(),
     };
-    format!("CPU kernels: {} instructions, matrix products on {products}", plugin_api::isa::kernels_isa().name())
+    format!("; CPU kernels in {} instructions, matrix products on {products}", plugin_api::isa::kernels_isa().name())
 }
 
 /// A log line on stderr that never panics (the process following the worker may be gone).
@@ -492,7 +493,7 @@ async fn train(
     }
     .emit();
     log.line(format!(
-        "training {} on {} ({} parameters) from step {step} to {}, {}",
+        "training {} on {} ({} parameters) from step {step} to {}, {}{}",
         config.layer,
         config.task,
         params.count(),
@@ -500,11 +501,9 @@ async fn train(
         match shards {
             1 => "one thread".to_string(),
             n => format!("batches split over {n} threads"),
-        }
+        },
+        if device.is_cpu() { cpu_kernels() } else { String::new() }
     ));
-    if device.is_cpu() {
-        log.line(cpu_kernels_line());
-    }
 
     let outbox = log.outbox;
     let started = Instant::now();
