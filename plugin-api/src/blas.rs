@@ -18,6 +18,10 @@ use std::sync::OnceLock;
 /// The variable naming the library.
 pub const BLAS_VARIABLE: &str = "WORKBENCH_BLAS";
 
+/// Debian's OpenBLAS (package `libopenblas0-pthread`, which `.ci/run` installs): the library
+/// the tests run the products on, and the first one `--example blas_shapes` tries.
+pub const DEBIAN_OPENBLAS: &str = "/usr/lib/x86_64-linux-gnu/openblas-pthread/libopenblas.so.0";
+
 /// CBLAS's enumerations (row-major storage, no transpose, transpose).
 const ROW_MAJOR: i32 = 101;
 const NO_TRANSPOSE: i32 = 111;

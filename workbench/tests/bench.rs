@@ -409,7 +409,7 @@ fn a_blas_library_that_cannot_serve_is_refused_at_start() {
 #[test]
 fn the_bench_names_the_library_its_products_run_on() {
     use plugin_api::blas::BLAS_VARIABLE;
-    let library = Path::new("/usr/lib/x86_64-linux-gnu/openblas-pthread/libopenblas.so.0");
+    let library = Path::new(plugin_api::blas::DEBIAN_OPENBLAS);
     if !library.is_file() {
         assert!(std::env::var_os("CI").is_none(), "no OpenBLAS at {}: install libopenblas0-pthread", library.display());
         eprintln!("skipped: no OpenBLAS at {} (Debian: libopenblas0-pthread)", library.display());

@@ -14,10 +14,8 @@ use plugin_api::blas::Blas;
 use std::time::Instant;
 
 /// Debian's paths of the libraries tried without arguments.
-const DEFAULT_LIBRARIES: [&str; 2] = [
-    "/usr/lib/x86_64-linux-gnu/openblas-pthread/libopenblas.so.0",
-    "/usr/lib/x86_64-linux-gnu/blis-openmp/libblis.so.4",
-];
+const DEFAULT_LIBRARIES: [&str; 2] =
+    [plugin_api::blas::DEBIAN_OPENBLAS, "/usr/lib/x86_64-linux-gnu/blis-openmp/libblis.so.4"];
 
 /// Timings per shape and library, each `SLICE_S` long; the median is printed.
 const TIMINGS: usize = 15;

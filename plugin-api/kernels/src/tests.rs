@@ -1466,10 +1466,6 @@ fn every_test_passes_again_with(skips: &[&str], (variable, value): (&str, &str))
     assert!(passed >= 40, "with {variable}={value} only {passed} tests ran:\n{report}");
 }
 
-/// Debian's OpenBLAS (`libopenblas0-pthread`), the library the products are tested on unless
-/// `WORKBENCH_TEST_BLAS` names another.
-const DEBIAN_OPENBLAS: &str = "/usr/lib/x86_64-linux-gnu/openblas-pthread/libopenblas.so.0";
-
 /// The products on a C BLAS library (`WORKBENCH_BLAS`, `plugin_api::blas`): every test of the
 /// crate again, in a child process of this test binary with the variable set, so each fused
 /// op's values and gradients are held to candle's composition (whose products stay `gemm`'s)
@@ -1477,7 +1473,7 @@ const DEBIAN_OPENBLAS: &str = "/usr/lib/x86_64-linux-gnu/openblas-pthread/libope
 /// Debian's OpenBLAS); elsewhere skipped, saying so, when no library is installed.
 #[test]
 fn every_test_passes_with_the_products_on_a_blas_library() {
-    use plugin_api::blas::{Blas, BLAS_VARIABLE};
+    use plugin_api::blas::{Blas, BLAS_VARIABLE, DEBIAN_OPENBLAS};
     let this = "tests::every_test_passes_with_the_products_on_a_blas_library";
     let library = std::env::var("WORKBENCH_TEST_BLAS").unwrap_or_else(|_| DEBIAN_OPENBLAS.to_string());
     if !std::path::Path::new(&library).is_file() {
