@@ -61,6 +61,15 @@ pub struct Cli {
 
 #[derive(Subcommand, Debug)]
 pub enum Command {
+    /// Check that this machine, with these settings, can do what the other commands need: the
+    /// run store opens, run files can be written, workers can start where they are to run (a
+    /// Slurm controller answers and would take the jobs), the plugins load; and say what runs
+    /// the CPU kernels and which CUDA devices are seen. Exit code 1 when a check fails.
+    Doctor {
+        /// Machine-readable output.
+        #[arg(long)]
+        json: bool,
+    },
     /// List plugins: name, kind, version, fingerprint, path, hyperparameters, load errors.
     Plugins {
         /// Machine-readable output.
@@ -734,6 +743,16 @@ async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
             commands::sweep::run_until_done(&store, &dirs, jobs, &executor, None, json).await
         }
         Some(Command::Plugins { json }) => commands::plugins::list(&commands::load_plugins(&dirs), json),
+        Some(Command::Doctor { json }) => {
+            let settings = commands::doctor::Settings {
+                db: &db,
+                artifacts: &artifacts,
+                executor: &executor,
+                slurm: cli.slurm.as_deref(),
+                plugin_dirs: &dirs,
+            };
+            commands::doctor::run(&settings, json).await
+        }
         Some(Command::Watch { json }) => {
             let host = commands::load_plugins(&dirs);
             tokio::task::block_in_place(|| commands::watch::run(host, &dirs, json))

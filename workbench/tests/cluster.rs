@@ -126,6 +126,33 @@ const TINY: [&str; 9] = [
     "threads=1",
 ];
 
+/// `doctor` on the cluster: the PostgreSQL store (its password never printed), the shared
+/// artifacts directory, and a controller that takes a CPU run's job with the `--slurm`
+/// options; a partition the cluster lacks is a problem in sbatch's words.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn doctor_checks_the_store_and_the_slurm_controller() {
+    let Some(cluster) = Cluster::new("slurm-doctor").await else { return };
+    let (code, stdout, stderr) = run(cluster.workbench().arg("doctor"));
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    assert!(stdout.contains("(PostgreSQL): 0 runs, 0 running, 0 queued"), "{stdout}");
+    assert!(
+        stdout.contains(
+            "slurm: the controller answers, and sbatch --test-only takes a CPU run's job with --slurm cpus-per-task=1"
+        ),
+        "{stdout}"
+    );
+    let url = cluster.db.db_arg().into_string().unwrap();
+    if let Some(password) =
+        url.split_once("://").and_then(|(_, rest)| rest.split_once('@')).and_then(|(user, _)| user.split_once(':'))
+    {
+        assert!(!stdout.contains(&format!(":{}@", password.1)), "the password is printed: {stdout}");
+    }
+    let (code, stdout, _) = run(cluster.workbench().env("WORKBENCH_SLURM", "partition=nowhere").arg("doctor"));
+    assert_eq!(code, 1, "{stdout}");
+    let executor = stdout.lines().find(|l| l.starts_with("executor")).unwrap_or_default();
+    assert!(executor.contains("PROBLEM") && stdout.contains("invalid partition"), "{stdout}");
+}
+
 /// A sweep of four tiny runs through Slurm into PostgreSQL: every run finishes as its own
 /// job, and another process reads their metrics from the store.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -19,6 +19,7 @@ mod completions;
 mod datasets_fetch;
 mod default_db;
 mod diagnostics;
+mod doctor;
 mod exit_codes;
 mod experiment_files;
 mod experiments;

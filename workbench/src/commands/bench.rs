@@ -279,7 +279,7 @@ pub fn run(
 
 /// The instruction set the fused kernels run with, and whether `WORKBENCH_KERNELS_ISA` capped
 /// it (the matrix products of gemm follow the build, not the variable: README, "Benchmarks").
-fn isa_line(isa: plugin_api::isa::Isa, detected: plugin_api::isa::Isa) -> String {
+pub(crate) fn isa_line(isa: plugin_api::isa::Isa, detected: plugin_api::isa::Isa) -> String {
     match isa == detected {
         true => format!("instructions {} (the processor's widest)", isa.name()),
         false => format!(
@@ -293,7 +293,7 @@ fn isa_line(isa: plugin_api::isa::Isa, detected: plugin_api::isa::Isa) -> String
 
 /// What runs the fused kernels' matrix products: the `gemm` crate, or the C BLAS library
 /// `WORKBENCH_BLAS` names (the `--peak` product stays `gemm`'s, the goals' measure).
-fn products_line(library: Option<&str>) -> String {
+pub(crate) fn products_line(library: Option<&str>) -> String {
     match library {
         None => format!("products gemm (built in; {} names a C BLAS library instead)", plugin_api::blas::BLAS_VARIABLE),
         Some(name) => format!(

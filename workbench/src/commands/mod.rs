@@ -9,6 +9,7 @@ mod bench_reference;
 pub mod completions;
 pub mod datasets;
 pub mod db;
+pub mod doctor;
 pub mod import;
 pub mod plot;
 pub mod plugin_new;
