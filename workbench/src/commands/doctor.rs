@@ -7,7 +7,7 @@
 //! (a store that exists is migrated, as by every command).
 
 use crate::executor::Executor;
-use crate::store::{Backend, RunStatus, Store, StoreLocation};
+use crate::store::{Backend, RunStatus, Store, StoreError, StoreLocation};
 use anyhow::Result;
 use serde_json::json;
 use std::path::{Path, PathBuf};
@@ -51,8 +51,9 @@ pub async fn run(settings: &Settings<'_>, json: bool) -> Result<i32> {
     let mut checks = Vec::new();
     let store = match settings.db.sqlite_path().filter(|path| !path.exists()) {
         Some(path) => {
-            checks.push(Check::of("store", store_to_create(path)));
-            checks.push(Check::of("artifacts", artifacts_of_new_store(path, settings.artifacts)));
+            checks.push(Check::of("store", store_to_create(settings.db, path)));
+            let artifacts = settings.artifacts.clone().unwrap_or_else(|| file_directory(settings.db));
+            checks.push(Check::of("artifacts", writable(&artifacts)));
             None
         }
         None => match Store::connect(settings.db).await {
@@ -80,33 +81,24 @@ pub async fn run(settings: &Settings<'_>, json: bool) -> Result<i32> {
     Ok(if checks.iter().all(|c| c.ok) { 0 } else { crate::exit_code::ERROR })
 }
 
-/// An SQLite file not made yet: the first command that stores a run creates it, where its
-/// directory exists.
-fn store_to_create(path: &Path) -> Result<String> {
-    let dir = parent_dir(path);
-    if !dir.is_dir() {
-        anyhow::bail!(
-            "{}: directory {} does not exist (create it first); pass --db PATH or set WORKBENCH_DB to a writable location",
-            path.display(),
-            dir.display()
-        );
+/// An SQLite file not made yet: the first command that stores a run creates it, where the
+/// store's own checks of the path pass.
+fn store_to_create(db: &StoreLocation, path: &Path) -> Result<String> {
+    if let Some(reason) = crate::store::unusable_sqlite_path(path) {
+        return Err(StoreError::CannotOpen { db: db.clone(), reason }.into());
     }
-    writable(&dir)?;
+    writable(&file_directory(db))?;
     Ok(format!("{} (SQLite): not created yet; the first command that stores a run creates it", path.display()))
 }
 
-/// Where a new SQLite store's run files go: `--artifacts`, else the file's directory.
-fn artifacts_of_new_store(path: &Path, artifacts: &Option<PathBuf>) -> Result<String> {
-    writable(&artifacts.clone().unwrap_or_else(|| parent_dir(path)))
-}
-
-fn parent_dir(path: &Path) -> PathBuf {
-    path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new(".")).to_path_buf()
+/// The directory of an SQLite store's file, where its run files go by default.
+fn file_directory(db: &StoreLocation) -> PathBuf {
+    db.default_artifacts_dir().unwrap_or_else(|| PathBuf::from("."))
 }
 
 async fn describe_store(store: &Store) -> Result<String> {
-    let runs = store.list_runs().await?;
-    let count = |status: RunStatus| runs.iter().filter(|r| r.status == status).count();
+    let counts = store.run_counts_by_status().await?;
+    let count = |status: RunStatus| counts.get(status.as_str()).copied().unwrap_or(0);
     let backend = match store.backend() {
         Backend::Sqlite => "SQLite",
         Backend::Postgres => "PostgreSQL",
@@ -114,7 +106,7 @@ async fn describe_store(store: &Store) -> Result<String> {
     Ok(format!(
         "{} ({backend}): {} runs, {} running, {} queued",
         store.location(),
-        runs.len(),
+        counts.values().sum::<usize>(),
         count(RunStatus::Running),
         count(RunStatus::Queued)
     ))

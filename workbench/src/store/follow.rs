@@ -111,6 +111,17 @@ impl Store {
         Ok(n as usize)
     }
 
+    /// How many runs the store holds in each status (`queued`, `running`, ...), statuses
+    /// without runs left out.
+    pub async fn run_counts_by_status(&self) -> Result<std::collections::BTreeMap<String, usize>, StoreError> {
+        let rows: Vec<(String, i64)> =
+            sqlx::query_as::<Any, (String, i64)>("SELECT status, COUNT(*) FROM runs GROUP BY status")
+                .fetch_all(&self.pool)
+                .await
+                .map_err(|e| self.err(e))?;
+        Ok(rows.into_iter().map(|(status, n)| (status, n as usize)).collect())
+    }
+
     /// The ids of every run.
     pub async fn run_ids(&self) -> Result<Vec<i64>, StoreError> {
         sqlx::query_scalar::<Any, i64>("SELECT id FROM runs ORDER BY id")

@@ -94,6 +94,7 @@ use float::Float;
 pub use location::{Backend, StoreLocation};
 pub use log_tail::LogTail;
 pub use open::schema_version;
+pub(crate) use open::unusable_sqlite_path;
 pub use outage::{is_passing, StoreOutage, OUTAGE_LIMIT};
 pub use process::{process_alive, process_start, this_host};
 pub use supervision::{Lease, LEASE, TIME_LIMIT_REQUEUED};

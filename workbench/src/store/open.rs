@@ -60,23 +60,28 @@ impl Store {
     }
 }
 
+/// Why no SQLite store can be at `path` (an empty path, a directory, a missing or foreign
+/// parent directory), checked before anything is opened or created; `None` when one can.
+pub(crate) fn unusable_sqlite_path(path: &Path) -> Option<String> {
+    if path.as_os_str().is_empty() {
+        return Some("the path is empty".into());
+    }
+    if path.is_dir() {
+        return Some(format!("it is a directory, not a file (for example {})", path.join("runs.db").display()));
+    }
+    let parent = path.parent().filter(|p| !p.as_os_str().is_empty())?;
+    match (parent.is_dir(), parent.exists()) {
+        (true, _) => None,
+        (false, true) => Some(format!("{} is not a directory", parent.display())),
+        (false, false) => Some(format!("directory {} does not exist (create it first)", parent.display())),
+    }
+}
+
 async fn open_sqlite(location: &StoreLocation, path: &Path) -> Result<Store, StoreError> {
     let cannot = |reason: String| StoreError::CannotOpen { db: location.clone(), reason };
 
-    if path.as_os_str().is_empty() {
-        return Err(cannot("the path is empty".into()));
-    }
-    if path.is_dir() {
-        return Err(cannot(format!("it is a directory, not a file (for example {})", path.join("runs.db").display())));
-    }
-    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-        if !parent.is_dir() {
-            return Err(cannot(if parent.exists() {
-                format!("{} is not a directory", parent.display())
-            } else {
-                format!("directory {} does not exist (create it first)", parent.display())
-            }));
-        }
+    if let Some(reason) = unusable_sqlite_path(path) {
+        return Err(cannot(reason));
     }
 
     // Set when this call creates the (empty) file, so a failed open can remove it again.
