@@ -16,6 +16,7 @@ pub mod plugin_new;
 pub mod plugins;
 pub mod runs;
 pub mod sweep;
+mod text_table;
 pub mod train;
 pub mod verify;
 pub mod watch;

@@ -1,5 +1,6 @@
 //! `workbench plugins`.
 
+use super::text_table::TextTable;
 use crate::host::PluginHost;
 use anyhow::Result;
 use serde_json::json;
@@ -46,15 +47,18 @@ pub fn list(host: &PluginHost, as_json: bool) -> Result<i32> {
             "  build:       {}",
             p.build.as_deref().unwrap_or("unknown (its sources changed since the library was built)")
         );
+        let mut params = TextTable::new(["parameter", "type", "default", "allowed", "meaning"]);
         for s in &d.params {
-            println!(
-                "  {:<14} {:<6} default {:<10} {:<22} {}",
-                s.name,
-                s.kind.type_name(),
+            params.row([
+                s.name.to_string(),
+                s.kind.type_name().to_string(),
                 s.default.to_string(),
                 s.kind.allowed(),
-                s.help
-            );
+                s.help.to_string(),
+            ]);
+        }
+        if !d.params.is_empty() {
+            params.print_after("  ");
         }
         println!();
     }

@@ -1,6 +1,7 @@
 //! `workbench runs` and its actions on single runs: show (`--config`: as an experiment file),
 //! cancel, pause, requeue, tag, note.
 
+use super::text_table::TextTable;
 use crate::exit_code;
 use crate::ops;
 use crate::store::{MetricRow, MetricSummary, RunRecord, RunStatus, Store};
@@ -97,22 +98,13 @@ pub struct ExtraColumn {
 /// One line per run: id, status, layer, task, the `extra` columns, steps, parameters,
 /// training time and the last evaluation.
 pub async fn print_table(store: &Store, runs: &[RunRecord], extra: &[ExtraColumn]) -> Result<()> {
-    let widths: Vec<usize> =
-        extra.iter().map(|c| c.values.iter().chain([&c.title]).map(|v| v.chars().count()).max().unwrap_or(0)).collect();
-    let extra_cells = |cell: &dyn Fn(&ExtraColumn) -> &str| -> String {
-        extra.iter().zip(&widths).map(|(column, w)| format!("{:>w$}  ", cell(column))).collect()
-    };
-    println!(
-        "{:>4}  {:<11}  {:<12}  {:<10}  {}{:>11}  {:>9}  {:>7}  last eval",
-        "id",
-        "status",
-        "layer",
-        "task",
-        extra_cells(&|c| &c.title),
-        "steps",
-        "params",
-        "time"
-    );
+    let titles = ["id", "status", "layer", "task"]
+        .into_iter()
+        .map(String::from)
+        .chain(extra.iter().map(|c| c.title.clone()))
+        .chain(["steps", "params", "time", "last eval"].map(String::from));
+    let numbers = 4..4 + extra.len() + 3;
+    let mut table = TextTable::new(titles).right([0].into_iter().chain(numbers));
     // One read of the summaries kept as metrics are written, not every run's metric rows.
     let mut summaries: BTreeMap<i64, Vec<MetricSummary>> = BTreeMap::new();
     for s in store.metric_summaries().await? {
@@ -124,19 +116,14 @@ pub async fn print_table(store: &Store, runs: &[RunRecord], extra: &[ExtraColumn
             None => r.last_step.to_string(),
         };
         let params = r.param_count.map(|p| p.to_string()).unwrap_or_else(|| "-".into());
-        println!(
-            "{:>4}  {:<11}  {:<12}  {:<10}  {}{:>11}  {:>9}  {:>7}  {}",
-            r.id,
-            r.shown_status(),
-            r.layer.name,
-            r.task.name,
-            extra_cells(&|c| c.values.get(i).map_or("-", String::as_str)),
-            steps,
-            params,
-            duration(r),
-            eval_summary(summaries.get(&r.id).map_or(&[], Vec::as_slice))
+        table.row(
+            [r.id.to_string(), r.shown_status().to_string(), r.layer.name.clone(), r.task.name.clone()]
+                .into_iter()
+                .chain(extra.iter().map(|c| c.values.get(i).cloned().unwrap_or_else(|| "-".into())))
+                .chain([steps, params, duration(r), eval_summary(summaries.get(&r.id).map_or(&[], Vec::as_slice))]),
         );
     }
+    table.print_after("");
     Ok(())
 }
 
@@ -280,16 +267,19 @@ pub async fn show(store: &Store, id: i64, as_json: bool) -> Result<i32> {
     // System metrics have their lines above; the table is the task's.
     let task_metrics: Vec<_> = summary.iter().filter(|((split, _), _)| split != system::SPLIT).collect();
     if !task_metrics.is_empty() {
-        println!(
-            "metrics:  {:<10} {:<16} {:>10} {:>12} {:>12} {:>12}",
-            "split", "name", "last step", "last", "min", "max"
-        );
+        let mut table = TextTable::new(["split", "name", "last step", "last", "min", "max"]).right(2..6);
         for ((split, name), s) in task_metrics {
-            println!(
-                "          {split:<10} {name:<16} {:>10} {:>12.5} {:>12.5} {:>12.5}",
-                s.last_step, s.last, s.min, s.max
-            );
+            let number = |x: f64| format!("{x:.5}");
+            table.row([
+                split.clone(),
+                name.clone(),
+                s.last_step.to_string(),
+                number(s.last),
+                number(s.min),
+                number(s.max),
+            ]);
         }
+        table.print_after("metrics:  ");
     }
     if !logs.is_empty() {
         println!("log:");
@@ -486,11 +476,11 @@ pub async fn diff(store: &Store, a: i64, b: i64, as_json: bool) -> Result<i32> {
     if d.config.is_empty() {
         println!("config:   the same");
     } else {
-        let width = d.config.iter().map(|c| c.key.len()).max().unwrap_or(0).max(6);
-        println!("config:   {:<width$}  {:>14}  {:>14}", "key", ha, hb);
+        let mut table = TextTable::new(["key", &ha, &hb]).right([1, 2]);
         for c in &d.config {
-            println!("          {:<width$}  {:>14}  {:>14}", c.key, text(&c.values.a), text(&c.values.b));
+            table.row([c.key.clone(), text(&c.values.a), text(&c.values.b)]);
         }
+        table.print_after("config:   ");
     }
     let build = |p: &crate::store::PluginRef| {
         format!("{} {} build {} ({})", p.name, p.version, p.build.as_deref().unwrap_or("unknown"), p.fingerprint)
@@ -505,7 +495,7 @@ pub async fn diff(store: &Store, a: i64, b: i64, as_json: bool) -> Result<i32> {
     if d.metrics.is_empty() {
         println!("metrics:  none recorded");
     } else {
-        println!("metrics:  {:<10} {:<16} {:>12} {:>12} {:>12}", "split", "name", ha, hb, format!("{b} - {a}"));
+        let mut table = TextTable::new(["split", "name", &ha, &hb, &format!("{b} - {a}")]).right(2..5);
         for m in &d.metrics {
             let num = |v: Option<f64>| v.map_or_else(|| "-".into(), |x| metric_text(&m.split, &m.name, x));
             let delta = match (m.values.a, m.values.b) {
@@ -515,15 +505,9 @@ pub async fn diff(store: &Store, a: i64, b: i64, as_json: bool) -> Result<i32> {
                 }
                 _ => "-".into(),
             };
-            println!(
-                "          {:<10} {:<16} {:>12} {:>12} {:>12}",
-                m.split,
-                m.name,
-                num(m.values.a),
-                num(m.values.b),
-                delta
-            );
+            table.row([m.split.clone(), m.name.clone(), num(m.values.a), num(m.values.b), delta]);
         }
+        table.print_after("metrics:  ");
     }
     Ok(0)
 }

@@ -2,6 +2,7 @@
 //! that each energy-derived layer's updates are the gradients of its energies (or, where
 //! the seed only relaxes that claim, that a small fixed step does not raise the energy).
 
+use super::text_table::TextTable;
 use crate::exit_code::refused;
 use crate::host::PluginHost;
 use crate::params::Params;
@@ -149,10 +150,12 @@ pub fn report(rows: &[Row], json: bool) -> Result<i32> {
     if json {
         println!("{}", serde_json::to_string_pretty(rows)?);
     } else {
+        let mut table = TextTable::new(["", "layer", "value", "claim"]).right([2]);
         for r in rows {
             let verdict = if r.passed { "ok" } else { "FAIL" };
-            println!("{:<4} {:<12} {:>11.3e}  {}", verdict, r.layer, r.value, r.claim);
+            table.row([verdict.to_string(), r.layer.clone(), format!("{:.3e}", r.value), r.claim.clone()]);
         }
+        table.print_after("");
         let failed = rows.iter().filter(|r| !r.passed).count();
         println!("{} passed, {} failed", rows.len() - failed, failed);
     }
