@@ -19,6 +19,8 @@ fn cap(c: &Column) -> u16 {
         Column::Tags => 22,
         // Sweep names say what varies (`2 hyperset on sudoku: lr x seed`).
         Column::Sweep => 28,
+        // Plugin names are whole words (`energy-transformer`): cut, two look alike.
+        Column::Layer | Column::Task => 24,
         _ => 16,
     }
 }
@@ -137,6 +139,13 @@ mod tests {
         let tiny = fit(&columns(), &natural, 20);
         assert_eq!(tiny.widths, vec![4, 11, 9, 15]);
         assert_eq!(tiny.hidden, 3);
+    }
+
+    #[test]
+    fn plugin_names_show_whole_where_configuration_values_are_cut() {
+        // `energy-transformer` (18) beside a configuration value as long.
+        let wide = fit(&columns(), &[4, 11, 9, 15, 18, 18, 8], 200);
+        assert_eq!(wide.widths[4..6], [18, 16]);
     }
 
     #[test]

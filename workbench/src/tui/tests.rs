@@ -335,6 +335,13 @@ fn launch_form_from_schemas_refuses_bad_values_inline() {
     for key in ["layer.d", "layer.attention", "task.difficulty", "train.steps", "train.seed", "[ Launch ]"] {
         assert!(screen.contains(key), "{key} missing:\n{screen}");
     }
+    // Each setting's meaning beside it, in one column whether the value cycles or not.
+    let line_of = |screen: &str, key: &str| screen.lines().find(|l| l.contains(key)).unwrap_or_default().to_string();
+    let (d_line, attention_line) = (line_of(&screen, "layer.d "), line_of(&screen, "layer.attention"));
+    assert!(d_line.contains("width") && attention_line.contains("kind"), "{d_line}\n{attention_line}");
+    let column = |line: &str, word: &str| line.find(word).map(|at| line[..at].chars().count());
+    assert_eq!(column(&d_line, "width"), column(&attention_line, "kind"), "{d_line}\n{attention_line}");
+    assert!(line_of(&screen, "layer  ").contains("the hyperset plugin"), "{screen}");
     // layer.d is the third row: type a value out of range.
     press(&mut app, KeyCode::Down);
     press(&mut app, KeyCode::Down);
@@ -343,7 +350,10 @@ fn launch_form_from_schemas_refuses_bad_values_inline() {
         press(&mut app, KeyCode::Backspace);
     }
     chars(&mut app, "1");
-    assert!(render(&mut app, 120, 30).contains("outside the allowed range 2..=8192"));
+    let screen = render(&mut app, 120, 30);
+    assert!(screen.contains("outside the allowed range 2..=8192"));
+    // The error takes the meaning's place.
+    assert!(!line_of(&screen, "layer.d ").contains("width"), "{screen}");
     press(&mut app, KeyCode::Esc);
     assert!(!render(&mut app, 120, 30).contains("outside the allowed range"));
     // Choices cycle with the arrows.

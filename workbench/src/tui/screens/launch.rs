@@ -8,7 +8,7 @@ use crate::run_config::RunConfig;
 use crate::tui::app::{App, Modal, Screen};
 use crate::tui::component::Component;
 use crate::tui::keys::{cmd, hint, Action, Command, Key};
-use crate::tui::launch::Row as FormRow;
+use crate::tui::launch::{Field, Row as FormRow};
 use crate::tui::layout::Areas;
 use crate::tui::service::Request;
 use crate::tui::ui::{bold, dim};
@@ -196,12 +196,29 @@ fn launch_form(app: &mut App) {
     }
 }
 
-fn choice_line(key: &str, value: &str, width: usize) -> Line<'static> {
+/// The arrows after a value that cycles through its choices.
+const CYCLES: &str = "  ◂ ▸";
+
+/// Values up to this many cells keep the meanings beside them in one column; a longer one
+/// (a file path) pushes its own row's meaning along.
+const VALUE_COLUMN_CAP: usize = 24;
+
+fn choice_line(key: &str, value: &str, widths: (usize, usize), about: &str) -> Line<'static> {
+    let (name_width, value_width) = widths;
+    let shown = format!("{value}{CYCLES}");
     Line::from(vec![
-        Span::styled(format!("{key:<width$}"), bold()),
+        Span::styled(format!("{key:<name_width$}"), bold()),
         Span::styled(value.to_string(), bold().fg(Color::Yellow)),
-        Span::styled("  ◂ ▸", dim()),
+        Span::styled(CYCLES, dim()),
+        meaning(&shown, value_width, about),
     ])
+}
+
+/// What a row's setting means, dim, in a column after the values (cut at the frame's edge
+/// where the terminal is narrow: the line under the form says it whole for the focused row).
+fn meaning(shown: &str, value_width: usize, about: &str) -> Span<'static> {
+    let pad = value_width.saturating_sub(shown.chars().count()) + 3;
+    Span::styled(format!("{:pad$}{about}", ""), dim())
 }
 
 fn draw(frame: &mut Frame, area: Rect, app: &App) {
@@ -221,14 +238,32 @@ fn draw(frame: &mut Frame, area: Rect, app: &App) {
     // The widest `scope.key`, plus a space.
     let name_width =
         form.fields.iter().map(|f| f.scope.prefix().len() + f.spec.name.len() + 2).max().unwrap_or(10).max(10);
+    let shown = |field: &Field| format!("{}{}", field.text, if field.cycles() { CYCLES } else { "" });
+    let plugin_names = [form.layer_name(), form.task_name()].map(|n| n.unwrap_or("-").to_string() + CYCLES);
+    let value_width = form
+        .fields
+        .iter()
+        .map(shown)
+        .chain(plugin_names)
+        .map(|v| v.chars().count())
+        .filter(|&w| w <= VALUE_COLUMN_CAP)
+        .max()
+        .unwrap_or(0);
+    let widths = (name_width, value_width);
+    let description =
+        |name: Option<&str>| app.plugins.get(name.unwrap_or("")).map(|p| p.description.clone()).unwrap_or_default();
     let items: Vec<ListItem> = rows
         .iter()
         .enumerate()
         .map(|(i, row)| {
             let focused = i == form.cursor;
             let line = match row {
-                FormRow::LayerChoice => choice_line("layer", form.layer_name().unwrap_or("-"), name_width),
-                FormRow::TaskChoice => choice_line("task", form.task_name().unwrap_or("-"), name_width),
+                FormRow::LayerChoice => {
+                    choice_line("layer", form.layer_name().unwrap_or("-"), widths, &description(form.layer_name()))
+                }
+                FormRow::TaskChoice => {
+                    choice_line("task", form.task_name().unwrap_or("-"), widths, &description(form.task_name()))
+                }
                 FormRow::Field(f) => {
                     let field = &form.fields[*f];
                     let key = format!("{}.{}", field.scope.prefix(), field.spec.name);
@@ -248,10 +283,12 @@ fn draw(frame: &mut Frame, area: Rect, app: &App) {
                         ),
                     ];
                     if field.cycles() {
-                        spans.push(Span::styled("  ◂ ▸", dim()));
+                        spans.push(Span::styled(CYCLES, dim()));
                     }
-                    if let Some(e) = &field.error {
-                        spans.push(Span::styled(format!("  ✗ {e}"), Style::default().fg(Color::Red)));
+                    match &field.error {
+                        Some(e) => spans.push(Span::styled(format!("  ✗ {e}"), Style::default().fg(Color::Red))),
+                        None if !editing => spans.push(meaning(&shown(field), value_width, &field.spec.help)),
+                        None => {}
                     }
                     Line::from(spans)
                 }
@@ -284,12 +321,8 @@ fn draw(frame: &mut Frame, area: Rect, app: &App) {
                 field.spec.default
             )
         }
-        FormRow::LayerChoice => {
-            app.plugins.get(form.layer_name().unwrap_or("")).map(|p| p.description.clone()).unwrap_or_default()
-        }
-        FormRow::TaskChoice => {
-            app.plugins.get(form.task_name().unwrap_or("")).map(|p| p.description.clone()).unwrap_or_default()
-        }
+        FormRow::LayerChoice => description(form.layer_name()),
+        FormRow::TaskChoice => description(form.task_name()),
         FormRow::LaunchButton => "Queue the run(s) and start a worker for each; they appear on the Runs screen.".into(),
     };
     let mut lines = vec![Line::from(Span::styled(help, dim()))];
