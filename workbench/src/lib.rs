@@ -55,3 +55,4 @@ pub mod sphere_figure;
 pub mod store;
 pub mod train;
 pub mod tui;
+pub mod wording;

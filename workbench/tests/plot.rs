@@ -80,6 +80,18 @@ fn bad_extension_unknown_panel_and_unknown_run_are_refused() {
     assert_eq!(code, 1, "a missing run: {stderr}");
     assert!(stderr.contains("42"), "{stderr}");
     assert!(!dir.join("f.svg").exists());
+    // A folder that does not exist is named, with the fix, before any run is read.
+    let missing = dir.join("figures").join("f.png");
+    let missing = missing.to_str().unwrap();
+    for args in [
+        &["plot", "--runs", "42", "--out", missing][..],
+        &["plot", "--runs", "42", "--sphere", "--out", missing],
+        &["ablation", "--runs", "42", "--out", missing],
+    ] {
+        let (code, _, stderr) = run(workbench(&dir).args(args));
+        assert_eq!(code, 1, "{args:?}: {stderr}");
+        assert!(stderr.contains("figures does not exist: create it, or choose another --out"), "{args:?}: {stderr}");
+    }
 }
 
 /// Runs of one layer made by different builds of it are told apart in the legend, as in the

@@ -50,6 +50,9 @@ pub async fn run(store: &Store, selection: Selection<'_>, options: Options<'_>) 
     if axes.is_some() && matches!(format, Format::Latex | Format::Csv) {
         return Err(refused(anyhow!("--heatmap prints a text grid or --json, or draws --out FILE.png|.svg")));
     }
+    if let Some(out) = options.out {
+        export::check_out_dir(out)?;
+    }
     let selected = export::select(store, &selection.parse().map_err(refused)?).await?;
     if selected.unfinished > 0 {
         let total = selected.records.len() + selected.unfinished;

@@ -3,6 +3,7 @@
 
 use super::runs::RunPick;
 use crate::store::{Store, StoreLocation};
+use crate::wording::count;
 use anyhow::{bail, Context, Result};
 use std::collections::BTreeSet;
 
@@ -62,15 +63,6 @@ pub async fn copy(from: &StoreLocation, to: &StoreLocation, which: &RunPick, jso
         );
     }
     Ok(0)
-}
-
-/// `n things`, `1 thing`.
-fn count(n: u64, thing: &str) -> String {
-    if n == 1 {
-        format!("1 {thing}")
-    } else {
-        format!("{n} {thing}s")
-    }
 }
 
 /// Writes a consistent copy of the store at `db` to the new SQLite file `file`.

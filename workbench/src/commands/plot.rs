@@ -41,6 +41,7 @@ pub async fn sphere(store: &Store, runs: &str, step: Option<u64>, out: &Path, si
     };
     let size = data::parse_size(size).map_err(|e| refused(anyhow!(e)))?;
     crate::figure::format_of(out).map_err(refused)?;
+    export::check_out_dir(out)?;
     let record = store.run(id).await?;
     let diagnostics = store.diagnostics(id).await?;
     let t = crate::sphere::trajectories(&diagnostics, step).map_err(|e| anyhow!("run {id}: {e}"))?;

@@ -6,7 +6,8 @@ use crate::figure::FigureRun;
 use crate::heatmap::{self, Grid, Refusal};
 use crate::plot::Panel;
 use crate::store::{RunRecord, RunStatus, Store};
-use anyhow::{anyhow, Context, Result};
+use crate::wording::count;
+use anyhow::{anyhow, bail, Context, Result};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
@@ -21,13 +22,16 @@ pub struct Figure {
 impl Figure {
     /// One line saying what was written.
     pub fn describe(&self) -> String {
-        format!("wrote {} ({} panels, {} runs)", self.path.display(), self.panels, self.runs)
+        let (panels, runs) = (count(self.panels as u64, "panel"), count(self.runs as u64, "run"));
+        format!("wrote {} ({panels}, {runs})", self.path.display())
     }
 }
 
 /// Draws `panels` of runs `ids` into `out` (PNG or SVG by its extension) at `size` pixels.
 pub async fn plot(store: &Store, ids: &[i64], panels: &[Panel], out: &Path, size: (u32, u32)) -> Result<Figure> {
-    crate::figure::format_of(out)?; // refuse a bad file name before reading anything
+    // Refuse a bad file name before reading anything.
+    crate::figure::format_of(out)?;
+    check_out_dir(out)?;
     let mut runs = Vec::with_capacity(ids.len());
     for &id in ids {
         runs.push(FigureRun {
@@ -159,6 +163,15 @@ pub async fn heatmap(
 }
 
 /// Writes an exported text (a table) to `path`.
+/// Refuses an `--out` file whose folder does not exist, before anything is read or drawn (the
+/// drawing library would say only "No such file or directory", after the work).
+pub fn check_out_dir(path: &Path) -> Result<()> {
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty() && !p.is_dir()) {
+        bail!("{} does not exist: create it, or choose another --out", parent.display());
+    }
+    Ok(())
+}
+
 pub fn write_text(path: &Path, text: &str) -> Result<()> {
     std::fs::write(path, text).with_context(|| format!("cannot write {}", path.display()))
 }

@@ -131,9 +131,7 @@ fn check_new_file(path: &Path, force: bool) -> Result<()> {
     if path.is_dir() {
         bail!("{} is a directory: --out names the file to write (e.g. runs.csv)", path.display());
     }
-    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty() && !p.is_dir()) {
-        bail!("{} does not exist: create it, or choose another --out", parent.display());
-    }
+    super::export::check_out_dir(path)?;
     if path.exists() && !force {
         bail!("{} exists: choose another --out, or pass --force to replace it", path.display());
     }

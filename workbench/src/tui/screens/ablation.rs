@@ -160,7 +160,7 @@ fn draw_ablation(frame: &mut Frame, area: Rect, app: &App) {
     let (table, loading) = ablation_table(app);
     if table.rows.is_empty() {
         let text = if loading > 0 {
-            format!("loading {loading} run(s)…")
+            format!("loading {}…", crate::wording::count(loading as u64, "run"))
         } else {
             "No runs to tabulate: mark runs on the Runs screen with space, or finish some (every visible finished run is used when none is marked).".into()
         };
