@@ -218,7 +218,11 @@ impl WatchEvent {
             WatchEvent::Watching { crates, library_dirs } => {
                 let mut parts = Vec::new();
                 if !crates.is_empty() {
-                    parts.push(format!("the sources of {} plugin crate(s) ({})", crates.len(), crates.join(", ")));
+                    parts.push(format!(
+                        "the sources of {} ({})",
+                        crate::wording::count(crates.len() as u64, "plugin crate"),
+                        crates.join(", ")
+                    ));
                 }
                 if !library_dirs.is_empty() {
                     let dirs: Vec<String> = library_dirs.iter().map(|d| d.display().to_string()).collect();

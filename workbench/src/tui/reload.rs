@@ -14,7 +14,7 @@ use plugin_api::PluginKind;
 use ratatui::layout::Rect;
 use ratatui::style::{Color, Style};
 use ratatui::text::Line;
-use ratatui::widgets::{Block, Borders, Paragraph};
+use ratatui::widgets::{Block, Borders, Paragraph, Wrap};
 use ratatui::Frame;
 use std::collections::VecDeque;
 use std::path::PathBuf;
@@ -120,7 +120,8 @@ pub fn refresh_form(form: &mut LaunchForm, plugins: &PluginList) {
     form.rebuild(plugins);
 }
 
-/// The log panel of the Plugins screen: the last lines that fit, failures in red.
+/// The log panel of the Plugins screen: the last lines that fit, wrapped (a compiler's
+/// message is read to its end), failures in red.
 pub fn draw(frame: &mut Frame, area: Rect, log: &ReloadLog) {
     let visible = area.height.saturating_sub(2) as usize;
     let skip = log.lines().len().saturating_sub(visible);
@@ -132,8 +133,12 @@ pub fn draw(frame: &mut Frame, area: Rect, log: &ReloadLog) {
             Line::styled(text.clone(), style)
         })
         .collect();
+    let paragraph = Paragraph::new(lines).wrap(Wrap { trim: false });
+    // Wrapped, the lines may take more rows than there are: the newest stay in view.
+    let rows = paragraph.line_count(area.width.saturating_sub(2)) as u16;
+    let paragraph = paragraph.scroll((rows.saturating_sub(visible as u16), 0));
     let block = Block::default().borders(Borders::ALL).title("hot reload (edit a plugin's sources: it is rebuilt)");
-    frame.render_widget(Paragraph::new(lines).block(block), area);
+    frame.render_widget(paragraph.block(block), area);
 }
 
 #[cfg(test)]
@@ -150,6 +155,24 @@ mod tests {
         assert_eq!(log.lines().len(), LOG_LINES);
         assert_eq!(log.lines().next().unwrap().0, "line 2");
         assert_eq!(log.lines().last().unwrap(), &("  --> src/lib.rs:1:1".to_string(), true));
+    }
+
+    #[test]
+    fn long_lines_wrap_and_the_newest_stays_in_view() {
+        use ratatui::{backend::TestBackend, Terminal};
+        let mut log = ReloadLog::default();
+        log.push(&format!("watching the sources of {}", "crate, ".repeat(12)), false);
+        log.push("error[E0425]: cannot find value `x` in this scope, at the end of a line longer than the panel", true);
+        log.push("newest", false);
+        let (w, h) = (40, 7);
+        let mut terminal = Terminal::new(TestBackend::new(w, h)).unwrap();
+        terminal.draw(|f| draw(f, f.area(), &log)).unwrap();
+        let buffer = terminal.backend().buffer().clone();
+        let screen: String =
+            (0..h).map(|y| (0..w).map(|x| buffer[(x, y)].symbol().to_string()).collect::<String>() + "\n").collect();
+        // Five rows inside the border: the error's three wrapped rows, its end included, and the newest.
+        assert!(screen.contains("panel") && screen.contains("newest"), "{screen}");
+        assert!(!screen.contains("watching"), "the oldest line scrolled out:\n{screen}");
     }
 
     #[test]

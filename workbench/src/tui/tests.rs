@@ -671,6 +671,19 @@ fn plugins_screen_lists_plugins_and_failures() {
 }
 
 #[test]
+fn the_plugins_table_gives_the_description_the_room_and_keeps_paths_whole() {
+    let (mut app, _) = app();
+    app.plugins.plugins[0].description = "a description longer than any terminal is wide ".repeat(4);
+    app.screen = Screen::Plugins;
+    let screen = render(&mut app, 120, 20);
+    let first = app.plugins.plugins[0].path.display().to_string();
+    let line = screen.lines().find(|l| l.contains(&app.plugins.plugins[0].name)).unwrap();
+    assert!(line.contains(&first), "{line}");
+    // Name, kind and version take their own widths; the description the rest.
+    assert!(line.contains("a description longer than any terminal is wide a description"), "{line}");
+}
+
+#[test]
 fn help_overlay_lists_the_keys_of_the_screen() {
     let (mut app, _) = app();
     press(&mut app, KeyCode::Char('?'));

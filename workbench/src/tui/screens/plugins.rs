@@ -40,28 +40,34 @@ fn draw_plugins(frame: &mut Frame, area: Rect, app: &App) {
     if reload_lines > 0 {
         crate::tui::reload::draw(frame, reload_area, &app.reload_log);
     }
-    let header = Row::new(["name", "kind", "version", "description", "path"]).style(bold().fg(Color::Cyan));
-    let rows: Vec<Row> = app
+    let titles = ["name", "kind", "version", "description", "path"];
+    let header = Row::new(titles).style(bold().fg(Color::Cyan));
+    // Libraries of the workspace by their path in it (`target/release/libcem.so`): whole, and
+    // the description gets the room.
+    let root = crate::host::workspace().map(|w| w.root.as_path());
+    let shown_path =
+        |path: &std::path::Path| root.and_then(|r| path.strip_prefix(r).ok()).unwrap_or(path).display().to_string();
+    let cells: Vec<[String; 5]> = app
         .plugins
         .plugins
         .iter()
         .map(|p| {
-            Row::new(vec![
-                Cell::from(p.name.clone()),
-                Cell::from(p.kind.as_str()),
-                Cell::from(p.version.clone()),
-                Cell::from(p.description.clone()),
-                Cell::from(p.path.display().to_string()),
-            ])
+            let kind = p.kind.as_str().to_string();
+            [p.name.clone(), kind, p.version.clone(), p.description.clone(), shown_path(&p.path)]
         })
         .collect();
+    let widest = |column: usize| {
+        let longest = cells.iter().map(|row| row[column].chars().count()).max().unwrap_or(0);
+        longest.max(titles[column].len()) as u16
+    };
     let widths = [
-        Constraint::Length(20),
-        Constraint::Length(6),
-        Constraint::Length(8),
-        Constraint::Percentage(45),
-        Constraint::Min(10),
+        Constraint::Length(widest(0)),
+        Constraint::Length(widest(1)),
+        Constraint::Length(widest(2)),
+        Constraint::Fill(1),
+        Constraint::Length(widest(4)),
     ];
+    let rows: Vec<Row> = cells.into_iter().map(|row| Row::new(row.map(Cell::from))).collect();
     let title = format!("{} plugins loaded", app.plugins.plugins.len());
     frame.render_widget(
         Table::new(rows, widths).header(header).block(Block::default().borders(Borders::ALL).title(title)),
