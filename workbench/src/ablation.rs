@@ -250,20 +250,25 @@ impl Table {
         Table { keys, columns, rows }
     }
 
-    /// For each column, the index of the row with the best mean (none for columns without a
-    /// direction or without values).
-    pub fn best_rows(&self) -> Vec<Option<usize>> {
+    /// For each column, the rows with the best mean: every row whose mean reads the same as
+    /// the best at the column's decimals (a tie in the table is marked as one), none for
+    /// columns without a direction or without values.
+    pub fn best_rows(&self) -> Vec<Vec<usize>> {
         self.columns
             .iter()
             .enumerate()
             .map(|(c, col)| {
-                let higher = col.higher_is_better?;
-                self.rows
-                    .iter()
-                    .enumerate()
-                    .filter_map(|(r, row)| row.cells[c].map(|s| (r, s.mean)))
-                    .reduce(|a, b| if (b.1 > a.1) == higher && b.1 != a.1 { b } else { a })
-                    .map(|(r, _)| r)
+                let Some(higher) = col.higher_is_better else { return Vec::new() };
+                // A diverged run's NaN is never the best.
+                let means = || {
+                    let cells = self.rows.iter().enumerate().filter_map(|(r, row)| row.cells[c].map(|s| (r, s.mean)));
+                    cells.filter(|(_, m)| m.is_finite())
+                };
+                let Some(best) = means().map(|(_, m)| m).reduce(|a, b| if (b > a) == higher { b } else { a }) else {
+                    return Vec::new();
+                };
+                let written = |mean: f64| format!("{mean:.*}", digits(&col.kind));
+                means().filter(|&(_, m)| written(m) == written(best)).map(|(r, _)| r).collect()
             })
             .collect()
     }
@@ -368,7 +373,7 @@ impl Table {
                 .enumerate()
                 .map(|(i, t)| {
                     let t = markdown_escape(&t);
-                    if i >= fixed && best[i - fixed] == Some(r) {
+                    if i >= fixed && best[i - fixed].contains(&r) {
                         format!("**{t}**")
                     } else {
                         t
@@ -397,7 +402,7 @@ impl Table {
                 .enumerate()
                 .map(|(i, t)| {
                     let t = latex_escape(&t).replace('±', "$\\pm$");
-                    if i >= fixed && best[i - fixed] == Some(r) {
+                    if i >= fixed && best[i - fixed].contains(&r) {
                         format!("\\textbf{{{t}}}")
                     } else {
                         t
@@ -576,9 +581,23 @@ mod tests {
         assert_eq!(single.text(2), "0.20");
         // Best row per column: row 0 for accuracy, row 1 for time per step.
         let best_rows = table.best_rows();
-        assert_eq!(best_rows[col(ColumnKind::Final("acc".into()))], Some(0));
-        assert_eq!(best_rows[col(ColumnKind::SecondsPerStep)], Some(1));
-        assert_eq!(best_rows[col(ColumnKind::Params)], None);
+        assert_eq!(best_rows[col(ColumnKind::Final("acc".into()))], [0]);
+        assert_eq!(best_rows[col(ColumnKind::SecondsPerStep)], [1]);
+        assert!(best_rows[col(ColumnKind::Params)].is_empty());
+    }
+
+    #[test]
+    fn rows_that_read_the_same_are_all_best_and_a_diverged_run_never_is() {
+        let recs = [record(1, "a", "x", 0), record(2, "a", "y", 0), record(3, "a", "z", 0)];
+        let ms = [metrics(&[0.75], 1.0), metrics(&[0.75001], 1.0), metrics(&[f64::NAN], 1.0)];
+        let inputs: Vec<RunInput> = recs.iter().zip(&ms).map(|(record, m)| RunInput { record, metrics: m }).collect();
+        let table = Table::build(&inputs);
+        let c = table.columns.iter().position(|c| c.kind == ColumnKind::Final("acc".into())).unwrap();
+        assert_eq!(table.best_rows()[c], [0, 1], "both read 0.7500");
+        let md = table.to_markdown();
+        assert!(md.contains("| a | x | 1 | **0.7500** |") && md.contains("| a | y | 1 | **0.7500** |"), "{md}");
+        let nan_only = [RunInput { record: &recs[2], metrics: &ms[2] }];
+        assert!(Table::build(&nan_only).best_rows()[c].is_empty());
     }
 
     #[test]
@@ -626,7 +645,7 @@ mod tests {
         assert!((s.mean - 150.0).abs() < 1e-9 && (s.std - 5000f64.sqrt()).abs() < 1e-9, "{s:?}");
         assert_eq!(table.cells_text(0).last().unwrap(), "150 ± 71");
         assert_eq!(table.rows[1].cells[c], None);
-        assert_eq!(table.best_rows()[c], Some(0));
+        assert_eq!(table.best_rows()[c], [0]);
         // Sys metrics are never taken for task metrics.
         assert!(!table.columns.iter().any(|c| c.title().contains("rss")), "{:?}", table.header());
         // Without any recorded peak, no column.

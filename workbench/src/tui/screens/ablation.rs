@@ -222,7 +222,7 @@ fn draw_ablation(frame: &mut Frame, area: Rect, app: &App) {
                     .columns
                     .iter()
                     .map(|&i| {
-                        let is_best = i >= fixed && best[i - fixed] == Some(r);
+                        let is_best = i >= fixed && best[i - fixed].contains(&r);
                         let style = if is_best { bold().fg(Color::Green) } else { Style::default() };
                         Cell::from(texts[i].clone()).style(style)
                     })
