@@ -123,7 +123,7 @@ pub async fn print_table(store: &Store, runs: &[RunRecord], extra: &[ExtraColumn
                 .chain([steps, params, duration(r), eval_summary(summaries.get(&r.id).map_or(&[], Vec::as_slice))]),
         );
     }
-    table.print_after("");
+    table.print();
     Ok(())
 }
 

@@ -40,6 +40,10 @@ impl TextTable {
         self.table.lines().map(|line| line.trim_end().to_string()).collect()
     }
 
+    pub fn print(&self) {
+        self.print_after("");
+    }
+
     /// Prints the lines, the first after `first` and the others after as many blanks.
     pub fn print_after(&self, first: &str) {
         let indent = " ".repeat(first.chars().count());

@@ -155,7 +155,7 @@ pub fn report(rows: &[Row], json: bool) -> Result<i32> {
             let verdict = if r.passed { "ok" } else { "FAIL" };
             table.row([verdict.to_string(), r.layer.clone(), format!("{:.3e}", r.value), r.claim.clone()]);
         }
-        table.print_after("");
+        table.print();
         let failed = rows.iter().filter(|r| !r.passed).count();
         println!("{} passed, {} failed", rows.len() - failed, failed);
     }
