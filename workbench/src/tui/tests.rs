@@ -381,7 +381,7 @@ fn live_screen_names_the_job_a_queued_run_waits_for() {
     let screen = render(&mut app, 140, 40);
     assert!(screen.contains("slurm job 77: waiting to start (the log says why)"), "{screen}");
     assert!(screen.contains("run 4: hyperset on sudoku (submitted)"), "{screen}");
-    assert!(screen.lines().any(|l| l.contains("4 hyperset     submitted")), "the list says it whole: {screen}");
+    assert!(screen.lines().any(|l| l.contains("4 hyperset    submitted")), "the list says it whole: {screen}");
     press(&mut app, KeyCode::Char('1'));
     let screen = render(&mut app, 140, 40);
     let row = screen.lines().find(|l| l.trim_start().starts_with("4 ")).unwrap_or_else(|| panic!("{screen}"));
@@ -456,6 +456,18 @@ fn live_screen_shows_progress_rate_and_log() {
         "{screen}"
     );
     assert!(screen.contains("step 40 eval: cell_acc 0.5"));
+}
+
+/// The list of runs beside the Live screen's run widens to the names of its layers.
+#[test]
+fn live_screen_lists_long_layer_names_and_ids_whole() {
+    let (mut app, _) = app();
+    let mut snapshot = app.snapshot.clone();
+    snapshot.runs.push(record(12345, "energy-transformer", RunStatus::Interrupted, 64, 0));
+    app.apply(Update::Runs(snapshot));
+    press(&mut app, KeyCode::Char('3'));
+    let screen = render(&mut app, 140, 40);
+    assert!(screen.contains("12345 energy-transformer interrupted"), "{screen}");
 }
 
 /// The system panel beside the curves (the last sample, the largest peak) and the evaluation

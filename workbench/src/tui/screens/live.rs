@@ -101,17 +101,21 @@ fn eval_examples(app: &App, id: i64) -> Option<f64> {
 }
 
 fn draw_live(frame: &mut Frame, area: Rect, app: &App) {
-    // Wide enough for the longest state (`interrupted`) beside the id and a layer's name.
-    let [list_area, main] = Layout::horizontal([Constraint::Length(33), Constraint::Min(0)]).areas(area);
     let candidates = app.live_candidates();
+    // As wide as the ids and the layers' names (a long one cut at 20), and the longest state
+    // (`interrupted`), inside the border.
+    let id_width = candidates.iter().map(|r| r.id.to_string().len()).max().unwrap_or(0).max(4);
+    let name_width = candidates.iter().map(|r| r.layer.name.chars().count()).max().unwrap_or(0).clamp(5, 20);
+    let list_width = (2 + id_width + 1 + name_width + 1 + "interrupted".len() + 2) as u16;
+    let [list_area, main] = Layout::horizontal([Constraint::Length(list_width), Constraint::Min(0)]).areas(area);
     let live = app.live_id();
     let items: Vec<ListItem> = candidates
         .iter()
         .map(|r| {
             let mark = if Some(r.id) == live { "▶ " } else { "  " };
             ListItem::new(Line::from(vec![
-                Span::raw(format!("{mark}{:>4} ", r.id)),
-                Span::raw(format!("{:<12.12} ", r.layer.name)),
+                Span::raw(format!("{mark}{:>id_width$} ", r.id)),
+                Span::raw(format!("{:<name_width$.name_width$} ", r.layer.name)),
                 Span::styled(r.shown_status(), Style::default().fg(shown_status_colour(r))),
             ]))
         })
