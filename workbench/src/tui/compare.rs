@@ -247,11 +247,27 @@ fn add_iteration(
     }
 }
 
+/// A panel's title in `width` cells: whole where it fits, else without its legends in
+/// brackets, the last first, so that what is drawn and `[log10]` stay readable; then cut.
+fn fit_title(title: &str, width: usize) -> String {
+    let mut fitted = title.to_string();
+    while fitted.chars().count() > width {
+        let Some(open) = fitted.rfind(" (") else { break };
+        let Some(length) = fitted[open..].find(')') else { break };
+        fitted.replace_range(open..=open + length, "");
+    }
+    if fitted.chars().count() > width {
+        fitted = fitted.chars().take(width.saturating_sub(1)).collect::<String>() + "…";
+    }
+    fitted
+}
+
 /// Draws one panel into `area`, downsampling every curve to the area's resolution.
 pub fn draw_panel(frame: &mut Frame, area: Rect, panel: &Panel) {
+    let title = fit_title(&panel.title, area.width.saturating_sub(2) as usize);
     let block = Block::default()
         .borders(Borders::ALL)
-        .title(Span::styled(panel.title.clone(), Style::default().add_modifier(Modifier::BOLD)));
+        .title(Span::styled(title, Style::default().add_modifier(Modifier::BOLD)));
     let found = *panel.bounds.get_or_init(|| bounds(panel.curves.iter().map(|c| c.points.as_slice())));
     let Some((x, y)) = found else {
         let text = Paragraph::new(panel.empty)
@@ -402,5 +418,20 @@ fn on_off(b: bool) -> &'static str {
         "on"
     } else {
         "off"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fit_title;
+
+    #[test]
+    fn titles_drop_their_legends_before_what_they_draw_and_the_log_scale() {
+        let title = "energy vs iteration (total ─, parts ·; ┊ training depth) [log10]";
+        assert_eq!(fit_title(title, 80), title);
+        assert_eq!(fit_title(title, 40), "energy vs iteration [log10]");
+        let two = "top1 (eval) vs depth (┊ training depth)";
+        assert_eq!(fit_title(two, 30), "top1 (eval) vs depth");
+        assert_eq!(fit_title(two, 12), "top1 vs dep…");
     }
 }
