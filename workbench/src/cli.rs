@@ -127,7 +127,7 @@ pub enum Command {
         /// Machine-readable output.
         #[arg(long)]
         json: bool,
-        /// List only these runs (`--runs`, `--sweep`, `--filter`).
+        /// List only these runs (`--runs`, `--sweep`, `--filter`, `--last`).
         #[command(flatten)]
         pick: commands::runs::RunPick,
     },
@@ -405,7 +405,7 @@ pub enum RunsAction {
         /// Machine-readable output.
         #[arg(long)]
         json: bool,
-        /// List only these runs (`--runs`, `--sweep`, `--filter`).
+        /// List only these runs (`--runs`, `--sweep`, `--filter`, `--last`).
         #[command(flatten)]
         pick: commands::runs::RunPick,
     },
@@ -781,12 +781,14 @@ async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         Some(Command::Runs { action, json, pick }) => {
             let store = commands::open_store(&db, &artifacts).await?;
             if pick.picks() && matches!(action, Some(RunsAction::List { .. })) {
-                anyhow::bail!("`--runs / --sweep / --filter` go after `list`: `workbench runs list --sweep N`");
+                anyhow::bail!(
+                    "`--runs / --sweep / --filter / --last` go after `list`: `workbench runs list --sweep N`"
+                );
             }
             if pick.picks() && action.is_some() {
                 // Only the list and `runs export` select runs; an action on one run has no use for it.
                 anyhow::bail!(
-                    "`runs --runs / --sweep / --filter` pick the runs listed; to export selected runs: \
+                    "`runs --runs / --sweep / --filter / --last` pick the runs listed; to export selected runs: \
                      `runs export --sweep N` (or --runs, --filter)"
                 );
             }

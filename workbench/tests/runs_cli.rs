@@ -2,6 +2,7 @@
 //! `runs note` and `runs diff`, run as a user would, on an SQLite store filled here.
 
 use serde_json::{json, Value};
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use workbench::export::tfevents::{self, Value as TfValue, What};
 use workbench::store::{DiagnosticRow, MetricRow, NewRun, PluginRef, RunStatus, Store, StoreLocation};
@@ -159,6 +160,18 @@ async fn the_list_picks_runs_as_export_does() {
     assert!(err.contains("9"), "{err}");
     let err = f.fails(&["runs", "--sweep", "1", "show", "2"]);
     assert!(err.contains("pick the runs listed"), "{err}");
+    // The most recent N of what the other options pick, in their order.
+    assert_eq!(listed(&f.ok(&["runs", "--last", "2"])), vec![2, 3]);
+    assert_eq!(listed(&f.ok(&["runs", "list", "--runs", "3,1,2", "--last", "2"])), vec![3, 2]);
+    assert_eq!(listed(&f.ok(&["runs", "--filter", "layer:hyperset", "--last", "1"])), vec![3]);
+    assert_eq!(listed(&f.ok(&["runs", "--last", "10"])), vec![1, 2, 3]);
+    let (code, _, err) = f.run(&["runs", "--last", "0"]);
+    assert_eq!(code, 2, "a usage error: {err}");
+    assert!(err.contains("--last") && err.contains("0 is not in 1.."), "{err}");
+    let exported = f.ok(&["runs", "export", "--format", "jsonl", "--last", "2"]);
+    let runs: BTreeSet<i64> =
+        exported.lines().map(|l| serde_json::from_str::<Value>(l).unwrap()["run"].as_i64().unwrap()).collect();
+    assert_eq!(runs, BTreeSet::from([2]), "run 3, the other of the last two, has no values");
 }
 
 #[tokio::test]

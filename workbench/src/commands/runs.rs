@@ -70,6 +70,7 @@ pub async fn list(store: &Store, as_json: bool, pick: &RunPick) -> Result<i32> {
     if let Some(filter) = filter {
         runs = ops::filter::select(runs, filter)?;
     }
+    let runs = pick.keep_last(runs);
     if as_json {
         println!("{}", serde_json::to_string_pretty(&runs)?);
         return Ok(0);
@@ -537,12 +538,27 @@ pub struct RunPick {
     /// `status:finished layer:hyperset tag:paper sweep:3 lr=1e-3 word`.
     #[arg(long)]
     pub filter: Option<String>,
+    /// Only the N most recent of those runs (the highest ids), e.g. `--last 20` on a store
+    /// that holds thousands.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub last: Option<u32>,
 }
 
 impl RunPick {
-    /// Whether any of the three options was given.
+    /// Whether any of the options was given.
     pub fn picks(&self) -> bool {
-        self.runs.is_some() || self.sweep.is_some() || self.filter.is_some()
+        self.runs.is_some() || self.sweep.is_some() || self.filter.is_some() || self.last.is_some()
+    }
+
+    /// `runs` less all but the `--last` N (by id), in their order.
+    fn keep_last(&self, mut runs: Vec<RunRecord>) -> Vec<RunRecord> {
+        if let Some(n) = self.last {
+            let mut ids: Vec<i64> = runs.iter().map(|r| r.id).collect();
+            ids.sort_unstable_by(|a, b| b.cmp(a));
+            let oldest_kept = ids.get(n as usize - 1).copied().unwrap_or(i64::MIN);
+            runs.retain(|r| r.id >= oldest_kept);
+        }
+        runs
     }
 
     /// The runs these options name before `--filter`: `--runs`, `--sweep` or every run.
@@ -558,7 +574,7 @@ impl RunPick {
     /// The runs of `store` these options pick (every run when none is given); an error when
     /// none is picked.
     pub async fn select(&self, store: &Store) -> Result<Vec<RunRecord>> {
-        ops::export_runs::select(store, &self.which()?, self.filter.as_deref()).await
+        Ok(self.keep_last(ops::export_runs::select(store, &self.which()?, self.filter.as_deref()).await?))
     }
 }
 
