@@ -6,7 +6,7 @@ use crate::figure_labels::{place, EndLabel};
 use crate::figure_ticks::tick_label;
 use crate::plot::{self as data, IterationData, Panel, Series};
 use crate::store::{DiagnosticRow, MetricRow, RunRecord};
-use anyhow::{anyhow, bail, Result};
+use anyhow::{anyhow, bail, Context, Result};
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
@@ -148,7 +148,41 @@ fn range(values: impl Iterator<Item = f64>) -> Option<(f64, f64)> {
     Some((lo, hi))
 }
 
-type DrawResult = std::result::Result<(), Box<dyn std::error::Error>>;
+pub(crate) type DrawResult = std::result::Result<(), Box<dyn std::error::Error>>;
+
+/// Draws a figure in memory, as a PNG or an SVG as `out` is named, then writes `out` in one
+/// go, so that a file that cannot be written (a folder without write access, a full disk) is
+/// named with the system's reason rather than in the drawing library's words.
+pub(crate) fn render(
+    out: &Path,
+    (w, h): (u32, u32),
+    png: impl FnOnce(DrawingArea<BitMapBackend<'_>, Shift>) -> DrawResult,
+    svg: impl FnOnce(DrawingArea<SVGBackend<'_>, Shift>) -> DrawResult,
+) -> Result<()> {
+    let drawn = |e: Box<dyn std::error::Error>| anyhow!("cannot draw {}: {e}", out.display());
+    let bytes = match format_of(out)? {
+        Format::Png => {
+            let mut rgb = vec![0u8; w as usize * h as usize * 3];
+            png(BitMapBackend::with_buffer(&mut rgb, (w, h)).into_drawing_area()).map_err(drawn)?;
+            encode_png(&rgb, (w, h)).map_err(|e| anyhow!("cannot encode {}: {e}", out.display()))?
+        }
+        Format::Svg => {
+            let mut text = String::new();
+            svg(SVGBackend::with_string(&mut text, (w, h)).into_drawing_area()).map_err(drawn)?;
+            text.into_bytes()
+        }
+    };
+    std::fs::write(out, bytes).with_context(|| format!("cannot write {}", out.display()))
+}
+
+fn encode_png(rgb: &[u8], (w, h): (u32, u32)) -> std::result::Result<Vec<u8>, png::EncodingError> {
+    let mut bytes = Vec::new();
+    let mut encoder = png::Encoder::new(&mut bytes, w, h);
+    encoder.set_color(png::ColorType::Rgb);
+    encoder.set_depth(png::BitDepth::Eight);
+    encoder.write_header()?.write_image_data(rgb)?;
+    Ok(bytes)
+}
 
 fn draw_panel<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, p: &PanelPlot) -> DrawResult
 where
@@ -276,16 +310,11 @@ pub(crate) fn register_font() -> Result<()> {
 
 /// Draws `panels` of `runs` into `out` (PNG or SVG by its extension) at `size` pixels.
 pub fn write_image(runs: &[FigureRun], panels: &[Panel], out: &Path, size: (u32, u32)) -> Result<()> {
-    let format = format_of(out)?;
-    let (w, h) = size;
+    format_of(out)?;
     let legend = data::run_legend(&runs.iter().map(|r| &r.record).collect::<Vec<_>>());
     let plots: Vec<PanelPlot> = panels.iter().map(|p| build_panel(*p, runs)).collect();
     register_font()?;
-    let result = match format {
-        Format::Png => draw(BitMapBackend::new(out, (w, h)).into_drawing_area(), &legend, &plots),
-        Format::Svg => draw(SVGBackend::new(out, (w, h)).into_drawing_area(), &legend, &plots),
-    };
-    result.map_err(|e| anyhow!("cannot draw {}: {e}", out.display()))
+    render(out, size, |area| draw(area, &legend, &plots), |area| draw(area, &legend, &plots))
 }
 
 #[cfg(test)]
@@ -312,6 +341,28 @@ mod tests {
             tag[start..].split('"').next().unwrap().to_string()
         };
         (attr("x"), attr("y"))
+    }
+
+    #[test]
+    fn a_figure_is_written_whole_or_the_file_is_named_with_the_reason() {
+        let dir = tempfile::Builder::new().prefix("workbench-render-").tempdir().unwrap();
+        let png_red = |area: DrawingArea<BitMapBackend<'_>, Shift>| -> DrawResult { Ok(area.fill(&RED)?) };
+        let svg_red = |area: DrawingArea<SVGBackend<'_>, Shift>| -> DrawResult { Ok(area.fill(&RED)?) };
+        let png = dir.path().join("red.png");
+        render(&png, (30, 20), png_red, svg_red).unwrap();
+        let mut reader = png::Decoder::new(std::fs::File::open(&png).unwrap()).read_info().unwrap();
+        let mut pixels = vec![0; reader.output_buffer_size()];
+        let info = reader.next_frame(&mut pixels).unwrap();
+        assert_eq!((info.width, info.height), (30, 20));
+        assert_eq!(&pixels[..3], &[255, 0, 0]);
+        // A directory where the file should go: the system's reason, not the drawing library's.
+        let taken = dir.path().join("taken.svg");
+        std::fs::create_dir(&taken).unwrap();
+        let err = render(&taken, (30, 20), png_red, svg_red).unwrap_err();
+        assert!(
+            format!("{err:#}").starts_with(&format!("cannot write {}: Is a directory", taken.display())),
+            "{err:#}"
+        );
     }
 
     #[test]

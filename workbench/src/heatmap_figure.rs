@@ -3,10 +3,10 @@
 //! The colours run from the worst value to the best, so the best cell is always the
 //! brightest whichever direction the metric improves in.
 
-use crate::figure::{format_of, Format, FAMILY};
+use crate::figure::{render, DrawResult, FAMILY};
 use crate::figure_ticks::tick_label;
 use crate::heatmap::{Grid, EMPTY};
-use anyhow::{anyhow, Result};
+use anyhow::Result;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
@@ -64,8 +64,6 @@ fn widths(grid: &Grid) -> (i32, i32) {
         .unwrap_or(6);
     (40 + labels * 9, (cells * 8 + 24).max(90))
 }
-
-type DrawResult = std::result::Result<(), Box<dyn std::error::Error>>;
 
 fn draw<DB: DrawingBackend>(root: DrawingArea<DB, Shift>, grid: &Grid) -> DrawResult
 where
@@ -162,14 +160,8 @@ where
 
 /// Draws `grid` into `out` (PNG or SVG by its extension), sized to fit it.
 pub fn write_image(grid: &Grid, out: &Path) -> Result<()> {
-    let format = format_of(out)?;
-    let size = size_of(grid);
     crate::figure::register_font()?;
-    let result = match format {
-        Format::Png => draw(BitMapBackend::new(out, size).into_drawing_area(), grid),
-        Format::Svg => draw(SVGBackend::new(out, size).into_drawing_area(), grid),
-    };
-    result.map_err(|e| anyhow!("cannot draw {}: {e}", out.display()))
+    render(out, size_of(grid), |area| draw(area, grid), |area| draw(area, grid))
 }
 
 #[cfg(test)]

@@ -3,9 +3,9 @@
 //! (filled circle), over a light wireframe of the unit sphere when the heads have p = 3. A
 //! PCA projection of wider heads is not on a sphere, so it gets axes only.
 
-use crate::figure::{format_of, register_font, Format, FAMILY, PALETTE};
+use crate::figure::{register_font, render, DrawResult, FAMILY, PALETTE};
 use crate::sphere::Trajectories;
-use anyhow::{anyhow, Result};
+use anyhow::Result;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use std::f64::consts::PI;
@@ -67,8 +67,6 @@ fn to_chart(p: &[f64; 3]) -> (f64, f64, f64) {
     (p[0], p[2], p[1])
 }
 
-type DrawResult = std::result::Result<(), Box<dyn std::error::Error>>;
-
 fn draw<DB: DrawingBackend>(root: DrawingArea<DB, Shift>, title: &str, t: &Trajectories) -> DrawResult
 where
     DB::ErrorType: 'static,
@@ -127,14 +125,9 @@ where
 /// Draws `t` into `out` (PNG or SVG by its extension) at `size` pixels; `run_label` starts
 /// the title (e.g. `run 3: hyperset`).
 pub fn write_image(run_label: &str, t: &Trajectories, out: &Path, size: (u32, u32)) -> Result<()> {
-    let format = format_of(out)?;
     register_font()?;
     let title = title(run_label, t);
-    let result = match format {
-        Format::Png => draw(BitMapBackend::new(out, size).into_drawing_area(), &title, t),
-        Format::Svg => draw(SVGBackend::new(out, size).into_drawing_area(), &title, t),
-    };
-    result.map_err(|e| anyhow!("cannot draw {}: {e}", out.display()))
+    render(out, size, |area| draw(area, &title, t), |area| draw(area, &title, t))
 }
 
 #[cfg(test)]
