@@ -92,6 +92,10 @@ fn bad_extension_unknown_panel_and_unknown_run_are_refused() {
         assert_eq!(code, 1, "{args:?}: {stderr}");
         assert!(stderr.contains("figures does not exist: create it, or choose another --out"), "{args:?}: {stderr}");
     }
+    std::fs::write(dir.join("figures"), "").unwrap();
+    let (code, _, stderr) = run(workbench(&dir).args(["plot", "--runs", "42", "--out", missing]));
+    assert_eq!(code, 1, "{stderr}");
+    assert!(stderr.contains("figures is a file, not a folder: choose another --out"), "{stderr}");
 }
 
 /// Runs of one layer made by different builds of it are told apart in the legend, as in the

@@ -166,10 +166,11 @@ pub async fn heatmap(
 /// Refuses an `--out` file whose folder does not exist, before anything is read or drawn (the
 /// drawing library would say only "No such file or directory", after the work).
 pub fn check_out_dir(path: &Path) -> Result<()> {
-    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty() && !p.is_dir()) {
-        bail!("{} does not exist: create it, or choose another --out", parent.display());
+    match path.parent().filter(|p| !p.as_os_str().is_empty() && !p.is_dir()) {
+        Some(parent) if parent.exists() => bail!("{} is a file, not a folder: choose another --out", parent.display()),
+        Some(parent) => bail!("{} does not exist: create it, or choose another --out", parent.display()),
+        None => Ok(()),
     }
-    Ok(())
 }
 
 pub fn write_text(path: &Path, text: &str) -> Result<()> {
