@@ -85,5 +85,5 @@ fn each_problem_is_named_with_its_fix_and_fails_the_command() {
         .args(["--executor", "slurm", "--plugin-dir", plugins.to_str().unwrap(), "doctor"]));
     assert_eq!(code, 1, "{stdout}");
     assert!(stdout.lines().any(|l| l.starts_with("store      PROBLEM")), "{stdout}");
-    assert!(stdout.ends_with("3 check(s) found a problem (above, with the fix)\n"), "{stdout}");
+    assert!(stdout.ends_with("3 checks found a problem (above, with the fix)\n"), "{stdout}");
 }

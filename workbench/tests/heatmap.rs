@@ -92,7 +92,7 @@ fn a_layers_by_iterations_sweep_becomes_a_grid_of_the_stored_metrics() {
     // Text, with the keys' full names: the same values with the table's four decimals.
     let text = ok(&dir, &["ablation", "--sweep", "1", "--heatmap", "layer.layers,layer.iterations"]);
     let lines: Vec<&str> = text.lines().collect();
-    assert!(lines[0].starts_with("final cell_acc") && lines[0].contains("2 seed(s) per cell"), "{text}");
+    assert!(lines[0].starts_with("final cell_acc") && lines[0].contains("2 seeds per cell"), "{text}");
     assert!(lines[1].starts_with("layers \\ iterations"), "{text}");
     for (line, values) in [(lines[2], &expected_text[0..2]), (lines[3], &expected_text[2..4])] {
         for v in values {

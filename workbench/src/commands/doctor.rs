@@ -217,7 +217,7 @@ fn report(checks: &[Check], json: bool) -> Result<()> {
     let problems = checks.iter().filter(|c| !c.ok).count();
     match problems {
         0 => println!("every check passed"),
-        n => println!("{n} check(s) found a problem (above, with the fix)"),
+        n => println!("{} found a problem (above, with the fix)", crate::wording::count(n as u64, "check")),
     }
     Ok(())
 }

@@ -1443,7 +1443,7 @@ fn plus_and_minus_set_how_many_workers_the_queue_runs() {
         })
         .collect();
     assert_eq!(asked, [2, 3]);
-    assert!(app.status.as_ref().unwrap().0.contains("up to 3 worker(s)"), "{:?}", app.status);
+    assert!(app.status.as_ref().unwrap().0.contains("up to 3 workers"), "{:?}", app.status);
     app.screen = Screen::Launch;
     assert!(render(&mut app, 140, 20).contains("up to 3 at once"));
     // Never below one: the queue would start nothing.

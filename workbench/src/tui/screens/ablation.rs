@@ -243,8 +243,11 @@ fn draw_ablation(frame: &mut Frame, area: Rect, app: &App) {
         note.push_str(&format!(" · {loading} still loading"));
     }
     if fitted.hidden > 0 {
-        let n = fitted.hidden;
-        note.push_str(&format!(" · {n} column(s) do not fit: widen the terminal, or export the whole table (M, T, C)"));
+        let columns = match fitted.hidden {
+            1 => "1 column does not fit".to_string(),
+            n => format!("{n} columns do not fit"),
+        };
+        note.push_str(&format!(" · {columns}: widen the terminal, or export the whole table (M, T, C)"));
     }
     frame.render_widget(Paragraph::new(note).style(dim()), note_area);
 }

@@ -13,6 +13,7 @@ pub use crate::tui::runs::RunsState;
 use crate::tui::runs::{cell, Column};
 use crate::tui::service::Request;
 use crate::tui::ui::{bold, centred, dim, shown_status_colour};
+use crate::wording::count;
 use ratatui::crossterm::event::{KeyCode, KeyEvent};
 use ratatui::layout::Rect;
 use ratatui::style::{Color, Modifier, Style};
@@ -207,13 +208,13 @@ const MOST_WORKERS: usize = crate::queue::MOST_JOBS;
 /// runs are never stopped by a lower limit, fewer are started.
 fn set_workers(app: &mut App, workers: usize) {
     if !(1..=MOST_WORKERS).contains(&workers) {
-        let text = format!("the queue runs {} worker(s) at once: from 1 to {MOST_WORKERS}", app.workers);
+        let text = format!("the queue runs {} at once: from 1 to {MOST_WORKERS}", count(app.workers as u64, "worker"));
         app.say(text, true);
         return;
     }
     app.workers = workers;
     app.send(Request::Workers(workers));
-    let text = format!("the queue now runs up to {workers} worker(s) at once (running runs go on)");
+    let text = format!("the queue now runs up to {} at once (running runs go on)", count(workers as u64, "worker"));
     app.say(text, false);
 }
 
