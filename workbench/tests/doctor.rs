@@ -86,4 +86,16 @@ fn each_problem_is_named_with_its_fix_and_fails_the_command() {
     assert_eq!(code, 1, "{stdout}");
     assert!(stdout.lines().any(|l| l.starts_with("store      PROBLEM")), "{stdout}");
     assert!(stdout.ends_with("3 checks found a problem (above, with the fix)\n"), "{stdout}");
+
+    // A store that cannot be opened still has its run files' directory judged, and one
+    // problem is counted as one.
+    std::fs::write(dir.join("garbage.db"), b"not an SQLite file at all").unwrap();
+    let (code, stdout, _) = run(workbench(&dir).env("WORKBENCH_DB", dir.join("garbage.db")).args(["doctor"]));
+    assert_eq!(code, 1, "{stdout}");
+    assert!(
+        stdout.lines().any(|l| l.starts_with("store      PROBLEM") && l.contains("not an SQLite database")),
+        "{stdout}"
+    );
+    assert!(stdout.lines().any(|l| l.starts_with("artifacts  ok")), "{stdout}");
+    assert!(stdout.ends_with("1 check found a problem (above, with the fix)\n"), "{stdout}");
 }

@@ -66,6 +66,10 @@ pub async fn run(settings: &Settings<'_>, json: bool) -> Result<i32> {
             }
             Err(e) => {
                 checks.push(Check::failed("store", format!("{e:#}")));
+                // The run files' directory is judged apart (a PostgreSQL store names none).
+                if let Some(dir) = settings.artifacts.clone().or_else(|| settings.db.default_artifacts_dir()) {
+                    checks.push(Check::of("artifacts", writable(&dir)));
+                }
                 None
             }
         },
@@ -104,9 +108,9 @@ async fn describe_store(store: &Store) -> Result<String> {
         Backend::Postgres => "PostgreSQL",
     };
     Ok(format!(
-        "{} ({backend}): {} runs, {} running, {} queued",
+        "{} ({backend}): {}, {} running, {} queued",
         store.location(),
-        counts.values().sum::<usize>(),
+        crate::wording::count(counts.values().sum::<usize>() as u64, "run"),
         count(RunStatus::Running),
         count(RunStatus::Queued)
     ))
