@@ -287,7 +287,7 @@ fn free_text_values_keep_their_commas() {
     let mut args = vec!["sweep", "--layer", "transformer", "--task", "sudoku", "--detach", "eval_depths=1.5,2"];
     args.extend_from_slice(&tiny);
     let (_, stderr) = ok(&dir, &args);
-    assert!(stderr.contains("1 runs queued"), "eval_depths is one value, not a list: {stderr}");
+    assert!(stderr.contains("1 run queued"), "eval_depths is one value, not a list: {stderr}");
     let listed = runs(&dir);
     assert!(listed[0]["config"].to_string().contains("1.5,2"), "{}", listed[0]["config"]);
 }

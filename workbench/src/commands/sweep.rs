@@ -9,6 +9,7 @@ use crate::ops::grid::plan;
 use crate::queue::QueueRunner;
 use crate::store::{RunRecord, RunStatus, Store, StoreOutage, SweepRecord};
 use crate::train::launch::say_above;
+use crate::wording::count;
 use anyhow::{anyhow, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::collections::BTreeSet;
@@ -53,7 +54,7 @@ pub async fn sweep(store: &Store, host: &PluginHost, dirs: &[PathBuf], args: Swe
             let runs = points.iter().map(|p| PlannedRun { layer: &p.layer, overrides: &p.overrides }).collect();
             Report::Planned { name: &name, runs }.print();
         } else {
-            println!("sweep {name}: {} runs (a dry run: nothing was queued)", points.len());
+            println!("sweep {name}: {} (a dry run: nothing was queued)", count(points.len() as u64, "run"));
             for (n, point) in points.iter().enumerate() {
                 println!("  {:>4}  {} {}", n + 1, point.layer, point.overrides.join(" "));
             }
@@ -72,7 +73,7 @@ pub async fn sweep(store: &Store, host: &PluginHost, dirs: &[PathBuf], args: Swe
         }
         .print();
     } else {
-        tracing::info!("sweep {} ({name}): {} runs queued", queued.sweep, queued.runs.len());
+        tracing::info!("sweep {} ({name}): {} queued", queued.sweep, count(queued.runs.len() as u64, "run"));
         for (id, point) in queued.runs.iter().zip(&points) {
             tracing::info!("  run {id}: {} {}", point.layer, point.overrides.join(" "));
         }

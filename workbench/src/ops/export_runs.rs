@@ -46,7 +46,7 @@ impl Exported {
             }
             (_, [file, ..]) => format!(" to {}", file.display()),
         };
-        let runs = if self.runs == 1 { "1 run".to_string() } else { format!("{} runs", self.runs) };
+        let runs = crate::wording::count(self.runs as u64, "run");
         format!("exported {runs}, {} {what}{whereto}", self.values)
     }
 }

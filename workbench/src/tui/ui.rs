@@ -8,6 +8,7 @@ use super::keys::{self, Command};
 use super::layout::{tab_title, Areas};
 use super::screens;
 use crate::store::{RunRecord, RunStatus};
+use crate::wording::count;
 use ratatui::layout::{Alignment, Rect};
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
@@ -142,8 +143,10 @@ fn draw_footer(frame: &mut Frame, area: Rect, app: &App) {
         0 => String::new(),
         n => format!(" ({n} hidden by the filter)"),
     };
-    let mut spans =
-        vec![Span::raw(format!("{} runs, {running} running, {marked} marked{hidden}   ", app.snapshot.runs.len()))];
+    let mut spans = vec![Span::raw(format!(
+        "{}, {running} running, {marked} marked{hidden}   ",
+        count(app.snapshot.runs.len() as u64, "run")
+    ))];
     spans.extend(hints(app));
     let line = Line::from(spans);
     frame.render_widget(Paragraph::new(line), area);

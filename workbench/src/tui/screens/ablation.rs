@@ -238,7 +238,7 @@ fn draw_ablation(frame: &mut Frame, area: Rect, app: &App) {
             .block(Block::default().borders(Borders::ALL).title(title)),
         table_area,
     );
-    let mut note = format!("{} runs", table.rows.iter().map(|r| r.runs.len()).sum::<usize>());
+    let mut note = crate::wording::count(table.rows.iter().map(|r| r.runs.len()).sum::<usize>() as u64, "run");
     if loading > 0 {
         note.push_str(&format!(" · {loading} still loading"));
     }
