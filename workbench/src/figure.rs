@@ -310,7 +310,6 @@ pub(crate) fn register_font() -> Result<()> {
 
 /// Draws `panels` of `runs` into `out` (PNG or SVG by its extension) at `size` pixels.
 pub fn write_image(runs: &[FigureRun], panels: &[Panel], out: &Path, size: (u32, u32)) -> Result<()> {
-    format_of(out)?;
     let legend = data::run_legend(&runs.iter().map(|r| &r.record).collect::<Vec<_>>());
     let plots: Vec<PanelPlot> = panels.iter().map(|p| build_panel(*p, runs)).collect();
     register_font()?;

@@ -353,7 +353,7 @@ impl Grid {
         let widths: Vec<usize> = (0..table[0].len()).map(width).collect();
         let counts: BTreeSet<usize> = self.cells.iter().flatten().flatten().map(|c| c.stat.n).collect();
         let seeds = match (counts.first(), counts.last()) {
-            (Some(a), Some(b)) if a == b => format!("{} per cell", crate::wording::count(*a as u64, "seed")),
+            (Some(a), Some(b)) if a == b => format!("{} per cell", crate::wording::count(*a, "seed")),
             (Some(a), Some(b)) => format!("{a} to {b} seeds per cell"),
             _ => String::new(),
         };

@@ -29,7 +29,11 @@ pub async fn copy(from: &StoreLocation, to: &StoreLocation, which: &RunPick, jso
     }
     let rows: Vec<String> = report.rows.iter().map(|(table, n)| format!("{n} {table}")).collect();
     let rows = if rows.is_empty() { String::new() } else { format!(" ({})", rows.join(", ")) };
-    println!("copied {} and {} from {from} to {to}{rows}", count(report.runs, "run"), count(report.sweeps, "sweep"));
+    println!(
+        "copied {} and {} from {from} to {to}{rows}",
+        count(report.runs as usize, "run"),
+        count(report.sweeps as usize, "sweep")
+    );
     if report.runs + report.sweeps > 0 {
         if report.kept_ids {
             println!("the copies keep their ids");
@@ -51,8 +55,8 @@ pub async fn copy(from: &StoreLocation, to: &StoreLocation, which: &RunPick, jso
     if already + sweeps > 0 {
         println!(
             "{} and {} were in {to} already (copied before) and were left as they are",
-            count(already, "run"),
-            count(sweeps, "sweep")
+            count(already as usize, "run"),
+            count(sweeps as usize, "sweep")
         );
     }
     for changed in &report.changed_since {

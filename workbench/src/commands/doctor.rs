@@ -110,7 +110,7 @@ async fn describe_store(store: &Store) -> Result<String> {
     Ok(format!(
         "{} ({backend}): {}, {} running, {} queued",
         store.location(),
-        crate::wording::count(counts.values().sum::<usize>() as u64, "run"),
+        crate::wording::count(counts.values().sum::<usize>(), "run"),
         count(RunStatus::Running),
         count(RunStatus::Queued)
     ))
@@ -221,7 +221,7 @@ fn report(checks: &[Check], json: bool) -> Result<()> {
     let problems = checks.iter().filter(|c| !c.ok).count();
     match problems {
         0 => println!("every check passed"),
-        n => println!("{} found a problem (above, with the fix)", crate::wording::count(n as u64, "check")),
+        n => println!("{} found a problem (above, with the fix)", crate::wording::count(n, "check")),
     }
     Ok(())
 }

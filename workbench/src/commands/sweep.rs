@@ -54,7 +54,7 @@ pub async fn sweep(store: &Store, host: &PluginHost, dirs: &[PathBuf], args: Swe
             let runs = points.iter().map(|p| PlannedRun { layer: &p.layer, overrides: &p.overrides }).collect();
             Report::Planned { name: &name, runs }.print();
         } else {
-            println!("sweep {name}: {} (a dry run: nothing was queued)", count(points.len() as u64, "run"));
+            println!("sweep {name}: {} (a dry run: nothing was queued)", count(points.len(), "run"));
             for (n, point) in points.iter().enumerate() {
                 println!("  {:>4}  {} {}", n + 1, point.layer, point.overrides.join(" "));
             }
@@ -73,7 +73,7 @@ pub async fn sweep(store: &Store, host: &PluginHost, dirs: &[PathBuf], args: Swe
         }
         .print();
     } else {
-        tracing::info!("sweep {} ({name}): {} queued", queued.sweep, count(queued.runs.len() as u64, "run"));
+        tracing::info!("sweep {} ({name}): {} queued", queued.sweep, count(queued.runs.len(), "run"));
         for (id, point) in queued.runs.iter().zip(&points) {
             tracing::info!("  run {id}: {} {}", point.layer, point.overrides.join(" "));
         }

@@ -220,7 +220,7 @@ impl WatchEvent {
                 if !crates.is_empty() {
                     parts.push(format!(
                         "the sources of {} ({})",
-                        crate::wording::count(crates.len() as u64, "plugin crate"),
+                        crate::wording::count(crates.len(), "plugin crate"),
                         crates.join(", ")
                     ));
                 }

@@ -22,7 +22,7 @@ pub struct Figure {
 impl Figure {
     /// One line saying what was written.
     pub fn describe(&self) -> String {
-        let (panels, runs) = (count(self.panels as u64, "panel"), count(self.runs as u64, "run"));
+        let (panels, runs) = (count(self.panels, "panel"), count(self.runs, "run"));
         format!("wrote {} ({panels}, {runs})", self.path.display())
     }
 }

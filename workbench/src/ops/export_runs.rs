@@ -46,7 +46,7 @@ impl Exported {
             }
             (_, [file, ..]) => format!(" to {}", file.display()),
         };
-        let runs = crate::wording::count(self.runs as u64, "run");
+        let runs = crate::wording::count(self.runs, "run");
         format!("exported {runs}, {} {what}{whereto}", self.values)
     }
 }

@@ -235,7 +235,7 @@ impl Service {
             Request::Workers(workers) => self.queue.jobs = workers,
             Request::Delete(ids) => {
                 ops::runs::delete(&self.store, &ids, false).await?;
-                self.send(Update::Info(format!("deleted {}", crate::wording::count(ids.len() as u64, "run"))));
+                self.send(Update::Info(format!("deleted {}", crate::wording::count(ids.len(), "run"))));
             }
             Request::Annotate { id, notes, tags } => {
                 ops::runs::annotate(&self.store, id, Some(&notes), Some(&tags)).await?;

@@ -145,7 +145,7 @@ fn draw_footer(frame: &mut Frame, area: Rect, app: &App) {
     };
     let mut spans = vec![Span::raw(format!(
         "{}, {running} running, {marked} marked{hidden}   ",
-        count(app.snapshot.runs.len() as u64, "run")
+        count(app.snapshot.runs.len(), "run")
     ))];
     spans.extend(hints(app));
     let line = Line::from(spans);

@@ -160,7 +160,7 @@ fn draw_ablation(frame: &mut Frame, area: Rect, app: &App) {
     let (table, loading) = ablation_table(app);
     if table.rows.is_empty() {
         let text = if loading > 0 {
-            format!("loading {}…", crate::wording::count(loading as u64, "run"))
+            format!("loading {}…", crate::wording::count(loading, "run"))
         } else {
             "No runs to tabulate: mark runs on the Runs screen with space, or finish some (every visible finished run is used when none is marked).".into()
         };
@@ -238,7 +238,7 @@ fn draw_ablation(frame: &mut Frame, area: Rect, app: &App) {
             .block(Block::default().borders(Borders::ALL).title(title)),
         table_area,
     );
-    let mut note = crate::wording::count(table.rows.iter().map(|r| r.runs.len()).sum::<usize>() as u64, "run");
+    let mut note = crate::wording::count(table.rows.iter().map(|r| r.runs.len()).sum::<usize>(), "run");
     if loading > 0 {
         note.push_str(&format!(" · {loading} still loading"));
     }

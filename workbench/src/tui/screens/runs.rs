@@ -208,13 +208,13 @@ const MOST_WORKERS: usize = crate::queue::MOST_JOBS;
 /// runs are never stopped by a lower limit, fewer are started.
 fn set_workers(app: &mut App, workers: usize) {
     if !(1..=MOST_WORKERS).contains(&workers) {
-        let text = format!("the queue runs {} at once: from 1 to {MOST_WORKERS}", count(app.workers as u64, "worker"));
+        let text = format!("the queue runs {} at once: from 1 to {MOST_WORKERS}", count(app.workers, "worker"));
         app.say(text, true);
         return;
     }
     app.workers = workers;
     app.send(Request::Workers(workers));
-    let text = format!("the queue now runs up to {} at once (running runs go on)", count(workers as u64, "worker"));
+    let text = format!("the queue now runs up to {} at once (running runs go on)", count(workers, "worker"));
     app.say(text, false);
 }
 
