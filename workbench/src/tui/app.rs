@@ -99,6 +99,8 @@ pub struct App {
     /// How many workers the queue runs at once (`+` / `-` on the Runs screen).
     pub workers: usize,
     pub live: LiveState,
+    /// The plugin under the Plugins screen's cursor (an index into `plugins.plugins`).
+    pub plugin_cursor: usize,
     pub compare: CompareState,
     pub ablation: AblationState,
     /// The settings file the column choice is saved to (none: not saved, as in tests).
@@ -139,6 +141,7 @@ impl App {
             store_label: String::new(),
             workers: 1,
             live: LiveState::default(),
+            plugin_cursor: 0,
             compare: CompareState::default(),
             ablation: AblationState::default(),
             prefs_path: None,

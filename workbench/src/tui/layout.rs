@@ -12,8 +12,9 @@ use ratatui::layout::{Constraint, Layout, Rect};
 pub struct Areas {
     /// The whole terminal.
     pub screen: Rect,
-    /// One rectangle per tab, in [`Screen::ALL`] order.
+    /// One rectangle per tab, in [`Screen::ALL`] order, and the text drawn in it.
     pub tabs: Vec<Rect>,
+    pub tab_titles: Vec<String>,
     pub body: Rect,
     pub footer: Rect,
     /// The runs table, when the Runs screen shows one.
@@ -35,9 +36,22 @@ pub struct RunsTableAreas {
     pub offset: usize,
 }
 
-/// The text of a tab.
-pub fn tab_title(i: usize, screen: Screen) -> String {
-    format!("{} {}", i + 1, screen.title())
+/// The text of each tab in a row `width` cells wide: `1 Runs`, ..., or, where the whole
+/// titles do not fit, the current screen's whole and the others by their number key alone,
+/// so that every tab stays visible and clickable in a narrow terminal.
+pub fn tab_titles(current: Screen, width: u16) -> Vec<String> {
+    let whole: Vec<String> = Screen::ALL.iter().enumerate().map(|(i, s)| format!("{} {}", i + 1, s.title())).collect();
+    // ` title ` and a divider after each but the last.
+    let needed: usize = whole.iter().map(|t| t.chars().count() + 3).sum::<usize>() - 1;
+    if needed <= usize::from(width) {
+        return whole;
+    }
+    Screen::ALL
+        .iter()
+        .zip(whole)
+        .enumerate()
+        .map(|(i, (s, title))| if *s == current { title } else { (i + 1).to_string() })
+        .collect()
 }
 
 impl Areas {
@@ -53,17 +67,18 @@ impl Areas {
         let [tabs_row, body, footer] =
             Layout::vertical([Constraint::Length(1), Constraint::Min(0), Constraint::Length(footer_rows)]).areas(size);
         // Each tab is ` title ` followed by a one-cell divider.
+        let tab_titles = tab_titles(app.screen, tabs_row.width);
         let mut tabs = Vec::new();
         let mut x = tabs_row.x;
-        for (i, s) in Screen::ALL.iter().enumerate() {
-            let w = tab_title(i, *s).chars().count() as u16 + 2;
+        for title in &tab_titles {
+            let w = title.chars().count() as u16 + 2;
             let end = (x.saturating_add(w)).min(tabs_row.right());
             tabs.push(Rect { x, y: tabs_row.y, width: end - x, height: tabs_row.height });
             x = end.saturating_add(1).min(tabs_row.right());
         }
         let runs = (app.screen == Screen::Runs && app.snapshot.loaded && !app.snapshot.runs.is_empty())
             .then(|| runs_table(body, app, previous.runs.as_ref().map_or(0, |r| r.offset)));
-        Areas { screen: size, tabs, body, footer, runs }
+        Areas { screen: size, tabs, tab_titles, body, footer, runs }
     }
 
     /// The screen whose tab is at (x, y).

@@ -561,7 +561,7 @@ fn ablation_screen_groups_seeds() {
     assert!(screen.contains("final cell_acc") && screen.contains("0.5000"), "{screen}");
     // Narrow: the configuration keeps its full width (no `hyperse`), metric columns go from
     // the right and the header and the note say so.
-    let narrow = render(&mut app, 70, 20);
+    let narrow = render(&mut app, 80, 20);
     assert!(narrow.contains("transformer") && narrow.contains("hyperset"), "{narrow}");
     assert!(narrow.contains("final cell_acc") && narrow.contains("hidden"), "{narrow}");
     assert!(narrow.contains("do not fit: widen the terminal, or export"), "{narrow}");
@@ -679,7 +679,8 @@ fn plugins_screen_lists_plugins_and_failures() {
         screen.contains("hyperset") && screen.contains("layer") && screen.contains("/plugins/libsudoku.so"),
         "{screen}"
     );
-    assert!(screen.contains("1 libraries not loaded") && screen.contains("invalid ELF header"));
+    assert!(screen.contains("1 library not loaded") && screen.contains("invalid ELF header"), "{screen}");
+    assert!(screen.contains("2 plugins loaded"), "{screen}");
 }
 
 #[test]
@@ -693,6 +694,84 @@ fn the_plugins_table_gives_the_description_the_room_and_keeps_paths_whole() {
     assert!(line.contains(&first), "{line}");
     // Name, kind and version take their own widths; the description the rest.
     assert!(line.contains("a description longer than any terminal is wide a description"), "{line}");
+}
+
+#[test]
+fn a_narrow_plugins_table_keeps_names_whole_and_shortens_paths_first() {
+    let (mut app, _) = app();
+    app.plugins.plugins[0].name = "energy-transformer".into();
+    app.plugins.plugins[0].path = "/a/workspace/with/a/long/path/target/release/libenergy_transformer.so".into();
+    app.screen = Screen::Plugins;
+    // Room for the whole path, and a description beside it.
+    let wide = render(&mut app, 140, 20);
+    let line = wide.lines().find(|l| l.contains("energy-transformer")).unwrap();
+    assert!(line.contains("/a/workspace/with/a/long/path/") && line.contains("the hyperset plugin"), "{line}");
+    // Not room for both: the path by its file name, the description still beside it.
+    let narrow = render(&mut app, 80, 20);
+    let line = narrow.lines().find(|l| l.contains("energy-transformer")).unwrap();
+    assert!(line.contains(" libenergy_transformer.so") && !line.contains("/release/"), "{line}");
+    assert!(line.contains("the hyperset"), "{line}");
+    // Narrower: name, kind, version and the file name; no description column.
+    let narrower = render(&mut app, 62, 20);
+    let line = narrower.lines().find(|l| l.contains("energy-transformer")).unwrap();
+    assert!(line.contains("layer") && line.contains("0.1.0") && line.contains("libenergy_transformer.so"), "{line}");
+    assert!(!narrower.contains("description"), "{narrower}");
+    // Narrower still: the path goes too, never the name.
+    let narrowest = render(&mut app, 40, 20);
+    let line = narrowest.lines().find(|l| l.contains("energy-transformer")).unwrap();
+    assert!(line.contains("layer") && line.contains("0.1.0") && !line.contains("lib"), "{line}");
+}
+
+#[test]
+fn the_plugins_table_scrolls_to_the_cursor_and_describes_its_plugin_whole() {
+    let (mut app, _) = app();
+    for i in 0..20 {
+        let mut extra = app.plugins.plugins[0].clone();
+        extra.name = format!("layer{i:02}");
+        extra.description = format!("layer number {i}, {}", "with a long description ".repeat(6));
+        app.plugins.plugins.push(extra);
+    }
+    app.screen = Screen::Plugins;
+    let top = render(&mut app, 80, 24);
+    assert!(!top.contains("layer19"), "the table is shorter than the list: {top}");
+    assert!(top.contains("hyperset 0.1.0 (layer): the hyperset plugin"), "{top}");
+    for _ in 0..30 {
+        press(&mut app, KeyCode::Char('j'));
+    }
+    assert_eq!(app.plugin_cursor, 21, "the cursor stops on the last plugin");
+    let bottom = render(&mut app, 80, 24);
+    assert!(bottom.contains("│layer19 ") && !bottom.contains("│hyperset "), "scrolled to the cursor: {bottom}");
+    // The description the table cuts is whole under it, wrapped.
+    assert!(bottom.contains("layer19 0.1.0 (layer): layer number 19, with a long"), "{bottom}");
+    assert!(bottom.contains("/plugins/libhyperset.so"), "its path: {bottom}");
+    press(&mut app, KeyCode::PageUp);
+    assert_eq!(app.plugin_cursor, 11);
+    // A reload that leaves fewer plugins draws the last one under the cursor.
+    app.plugins.plugins.truncate(2);
+    assert!(render(&mut app, 80, 24).contains("sudoku 0.1.0 (task): the sudoku plugin"));
+    press(&mut app, KeyCode::Char('k'));
+    assert_eq!(app.plugin_cursor, 0);
+}
+
+#[test]
+fn tabs_keep_every_number_in_a_narrow_terminal() {
+    let (mut app, _) = app();
+    app.screen = Screen::Compare;
+    let wide = render(&mut app, 120, 20);
+    let tabs = wide.lines().next().unwrap();
+    assert!(tabs.contains("1 Runs") && tabs.contains("6 Plugins"), "{tabs}");
+    // Too narrow for every title: the current one whole, the others by their key.
+    let narrow = render_laid_out(&mut app, 40, 20);
+    let tabs = narrow.lines().next().unwrap();
+    assert!(tabs.starts_with(" 1 │ 2 │ 3 │ 4 Compare │ 5 │ 6 "), "{tabs}");
+    // A click on a number still goes to its screen.
+    app.handle(Event::Mouse(MouseEvent {
+        kind: MouseEventKind::Down(MouseButton::Left),
+        column: 1,
+        row: 0,
+        modifiers: KeyModifiers::NONE,
+    }));
+    assert_eq!(app.screen, Screen::Runs);
 }
 
 #[test]
@@ -799,7 +878,7 @@ fn help_wraps_between_words() {
 /// What a key can change, as text (compared before and after a key).
 fn state(app: &App, sent: &Arc<Mutex<Vec<Request>>>) -> String {
     format!(
-        "{:?} {} {} {:?} {:?} {:?} {} {:?} {:?} {:?} {} {:?} {:?} {}",
+        "{:?} {} {} {:?} {:?} {:?} {} {:?} {:?} {:?} {} {:?} {:?} {} {}",
         app.screen,
         app.help,
         app.help_scroll,
@@ -814,6 +893,7 @@ fn state(app: &App, sent: &Arc<Mutex<Vec<Request>>>) -> String {
         app.status.as_ref().map(|s| &s.0),
         app.launch.error,
         sent.lock().unwrap().iter().filter(|r| !matches!(r, Request::Watch(_))).count(),
+        app.plugin_cursor,
     )
 }
 
@@ -840,6 +920,10 @@ fn every_declared_key_runs_its_action_and_changes_something() {
                     app.launch.cursor = 3; // layer.attention, a choice
                     app.live.run = Some(3);
                     app.ablation.sort = Some((0, false));
+                    // A plugin on either side of the Plugins screen's cursor.
+                    let third = app.plugins.plugins[0].clone();
+                    app.plugins.plugins.push(third);
+                    app.plugin_cursor = 1;
                     app.help = in_help;
                     app.help_scroll = 1;
                     let before = state(&app, &sent);

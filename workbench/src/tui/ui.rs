@@ -5,7 +5,7 @@
 
 use super::app::{App, Screen};
 use super::keys::{self, Command};
-use super::layout::{tab_title, Areas};
+use super::layout::Areas;
 use super::screens;
 use crate::store::{RunRecord, RunStatus};
 use crate::wording::count;
@@ -78,9 +78,9 @@ pub fn draw(frame: &mut Frame, app: &App) {
 
 fn draw_tabs(frame: &mut Frame, areas: &Areas, app: &App) {
     let highlight = Style::default().fg(Color::Black).bg(Color::Cyan).add_modifier(Modifier::BOLD);
-    for (i, (screen, rect)) in Screen::ALL.iter().zip(&areas.tabs).enumerate() {
+    for (i, ((screen, rect), title)) in Screen::ALL.iter().zip(&areas.tabs).zip(&areas.tab_titles).enumerate() {
         let style = if *screen == app.screen { highlight } else { Style::default() };
-        frame.render_widget(Paragraph::new(format!(" {} ", tab_title(i, *screen))).style(style), *rect);
+        frame.render_widget(Paragraph::new(format!(" {title} ")).style(style), *rect);
         if i + 1 < Screen::ALL.len() && rect.right() < areas.screen.right() {
             let divider = Rect { x: rect.right(), width: 1, ..*rect };
             frame.render_widget(Paragraph::new("│"), divider);

@@ -124,6 +124,7 @@ fn draw_live(frame: &mut Frame, area: Rect, app: &App) {
     let Some(run) = live.and_then(|id| app.snapshot.run(id)) else {
         frame.render_widget(
             Paragraph::new("No runs yet: launch one (n on the Runs screen, or the Launch screen).")
+                .wrap(Wrap { trim: true })
                 .block(Block::default().borders(Borders::ALL)),
             main,
         );
