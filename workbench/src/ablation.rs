@@ -53,6 +53,25 @@ impl Stat {
     }
 }
 
+/// One value per seed: the mean of the finite values of the runs with that seed, in the order
+/// the seeds first appear. Runs that repeat a seed of their configuration (a sweep queued
+/// twice, a rerun) are not independent samples: counted apart, they would narrow the std
+/// and weigh their seed twice.
+fn per_seed_means(values: impl Iterator<Item = (u64, Option<f64>)>) -> Vec<f64> {
+    let mut seeds: Vec<(u64, f64, usize)> = Vec::new();
+    for (seed, value) in values {
+        let Some(v) = value.filter(|v| v.is_finite()) else { continue };
+        match seeds.iter_mut().find(|(s, _, _)| *s == seed) {
+            Some((_, sum, n)) => {
+                *sum += v;
+                *n += 1;
+            }
+            None => seeds.push((seed, v, 1)),
+        }
+    }
+    seeds.into_iter().map(|(_, sum, n)| sum / n as f64).collect()
+}
+
 /// What a column shows.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ColumnKind {
@@ -99,10 +118,22 @@ pub struct Row {
     pub values: Vec<String>,
     /// Run ids in this configuration.
     pub runs: Vec<i64>,
-    /// Seeds of those runs.
+    /// Seeds of those runs (in the same order; runs may repeat a seed).
     pub seeds: Vec<u64>,
     /// One cell per column.
     pub cells: Vec<Option<Stat>>,
+}
+
+impl Row {
+    /// How many seeds the row averages over, and its runs where some repeat a seed: `3`,
+    /// `2 (4 runs)`.
+    pub fn seeds_text(&self) -> String {
+        let distinct: BTreeSet<u64> = self.seeds.iter().copied().collect();
+        match self.runs.len() {
+            n if n > distinct.len() => format!("{} ({n} runs)", distinct.len()),
+            _ => distinct.len().to_string(),
+        }
+    }
 }
 
 /// An ablation table.
@@ -230,20 +261,17 @@ impl Table {
             row.cells = columns
                 .iter()
                 .map(|c| {
-                    let values: Vec<f64> = idx
-                        .iter()
-                        .filter_map(|&i| {
-                            let (rec, m) = (runs[i].record, runs[i].metrics);
-                            match &c.kind {
-                                ColumnKind::Final(name) => final_value(m, name),
-                                ColumnKind::Best(name) => best_value(m, name, higher_is_better(rec, name)),
-                                ColumnKind::Params => rec.param_count.map(|p| p as f64),
-                                ColumnKind::SecondsPerStep => seconds_per_step(m),
-                                ColumnKind::PeakMemory => peak_memory_mib(m),
-                            }
-                        })
-                        .collect();
-                    Stat::of(&values)
+                    let value = |i: usize| {
+                        let (rec, m) = (runs[i].record, runs[i].metrics);
+                        match &c.kind {
+                            ColumnKind::Final(name) => final_value(m, name),
+                            ColumnKind::Best(name) => best_value(m, name, higher_is_better(rec, name)),
+                            ColumnKind::Params => rec.param_count.map(|p| p as f64),
+                            ColumnKind::SecondsPerStep => seconds_per_step(m),
+                            ColumnKind::PeakMemory => peak_memory_mib(m),
+                        }
+                    };
+                    Stat::of(&per_seed_means(idx.iter().map(|&i| (runs[i].record.seed, value(i)))))
                 })
                 .collect();
         }
@@ -347,7 +375,7 @@ impl Table {
         let row = &self.rows[r];
         let mut out = vec![row.layer.clone()];
         out.extend(row.values.iter().cloned());
-        out.push(row.seeds.len().to_string());
+        out.push(row.seeds_text());
         for (c, cell) in row.cells.iter().enumerate() {
             out.push(match cell {
                 None => "-".into(),
@@ -587,6 +615,30 @@ mod tests {
     }
 
     #[test]
+    fn runs_that_repeat_a_seed_are_averaged_into_it_before_the_statistics() {
+        let recs = [record(1, "a", "x", 0), record(2, "a", "x", 0), record(3, "a", "x", 1), record(4, "a", "y", 5)];
+        let ms = [metrics(&[0.4], 1.0), metrics(&[0.6], 1.0), metrics(&[0.8], 1.0), metrics(&[0.1], 1.0)];
+        let inputs: Vec<RunInput> = recs.iter().zip(&ms).map(|(record, m)| RunInput { record, metrics: m }).collect();
+        let table = Table::build(&inputs);
+        let c = table.columns.iter().position(|c| c.kind == ColumnKind::Final("acc".into())).unwrap();
+        // Seed 0: (0.4 + 0.6) / 2 = 0.5; seed 1: 0.8. Over the two seeds: mean 0.65, sample
+        // std sqrt(2 * 0.15^2) = 0.2121..., n = 2 (three runs counted apart: 0.6 ± 0.2, n = 3).
+        let stat = table.rows[0].cells[c].unwrap();
+        assert_eq!(stat.n, 2);
+        assert!((stat.mean - 0.65).abs() < 1e-12 && (stat.std - 0.045f64.sqrt()).abs() < 1e-12, "{stat:?}");
+        assert_eq!(table.rows[0].runs, [1, 2, 3]);
+        assert_eq!((table.rows[0].seeds_text(), table.rows[1].seeds_text()), ("2 (3 runs)".into(), "1".into()));
+        let md = table.to_markdown();
+        assert!(md.contains("| a | x | 2 (3 runs) | **0.6500 ± 0.2121** |"), "{md}");
+        // A run without a value leaves its seed to the others.
+        let no_value = [metrics(&[f64::NAN], 1.0), metrics(&[0.6], 1.0), metrics(&[0.8], 1.0), metrics(&[0.1], 1.0)];
+        let inputs: Vec<RunInput> =
+            recs.iter().zip(&no_value).map(|(record, m)| RunInput { record, metrics: m }).collect();
+        let stat = Table::build(&inputs).rows[0].cells[c].unwrap();
+        assert!((stat.mean - 0.7).abs() < 1e-12 && stat.n == 2, "{stat:?}");
+    }
+
+    #[test]
     fn rows_that_read_the_same_are_all_best_and_a_diverged_run_never_is() {
         let recs = [record(1, "a", "x", 0), record(2, "a", "y", 0), record(3, "a", "z", 0)];
         let ms = [metrics(&[0.75], 1.0), metrics(&[0.75001], 1.0), metrics(&[f64::NAN], 1.0)];
@@ -735,7 +787,8 @@ impl Format {
 
 /// The table as one JSON object: `keys` (the differing configuration keys), `columns` (their
 /// titles, e.g. `cell_acc`), and `rows`, each with `layer`, `values` (key to value), `runs`,
-/// `seeds` and `metrics` (column title to `{mean, std, n}`, or null without a value).
+/// `seeds` (each run's, in the order of `runs`) and `metrics` (column title to `{mean, std,
+/// n}` over the seeds, `n` counting seeds, or null without a value).
 pub fn to_json(table: &Table) -> serde_json::Value {
     let titles: Vec<String> = table.columns.iter().map(Column::title).collect();
     let rows: Vec<serde_json::Value> = table
