@@ -137,3 +137,38 @@ fn watch_prints_one_json_object_per_event() {
     let watching = events.iter().find(|e| e["event"] == "watching").expect("a watching event");
     assert!(watching["library_dirs"].as_array().is_some_and(|d| !d.is_empty()), "{watching}");
 }
+
+/// A run another queue runner on the same store started (the TUI's, a second `queue`) is told
+/// as started before it is told as ended, `elsewhere` in JSON, in words without `--json`.
+#[test]
+fn a_run_another_runner_started_is_told_as_started_elsewhere() {
+    use std::process::Stdio;
+    let dir = temp_dir("json-elsewhere");
+    let plugins = plugin_dir_with("json-elsewhere", &["fixture-panicking-plugin", "sudoku"]);
+    // About four seconds of training: 200 ms a step.
+    let mut sweep = fixture_train_args("slow", 20, 20);
+    sweep[0] = "sweep".into();
+    sweep.extend(["seed=0".into(), "--detach".into()]);
+    let (code, _, err) = run(workbench(&dir).env("WORKBENCH_PLUGIN_PATH", &plugins).args(&sweep));
+    assert_eq!(code, 0, "{err}");
+    let mut first = workbench(&dir)
+        .env("WORKBENCH_PLUGIN_PATH", &plugins)
+        .arg("queue")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while common::show(&dir, 1)["run"]["status"] != "running" {
+        assert!(std::time::Instant::now() < deadline, "the first runner never started run 1");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let (code, stdout, stderr) = run(workbench(&dir).env("WORKBENCH_PLUGIN_PATH", &plugins).args(["queue", "--json"]));
+    assert!(first.wait().unwrap().success());
+    assert_eq!(code, 0, "{stderr}");
+    let events = json_lines(&stdout);
+    assert_eq!(events[0], serde_json::json!({"event": "started", "run": 1, "elsewhere": true}), "{events:?}");
+    let end = events.last().unwrap();
+    assert_eq!(end["runs"], serde_json::json!([{"run": 1, "status": "finished"}]), "{events:?}");
+    assert_eq!(events.len(), 2, "{events:?}");
+}

@@ -152,6 +152,9 @@ pub async fn run_until_done(
     let mut followed = BTreeSet::new();
     // Runs seen waiting or running: each is told once when it ends.
     let mut seen_active = BTreeSet::new();
+    // Runs told as started, by this runner or by another one (the TUI's, a second `queue`)
+    // on the same store, so that no run ends without having been seen to start.
+    let mut told_started = BTreeSet::new();
     loop {
         let pass = async { Ok::<_, anyhow::Error>((runner.tick().await?, store.list_runs().await?)) }.await;
         // Above the bar when it is drawn, on stderr in any case (a hidden bar prints nothing).
@@ -183,17 +186,33 @@ pub async fn run_until_done(
                 runs.iter().filter(in_scope).filter(|r| only.is_some() || followed.contains(&r.id)).collect();
             let (active, ended): (Vec<&&RunRecord>, Vec<_>) = mine.iter().partition(|r| is_active(r));
             seen_active.extend(active.iter().map(|r| r.id));
+            let elsewhere = |r: &RunRecord| match json {
+                true => Report::Started { run: r.id, job: None, elsewhere: true }.print(),
+                false => say_above(&bar, format!("run {} started by another queue runner", r.id)),
+            };
+            // This pass's own starts are not another runner's, even one that has ended already.
+            told_started.extend(started.iter().map(|start| start.run));
             for r in ended {
-                if seen_active.remove(&r.id) && !json {
-                    let why = r.error.as_deref().map(|e| format!(": {e}")).unwrap_or_default();
-                    say_above(&bar, format!("run {} {}{why}", r.id, r.status));
+                if seen_active.remove(&r.id) {
+                    if r.started_at.is_some() && told_started.insert(r.id) {
+                        elsewhere(r);
+                    }
+                    if !json {
+                        let why = r.error.as_deref().map(|e| format!(": {e}")).unwrap_or_default();
+                        say_above(&bar, format!("run {} {}{why}", r.id, r.status));
+                    }
                 }
             }
             // After the ends this pass saw: a run starts in a slot one of them left.
             for start in &started {
                 match json {
-                    true => Report::Started { run: start.run, job: start.job.as_deref() }.print(),
+                    true => Report::Started { run: start.run, job: start.job.as_deref(), elsewhere: false }.print(),
                     false => say_above(&bar, start.news()),
+                }
+            }
+            for r in active.iter().filter(|r| r.status == RunStatus::Running) {
+                if told_started.insert(r.id) {
+                    elsewhere(r);
                 }
             }
             let done = mine.len() - active.len();
@@ -243,11 +262,14 @@ enum Report<'a> {
     Planned { name: &'a str, runs: Vec<PlannedRun<'a>> },
     /// The sweep's runs are in the queue.
     Queued { sweep: i64, name: &'a str, runs: Vec<QueuedRun<'a>> },
-    /// A worker started a run, or its Slurm `job` was submitted.
+    /// A worker started a run, or its Slurm `job` was submitted; `elsewhere` when another
+    /// queue runner on the same store (the TUI's, another `queue`) started it.
     Started {
         run: i64,
         #[serde(skip_serializing_if = "Option::is_none")]
         job: Option<&'a str>,
+        #[serde(skip_serializing_if = "std::ops::Not::not")]
+        elsewhere: bool,
     },
     /// The runner starts nothing for now (`reason`: no Slurm controller answers, or Slurm
     /// takes no more jobs under a submit limit, in words), or, with `reason` null, goes on.
@@ -449,10 +471,12 @@ mod tests {
     #[test]
     fn a_start_event_names_the_slurm_job_only_when_there_is_one() {
         use super::Report;
-        let submitted = serde_json::to_string(&Report::Started { run: 3, job: Some("12") }).unwrap();
+        let submitted = serde_json::to_string(&Report::Started { run: 3, job: Some("12"), elsewhere: false }).unwrap();
         assert_eq!(submitted, r#"{"event":"started","run":3,"job":"12"}"#);
-        let local = serde_json::to_string(&Report::Started { run: 3, job: None }).unwrap();
+        let local = serde_json::to_string(&Report::Started { run: 3, job: None, elsewhere: false }).unwrap();
         assert_eq!(local, r#"{"event":"started","run":3}"#);
+        let other = serde_json::to_string(&Report::Started { run: 3, job: None, elsewhere: true }).unwrap();
+        assert_eq!(other, r#"{"event":"started","run":3,"elsewhere":true}"#);
     }
 
     #[test]
