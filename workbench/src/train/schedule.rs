@@ -10,9 +10,35 @@ pub fn cosine_with_warmup(step: u64, total: u64, warmup: u64, lr: f64, min_lr: f
     min_lr + 0.5 * (lr - min_lr) * (1.0 + (std::f64::consts::PI * progress).cos())
 }
 
+/// The run log's note when the warm-up is as long as the run or longer: the rate then rises
+/// until the last step and never decays, which a short run left at the default warm-up does
+/// without a word otherwise.
+pub fn warmup_note(steps: u64, warmup: u64, lr: f64, min_lr: f64) -> Option<String> {
+    if steps == 0 || warmup < steps {
+        return None;
+    }
+    let last = cosine_with_warmup(steps - 1, steps, warmup, lr, min_lr);
+    Some(format!(
+        "note: the warm-up (train.warmup={warmup}) is not shorter than the run (train.steps={steps}): the learning \
+         rate rises to {last:.2e} of lr={lr:e} by the last step and never decays; set train.warmup below train.steps"
+    ))
+}
+
 #[cfg(test)]
 mod tests {
-    use super::cosine_with_warmup;
+    use super::{cosine_with_warmup, warmup_note};
+
+    #[test]
+    fn a_warm_up_as_long_as_the_run_is_noted_with_the_rate_it_reaches() {
+        assert_eq!(warmup_note(600, 50, 1e-3, 1e-5), None);
+        assert_eq!(warmup_note(51, 50, 1e-3, 1e-5), None);
+        let note = warmup_note(40, 50, 1e-3, 1e-5).unwrap();
+        assert!(note.contains("train.warmup=50") && note.contains("train.steps=40"), "{note}");
+        // Step 39 of a 50-step warm-up: 40 / 50 of lr.
+        assert!(note.contains("rises to 8.00e-4 of lr=1e-3"), "{note}");
+        assert!(warmup_note(50, 50, 1e-3, 1e-5).unwrap().contains("rises to 1.00e-3"));
+        assert_eq!(warmup_note(0, 50, 1e-3, 1e-5), None, "nothing to train");
+    }
 
     #[test]
     fn warms_up_then_decays_to_the_floor() {

@@ -483,6 +483,9 @@ async fn train(
     if let Some(note) = eval_examples_note(s.eval_examples, info.eval_examples, eval_examples) {
         log.line(note);
     }
+    if let Some(note) = super::schedule::warmup_note(s.steps, s.warmup, s.lr, s.min_lr) {
+        log.line(note);
+    }
     Event::Started {
         run: run_id,
         total_steps: s.steps,
