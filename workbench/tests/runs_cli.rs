@@ -146,6 +146,12 @@ async fn the_list_filter_uses_the_tui_syntax() {
     assert!(f.ok(&["runs", "--filter", "layer:nothing"]).contains("no run passes the filter"));
     let err = f.fails(&["runs", "--filter", "stauts:finished"]);
     assert!(err.contains("unknown filter field `stauts`") && err.contains("status:"), "{err}");
+    // Comparisons and negation; a filter that starts with `-` is the option's value.
+    assert_eq!(listed(&f.ok(&["runs", "--filter", "d>=128"])), vec![3]);
+    assert_eq!(listed(&f.ok(&["runs", "--filter", "-layer:hyperset"])), vec![2]);
+    assert_eq!(listed(&f.ok(&["runs", "--filter", "-d>=128 layer:hyperset"])), vec![1]);
+    let err = f.fails(&["runs", "--filter", "lr<small"]);
+    assert!(err.contains("not a number"), "{err}");
 }
 
 #[tokio::test]

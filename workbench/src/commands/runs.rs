@@ -535,8 +535,8 @@ pub struct RunPick {
     #[arg(long)]
     pub sweep: Option<i64>,
     /// Only the runs passing this filter, written as in the TUI's `/` box:
-    /// `status:finished layer:hyperset tag:paper sweep:3 lr=1e-3 word`.
-    #[arg(long)]
+    /// `status:finished layer:hyperset tag:paper sweep:3 lr=1e-3 d>=64 -tag:bad word`.
+    #[arg(long, allow_hyphen_values = true)]
     pub filter: Option<String>,
     /// Only the N most recent of those runs (the highest ids), e.g. `--last 20` on a store
     /// that holds thousands.

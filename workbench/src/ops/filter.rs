@@ -9,34 +9,107 @@ use anyhow::{bail, Result};
 /// The `field:value` terms a filter understands.
 pub const FIELDS: [&str; 6] = ["status", "layer", "task", "plugin", "tag", "sweep"];
 
+/// One term of a filter, as [`parse`] reads it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Term<'a> {
+    /// `field:value`, one of [`FIELDS`].
+    Field(&'a str, &'a str),
+    /// `key=value`: a configuration value, compared by type.
+    Equals(&'a str, &'a str),
+    /// `key<value`, `key<=value`, `key>value`, `key>=value`: a configuration value compared
+    /// as a number.
+    Compare(&'a str, Comparison, &'a str),
+    /// Anything else: matched against status, plugins, tags and notes.
+    Word(&'a str),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Comparison {
+    Less,
+    AtMost,
+    Greater,
+    AtLeast,
+}
+
+impl Comparison {
+    fn holds(self, have: f64, want: f64) -> bool {
+        match self {
+            Comparison::Less => have < want,
+            Comparison::AtMost => have <= want,
+            Comparison::Greater => have > want,
+            Comparison::AtLeast => have >= want,
+        }
+    }
+}
+
+/// A term and whether it is negated (`-status:failed`, `-tag:bad`, `-lr=1e-3`). The first of
+/// `:`, `=`, `<`, `>` decides what a term is, so a value may hold the others
+/// (`device=cuda:0`).
+fn parse(term: &str) -> (bool, Term<'_>) {
+    let (negated, term) = match term.strip_prefix('-') {
+        Some(rest) if !rest.is_empty() => (true, rest),
+        _ => (false, term),
+    };
+    let Some(at) = term.find([':', '=', '<', '>']).filter(|&at| at > 0) else {
+        return (negated, Term::Word(term));
+    };
+    let (key, rest) = term.split_at(at);
+    let parsed = match rest.as_bytes() {
+        [b':', ..] => Term::Field(key, &rest[1..]),
+        [b'=', ..] => Term::Equals(key, &rest[1..]),
+        [b'<', b'=', ..] => Term::Compare(key, Comparison::AtMost, &rest[2..]),
+        [b'>', b'=', ..] => Term::Compare(key, Comparison::AtLeast, &rest[2..]),
+        [b'<', ..] => Term::Compare(key, Comparison::Less, &rest[1..]),
+        _ => Term::Compare(key, Comparison::Greater, &rest[1..]),
+    };
+    (negated, parsed)
+}
+
 /// Whether `run` passes every term of `filter`: `status:S`, `layer:L`, `task:T`,
 /// `plugin:P` (layer or task), `tag:T`, `sweep:N`, `key=value` (a configuration value, compared
 /// by type: see [`same_value`]; a bare key matches it in any section, `layer.`, `task.` or
-/// `train.` in that one), or a bare word matched against status, plugins, tags and notes.
+/// `train.` in that one), `key<value`, `key<=value`, `key>value`, `key>=value` (a
+/// configuration value compared as a number), or a bare word matched against status, plugins,
+/// tags and notes; `-` before a term keeps the runs it does not match.
 pub fn matches(run: &RunRecord, filter: &str) -> bool {
     // The configuration by section, read once per run and only for a `key=value` term.
     let mut qualified = None;
     filter.split_whitespace().all(|term| {
-        let term_lc = term.to_lowercase();
-        if let Some((field, want)) = term_lc.split_once(':') {
-            let eq = |s: &str| s.to_lowercase() == want;
-            return match field {
-                "status" => eq(run.status.as_str()) || eq(run.shown_status()),
-                "layer" => eq(&run.layer.name),
-                "task" => eq(&run.task.name),
-                "plugin" => eq(&run.layer.name) || eq(&run.task.name),
-                "tag" => run.tags.iter().any(|t| eq(t)),
-                "sweep" => run.sweep.is_some_and(|s| s.id.to_string() == want),
-                _ => false,
-            };
-        }
-        if let Some((key, want)) = term.split_once('=') {
-            let config = qualified.get_or_insert_with(|| qualified_config(&run.config));
-            return config.iter().any(|(k, v)| names_key(k, key) && same_value(v, want));
-        }
-        let hay = [run.status.as_str(), run.shown_status(), &run.layer.name, &run.task.name, &run.notes];
-        hay.iter().any(|h| h.to_lowercase().contains(&term_lc))
-            || run.tags.iter().any(|t| t.to_lowercase().contains(&term_lc))
+        let (negated, term) = parse(term);
+        let matched = match term {
+            Term::Field(field, want) => {
+                let want = want.to_lowercase();
+                let eq = |s: &str| s.to_lowercase() == want;
+                match field.to_lowercase().as_str() {
+                    "status" => eq(run.status.as_str()) || eq(run.shown_status()),
+                    "layer" => eq(&run.layer.name),
+                    "task" => eq(&run.task.name),
+                    "plugin" => eq(&run.layer.name) || eq(&run.task.name),
+                    "tag" => run.tags.iter().any(|t| eq(t)),
+                    "sweep" => run.sweep.is_some_and(|s| s.id.to_string() == want),
+                    _ => false,
+                }
+            }
+            Term::Equals(key, want) => {
+                let config = qualified.get_or_insert_with(|| qualified_config(&run.config));
+                config.iter().any(|(k, v)| names_key(k, key) && same_value(v, want))
+            }
+            Term::Compare(key, comparison, want) => {
+                let config = qualified.get_or_insert_with(|| qualified_config(&run.config));
+                let number = |text: &str| text.trim().parse::<f64>().ok().filter(|v| !v.is_nan());
+                config.iter().any(|(k, v)| {
+                    names_key(k, key)
+                        && number(v).zip(number(want)).is_some_and(|(have, want)| comparison.holds(have, want))
+                })
+            }
+            Term::Word(word) => {
+                let word = word.to_lowercase();
+                let hay = [run.status.as_str(), run.shown_status(), &run.layer.name, &run.task.name, &run.notes];
+                hay.iter().any(|h| h.to_lowercase().contains(&word))
+                    || run.tags.iter().any(|t| t.to_lowercase().contains(&word))
+            }
+        };
+        matched != negated
     })
 }
 
@@ -59,19 +132,23 @@ pub fn same_value(have: &str, want: &str) -> bool {
     have.trim().eq_ignore_ascii_case(want.trim())
 }
 
-/// Refuses a filter with a term no run can match because its field is unknown (`stauts:x`).
-/// The TUI filters as the user types and shows the empty table instead; on the command line
-/// a typo would silently select nothing.
+/// Refuses a filter with a term no run can match: an unknown field (`stauts:x`), or a
+/// comparison with something other than a number (`lr<abc`). The TUI filters as the user
+/// types and shows the empty table instead; on the command line a typo would silently select
+/// nothing.
 pub fn check(filter: &str) -> Result<()> {
     for term in filter.split_whitespace() {
-        if let Some((field, _)) = term.split_once(':') {
-            if !FIELDS.contains(&field.to_lowercase().as_str()) {
-                bail!(
-                    "unknown filter field `{field}` in `{term}`: use one of {}, key=value for a \
-                     configuration value, or a bare word",
-                    FIELDS.map(|f| format!("{f}:")).join(", ")
-                );
-            }
+        match parse(term).1 {
+            Term::Field(field, _) if !FIELDS.contains(&field.to_lowercase().as_str()) => bail!(
+                "unknown filter field `{field}` in `{term}`: use one of {}, key=value (or key<value, \
+                 key>=value, ...) for a configuration value, or a bare word",
+                FIELDS.map(|f| format!("{f}:")).join(", ")
+            ),
+            Term::Compare(key, _, want) if want.trim().parse::<f64>().map_or(true, f64::is_nan) => bail!(
+                "`{term}` compares `{key}` with `{want}`, which is not a number: <, <=, > and >= compare \
+                 numbers (e.g. lr<1e-3); use {key}={want} for other values"
+            ),
+            _ => {}
         }
     }
     Ok(())
@@ -93,6 +170,53 @@ mod tests {
         let e = check("status:finished stauts:failed").unwrap_err().to_string();
         assert!(e.contains("`stauts`") && e.contains("status:") && e.contains("sweep:"), "{e}");
         assert!(check("Status:finished TAG:x d=64 word").is_ok());
+    }
+
+    fn run(id: i64, d: u64, lr: f64, device: &str) -> RunRecord {
+        let config = json!({
+            "layer_config": {"d": d, "attention": "bisoftmax"},
+            "task_config": {},
+            "train": {"lr": lr, "device": device},
+        });
+        let mut run = RunRecord::fixture(id, "hyperset", config);
+        run.tags = vec![format!("t{id}")];
+        run
+    }
+
+    fn ids(runs: &[RunRecord], filter: &str) -> Vec<i64> {
+        check(filter).unwrap_or_else(|e| panic!("{filter}: {e}"));
+        runs.iter().filter(|r| matches(r, filter)).map(|r| r.id).collect()
+    }
+
+    #[test]
+    fn comparisons_take_numbers_and_a_minus_keeps_what_a_term_does_not_match() {
+        let runs = [run(1, 32, 1e-4, "cpu"), run(2, 64, 1e-3, "cuda:0"), run(3, 128, 3e-3, "cuda:1")];
+        assert_eq!(ids(&runs, "d>32"), [2, 3]);
+        assert_eq!(ids(&runs, "d>=64"), [2, 3]);
+        assert_eq!(ids(&runs, "layer.d<=64"), [1, 2]);
+        assert_eq!(ids(&runs, "lr<1e-3"), [1]);
+        assert_eq!(ids(&runs, "lr>=0.001 d<100"), [2]);
+        // A key no run has, or a section without it, matches nothing.
+        assert!(ids(&runs, "task.d>1").is_empty() && ids(&runs, "depth>1").is_empty());
+        // Negation of any kind of term.
+        assert_eq!(ids(&runs, "-d=64"), [1, 3]);
+        assert_eq!(ids(&runs, "-tag:t1"), [2, 3]);
+        assert_eq!(ids(&runs, "-lr<1e-3 -t3"), [2]);
+        assert_eq!(ids(&runs, "-layer:hyperset"), Vec::<i64>::new());
+        // A value may hold `:` (the first of `:`, `=`, `<`, `>` decides the kind of term).
+        assert_eq!(ids(&runs, "device=cuda:0"), [2]);
+        assert_eq!(ids(&runs, "-device=cpu"), [2, 3]);
+        // A lone `-` is a word, as before.
+        assert!(check("-").is_ok());
+    }
+
+    #[test]
+    fn a_comparison_with_something_other_than_a_number_is_refused() {
+        let e = check("lr<abc").unwrap_err().to_string();
+        assert!(e.contains("`lr<abc`") && e.contains("not a number") && e.contains("lr=abc"), "{e}");
+        assert!(check("d>=nan").is_err());
+        let e = check("-stauts:x").unwrap_err().to_string();
+        assert!(e.contains("`stauts`"), "{e}");
     }
 
     /// A queued run whose Slurm job has not started reads `submitted` in the run tables, so

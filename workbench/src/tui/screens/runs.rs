@@ -48,8 +48,9 @@ const COMMANDS: &[Command] = &[
         &[Key::char('/')],
         "/",
         "filter",
-        "filter: status:S layer:L task:T plugin:P tag:T sweep:N key=value (by value: lr=1e-3 finds 0.001) \
-         or any word; Enter keeps the filter, Esc clears it",
+        "filter: status:S layer:L task:T plugin:P tag:T sweep:N key=value (by value: lr=1e-3 finds 0.001), \
+         key<value key>=value (numbers), any word; -term for the runs a term leaves out; Enter keeps the \
+         filter, Esc clears it",
         Action::Filter,
     ),
     cmd(&[Key::plain(KeyCode::Esc)], "Esc", "clear the filter", Action::ClearFilter),
