@@ -125,6 +125,16 @@ pub fn refresh_form(form: &mut LaunchForm, plugins: &PluginList) {
 pub fn draw(frame: &mut Frame, area: Rect, log: &ReloadLog) {
     let visible = area.height.saturating_sub(2) as usize;
     let skip = log.lines().len().saturating_sub(visible);
+    let paragraph = wrapped(log, skip);
+    // Wrapped, the lines may take more rows than there are: the newest stay in view.
+    let rows = paragraph.line_count(area.width.saturating_sub(2)) as u16;
+    let paragraph = paragraph.scroll((rows.saturating_sub(visible as u16), 0));
+    let block = Block::default().borders(Borders::ALL).title("hot reload (edit a plugin's sources: it is rebuilt)");
+    frame.render_widget(paragraph.block(block), area);
+}
+
+/// The log's lines from the `skip`th on, errors in red, wrapped.
+fn wrapped(log: &ReloadLog, skip: usize) -> Paragraph<'static> {
     let lines: Vec<Line> = log
         .lines()
         .skip(skip)
@@ -133,17 +143,32 @@ pub fn draw(frame: &mut Frame, area: Rect, log: &ReloadLog) {
             Line::styled(text.clone(), style)
         })
         .collect();
-    let paragraph = Paragraph::new(lines).wrap(Wrap { trim: false });
-    // Wrapped, the lines may take more rows than there are: the newest stay in view.
-    let rows = paragraph.line_count(area.width.saturating_sub(2)) as u16;
-    let paragraph = paragraph.scroll((rows.saturating_sub(visible as u16), 0));
-    let block = Block::default().borders(Borders::ALL).title("hot reload (edit a plugin's sources: it is rebuilt)");
-    frame.render_widget(paragraph.block(block), area);
+    Paragraph::new(lines).wrap(Wrap { trim: false })
+}
+
+/// The rows the log's panel takes in a `width`-cell area, borders included: what its lines
+/// wrap to, at most `most`, so that a short log leaves the rest to the plugin table.
+pub fn rows(log: &ReloadLog, width: u16, most: u16) -> u16 {
+    let wrapped_rows = wrapped(log, 0).line_count(width.saturating_sub(2)) as u16;
+    wrapped_rows.saturating_add(2).min(most)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_panel_is_as_high_as_its_lines_up_to_its_share() {
+        let mut log = ReloadLog::default();
+        log.push("watching the sources of 2 plugin crates", false);
+        assert_eq!(rows(&log, 80, 10), 3);
+        // Wrapped at 20 cells inside the border: "watching the sources" / "of 2 plugin crates".
+        assert_eq!(rows(&log, 22, 10), 4);
+        for i in 0..20 {
+            log.push(&format!("line {i}"), false);
+        }
+        assert_eq!(rows(&log, 80, 10), 10);
+    }
 
     #[test]
     fn the_log_keeps_the_last_lines() {

@@ -123,7 +123,11 @@ fn plugin_table(plugins: &[PluginCells], inner: u16) -> PluginTable {
 
 fn draw_plugins(frame: &mut Frame, area: Rect, app: &App) {
     let failures = app.plugins.failures.len();
-    let reload_lines = if app.reload_log.is_empty() { 0 } else { area.height / 3 };
+    let reload_lines = if app.reload_log.is_empty() {
+        0
+    } else {
+        crate::tui::reload::rows(&app.reload_log, area.width, area.height / 3)
+    };
     // A reload can leave fewer plugins than the cursor was on.
     let cursor = app.plugin_cursor.min(app.plugins.plugins.len().saturating_sub(1));
     let info = Paragraph::new(info_lines(app, cursor)).wrap(Wrap { trim: true });
