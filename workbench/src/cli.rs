@@ -449,11 +449,16 @@ pub enum RunsAction {
         follow: bool,
     },
     /// Delete runs and what the store records for them (metrics, diagnostics, logs, artifact
-    /// records; their files stay on disk unless --files): `runs delete 12,13 --yes`. Running
-    /// runs are refused; cancel them first.
+    /// records; their files stay on disk unless --files): `runs delete 12,13 --yes`, or the
+    /// runs --sweep, --filter, --last pick: `runs delete --filter status:failed --yes`.
+    /// Running runs are refused; cancel them first.
     Delete {
-        /// Run ids, comma-separated.
-        runs: String,
+        /// Run ids (e.g. `runs delete 12,13` or `12 13`), as --runs gives them.
+        #[arg(conflicts_with_all = ["runs", "sweep"])]
+        ids: Vec<String>,
+        /// The runs to delete (ids or these options; there is no default).
+        #[command(flatten)]
+        pick: commands::runs::RunPick,
         /// Delete without asking: without it the command names the runs and deletes none.
         #[arg(long)]
         yes: bool,
@@ -808,8 +813,11 @@ async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
                 Some(RunsAction::Unpause { run }) => commands::runs::hold(&store, run, false).await,
                 Some(RunsAction::Requeue { run }) => commands::runs::requeue(&store, run).await,
                 Some(RunsAction::Log { run, last, follow }) => commands::runs::log(&store, run, last, follow).await,
-                Some(RunsAction::Delete { runs, yes, files }) => {
-                    commands::runs::delete(&store, &runs, yes, files).await
+                Some(RunsAction::Delete { ids, mut pick, yes, files }) => {
+                    if !ids.is_empty() {
+                        pick.runs = Some(ids.join(","));
+                    }
+                    commands::runs::delete(&store, &pick, yes, files).await
                 }
                 Some(RunsAction::Tag { run, tags }) => commands::runs::tag(&store, run, &tags).await,
                 Some(RunsAction::Note { run, text }) => commands::runs::note(&store, run, &text.join(" ")).await,

@@ -531,6 +531,32 @@ async fn delete_names_the_runs_and_needs_yes() {
 }
 
 #[tokio::test]
+async fn delete_takes_the_runs_a_filter_a_sweep_or_last_picks() {
+    let f = Fixture::new("delete-pick").await;
+    let (code, _, err) = f.run(&["runs", "delete", "--yes"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("name the runs to delete") && err.contains("--filter"), "{err}");
+    let (code, _, err) = f.run(&["runs", "delete", "--filter", "layer:hyperset"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("this deletes 2 runs: run 1 (hyperset on sudoku") && err.contains(", run 3 (hyperset"),
+        "{err}"
+    );
+    assert_eq!(listed(&f.ok(&["runs"])), vec![1, 2, 3], "nothing is deleted without --yes");
+    let err = f.fails(&["runs", "delete", "--filter", "layer:nothing", "--yes"]);
+    assert!(err.contains("no run passes the filter `layer:nothing`"), "{err}");
+    // The failed run, then sweep 1's, then the most recent of what is left.
+    f.ok(&["runs", "delete", "--filter", "-status:finished", "--yes"]);
+    assert_eq!(listed(&f.ok(&["runs"])), vec![1, 2]);
+    f.ok(&["runs", "delete", "--sweep", "1", "--yes"]);
+    assert_eq!(listed(&f.ok(&["runs"])), vec![1]);
+    let (code, _, err) = f.run(&["runs", "delete", "1", "--sweep", "1"]);
+    assert_eq!(code, 2, "ids and a sweep are two picks: {err}");
+    f.ok(&["runs", "delete", "--last", "1", "--yes"]);
+    assert!(listed(&f.ok(&["runs"])).is_empty());
+}
+
+#[tokio::test]
 async fn runs_delete_files_removes_each_run_s_directory_of_files() {
     let f = Fixture::new("runs-delete-files").await;
     for id in [1, 2] {

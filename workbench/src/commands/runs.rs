@@ -406,21 +406,33 @@ pub async fn requeue(store: &Store, id: i64) -> Result<i32> {
 
 /// `workbench runs delete 12,13 --yes`: without `--yes`, names the runs and deletes none
 /// (exit code 2), as the TUI asks before it deletes.
-pub async fn delete(store: &Store, list: &str, yes: bool, files: bool) -> Result<i32> {
-    let ids = crate::plot::parse_run_ids(list).map_err(|e| crate::exit_code::refused(anyhow::anyhow!(e)))?;
-    let mut named = Vec::new();
-    for &id in &ids {
-        let r = store.run(id).await?;
-        named.push(format!("run {id} ({} on {}, {}, {} steps)", r.layer.name, r.task.name, r.status, r.last_step));
+pub async fn delete(store: &Store, pick: &RunPick, yes: bool, files: bool) -> Result<i32> {
+    if !pick.picks() {
+        return Err(crate::exit_code::refused(anyhow::anyhow!(
+            "name the runs to delete: ids (`runs delete 12,13`), or --sweep N, --filter EXPR, --last N"
+        )));
     }
+    let picked = pick.select(store).await?;
+    let ids: Vec<i64> = picked.iter().map(|r| r.id).collect();
+    let named: Vec<String> = picked
+        .iter()
+        .map(|r| format!("run {} ({} on {}, {}, {} steps)", r.id, r.layer.name, r.task.name, r.status, r.last_step))
+        .collect();
     if !yes {
         let what = match files {
             true => "what the store records for them and their files (runs/<id>/ in the artifacts directory)",
             false => "what the store records for them (their files stay on disk; --files deletes them too)",
         };
+        // A long pick is named in part; `workbench runs` with the same options lists it whole.
+        const NAMED: usize = 10;
+        let more = match named.len().saturating_sub(NAMED) {
+            0 => String::new(),
+            n => format!(" and {n} more (`workbench runs` with the same options lists them)"),
+        };
         return Err(crate::exit_code::refused(anyhow::anyhow!(
-            "this deletes {} and {what}; add --yes to delete",
-            named.join(", ")
+            "this deletes {}: {}{more}, and {what}; add --yes to delete",
+            crate::wording::count(named.len(), "run"),
+            named[..named.len().min(NAMED)].join(", ")
         )));
     }
     let removed = ops::runs::delete(store, &ids, files).await?;
