@@ -458,10 +458,7 @@ pub async fn hold(store: &Store, id: i64, held: bool) -> Result<i32> {
 
 /// `workbench runs tag N a,b`: replaces the run's tags.
 pub async fn tag(store: &Store, id: i64, list: &str) -> Result<i32> {
-    let tags: Vec<String> = list.split(',').map(str::trim).filter(|t| !t.is_empty()).map(String::from).collect();
-    if let Some(bad) = tags.iter().find(|t| t.chars().any(char::is_whitespace)) {
-        anyhow::bail!("tag `{bad}` holds a space: tags are single words (the filter's `tag:T` matches one word)");
-    }
+    let tags = ops::runs::parse_tags(list)?;
     ops::runs::annotate(store, id, None, Some(&tags)).await?;
     match tags.is_empty() {
         true => tracing::info!("run {id}: tags cleared"),

@@ -163,6 +163,22 @@ pub async fn delete(store: &Store, ids: &[i64], files: bool) -> Result<Vec<Remov
     Ok(removed)
 }
 
+/// Tags as a user writes them, comma-separated (`baseline, paper`): trimmed, empty ones and
+/// repeats dropped, in their order. A tag holding a space is refused: the filter's `tag:T`
+/// matches one word, so such a tag could never be found.
+pub fn parse_tags(list: &str) -> Result<Vec<String>> {
+    let mut tags: Vec<String> = Vec::new();
+    for tag in list.split(',').map(str::trim).filter(|t| !t.is_empty()) {
+        if tag.chars().any(char::is_whitespace) {
+            bail!("tag `{tag}` holds a space: tags are single words (the filter's `tag:T` matches one word)");
+        }
+        if !tags.iter().any(|t| t == tag) {
+            tags.push(tag.to_string());
+        }
+    }
+    Ok(tags)
+}
+
 /// Replaces a run's notes and tags (either left as it is when `None`).
 pub async fn annotate(store: &Store, id: i64, notes: Option<&str>, tags: Option<&[String]>) -> Result<()> {
     if let Some(notes) = notes {
@@ -172,4 +188,15 @@ pub async fn annotate(store: &Store, id: i64, notes: Option<&str>, tags: Option<
         store.set_tags(id, tags).await?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn tags_are_single_words_kept_once_in_their_order() {
+        assert_eq!(super::parse_tags(" paper, baseline,,paper ").unwrap(), ["paper", "baseline"]);
+        assert!(super::parse_tags("").unwrap().is_empty());
+        let e = super::parse_tags("ok, two words").unwrap_err().to_string();
+        assert!(e.contains("`two words` holds a space"), "{e}");
+    }
 }

@@ -244,6 +244,27 @@ fn delete_asks_first_and_notes_are_sent() {
         matches!(r, Request::Annotate { id: 1, notes, tags } if notes == "good run" && tags == &vec!["baseline".to_string(), "paper".to_string()])
     });
     assert!(found, "{:?}", sent.lock().unwrap());
+
+    // A tag with a space is refused where the CLI refuses it; the dialog keeps what was typed.
+    press(&mut app, KeyCode::Char('e'));
+    chars(&mut app, "kept");
+    press(&mut app, KeyCode::Tab);
+    chars(&mut app, ", final draft");
+    press(&mut app, KeyCode::Enter);
+    assert!(app.status.as_ref().is_some_and(|s| s.0.contains("tag `final draft` holds a space")), "{:?}", app.status);
+    let Some(Modal::Annotate { notes, tags, on_tags: true, .. }) = &app.modal else { panic!("{:?}", app.modal) };
+    assert!(notes.ends_with("kept") && tags.ends_with(", final draft"), "{notes} / {tags}");
+    for _ in 0..", final draft".len() {
+        press(&mut app, KeyCode::Backspace);
+    }
+    chars(&mut app, ",final,baseline");
+    press(&mut app, KeyCode::Enter);
+    assert!(app.modal.is_none());
+    let saved =
+        sent.lock().unwrap().iter().any(
+            |r| matches!(r, Request::Annotate { tags, .. } if tags == &["baseline".to_string(), "final".to_string()]),
+        );
+    assert!(saved, "repeats dropped: {:?}", sent.lock().unwrap());
 }
 
 #[test]

@@ -29,12 +29,14 @@ pub fn key(app: &mut App, modal: Modal, key: KeyEvent) {
         Modal::Annotate { id, mut notes, mut tags, mut on_tags } => {
             match key.code {
                 KeyCode::Esc => return,
-                KeyCode::Enter => {
-                    let tags: Vec<String> =
-                        tags.split(',').map(|t| t.trim().to_string()).filter(|t| !t.is_empty()).collect();
-                    app.send(Request::Annotate { id, notes, tags });
-                    return;
-                }
+                KeyCode::Enter => match crate::ops::runs::parse_tags(&tags) {
+                    Ok(tags) => return app.send(Request::Annotate { id, notes, tags }),
+                    // The dialog stays open with what was typed, the tags field focused.
+                    Err(e) => {
+                        app.say(&format!("{e:#}"), true);
+                        on_tags = true;
+                    }
+                },
                 KeyCode::Tab | KeyCode::BackTab | KeyCode::Up | KeyCode::Down => on_tags = !on_tags,
                 KeyCode::Backspace => {
                     if on_tags {
