@@ -33,7 +33,7 @@ pub fn key(app: &mut App, modal: Modal, key: KeyEvent) {
                     Ok(tags) => return app.send(Request::Annotate { id, notes, tags }),
                     // The dialog stays open with what was typed, the tags field focused.
                     Err(e) => {
-                        app.say(&format!("{e:#}"), true);
+                        app.say(format!("{e:#}"), true);
                         on_tags = true;
                     }
                 },
