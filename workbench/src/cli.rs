@@ -467,10 +467,13 @@ pub enum RunsAction {
         #[arg(long)]
         files: bool,
     },
-    /// Replace a run's tags: `runs tag 12 baseline,paper` (an empty list clears them).
+    /// Replace runs' tags, `runs tag 12 baseline,paper` (an empty list clears them), or add
+    /// and remove some, `runs tag 12,13 +paper,-draft`.
     Tag {
-        run: i64,
-        /// Comma-separated tags.
+        /// Run ids, comma-separated.
+        runs: String,
+        /// Comma-separated tags (replacing the runs' tags), or +tag to add and -tag to remove.
+        #[arg(allow_hyphen_values = true)]
         tags: String,
     },
     /// Replace a run's notes: `runs note 12 lr too high, diverges at step 300`.
@@ -819,7 +822,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
                     }
                     commands::runs::delete(&store, &pick, yes, files).await
                 }
-                Some(RunsAction::Tag { run, tags }) => commands::runs::tag(&store, run, &tags).await,
+                Some(RunsAction::Tag { runs, tags }) => commands::runs::tag(&store, &runs, &tags).await,
                 Some(RunsAction::Note { run, text }) => commands::runs::note(&store, run, &text.join(" ")).await,
                 Some(RunsAction::Export { ids, mut pick, format, out, force }) => {
                     if !ids.is_empty() {

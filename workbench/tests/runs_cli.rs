@@ -491,6 +491,19 @@ async fn tags_and_notes_are_set_from_the_command_line() {
     assert!(err.contains("run 42 does not exist"), "{err}");
     let err = f.fails(&["runs", "tag", "2", "two words"]);
     assert!(err.contains("single words"), "{err}");
+    // Several runs at once; +tag adds and -tag removes, leaving the other tags.
+    f.ok(&["runs", "tag", "1,2", "draft,lr"]);
+    let (code, _, err) = f.run(&["runs", "tag", "1,2", "+paper,-draft"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("run 1 tagged lr, paper") && err.contains("run 2 tagged lr, paper"), "{err}");
+    for id in [1, 2] {
+        assert_eq!(f.store().await.run(id).await.unwrap().tags, ["lr", "paper"], "run {id}");
+    }
+    let err = f.fails(&["runs", "tag", "1,42", "+x"]);
+    assert!(err.contains("run 42 does not exist"), "{err}");
+    assert_eq!(f.store().await.run(1).await.unwrap().tags, ["lr", "paper"], "no run changed");
+    let err = f.fails(&["runs", "tag", "1", "paper,-lr"]);
+    assert!(err.contains("mixes tags with +tag / -tag"), "{err}");
 }
 
 #[tokio::test]

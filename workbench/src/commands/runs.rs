@@ -456,13 +456,15 @@ pub async fn hold(store: &Store, id: i64, held: bool) -> Result<i32> {
     Ok(0)
 }
 
-/// `workbench runs tag N a,b`: replaces the run's tags.
-pub async fn tag(store: &Store, id: i64, list: &str) -> Result<i32> {
-    let tags = ops::runs::parse_tags(list)?;
-    ops::runs::annotate(store, id, None, Some(&tags)).await?;
-    match tags.is_empty() {
-        true => tracing::info!("run {id}: tags cleared"),
-        false => tracing::info!("run {id} tagged {}", tags.join(", ")),
+/// `workbench runs tag 12,13 a,b` replaces the runs' tags; `+a,-b` adds and removes.
+pub async fn tag(store: &Store, list: &str, tags: &str) -> Result<i32> {
+    let ids = crate::plot::parse_run_ids(list).map_err(|e| crate::exit_code::refused(anyhow::anyhow!(e)))?;
+    let edit = ops::runs::TagEdit::parse(tags)?;
+    for (id, tags) in ops::runs::retag(store, &ids, &edit).await? {
+        match tags.is_empty() {
+            true => tracing::info!("run {id}: no tags"),
+            false => tracing::info!("run {id} tagged {}", tags.join(", ")),
+        }
     }
     Ok(0)
 }

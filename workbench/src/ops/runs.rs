@@ -179,6 +179,82 @@ pub fn parse_tags(list: &str) -> Result<Vec<String>> {
     Ok(tags)
 }
 
+/// What `runs tag` and the TUI's tag dialog do to runs' tags: a plain list replaces them
+/// (`paper,baseline`; empty clears them), `+tag` and `-tag` add and remove
+/// (`+paper,-draft`), leaving the others.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TagEdit {
+    Replace(Vec<String>),
+    Change { add: Vec<String>, remove: Vec<String> },
+}
+
+impl TagEdit {
+    /// Reads `paper,baseline` or `+paper,-draft`; a list that mixes the two is refused, as
+    /// is a tag holding a space (see [`parse_tags`]).
+    pub fn parse(list: &str) -> Result<TagEdit> {
+        let items: Vec<&str> = list.split(',').map(str::trim).filter(|t| !t.is_empty()).collect();
+        let signed = items.iter().filter(|t| t.starts_with(['+', '-'])).count();
+        if signed == 0 {
+            return Ok(TagEdit::Replace(parse_tags(list)?));
+        }
+        if signed < items.len() {
+            bail!(
+                "`{list}` mixes tags with +tag / -tag: list the tags to replace them all (paper,baseline), \
+                 or +tag to add and -tag to remove (+paper,-draft)"
+            );
+        }
+        let named = |sign: char| {
+            let names: Vec<&str> = items.iter().filter_map(|t| t.strip_prefix(sign)).collect();
+            parse_tags(&names.join(","))
+        };
+        Ok(TagEdit::Change { add: named('+')?, remove: named('-')? })
+    }
+
+    /// `tags` after the edit: added tags after the ones kept, each once.
+    pub fn apply(&self, tags: &[String]) -> Vec<String> {
+        match self {
+            TagEdit::Replace(new) => new.clone(),
+            TagEdit::Change { add, remove } => {
+                let mut out: Vec<String> = tags.iter().filter(|t| !remove.contains(t)).cloned().collect();
+                for tag in add {
+                    if !out.contains(tag) {
+                        out.push(tag.clone());
+                    }
+                }
+                out
+            }
+        }
+    }
+
+    /// `+paper -draft`, or the list that replaces the tags, as a status line says it.
+    pub fn describe(&self) -> String {
+        match self {
+            TagEdit::Replace(tags) if tags.is_empty() => "tags cleared".into(),
+            TagEdit::Replace(tags) => format!("tags set to {}", tags.join(", ")),
+            TagEdit::Change { add, remove } => {
+                let signed = add.iter().map(|t| format!("+{t}")).chain(remove.iter().map(|t| format!("-{t}")));
+                format!("tags {}", signed.collect::<Vec<_>>().join(" "))
+            }
+        }
+    }
+}
+
+/// Edits the tags of each run of `ids` (every run must exist; none is changed otherwise) and
+/// returns each run's tags after the edit.
+pub async fn retag(store: &Store, ids: &[i64], edit: &TagEdit) -> Result<Vec<(i64, Vec<String>)>> {
+    let mut runs = Vec::new();
+    for &id in ids {
+        runs.push(store.run(id).await?);
+    }
+    let mut done = Vec::new();
+    for run in runs {
+        let tags = edit.apply(&run.tags);
+        store.set_tags(run.id, &tags).await?;
+        done.push((run.id, tags));
+    }
+    Ok(done)
+}
+
 /// Replaces a run's notes and tags (either left as it is when `None`).
 pub async fn annotate(store: &Store, id: i64, notes: Option<&str>, tags: Option<&[String]>) -> Result<()> {
     if let Some(notes) = notes {
@@ -192,6 +268,24 @@ pub async fn annotate(store: &Store, id: i64, notes: Option<&str>, tags: Option<
 
 #[cfg(test)]
 mod tests {
+    use super::TagEdit;
+
+    #[test]
+    fn a_plain_list_replaces_the_tags_and_signed_ones_add_and_remove() {
+        let tags = |list: &[&str]| list.iter().map(|t| t.to_string()).collect::<Vec<_>>();
+        let had = tags(&["draft", "lr", "seed"]);
+        let replace = TagEdit::parse("paper, baseline").unwrap();
+        assert_eq!(replace.apply(&had), tags(&["paper", "baseline"]));
+        assert_eq!(TagEdit::parse("").unwrap().apply(&had), tags(&[]));
+        let change = TagEdit::parse("+paper, -draft, +lr").unwrap();
+        assert_eq!(change, TagEdit::Change { add: tags(&["paper", "lr"]), remove: tags(&["draft"]) });
+        assert_eq!(change.apply(&had), tags(&["lr", "seed", "paper"]));
+        assert_eq!(change.describe(), "tags +paper +lr -draft");
+        let e = TagEdit::parse("paper,-draft").unwrap_err().to_string();
+        assert!(e.contains("mixes tags with +tag / -tag"), "{e}");
+        assert!(TagEdit::parse("+two words").unwrap_err().to_string().contains("holds a space"));
+    }
+
     #[test]
     fn tags_are_single_words_kept_once_in_their_order() {
         assert_eq!(super::parse_tags(" paper, baseline,,paper ").unwrap(), ["paper", "baseline"]);

@@ -65,6 +65,7 @@ pub enum Action {
     OpenRun,
     NewRun,
     Annotate,
+    TagRuns,
     DeleteCursor,
     DeleteMarked,
     StopRun,

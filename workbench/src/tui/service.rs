@@ -42,6 +42,8 @@ pub enum Request {
     Delete(Vec<i64>),
     /// Replace a run's notes and tags.
     Annotate { id: i64, notes: String, tags: Vec<String> },
+    /// Edit the tags of several runs.
+    Retag { ids: Vec<i64>, edit: ops::runs::TagEdit },
     /// Write the Compare panels of these runs to an image file (`out`, or `out` with a numeric
     /// suffix when it exists).
     ExportPlot { runs: Vec<i64>, out: PathBuf },
@@ -240,6 +242,10 @@ impl Service {
             Request::Annotate { id, notes, tags } => {
                 ops::runs::annotate(&self.store, id, Some(&notes), Some(&tags)).await?;
                 self.send(Update::Info(format!("run {id}: notes and tags saved")));
+            }
+            Request::Retag { ids, edit } => {
+                let done = ops::runs::retag(&self.store, &ids, &edit).await?;
+                self.send(Update::Info(format!("{}: {}", crate::wording::count(done.len(), "run"), edit.describe())));
             }
             Request::ExportPlot { runs, out } => {
                 let panels =

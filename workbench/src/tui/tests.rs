@@ -268,6 +268,40 @@ fn delete_asks_first_and_notes_are_sent() {
 }
 
 #[test]
+fn t_tags_the_marked_runs_or_the_one_under_the_cursor() {
+    let (mut app, sent) = app();
+    app.runs.selected.extend([1, 3]);
+    press(&mut app, KeyCode::Char('t'));
+    let screen = render(&mut app, 100, 24);
+    assert!(screen.contains("Tags of the 2 marked runs") && screen.contains("now    baseline"), "{screen}");
+    // A list that mixes the two forms is refused; the dialog keeps it to be mended.
+    chars(&mut app, "paper,-baseline");
+    press(&mut app, KeyCode::Enter);
+    assert!(matches!(&app.modal, Some(Modal::Tags { text, .. }) if text == "paper,-baseline"), "{:?}", app.modal);
+    assert!(app.status.as_ref().is_some_and(|s| s.0.contains("mixes tags")), "{:?}", app.status);
+    press(&mut app, KeyCode::Home);
+    for _ in 0.."paper,-baseline".len() {
+        press(&mut app, KeyCode::Backspace);
+    }
+    chars(&mut app, "+paper,-baseline");
+    press(&mut app, KeyCode::Enter);
+    assert!(app.modal.is_none());
+    let edit = crate::ops::runs::TagEdit::Change { add: vec!["paper".into()], remove: vec!["baseline".into()] };
+    let sent_edit = sent
+        .lock()
+        .unwrap()
+        .iter()
+        .any(|r| matches!(r, Request::Retag { ids, edit: e } if ids == &[1, 3] && e == &edit));
+    assert!(sent_edit, "{:?}", sent.lock().unwrap());
+    // Nothing marked: the run under the cursor.
+    app.runs.selected.clear();
+    press(&mut app, KeyCode::Char('t'));
+    assert!(render(&mut app, 100, 24).contains("Tags of run 1"));
+    press(&mut app, KeyCode::Esc);
+    assert!(app.modal.is_none());
+}
+
+#[test]
 fn cancelling_a_running_run_asks_for_confirmation() {
     let (mut app, sent) = app();
     press(&mut app, KeyCode::Char('j'));

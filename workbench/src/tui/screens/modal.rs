@@ -1,5 +1,5 @@
 //! The dialogs over a screen: a confirmation before something is lost, the notes and tags
-//! editor, the path of an experiment file to load or save, and the runs table's column chooser. While one is open it takes every key.
+//! editor, the tags of several runs, the path of an experiment file to load or save, and the runs table's column chooser. While one is open it takes every key.
 
 use crate::tui::app::{App, Confirmed, Modal};
 use crate::tui::service::Request;
@@ -55,6 +55,21 @@ pub fn key(app: &mut App, modal: Modal, key: KeyEvent) {
                 _ => {}
             }
             app.modal = Some(Modal::Annotate { id, notes, tags, on_tags });
+        }
+        Modal::Tags { ids, mut text } => {
+            match key.code {
+                KeyCode::Esc => return,
+                KeyCode::Enter => match crate::ops::runs::TagEdit::parse(&text) {
+                    Ok(edit) => return app.send(Request::Retag { ids, edit }),
+                    Err(e) => app.say(format!("{e:#}"), true),
+                },
+                KeyCode::Backspace => {
+                    text.pop();
+                }
+                KeyCode::Char(c) => text.push(c),
+                _ => {}
+            }
+            app.modal = Some(Modal::Tags { ids, text });
         }
         Modal::ExperimentFile { save, mut path } => {
             match key.code {
@@ -139,6 +154,7 @@ pub fn draw(frame: &mut Frame, app: &App, modal: &Modal) {
                 rect,
             );
         }
+        Modal::Tags { ids, text } => draw_tags(frame, app, ids, text),
         Modal::Annotate { id, notes, tags, on_tags } => {
             let rect = centred(area, 70, 9);
             frame.render_widget(Clear, rect);
@@ -167,4 +183,36 @@ pub fn draw(frame: &mut Frame, app: &App, modal: &Modal) {
             );
         }
     }
+}
+
+/// The tag dialog of several runs: what they are tagged with now, and the edit typed.
+fn draw_tags(frame: &mut Frame, app: &App, ids: &[i64], text: &str) {
+    let rect = centred(frame.area(), 70, 10);
+    frame.render_widget(Clear, rect);
+    let mut now: Vec<&str> = Vec::new();
+    for run in app.snapshot.runs.iter().filter(|r| ids.contains(&r.id)) {
+        for tag in &run.tags {
+            if !now.contains(&tag.as_str()) {
+                now.push(tag);
+            }
+        }
+    }
+    let now = if now.is_empty() { "none".to_string() } else { now.join(", ") };
+    let lines = vec![
+        Line::from(vec![Span::styled("now    ", bold()), Span::raw(now)]),
+        Line::from(""),
+        Line::from(vec![
+            Span::styled("tags   ", bold()),
+            Span::styled(format!("{text}▏"), Style::default().fg(Color::Cyan)),
+        ]),
+        Line::from(Span::styled("       a,b replaces their tags · +a,-b adds and removes", dim())),
+        Line::from(""),
+        Line::from(Span::styled("Enter save · Esc cancel", dim())),
+    ];
+    let title = match ids {
+        [id] => format!("Tags of run {id}"),
+        _ => format!("Tags of the {} marked runs", ids.len()),
+    };
+    let block = Block::default().borders(Borders::ALL).title(title);
+    frame.render_widget(Paragraph::new(lines).wrap(Wrap { trim: false }).block(block), rect);
 }

@@ -71,6 +71,13 @@ const COMMANDS: &[Command] = &[
     ),
     hint(&[Key::char('n')], "n", "new run", "launch a new run (the Launch screen)", Action::NewRun),
     cmd(&[Key::char('e')], "e", "edit the run's notes and tags", Action::Annotate),
+    cmd(
+        &[Key::char('t')],
+        "t",
+        "tag the marked runs the filter shows (else the run under the cursor): a,b replaces their tags, \
+         +a,-b adds and removes",
+        Action::TagRuns,
+    ),
     cmd(&[Key::char('d')], "d", "delete the run under the cursor, after confirmation", Action::DeleteCursor),
     cmd(&[Key::char('D')], "D", "delete the marked runs the filter shows, after confirmation", Action::DeleteMarked),
     cmd(&[Key::char('x')], "x", "stop a running run or cancel a queued one, after confirmation", Action::StopRun),
@@ -141,6 +148,16 @@ impl Component for Runs {
                     });
                 }
             }
+            Action::TagRuns => {
+                let marked = app.marked_visible();
+                let ids = match marked.is_empty() {
+                    true => app.cursor_run().map(|r| r.id).into_iter().collect(),
+                    false => marked,
+                };
+                if !ids.is_empty() {
+                    app.modal = Some(Modal::Tags { ids, text: String::new() });
+                }
+            }
             Action::DeleteCursor => {
                 if let Some(id) = app.cursor_run().map(|r| r.id) {
                     app.modal = Some(Modal::Confirm {
@@ -164,13 +181,17 @@ impl Component for Runs {
                 let list = ids.iter().map(|i| i.to_string()).collect::<Vec<_>>().join(", ");
                 let hidden = match app.marked_hidden() {
                     0 => String::new(),
+                    1 => " (1 marked run hidden by the filter is kept)".to_string(),
                     n => format!(" ({n} marked runs hidden by the filter are kept)"),
+                };
+                let marked = match ids.len() {
+                    1 => "the marked run".to_string(),
+                    n => format!("the {n} marked runs"),
                 };
                 app.modal = Some(Modal::Confirm {
                     question: format!(
-                        "Delete the {} marked runs {list} and all their metrics, diagnostics and logs?{hidden} \
-                         Their files stay on disk.",
-                        ids.len()
+                        "Delete {marked} {list} and all their metrics, diagnostics and logs?{hidden} \
+                         Their files stay on disk."
                     ),
                     action: Confirmed::Delete(ids),
                 });
