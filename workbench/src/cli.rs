@@ -241,6 +241,10 @@ pub enum Command {
         /// Only runs whose configuration has KEY=VALUE; repeatable.
         #[arg(long = "where", value_name = "KEY=VALUE")]
         filters: Vec<String>,
+        /// Rows sorted by this column, best first: a metric (its final value), best:NAME,
+        /// params, s/step or peak MiB. Default: the order of the runs (the sweeps' grid).
+        #[arg(long, value_name = "COLUMN", conflicts_with = "heatmap")]
+        sort: Option<String>,
     },
     /// Open the terminal workbench (the default when no command is given).
     Tui {
@@ -693,7 +697,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
             let jobs = jobs.unwrap_or_else(|| executor.default_jobs());
             crate::tui::run(store, host, dirs, jobs, executor, exports).await
         }
-        Some(Command::Ablation { ids, runs, sweep, metrics, format, out, json, heatmap, metric, filters }) => {
+        Some(Command::Ablation { ids, runs, sweep, metrics, format, out, json, heatmap, metric, filters, sort }) => {
             let runs = runs.or_else(|| (!ids.is_empty()).then(|| ids.join(",")));
             let store = commands::open_store(&db, &artifacts).await?;
             let selection = match (&runs, &sweep) {
@@ -709,6 +713,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
                 heatmap: heatmap.as_deref(),
                 metric: metric.as_deref(),
                 filters: &filters,
+                sort: sort.as_deref(),
             };
             commands::ablation::run(&store, selection, options).await
         }

@@ -100,6 +100,23 @@ fn a_layers_by_iterations_sweep_becomes_a_grid_of_the_stored_metrics() {
         }
     }
 
+    // The same configurations as a table sorted best first: means that never increase, the
+    // grid's four cells in some order.
+    let table: Value =
+        serde_json::from_str(&ok(&dir, &["ablation", "--sweep", "1", "--sort", "cell_acc", "--json"])).unwrap();
+    let means: Vec<f64> = table["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|row| row["metrics"]["final cell_acc"]["mean"].as_f64().unwrap())
+        .collect();
+    assert_eq!(means.len(), 4, "{table}");
+    assert!(means.windows(2).all(|w| w[0] >= w[1]), "best first: {means:?}");
+    let e = refused(&dir, &["ablation", "--sweep", "1", "--sort", "cell_ac"]);
+    assert!(e.contains("--sort: no metric `cell_ac`") && e.contains("did you mean `cell_acc`"), "{e}");
+    let e = refused(&dir, &["ablation", "--sweep", "1", "--sort", "cell_acc", "--heatmap", "layers,iterations"]);
+    assert!(e.contains("--sort") && e.contains("--heatmap"), "{e}");
+
     // Leaving out the runs of one configuration leaves its cell empty.
     let keep: Vec<String> =
         stored.iter().filter(|(_, ((l, i), _))| !(l == "2" && i == "2")).map(|(id, _)| id.to_string()).collect();

@@ -151,9 +151,25 @@ async fn exports_from_run_ids() {
     let b = finished_run(&store, 32, 1, 0.75).await;
     let selected = export::select(&store, &TableRuns::Runs(vec![b, a])).await.unwrap();
     assert_eq!(selected.records.iter().map(|r| r.id).collect::<Vec<_>>(), [b, a]);
-    let table = export::ablation(&store, &selected.records, Some(&["accuracy"]), Format::Csv).await.unwrap();
+    let table = export::ablation(&store, &selected.records, Some(&["accuracy"]), None, Format::Csv).await.unwrap();
     assert!(table.contains("accuracy") && table.contains("0.75") && table.contains("0.25"), "{table}");
-    let err = export::ablation(&store, &selected.records, Some(&["bleu"]), Format::Csv).await.unwrap_err();
+    // Sorted: best first by the column's direction, or as asked; in the runs' order without.
+    let sorted = |column: &str, descending| {
+        let sort = export::TableSort { column: column.into(), descending };
+        let records = [selected.records[1].clone(), selected.records[0].clone()];
+        let store = &store;
+        async move { export::ablation(store, &records, None, Some(&sort), Format::Csv).await }
+    };
+    let first_d = |table: &str| table.lines().nth(1).unwrap().split(',').nth(1).unwrap().to_string();
+    assert_eq!(first_d(&sorted("accuracy", None).await.unwrap()), "32", "highest accuracy first");
+    assert_eq!(first_d(&sorted("best:loss", None).await.unwrap()), "32", "lowest loss first");
+    assert_eq!(first_d(&sorted("final accuracy", Some(false)).await.unwrap()), "16", "ascending as asked");
+    let err = sorted("bleu", None).await.unwrap_err().to_string();
+    assert!(
+        err.contains("--sort: no metric `bleu`") && err.contains("or a column: ") && err.contains("params"),
+        "{err}"
+    );
+    let err = export::ablation(&store, &selected.records, Some(&["bleu"]), None, Format::Csv).await.unwrap_err();
     assert!(err.to_string().contains("no metric `bleu` in these runs; available: "), "{err}");
     let missing = export::select(&store, &TableRuns::Runs(vec![a, 999])).await.unwrap_err();
     assert!(format!("{missing:#}").contains("run 999"), "{missing:#}");

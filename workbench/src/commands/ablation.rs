@@ -42,6 +42,8 @@ pub struct Options<'a> {
     pub metric: Option<&'a str>,
     /// `KEY=VALUE` conditions on the runs' configurations.
     pub filters: &'a [String],
+    /// The column the rows are sorted by, best first.
+    pub sort: Option<&'a str>,
 }
 
 pub async fn run(store: &Store, selection: Selection<'_>, options: Options<'_>) -> Result<i32> {
@@ -70,7 +72,14 @@ pub async fn run(store: &Store, selection: Selection<'_>, options: Options<'_>) 
     }
     let wanted: Option<Vec<&str>> =
         options.metrics.map(|f| f.split(',').map(str::trim).filter(|m| !m.is_empty()).collect());
-    let text = export::ablation(store, &records, wanted.as_deref(), format).await?;
+    let sort = options.sort.map(|column| export::TableSort { column: column.to_string(), descending: None });
+    let text = export::ablation(store, &records, wanted.as_deref(), sort.as_ref(), format).await.map_err(|e| {
+        if e.is::<heatmap::Refusal>() {
+            refused(e)
+        } else {
+            e
+        }
+    })?;
     match options.out {
         Some(path) => {
             export::write_text(path, &text)?;

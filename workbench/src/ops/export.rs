@@ -97,6 +97,7 @@ pub async fn ablation(
     store: &Store,
     records: &[RunRecord],
     metrics: Option<&[&str]>,
+    sort: Option<&TableSort>,
     format: Format,
 ) -> Result<String> {
     let mut rows = Vec::with_capacity(records.len());
@@ -109,7 +110,36 @@ pub async fn ablation(
     if let Some(wanted) = metrics {
         table.keep_metrics(wanted).map_err(|e| anyhow!(e))?;
     }
+    if let Some(sort) = sort {
+        sort.apply(&mut table)?;
+    }
     Ok(format.render(&table))
+}
+
+/// The order of an ablation table's rows: by one column, named as `ablation --sort` takes it
+/// (a column title such as `params` or `s/step`, a metric name for its final value,
+/// `best:NAME`), best first unless the direction is given (the TUI's `S`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct TableSort {
+    pub column: String,
+    /// `None`: best first (largest first where larger is better, else smallest first).
+    pub descending: Option<bool>,
+}
+
+impl TableSort {
+    /// Sorts `table`'s rows; an unknown column is refused with the ones there are.
+    pub fn apply(&self, table: &mut Table) -> Result<(), Refusal> {
+        let c = heatmap::resolve_metric(table, Some(&self.column), None).map_err(|e| match e {
+            Refusal::Input(message) => Refusal::Input(format!(
+                "--sort: {message}; or a column: {}",
+                table.columns.iter().map(|c| c.title()).collect::<Vec<_>>().join(", ")
+            )),
+            other => other,
+        })?;
+        let descending = self.descending.unwrap_or(table.columns[c].higher_is_better == Some(true));
+        table.sort_by_column(c, descending);
+        Ok(())
+    }
 }
 
 /// The runs whose configuration has every `KEY=VALUE` of `filters` (`layer=NAME` names the

@@ -483,7 +483,8 @@ async fn train(
     if let Some(note) = eval_examples_note(s.eval_examples, info.eval_examples, eval_examples) {
         log.line(note);
     }
-    if let Some(note) = super::schedule::warmup_note(s.steps, s.warmup, s.lr, s.min_lr) {
+    // Said once, at the start: a resumed run's log has it already.
+    if let Some(note) = super::schedule::warmup_note(s.steps, s.warmup, s.lr, s.min_lr).filter(|_| step == 0) {
         log.line(note);
     }
     Event::Started {

@@ -48,7 +48,8 @@ pub enum Request {
     /// suffix when it exists).
     ExportPlot { runs: Vec<i64>, out: PathBuf },
     /// Write the ablation table of these runs (to `out` as for `ExportPlot`).
-    ExportAblation { runs: Vec<i64>, format: Format, out: PathBuf },
+    /// The ablation table of `runs`, in the order the screen shows it.
+    ExportAblation { runs: Vec<i64>, format: Format, sort: Option<export::TableSort>, out: PathBuf },
     /// Draw the heatmap of these runs' `metric` over `rows` × `columns` (to `out` as for
     /// `ExportPlot`).
     ExportHeatmap { runs: Vec<i64>, rows: String, columns: String, metric: String, out: PathBuf },
@@ -254,10 +255,11 @@ impl Service {
                 let figure = export::plot(&self.store, &runs, &panels, &out, (1600, 900)).await?;
                 self.send(Update::Info(figure.describe()));
             }
-            Request::ExportAblation { runs, format, out } => {
+            Request::ExportAblation { runs, format, sort, out } => {
                 let out = super::exports::prepare(&out)?;
                 let selected = export::select(&self.store, &export::TableRuns::Runs(runs)).await?;
-                export::write_text(&out, &export::ablation(&self.store, &selected.records, None, format).await?)?;
+                let text = export::ablation(&self.store, &selected.records, None, sort.as_ref(), format).await?;
+                export::write_text(&out, &text)?;
                 self.send(Update::Info(format!("wrote {}", out.display())));
             }
             Request::ExportHeatmap { runs, rows, columns, metric, out } => {

@@ -626,7 +626,17 @@ fn ablation_screen_groups_seeds() {
         .lock()
         .unwrap()
         .iter()
-        .any(|r| matches!(r, Request::ExportAblation { out, .. } if out.extension().unwrap() == "tex")));
+        .any(|r| matches!(r, Request::ExportAblation { out, sort: None, .. } if out.extension().unwrap() == "tex")));
+    // Sorted on the screen, the file is sorted alike: by the column's title and direction.
+    press(&mut app, KeyCode::Char('s'));
+    press(&mut app, KeyCode::Char('S'));
+    press(&mut app, KeyCode::Char('M'));
+    let (table, _) = screens::ablation::ablation_table(&app);
+    let title = table.columns[app.ablation.sort.unwrap().0].title();
+    let sorted = sent.lock().unwrap().iter().any(|r| {
+        matches!(r, Request::ExportAblation { sort: Some(s), .. } if s.column == title && s.descending == Some(true))
+    });
+    assert!(sorted, "{title}: {:?}", sent.lock().unwrap());
 }
 
 /// An app whose finished runs are hyperset runs over layers × iterations: final cell_acc

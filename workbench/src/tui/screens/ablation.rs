@@ -3,6 +3,7 @@
 //! metric of it as a heatmap over two keys ([`heatmap`]).
 
 use crate::ablation::{Format, RunInput, Table};
+use crate::ops::export::TableSort;
 use crate::store::RunRecord;
 use crate::tui::app::App;
 use crate::tui::column_fit::{fit_widths, hidden_note, Wanted};
@@ -88,7 +89,12 @@ impl Component for Ablation {
                         .map(|id| app.snapshot.run(*id).and_then(|r| r.sweep.as_ref()).map(|s| s.id))
                         .collect();
                     let out = app.exports.join(format!("{}.{ext}", ablation_name(&runs, &sweeps)));
-                    app.send(Request::ExportAblation { runs, format, out });
+                    // The file lists the rows as the screen sorts them.
+                    let sort = app.ablation.sort.and_then(|(column, descending)| {
+                        let column = ablation_table(app).0.columns.get(column)?.title();
+                        Some(TableSort { column, descending: Some(descending) })
+                    });
+                    app.send(Request::ExportAblation { runs, format, sort, out });
                 }
             }
             Action::ToggleHeatmap => app.ablation.heatmap = !app.ablation.heatmap,
