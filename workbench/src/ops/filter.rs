@@ -72,7 +72,7 @@ fn parse(term: &str) -> (bool, Term<'_>) {
 /// configuration value compared as a number), or a bare word matched against status, plugins,
 /// tags and notes; `-` before a term keeps the runs it does not match.
 pub fn matches(run: &RunRecord, filter: &str) -> bool {
-    // The configuration by section, read once per run and only for a `key=value` term.
+    // The configuration by section, read once per run and only for a term on a key.
     let mut qualified = None;
     filter.split_whitespace().all(|term| {
         let (negated, term) = parse(term);
