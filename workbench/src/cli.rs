@@ -424,20 +424,33 @@ pub enum RunsAction {
         #[arg(long, conflicts_with = "json")]
         config: bool,
     },
-    /// Stop a run: a queued one is cancelled, a running one is interrupted with a checkpoint.
+    /// Stop runs: a queued one is cancelled, a running one is interrupted with a checkpoint
+    /// (`runs cancel 12,13`, or `--filter status:running` and the other picks, which leave
+    /// ended runs as they are).
     Cancel {
-        run: i64,
+        #[command(flatten)]
+        pick: PickedRuns,
         /// Seconds the worker gets to stop at its next step before it is terminated
         /// (SIGTERM, then SIGKILL).
         #[arg(long, default_value_t = crate::train::stop::DEFAULT_GRACE.as_secs_f64())]
         grace: f64,
     },
-    /// Keep a queued run from starting.
-    Pause { run: i64 },
-    /// Let a paused run start again.
-    Unpause { run: i64 },
-    /// Put an interrupted or failed run back in the queue (continues from its checkpoint).
-    Requeue { run: i64 },
+    /// Keep queued runs from starting (ids, or the queued runs a pick names).
+    Pause {
+        #[command(flatten)]
+        pick: PickedRuns,
+    },
+    /// Let paused runs start again.
+    Unpause {
+        #[command(flatten)]
+        pick: PickedRuns,
+    },
+    /// Put interrupted or failed runs back in the queue, each continuing from its checkpoint
+    /// (`runs requeue 12,13`, or `--sweep 3` for those of the sweep).
+    Requeue {
+        #[command(flatten)]
+        pick: PickedRuns,
+    },
     /// Print a run's log (its worker's lines, evaluations, Slurm's reasons for a waiting job);
     /// with --follow, the lines to come too, until the run ends (Ctrl-C stops following, the
     /// run goes on).
@@ -542,6 +555,28 @@ pub enum SweepsAction {
     Resume { sweep: i64 },
     /// Cancel the queued runs and stop the running ones.
     Cancel { sweep: i64 },
+}
+
+/// The runs a command acts on one by one: ids as arguments (`12,13` or `12 13`), or the
+/// options that pick runs for `runs`.
+#[derive(clap::Args, Debug)]
+pub struct PickedRuns {
+    /// Run ids (e.g. `12,13` or `12 13`), as --runs gives them.
+    #[arg(conflicts_with_all = ["runs", "sweep"])]
+    ids: Vec<String>,
+    #[command(flatten)]
+    pick: commands::runs::RunPick,
+}
+
+impl PickedRuns {
+    /// The pick, the ids as `--runs`.
+    fn into_pick(self) -> commands::runs::RunPick {
+        let mut pick = self.pick;
+        if !self.ids.is_empty() {
+            pick.runs = Some(self.ids.join(","));
+        }
+        pick
+    }
 }
 
 /// A count that must be at least one (workers, timed steps), refused by clap with the reason
@@ -814,12 +849,12 @@ async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
                 Some(RunsAction::Show { run, json: show_json, .. }) => {
                     commands::runs::show(&store, run, json || show_json).await
                 }
-                Some(RunsAction::Cancel { run, grace }) => {
-                    commands::runs::cancel(&store, run, commands::grace_period(grace)?).await
+                Some(RunsAction::Cancel { pick, grace }) => {
+                    commands::runs::cancel(&store, &pick.into_pick(), commands::grace_period(grace)?).await
                 }
-                Some(RunsAction::Pause { run }) => commands::runs::hold(&store, run, true).await,
-                Some(RunsAction::Unpause { run }) => commands::runs::hold(&store, run, false).await,
-                Some(RunsAction::Requeue { run }) => commands::runs::requeue(&store, run).await,
+                Some(RunsAction::Pause { pick }) => commands::runs::hold(&store, &pick.into_pick(), true).await,
+                Some(RunsAction::Unpause { pick }) => commands::runs::hold(&store, &pick.into_pick(), false).await,
+                Some(RunsAction::Requeue { pick }) => commands::runs::requeue(&store, &pick.into_pick()).await,
                 Some(RunsAction::Log { run, last, follow }) => commands::runs::log(&store, run, last, follow).await,
                 Some(RunsAction::Delete { ids, mut pick, yes, files }) => {
                     if !ids.is_empty() {

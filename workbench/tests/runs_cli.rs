@@ -570,6 +570,35 @@ async fn delete_takes_the_runs_a_filter_a_sweep_or_last_picks() {
 }
 
 #[tokio::test]
+async fn requeue_pause_and_cancel_act_on_ids_or_the_runs_a_pick_names() {
+    let f = Fixture::new("bulk").await;
+    let status = |id: i64| {
+        let f = &f;
+        async move { f.store().await.run(id).await.unwrap().shown_status().to_string() }
+    };
+    let (code, _, err) = f.run(&["runs", "cancel"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("name the runs to be cancelled"), "{err}");
+    // Ids are taken as given: one that cannot be requeued is refused before any run changes.
+    let err = f.fails(&["runs", "requeue", "3,1"]);
+    assert!(err.contains("run 1"), "{err}");
+    assert_eq!(status(3).await, "failed", "run 3 is left as it was");
+    // A pick acts on the runs it can and says which it left.
+    let (code, _, err) = f.run(&["runs", "requeue", "--filter", "status:failed"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("run 3 queued again"), "{err}");
+    f.ok(&["runs", "pause", "--filter", "status:queued"]);
+    assert_eq!(status(3).await, "paused");
+    f.ok(&["runs", "unpause", "3"]);
+    let (code, _, err) = f.run(&["runs", "cancel", "--last", "2"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("left as they are: runs 2 (finished)") && err.contains("run 3"), "{err}");
+    assert_eq!(status(3).await, "interrupted");
+    let err = f.fails(&["runs", "requeue", "--sweep", "1"]);
+    assert!(err.contains("none of the 1 run picked can be requeued"), "{err}");
+}
+
+#[tokio::test]
 async fn runs_delete_files_removes_each_run_s_directory_of_files() {
     let f = Fixture::new("runs-delete-files").await;
     for id in [1, 2] {

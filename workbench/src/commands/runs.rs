@@ -386,21 +386,75 @@ fn batch_script(store: &Store, r: &crate::store::RunRecord) -> Option<std::path:
     path.is_file().then_some(path)
 }
 
-/// `workbench runs cancel N`: takes a queued run out of the queue, or stops a running one
-/// (escalating after `grace`).
-pub async fn cancel(store: &Store, id: i64, grace: std::time::Duration) -> Result<i32> {
-    if store.run(id).await?.status == crate::store::RunStatus::Running {
-        tracing::info!("run {id}: asking its worker to stop at its next step, with a checkpoint");
+/// The runs a command acting on runs one by one works on, split into those it acts on and
+/// those left as they are. Ids are taken as given: the first that does not qualify is
+/// refused (by `refuse`, with the command's own reason) before any run is changed. Of the runs
+/// --sweep, --filter or --last pick, those that do not qualify are left, and said once.
+async fn acted_on<F, Fut>(
+    store: &Store,
+    pick: &RunPick,
+    verb: &str,
+    qualifies: impl Fn(&RunRecord) -> bool,
+    refuse: F,
+) -> Result<Vec<RunRecord>>
+where
+    F: FnOnce(i64) -> Fut,
+    Fut: std::future::Future<Output = Result<()>>,
+{
+    if !pick.picks() {
+        return Err(crate::exit_code::refused(anyhow::anyhow!(
+            "name the runs to {verb}: ids (`12,13`), or --sweep N, --filter EXPR, --last N"
+        )));
     }
-    let cancelled = ops::runs::cancel(store, id, grace).await?;
-    tracing::info!("{}", cancelled.describe(id, grace));
+    let (act, left): (Vec<RunRecord>, Vec<RunRecord>) = pick.select(store).await?.into_iter().partition(qualifies);
+    match (pick.runs.is_some(), left.first()) {
+        (true, Some(first)) => {
+            refuse(first.id).await?;
+            // It changed state since it was read, and the command took it; no other run was.
+            anyhow::bail!(
+                "run {} changed state while the runs were read and was taken as it is now; no other run was \
+                 changed (run the command again for them)",
+                first.id
+            )
+        }
+        (false, Some(_)) if act.is_empty() => {
+            anyhow::bail!(
+                "none of the {} picked can {verb}: nothing was done",
+                crate::wording::count(left.len(), "run")
+            )
+        }
+        (false, Some(_)) => {
+            let listed: Vec<String> = left.iter().map(|r| format!("{} ({})", r.id, r.shown_status())).collect();
+            tracing::info!("left as they are: runs {}", listed.join(", "));
+        }
+        _ => {}
+    }
+    Ok(act)
+}
+
+/// `workbench runs cancel 12,13`: queued runs cancelled, running ones stopped with a checkpoint.
+pub async fn cancel(store: &Store, pick: &RunPick, grace: std::time::Duration) -> Result<i32> {
+    let not_ended = |r: &RunRecord| !r.status.is_terminal();
+    let refuse = |id| async move { ops::runs::cancel(store, id, grace).await.map(|_| ()) };
+    for run in acted_on(store, pick, "be cancelled", not_ended, refuse).await? {
+        if run.status == crate::store::RunStatus::Running {
+            tracing::info!("run {}: asking its worker to stop at its next step, with a checkpoint", run.id);
+        }
+        let cancelled = ops::runs::cancel(store, run.id, grace).await?;
+        tracing::info!("{}", cancelled.describe(run.id, grace));
+    }
     Ok(0)
 }
 
-/// `workbench runs requeue N`: back in the queue, continuing from its checkpoint.
-pub async fn requeue(store: &Store, id: i64) -> Result<i32> {
-    ops::runs::requeue(store, id).await?;
-    tracing::info!("run {id} queued again; the queue resumes it from its last checkpoint");
+/// `workbench runs requeue 12,13`: back in the queue, each continuing from its checkpoint.
+pub async fn requeue(store: &Store, pick: &RunPick) -> Result<i32> {
+    use crate::store::RunStatus;
+    let resumable = |r: &RunRecord| matches!(r.status, RunStatus::Interrupted | RunStatus::Failed);
+    let refuse = |id| async move { ops::runs::requeue(store, id).await };
+    for run in acted_on(store, pick, "be requeued", resumable, refuse).await? {
+        ops::runs::requeue(store, run.id).await?;
+        tracing::info!("run {} queued again; the queue resumes it from its last checkpoint", run.id);
+    }
     Ok(0)
 }
 
@@ -450,9 +504,14 @@ pub async fn delete(store: &Store, pick: &RunPick, yes: bool, files: bool) -> Re
     Ok(0)
 }
 
-/// `workbench runs pause|unpause N`.
-pub async fn hold(store: &Store, id: i64, held: bool) -> Result<i32> {
-    tracing::info!("{}", ops::runs::hold(store, id, held).await?.describe());
+/// `workbench runs pause|unpause 12,13`: queued runs kept from starting, or let start.
+pub async fn hold(store: &Store, pick: &RunPick, held: bool) -> Result<i32> {
+    let queued = |r: &RunRecord| r.status == crate::store::RunStatus::Queued;
+    let refuse = |id| async move { ops::runs::hold(store, id, held).await.map(|_| ()) };
+    let verb = if held { "be paused" } else { "be unpaused" };
+    for run in acted_on(store, pick, verb, queued, refuse).await? {
+        tracing::info!("{}", ops::runs::hold(store, run.id, held).await?.describe());
+    }
     Ok(0)
 }
 
