@@ -470,12 +470,9 @@ pub enum RunsAction {
     /// runs --sweep, --filter, --last pick: `runs delete --filter status:failed --yes`.
     /// Running runs are refused; cancel them first.
     Delete {
-        /// Run ids (e.g. `runs delete 12,13` or `12 13`), as --runs gives them.
-        #[arg(conflicts_with_all = ["runs", "sweep"])]
-        ids: Vec<String>,
         /// The runs to delete (ids or these options; there is no default).
         #[command(flatten)]
-        pick: commands::runs::RunPick,
+        pick: PickedRuns,
         /// Delete without asking: without it the command names the runs and deletes none.
         #[arg(long)]
         yes: bool,
@@ -504,12 +501,9 @@ pub enum RunsAction {
     /// the run's configuration, as CSV or JSON lines; or as TensorBoard event files, one
     /// directory per run. Default: every run.
     Export {
-        /// Run ids (e.g. `runs export 3 4 7`), as --runs gives them.
-        #[arg(conflicts_with_all = ["runs", "sweep"])]
-        ids: Vec<String>,
         /// The runs to export (default: all).
         #[command(flatten)]
-        pick: commands::runs::RunPick,
+        pick: PickedRuns,
         /// csv, jsonl or tensorboard.
         #[arg(long, default_value = "csv")]
         format: String,
@@ -856,19 +850,13 @@ async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
                 Some(RunsAction::Unpause { pick }) => commands::runs::hold(&store, &pick.into_pick(), false).await,
                 Some(RunsAction::Requeue { pick }) => commands::runs::requeue(&store, &pick.into_pick()).await,
                 Some(RunsAction::Log { run, last, follow }) => commands::runs::log(&store, run, last, follow).await,
-                Some(RunsAction::Delete { ids, mut pick, yes, files }) => {
-                    if !ids.is_empty() {
-                        pick.runs = Some(ids.join(","));
-                    }
-                    commands::runs::delete(&store, &pick, yes, files).await
+                Some(RunsAction::Delete { pick, yes, files }) => {
+                    commands::runs::delete(&store, &pick.into_pick(), yes, files).await
                 }
                 Some(RunsAction::Tag { runs, tags }) => commands::runs::tag(&store, &runs, &tags).await,
                 Some(RunsAction::Note { run, text }) => commands::runs::note(&store, run, &text.join(" ")).await,
-                Some(RunsAction::Export { ids, mut pick, format, out, force }) => {
-                    if !ids.is_empty() {
-                        pick.runs = Some(ids.join(","));
-                    }
-                    commands::runs::export(&store, &pick, &format, out.as_deref(), force).await
+                Some(RunsAction::Export { pick, format, out, force }) => {
+                    commands::runs::export(&store, &pick.into_pick(), &format, out.as_deref(), force).await
                 }
                 Some(RunsAction::Diff { a, b, json: diff_json }) => {
                     commands::runs::diff(&store, a, b, json || diff_json).await
