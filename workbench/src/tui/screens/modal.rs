@@ -187,7 +187,7 @@ pub fn draw(frame: &mut Frame, app: &App, modal: &Modal) {
 
 /// The tag dialog of several runs: what they are tagged with now, and the edit typed.
 fn draw_tags(frame: &mut Frame, app: &App, ids: &[i64], text: &str) {
-    let rect = centred(frame.area(), 70, 10);
+    let rect = centred(frame.area(), 70, 8);
     frame.render_widget(Clear, rect);
     let mut now: Vec<&str> = Vec::new();
     for run in app.snapshot.runs.iter().filter(|r| ids.contains(&r.id)) {
