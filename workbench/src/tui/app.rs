@@ -63,7 +63,8 @@ pub enum Modal {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Confirmed {
     Delete(Vec<i64>),
-    Cancel(i64),
+    /// Stop these runs (queued or running when asked).
+    Cancel(Vec<i64>),
     /// Save the Launch form over an existing experiment file.
     Overwrite(String),
 }
@@ -218,13 +219,18 @@ impl App {
 
     /// Closes a "Stop run N?" question whose run ended or was deleted since it was asked,
     /// saying so: a yes could only fail, and the question would name a run no longer shown.
+    /// Of several runs, the question stays while one of them can still be stopped.
     fn withdraw_stale_stop_question(&mut self) {
-        let Some(Modal::Confirm { action: Confirmed::Cancel(id), .. }) = &self.modal else { return };
-        let id = *id;
-        let text = match self.snapshot.run(id) {
-            Some(run) if run.status.is_terminal() => format!("run {id} is {} now: nothing to stop", run.status),
-            None => format!("run {id} was deleted meanwhile: nothing to stop"),
-            Some(_) => return,
+        let Some(Modal::Confirm { action: Confirmed::Cancel(ids), .. }) = &self.modal else { return };
+        if ids.iter().any(|id| self.snapshot.run(*id).is_some_and(|r| !r.status.is_terminal())) {
+            return;
+        }
+        let text = match ids.as_slice() {
+            [id] => match self.snapshot.run(*id) {
+                Some(run) => format!("run {id} is {} now: nothing to stop", run.status),
+                None => format!("run {id} was deleted meanwhile: nothing to stop"),
+            },
+            _ => "the runs have ended or were deleted meanwhile: nothing to stop".to_string(),
         };
         self.modal = None;
         self.say(text, false);

@@ -317,6 +317,53 @@ fn cancelling_a_running_run_asks_for_confirmation() {
 }
 
 #[test]
+fn x_and_r_act_on_the_marked_runs_and_leave_those_they_cannot() {
+    let (mut app, sent) = app();
+    // Run 1 finished, 2 running, 3 failed; a queued run 4 besides.
+    let mut queued = app.snapshot.runs[1].clone();
+    queued.id = 4;
+    queued.status = RunStatus::Queued;
+    let mut snapshot = app.snapshot.clone();
+    snapshot.runs.push(queued);
+    app.apply(Update::Runs(snapshot));
+    app.runs.selected.extend([1, 2, 3, 4]);
+    press(&mut app, KeyCode::Char('x'));
+    let screen = render(&mut app, 120, 24);
+    assert!(screen.contains("Stop the 2 runs 2, 4?"), "{screen}");
+    assert!(screen.contains("runs 1 (finished), 3 (failed) are left as they are"), "{screen}");
+    // Run 4 starts and ends before the yes: only run 2 is asked to stop.
+    let mut snapshot = app.snapshot.clone();
+    snapshot.runs.iter_mut().filter(|r| r.id == 4).for_each(|r| r.status = RunStatus::Finished);
+    app.apply(Update::Runs(snapshot));
+    press(&mut app, KeyCode::Char('y'));
+    let cancels: Vec<i64> = sent
+        .lock()
+        .unwrap()
+        .iter()
+        .filter_map(|r| if let Request::Cancel(id) = r { Some(*id) } else { None })
+        .collect();
+    assert_eq!(cancels, [2]);
+    // r requeues the failed run among the marked ones and says which it left.
+    press(&mut app, KeyCode::Char('r'));
+    let resumed: Vec<i64> = sent
+        .lock()
+        .unwrap()
+        .iter()
+        .filter_map(|r| if let Request::Resume(id) = r { Some(*id) } else { None })
+        .collect();
+    assert_eq!(resumed, [3]);
+    assert!(
+        app.status.as_ref().is_some_and(|s| s.0.starts_with("requeueing run 3 (runs 1 (finished)")),
+        "{:?}",
+        app.status
+    );
+    // Nothing marked that can be requeued: said, nothing sent.
+    app.runs.selected = [1, 2].into();
+    press(&mut app, KeyCode::Char('r'));
+    assert!(app.status.as_ref().is_some_and(|s| s.0.contains("none of the marked runs is interrupted or failed")));
+}
+
+#[test]
 fn a_stop_question_is_withdrawn_when_its_run_ends_first() {
     let (mut app, _) = app();
     press(&mut app, KeyCode::Char('j'));

@@ -65,7 +65,7 @@ impl Component for Live {
         match action {
             Action::Down(n) if !ids.is_empty() => app.live.run = Some(ids[(at + n).min(ids.len() - 1)]),
             Action::Up(n) if !ids.is_empty() => app.live.run = Some(ids[at.saturating_sub(n)]),
-            Action::StopRun => super::runs::ask_cancel(app, app.live_id()),
+            Action::StopRun => super::runs::ask_cancel(app, app.live_id().into_iter().collect()),
             Action::ToggleSphere => app.live.sphere = !app.live.sphere,
             Action::TurnLeft => app.live.yaw = sphere::turn(app.live.yaw, -1),
             Action::TurnRight => app.live.yaw = sphere::turn(app.live.yaw, 1),

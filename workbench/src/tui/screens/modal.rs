@@ -20,7 +20,14 @@ pub fn key(app: &mut App, modal: Modal, key: KeyEvent) {
                     app.runs.selected.retain(|id| !ids.contains(id));
                     app.send(Request::Delete(ids));
                 }
-                Confirmed::Cancel(id) => app.send(Request::Cancel(id)),
+                Confirmed::Cancel(ids) => {
+                    // Those that ended since the question was asked are left.
+                    let live = |id: &i64| app.snapshot.run(*id).is_some_and(|r| !r.status.is_terminal());
+                    let ids: Vec<i64> = ids.into_iter().filter(live).collect();
+                    for id in ids {
+                        app.send(Request::Cancel(id));
+                    }
+                }
                 Confirmed::Overwrite(path) => super::launch::save_file(app, &path),
             },
             KeyCode::Char('n') | KeyCode::Esc => {}

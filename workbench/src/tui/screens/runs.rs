@@ -80,11 +80,18 @@ const COMMANDS: &[Command] = &[
     ),
     cmd(&[Key::char('d')], "d", "delete the run under the cursor, after confirmation", Action::DeleteCursor),
     cmd(&[Key::char('D')], "D", "delete the marked runs the filter shows, after confirmation", Action::DeleteMarked),
-    cmd(&[Key::char('x')], "x", "stop a running run or cancel a queued one, after confirmation", Action::StopRun),
+    cmd(
+        &[Key::char('x')],
+        "x",
+        "stop the marked runs the filter shows (else the run under the cursor): running ones are interrupted, \
+         queued ones cancelled, after confirmation",
+        Action::StopRun,
+    ),
     cmd(
         &[Key::char('r')],
         "r",
-        "requeue an interrupted or failed run (it continues from its checkpoint)",
+        "requeue the marked interrupted or failed runs the filter shows (else the run under the cursor); each \
+         continues from its checkpoint",
         Action::Requeue,
     ),
     cmd(&[Key::char('p')], "p", "pause or release a queued run", Action::Pause),
@@ -149,11 +156,7 @@ impl Component for Runs {
                 }
             }
             Action::TagRuns => {
-                let marked = app.marked_visible();
-                let ids = match marked.is_empty() {
-                    true => app.cursor_run().map(|r| r.id).into_iter().collect(),
-                    false => marked,
-                };
+                let ids = marked_or_cursor(app);
                 if !ids.is_empty() {
                     app.modal = Some(Modal::Tags { ids, text: String::new() });
                 }
@@ -196,7 +199,7 @@ impl Component for Runs {
                     action: Confirmed::Delete(ids),
                 });
             }
-            Action::StopRun => ask_cancel(app, app.cursor_run().map(|r| r.id)),
+            Action::StopRun => ask_cancel(app, marked_or_cursor(app)),
             Action::Pause | Action::PauseSweep => {
                 if let Some(r) = app.cursor_run() {
                     app.send(Request::Pause { id: r.id, sweep: action == Action::PauseSweep });
@@ -204,16 +207,7 @@ impl Component for Runs {
             }
             Action::MoreWorkers => set_workers(app, app.workers.saturating_add(1)),
             Action::FewerWorkers => set_workers(app, app.workers.saturating_sub(1)),
-            Action::Requeue => {
-                if let Some(r) = app.cursor_run() {
-                    if matches!(r.status, RunStatus::Interrupted | RunStatus::Failed) {
-                        app.send(Request::Resume(r.id));
-                    } else {
-                        let text = format!("run {} is {}: only interrupted or failed runs resume", r.id, r.status);
-                        app.say(text, true);
-                    }
-                }
-            }
+            Action::Requeue => requeue(app, marked_or_cursor(app)),
             _ => {}
         }
     }
@@ -274,18 +268,84 @@ fn cycle_sort(app: &mut App) {
     app.runs.sort = titles.get(next).cloned();
 }
 
-/// Asks before stopping run `id` (the Runs and Live screens' `x`).
-pub fn ask_cancel(app: &mut App, id: Option<i64>) {
-    let Some(run) = id.and_then(|id| app.snapshot.run(id)) else { return };
-    if run.status.is_terminal() {
-        let text = format!("run {} is {}: nothing to cancel", run.id, run.status);
-        app.say(text, true);
-        return;
+/// The visible marked runs, else the run under the cursor: what `x`, `r` and `t` act on.
+fn marked_or_cursor(app: &App) -> Vec<i64> {
+    let marked = app.marked_visible();
+    match marked.is_empty() {
+        true => app.cursor_run().map(|r| r.id).into_iter().collect(),
+        false => marked,
     }
-    app.modal = Some(Modal::Confirm {
-        question: format!("Stop run {}? It becomes `interrupted` and keeps its data; `r` resumes it.", run.id),
-        action: Confirmed::Cancel(run.id),
-    });
+}
+
+/// `runs 3, 4` (or `run 3`) and the runs of `ids` left out for being `state`, as a sentence
+/// ends: ` (run 5 is finished and left as it is)`.
+fn left_out(app: &App, ids: &[i64]) -> String {
+    let named: Vec<String> =
+        ids.iter().filter_map(|id| app.snapshot.run(*id)).map(|r| format!("{} ({})", r.id, r.shown_status())).collect();
+    match named.as_slice() {
+        [] => String::new(),
+        [one] => format!(" (run {one} is left as it is)"),
+        many => format!(" (runs {} are left as they are)", many.join(", ")),
+    }
+}
+
+/// Asks before stopping the runs of `ids` that are queued or running (the Live screen's `x`
+/// gives its one run); ended ones are left, and said so.
+pub fn ask_cancel(app: &mut App, ids: Vec<i64>) {
+    let runs: Vec<&crate::store::RunRecord> = ids.iter().filter_map(|id| app.snapshot.run(*id)).collect();
+    let (stop, ended): (Vec<_>, Vec<_>) = runs.into_iter().partition(|r| !r.status.is_terminal());
+    let ended: Vec<i64> = ended.iter().map(|r| r.id).collect();
+    let stop: Vec<i64> = stop.iter().map(|r| r.id).collect();
+    let question = match (stop.as_slice(), ids.len()) {
+        ([], 1) => {
+            let run = app.snapshot.run(ids[0]).map(|r| r.status.to_string()).unwrap_or_default();
+            return app.say(format!("run {} is {run}: nothing to cancel", ids[0]), true);
+        }
+        ([], _) => return app.say("none of the marked runs is queued or running: nothing to cancel", true),
+        ([id], _) => format!(
+            "Stop run {id}? It becomes `interrupted` and keeps its data; `r` resumes it.{}",
+            left_out(app, &ended)
+        ),
+        (many, _) => format!(
+            "Stop {}? They become `interrupted` and keep their data; `r` resumes them.{}",
+            list_runs(many),
+            left_out(app, &ended)
+        ),
+    };
+    app.modal = Some(Modal::Confirm { question, action: Confirmed::Cancel(stop) });
+}
+
+/// `run 3` or `the 2 runs 3, 4`.
+fn list_runs(ids: &[i64]) -> String {
+    let list = ids.iter().map(|i| i.to_string()).collect::<Vec<_>>().join(", ");
+    match ids.len() {
+        1 => format!("run {list}"),
+        n => format!("the {n} runs {list}"),
+    }
+}
+
+/// Requeues the interrupted or failed runs of `ids`; the others are left, and said so.
+fn requeue(app: &mut App, ids: Vec<i64>) {
+    let resumable = |id: &i64| {
+        app.snapshot.run(*id).is_some_and(|r| matches!(r.status, RunStatus::Interrupted | RunStatus::Failed))
+    };
+    let (requeue, left): (Vec<i64>, Vec<i64>) = ids.iter().partition(|id| resumable(id));
+    if requeue.is_empty() {
+        let text = match ids.as_slice() {
+            [id] => {
+                let status = app.snapshot.run(*id).map(|r| r.status.to_string()).unwrap_or_default();
+                format!("run {id} is {status}: only interrupted or failed runs resume")
+            }
+            _ => "none of the marked runs is interrupted or failed: nothing to requeue".to_string(),
+        };
+        return app.say(text, true);
+    }
+    if !left.is_empty() {
+        app.say(format!("requeueing {}{}", list_runs(&requeue), left_out(app, &left)), false);
+    }
+    for id in requeue {
+        app.send(Request::Resume(id));
+    }
 }
 
 /// Launches the default experiment (the welcome screen's Enter).
