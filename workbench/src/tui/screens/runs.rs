@@ -277,8 +277,8 @@ fn marked_or_cursor(app: &App) -> Vec<i64> {
     }
 }
 
-/// `runs 3, 4` (or `run 3`) and the runs of `ids` left out for being `state`, as a sentence
-/// ends: ` (run 5 is finished and left as it is)`.
+/// The runs of `ids` a command leaves, with their states, as a sentence ends:
+/// ` (run 5 (finished) is left as it is)`; nothing when there are none.
 fn left_out(app: &App, ids: &[i64]) -> String {
     let named: Vec<String> =
         ids.iter().filter_map(|id| app.snapshot.run(*id)).map(|r| format!("{} ({})", r.id, r.shown_status())).collect();
