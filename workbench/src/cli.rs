@@ -130,6 +130,11 @@ pub enum Command {
         /// List only these runs (`--runs`, `--sweep`, `--filter`, `--last`).
         #[command(flatten)]
         pick: commands::runs::RunPick,
+        /// The list's order: a column (id, status, layer, task, steps, params, time), a
+        /// metric's last evaluation value (cell_acc) or best (best:cell_acc), best first;
+        /// -KEY reverses. Default: by id.
+        #[arg(long, value_name = "KEY", allow_hyphen_values = true)]
+        sort: Option<String>,
     },
     /// Check numerically that each energy-derived layer's updates are its energies' gradients.
     Verify {
@@ -412,6 +417,9 @@ pub enum RunsAction {
         /// List only these runs (`--runs`, `--sweep`, `--filter`, `--last`).
         #[command(flatten)]
         pick: commands::runs::RunPick,
+        /// The list's order, as `runs --sort` takes it.
+        #[arg(long, value_name = "KEY", allow_hyphen_values = true)]
+        sort: Option<String>,
     },
     /// Configuration, status and metric summary of one run.
     Show {
@@ -820,24 +828,26 @@ async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
             let store = commands::open_store(&db, &artifacts).await?;
             commands::train::resume(&store, &dirs, run, json).await
         }
-        Some(Command::Runs { action, json, pick }) => {
+        Some(Command::Runs { action, json, pick, sort }) => {
             let store = commands::open_store(&db, &artifacts).await?;
-            if pick.picks() && matches!(action, Some(RunsAction::List { .. })) {
+            let listing = pick.picks() || sort.is_some();
+            if listing && matches!(action, Some(RunsAction::List { .. })) {
                 anyhow::bail!(
-                    "`--runs / --sweep / --filter / --last` go after `list`: `workbench runs list --sweep N`"
+                    "`--runs / --sweep / --filter / --last / --sort` go after `list`: `workbench runs list --sweep N`"
                 );
             }
-            if pick.picks() && action.is_some() {
-                // Only the list and `runs export` select runs; an action on one run has no use for it.
+            if listing && action.is_some() {
+                // Before a command they pick the runs listed; the commands that act on several
+                // runs take them after their name.
                 anyhow::bail!(
-                    "`runs --runs / --sweep / --filter / --last` pick the runs listed; to export selected runs: \
-                     `runs export --sweep N` (or --runs, --filter)"
+                    "`runs --runs / --sweep / --filter / --last / --sort` shape the list; a command takes its \
+                     runs after its name: `runs export --sweep N`, `runs requeue --filter status:failed`"
                 );
             }
             match action {
-                None => commands::runs::list(&store, json, &pick).await,
-                Some(RunsAction::List { json: list_json, pick }) => {
-                    commands::runs::list(&store, json || list_json, &pick).await
+                None => commands::runs::list(&store, json, &pick, sort.as_deref()).await,
+                Some(RunsAction::List { json: list_json, pick, sort }) => {
+                    commands::runs::list(&store, json || list_json, &pick, sort.as_deref()).await
                 }
                 Some(RunsAction::Show { run, config: true, .. }) => commands::runs::show_config(&store, run).await,
                 Some(RunsAction::Show { run, json: show_json, .. }) => {

@@ -155,6 +155,24 @@ async fn the_list_filter_uses_the_tui_syntax() {
 }
 
 #[tokio::test]
+async fn the_list_sorts_by_a_column_or_a_metric_best_first() {
+    let f = Fixture::new("runs-sort").await;
+    // cell_acc: run 1 0.75, run 2 0.5, run 3 none (last either way).
+    assert_eq!(listed(&f.ok(&["runs", "--sort", "cell_acc"])), vec![1, 2, 3]);
+    assert_eq!(listed(&f.ok(&["runs", "--sort", "-cell_acc"])), vec![2, 1, 3]);
+    assert_eq!(listed(&f.ok(&["runs", "list", "--sort", "layer", "--filter", "status:finished"])), vec![1, 2]);
+    assert_eq!(listed(&f.ok(&["runs", "--sort", "-id", "--last", "2"])), vec![3, 2]);
+    let json: Value = serde_json::from_str(&f.ok(&["runs", "--json", "--sort", "best:cell_acc"])).unwrap();
+    assert_eq!(json.as_array().unwrap().iter().map(|r| r["id"].as_i64().unwrap()).collect::<Vec<_>>(), [1, 2, 3]);
+    let (code, _, err) = f.run(&["runs", "--sort", "bleu"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("no run listed has an evaluation metric `bleu`") && err.contains("cell_acc"), "{err}");
+    let (code, _, err) = f.run(&["runs", "--sort", "id", "show", "1"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("a command takes its runs after its name"), "{err}");
+}
+
+#[tokio::test]
 async fn the_list_picks_runs_as_export_does() {
     let f = Fixture::new("runs-pick").await;
     assert_eq!(listed(&f.ok(&["runs", "--sweep", "1"])), vec![2]);
@@ -165,7 +183,7 @@ async fn the_list_picks_runs_as_export_does() {
     let err = f.fails(&["runs", "--runs", "1,9"]);
     assert!(err.contains("9"), "{err}");
     let err = f.fails(&["runs", "--sweep", "1", "show", "2"]);
-    assert!(err.contains("pick the runs listed"), "{err}");
+    assert!(err.contains("shape the list") && err.contains("after its name"), "{err}");
     // The most recent N of what the other options pick, in their order.
     assert_eq!(listed(&f.ok(&["runs", "--last", "2"])), vec![2, 3]);
     assert_eq!(listed(&f.ok(&["runs", "list", "--runs", "3,1,2", "--last", "2"])), vec![3, 2]);

@@ -62,7 +62,7 @@ fn eval_summary(summaries: &[MetricSummary]) -> String {
         .join(", ")
 }
 
-pub async fn list(store: &Store, as_json: bool, pick: &RunPick) -> Result<i32> {
+pub async fn list(store: &Store, as_json: bool, pick: &RunPick, sort: Option<&str>) -> Result<i32> {
     let which = pick.which()?;
     let filter = pick.filter.as_deref();
     let mut runs = ops::export_runs::named(store, &which).await?;
@@ -70,7 +70,11 @@ pub async fn list(store: &Store, as_json: bool, pick: &RunPick) -> Result<i32> {
     if let Some(filter) = filter {
         runs = ops::filter::select(runs, filter)?;
     }
-    let runs = pick.keep_last(runs);
+    let mut runs = pick.keep_last(runs);
+    if let Some(key) = sort {
+        let summaries = summaries_by_run(store).await?;
+        ops::sort::sort_runs(&mut runs, key, &summaries, ops::elapsed::now()).map_err(crate::exit_code::refused)?;
+    }
     if as_json {
         println!("{}", serde_json::to_string_pretty(&runs)?);
         return Ok(0);
@@ -90,6 +94,16 @@ pub async fn list(store: &Store, as_json: bool, pick: &RunPick) -> Result<i32> {
     Ok(0)
 }
 
+/// Every run's metric summaries by run id: one read of the summaries kept as metrics are
+/// written, not every run's metric rows.
+async fn summaries_by_run(store: &Store) -> Result<BTreeMap<i64, Vec<MetricSummary>>> {
+    let mut summaries: BTreeMap<i64, Vec<MetricSummary>> = BTreeMap::new();
+    for s in store.metric_summaries().await? {
+        summaries.entry(s.run_id).or_default().push(s);
+    }
+    Ok(summaries)
+}
+
 /// A column of the runs table besides the fixed ones: its title and one value per run.
 pub struct ExtraColumn {
     pub title: String,
@@ -106,11 +120,7 @@ pub async fn print_table(store: &Store, runs: &[RunRecord], extra: &[ExtraColumn
         .chain(["steps", "params", "time", "last eval"].map(String::from));
     let numbers = 4..4 + extra.len() + 3;
     let mut table = TextTable::new(titles).right([0].into_iter().chain(numbers));
-    // One read of the summaries kept as metrics are written, not every run's metric rows.
-    let mut summaries: BTreeMap<i64, Vec<MetricSummary>> = BTreeMap::new();
-    for s in store.metric_summaries().await? {
-        summaries.entry(s.run_id).or_default().push(s);
-    }
+    let summaries = summaries_by_run(store).await?;
     for (i, r) in runs.iter().enumerate() {
         let steps = match r.total_steps {
             Some(total) => format!("{}/{}", r.last_step, total),

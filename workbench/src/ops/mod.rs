@@ -16,7 +16,8 @@
 //!   files (the formats are in [`crate::export`]);
 //! - [`filter`]: the run filter shared by the TUI's `/` box and `workbench runs --filter`;
 //! - [`import`]: a published PyTorch checkpoint stored as a finished, evaluated run;
-//! - [`elapsed`]: how long a run has trained, written for a person.
+//! - [`elapsed`]: how long a run has trained, written for a person;
+//! - [`sort`]: the order of a list of runs, by a column or a metric.
 
 pub mod diff;
 pub mod elapsed;
@@ -27,3 +28,4 @@ pub mod grid;
 pub mod import;
 pub mod launch;
 pub mod runs;
+pub mod sort;
