@@ -718,16 +718,14 @@ async fn options_slurm_would_refuse_are_refused_before_a_run_is_stored() {
         assert!(stderr.contains("change --slurm") && stderr.contains("nothing was stored"), "{stderr}");
     };
     refused(fixture_train_args("slow", 2, 2));
-    let mut sweep = fixture_train_args("slow", 2, 2);
-    sweep[0] = "sweep".into();
+    let mut sweep = common::fixture_sweep_args("slow", 2, 2);
     sweep.push("seed=0,1".into());
     refused(sweep);
     let (code, out, err) = run(cluster.workbench().args(["runs", "--json"]));
     assert_eq!(code, 0, "{err}");
     assert_eq!(serde_json::from_str::<Value>(&out).unwrap(), serde_json::json!([]), "nothing stored");
     // A run queued with good options, then a queue runner with bad ones: it submits nothing.
-    let mut detached = fixture_train_args("slow", 2, 2);
-    detached[0] = "sweep".into();
+    let mut detached = common::fixture_sweep_args("slow", 2, 2);
     detached.extend(["seed=0".into(), "--detach".into()]);
     let (code, _, err) = run(cluster.workbench().env("WORKBENCH_PLUGIN_PATH", &cluster.plugins).args(detached));
     assert_eq!(code, 0, "{err}");

@@ -4,7 +4,7 @@
 
 use crate::common;
 
-use common::{fixture_train_args, plugin_dir_with, run, temp_dir, workbench};
+use common::{fixture_sweep_args, plugin_dir_with, run, temp_dir, workbench};
 use serde_json::Value;
 use std::path::Path;
 
@@ -90,8 +90,7 @@ fn sweep_queue_ablation_and_plot_print_json() {
 fn a_sweep_reports_each_run_status_in_json() {
     let dir = temp_dir("json-sweep-diverged");
     let plugins = plugin_dir_with("json-sweep-diverged", &["fixture-panicking-plugin", "sudoku"]);
-    let mut args = fixture_train_args("nan", 3, 3);
-    args[0] = "sweep".into();
+    let mut args = fixture_sweep_args("nan", 3, 3);
     args.push("--json".into());
     let (code, stdout, stderr) = run(workbench(&dir).env("WORKBENCH_PLUGIN_PATH", &plugins).args(&args));
     assert_eq!(code, 4, "{stderr}");
@@ -139,15 +138,14 @@ fn watch_prints_one_json_object_per_event() {
 }
 
 /// A run another queue runner on the same store started (the TUI's, a second `queue`) is told
-/// as started before it is told as ended, `elsewhere` in JSON, in words without `--json`.
+/// as started, `elsewhere`, before it is told as ended.
 #[test]
 fn a_run_another_runner_started_is_told_as_started_elsewhere() {
     use std::process::Stdio;
     let dir = temp_dir("json-elsewhere");
     let plugins = plugin_dir_with("json-elsewhere", &["fixture-panicking-plugin", "sudoku"]);
     // About four seconds of training: 200 ms a step.
-    let mut sweep = fixture_train_args("slow", 20, 20);
-    sweep[0] = "sweep".into();
+    let mut sweep = fixture_sweep_args("slow", 20, 20);
     sweep.extend(["seed=0".into(), "--detach".into()]);
     let (code, _, err) = run(workbench(&dir).env("WORKBENCH_PLUGIN_PATH", &plugins).args(&sweep));
     assert_eq!(code, 0, "{err}");

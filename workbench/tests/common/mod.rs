@@ -184,6 +184,13 @@ pub fn fixture_train_args(mode: &str, steps: u32, eval_every: u32) -> Vec<String
     args
 }
 
+/// [`fixture_train_args`] as a `sweep` of one point.
+pub fn fixture_sweep_args(mode: &str, steps: u32, eval_every: u32) -> Vec<String> {
+    let mut args = fixture_train_args(mode, steps, eval_every);
+    args[0] = "sweep".into();
+    args
+}
+
 /// A run of a plugin `p` with an empty configuration, for tests of the store, the queue and
 /// the supervision alone (no plugin is loaded).
 pub fn plain_run(seed: u64) -> workbench::store::NewRun {
