@@ -336,22 +336,11 @@ fn x_and_r_act_on_the_marked_runs_and_leave_those_they_cannot() {
     snapshot.runs.iter_mut().filter(|r| r.id == 4).for_each(|r| r.status = RunStatus::Finished);
     app.apply(Update::Runs(snapshot));
     press(&mut app, KeyCode::Char('y'));
-    let cancels: Vec<i64> = sent
-        .lock()
-        .unwrap()
-        .iter()
-        .filter_map(|r| if let Request::Cancel(id) = r { Some(*id) } else { None })
-        .collect();
-    assert_eq!(cancels, [2]);
+    let sent_ids = |of: fn(&Request) -> Option<i64>| sent.lock().unwrap().iter().filter_map(of).collect::<Vec<_>>();
+    assert_eq!(sent_ids(|r| if let Request::Cancel(id) = r { Some(*id) } else { None }), [2]);
     // r requeues the failed run among the marked ones and says which it left.
     press(&mut app, KeyCode::Char('r'));
-    let resumed: Vec<i64> = sent
-        .lock()
-        .unwrap()
-        .iter()
-        .filter_map(|r| if let Request::Resume(id) = r { Some(*id) } else { None })
-        .collect();
-    assert_eq!(resumed, [3]);
+    assert_eq!(sent_ids(|r| if let Request::Resume(id) = r { Some(*id) } else { None }), [3]);
     assert!(
         app.status.as_ref().is_some_and(|s| s.0.starts_with("requeueing run 3 (runs 1 (finished)")),
         "{:?}",
