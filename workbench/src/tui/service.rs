@@ -32,6 +32,8 @@ pub enum Request {
     Launch { runs: Vec<NewRun>, name: String, spec: crate::ops::grid::Spec },
     /// Pause or release a queued run (`sweep`: every queued run of its sweep).
     Pause { id: i64, sweep: bool },
+    /// Pause (`held`) or release these queued runs.
+    Hold { ids: Vec<i64>, held: bool },
     /// Stop a running run (it becomes `interrupted` and keeps its data).
     Cancel(i64),
     /// Requeue an interrupted or failed run; the queue continues it from its checkpoint.
@@ -216,6 +218,13 @@ impl Service {
             Request::Pause { id, sweep } => {
                 let toggled = ops::runs::toggle_hold(&self.store, id, sweep).await?;
                 self.send(Update::Info(toggled.describe()));
+            }
+            Request::Hold { ids, held } => {
+                for &id in &ids {
+                    ops::runs::hold(&self.store, id, held).await?;
+                }
+                let word = if held { "paused" } else { "released" };
+                self.send(Update::Info(format!("{} {word}", crate::wording::count(ids.len(), "queued run"))));
             }
             Request::Cancel(id) => {
                 if self.store.run(id).await?.status == RunStatus::Running {

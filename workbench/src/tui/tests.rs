@@ -353,6 +353,32 @@ fn x_and_r_act_on_the_marked_runs_and_leave_those_they_cannot() {
 }
 
 #[test]
+fn p_pauses_the_marked_queued_runs_or_releases_them_when_all_are_paused() {
+    let (mut app, sent) = app();
+    let mut snapshot = app.snapshot.clone();
+    for (id, held) in [(4, false), (5, true)] {
+        let mut queued = snapshot.runs[0].clone();
+        (queued.id, queued.status, queued.held) = (id, RunStatus::Queued, held);
+        snapshot.runs.push(queued);
+    }
+    app.apply(Update::Runs(snapshot));
+    app.runs.selected.extend([1, 4, 5]);
+    press(&mut app, KeyCode::Char('p'));
+    let holds = |sent: &Arc<Mutex<Vec<Request>>>| {
+        sent.lock()
+            .unwrap()
+            .iter()
+            .filter_map(|r| if let Request::Hold { ids, held } = r { Some((ids.clone(), *held)) } else { None })
+            .last()
+    };
+    assert_eq!(holds(&sent), Some((vec![4, 5], true)), "one not paused yet: all are paused");
+    assert!(app.status.as_ref().is_some_and(|s| s.0.contains("pausing the 2 runs 4, 5 (run 1 (finished) is left")));
+    app.runs.selected = [5].into();
+    press(&mut app, KeyCode::Char('p'));
+    assert_eq!(holds(&sent), Some((vec![5], false)), "all paused: released");
+}
+
+#[test]
 fn a_stop_question_is_withdrawn_when_its_run_ends_first() {
     let (mut app, _) = app();
     press(&mut app, KeyCode::Char('j'));

@@ -94,7 +94,13 @@ const COMMANDS: &[Command] = &[
          continues from its checkpoint",
         Action::Requeue,
     ),
-    cmd(&[Key::char('p')], "p", "pause or release a queued run", Action::Pause),
+    cmd(
+        &[Key::char('p')],
+        "p",
+        "pause the marked queued runs the filter shows (else the one under the cursor), or release them when all \
+         are paused",
+        Action::Pause,
+    ),
     cmd(&[Key::char('P')], "P", "pause or release every queued run of its sweep", Action::PauseSweep),
     cmd(
         &[Key::char('+')],
@@ -200,9 +206,10 @@ impl Component for Runs {
                 });
             }
             Action::StopRun => ask_cancel(app, marked_or_cursor(app)),
-            Action::Pause | Action::PauseSweep => {
+            Action::Pause => pause(app, marked_or_cursor(app)),
+            Action::PauseSweep => {
                 if let Some(r) = app.cursor_run() {
-                    app.send(Request::Pause { id: r.id, sweep: action == Action::PauseSweep });
+                    app.send(Request::Pause { id: r.id, sweep: true });
                 }
             }
             Action::MoreWorkers => set_workers(app, app.workers.saturating_add(1)),
@@ -322,6 +329,29 @@ fn list_runs(ids: &[i64]) -> String {
         1 => format!("run {list}"),
         n => format!("the {n} runs {list}"),
     }
+}
+
+/// Pauses the queued runs of `ids`, or releases them when every one is paused already (as
+/// `a` marks or unmarks); runs that are not queued are left, and said so.
+fn pause(app: &mut App, ids: Vec<i64>) {
+    let queued = |id: &i64| app.snapshot.run(*id).is_some_and(|r| r.status == RunStatus::Queued);
+    let (hold, left): (Vec<i64>, Vec<i64>) = ids.iter().partition(|id| queued(id));
+    if hold.is_empty() {
+        let text = match ids.as_slice() {
+            [id] => {
+                let status = app.snapshot.run(*id).map(|r| r.status.to_string()).unwrap_or_default();
+                format!("run {id} is {status}: only queued runs are paused")
+            }
+            _ => "none of the marked runs is queued: nothing to pause".to_string(),
+        };
+        return app.say(text, true);
+    }
+    let held = !hold.iter().all(|id| app.snapshot.run(*id).is_some_and(|r| r.held));
+    if !left.is_empty() {
+        let verb = if held { "pausing" } else { "releasing" };
+        app.say(format!("{verb} {}{}", list_runs(&hold), left_out(app, &left)), false);
+    }
+    app.send(Request::Hold { ids: hold, held });
 }
 
 /// Requeues the interrupted or failed runs of `ids`; the others are left, and said so.
