@@ -365,11 +365,13 @@ fn p_pauses_the_marked_queued_runs_or_releases_them_when_all_are_paused() {
     app.runs.selected.extend([1, 4, 5]);
     press(&mut app, KeyCode::Char('p'));
     let holds = |sent: &Arc<Mutex<Vec<Request>>>| {
-        sent.lock()
-            .unwrap()
-            .iter()
-            .filter_map(|r| if let Request::Hold { ids, held } = r { Some((ids.clone(), *held)) } else { None })
-            .last()
+        sent.lock().unwrap().iter().rev().find_map(|r| {
+            if let Request::Hold { ids, held } = r {
+                Some((ids.clone(), *held))
+            } else {
+                None
+            }
+        })
     };
     assert_eq!(holds(&sent), Some((vec![4, 5], true)), "one not paused yet: all are paused");
     assert!(app.status.as_ref().is_some_and(|s| s.0.contains("pausing the 2 runs 4, 5 (run 1 (finished) is left")));
