@@ -2,7 +2,7 @@
 //! requeue and pause. The table's model (filter terms, columns, sort) is [`crate::tui::runs`].
 
 use crate::ops::launch as ops_launch;
-use crate::store::RunStatus;
+use crate::store::{RunRecord, RunStatus};
 use crate::tui::app::{now, App, Confirmed, Modal, Screen};
 use crate::tui::column_fit::{self, hidden_note, Fitted};
 use crate::tui::component::Component;
@@ -299,27 +299,45 @@ fn left_out(app: &App, ids: &[i64]) -> String {
 /// Asks before stopping the runs of `ids` that are queued or running (the Live screen's `x`
 /// gives its one run); ended ones are left, and said so.
 pub fn ask_cancel(app: &mut App, ids: Vec<i64>) {
-    let runs: Vec<&crate::store::RunRecord> = ids.iter().filter_map(|id| app.snapshot.run(*id)).collect();
-    let (stop, ended): (Vec<_>, Vec<_>) = runs.into_iter().partition(|r| !r.status.is_terminal());
-    let ended: Vec<i64> = ended.iter().map(|r| r.id).collect();
-    let stop: Vec<i64> = stop.iter().map(|r| r.id).collect();
-    let question = match (stop.as_slice(), ids.len()) {
-        ([], 1) => {
-            let run = app.snapshot.run(ids[0]).map(|r| r.status.to_string()).unwrap_or_default();
-            return app.say(format!("run {} is {run}: nothing to cancel", ids[0]), true);
-        }
-        ([], _) => return app.say("none of the marked runs is queued or running: nothing to cancel", true),
-        ([id], _) => format!(
+    let not_ended = |r: &RunRecord| !r.status.is_terminal();
+    let why = ("nothing to cancel", "none of the marked runs is queued or running: nothing to cancel");
+    let Some((stop, ended)) = split_runs(app, &ids, not_ended, why) else { return };
+    let question = match stop.as_slice() {
+        [id] => format!(
             "Stop run {id}? It becomes `interrupted` and keeps its data; `r` resumes it.{}",
             left_out(app, &ended)
         ),
-        (many, _) => format!(
+        many => format!(
             "Stop {}? They become `interrupted` and keep their data; `r` resumes them.{}",
             list_runs(many),
             left_out(app, &ended)
         ),
     };
     app.modal = Some(Modal::Confirm { question, action: Confirmed::Cancel(stop) });
+}
+
+/// The runs of `ids` a command takes (`takes`) and those it leaves. When it takes none, the
+/// status line says why, `why.0` after one run's state (`run 3 is finished: ...`), `why.1`
+/// for several, and there is nothing to do.
+fn split_runs(
+    app: &mut App,
+    ids: &[i64],
+    takes: impl Fn(&RunRecord) -> bool,
+    why: (&str, &str),
+) -> Option<(Vec<i64>, Vec<i64>)> {
+    let (taken, left): (Vec<i64>, Vec<i64>) = ids.iter().partition(|id| app.snapshot.run(**id).is_some_and(&takes));
+    if !taken.is_empty() {
+        return Some((taken, left));
+    }
+    let text = match ids {
+        [id] => {
+            let status = app.snapshot.run(*id).map(|r| r.status.to_string()).unwrap_or_default();
+            format!("run {id} is {status}: {}", why.0)
+        }
+        _ => why.1.to_string(),
+    };
+    app.say(text, true);
+    None
 }
 
 /// `run 3` or `the 2 runs 3, 4`.
@@ -334,18 +352,9 @@ fn list_runs(ids: &[i64]) -> String {
 /// Pauses the queued runs of `ids`, or releases them when every one is paused already (as
 /// `a` marks or unmarks); runs that are not queued are left, and said so.
 fn pause(app: &mut App, ids: Vec<i64>) {
-    let queued = |id: &i64| app.snapshot.run(*id).is_some_and(|r| r.status == RunStatus::Queued);
-    let (hold, left): (Vec<i64>, Vec<i64>) = ids.iter().partition(|id| queued(id));
-    if hold.is_empty() {
-        let text = match ids.as_slice() {
-            [id] => {
-                let status = app.snapshot.run(*id).map(|r| r.status.to_string()).unwrap_or_default();
-                format!("run {id} is {status}: only queued runs are paused")
-            }
-            _ => "none of the marked runs is queued: nothing to pause".to_string(),
-        };
-        return app.say(text, true);
-    }
+    let queued = |r: &RunRecord| r.status == RunStatus::Queued;
+    let why = ("only queued runs are paused", "none of the marked runs is queued: nothing to pause");
+    let Some((hold, left)) = split_runs(app, &ids, queued, why) else { return };
     let held = !hold.iter().all(|id| app.snapshot.run(*id).is_some_and(|r| r.held));
     if !left.is_empty() {
         let verb = if held { "pausing" } else { "releasing" };
@@ -356,20 +365,12 @@ fn pause(app: &mut App, ids: Vec<i64>) {
 
 /// Requeues the interrupted or failed runs of `ids`; the others are left, and said so.
 fn requeue(app: &mut App, ids: Vec<i64>) {
-    let resumable = |id: &i64| {
-        app.snapshot.run(*id).is_some_and(|r| matches!(r.status, RunStatus::Interrupted | RunStatus::Failed))
-    };
-    let (requeue, left): (Vec<i64>, Vec<i64>) = ids.iter().partition(|id| resumable(id));
-    if requeue.is_empty() {
-        let text = match ids.as_slice() {
-            [id] => {
-                let status = app.snapshot.run(*id).map(|r| r.status.to_string()).unwrap_or_default();
-                format!("run {id} is {status}: only interrupted or failed runs resume")
-            }
-            _ => "none of the marked runs is interrupted or failed: nothing to requeue".to_string(),
-        };
-        return app.say(text, true);
-    }
+    let resumable = |r: &RunRecord| matches!(r.status, RunStatus::Interrupted | RunStatus::Failed);
+    let why = (
+        "only interrupted or failed runs resume",
+        "none of the marked runs is interrupted or failed: nothing to requeue",
+    );
+    let Some((requeue, left)) = split_runs(app, &ids, resumable, why) else { return };
     if !left.is_empty() {
         app.say(format!("requeueing {}{}", list_runs(&requeue), left_out(app, &left)), false);
     }
