@@ -211,7 +211,7 @@ fn suggested_keys<'a>(key: &str, names: impl Iterator<Item = &'a str> + Clone) -
     containing
 }
 
-/// The keys of [`suggested_keys`] for `key` as a phrase (`` `a` ``, `` `a` or `b` ``), each
+/// The keys of `suggested_keys` for `key` as a phrase (`` `a` ``, `` `a` or `b` ``), each
 /// with the scope `key` was written with (`train.batch`: `` `train.batch_size` ``), or `None`
 /// when there are none.
 pub fn did_you_mean<'a>(key: &str, names: impl Iterator<Item = &'a str> + Clone) -> Option<String> {
