@@ -444,9 +444,8 @@ where
 
 /// `workbench runs cancel 12,13`: queued runs cancelled, running ones stopped with a checkpoint.
 pub async fn cancel(store: &Store, pick: &RunPick, grace: std::time::Duration) -> Result<i32> {
-    let not_ended = |r: &RunRecord| !r.status.is_terminal();
     let refuse = |id| async move { ops::runs::cancel(store, id, grace).await.map(|_| ()) };
-    for run in acted_on(store, pick, "be cancelled", not_ended, refuse).await? {
+    for run in acted_on(store, pick, "be cancelled", ops::runs::cancellable, refuse).await? {
         if run.status == crate::store::RunStatus::Running {
             tracing::info!("run {}: asking its worker to stop at its next step, with a checkpoint", run.id);
         }
@@ -458,10 +457,8 @@ pub async fn cancel(store: &Store, pick: &RunPick, grace: std::time::Duration) -
 
 /// `workbench runs requeue 12,13`: back in the queue, each continuing from its checkpoint.
 pub async fn requeue(store: &Store, pick: &RunPick) -> Result<i32> {
-    use crate::store::RunStatus;
-    let resumable = |r: &RunRecord| matches!(r.status, RunStatus::Interrupted | RunStatus::Failed);
     let refuse = |id| async move { ops::runs::requeue(store, id).await };
-    for run in acted_on(store, pick, "be requeued", resumable, refuse).await? {
+    for run in acted_on(store, pick, "be requeued", ops::runs::requeueable, refuse).await? {
         ops::runs::requeue(store, run.id).await?;
         tracing::info!("run {} queued again; the queue resumes it from its last checkpoint", run.id);
     }
@@ -516,10 +513,9 @@ pub async fn delete(store: &Store, pick: &RunPick, yes: bool, files: bool) -> Re
 
 /// `workbench runs pause|unpause 12,13`: queued runs kept from starting, or let start.
 pub async fn hold(store: &Store, pick: &RunPick, held: bool) -> Result<i32> {
-    let queued = |r: &RunRecord| r.status == crate::store::RunStatus::Queued;
     let refuse = |id| async move { ops::runs::hold(store, id, held).await.map(|_| ()) };
     let verb = if held { "be paused" } else { "be unpaused" };
-    for run in acted_on(store, pick, verb, queued, refuse).await? {
+    for run in acted_on(store, pick, verb, ops::runs::holdable, refuse).await? {
         tracing::info!("{}", ops::runs::hold(store, run.id, held).await?.describe());
     }
     Ok(0)

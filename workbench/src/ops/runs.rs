@@ -1,7 +1,7 @@
 //! Changing the state of runs that exist: cancel, pause and release, requeue, delete,
 //! annotate; each returns what it did, with a line that says so where both front ends print it.
 
-use crate::store::{RunStatus, Store};
+use crate::store::{RunRecord, RunStatus, Store};
 use crate::train::stop::{cancel_queued, stop_running, StopOutcome};
 use anyhow::{bail, Context, Result};
 use std::path::PathBuf;
@@ -49,6 +49,21 @@ pub async fn cancel(store: &Store, id: i64, grace: Duration) -> Result<Cancelled
         RunStatus::Running => Ok(Cancelled::Stopped(stop_running(store, id, grace).await?)),
         status => bail!("run {id} is {status}: nothing to cancel"),
     }
+}
+
+/// Whether [`cancel`] takes `run`: it is queued or running.
+pub fn cancellable(run: &RunRecord) -> bool {
+    !run.status.is_terminal()
+}
+
+/// Whether [`hold`] takes `run`: it waits in the queue.
+pub fn holdable(run: &RunRecord) -> bool {
+    run.status == RunStatus::Queued
+}
+
+/// Whether [`requeue`] takes `run`: it was interrupted or failed.
+pub fn requeueable(run: &RunRecord) -> bool {
+    matches!(run.status, RunStatus::Interrupted | RunStatus::Failed)
 }
 
 /// Cancels every run of sweep `sweep` that has not ended; returns what happened to each.

@@ -14,7 +14,7 @@ pub const COLUMNS: [&str; 7] = ["id", "status", "layer", "task", "steps", "param
 /// `-key` reverses. Runs without a value come last either way; ties keep their order.
 /// `summaries` holds the runs' metric summaries by run id.
 pub fn sort_runs(
-    runs: &mut [RunRecord],
+    runs: &mut Vec<RunRecord>,
     key: &str,
     summaries: &BTreeMap<i64, Vec<MetricSummary>>,
     now: f64,
@@ -48,7 +48,7 @@ pub fn sort_runs(
                 _ => crate::ops::elapsed::training_seconds(r, now).map(Value::Number),
             }
         };
-        runs.sort_by(|a, b| order(&value(a), &value(b), false));
+        sort_by_key_once(runs, value, |a, b| order(a, b, false));
         return Ok(());
     }
     let (best, name) = match key.split_once(':') {
@@ -84,8 +84,20 @@ pub fn sort_runs(
     }
     // Best first: the direction is the metric's, read off the first run that has it.
     let larger_better = runs.iter().find(|r| value(r).is_some()).is_none_or(higher);
-    runs.sort_by(|a, b| order(&value(a), &value(b), larger_better));
+    sort_by_key_once(runs, value, |a, b| order(a, b, larger_better));
     Ok(())
+}
+
+/// Sorts `runs` stably by each run's `key`, computed once per run rather than at every
+/// comparison (a metric's is a look-up among the run's summaries).
+fn sort_by_key_once(
+    runs: &mut Vec<RunRecord>,
+    key: impl Fn(&RunRecord) -> Option<Value>,
+    order: impl Fn(&Option<Value>, &Option<Value>) -> Ordering,
+) {
+    let mut keyed: Vec<(Option<Value>, RunRecord)> = std::mem::take(runs).into_iter().map(|r| (key(&r), r)).collect();
+    keyed.sort_by(|(a, _), (b, _)| order(a, b));
+    runs.extend(keyed.into_iter().map(|(_, run)| run));
 }
 
 /// A sort key's value; one key gives values of one kind, so numbers and text never meet.

@@ -45,6 +45,11 @@ pub fn dim() -> Style {
     Style::default().fg(Color::DarkGray)
 }
 
+/// The row under a cursor: the runs and plugins tables, the column chooser.
+pub fn cursor_row() -> Style {
+    Style::default().bg(Color::Rgb(40, 40, 60)).add_modifier(Modifier::BOLD)
+}
+
 /// A rectangle of at most `w` x `h` centred in `area`.
 pub fn centred(area: Rect, w: u16, h: u16) -> Rect {
     let w = w.min(area.width);

@@ -5,9 +5,9 @@
 use crate::tui::app::{now, App, Modal};
 use crate::tui::prefs::{self, Prefs, RunsPrefs};
 use crate::tui::runs::Column;
-use crate::tui::ui::{bold, centred, dim};
+use crate::tui::ui::{bold, centred, cursor_row, dim};
 use ratatui::crossterm::event::{KeyCode, KeyEvent};
-use ratatui::style::{Color, Modifier, Style};
+use ratatui::style::{Color, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Clear, Paragraph};
 use ratatui::Frame;
@@ -77,7 +77,7 @@ pub fn draw(frame: &mut Frame, app: &App, cursor: usize) {
             let mark = if shown { "[x] " } else { "[ ] " };
             let mut style = Style::default();
             if i == cursor {
-                style = style.bg(Color::Rgb(40, 40, 60)).add_modifier(Modifier::BOLD);
+                style = cursor_row();
             }
             let mut spans = vec![Span::styled(mark, bold().fg(Color::Cyan)), Span::styled(c.title(), style)];
             if c.is_core() {

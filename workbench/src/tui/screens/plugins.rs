@@ -6,14 +6,15 @@ use crate::tui::app::App;
 use crate::tui::component::Component;
 use crate::tui::keys::{cmd, hint, Action, Command, Key};
 use crate::tui::layout::Areas;
-use crate::tui::ui::{bold, dim};
+use crate::tui::ui::{bold, cursor_row, dim};
 use crate::wording::{count, count_of};
 use ratatui::crossterm::event::KeyCode;
 use ratatui::layout::{Constraint, Layout, Rect};
-use ratatui::style::{Color, Modifier, Style};
+use ratatui::style::{Color, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Cell, Paragraph, Row, Table, TableState, Wrap};
 use ratatui::Frame;
+use std::path::Path;
 
 /// The Plugins screen.
 pub struct Plugins;
@@ -55,7 +56,6 @@ struct PluginCells {
 }
 
 /// The plugin table as it fits: its column titles, widths and rows.
-#[derive(Debug, PartialEq)]
 struct PluginTable {
     titles: Vec<&'static str>,
     widths: Vec<u16>,
@@ -70,19 +70,16 @@ const MIN_DESCRIPTION: u16 = 12;
 /// [`MIN_DESCRIPTION`] cells, else its file name alone, else (narrower still) left out; the
 /// description the cells left, and no description column when that is too few.
 fn plugin_table(plugins: &[PluginCells], inner: u16) -> PluginTable {
-    let widest = |title: &str, cell: &dyn Fn(&PluginCells) -> String| {
+    let widest = |title: &str, cell: fn(&PluginCells) -> &str| {
         plugins.iter().map(|p| cell(p).chars().count()).max().unwrap_or(0).max(title.len()) as u16
     };
-    let file_name = |path: &str| path.rsplit(['/', '\\']).next().unwrap_or(path).to_string();
-    let fixed = [
-        widest("name", &|p| p.name.clone()),
-        widest("kind", &|p| p.kind.clone()),
-        widest("version", &|p| p.version.clone()),
-    ];
+    let file_name =
+        |p: &PluginCells| Path::new(&p.path).file_name().map_or(p.path.clone(), |f| f.to_string_lossy().into());
+    let fixed = [widest("name", |p| &p.name), widest("kind", |p| &p.kind), widest("version", |p| &p.version)];
     // The three fixed columns and the gap after each.
     let core = fixed.iter().sum::<u16>() + 3;
-    let whole_path = widest("path", &|p| p.path.clone());
-    let short_path = widest("path", &|p| file_name(&p.path));
+    let whole_path = widest("path", |p| &p.path);
+    let short_path = plugins.iter().map(|p| file_name(p).chars().count()).max().unwrap_or(0).max(4) as u16;
     let path = if core + whole_path + 1 + MIN_DESCRIPTION <= inner {
         Some((whole_path, false))
     } else if core + short_path <= inner {
@@ -111,7 +108,7 @@ fn plugin_table(plugins: &[PluginCells], inner: u16) -> PluginTable {
                 row.push(p.description.clone());
             }
             match path {
-                Some((_, true)) => row.push(file_name(&p.path)),
+                Some((_, true)) => row.push(file_name(p)),
                 Some((_, false)) => row.push(p.path.clone()),
                 None => {}
             }
@@ -164,7 +161,7 @@ fn draw_plugins(frame: &mut Frame, area: Rect, app: &App) {
     let widget = Table::new(rows, widths)
         .header(header)
         .block(Block::default().borders(Borders::ALL).title(title))
-        .row_highlight_style(Style::default().bg(Color::Rgb(40, 40, 60)).add_modifier(Modifier::BOLD));
+        .row_highlight_style(cursor_row());
     // The table scrolls to keep the cursor in view.
     let mut state = TableState::default().with_selected((!app.plugins.plugins.is_empty()).then_some(cursor));
     frame.render_stateful_widget(widget, table_area, &mut state);
@@ -188,7 +185,7 @@ fn draw_plugins(frame: &mut Frame, area: Rect, app: &App) {
 }
 
 /// A library of the workspace by its path in it (`target/release/libcem.so`), any other whole.
-fn shown_path(path: &std::path::Path) -> String {
+fn shown_path(path: &Path) -> String {
     let root = crate::host::workspace().map(|w| w.root.as_path());
     root.and_then(|r| path.strip_prefix(r).ok()).unwrap_or(path).display().to_string()
 }

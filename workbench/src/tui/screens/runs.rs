@@ -1,8 +1,8 @@
 //! The Runs screen: the table of every run, its filter box, sort, marks, notes, delete, stop,
 //! requeue and pause. The table's model (filter terms, columns, sort) is [`crate::tui::runs`].
 
-use crate::ops::launch as ops_launch;
-use crate::store::{RunRecord, RunStatus};
+use crate::ops::{self, launch as ops_launch};
+use crate::store::RunRecord;
 use crate::tui::app::{now, App, Confirmed, Modal, Screen};
 use crate::tui::column_fit::{self, hidden_note, Fitted};
 use crate::tui::component::Component;
@@ -12,11 +12,11 @@ use crate::tui::layout::Areas;
 pub use crate::tui::runs::RunsState;
 use crate::tui::runs::{cell, Column};
 use crate::tui::service::Request;
-use crate::tui::ui::{bold, centred, dim, shown_status_colour};
+use crate::tui::ui::{bold, centred, cursor_row, dim, shown_status_colour};
 use crate::wording::count;
 use ratatui::crossterm::event::{KeyCode, KeyEvent};
 use ratatui::layout::Rect;
-use ratatui::style::{Color, Modifier, Style};
+use ratatui::style::{Color, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Cell, Paragraph, Row, Table, TableState, Wrap};
 use ratatui::Frame;
@@ -299,9 +299,8 @@ fn left_out(app: &App, ids: &[i64]) -> String {
 /// Asks before stopping the runs of `ids` that are queued or running (the Live screen's `x`
 /// gives its one run); ended ones are left, and said so.
 pub fn ask_cancel(app: &mut App, ids: Vec<i64>) {
-    let not_ended = |r: &RunRecord| !r.status.is_terminal();
     let why = ("nothing to cancel", "none of the marked runs is queued or running: nothing to cancel");
-    let Some((stop, ended)) = split_runs(app, &ids, not_ended, why) else { return };
+    let Some((stop, ended)) = split_runs(app, &ids, ops::runs::cancellable, why) else { return };
     let question = match stop.as_slice() {
         [id] => format!(
             "Stop run {id}? It becomes `interrupted` and keeps its data; `r` resumes it.{}",
@@ -352,9 +351,8 @@ fn list_runs(ids: &[i64]) -> String {
 /// Pauses the queued runs of `ids`, or releases them when every one is paused already (as
 /// `a` marks or unmarks); runs that are not queued are left, and said so.
 fn pause(app: &mut App, ids: Vec<i64>) {
-    let queued = |r: &RunRecord| r.status == RunStatus::Queued;
     let why = ("only queued runs are paused", "none of the marked runs is queued: nothing to pause");
-    let Some((hold, left)) = split_runs(app, &ids, queued, why) else { return };
+    let Some((hold, left)) = split_runs(app, &ids, ops::runs::holdable, why) else { return };
     let held = !hold.iter().all(|id| app.snapshot.run(*id).is_some_and(|r| r.held));
     if !left.is_empty() {
         let verb = if held { "pausing" } else { "releasing" };
@@ -365,12 +363,11 @@ fn pause(app: &mut App, ids: Vec<i64>) {
 
 /// Requeues the interrupted or failed runs of `ids`; the others are left, and said so.
 fn requeue(app: &mut App, ids: Vec<i64>) {
-    let resumable = |r: &RunRecord| matches!(r.status, RunStatus::Interrupted | RunStatus::Failed);
     let why = (
         "only interrupted or failed runs resume",
         "none of the marked runs is interrupted or failed: nothing to requeue",
     );
-    let Some((requeue, left)) = split_runs(app, &ids, resumable, why) else { return };
+    let Some((requeue, left)) = split_runs(app, &ids, ops::runs::requeueable, why) else { return };
     if !left.is_empty() {
         app.say(format!("requeueing {}{}", list_runs(&requeue), left_out(app, &left)), false);
     }
@@ -519,10 +516,7 @@ fn draw(frame: &mut Frame, area: Rect, app: &App, areas: &Areas) {
     if layout.fitted.hidden > 0 {
         constraints.push(ratatui::layout::Constraint::Length(hidden_note(layout.fitted.hidden).chars().count() as u16));
     }
-    let widget = Table::new(rows, constraints)
-        .header(header)
-        .column_spacing(1)
-        .row_highlight_style(Style::default().bg(Color::Rgb(40, 40, 60)).add_modifier(Modifier::BOLD));
+    let widget = Table::new(rows, constraints).header(header).column_spacing(1).row_highlight_style(cursor_row());
     // The offset comes from the layout; the widget's own adjustment is thrown away with the
     // local state, so what is drawn is what a click hits.
     let mut state = TableState::default().with_selected(Some(cursor)).with_offset(layout.offset);
