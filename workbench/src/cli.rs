@@ -523,11 +523,12 @@ pub enum RunsAction {
         #[arg(long)]
         force: bool,
     },
-    /// Compare two runs: differing configuration keys, plugin builds, final metrics.
+    /// Compare runs side by side: the configuration keys whose values are not the same in
+    /// every run, plugin builds, final metrics (`runs diff 3 4`, `runs diff --sweep 2`).
     #[command(visible_alias = "compare")]
     Diff {
-        a: i64,
-        b: i64,
+        #[command(flatten)]
+        pick: PickedRuns,
         /// Machine-readable output.
         #[arg(long)]
         json: bool,
@@ -868,8 +869,8 @@ async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
                 Some(RunsAction::Export { pick, format, out, force }) => {
                     commands::runs::export(&store, &pick.into_pick(), &format, out.as_deref(), force).await
                 }
-                Some(RunsAction::Diff { a, b, json: diff_json }) => {
-                    commands::runs::diff(&store, a, b, json || diff_json).await
+                Some(RunsAction::Diff { pick, json: diff_json }) => {
+                    commands::runs::diff(&store, &pick.into_pick(), json || diff_json).await
                 }
             }
         }

@@ -700,8 +700,40 @@ async fn diff_shows_what_differs() {
     assert!(text.lines().any(|l| l.contains(" d ") && l.contains("64") && l.contains("128")), "{text}");
     assert!(text.lines().any(|l| l.contains("cell_acc") && l.contains("0.75000") && l.contains(" - ")), "{text}");
     assert_eq!(f.ok(&["runs", "compare", "1", "3"]), text, "`compare` is another name of `diff`");
-    assert!(f.fails(&["runs", "diff", "1", "1"]).contains("two different runs"));
+    assert!(f.fails(&["runs", "diff", "1", "1"]).contains("run 1 is named twice"));
     assert!(f.fails(&["runs", "diff", "1", "9"]).contains("run 9 does not exist"));
+    assert!(f.fails(&["runs", "diff", "2"]).contains("two runs or more: only run 2"));
+    assert!(f.fails(&["runs", "diff"]).contains("two ids or more"));
+}
+
+#[tokio::test]
+async fn diff_takes_several_runs_or_a_pick() {
+    let f = Fixture::new("diff-several").await;
+    let d: Value = serde_json::from_str(&f.ok(&["runs", "diff", "3", "1", "2", "--json"])).unwrap();
+    assert_eq!(d["runs"], json!([3, 1, 2]), "values in the order the runs were named: {d}");
+    assert!(d.get("a").is_none(), "a and b are for two runs: {d}");
+    let config = d["config"].as_array().unwrap();
+    let d_key = config.iter().find(|c| c["key"] == "d").unwrap();
+    assert_eq!(d_key["values"], json!(["128", "64", "32"]));
+    let layer = d["plugins"].as_array().unwrap().iter().find(|p| p["role"] == "layer").unwrap().clone();
+    let builds: Vec<&str> = layer["builds"].as_array().unwrap().iter().map(|b| b["build"].as_str().unwrap()).collect();
+    assert_eq!(builds, ["b1", "b1", "b2"]);
+    let acc = d["metrics"].as_array().unwrap().iter().find(|m| m["name"] == "cell_acc").unwrap().clone();
+    assert_eq!(acc["values"], json!([null, 0.75, 0.5]), "run 3 recorded no accuracy: {d}");
+
+    // Runs 1 and 3 differ in d only, run 2 in lr too: lr is a row of the three.
+    let text = f.ok(&["runs", "diff", "1,2,3"]);
+    let header = text.lines().find(|l| l.contains("key")).unwrap();
+    assert!(header.contains("run 1") && header.contains("run 2") && header.contains("run 3"), "{text}");
+    assert!(text.lines().any(|l| l.contains(" lr ") && l.contains("0.003")), "{text}");
+    assert!(!text.contains(" - 1"), "no difference column for three runs: {text}");
+    assert!(text.contains("layer:") && text.matches("build b1").count() == 2, "{text}");
+
+    // A pick compares the runs it names; a pick of one run is refused.
+    let picked = f.ok(&["runs", "diff", "--filter", "status:finished"]);
+    assert_eq!(picked, f.ok(&["runs", "diff", "1", "2"]), "the filter picks runs 1 and 2");
+    let err = f.fails(&["runs", "diff", "--filter", "status:failed"]);
+    assert!(err.contains("only run 3 was picked"), "{err}");
 }
 
 #[tokio::test]

@@ -541,21 +541,29 @@ pub async fn note(store: &Store, id: i64, text: &str) -> Result<i32> {
     Ok(0)
 }
 
-/// `workbench runs diff A B`: differing configuration, plugin builds, final metrics.
-pub async fn diff(store: &Store, a: i64, b: i64, as_json: bool) -> Result<i32> {
-    let d = ops::diff::diff(store, a, b).await?;
+/// `workbench runs diff A B [C ...]` (or the runs a pick names): configuration values that
+/// are not the same in every run, plugin builds, final metrics, one column per run.
+pub async fn diff(store: &Store, pick: &RunPick, as_json: bool) -> Result<i32> {
+    if !pick.picks() {
+        anyhow::bail!(
+            "runs diff needs the runs to compare: two ids or more (`runs diff 3 4`), or --sweep, --filter or --last"
+        );
+    }
+    let d = ops::diff::diff(store, &pick.select(store).await?).await?;
     if as_json {
         println!("{}", serde_json::to_string_pretty(&d)?);
         return Ok(0);
     }
-    let text = |v: &Option<String>| v.clone().unwrap_or_else(|| "-".into());
-    let (ha, hb) = (format!("run {a}"), format!("run {b}"));
+    let heads: Vec<String> = d.runs.iter().map(|id| format!("run {id}")).collect();
+    let value_columns = 1..1 + heads.len();
     if d.config.is_empty() {
         println!("config:   the same");
     } else {
-        let mut table = TextTable::new(["key", &ha, &hb]).right([1, 2]);
+        let mut table =
+            TextTable::new(std::iter::once("key").chain(heads.iter().map(String::as_str))).right(value_columns.clone());
         for c in &d.config {
-            table.row([c.key.clone(), text(&c.values.a), text(&c.values.b)]);
+            let values = c.values.values.iter().map(|v| v.clone().unwrap_or_else(|| "-".into()));
+            table.row(std::iter::once(c.key.clone()).chain(values));
         }
         table.print_after("config:   ");
     }
@@ -566,26 +574,40 @@ pub async fn diff(store: &Store, a: i64, b: i64, as_json: bool) -> Result<i32> {
         println!("plugins:  the same builds");
     }
     for p in &d.plugins {
-        println!("{:<9} {ha}: {}", format!("{}:", p.role), build(&p.a));
-        println!("          {hb}: {}", build(&p.b));
+        for (i, (head, b)) in heads.iter().zip(&p.builds).enumerate() {
+            let label = if i == 0 { format!("{}:", p.role) } else { String::new() };
+            println!("{label:<9} {head}: {}", build(b));
+        }
     }
     if d.metrics.is_empty() {
         println!("metrics:  none recorded");
-    } else {
-        let mut table = TextTable::new(["split", "name", &ha, &hb, &format!("{b} - {a}")]).right(2..5);
-        for m in &d.metrics {
-            let num = |v: Option<f64>| v.map_or_else(|| "-".into(), |x| metric_text(&m.split, &m.name, x));
-            let delta = match (m.values.a, m.values.b) {
-                (Some(x), Some(y)) => {
+        return Ok(0);
+    }
+    // Two runs get the difference; more get one column each, read across.
+    let difference = match d.runs.as_slice() {
+        [a, b] => Some(format!("{b} - {a}")),
+        _ => None,
+    };
+    let mut header: Vec<&str> = vec!["split", "name"];
+    header.extend(heads.iter().map(String::as_str));
+    header.extend(difference.as_deref());
+    let mut table = TextTable::new(header.iter().copied()).right(2..header.len());
+    for m in &d.metrics {
+        let num = |v: &Option<f64>| v.map_or_else(|| "-".into(), |x| metric_text(&m.split, &m.name, x));
+        let mut row = vec![m.split.clone(), m.name.clone()];
+        row.extend(m.values.values.iter().map(num));
+        if difference.is_some() {
+            row.push(match m.values.values.as_slice() {
+                [Some(x), Some(y)] => {
                     let sign = if y < x { "-" } else { "+" };
                     format!("{sign}{}", metric_text(&m.split, &m.name, (y - x).abs()))
                 }
                 _ => "-".into(),
-            };
-            table.row([m.split.clone(), m.name.clone(), num(m.values.a), num(m.values.b), delta]);
+            });
         }
-        table.print_after("metrics:  ");
+        table.row(row);
     }
+    table.print_after("metrics:  ");
     Ok(0)
 }
 

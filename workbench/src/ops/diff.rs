@@ -1,4 +1,5 @@
-//! What differs between two runs: configuration values, plugin builds and final metrics.
+//! What differs between runs: configuration values, plugin builds and final metrics, each
+//! run's value side by side in the order the runs were named.
 
 use crate::run_config::flatten_configs;
 use crate::store::{PluginRef, RunRecord, Store};
@@ -6,79 +7,116 @@ use anyhow::{bail, Context, Result};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 
-/// A value of run A beside the same value of run B (`None`: the run has no such value).
+/// The first run's value beside the second's, kept in the JSON of a diff of two runs as
+/// `a` and `b` (the fields a diff had before it took more runs).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Pair<T> {
     pub a: Option<T>,
     pub b: Option<T>,
 }
 
-/// One differing configuration key (named as the runs table and the filter name it).
+/// One value per compared run (`None`: the run has no such value), with `a` and `b` beside
+/// them when two runs are compared.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Values<T> {
+    pub values: Vec<Option<T>>,
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub pair: Option<Pair<T>>,
+}
+
+impl<T: Clone> Values<T> {
+    fn new(values: Vec<Option<T>>) -> Self {
+        let pair = match values.as_slice() {
+            [a, b] => Some(Pair { a: a.clone(), b: b.clone() }),
+            _ => None,
+        };
+        Values { values, pair }
+    }
+}
+
+/// One configuration key whose value is not the same in every run (named as the runs
+/// table and the filter name it).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ConfigDiff {
     pub key: String,
     #[serde(flatten)]
-    pub values: Pair<String>,
+    pub values: Values<String>,
 }
 
-/// The layer or the task of both runs, when they differ.
+/// The layer or the task of every run, when their builds are not all the same.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct PluginDiff {
     /// `layer` or `task`.
     pub role: &'static str,
-    pub a: PluginRef,
-    pub b: PluginRef,
+    /// Each run's plugin.
+    pub builds: Vec<PluginRef>,
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub pair: Option<Pair<PluginRef>>,
 }
 
-/// The last value of one metric in both runs.
+/// The last value of one metric in every run.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct MetricDiff {
     pub split: String,
     pub name: String,
     #[serde(flatten)]
-    pub values: Pair<f64>,
+    pub values: Values<f64>,
 }
 
-/// Two runs compared.
+/// Runs compared.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct RunDiff {
-    pub a: i64,
-    pub b: i64,
-    /// Configuration keys whose values differ (or that one run lacks).
+    /// The runs, in the order their values are given.
+    pub runs: Vec<i64>,
+    /// The first and the second run, when two are compared.
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub pair: Option<Pair<i64>>,
+    /// Configuration keys whose values are not the same in every run (or that a run lacks).
     pub config: Vec<ConfigDiff>,
-    /// Plugins whose name, version, interface fingerprint or build differ.
+    /// Plugins whose name, version, interface fingerprint or build are not the same in
+    /// every run.
     pub plugins: Vec<PluginDiff>,
-    /// Every final metric of either run (evaluation splits and the train loss), both values.
+    /// Every final metric of any run (evaluation splits and the train loss).
     pub metrics: Vec<MetricDiff>,
 }
 
-/// Compares runs `a` and `b`.
-pub async fn diff(store: &Store, a: i64, b: i64) -> Result<RunDiff> {
-    if a == b {
-        bail!("runs diff needs two different runs: both are {a}");
+/// Compares `runs` (two or more, each once), their values in the order given.
+pub async fn diff(store: &Store, runs: &[RunRecord]) -> Result<RunDiff> {
+    let ids: Vec<i64> = runs.iter().map(|r| r.id).collect();
+    if let Some(twice) = ids.iter().enumerate().find_map(|(i, id)| ids[..i].contains(id).then_some(*id)) {
+        bail!("runs diff compares different runs: run {twice} is named twice");
     }
-    let ra = store.run(a).await?;
-    let rb = store.run(b).await?;
-    let ids = BTreeSet::from([a, b]);
-    let mut metrics: BTreeMap<(String, String), Pair<f64>> = BTreeMap::new();
-    for s in store.metric_summaries_of(&ids).await.context("reading the runs' metrics")? {
+    if let [only] = ids.as_slice() {
+        bail!("runs diff needs two runs or more: only run {only} was picked");
+    }
+    let position: BTreeMap<i64, usize> = ids.iter().enumerate().map(|(i, id)| (*id, i)).collect();
+    let wanted: BTreeSet<i64> = ids.iter().copied().collect();
+    let mut metrics: BTreeMap<(String, String), Vec<Option<f64>>> = BTreeMap::new();
+    for s in store.metric_summaries_of(&wanted).await.context("reading the runs' metrics")? {
         if !compared(&s.split, &s.name) {
             continue;
         }
-        let pair = metrics.entry((s.split, s.name)).or_insert(Pair { a: None, b: None });
-        if s.run_id == a {
-            pair.a = Some(s.last);
-        } else {
-            pair.b = Some(s.last);
-        }
+        let values = metrics.entry((s.split, s.name)).or_insert_with(|| vec![None; ids.len()]);
+        values[position[&s.run_id]] = Some(s.last);
     }
     Ok(RunDiff {
-        a,
-        b,
-        config: config_diff(&ra, &rb),
-        plugins: plugin_diff(&ra, &rb),
-        metrics: metrics.into_iter().map(|((split, name), values)| MetricDiff { split, name, values }).collect(),
+        pair: pair(&ids),
+        runs: ids,
+        config: config_diff(runs),
+        plugins: plugin_diff(runs),
+        metrics: metrics
+            .into_iter()
+            .map(|((split, name), values)| MetricDiff { split, name, values: Values::new(values) })
+            .collect(),
     })
+}
+
+/// Two items as `a` and `b`.
+fn pair<T: Clone>(items: &[T]) -> Option<Pair<T>> {
+    match items {
+        [a, b] => Some(Pair { a: Some(a.clone()), b: Some(b.clone()) }),
+        _ => None,
+    }
 }
 
 /// Whether a metric is worth a row: every task metric, and of the system metrics only the
@@ -88,21 +126,30 @@ fn compared(split: &str, name: &str) -> bool {
     split != system::SPLIT || name == system::PEAK || name == system::EVAL_EXAMPLES
 }
 
-fn config_diff(a: &RunRecord, b: &RunRecord) -> Vec<ConfigDiff> {
-    let [fa, fb]: [BTreeMap<String, String>; 2] =
-        flatten_configs(&[&a.config, &b.config]).try_into().expect("two configurations give two");
-    let keys: BTreeSet<&String> = fa.keys().chain(fb.keys()).collect();
+fn config_diff(runs: &[RunRecord]) -> Vec<ConfigDiff> {
+    let configs: Vec<&serde_json::Value> = runs.iter().map(|r| &r.config).collect();
+    let flat = flatten_configs(&configs);
+    let keys: BTreeSet<&String> = flat.iter().flat_map(|f| f.keys()).collect();
     keys.into_iter()
-        .filter(|k| fa.get(*k) != fb.get(*k))
-        .map(|k| ConfigDiff { key: k.clone(), values: Pair { a: fa.get(k).cloned(), b: fb.get(k).cloned() } })
+        .filter_map(|k| {
+            let values: Vec<Option<String>> = flat.iter().map(|f| f.get(k).cloned()).collect();
+            let same = values.iter().all(|v| *v == values[0]);
+            (!same).then(|| ConfigDiff { key: k.clone(), values: Values::new(values) })
+        })
         .collect()
 }
 
-fn plugin_diff(a: &RunRecord, b: &RunRecord) -> Vec<PluginDiff> {
-    [("layer", &a.layer, &b.layer), ("task", &a.task, &b.task)]
+fn plugin_diff(runs: &[RunRecord]) -> Vec<PluginDiff> {
+    let roles: [(&'static str, fn(&RunRecord) -> &PluginRef); 2] = [("layer", |r| &r.layer), ("task", |r| &r.task)];
+    roles
         .into_iter()
-        .filter(|(_, x, y)| x != y)
-        .map(|(role, x, y)| PluginDiff { role, a: x.clone(), b: y.clone() })
+        .filter_map(|(role, of)| {
+            let builds: Vec<PluginRef> = runs.iter().map(|r| of(r).clone()).collect();
+            if builds.iter().all(|b| *b == builds[0]) {
+                return None;
+            }
+            Some(PluginDiff { role, pair: pair(&builds), builds })
+        })
         .collect()
 }
 
@@ -126,8 +173,26 @@ mod tests {
             "transformer",
             json!({"layer_config": {"d": 64}, "task_config": {}, "train": {"beta2": 0.95}}),
         );
-        let keys: Vec<String> = config_diff(&hyperset, &transformer).into_iter().map(|d| d.key).collect();
+        let keys: Vec<String> = config_diff(&[hyperset, transformer]).into_iter().map(|d| d.key).collect();
         assert_eq!(keys, ["layer.beta2"]);
+    }
+
+    /// Of three runs, a key is a row when any run's value is not the first's, and a key one
+    /// run lacks is a row with no value for that run.
+    #[test]
+    fn a_key_differs_when_any_run_differs() {
+        let run = |id, config| RunRecord::fixture(id, "hyperset", config);
+        let runs = [
+            run(1, json!({"layer_config": {"d": 64, "heads": 4}, "task_config": {}, "train": {"lr": 0.001}})),
+            run(2, json!({"layer_config": {"d": 64, "heads": 4}, "task_config": {}, "train": {"lr": 0.001}})),
+            run(3, json!({"layer_config": {"d": 64}, "task_config": {}, "train": {"lr": 0.002}})),
+        ];
+        let diff = config_diff(&runs);
+        let keys: Vec<&str> = diff.iter().map(|d| d.key.as_str()).collect();
+        assert_eq!(keys, ["heads", "lr"]);
+        assert_eq!(diff[0].values.values, [Some("4".to_string()), Some("4".to_string()), None]);
+        assert!(diff[0].values.pair.is_none(), "a and b are for two runs only");
+        assert!(config_diff(&runs[..2]).is_empty(), "runs 1 and 2 are the same");
     }
 
     #[test]
