@@ -140,16 +140,12 @@ fn config_diff(runs: &[RunRecord]) -> Vec<ConfigDiff> {
 }
 
 fn plugin_diff(runs: &[RunRecord]) -> Vec<PluginDiff> {
-    let roles: [(&'static str, fn(&RunRecord) -> &PluginRef); 2] = [("layer", |r| &r.layer), ("task", |r| &r.task)];
-    roles
+    let layers = runs.iter().map(|r| r.layer.clone()).collect();
+    let tasks = runs.iter().map(|r| r.task.clone()).collect();
+    [("layer", layers), ("task", tasks)]
         .into_iter()
-        .filter_map(|(role, of)| {
-            let builds: Vec<PluginRef> = runs.iter().map(|r| of(r).clone()).collect();
-            if builds.iter().all(|b| *b == builds[0]) {
-                return None;
-            }
-            Some(PluginDiff { role, pair: pair(&builds), builds })
-        })
+        .filter(|(_, builds): &(_, Vec<PluginRef>)| builds.iter().any(|b| *b != builds[0]))
+        .map(|(role, builds)| PluginDiff { role, pair: pair(&builds), builds })
         .collect()
 }
 
