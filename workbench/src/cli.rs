@@ -53,7 +53,8 @@ pub struct Cli {
     #[command(subcommand)]
     pub command: Option<Command>,
 
-    /// Folder the TUI's exports (figures, ablation tables) are written to, created on demand.
+    /// Folder the TUI's exports (figures, ablation tables) and `plot`'s without `--out` are
+    /// written to, created on demand.
     /// Default: `exports` next to an SQLite run store, else in the current directory.
     #[arg(long, global = true, env = "WORKBENCH_EXPORTS")]
     pub exports: Option<PathBuf>,
@@ -196,9 +197,11 @@ pub enum Command {
         /// Panels, comma-separated: loss, metric, energy, erank, angle, depth.
         #[arg(long, default_value = "loss,metric,energy,erank,angle,depth")]
         panels: String,
-        /// Output file, `.png` or `.svg`.
+        /// Output file, `.png` or `.svg`; default: a PNG in the exports folder (`--exports`)
+        /// named after the runs (`compare-runs-3-4-7.png`, `sphere-run-3.png`), numbered
+        /// rather than overwriting one there.
         #[arg(short, long)]
-        out: PathBuf,
+        out: Option<PathBuf>,
         /// Image size in pixels, WIDTHxHEIGHT.
         #[arg(long, default_value = "1600x900")]
         size: String,
@@ -877,6 +880,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         Some(Command::Plot { ids, runs, panels, out, size, sphere, step, json }) => {
             let runs = runs.unwrap_or_else(|| ids.join(","));
             let store = commands::open_store(&db, &artifacts).await?;
+            let out = commands::plot::Out { file: out, exports };
             if sphere {
                 commands::plot::sphere(&store, &runs, step, &out, &size, json).await
             } else {

@@ -57,6 +57,16 @@ fn plots_two_runs_to_png_and_svg() {
     assert!(texts.iter().any(|t| t.contains("run 1: hyperset")), "{texts:?}");
     assert!(texts.iter().any(|t| t.contains("run 2: transformer")), "{texts:?}");
     assert_eq!(doc.root_element().attribute("width"), Some("1600"));
+
+    // Without --out: a PNG in the exports folder beside the store, named after the runs,
+    // numbered rather than overwriting the first.
+    for name in ["compare-runs-1-2.png", "compare-runs-1-2-2.png"] {
+        let (code, stdout, stderr) = run(workbench(&dir).args(["plot", "2", "1", "--panels", "loss"]));
+        assert_eq!(code, 0, "{stdout}{stderr}");
+        let written = dir.join("exports").join(name);
+        assert!(stdout.contains(&written.display().to_string()), "{stdout}");
+        assert!(std::fs::metadata(&written).unwrap().len() > 1000, "{name} is a figure");
+    }
 }
 
 #[test]

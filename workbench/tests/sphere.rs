@@ -149,6 +149,15 @@ fn heads_of_dimension_three_are_recorded_on_the_unit_sphere_and_drawn() {
     let text = std::fs::read_to_string(&svg).unwrap();
     assert!(text.contains("step 2 · head 0 · p = 3 heads") && text.contains("token 7"));
 
+    // Without --out: a PNG named after the run in the exports folder (--exports here).
+    let elsewhere = dir.join("figures");
+    let (code, stdout, stderr) =
+        run(workbench(&dir).args(["--exports", elsewhere.to_str().unwrap(), "plot", "1", "--sphere", "--json"]));
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    let report: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
+    assert_eq!(report["out"], serde_json::json!(elsewhere.join("sphere-run-1.png")), "{report}");
+    assert!(decode_png(&elsewhere.join("sphere-run-1.png")).2 > 1000);
+
     // A step without trajectories, and two runs at once, are refused with the reason.
     let (code, _, stderr) =
         run(workbench(&dir).args(["plot", "--runs", "1", "--sphere", "--step", "3", "--out", png.to_str().unwrap()]));

@@ -11,7 +11,8 @@
 //! - [`runs`]: cancel (escalating stop), pause and release, requeue, delete, notes and tags,
 //!   of single runs and of sweeps;
 //! - [`export`]: figures and ablation tables of runs, written to files;
-//! - [`diff`]: what differs between two runs;
+//! - [`export_names`]: where exports go when no file is named, and what they are called;
+//! - [`diff`]: what differs between runs;
 //! - [`export_runs`]: runs' metric curves and diagnostics as CSV, JSON lines or TensorBoard
 //!   files (the formats are in [`crate::export`]);
 //! - [`filter`]: the run filter shared by the TUI's `/` box and `workbench runs --filter`;
@@ -22,6 +23,7 @@
 pub mod diff;
 pub mod elapsed;
 pub mod export;
+pub mod export_names;
 pub mod export_runs;
 pub mod filter;
 pub mod grid;

@@ -23,8 +23,9 @@
 //! the keys and generate the `?` overlay ([`screens::help`]) and the footer's hints, so the
 //! help cannot drift from what the keys do. The models behind the screens: [`runs`] (filter,
 //! columns, sort; [`column_fit`] fits the columns to the width, [`prefs`] keeps the hidden ones),
-//! [`exports`] (where exports go and their names), [`launch`] (the form; [`launch_file`] loads and saves it as an experiment file), [`compare`] and [`chart`] (panels), [`data`]
-//! (snapshots); the default experiment of the welcome screen is defined once in
+//! [`launch`] (the form; [`launch_file`] loads and saves it as an
+//! experiment file), [`compare`] and [`chart`] (panels), [`data`] (snapshots); exports are
+//! named by [`crate::ops::export_names`]; the default experiment of the welcome screen is defined once in
 //! [`experiment`].
 
 pub mod app;
@@ -35,7 +36,6 @@ pub mod component;
 pub mod data;
 pub mod draw_cache;
 pub mod experiment;
-pub mod exports;
 pub mod keys;
 pub mod launch;
 pub mod launch_file;

@@ -260,19 +260,19 @@ impl Service {
             Request::ExportPlot { runs, out } => {
                 let panels =
                     crate::plot::parse_panels("loss,metric,energy,erank,angle,depth").map_err(anyhow::Error::msg)?;
-                let out = super::exports::prepare(&out)?;
+                let out = ops::export_names::prepare(&out)?;
                 let figure = export::plot(&self.store, &runs, &panels, &out, (1600, 900)).await?;
                 self.send(Update::Info(figure.describe()));
             }
             Request::ExportAblation { runs, format, sort, out } => {
-                let out = super::exports::prepare(&out)?;
+                let out = ops::export_names::prepare(&out)?;
                 let selected = export::select(&self.store, &export::TableRuns::Runs(runs)).await?;
                 let text = export::ablation(&self.store, &selected.records, None, sort.as_ref(), format).await?;
                 export::write_text(&out, &text)?;
                 self.send(Update::Info(format!("wrote {}", out.display())));
             }
             Request::ExportHeatmap { runs, rows, columns, metric, out } => {
-                let out = super::exports::prepare(&out)?;
+                let out = ops::export_names::prepare(&out)?;
                 let selected = export::select(&self.store, &export::TableRuns::Runs(runs)).await?;
                 let grid = export::heatmap(&self.store, &selected.records, &rows, &columns, Some(&metric)).await?;
                 crate::heatmap_figure::write_image(&grid, &out)?;

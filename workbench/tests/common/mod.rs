@@ -93,6 +93,7 @@ pub fn workbench(dir: &Path) -> Command {
     cmd.env("WORKBENCH_NO_BUILD", "1")
         .env("RAYON_NUM_THREADS", "1")
         .env_remove("WORKBENCH_PLUGIN_PATH")
+        .env_remove("WORKBENCH_EXPORTS")
         .env("WORKBENCH_DB", dir.join("runs.db"))
         // Generated data shared by the tests' runs, never the user's own cache.
         .env("WORKBENCH_CACHE", build_dir().join("test-generated-cache"))

@@ -4,12 +4,12 @@
 
 use crate::ablation::{Format, RunInput, Table};
 use crate::ops::export::TableSort;
+use crate::ops::export_names::{ablation_name, heatmap_name};
 use crate::store::RunRecord;
 use crate::tui::app::App;
 use crate::tui::column_fit::{fit_widths, hidden_note, Wanted};
 use crate::tui::component::Component;
 use crate::tui::data::RunData;
-use crate::tui::exports::{ablation_name, heatmap_name};
 use crate::tui::keys::{cmd, hint, Action, Command, Key};
 use crate::tui::layout::Areas;
 use crate::tui::screens::heatmap;

@@ -2,12 +2,12 @@
 //! building in [`crate::tui::compare`]); its toggles, exports and panel cache; and, toggled
 //! with `s`, the token trajectories of the first compared run ([`crate::tui::sphere`]).
 
+use crate::ops::export_names::compare_name;
 use crate::store::RunRecord;
 use crate::tui::app::App;
 use crate::tui::compare::{self, Options, Panel};
 use crate::tui::component::Component;
 use crate::tui::draw_cache::DrawCache;
-use crate::tui::exports::compare_name;
 use crate::tui::keys::{cmd, hint, Action, Command, Key};
 use crate::tui::layout::Areas;
 use crate::tui::service::Request;

@@ -1,6 +1,7 @@
-//! Where the TUI's exports go and what they are called: a configured folder (`--exports`),
-//! names that say what was exported (`compare-runs-3-4-7.png`, `ablation-sweep-2.md`,
-//! `heatmap-final-cell_acc-layers-by-iterations-sweep-2.png`), and a
+//! Where exports go when no file is named (the TUI's, `workbench plot` without `--out`) and
+//! what they are called: a configured folder (`--exports`), names that say what was exported
+//! (`compare-runs-3-4-7.png`, `ablation-sweep-2.md`,
+//! `heatmap-final-cell_acc-layers-by-iterations-sweep-2.png`, `sphere-run-3.png`), and a
 //! numeric suffix instead of overwriting an earlier export.
 
 use anyhow::{Context, Result};
@@ -39,6 +40,11 @@ pub fn id_list(ids: &[i64]) -> String {
 /// `compare-runs-3-4-7`: the file name (without extension) of a figure of `ids`.
 pub fn compare_name(ids: &[i64]) -> String {
     format!("compare-runs-{}", id_list(ids))
+}
+
+/// `sphere-run-3`: the file name (without extension) of run `id`'s tokens on the sphere.
+pub fn sphere_name(id: i64) -> String {
+    format!("sphere-run-{id}")
 }
 
 /// `ablation-sweep-2` when every run is of one sweep, else `ablation-runs-3-4-7`.
@@ -87,6 +93,7 @@ mod tests {
     fn names_say_what_was_exported() {
         assert_eq!(compare_name(&[7, 3, 4]), "compare-runs-3-4-7");
         assert_eq!(compare_name(&[1, 2, 3, 4, 9]), "compare-runs-1to4-9");
+        assert_eq!(sphere_name(3), "sphere-run-3");
         assert_eq!(id_list(&[1, 3, 5, 7, 9, 11, 13, 15]), "1-3-5-7-9-11-and-2-more");
         assert_eq!(ablation_name(&[3, 4], &[Some(2), Some(2)]), "ablation-sweep-2");
         assert_eq!(ablation_name(&[3, 4], &[Some(2), None]), "ablation-runs-3-4");
