@@ -8,6 +8,9 @@ use crate::store::StoreLocation;
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 
+/// Where every command's help lists the options that apply to all commands, apart from its own.
+const GLOBAL: &str = "Global options";
+
 /// A research workbench for Transformer layers derived from energy minimisation.
 #[derive(Parser, Debug)]
 #[command(name = "workbench", version, about)]
@@ -15,39 +18,39 @@ pub struct Cli {
     /// Run store: an SQLite file, or a PostgreSQL URL (postgres://user:password@host/db) shared
     /// by a cluster. Default: runs.db in the repository root when run from the workspace, else
     /// in the current directory.
-    #[arg(long, global = true, env = "WORKBENCH_DB", value_parser = StoreLocation::parse_arg)]
+    #[arg(long, global = true, help_heading = GLOBAL, env = "WORKBENCH_DB", value_parser = StoreLocation::parse_arg)]
     pub db: Option<StoreLocation>,
 
     /// Directory for run files (checkpoints, worker logs), reachable from every machine that
     /// runs workers. Default: next to an SQLite file; required with a PostgreSQL store.
-    #[arg(long, global = true, env = "WORKBENCH_ARTIFACTS")]
+    #[arg(long, global = true, help_heading = GLOBAL, env = "WORKBENCH_ARTIFACTS")]
     pub artifacts: Option<PathBuf>,
 
     /// Where `train`, `sweep`, `queue` and the TUI run workers: `local` (processes on this
     /// machine) or `slurm` (one batch job per run; needs a store every node reaches).
-    #[arg(long, global = true, env = "WORKBENCH_EXECUTOR", default_value = "local")]
+    #[arg(long, global = true, help_heading = GLOBAL, env = "WORKBENCH_EXECUTOR", default_value = "local")]
     pub executor: String,
 
     /// Options for Slurm jobs, passed to sbatch: `partition=gpu,time=04:00:00,gres=gpu:1,mem=32G`.
-    #[arg(long, global = true, env = "WORKBENCH_SLURM")]
+    #[arg(long, global = true, help_heading = GLOBAL, env = "WORKBENCH_SLURM")]
     pub slurm: Option<String>,
 
     /// Extra directory to search for plugin libraries (repeatable; WORKBENCH_PLUGIN_PATH adds more).
-    #[arg(long = "plugin-dir", global = true)]
+    #[arg(long = "plugin-dir", global = true, help_heading = GLOBAL)]
     pub plugin_dirs: Vec<PathBuf>,
 
     /// The workspace whose plugins are built and watched. Default: the one holding the
     /// current directory, else the one this binary was built from.
-    #[arg(long, global = true, env = "WORKBENCH_WORKSPACE")]
+    #[arg(long, global = true, help_heading = GLOBAL, env = "WORKBENCH_WORKSPACE")]
     pub workspace: Option<PathBuf>,
 
     /// More messages on stderr: -v adds the workbench's debug messages, -vv its trace
     /// messages. Workers started by the command inherit it.
-    #[arg(short, long, global = true, action = clap::ArgAction::Count, conflicts_with = "quiet")]
+    #[arg(short, long, global = true, help_heading = GLOBAL, action = clap::ArgAction::Count, conflicts_with = "quiet")]
     pub verbose: u8,
 
     /// Only errors on stderr (results on stdout are unchanged).
-    #[arg(short, long, global = true)]
+    #[arg(short, long, global = true, help_heading = GLOBAL)]
     pub quiet: bool,
 
     #[command(subcommand)]
@@ -56,7 +59,7 @@ pub struct Cli {
     /// Folder the TUI's exports (figures, ablation tables) and `plot`'s without `--out` are
     /// written to, created on demand.
     /// Default: `exports` next to an SQLite run store, else in the current directory.
-    #[arg(long, global = true, env = "WORKBENCH_EXPORTS")]
+    #[arg(long, global = true, help_heading = GLOBAL, env = "WORKBENCH_EXPORTS")]
     pub exports: Option<PathBuf>,
 }
 

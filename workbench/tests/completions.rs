@@ -34,3 +34,16 @@ fn the_man_page_is_roff_with_the_commands() {
     assert!(train.contains(".TH workbench-train 1"), "{train}");
     assert!(pages.join("workbench.1").is_file());
 }
+
+/// A command's help lists its own options first and the options of every command apart,
+/// under their own heading.
+#[test]
+fn help_keeps_a_command_s_options_apart_from_the_global_ones() {
+    let dir = temp_dir("help-headings");
+    let (code, out, err) = run(workbench(&dir).args(["runs", "diff", "--help"]));
+    assert_eq!(code, 0, "{err}");
+    let global = out.find("Global options:").expect("a heading for the global options");
+    let own = |option: &str| out.find(option).unwrap_or_else(|| panic!("{option} missing: {out}"));
+    assert!(own("--filter") < global && own("--json") < global, "{out}");
+    assert!(own("--db <DB>") > global && own("--exports") > global && own("--quiet") > global, "{out}");
+}
