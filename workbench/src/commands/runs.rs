@@ -593,14 +593,14 @@ pub async fn diff(store: &Store, pick: &RunPick, as_json: bool) -> Result<i32> {
     header.extend(difference.as_deref());
     let mut table = TextTable::new(header.iter().copied()).right(2..header.len());
     for m in &d.metrics {
-        let num = |v: &Option<f64>| v.map_or_else(|| "-".into(), |x| metric_text(&m.split, &m.name, x));
+        let num = |v: &Option<f64>| v.map_or_else(|| "-".into(), |x| ops::diff::value_text(&m.split, &m.name, x));
         let mut row = vec![m.split.clone(), m.name.clone()];
         row.extend(m.values.values.iter().map(num));
         if difference.is_some() {
             row.push(match m.values.values.as_slice() {
                 [Some(x), Some(y)] => {
                     let sign = if y < x { "-" } else { "+" };
-                    format!("{sign}{}", metric_text(&m.split, &m.name, (y - x).abs()))
+                    format!("{sign}{}", ops::diff::value_text(&m.split, &m.name, (y - x).abs()))
                 }
                 _ => "-".into(),
             });
@@ -609,18 +609,6 @@ pub async fn diff(store: &Store, pick: &RunPick, as_json: bool) -> Result<i32> {
     }
     table.print_after("metrics:  ");
     Ok(0)
-}
-
-/// A metric's value as `runs diff` prints it: memory as people read it (`62.3 MiB`), the
-/// system's counts whole, everything else to five decimals.
-fn metric_text(split: &str, name: &str, value: f64) -> String {
-    if name.ends_with("_bytes") {
-        crate::train::system::format_bytes(value)
-    } else if split == crate::train::system::SPLIT && value.fract() == 0.0 {
-        format!("{value:.0}")
-    } else {
-        format!("{value:.5}")
-    }
 }
 
 /// Which stored runs a command works on: ids, a sweep, a filter (`runs export`, `db copy`).
@@ -712,14 +700,6 @@ mod tests {
 
     fn row(step: u64, split: &str, name: &str, value: f64) -> MetricRow {
         MetricRow { step, split: split.into(), name: name.into(), value, wall_time: step as f64 }
-    }
-
-    #[test]
-    fn diffs_print_memory_in_mib_and_counts_whole() {
-        assert_eq!(metric_text("sys", system::PEAK, 65_363_968.0), "62.3 MiB");
-        assert_eq!(metric_text("sys", system::EVAL_EXAMPLES, 256.0), "256");
-        assert_eq!(metric_text("eval", "cell_acc", 0.5), "0.50000");
-        assert_eq!(metric_text("eval", "tokens", 3.0), "3.00000");
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! run's value side by side in the order the runs were named.
 
 use crate::run_config::flatten_configs;
-use crate::store::{PluginRef, RunRecord, Store};
+use crate::store::{MetricSummary, PluginRef, RunRecord, Store};
 use anyhow::{bail, Context, Result};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
@@ -80,8 +80,17 @@ pub struct RunDiff {
     pub metrics: Vec<MetricDiff>,
 }
 
-/// Compares `runs` (two or more, each once), their values in the order given.
+/// Compares `runs` (two or more, each once), their values in the order given, reading
+/// their metrics from `store`.
 pub async fn diff(store: &Store, runs: &[RunRecord]) -> Result<RunDiff> {
+    let wanted: BTreeSet<i64> = runs.iter().map(|r| r.id).collect();
+    let summaries = store.metric_summaries_of(&wanted).await.context("reading the runs' metrics")?;
+    compare(&runs.iter().collect::<Vec<_>>(), &summaries)
+}
+
+/// Compares `runs` (two or more, each once) with the metric summaries at hand (the TUI's
+/// snapshot holds them): summaries of other runs are passed over.
+pub fn compare(runs: &[&RunRecord], summaries: &[MetricSummary]) -> Result<RunDiff> {
     let ids: Vec<i64> = runs.iter().map(|r| r.id).collect();
     if let Some(twice) = ids.iter().enumerate().find_map(|(i, id)| ids[..i].contains(id).then_some(*id)) {
         bail!("runs diff compares different runs: run {twice} is named twice");
@@ -90,14 +99,11 @@ pub async fn diff(store: &Store, runs: &[RunRecord]) -> Result<RunDiff> {
         bail!("runs diff needs two runs or more: only run {only} was picked");
     }
     let position: BTreeMap<i64, usize> = ids.iter().enumerate().map(|(i, id)| (*id, i)).collect();
-    let wanted: BTreeSet<i64> = ids.iter().copied().collect();
-    let mut metrics: BTreeMap<(String, String), Vec<Option<f64>>> = BTreeMap::new();
-    for s in store.metric_summaries_of(&wanted).await.context("reading the runs' metrics")? {
-        if !compared(&s.split, &s.name) {
-            continue;
+    let mut metrics: BTreeMap<(&str, &str), Vec<Option<f64>>> = BTreeMap::new();
+    for s in summaries.iter().filter(|s| compared(&s.split, &s.name)) {
+        if let Some(&at) = position.get(&s.run_id) {
+            metrics.entry((&s.split, &s.name)).or_insert_with(|| vec![None; ids.len()])[at] = Some(s.last);
         }
-        let values = metrics.entry((s.split, s.name)).or_insert_with(|| vec![None; ids.len()]);
-        values[position[&s.run_id]] = Some(s.last);
     }
     Ok(RunDiff {
         pair: pair(&ids),
@@ -106,9 +112,25 @@ pub async fn diff(store: &Store, runs: &[RunRecord]) -> Result<RunDiff> {
         plugins: plugin_diff(runs),
         metrics: metrics
             .into_iter()
-            .map(|((split, name), values)| MetricDiff { split, name, values: Values::new(values) })
+            .map(|((split, name), values)| MetricDiff {
+                split: split.to_string(),
+                name: name.to_string(),
+                values: Values::new(values),
+            })
             .collect(),
     })
+}
+
+/// A metric's value as a diff shows it: memory as people read it (`62.3 MiB`), the system's
+/// counts whole, everything else to five decimals.
+pub fn value_text(split: &str, name: &str, value: f64) -> String {
+    if name.ends_with("_bytes") {
+        crate::train::system::format_bytes(value)
+    } else if split == crate::train::system::SPLIT && value.fract() == 0.0 {
+        format!("{value:.0}")
+    } else {
+        format!("{value:.5}")
+    }
 }
 
 /// Two items as `a` and `b`.
@@ -126,7 +148,7 @@ fn compared(split: &str, name: &str) -> bool {
     split != system::SPLIT || name == system::PEAK || name == system::EVAL_EXAMPLES
 }
 
-fn config_diff(runs: &[RunRecord]) -> Vec<ConfigDiff> {
+fn config_diff(runs: &[&RunRecord]) -> Vec<ConfigDiff> {
     let configs: Vec<&serde_json::Value> = runs.iter().map(|r| &r.config).collect();
     let flat = flatten_configs(&configs);
     let keys: BTreeSet<&String> = flat.iter().flat_map(|f| f.keys()).collect();
@@ -139,7 +161,7 @@ fn config_diff(runs: &[RunRecord]) -> Vec<ConfigDiff> {
         .collect()
 }
 
-fn plugin_diff(runs: &[RunRecord]) -> Vec<PluginDiff> {
+fn plugin_diff(runs: &[&RunRecord]) -> Vec<PluginDiff> {
     let layers = runs.iter().map(|r| r.layer.clone()).collect();
     let tasks = runs.iter().map(|r| r.task.clone()).collect();
     [("layer", layers), ("task", tasks)]
@@ -151,7 +173,7 @@ fn plugin_diff(runs: &[RunRecord]) -> Vec<PluginDiff> {
 
 #[cfg(test)]
 mod tests {
-    use super::{compared, config_diff};
+    use super::{compared, config_diff, value_text};
     use crate::store::RunRecord;
     use serde_json::json;
 
@@ -169,7 +191,7 @@ mod tests {
             "transformer",
             json!({"layer_config": {"d": 64}, "task_config": {}, "train": {"beta2": 0.95}}),
         );
-        let keys: Vec<String> = config_diff(&[hyperset, transformer]).into_iter().map(|d| d.key).collect();
+        let keys: Vec<String> = config_diff(&[&hyperset, &transformer]).into_iter().map(|d| d.key).collect();
         assert_eq!(keys, ["layer.beta2"]);
     }
 
@@ -183,12 +205,22 @@ mod tests {
             run(2, json!({"layer_config": {"d": 64, "heads": 4}, "task_config": {}, "train": {"lr": 0.001}})),
             run(3, json!({"layer_config": {"d": 64}, "task_config": {}, "train": {"lr": 0.002}})),
         ];
+        let runs: Vec<&RunRecord> = runs.iter().collect();
         let diff = config_diff(&runs);
         let keys: Vec<&str> = diff.iter().map(|d| d.key.as_str()).collect();
         assert_eq!(keys, ["heads", "lr"]);
         assert_eq!(diff[0].values.values, [Some("4".to_string()), Some("4".to_string()), None]);
         assert!(diff[0].values.pair.is_none(), "a and b are for two runs only");
         assert!(config_diff(&runs[..2]).is_empty(), "runs 1 and 2 are the same");
+    }
+
+    #[test]
+    fn diffs_print_memory_in_mib_and_counts_whole() {
+        use crate::train::system;
+        assert_eq!(value_text("sys", system::PEAK, 65_363_968.0), "62.3 MiB");
+        assert_eq!(value_text("sys", system::EVAL_EXAMPLES, 256.0), "256");
+        assert_eq!(value_text("eval", "cell_acc", 0.5), "0.50000");
+        assert_eq!(value_text("eval", "tokens", 3.0), "3.00000");
     }
 
     #[test]

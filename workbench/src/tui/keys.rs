@@ -91,6 +91,7 @@ pub enum Action {
     TurnRight,
     ExportPng,
     ExportSvg,
+    ToggleDifferences,
     // Ablation.
     ExportMarkdown,
     ExportLatex,

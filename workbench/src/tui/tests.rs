@@ -671,6 +671,46 @@ fn compare_screen_draws_every_panel_and_says_when_one_is_empty() {
 }
 
 #[test]
+fn d_shows_the_compared_runs_differences_as_a_table_and_scrolls_it() {
+    let (mut app, _) = app();
+    app.runs.selected.extend([1, 2]);
+    press(&mut app, KeyCode::Char('4'));
+    press(&mut app, KeyCode::Char('d'));
+    let screen = render_laid_out(&mut app, 120, 30);
+    assert!(screen.contains("Differences of 2 runs: 1 configuration key, 3 final metrics"), "{screen}");
+    let row = |screen: &str, start: &str| -> String {
+        screen.lines().find(|l| l.contains(start)).unwrap_or_else(|| panic!("no `{start}`:\n{screen}")).into()
+    };
+    let header = row(&screen, "run 1");
+    assert!(header.contains("run 2"), "{screen}");
+    // d is 64 against 128; the layers differ, so do their builds' names.
+    let width = row(&screen, "  d ");
+    assert!(width.contains("64") && width.contains("128"), "{width}");
+    assert!(row(&screen, "  layer").contains("hyperset 0.1.0") && screen.contains("transformer 0.1.0"));
+    let acc = row(&screen, "eval cell_acc");
+    assert!(acc.contains("0.50000") && acc.contains("0.30000"), "{acc}");
+    assert_eq!(colour_of(&app, "run 2"), super::compare::colour(1), "each run in its Compare colour");
+    // A terminal too short for every line scrolls, saying where it is.
+    let short = render_laid_out(&mut app, 120, 10);
+    assert!(short.contains("│configuration"), "{short}");
+    assert!(short.contains("lines 1-") && short.contains("(j/k, PgUp/PgDn scroll)"), "{short}");
+    press(&mut app, KeyCode::PageDown);
+    let scrolled = render_laid_out(&mut app, 120, 10);
+    assert!(!scrolled.contains("│configuration") && scrolled.contains("lines 5-8 of 8"), "{scrolled}");
+    assert!(scrolled.contains("train loss"), "the last line shows at the bottom:\n{scrolled}");
+    press(&mut app, KeyCode::Char('k'));
+    press(&mut app, KeyCode::Up);
+    press(&mut app, KeyCode::PageUp);
+    assert_eq!(app.compare.scroll, 0);
+    // d again: the panels; one run alone has no differences to show.
+    press(&mut app, KeyCode::Char('d'));
+    assert!(render_laid_out(&mut app, 120, 30).contains("loss (train"));
+    app.runs.selected.clear();
+    press(&mut app, KeyCode::Char('d'));
+    assert!(render_laid_out(&mut app, 120, 30).contains("The differences need two runs or more"));
+}
+
+#[test]
 fn ablation_screen_groups_seeds() {
     let (mut app, sent) = app();
     app.runs.selected.extend([1, 2]);
@@ -929,6 +969,12 @@ fn every_screen_draws_in_a_tiny_terminal() {
             assert_eq!(text.lines().count(), h as usize);
         }
     }
+    // Compare's differences table too, scrolled past its end.
+    app.screen = Screen::Compare;
+    (app.compare.differences, app.compare.scroll) = (true, 50);
+    for (w, h) in [(40, 12), (20, 5), (1, 1)] {
+        assert_eq!(render(&mut app, w, h).lines().count(), h as usize);
+    }
     app.help = true;
     render(&mut app, 30, 8);
 }
@@ -1016,7 +1062,7 @@ fn state(app: &App, sent: &Arc<Mutex<Vec<Request>>>) -> String {
         (app.launch.cursor, app.launch.layer, app.launch.editing),
         app.launch.fields.iter().map(|f| f.text.as_str()).collect::<Vec<_>>().join(","),
         (app.live.run, app.live.sphere, app.live.yaw),
-        app.compare.options,
+        (app.compare.options, app.compare.differences, app.compare.scroll),
         app.ablation,
         app.quit,
         app.status.as_ref().map(|s| &s.0),
@@ -1049,6 +1095,11 @@ fn every_declared_key_runs_its_action_and_changes_something() {
                     app.launch.cursor = 3; // layer.attention, a choice
                     app.live.run = Some(3);
                     app.ablation.sort = Some((0, false));
+                    // The differences of runs 1, 2 and 3 (more lines than 16 rows show),
+                    // scrolled one line down.
+                    app.runs.selected.extend([2, 3]);
+                    app.compare.differences = screen == Screen::Compare;
+                    app.compare.scroll = 1;
                     // A plugin on either side of the Plugins screen's cursor.
                     let third = app.plugins.plugins[0].clone();
                     app.plugins.plugins.push(third);

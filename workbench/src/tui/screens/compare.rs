@@ -1,6 +1,7 @@
 //! The Compare screen: six panels side by side for the compared runs (drawing and panel
-//! building in [`crate::tui::compare`]); its toggles, exports and panel cache; and, toggled
-//! with `s`, the token trajectories of the first compared run ([`crate::tui::sphere`]).
+//! building in [`crate::tui::compare`]); its toggles, exports and panel cache; toggled with
+//! `s`, the token trajectories of the first compared run ([`crate::tui::sphere`]); and, in
+//! place of the panels with `d`, the runs' differences as a table ([`differences`]).
 
 use crate::ops::export_names::compare_name;
 use crate::store::RunRecord;
@@ -10,6 +11,7 @@ use crate::tui::component::Component;
 use crate::tui::draw_cache::DrawCache;
 use crate::tui::keys::{cmd, hint, Action, Command, Key};
 use crate::tui::layout::Areas;
+use crate::tui::screens::differences;
 use crate::tui::service::Request;
 use crate::tui::sphere::{self, TrajectoryCache};
 use ratatui::crossterm::event::KeyCode;
@@ -32,6 +34,10 @@ pub struct CompareState {
     cache: DrawCache<CompareKey, Vec<Panel>>,
     /// The sphere panel's trajectories (of the first compared run).
     trajectories: TrajectoryCache,
+    /// The differences table in place of the panels.
+    pub differences: bool,
+    /// The differences table's first line shown.
+    pub scroll: usize,
 }
 
 const COMMANDS: &[Command] = &[
@@ -47,6 +53,17 @@ const COMMANDS: &[Command] = &[
     ),
     sphere::TURN_LEFT,
     sphere::TURN_RIGHT,
+    hint(
+        &[Key::char('d')],
+        "d",
+        "differences",
+        "the differences of the compared runs as a table (configuration, builds, final metrics), or the panels again",
+        Action::ToggleDifferences,
+    ),
+    cmd(&[Key::char('j'), Key::plain(KeyCode::Down)], "j, ↓", "differences: scroll down", Action::Down(1)),
+    cmd(&[Key::char('k'), Key::plain(KeyCode::Up)], "k, ↑", "differences: scroll up", Action::Up(1)),
+    cmd(&[Key::plain(KeyCode::PageDown)], "PgDn", "differences: ten lines down", Action::Down(10)),
+    cmd(&[Key::plain(KeyCode::PageUp)], "PgUp", "differences: ten lines up", Action::Up(10)),
     hint(
         &[Key::char('p')],
         "p",
@@ -72,6 +89,11 @@ impl Component for Compare {
             Action::ToggleSphere => options.sphere = !options.sphere,
             Action::TurnLeft => options.yaw = sphere::turn(options.yaw, -1),
             Action::TurnRight => options.yaw = sphere::turn(options.yaw, 1),
+            Action::ToggleDifferences => app.compare.differences = !app.compare.differences,
+            Action::Down(n) if app.compare.differences => {
+                app.compare.scroll = (app.compare.scroll + n).min(differences::last_scroll(app));
+            }
+            Action::Up(n) => app.compare.scroll = app.compare.scroll.saturating_sub(n),
             Action::ExportPng | Action::ExportSvg => {
                 let ids = app.compared_runs();
                 if ids.is_empty() {
@@ -91,6 +113,10 @@ impl Component for Compare {
             let text =
                 "Nothing to compare: mark runs on the Runs screen with space (or put the cursor on one), then press c.";
             frame.render_widget(Paragraph::new(text).wrap(Wrap { trim: true }), area);
+            return;
+        }
+        if app.compare.differences {
+            differences::draw(frame, area, app, app.compare.scroll);
             return;
         }
         let (legend, panels) = panels(app);

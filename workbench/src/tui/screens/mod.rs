@@ -4,6 +4,7 @@
 pub mod ablation;
 pub mod columns;
 pub mod compare;
+pub mod differences;
 pub mod heatmap;
 pub mod help;
 pub mod launch;

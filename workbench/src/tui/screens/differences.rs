@@ -1,0 +1,224 @@
+//! The Compare screen's differences table (`d`): what `workbench runs diff` prints for the
+//! compared runs ([`crate::ops::diff`]), one column per run in its Compare colour: the
+//! configuration keys whose values are not the same in every run, the plugin builds when
+//! they differ, and every final metric, the best of each metric's row in bold.
+
+use crate::ops::diff::{self, RunDiff};
+use crate::store::{MetricSummary, PluginRef, RunRecord};
+use crate::tui::app::App;
+use crate::tui::column_fit::{fit_widths, hidden_note, Wanted};
+use crate::tui::compare::colour;
+use crate::tui::ui::{bold, dim};
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::Style;
+use ratatui::widgets::{Block, Borders, Cell, Paragraph, Row, Table, Wrap};
+use ratatui::Frame;
+
+/// Widest a run's column gets (longer values are cut): a build, `energy-transformer 0.1.0
+/// 7dd4dc63`, whole.
+const RUN_COLUMN: u16 = 32;
+
+/// Before each name, under its section's title.
+const INDENT: &str = "  ";
+
+/// One line of the table: a section's title, or a name with one value per run.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Line {
+    Section(&'static str),
+    Values {
+        name: String,
+        values: Vec<String>,
+        /// Which values are the row's best (bold); none for a row without a direction.
+        best: Vec<bool>,
+    },
+}
+
+/// The table's lines for `diff` of `runs` (in the diff's order).
+pub fn lines(diff: &RunDiff, runs: &[&RunRecord]) -> Vec<Line> {
+    let plain = |name: String, values: Vec<String>| {
+        let best = vec![false; values.len()];
+        Line::Values { name, values, best }
+    };
+    let mut lines = vec![Line::Section("configuration")];
+    if diff.config.is_empty() {
+        lines.push(plain("the same in every run".into(), Vec::new()));
+    }
+    for c in &diff.config {
+        lines.push(plain(c.key.clone(), c.values.values.iter().map(|v| v.clone().unwrap_or("-".into())).collect()));
+    }
+    if !diff.plugins.is_empty() {
+        lines.push(Line::Section("plugin builds"));
+        for p in &diff.plugins {
+            lines.push(plain(p.role.to_string(), p.builds.iter().map(build_text).collect()));
+        }
+    }
+    lines.push(Line::Section("final metrics"));
+    if diff.metrics.is_empty() {
+        lines.push(plain("none recorded yet".into(), Vec::new()));
+    }
+    for m in &diff.metrics {
+        let values = &m.values.values;
+        let best = best_of(values, direction(&m.split, &m.name, runs));
+        let text = values.iter().map(|v| v.map_or("-".into(), |x| diff::value_text(&m.split, &m.name, x))).collect();
+        lines.push(Line::Values { name: format!("{} {}", m.split, m.name), values: text, best });
+    }
+    lines
+}
+
+/// `hyperset 0.1.0 7dd4dc63`: a plugin build, short enough for a column.
+fn build_text(p: &PluginRef) -> String {
+    match &p.build {
+        Some(build) => format!("{} {} {}", p.name, p.version, &build[..build.len().min(8)]),
+        None => format!("{} {}", p.name, p.version),
+    }
+}
+
+/// Whether a higher value of the metric is better; `None` for the system's records, which
+/// have no better side.
+fn direction(split: &str, name: &str, runs: &[&RunRecord]) -> Option<bool> {
+    if split == crate::train::system::SPLIT {
+        return None;
+    }
+    runs.first().map(|r| crate::ablation::higher_is_better(r, name))
+}
+
+/// The values equal to the best finite one (ties all marked).
+fn best_of(values: &[Option<f64>], higher: Option<bool>) -> Vec<bool> {
+    let finite = || values.iter().flatten().copied().filter(|v| v.is_finite());
+    let best = match higher {
+        Some(true) => finite().reduce(f64::max),
+        Some(false) => finite().reduce(f64::min),
+        None => None,
+    };
+    values.iter().map(|v| best.is_some() && *v == best).collect()
+}
+
+/// The diff of the compared runs from the snapshot, or why there is none.
+fn compared(app: &App) -> Result<(RunDiff, Vec<&RunRecord>), String> {
+    let ids = app.compared_runs();
+    let runs: Vec<&RunRecord> = ids.iter().filter_map(|id| app.snapshot.run(*id)).collect();
+    if runs.len() < 2 {
+        return Err("The differences need two runs or more: mark them on the Runs screen with space.".into());
+    }
+    let summaries: Vec<MetricSummary> =
+        ids.iter().filter_map(|id| app.snapshot.summaries.get(id)).flatten().cloned().collect();
+    let diff = diff::compare(&runs, &summaries).map_err(|e| e.to_string())?;
+    Ok((diff, runs))
+}
+
+/// How many of the table's lines show in an area `height` cells high (its borders, its
+/// header and the note under it take four).
+fn visible_lines(height: u16) -> usize {
+    usize::from(height.saturating_sub(4)).max(1)
+}
+
+/// The furthest the table scrolls in the screen's body: its last line at the bottom.
+pub fn last_scroll(app: &App) -> usize {
+    let count = compared(app).map_or(0, |(diff, runs)| lines(&diff, &runs).len());
+    count.saturating_sub(visible_lines(app.areas.body.height))
+}
+
+/// Draws the table from line `scroll` on, with a note of what is left out below it.
+pub fn draw(frame: &mut Frame, area: Rect, app: &App, scroll: usize) {
+    let (diff, runs) = match compared(app) {
+        Ok(d) => d,
+        Err(why) => {
+            frame.render_widget(Paragraph::new(why).wrap(Wrap { trim: true }), area);
+            return;
+        }
+    };
+    let lines = lines(&diff, &runs);
+    let [table_area, note_area] = Layout::vertical([Constraint::Min(0), Constraint::Length(1)]).areas(area);
+    let heads: Vec<String> = diff.runs.iter().map(|id| format!("run {id}")).collect();
+    let cells = |i: usize| -> Vec<usize> {
+        lines
+            .iter()
+            .filter_map(|l| match l {
+                Line::Values { values, .. } => values.get(i).map(|v| v.chars().count()),
+                Line::Section(_) => None,
+            })
+            .collect()
+    };
+    let names = lines.iter().map(|l| match l {
+        Line::Section(title) => title.chars().count(),
+        Line::Values { name, .. } => INDENT.len() + name.chars().count(),
+    });
+    let mut wanted = vec![Wanted::core(names.max().unwrap_or(0) as u16)];
+    for (i, head) in heads.iter().enumerate() {
+        let natural = cells(i).into_iter().fold(head.chars().count(), usize::max) as u16;
+        wanted.push(Wanted::capped(natural, RUN_COLUMN));
+    }
+    let fitted = fit_widths(&wanted, table_area.width.saturating_sub(2), 2);
+    let mut header: Vec<Cell> = fitted
+        .columns
+        .iter()
+        .map(|&c| match c {
+            0 => Cell::from(""),
+            c => Cell::from(heads[c - 1].clone()).style(bold().fg(colour(c - 1))),
+        })
+        .collect();
+    let mut constraints: Vec<Constraint> = fitted.widths.iter().map(|&w| Constraint::Length(w)).collect();
+    if fitted.hidden > 0 {
+        let note = hidden_note(fitted.hidden);
+        constraints.push(Constraint::Length(note.chars().count() as u16));
+        header.push(Cell::from(note).style(dim()));
+    }
+    let header = Row::new(header);
+    let visible = visible_lines(area.height);
+    let scroll = scroll.min(lines.len().saturating_sub(visible));
+    let rows: Vec<Row> = lines
+        .iter()
+        .skip(scroll)
+        .take(visible)
+        .map(|line| match line {
+            Line::Section(title) => Row::new([Cell::from(*title).style(bold())]),
+            Line::Values { name, values, best } => Row::new(fitted.columns.iter().map(|&c| match c {
+                0 => Cell::from(format!("{INDENT}{name}")),
+                c => {
+                    let style = if best.get(c - 1) == Some(&true) { bold() } else { Style::default() };
+                    Cell::from(values.get(c - 1).cloned().unwrap_or_default()).style(style)
+                }
+            })),
+        })
+        .collect();
+    let title = format!(
+        "Differences of {} runs: {}, {} (best in bold)",
+        runs.len(),
+        crate::wording::count(diff.config.len(), "configuration key"),
+        crate::wording::count(diff.metrics.len(), "final metric"),
+    );
+    frame.render_widget(
+        Table::new(rows, constraints)
+            .header(header)
+            .column_spacing(2)
+            .block(Block::default().borders(Borders::ALL).title(title)),
+        table_area,
+    );
+    let mut note = Vec::new();
+    if lines.len() > visible {
+        let last = (scroll + visible).min(lines.len());
+        note.push(format!("lines {}-{last} of {} (j/k, PgUp/PgDn scroll)", scroll + 1, lines.len()));
+    }
+    if fitted.hidden > 0 {
+        note.push(format!(
+            "{} do not fit: widen the terminal, or `workbench runs diff {}`",
+            crate::wording::count(fitted.hidden, "run"),
+            diff.runs.iter().map(i64::to_string).collect::<Vec<_>>().join(" ")
+        ));
+    }
+    frame.render_widget(Paragraph::new(note.join(" · ")).style(dim()), note_area);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_best_of_a_row_follows_the_metric_s_direction_and_marks_ties() {
+        let values = [Some(0.5), None, Some(0.75), Some(0.75)];
+        assert_eq!(best_of(&values, Some(true)), [false, false, true, true]);
+        assert_eq!(best_of(&values, Some(false)), [true, false, false, false]);
+        assert_eq!(best_of(&values, None), [false; 4]);
+        assert_eq!(best_of(&[Some(f64::NAN), Some(1.0)], Some(true)), [false, true]);
+    }
+}
