@@ -720,6 +720,7 @@ async fn diff_takes_several_runs_or_a_pick() {
     assert_eq!(builds, ["b1", "b1", "b2"]);
     let acc = d["metrics"].as_array().unwrap().iter().find(|m| m["name"] == "cell_acc").unwrap().clone();
     assert_eq!(acc["values"], json!([null, 0.75, 0.5]), "run 3 recorded no accuracy: {d}");
+    assert_eq!(acc["higher_is_better"], json!(true));
 
     // Runs 1 and 3 differ in d only, run 2 in lr too: lr is a row of the three.
     let text = f.ok(&["runs", "diff", "1,2,3"]);
@@ -728,6 +729,11 @@ async fn diff_takes_several_runs_or_a_pick() {
     assert!(text.lines().any(|l| l.contains(" lr ") && l.contains("0.003")), "{text}");
     assert!(!text.contains(" - 1"), "no difference column for three runs: {text}");
     assert!(text.contains("layer:") && text.matches("build b1").count() == 2, "{text}");
+    // The best of each metric is starred: run 1's accuracy, and of the train losses run 1's 0.1.
+    let acc = text.lines().find(|l| l.contains("cell_acc")).unwrap();
+    assert!(acc.contains("0.75000 *") && !acc.contains("0.50000 *"), "{text}");
+    assert!(text.lines().any(|l| l.contains("train") && l.contains("0.10000 *")), "{text}");
+    assert!(text.contains("* the best value of a metric"), "{text}");
 
     // A pick compares the runs it names; a pick of one run is refused.
     let picked = f.ok(&["runs", "diff", "--filter", "status:finished"]);

@@ -592,10 +592,17 @@ pub async fn diff(store: &Store, pick: &RunPick, as_json: bool) -> Result<i32> {
     header.extend(heads.iter().map(String::as_str));
     header.extend(difference.as_deref());
     let mut table = TextTable::new(header.iter().copied()).right(2..header.len());
+    let mut marked = false;
     for m in &d.metrics {
-        let num = |v: &Option<f64>| v.map_or_else(|| "-".into(), |x| ops::diff::value_text(&m.split, &m.name, x));
+        // The best value of the row carries a star; the others a space, so digits align.
+        let num = |(v, best): (&Option<f64>, bool)| match v {
+            Some(x) => format!("{}{}", ops::diff::value_text(&m.split, &m.name, *x), if best { " *" } else { "  " }),
+            None => "-  ".into(),
+        };
+        let best = m.best();
+        marked |= best.contains(&true);
         let mut row = vec![m.split.clone(), m.name.clone()];
-        row.extend(m.values.values.iter().map(num));
+        row.extend(m.values.values.iter().zip(best).map(num));
         if difference.is_some() {
             row.push(match m.values.values.as_slice() {
                 [Some(x), Some(y)] => {
@@ -608,6 +615,9 @@ pub async fn diff(store: &Store, pick: &RunPick, as_json: bool) -> Result<i32> {
         table.row(row);
     }
     table.print_after("metrics:  ");
+    if marked {
+        println!("          * the best value of a metric (by its direction)");
+    }
     Ok(0)
 }
 

@@ -61,6 +61,28 @@ pub struct MetricDiff {
     pub name: String,
     #[serde(flatten)]
     pub values: Values<f64>,
+    /// Whether a higher value is better (as the first run's task declares it); `None` for
+    /// the system's records, which have no better side.
+    pub higher_is_better: Option<bool>,
+}
+
+impl MetricDiff {
+    /// Which runs' values are the best finite one: ties all marked; none without a direction,
+    /// nor where every run has the best value (nothing sets a run apart).
+    pub fn best(&self) -> Vec<bool> {
+        let values = &self.values.values;
+        let finite = || values.iter().flatten().copied().filter(|v| v.is_finite());
+        let best = match self.higher_is_better {
+            Some(true) => finite().reduce(f64::max),
+            Some(false) => finite().reduce(f64::min),
+            None => None,
+        };
+        let marks: Vec<bool> = values.iter().map(|v| best.is_some() && *v == best).collect();
+        if marks.iter().all(|m| *m) {
+            return vec![false; marks.len()];
+        }
+        marks
+    }
 }
 
 /// Runs compared.
@@ -113,6 +135,8 @@ pub fn compare(runs: &[&RunRecord], summaries: &[MetricSummary]) -> Result<RunDi
         metrics: metrics
             .into_iter()
             .map(|((split, name), values)| MetricDiff {
+                higher_is_better: (split != crate::train::system::SPLIT)
+                    .then(|| crate::ablation::higher_is_better(runs[0], name)),
                 split: split.to_string(),
                 name: name.to_string(),
                 values: Values::new(values),
@@ -173,7 +197,7 @@ fn plugin_diff(runs: &[&RunRecord]) -> Vec<PluginDiff> {
 
 #[cfg(test)]
 mod tests {
-    use super::{compared, config_diff, value_text};
+    use super::{compared, config_diff, value_text, MetricDiff};
     use crate::store::RunRecord;
     use serde_json::json;
 
@@ -212,6 +236,22 @@ mod tests {
         assert_eq!(diff[0].values.values, [Some("4".to_string()), Some("4".to_string()), None]);
         assert!(diff[0].values.pair.is_none(), "a and b are for two runs only");
         assert!(config_diff(&runs[..2]).is_empty(), "runs 1 and 2 are the same");
+    }
+
+    #[test]
+    fn the_best_of_a_row_follows_the_metric_s_direction_and_marks_ties() {
+        let row = |values: &[Option<f64>], higher| MetricDiff {
+            split: "eval".into(),
+            name: "m".into(),
+            values: super::Values::new(values.to_vec()),
+            higher_is_better: higher,
+        };
+        let values = [Some(0.5), None, Some(0.75), Some(0.75)];
+        assert_eq!(row(&values, Some(true)).best(), [false, false, true, true]);
+        assert_eq!(row(&values, Some(false)).best(), [true, false, false, false]);
+        assert_eq!(row(&values, None).best(), [false; 4]);
+        assert_eq!(row(&[Some(f64::NAN), Some(1.0)], Some(true)).best(), [false, true]);
+        assert_eq!(row(&[Some(0.0), Some(0.0)], Some(true)).best(), [false, false], "a tie of all sets none apart");
     }
 
     #[test]

@@ -34,7 +34,7 @@ pub enum Line {
 }
 
 /// The table's lines for `diff` of `runs` (in the diff's order).
-pub fn lines(diff: &RunDiff, runs: &[&RunRecord]) -> Vec<Line> {
+pub fn lines(diff: &RunDiff) -> Vec<Line> {
     let plain = |name: String, values: Vec<String>| {
         let best = vec![false; values.len()];
         Line::Values { name, values, best }
@@ -58,7 +58,7 @@ pub fn lines(diff: &RunDiff, runs: &[&RunRecord]) -> Vec<Line> {
     }
     for m in &diff.metrics {
         let values = &m.values.values;
-        let best = best_of(values, direction(&m.split, &m.name, runs));
+        let best = m.best();
         let text = values.iter().map(|v| v.map_or("-".into(), |x| diff::value_text(&m.split, &m.name, x))).collect();
         lines.push(Line::Values { name: format!("{} {}", m.split, m.name), values: text, best });
     }
@@ -73,28 +73,8 @@ fn build_text(p: &PluginRef) -> String {
     }
 }
 
-/// Whether a higher value of the metric is better; `None` for the system's records, which
-/// have no better side.
-fn direction(split: &str, name: &str, runs: &[&RunRecord]) -> Option<bool> {
-    if split == crate::train::system::SPLIT {
-        return None;
-    }
-    runs.first().map(|r| crate::ablation::higher_is_better(r, name))
-}
-
-/// The values equal to the best finite one (ties all marked).
-fn best_of(values: &[Option<f64>], higher: Option<bool>) -> Vec<bool> {
-    let finite = || values.iter().flatten().copied().filter(|v| v.is_finite());
-    let best = match higher {
-        Some(true) => finite().reduce(f64::max),
-        Some(false) => finite().reduce(f64::min),
-        None => None,
-    };
-    values.iter().map(|v| best.is_some() && *v == best).collect()
-}
-
 /// The diff of the compared runs from the snapshot, or why there is none.
-fn compared(app: &App) -> Result<(RunDiff, Vec<&RunRecord>), String> {
+fn compared(app: &App) -> Result<RunDiff, String> {
     let ids = app.compared_runs();
     let runs: Vec<&RunRecord> = ids.iter().filter_map(|id| app.snapshot.run(*id)).collect();
     if runs.len() < 2 {
@@ -102,8 +82,7 @@ fn compared(app: &App) -> Result<(RunDiff, Vec<&RunRecord>), String> {
     }
     let summaries: Vec<MetricSummary> =
         ids.iter().filter_map(|id| app.snapshot.summaries.get(id)).flatten().cloned().collect();
-    let diff = diff::compare(&runs, &summaries).map_err(|e| e.to_string())?;
-    Ok((diff, runs))
+    diff::compare(&runs, &summaries).map_err(|e| e.to_string())
 }
 
 /// How many of the table's lines show in an area `height` cells high (its borders, its
@@ -114,20 +93,20 @@ fn visible_lines(height: u16) -> usize {
 
 /// The furthest the table scrolls in the screen's body: its last line at the bottom.
 pub fn last_scroll(app: &App) -> usize {
-    let count = compared(app).map_or(0, |(diff, runs)| lines(&diff, &runs).len());
+    let count = compared(app).map_or(0, |diff| lines(&diff).len());
     count.saturating_sub(visible_lines(app.areas.body.height))
 }
 
 /// Draws the table from line `scroll` on, with a note of what is left out below it.
 pub fn draw(frame: &mut Frame, area: Rect, app: &App, scroll: usize) {
-    let (diff, runs) = match compared(app) {
+    let diff = match compared(app) {
         Ok(d) => d,
         Err(why) => {
             frame.render_widget(Paragraph::new(why).wrap(Wrap { trim: true }), area);
             return;
         }
     };
-    let lines = lines(&diff, &runs);
+    let lines = lines(&diff);
     let [table_area, note_area] = Layout::vertical([Constraint::Min(0), Constraint::Length(1)]).areas(area);
     let heads: Vec<String> = diff.runs.iter().map(|id| format!("run {id}")).collect();
     let cells = |i: usize| -> Vec<usize> {
@@ -183,7 +162,7 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, scroll: usize) {
         .collect();
     let title = format!(
         "Differences of {} runs: {}, {} (best in bold)",
-        runs.len(),
+        diff.runs.len(),
         crate::wording::count(diff.config.len(), "configuration key"),
         crate::wording::count(diff.metrics.len(), "final metric"),
     );
@@ -207,18 +186,4 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, scroll: usize) {
         ));
     }
     frame.render_widget(Paragraph::new(note.join(" · ")).style(dim()), note_area);
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_best_of_a_row_follows_the_metric_s_direction_and_marks_ties() {
-        let values = [Some(0.5), None, Some(0.75), Some(0.75)];
-        assert_eq!(best_of(&values, Some(true)), [false, false, true, true]);
-        assert_eq!(best_of(&values, Some(false)), [true, false, false, false]);
-        assert_eq!(best_of(&values, None), [false; 4]);
-        assert_eq!(best_of(&[Some(f64::NAN), Some(1.0)], Some(true)), [false, true]);
-    }
 }
