@@ -76,6 +76,24 @@ pub struct FittedWidths {
     pub hidden: usize,
 }
 
+impl FittedWidths {
+    /// The table's column constraints, and its header's cells followed by the dimmed
+    /// `+N hidden` note, in a column of its own, when columns were left out.
+    pub fn layout<'a>(
+        &self,
+        mut header: Vec<ratatui::widgets::Cell<'a>>,
+    ) -> (Vec<ratatui::layout::Constraint>, Vec<ratatui::widgets::Cell<'a>>) {
+        use ratatui::layout::Constraint;
+        let mut constraints: Vec<Constraint> = self.widths.iter().map(|&w| Constraint::Length(w)).collect();
+        if self.hidden > 0 {
+            let note = hidden_note(self.hidden);
+            constraints.push(Constraint::Length(note.chars().count() as u16));
+            header.push(ratatui::widgets::Cell::from(note).style(super::ui::dim()));
+        }
+        (constraints, header)
+    }
+}
+
 /// Fits the columns into `width` cells with `gap` cells between columns: every core column
 /// at its full width, then the longest prefix of the others that fits, leaving room for the
 /// `+N hidden` note when some are left out.

@@ -7,7 +7,7 @@ use crate::ops::export::TableSort;
 use crate::ops::export_names::{ablation_name, heatmap_name};
 use crate::store::RunRecord;
 use crate::tui::app::App;
-use crate::tui::column_fit::{fit_widths, hidden_note, Wanted};
+use crate::tui::column_fit::{fit_widths, Wanted};
 use crate::tui::component::Component;
 use crate::tui::data::RunData;
 use crate::tui::keys::{cmd, hint, Action, Command, Key};
@@ -195,7 +195,7 @@ fn draw_ablation(frame: &mut Frame, area: Rect, app: &App) {
         })
         .collect();
     let fitted = fit_widths(&wanted, table_area.width.saturating_sub(2), 2);
-    let mut header: Vec<Cell> = fitted
+    let header: Vec<Cell> = fitted
         .columns
         .iter()
         .map(|&i| {
@@ -212,12 +212,7 @@ fn draw_ablation(frame: &mut Frame, area: Rect, app: &App) {
             Cell::from(format!("{}{mark}", header_cells[i]))
         })
         .collect();
-    let mut constraints: Vec<Constraint> = fitted.widths.iter().map(|&w| Constraint::Length(w)).collect();
-    if fitted.hidden > 0 {
-        let note = hidden_note(fitted.hidden);
-        constraints.push(Constraint::Length(note.chars().count() as u16));
-        header.push(Cell::from(note).style(dim()));
-    }
+    let (constraints, header) = fitted.layout(header);
     let header = Row::new(header).style(bold().fg(Color::Cyan));
     let rows: Vec<Row> = texts
         .iter()

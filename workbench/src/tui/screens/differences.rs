@@ -6,7 +6,7 @@
 use crate::ops::diff::{self, RunDiff};
 use crate::store::{MetricSummary, PluginRef, RunRecord};
 use crate::tui::app::App;
-use crate::tui::column_fit::{fit_widths, hidden_note, Wanted};
+use crate::tui::column_fit::{fit_widths, Wanted};
 use crate::tui::compare::colour;
 use crate::tui::ui::{bold, dim};
 use ratatui::layout::{Constraint, Layout, Rect};
@@ -128,20 +128,16 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, scroll: usize) {
         wanted.push(Wanted::capped(natural, RUN_COLUMN));
     }
     let fitted = fit_widths(&wanted, table_area.width.saturating_sub(2), 2);
-    let mut header: Vec<Cell> = fitted
-        .columns
-        .iter()
-        .map(|&c| match c {
-            0 => Cell::from(""),
-            c => Cell::from(heads[c - 1].clone()).style(bold().fg(colour(c - 1))),
-        })
-        .collect();
-    let mut constraints: Vec<Constraint> = fitted.widths.iter().map(|&w| Constraint::Length(w)).collect();
-    if fitted.hidden > 0 {
-        let note = hidden_note(fitted.hidden);
-        constraints.push(Constraint::Length(note.chars().count() as u16));
-        header.push(Cell::from(note).style(dim()));
-    }
+    let (constraints, header) = fitted.layout(
+        fitted
+            .columns
+            .iter()
+            .map(|&c| match c {
+                0 => Cell::from(""),
+                c => Cell::from(heads[c - 1].clone()).style(bold().fg(colour(c - 1))),
+            })
+            .collect(),
+    );
     let header = Row::new(header);
     let visible = visible_lines(area.height);
     let scroll = scroll.min(lines.len().saturating_sub(visible));
