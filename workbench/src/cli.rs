@@ -116,6 +116,21 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Score a stored run's checkpoint again with other evaluation settings (deeper
+    /// iterations, more examples, other evaluation data), stored as a new finished run tagged
+    /// `eval`: `workbench eval 12 eval_depths=2,4 eval_examples=1000`.
+    Eval {
+        /// The run whose checkpoint is scored.
+        run: i64,
+        /// Settings that differ from the run's, `key=value`: the trainer's evaluation keys
+        /// (eval_depths, eval_examples, eval_batch, device, threads, sphere_head, sphere_tokens)
+        /// and any layer or task key the checkpoint still fits (iterations, difficulty,
+        /// eval_puzzles, eval_csv, ...).
+        overrides: Vec<String>,
+        /// Machine-readable output.
+        #[arg(long)]
+        json: bool,
+    },
     /// Continue an interrupted or failed run from its last checkpoint.
     Resume {
         /// Run id.
@@ -830,6 +845,11 @@ async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
             let host = commands::load_plugins(&dirs);
             let store = commands::open_store(&db, &artifacts).await?;
             commands::import::run(&store, &host, &file, &layer, &task, &overrides, json).await
+        }
+        Some(Command::Eval { run, overrides, json }) => {
+            let host = commands::load_plugins(&dirs);
+            let store = commands::open_store(&db, &artifacts).await?;
+            commands::import::evaluate(&store, &host, run, &overrides, json).await
         }
         Some(Command::Resume { run, json }) => {
             let store = commands::open_store(&db, &artifacts).await?;

@@ -20,6 +20,7 @@ mod datasets_fetch;
 mod default_db;
 mod diagnostics;
 mod doctor;
+mod evaluate;
 mod exit_codes;
 mod experiment_files;
 mod experiments;

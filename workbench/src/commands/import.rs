@@ -1,4 +1,5 @@
-//! `workbench import FILE --layer L --task T [key=value ...]`.
+//! `workbench import FILE --layer L --task T [key=value ...]`, and `workbench eval N
+//! [key=value ...]`: trained parameters stored as a finished, evaluated run.
 
 use crate::exit_code::refused;
 use crate::host::PluginHost;
@@ -25,5 +26,22 @@ pub async fn run(
     println!("options read off the checkpoint: {}", imported.options.join(" "));
     let eval: Vec<String> = imported.eval.iter().map(|(k, v)| format!("{k} {v:.6}")).collect();
     println!("eval: {}", eval.join(", "));
+    Ok(crate::exit_code::SUCCESS)
+}
+
+/// Scores run `source`'s checkpoint with `overrides` as a new run and prints what it scored.
+pub async fn evaluate(store: &Store, host: &PluginHost, source: i64, overrides: &[String], json: bool) -> Result<i32> {
+    let evaluated = crate::ops::evaluate::evaluate(store, host, source, overrides).await?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&evaluated)?);
+        return Ok(crate::exit_code::SUCCESS);
+    }
+    for line in &evaluated.lines {
+        println!("[run {}] {line}", evaluated.run);
+    }
+    println!(
+        "run {} finished (details: workbench runs show {}; beside run {source}: workbench runs diff {source} {})",
+        evaluated.run, evaluated.run, evaluated.run
+    );
     Ok(crate::exit_code::SUCCESS)
 }

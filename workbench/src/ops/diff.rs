@@ -68,10 +68,14 @@ pub struct MetricDiff {
 
 impl MetricDiff {
     /// Which runs' values are the best finite one: ties all marked; none without a direction,
-    /// nor where every run has the best value (nothing sets a run apart).
+    /// nor where fewer than two runs have a value or every run has the best one (nothing sets
+    /// a run apart).
     pub fn best(&self) -> Vec<bool> {
         let values = &self.values.values;
         let finite = || values.iter().flatten().copied().filter(|v| v.is_finite());
+        if finite().count() < 2 {
+            return vec![false; values.len()];
+        }
         let best = match self.higher_is_better {
             Some(true) => finite().reduce(f64::max),
             Some(false) => finite().reduce(f64::min),
@@ -250,8 +254,9 @@ mod tests {
         assert_eq!(row(&values, Some(true)).best(), [false, false, true, true]);
         assert_eq!(row(&values, Some(false)).best(), [true, false, false, false]);
         assert_eq!(row(&values, None).best(), [false; 4]);
-        assert_eq!(row(&[Some(f64::NAN), Some(1.0)], Some(true)).best(), [false, true]);
+        assert_eq!(row(&[Some(f64::NAN), Some(1.0), Some(0.5)], Some(true)).best(), [false, true, false]);
         assert_eq!(row(&[Some(0.0), Some(0.0)], Some(true)).best(), [false, false], "a tie of all sets none apart");
+        assert_eq!(row(&[None, Some(0.5), None], Some(true)).best(), [false; 3], "one value has nothing to beat");
     }
 
     #[test]

@@ -5,12 +5,12 @@
 
 use crate::host::PluginHost;
 use crate::import::{self, published_sudoku, source};
+use crate::ops::evaluate::{adam_config, Scoring};
 use crate::params::Params;
 use crate::run_config::RunConfig;
-use crate::store::{MetricDirection, MetricRow, RunStatus, Store};
-use crate::train::evaluation::{evaluate_depths, frozen_model, DepthReport};
-use crate::train::optim::{AdamW, AdamWConfig};
-use crate::train::{checkpoint, parallel, worker};
+use crate::store::{MetricDirection, RunStatus, Store};
+use crate::train::optim::AdamW;
+use crate::train::{checkpoint, worker};
 use anyhow::{anyhow, Result};
 use candle_core::DType;
 use plugin_api::PluginKind;
@@ -78,60 +78,14 @@ pub async fn import(
         worker::record_builds(store, host, run, &config).await?;
         store.set_param_count(run, params.count() as u64).await?;
         store.set_metric_specs(run, &MetricDirection::of_task(&info)).await?;
-        let adam = AdamWConfig { beta1: s.beta1, beta2: s.beta2, eps: 1e-8, weight_decay: s.weight_decay };
-        checkpoint::save(&worker::checkpoint_path(store, run)?, &AdamW::new(params.vars(), adam)?, 0)?;
+        checkpoint::save(&worker::checkpoint_path(store, run)?, &AdamW::new(params.vars(), adam_config(&s))?, 0)?;
         let file_name = worker::checkpoint_file(run).to_string_lossy().to_string();
         store.add_artifact(run, "checkpoint", &file_name, Some(0)).await?;
 
-        let batches = built_task
-            .eval_batches(s.eval_batch, s.eval_examples, &device)
-            .map_err(|e| anyhow!("task `{task}`: {e}"))?;
-        let examples: usize = batches.iter().map(|b| b.size).sum();
-        let depths = worker::eval_depths(built_layer.train_iterations(), &s.eval_depths);
-        let threads = parallel::shard_count(s.threads, usize::MAX, device.is_cpu());
-        let train_depth = built_layer.train_iterations();
-        let (eval_layer, eval_model) = frozen_model(host, &params, &config, &built_task, &device)?;
-        let reports = evaluate_depths(
-            &eval_layer,
-            &eval_model,
-            &batches,
-            &depths,
-            train_depth,
-            info.causal,
-            threads,
-            0,
-            s.sphere,
-        )?;
-        let mut lines =
-            vec![format!("imported {} ({parameters} parameters) with {}", file.display(), options.join(" "))];
-        let (mut rows, mut diagnostics, mut eval) = (Vec::new(), Vec::new(), BTreeMap::new());
-        for report in reports {
-            match report {
-                DepthReport::Skipped(line) => lines.push(line),
-                DepthReport::Scored(scored) => {
-                    lines.push(scored.log_line(0, examples));
-                    for (name, value) in &scored.means {
-                        rows.push(MetricRow {
-                            step: 0,
-                            split: scored.split.clone(),
-                            name: name.clone(),
-                            value: *value,
-                            wall_time: 0.0,
-                        });
-                    }
-                    diagnostics.extend(scored.diagnostics);
-                    lines.extend(scored.notes);
-                    if scored.iterations == train_depth {
-                        eval = scored.means;
-                    }
-                }
-            }
-        }
-        store.insert_metrics(run, &rows).await?;
-        if !diagnostics.is_empty() {
-            store.insert_diagnostics(run, &diagnostics).await?;
-        }
-        store.append_logs(run, &lines).await?;
+        let first = format!("imported {} ({parameters} parameters) with {}", file.display(), options.join(" "));
+        let scoring =
+            Scoring { host, config: &config, params: &params, task: &built_task, info: &info, device: &device };
+        let (eval, _) = scoring.record(store, run, 0, built_layer.train_iterations(), first).await?;
         store.set_tags(run, &["imported".to_string()]).await?;
         store.set_notes(run, &format!("imported from {}", file.display())).await?;
         anyhow::Ok(eval)

@@ -17,11 +17,14 @@
 //!   files (the formats are in [`crate::export`]);
 //! - [`filter`]: the run filter shared by the TUI's `/` box and `workbench runs --filter`;
 //! - [`import`]: a published PyTorch checkpoint stored as a finished, evaluated run;
+//! - [`evaluate`]: a stored run's checkpoint scored again with other evaluation settings, as
+//!   a new run (and the scoring that `import` shares);
 //! - [`elapsed`]: how long a run has trained, written for a person;
 //! - [`sort`]: the order of a list of runs, by a column or a metric.
 
 pub mod diff;
 pub mod elapsed;
+pub mod evaluate;
 pub mod export;
 pub mod export_names;
 pub mod export_runs;

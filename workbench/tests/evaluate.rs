@@ -1,0 +1,92 @@
+//! `workbench eval N`: a trained run's checkpoint scored again with other evaluation settings,
+//! as a new run, through the real binary.
+
+use crate::common;
+
+use common::{run, temp_dir, train_tiny, workbench};
+use serde_json::{json, Value};
+
+#[test]
+fn eval_scores_a_checkpoint_deeper_and_on_other_data_as_a_new_run() {
+    let dir = temp_dir("eval");
+    train_tiny(&dir, "hyperset", &[]);
+    let (code, out, err) = run(workbench(&dir).args([
+        "eval",
+        "1",
+        "eval_depths=2,4",
+        "difficulty=hard",
+        "task.eval_puzzles=6",
+        "eval_examples=6",
+        "--json",
+    ]));
+    assert_eq!(code, 0, "{err}");
+    let evaluated: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!((evaluated["run"].clone(), evaluated["source"].clone()), (json!(2), json!(1)), "{evaluated}");
+    assert_eq!(evaluated["step"], json!(4), "the checkpoint of the last step: {evaluated}");
+    assert!(evaluated["eval"]["cell_acc"].is_number(), "{evaluated}");
+
+    // The new run is finished, tagged, noted, and differs from run 1 in what was given only.
+    let (_, show, _) = run(workbench(&dir).args(["runs", "show", "2", "--json"]));
+    let show: Value = serde_json::from_str(&show).unwrap();
+    let record = &show["run"];
+    assert_eq!(record["status"], json!("finished"), "{show}");
+    assert_eq!(record["tags"], json!(["eval"]));
+    assert!(record["notes"].as_str().unwrap().contains("run 1's checkpoint at step 4"), "{show}");
+    let examples = show["metrics"].as_array().unwrap().iter().find(|m| m["name"] == "eval_examples").unwrap();
+    assert_eq!(examples["summary"]["last"], json!(6.0), "{show}");
+    let (_, diff, _) = run(workbench(&dir).args(["runs", "diff", "1", "2", "--json"]));
+    let diff: Value = serde_json::from_str(&diff).unwrap();
+    let keys: Vec<&str> = diff["config"].as_array().unwrap().iter().map(|c| c["key"].as_str().unwrap()).collect();
+    assert_eq!(keys, ["difficulty", "eval_depths", "eval_examples", "eval_puzzles"], "{diff}");
+    let splits: Vec<&str> = diff["metrics"].as_array().unwrap().iter().map(|m| m["split"].as_str().unwrap()).collect();
+    for split in ["eval", "eval@4", "eval@8"] {
+        assert!(splits.contains(&split), "{split} missing: {splits:?}");
+    }
+    // The trained run's own evaluation at 4 iterations (eval@4 at its last step) comes out
+    // again from its checkpoint with 4 as the depth: the same parameters on the same boards.
+    let (code, out, err) = run(workbench(&dir).args(["eval", "1", "iterations=4", "eval_depths=", "--json"]));
+    assert_eq!(code, 0, "{err}");
+    let again: Value = serde_json::from_str(&out).unwrap();
+    let (_, trained, _) = run(workbench(&dir).args(["runs", "show", "1", "--json"]));
+    let trained: Value = serde_json::from_str(&trained).unwrap();
+    let at_4 = |name: &str| {
+        trained["metrics"].as_array().unwrap().iter().find(|m| m["split"] == "eval@4" && m["name"] == name).unwrap()
+            ["summary"]["last"]
+            .as_f64()
+            .unwrap()
+    };
+    for name in ["loss", "cell_acc"] {
+        let scored = again["eval"][name].as_f64().unwrap();
+        assert!((scored - at_4(name)).abs() < 1e-6, "{name}: {scored} against {} in training", at_4(name));
+    }
+    // Its own checkpoint: `verify --run` and another `eval` read it.
+    let (code, _, err) = run(workbench(&dir).args(["eval", "2", "eval_depths=", "--json"]));
+    assert_eq!(code, 0, "an evaluation's checkpoint is evaluated again: {err}");
+    let (code, _, err) = run(workbench(&dir).args(["verify", "--run", "2"]));
+    assert_eq!(code, 0, "{err}");
+}
+
+#[test]
+fn eval_refuses_training_settings_a_checkpoint_that_does_not_fit_and_bad_keys() {
+    let dir = temp_dir("eval-refused");
+    train_tiny(&dir, "transformer", &[]);
+    let refused = |args: &[&str], says: &str| {
+        let (code, out, err) = run(workbench(&dir).args(args));
+        assert_eq!(code, 2, "{args:?}: {out}{err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+    };
+    refused(&["eval", "1", "lr=0.1"], "`lr` is a training setting");
+    refused(&["eval", "1", "d=32"], "run 1's checkpoint does not fit the model this configuration builds");
+    refused(&["eval", "1", "eval_dpths=2"], "did you mean `eval_depths`");
+    refused(&["eval", "1", "device=tpu"], "tpu");
+    let (code, _, err) = run(workbench(&dir).args(["eval", "7"]));
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("run 7 does not exist"), "{err}");
+    // A run without a checkpoint file says so.
+    std::fs::remove_file(dir.join("runs/1/checkpoint.safetensors")).unwrap();
+    refused(&["eval", "1"], "run 1 has no checkpoint to evaluate");
+    // Nothing refused was stored.
+    let (_, list, _) = run(workbench(&dir).args(["runs", "--json"]));
+    let list: Value = serde_json::from_str(&list).unwrap();
+    assert_eq!(list.as_array().unwrap().len(), 1, "{list}");
+}
