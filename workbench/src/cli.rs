@@ -120,13 +120,15 @@ pub enum Command {
     /// iterations, more examples, other evaluation data), stored as a new finished run tagged
     /// `eval`: `workbench eval 12 eval_depths=2,4 eval_examples=1000`.
     Eval {
-        /// The run whose checkpoint is scored.
-        run: i64,
-        /// Settings that differ from the run's, `key=value`: the trainer's evaluation keys
-        /// (eval_depths, eval_examples, eval_batch, device, threads, sphere_head, sphere_tokens)
-        /// and any layer or task key the checkpoint still fits (iterations, difficulty,
-        /// eval_puzzles, eval_csv, ...).
-        overrides: Vec<String>,
+        /// The runs whose checkpoints are scored (`12`, `12,13` or `12 13`), then the settings
+        /// that differ from theirs, `key=value`: the trainer's evaluation keys (eval_depths,
+        /// eval_examples, eval_batch, device, threads, sphere_head, sphere_tokens) and any layer
+        /// or task key the checkpoint still fits (iterations, difficulty, eval_puzzles,
+        /// eval_csv, ...).
+        #[arg(value_name = "RUNS|KEY=VALUE")]
+        args: Vec<String>,
+        #[command(flatten)]
+        pick: commands::runs::RunPick,
         /// Machine-readable output.
         #[arg(long)]
         json: bool,
@@ -846,10 +848,19 @@ async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
             let store = commands::open_store(&db, &artifacts).await?;
             commands::import::run(&store, &host, &file, &layer, &task, &overrides, json).await
         }
-        Some(Command::Eval { run, overrides, json }) => {
+        Some(Command::Eval { args, mut pick, json }) => {
+            let (overrides, ids): (Vec<String>, Vec<String>) = args.into_iter().partition(|a| a.contains('='));
+            if !ids.is_empty() {
+                if pick.runs.is_some() || pick.sweep.is_some() {
+                    return Err(crate::exit_code::refused(anyhow::anyhow!(
+                        "give the runs as ids or with --runs / --sweep, not both"
+                    )));
+                }
+                pick.runs = Some(ids.join(","));
+            }
             let host = commands::load_plugins(&dirs);
             let store = commands::open_store(&db, &artifacts).await?;
-            commands::import::evaluate(&store, &host, run, &overrides, json).await
+            commands::import::evaluate(&store, &host, &pick, &overrides, json).await
         }
         Some(Command::Resume { run, json }) => {
             let store = commands::open_store(&db, &artifacts).await?;

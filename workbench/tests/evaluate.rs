@@ -64,6 +64,16 @@ fn eval_scores_a_checkpoint_deeper_and_on_other_data_as_a_new_run() {
     assert_eq!(code, 0, "an evaluation's checkpoint is evaluated again: {err}");
     let (code, _, err) = run(workbench(&dir).args(["verify", "--run", "2"]));
     assert_eq!(code, 0, "{err}");
+
+    // Several runs at once, picked like any: one new run each, one JSON line each.
+    let (code, out, err) = run(workbench(&dir).args(["eval", "--filter", "tag:eval", "eval_depths=", "--json"]));
+    assert_eq!(code, 0, "{err}");
+    let sources: Vec<Value> =
+        out.lines().map(|l| serde_json::from_str::<Value>(l).unwrap()["source"].clone()).collect();
+    assert_eq!(sources, [json!(2), json!(3), json!(4)], "{out}");
+    let (code, out, err) = run(workbench(&dir).args(["eval", "1", "4", "eval_examples=4"]));
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("runs diff 1 8") && out.contains("runs diff 4 9"), "{out}");
 }
 
 #[test]
@@ -85,6 +95,9 @@ fn eval_refuses_training_settings_a_checkpoint_that_does_not_fit_and_bad_keys() 
     // A run without a checkpoint file says so.
     std::fs::remove_file(dir.join("runs/1/checkpoint.safetensors")).unwrap();
     refused(&["eval", "1"], "run 1 has no checkpoint to evaluate");
+    refused(&["eval", "--last", "1"], "none of the runs picked has a checkpoint to evaluate");
+    refused(&["eval", "eval_depths=2"], "name the runs to evaluate");
+    refused(&["eval", "1", "--sweep", "1"], "not both");
     // Nothing refused was stored.
     let (_, list, _) = run(workbench(&dir).args(["runs", "--json"]));
     let list: Value = serde_json::from_str(&list).unwrap();

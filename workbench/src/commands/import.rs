@@ -1,6 +1,7 @@
 //! `workbench import FILE --layer L --task T [key=value ...]`, and `workbench eval N
 //! [key=value ...]`: trained parameters stored as a finished, evaluated run.
 
+use crate::commands::runs::RunPick;
 use crate::exit_code::refused;
 use crate::host::PluginHost;
 use crate::store::Store;
@@ -29,19 +30,63 @@ pub async fn run(
     Ok(crate::exit_code::SUCCESS)
 }
 
-/// Scores run `source`'s checkpoint with `overrides` as a new run and prints what it scored.
-pub async fn evaluate(store: &Store, host: &PluginHost, source: i64, overrides: &[String], json: bool) -> Result<i32> {
-    let evaluated = crate::ops::evaluate::evaluate(store, host, source, overrides).await?;
-    if json {
-        println!("{}", serde_json::to_string_pretty(&evaluated)?);
+/// `workbench eval 12 [key=value ...]`, or of the runs a pick names: scores each run's
+/// checkpoint with `overrides` as a new run, and prints what it scored (`--json`: one object
+/// per line and run). Every run is checked before any is evaluated; of a pick, runs without a
+/// checkpoint are left and named. An evaluation that fails is told and the others go on
+/// (exit code 1 at the end).
+pub async fn evaluate(
+    store: &Store,
+    host: &PluginHost,
+    pick: &RunPick,
+    overrides: &[String],
+    json: bool,
+) -> Result<i32> {
+    use crate::ops::evaluate;
+    if !pick.picks() {
+        return Err(refused(anyhow::anyhow!(
+            "name the runs to evaluate: an id (`workbench eval 12 eval_depths=4`), several (`12,13`), \
+             or --sweep N, --filter EXPR, --last N"
+        )));
+    }
+    let picked = pick.select(store).await?;
+    let has_checkpoint =
+        |r: &crate::store::RunRecord| crate::train::worker::checkpoint_path(store, r.id).is_ok_and(|p| p.is_file());
+    let (sources, left): (Vec<_>, Vec<_>) = picked.into_iter().partition(|r| pick.runs.is_some() || has_checkpoint(r));
+    if !left.is_empty() {
+        let ids: Vec<String> = left.iter().map(|r| format!("{} ({})", r.id, r.shown_status())).collect();
+        tracing::info!("left without a checkpoint to evaluate: runs {}", ids.join(", "));
+    }
+    if sources.is_empty() {
+        return Err(refused(anyhow::anyhow!("none of the runs picked has a checkpoint to evaluate")));
+    }
+    for source in &sources {
+        evaluate::check(store, host, source, overrides)?;
+    }
+    let mut failed = Vec::new();
+    for source in &sources {
+        let evaluated = match evaluate::evaluate(store, host, source, overrides).await {
+            Ok(evaluated) => evaluated,
+            Err(e) if sources.len() == 1 => return Err(e),
+            Err(e) => {
+                tracing::error!("run {}: {e:#}", source.id);
+                failed.push(source.id);
+                continue;
+            }
+        };
+        if json {
+            println!("{}", serde_json::to_string(&evaluated)?);
+            continue;
+        }
+        for line in &evaluated.lines {
+            println!("[run {}] {line}", evaluated.run);
+        }
+        let (run, source) = (evaluated.run, evaluated.source);
+        println!("run {run} finished (details: workbench runs show {run}; beside run {source}: workbench runs diff {source} {run})");
+    }
+    if failed.is_empty() {
         return Ok(crate::exit_code::SUCCESS);
     }
-    for line in &evaluated.lines {
-        println!("[run {}] {line}", evaluated.run);
-    }
-    println!(
-        "run {} finished (details: workbench runs show {}; beside run {source}: workbench runs diff {source} {})",
-        evaluated.run, evaluated.run, evaluated.run
-    );
-    Ok(crate::exit_code::SUCCESS)
+    let ids: Vec<String> = failed.iter().map(i64::to_string).collect();
+    anyhow::bail!("{} of {} evaluations failed, of runs {} (see above)", failed.len(), sources.len(), ids.join(", "))
 }

@@ -11,7 +11,7 @@ use crate::exit_code::refused;
 use crate::host::{Plugged, PluginHost};
 use crate::params::Params;
 use crate::run_config::{qualified_config, RunConfig, TrainSettings};
-use crate::store::{MetricDirection, MetricRow, RunStatus, Store};
+use crate::store::{MetricDirection, MetricRow, RunRecord, RunStatus, Store};
 use crate::train::evaluation::{evaluate_depths, frozen_model, DepthReport};
 use crate::train::optim::{AdamW, AdamWConfig};
 use crate::train::{checkpoint, parallel, system, worker};
@@ -42,23 +42,31 @@ pub struct Evaluated {
     pub lines: Vec<String>,
 }
 
-/// Scores run `source`'s checkpoint with its configuration and `overrides` applied, as a new
-/// finished run tagged `eval`. Refused before anything is stored: an unknown key or bad
-/// value, a training setting (what the checkpoint was trained with cannot change), a run
-/// without a checkpoint, a configuration the checkpoint does not fit. An evaluation that
-/// fails leaves the new run `failed` with the reason.
-pub async fn evaluate(store: &Store, host: &PluginHost, source: i64, overrides: &[String]) -> Result<Evaluated> {
-    let record = store.run(source).await?;
-    let trained = RunConfig::from_json(&record.config)?;
-    let config = with_overrides(host, &trained, overrides).map_err(refused)?;
-    let checkpoint_file = worker::checkpoint_path(store, source)?;
+/// The configuration run `source` is evaluated with, `overrides` applied, once its checkpoint
+/// is known to exist: what [`evaluate`] checks before it reads the checkpoint, so that several
+/// runs are all checked before any is evaluated. Each error is a refusal naming the fix.
+pub fn check(store: &Store, host: &PluginHost, source: &RunRecord, overrides: &[String]) -> Result<RunConfig> {
+    let id = source.id;
+    let trained = RunConfig::from_json(&source.config)?;
+    let config = with_overrides(host, &trained, overrides).map_err(|e| refused(anyhow!("run {id}: {e:#}")))?;
+    let checkpoint_file = worker::checkpoint_path(store, id)?;
     if !checkpoint_file.is_file() {
         return Err(refused(anyhow!(
-            "run {source} has no checkpoint to evaluate ({} does not exist): a run keeps one from its \
+            "run {id} has no checkpoint to evaluate ({} does not exist): a run keeps one from its \
              first evaluation on, unless it was trained with checkpoint=false",
             checkpoint_file.display()
         )));
     }
+    Ok(config)
+}
+
+/// Scores run `source`'s checkpoint with its configuration and `overrides` applied, as a new
+/// finished run tagged `eval`. Refused before anything is stored: what [`check`] refuses, and
+/// a configuration the checkpoint does not fit. An evaluation that fails leaves the new run
+/// `failed` with the reason.
+pub async fn evaluate(store: &Store, host: &PluginHost, source: &RunRecord, overrides: &[String]) -> Result<Evaluated> {
+    let config = check(store, host, source, overrides)?;
+    let (source, checkpoint_file) = (source.id, worker::checkpoint_path(store, source.id)?);
     let layer_plugin = host.get(&config.layer, PluginKind::Layer)?;
     let task_plugin = host.get(&config.task, PluginKind::Task)?;
     let s = config.settings()?;
