@@ -1,5 +1,5 @@
 //! End to end: the real binary in tmux. Launch a tiny run from the Launch form, see it reach
-//! `finished` on the Runs screen, and quit.
+//! `finished` on the Runs screen, score its checkpoint again with `E`, and quit.
 
 use crate::common;
 
@@ -63,6 +63,11 @@ fn launch_a_tiny_run_from_the_form_and_watch_it_finish() {
     tmux.keys(&["L"]);
     let screen = tmux.wait_for("finished", 120);
     assert!(screen.contains("hyperset") && screen.contains("4/4"), "{screen}");
+    // E scores its checkpoint again, deeper, in a `workbench eval` of its own.
+    tmux.keys(&["E"]);
+    tmux.wait_for("Evaluate run 1's checkpoint again", 5);
+    tmux.keys(&["eval_depths=4", "Enter"]);
+    tmux.wait_for("run 1's checkpoint (step 4) scored again", 60);
     let code = tmux.quit();
     assert_eq!(code, "0", "the workbench exited with {code}");
 
@@ -75,4 +80,11 @@ fn launch_a_tiny_run_from_the_form_and_watch_it_finish() {
     assert_eq!(run["total_steps"], 4, "{stdout}");
     let config = run["config"].to_string();
     assert!(config.contains("easy") && !config.contains("hard"), "{config}");
+    let (_, stdout, _) = common::run(common::workbench(&dir).args(["runs", "show", "2", "--json"]));
+    let shown: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(
+        (shown["run"]["status"].clone(), shown["run"]["tags"].clone()),
+        ("finished".into(), serde_json::json!(["eval"]))
+    );
+    assert_eq!(shown["run"]["config"]["train"]["eval_depths"], "4", "{stdout}");
 }

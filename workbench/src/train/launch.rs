@@ -27,9 +27,9 @@ fn rebuilt_in_place(exe: &Path) -> Option<PathBuf> {
     original.is_file().then_some(original)
 }
 
-/// The arguments of `workbench [--db D] [--artifacts A] [--plugin-dir P]... worker --run ID
-/// [--resume]` for a run of `store`.
-pub fn worker_args(store: &Store, plugin_dirs: &[PathBuf], run_id: i64, resume: bool) -> Vec<OsString> {
+/// `--db D [--artifacts A] [--plugin-dir P]...`: what a command started from this one needs
+/// to reach the same store, run files and plugins.
+pub fn store_args(store: &Store, plugin_dirs: &[PathBuf]) -> Vec<OsString> {
     let mut args: Vec<OsString> = vec!["--db".into(), store.location().to_arg()];
     if let Some(dir) = store.explicit_artifacts_dir() {
         args.extend(["--artifacts".into(), dir.as_os_str().to_owned()]);
@@ -37,6 +37,13 @@ pub fn worker_args(store: &Store, plugin_dirs: &[PathBuf], run_id: i64, resume: 
     for dir in plugin_dirs {
         args.extend(["--plugin-dir".into(), dir.as_os_str().to_owned()]);
     }
+    args
+}
+
+/// The arguments of `workbench [--db D] [--artifacts A] [--plugin-dir P]... worker --run ID
+/// [--resume]` for a run of `store`.
+pub fn worker_args(store: &Store, plugin_dirs: &[PathBuf], run_id: i64, resume: bool) -> Vec<OsString> {
+    let mut args = store_args(store, plugin_dirs);
     args.extend(["worker".into(), "--run".into(), run_id.to_string().into()]);
     if resume {
         args.push("--resume".into());

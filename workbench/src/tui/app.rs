@@ -53,6 +53,8 @@ pub enum Modal {
     Annotate { id: i64, notes: String, tags: String, on_tags: bool },
     /// Tags of several runs: `a,b` replaces them, `+a,-b` adds and removes.
     Tags { ids: Vec<i64>, text: String },
+    /// The settings (`key=value ...`) to score these runs' checkpoints again with.
+    Evaluate { ids: Vec<i64>, text: String },
     /// The path of an experiment file to load into the Launch form, or to save it to.
     ExperimentFile { save: bool, path: String },
     /// The runs table's column chooser, the cursor on line `cursor`.

@@ -66,6 +66,7 @@ pub enum Action {
     NewRun,
     Annotate,
     TagRuns,
+    Evaluate,
     DeleteCursor,
     DeleteMarked,
     StopRun,

@@ -4,6 +4,7 @@
 //! changes runs is one call of [`crate::ops`], worded as a status-bar line.
 
 use super::data::{RunData, Snapshot};
+use super::evaluation;
 use crate::ablation::Format;
 use crate::ops::{self, export};
 use crate::queue::QueueRunner;
@@ -46,6 +47,9 @@ pub enum Request {
     Annotate { id: i64, notes: String, tags: Vec<String> },
     /// Edit the tags of several runs.
     Retag { ids: Vec<i64>, edit: ops::runs::TagEdit },
+    /// Score these runs' checkpoints again with `overrides` (`key=value`), each as a new run,
+    /// in a `workbench eval` process of its own.
+    Evaluate { ids: Vec<i64>, overrides: Vec<String> },
     /// Write the Compare panels of these runs to an image file (`out`, or `out` with a numeric
     /// suffix when it exists).
     ExportPlot { runs: Vec<i64>, out: PathBuf },
@@ -81,10 +85,11 @@ pub fn spawn(
     updates: Sender<Update>,
 ) -> UnboundedSender<Request> {
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-    let queue = QueueRunner::new(store.clone(), plugin_dirs, jobs).with_executor(executor);
+    let queue = QueueRunner::new(store.clone(), plugin_dirs.clone(), jobs).with_executor(executor);
     tokio::spawn(
         Service {
             store,
+            plugin_dirs,
             queue,
             updates,
             table: RunsFollower::new(),
@@ -109,6 +114,8 @@ struct Watched {
 
 struct Service {
     store: Store,
+    /// Where commands started from the TUI find the plugins (`eval`).
+    plugin_dirs: Vec<PathBuf>,
     queue: QueueRunner,
     updates: Sender<Update>,
     /// The runs table, read incrementally.
@@ -256,6 +263,12 @@ impl Service {
             Request::Retag { ids, edit } => {
                 let done = ops::runs::retag(&self.store, &ids, &edit).await?;
                 self.send(Update::Info(format!("{}: {}", crate::wording::count(done.len(), "run"), edit.describe())));
+            }
+            Request::Evaluate { ids, overrides } => {
+                let child = evaluation::start(&self.store, &self.plugin_dirs, &ids, &overrides)?;
+                let listed: Vec<String> = ids.iter().map(i64::to_string).collect();
+                self.send(Update::Info(format!("evaluating the checkpoint of runs {} again…", listed.join(", "))));
+                tokio::spawn(evaluation::report(child, self.updates.clone()));
             }
             Request::ExportPlot { runs, out } => {
                 let panels =

@@ -302,6 +302,34 @@ fn t_tags_the_marked_runs_or_the_one_under_the_cursor() {
 }
 
 #[test]
+fn capital_e_evaluates_the_marked_runs_again_with_the_settings_typed() {
+    let (mut app, sent) = app();
+    app.runs.selected.extend([1, 3]);
+    press(&mut app, KeyCode::Char('E'));
+    assert!(render(&mut app, 100, 24).contains("Evaluate the checkpoints of the 2 marked runs again"));
+    chars(&mut app, "eval_depths=4 deeper");
+    press(&mut app, KeyCode::Enter);
+    // A word that is not a setting is refused; the dialog keeps what was typed.
+    assert!(app.status.as_ref().is_some_and(|s| s.0.contains("`deeper` is not a setting")), "{:?}", app.status);
+    assert!(matches!(&app.modal, Some(Modal::Evaluate { text, .. }) if text == "eval_depths=4 deeper"));
+    for _ in 0.." deeper".len() {
+        press(&mut app, KeyCode::Backspace);
+    }
+    chars(&mut app, " difficulty=hard");
+    press(&mut app, KeyCode::Enter);
+    assert!(app.modal.is_none());
+    let evaluate = sent.lock().unwrap().iter().find_map(|r| match r {
+        Request::Evaluate { ids, overrides } => Some((ids.clone(), overrides.clone())),
+        _ => None,
+    });
+    assert_eq!(evaluate, Some((vec![1, 3], vec!["eval_depths=4".to_string(), "difficulty=hard".to_string()])));
+    // Without marks, the run under the cursor.
+    app.runs.selected.clear();
+    press(&mut app, KeyCode::Char('E'));
+    assert!(render(&mut app, 100, 24).contains("Evaluate run 1's checkpoint again"));
+}
+
+#[test]
 fn cancelling_a_running_run_asks_for_confirmation() {
     let (mut app, sent) = app();
     press(&mut app, KeyCode::Char('j'));

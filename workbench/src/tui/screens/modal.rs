@@ -1,5 +1,5 @@
 //! The dialogs over a screen: a confirmation before something is lost, the notes and tags
-//! editor, the tags of several runs, the path of an experiment file to load or save, and the runs table's column chooser. While one is open it takes every key.
+//! editor, the tags of several runs, the settings of an evaluation, the path of an experiment file to load or save, and the runs table's column chooser. While one is open it takes every key.
 
 use crate::tui::app::{App, Confirmed, Modal};
 use crate::tui::service::Request;
@@ -78,6 +78,21 @@ pub fn key(app: &mut App, modal: Modal, key: KeyEvent) {
             }
             app.modal = Some(Modal::Tags { ids, text });
         }
+        Modal::Evaluate { ids, mut text } => {
+            match key.code {
+                KeyCode::Esc => return,
+                KeyCode::Enter => match evaluation_overrides(&text) {
+                    Ok(overrides) => return app.send(Request::Evaluate { ids, overrides }),
+                    Err(e) => app.say(e, true),
+                },
+                KeyCode::Backspace => {
+                    text.pop();
+                }
+                KeyCode::Char(c) => text.push(c),
+                _ => {}
+            }
+            app.modal = Some(Modal::Evaluate { ids, text });
+        }
         Modal::ExperimentFile { save, mut path } => {
             match key.code {
                 KeyCode::Esc => return,
@@ -104,6 +119,15 @@ pub fn key(app: &mut App, modal: Modal, key: KeyEvent) {
             }
             app.modal = Some(Modal::ExperimentFile { save, path });
         }
+    }
+}
+
+/// The settings typed in the evaluation dialog, `key=value` separated by spaces.
+fn evaluation_overrides(text: &str) -> Result<Vec<String>, String> {
+    let words: Vec<String> = text.split_whitespace().map(str::to_string).collect();
+    match words.iter().find(|w| !w.contains('=') || w.starts_with('=')) {
+        Some(word) => Err(format!("`{word}` is not a setting: write key=value, e.g. eval_depths=2,4 difficulty=hard")),
+        None => Ok(words),
     }
 }
 
@@ -162,6 +186,32 @@ pub fn draw(frame: &mut Frame, app: &App, modal: &Modal) {
             );
         }
         Modal::Tags { ids, text } => draw_tags(frame, app, ids, text),
+        Modal::Evaluate { ids, text } => {
+            let rect = centred(area, 76, 9);
+            frame.render_widget(Clear, rect);
+            let lines = vec![
+                Line::from(vec![
+                    Span::styled("with   ", bold()),
+                    Span::styled(format!("{text}▏"), Style::default().fg(Color::Cyan)),
+                ]),
+                Line::from(Span::styled(
+                    "       eval_depths=2,4 eval_examples=1000 difficulty=hard iterations=16",
+                    dim(),
+                )),
+                Line::from(Span::styled(
+                    "       each becomes a new run tagged eval; empty: the runs' own settings",
+                    dim(),
+                )),
+                Line::from(""),
+                Line::from(Span::styled("Enter evaluate · Esc cancel", dim())),
+            ];
+            let title = match ids.as_slice() {
+                [id] => format!("Evaluate run {id}'s checkpoint again"),
+                _ => format!("Evaluate the checkpoints of the {} marked runs again", ids.len()),
+            };
+            let block = Block::default().borders(Borders::ALL).title(title);
+            frame.render_widget(Paragraph::new(lines).wrap(Wrap { trim: false }).block(block), rect);
+        }
         Modal::Annotate { id, notes, tags, on_tags } => {
             let rect = centred(area, 70, 9);
             frame.render_widget(Clear, rect);

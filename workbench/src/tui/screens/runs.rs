@@ -72,6 +72,13 @@ const COMMANDS: &[Command] = &[
     hint(&[Key::char('n')], "n", "new run", "launch a new run (the Launch screen)", Action::NewRun),
     cmd(&[Key::char('e')], "e", "edit the run's notes and tags", Action::Annotate),
     cmd(
+        &[Key::char('E')],
+        "E",
+        "evaluate the checkpoints of the marked runs the filter shows (else the run under the cursor) again with \
+         other settings (eval_depths=2,4 difficulty=hard ...), each as a new run tagged eval",
+        Action::Evaluate,
+    ),
+    cmd(
         &[Key::char('t')],
         "t",
         "tag the marked runs the filter shows (else the run under the cursor): a,b replaces their tags, \
@@ -165,6 +172,12 @@ impl Component for Runs {
                 let ids = marked_or_cursor(app);
                 if !ids.is_empty() {
                     app.modal = Some(Modal::Tags { ids, text: String::new() });
+                }
+            }
+            Action::Evaluate => {
+                let ids = marked_or_cursor(app);
+                if !ids.is_empty() {
+                    app.modal = Some(Modal::Evaluate { ids, text: String::new() });
                 }
             }
             Action::DeleteCursor => {
