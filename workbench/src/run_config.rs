@@ -38,6 +38,14 @@ pub fn train_schema() -> Vec<ParamSpec> {
         ),
         ParamSpec::bool("checkpoint", true, "save a safetensors checkpoint at each evaluation"),
         ParamSpec::int(
+            "init_from",
+            0,
+            0,
+            i64::MAX,
+            "a stored run whose checkpoint's parameters start this run (fine-tuning; its optimiser state \
+             is not taken); 0: a fresh initialisation from the seed",
+        ),
+        ParamSpec::int(
             "sphere_head",
             0,
             0,
@@ -277,6 +285,8 @@ pub struct TrainSettings {
     pub seed: u64,
     pub device: String,
     pub checkpoint: bool,
+    /// The run whose checkpoint's parameters start this one, if any (`init_from`).
+    pub init_from: Option<i64>,
     /// Data-parallel CPU threads (0: one per core); see `train::parallel`.
     pub threads: usize,
     /// The head and tokens whose trajectories each evaluation records.
@@ -319,6 +329,7 @@ impl TrainSettings {
             seed: c.i64("seed")? as u64,
             device: c.str("device")?.to_string(),
             checkpoint: c.bool("checkpoint")?,
+            init_from: Some(c.i64("init_from")?).filter(|id| *id > 0),
             threads: c.usize("threads")?,
             sphere: crate::sphere::Selection { head: c.usize("sphere_head")?, tokens: c.usize("sphere_tokens")? },
         };

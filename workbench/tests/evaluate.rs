@@ -1,5 +1,6 @@
-//! `workbench eval N`: a trained run's checkpoint scored again with other evaluation settings,
-//! as a new run, through the real binary.
+//! A trained run's checkpoint used again, through the real binary: `workbench eval N` scores it
+//! with other evaluation settings as a new run, and `train ... init_from=N` starts a new run
+//! from its parameters.
 
 use crate::common;
 
@@ -102,4 +103,54 @@ fn eval_refuses_training_settings_a_checkpoint_that_does_not_fit_and_bad_keys() 
     let (_, list, _) = run(workbench(&dir).args(["runs", "--json"]));
     let list: Value = serde_json::from_str(&list).unwrap();
     assert_eq!(list.as_array().unwrap().len(), 1, "{list}");
+}
+
+/// `train ... init_from=N`: a run that starts from run N's parameters (fine-tuning).
+#[test]
+fn init_from_starts_a_run_from_another_run_s_parameters() {
+    let dir = temp_dir("init-from");
+    train_tiny(&dir, "hyperset", &[]);
+    // The tiny run's settings, trained no further (lr 0): its evaluation is run 1's last.
+    let still = |extra: &[&str]| {
+        let mut args = vec!["train", "--layer", "hyperset", "--task", "sudoku", "--json", "d=16", "heads=2"];
+        args.extend_from_slice(&["iterations=2", "difficulty=easy", "task.train_puzzles=32", "task.eval_puzzles=8"]);
+        args.extend_from_slice(&["steps=2", "eval_every=2", "eval_depths=", "eval_examples=8", "lr=0", "min_lr=0"]);
+        args.extend_from_slice(extra);
+        run(workbench(&dir).args(&args))
+    };
+    let last_eval = |id: &str, name: &str| -> f64 {
+        let (_, show, _) = run(workbench(&dir).args(["runs", "show", id, "--json"]));
+        let show: Value = serde_json::from_str(&show).unwrap();
+        let metric = show["metrics"].as_array().unwrap().iter().find(|m| m["split"] == "eval" && m["name"] == name);
+        metric.unwrap()["summary"]["last"].as_f64().unwrap()
+    };
+    let (code, _, err) = still(&["init_from=1"]);
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) = still(&[]);
+    assert_eq!(code, 0, "{err}");
+    for name in ["loss", "cell_acc"] {
+        let (trained, started, fresh) = (last_eval("1", name), last_eval("2", name), last_eval("3", name));
+        assert!((started - trained).abs() < 1e-6, "{name}: run 2 starts at {started}, run 1 ended at {trained}");
+        if name == "loss" {
+            assert!((fresh - trained).abs() > 1e-6, "a fresh initialisation scores otherwise: {fresh}");
+        }
+    }
+    let (_, log, _) = run(workbench(&dir).args(["runs", "log", "2"]));
+    assert!(log.contains("starting from the parameters of run 1's checkpoint (its step 4)"), "{log}");
+
+    // Refused before anything is stored: a run that does not exist, or has no checkpoint.
+    let (code, _, err) = still(&["init_from=99"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("init_from=99: run 99 does not exist"), "{err}");
+    // Another width: the run fails, naming the parameter that does not fit.
+    let (code, _, err) = still(&["init_from=1", "d=32"]);
+    assert_eq!(code, 3, "{err}");
+    let (_, show, _) = run(workbench(&dir).args(["runs", "show", "4", "--json"]));
+    assert!(show.contains("init_from=1: the parameters of run 1 cannot start this run"), "{show}");
+    std::fs::remove_file(dir.join("runs/1/checkpoint.safetensors")).unwrap();
+    let (code, _, err) = still(&["init_from=1"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("run 1 has no checkpoint to start from"), "{err}");
+    let (_, list, _) = run(workbench(&dir).args(["runs", "--json"]));
+    assert_eq!(serde_json::from_str::<Value>(&list).unwrap().as_array().unwrap().len(), 4, "{list}");
 }

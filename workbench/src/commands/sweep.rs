@@ -49,6 +49,7 @@ pub async fn sweep(store: &Store, host: &PluginHost, dirs: &[PathBuf], args: Swe
     let name = args.name.map(str::to_string).or(experiment.name.clone()).unwrap_or_else(|| spec.default_name());
     let runs = ops::launch::new_runs_of(host, points.iter().map(|p| &p.config)).map_err(refused)?;
     args.executor.check_runs(&runs).map_err(refused)?;
+    ops::launch::check_starting_points(store, &runs).await.map_err(refused)?;
     if args.dry_run {
         if args.json {
             let runs = points.iter().map(|p| PlannedRun { layer: &p.layer, overrides: &p.overrides }).collect();

@@ -32,6 +32,7 @@ pub async fn train(
     // Refused when it cannot fit in memory, before anything is stored.
     let new_run = ops::launch::new_run(layer_plugin, task_plugin, &config).map_err(refused)?;
     executor.check_runs(std::slice::from_ref(&new_run)).map_err(refused)?;
+    ops::launch::check_starting_points(store, std::slice::from_ref(&new_run)).await.map_err(refused)?;
     store.artifacts_dir()?;
     let run_id = store.create_claimed_run(&new_run, std::process::id()).await?;
     if !json {

@@ -89,6 +89,31 @@ pub fn git_revision_of(dir: &Path) -> Option<String> {
     Some(if dirty { format!("{revision}-dirty") } else { revision })
 }
 
+/// Refuses runs that start from another run's parameters (`init_from=N`) when run N does not
+/// exist in `store` or has no checkpoint, before any is stored; whether the checkpoint fits the
+/// model is found when the worker reads it (the run then fails, naming the parameter).
+pub async fn check_starting_points(store: &Store, runs: &[NewRun]) -> Result<()> {
+    let mut checked = std::collections::BTreeSet::new();
+    for run in runs {
+        let Some(source) = run.config.pointer("/train/init_from").and_then(|v| v.as_i64()).filter(|id| *id > 0) else {
+            continue;
+        };
+        if !checked.insert(source) {
+            continue;
+        }
+        store.run(source).await.map_err(|e| anyhow::anyhow!("init_from={source}: {e}"))?;
+        let checkpoint = crate::train::worker::checkpoint_path(store, source)?;
+        if !checkpoint.is_file() {
+            anyhow::bail!(
+                "init_from={source}: run {source} has no checkpoint to start from ({} does not exist); \
+                 pick a run that evaluated at least once with checkpoint=true",
+                checkpoint.display()
+            );
+        }
+    }
+    Ok(())
+}
+
 /// Stores one run as queued, in no sweep; the queue starts it. Returns its id.
 pub async fn queue_run(store: &Store, run: &NewRun) -> Result<i64> {
     Ok(store.create_run(run).await?)

@@ -31,31 +31,50 @@ pub fn save(path: &Path, opt: &AdamW, step: u64) -> Result<()> {
     Ok(())
 }
 
+/// Sets the parameters of `opt` (not its moments, nor its step count) from the checkpoint at
+/// `path`, another run's: where a fine-tuning run starts. Returns the step it was saved at.
+pub fn load_parameters(path: &Path, opt: &AdamW, device: &Device) -> Result<u64> {
+    let tensors = candle_core::safetensors::load(path, device)
+        .with_context(|| format!("cannot read checkpoint {}", path.display()))?;
+    for slot in &opt.slots {
+        let key = format!("param.{}", slot.name);
+        set_checked(path, &tensors, &key, &slot.var)?;
+    }
+    step_of(path, &tensors, STEP_KEY)
+}
+
+/// The scalar `key` of a checkpoint's tensors.
+fn step_of(path: &Path, tensors: &HashMap<String, Tensor>, key: &str) -> Result<u64> {
+    let t = tensors.get(key).with_context(|| format!("checkpoint {} lacks `{key}`", path.display()))?;
+    Ok(t.to_dtype(DType::F64)?.to_vec1::<f64>()?.first().copied().unwrap_or(0.0) as u64)
+}
+
+/// Sets `var` to the checkpoint's tensor `key`, refusing a missing one or another shape.
+fn set_checked(path: &Path, tensors: &HashMap<String, Tensor>, key: &str, var: &candle_core::Var) -> Result<()> {
+    let Some(saved) = tensors.get(key) else {
+        bail!("checkpoint {} has no `{key}`: it was made by a different model configuration", path.display())
+    };
+    if saved.shape() != var.shape() {
+        bail!(
+            "checkpoint {}: `{key}` has shape {:?}, the model expects {:?}",
+            path.display(),
+            saved.shape(),
+            var.shape()
+        );
+    }
+    var.set(&saved.to_dtype(var.dtype())?)?;
+    Ok(())
+}
+
 /// Restores parameters and optimiser state from `path`; returns the step it was saved at.
 pub fn load(path: &Path, opt: &mut AdamW, device: &Device) -> Result<u64> {
     let tensors = candle_core::safetensors::load(path, device)
         .with_context(|| format!("cannot read checkpoint {}", path.display()))?;
-    let scalar = |key: &str| -> Result<u64> {
-        let t = tensors.get(key).with_context(|| format!("checkpoint {} lacks `{key}`", path.display()))?;
-        Ok(t.to_dtype(DType::F64)?.to_vec1::<f64>()?.first().copied().unwrap_or(0.0) as u64)
-    };
-    let step = scalar(STEP_KEY)?;
-    opt.t = scalar(ADAM_T_KEY)?;
+    let step = step_of(path, &tensors, STEP_KEY)?;
+    opt.t = step_of(path, &tensors, ADAM_T_KEY)?;
     for slot in &opt.slots {
         for (prefix, var) in [("param", &slot.var), ("adam_m", &slot.m), ("adam_v", &slot.v)] {
-            let key = format!("{prefix}.{}", slot.name);
-            let Some(saved) = tensors.get(&key) else {
-                bail!("checkpoint {} has no `{key}`: it was made by a different model configuration", path.display())
-            };
-            if saved.shape() != var.shape() {
-                bail!(
-                    "checkpoint {}: `{key}` has shape {:?}, the model expects {:?}",
-                    path.display(),
-                    saved.shape(),
-                    var.shape()
-                );
-            }
-            var.set(&saved.to_dtype(var.dtype())?)?;
+            set_checked(path, &tensors, &format!("{prefix}.{}", slot.name), var)?;
         }
     }
     Ok(step)

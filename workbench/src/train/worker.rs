@@ -473,6 +473,13 @@ async fn train(
     } else if resume {
         log.line("no checkpoint: restarting from step 0".into());
     }
+    // A fine-tuning run starts from another run's parameters, unless it resumed from its own.
+    if let (0, Some(source)) = (step, s.init_from) {
+        let from = checkpoint_path(store, source)?;
+        let saved = checkpoint::load_parameters(&from, &opt, &device)
+            .with_context(|| format!("init_from={source}: the parameters of run {source} cannot start this run"))?;
+        log.line(format!("starting from the parameters of run {source}'s checkpoint (its step {saved})"));
+    }
     // Rows after the restart point belong to the lost attempt and are replaced.
     store.delete_metrics_after(run_id, step).await?;
     let eval_batches = task

@@ -215,6 +215,7 @@ impl Service {
             }
             Request::Launch { runs, name, spec } => {
                 self.queue.executor.check_runs(&runs)?;
+                ops::launch::check_starting_points(&self.store, &runs).await?;
                 let ids = match runs.as_slice() {
                     [run] => vec![ops::launch::queue_run(&self.store, run).await?],
                     _ => ops::launch::queue_sweep(&self.store, &name, &spec, &runs).await?.runs,
