@@ -848,16 +848,8 @@ async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
             let store = commands::open_store(&db, &artifacts).await?;
             commands::import::run(&store, &host, &file, &layer, &task, &overrides, json).await
         }
-        Some(Command::Eval { args, mut pick, json }) => {
-            let (overrides, ids): (Vec<String>, Vec<String>) = args.into_iter().partition(|a| a.contains('='));
-            if !ids.is_empty() {
-                if pick.runs.is_some() || pick.sweep.is_some() {
-                    return Err(crate::exit_code::refused(anyhow::anyhow!(
-                        "give the runs as ids or with --runs / --sweep, not both"
-                    )));
-                }
-                pick.runs = Some(ids.join(","));
-            }
+        Some(Command::Eval { args, pick, json }) => {
+            let (pick, overrides) = commands::import::runs_and_settings(args, pick)?;
             let host = commands::load_plugins(&dirs);
             let store = commands::open_store(&db, &artifacts).await?;
             commands::import::evaluate(&store, &host, &pick, &overrides, json).await

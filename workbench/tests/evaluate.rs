@@ -99,6 +99,7 @@ fn eval_refuses_training_settings_a_checkpoint_that_does_not_fit_and_bad_keys() 
     refused(&["eval", "--last", "1"], "none of the runs picked has a checkpoint to evaluate");
     refused(&["eval", "eval_depths=2"], "name the runs to evaluate");
     refused(&["eval", "1", "--sweep", "1"], "not both");
+    refused(&["eval", "1", "deeper"], "`deeper` is neither a run id");
     // Nothing refused was stored.
     let (_, list, _) = run(workbench(&dir).args(["runs", "--json"]));
     let list: Value = serde_json::from_str(&list).unwrap();

@@ -30,6 +30,23 @@ pub async fn run(
     Ok(crate::exit_code::SUCCESS)
 }
 
+/// `eval`'s words as the runs they name (ids, added to `pick`) and the settings (`key=value`).
+pub fn runs_and_settings(args: Vec<String>, mut pick: RunPick) -> Result<(RunPick, Vec<String>)> {
+    let (overrides, ids): (Vec<String>, Vec<String>) = args.into_iter().partition(|a| a.contains('='));
+    if let Some(word) = ids.iter().find(|w| crate::plot::parse_run_ids(w).is_err()) {
+        return Err(refused(anyhow::anyhow!(
+            "`{word}` is neither a run id (12, or 12,13) nor a setting (key=value, e.g. eval_depths=4)"
+        )));
+    }
+    if !ids.is_empty() {
+        if pick.runs.is_some() || pick.sweep.is_some() {
+            return Err(refused(anyhow::anyhow!("give the runs as ids or with --runs / --sweep, not both")));
+        }
+        pick.runs = Some(ids.join(","));
+    }
+    Ok((pick, overrides))
+}
+
 /// `workbench eval 12 [key=value ...]`, or of the runs a pick names: scores each run's
 /// checkpoint with `overrides` as a new run, and prints what it scored (`--json`: one object
 /// per line and run). Every run is checked before any is evaluated; of a pick, runs without a
