@@ -1330,6 +1330,38 @@ async fn db_copy_into_a_used_store_renumbers(backend: Backend) {
     assert_eq!(members, vec![a, report.renumbered[&ids[1]]], "sweep membership follows the new ids");
 }
 
+/// A copied run that starts from another run's parameters (`init_from`) names that run by
+/// the id its copy has in the target; one whose starting run stays behind is reported.
+async fn db_copy_keeps_a_run_s_starting_point(backend: Backend) {
+    let Some(CopyPair { target_db: _target_db, _source_db, source, target, ids: _ }) =
+        copy_pair(backend, "copy-init-from").await
+    else {
+        return;
+    };
+    let start = source.create_run(&new_run(7)).await.unwrap();
+    let mut tuned = new_run(8);
+    tuned.config = json!({"train": {"init_from": start, "lr": 0.0003}});
+    let tuned = source.create_run(&tuned).await.unwrap();
+    // The target's own run takes the first id: the copies are numbered anew.
+    target.create_run(&new_run(42)).await.unwrap();
+    let report = source.copy_into(&target, None).await.unwrap();
+    let (start_here, tuned_here) = (report.renumbered[&start], report.renumbered[&tuned]);
+    assert_ne!(start_here, start, "{report:?}");
+    let config = target.run(tuned_here).await.unwrap().config;
+    assert_eq!(config["train"]["init_from"], json!(start_here), "{config}");
+    assert_eq!(config["train"]["lr"], json!(0.0003), "the rest of the configuration as it was");
+    assert!(report.starts_elsewhere.is_empty(), "{report:?}");
+
+    // The tuned run alone, into a store that holds neither: reported, its setting unchanged.
+    let lone_db = TestDb::new(backend, "copy-init-from-lone").await.unwrap();
+    let lone = lone_db.open().await;
+    let report = source.copy_into(&lone, Some(&[tuned].into())).await.unwrap();
+    assert_eq!(report.starts_elsewhere.len(), 1, "{report:?}");
+    assert_eq!(report.starts_elsewhere[0].init_from, start);
+    let copied = report.renumbered.get(&tuned).copied().unwrap_or(tuned);
+    assert_eq!(lone.run(copied).await.unwrap().config["train"]["init_from"], json!(start));
+}
+
 /// Copying again copies only what the target does not hold yet (runs and sweeps are known by
 /// their identity, whatever their ids), names the runs that changed since, and a new run of a
 /// copied sweep joins the target's copy of that sweep. Copying back brings nothing twice.
@@ -1940,6 +1972,7 @@ on_both_backends!(
     a_worker_that_cannot_start_is_retried_then_its_run_fails_with_the_reason,
     concurrent_runners_claim_each_run_once_within_the_limit,
     db_copy_into_a_used_store_renumbers,
+    db_copy_keeps_a_run_s_starting_point,
     db_copy_again_copies_only_what_is_new,
     db_copy_of_picked_runs_brings_their_sweeps,
     db_copy_covers_every_column,

@@ -59,6 +59,13 @@ pub async fn copy(from: &StoreLocation, to: &StoreLocation, which: &RunPick, jso
             count(sweeps as usize, "sweep")
         );
     }
+    for s in &report.starts_elsewhere {
+        println!(
+            "  run {} starts from run {} of {from} (init_from={}), which this copy did not bring: its setting \
+             names that run of {from}; copy run {} too to keep the two together",
+            s.run, s.init_from, s.init_from, s.init_from
+        );
+    }
     for changed in &report.changed_since {
         println!(
             "  run {} has changed since: {} in {from}, {} in {to} (run {}); to copy it again, delete \

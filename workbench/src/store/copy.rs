@@ -157,6 +157,16 @@ pub struct CopyReport {
     pub changed_since: Vec<ChangedRun>,
     /// Sweeps the target already held (source id -> target id); runs copied into them join them.
     pub sweeps_already_there: BTreeMap<i64, i64>,
+    /// Copied runs that start from another run's parameters (`init_from`) that this copy did
+    /// not bring and the target does not hold: their setting still names the source's run.
+    pub starts_elsewhere: Vec<StartsElsewhere>,
+}
+
+/// A copied run (its target id) whose `init_from` names a run of the source store alone.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct StartsElsewhere {
+    pub run: i64,
+    pub init_from: i64,
 }
 
 /// A run held by both stores whose copies differ: trained on after it was copied, say.
@@ -237,6 +247,8 @@ impl Store {
             report.sweeps += 1;
         }
         let error_col = column_index(&RUNS, "error");
+        let config_col = column_index(&RUNS, "config");
+        let copied: BTreeSet<i64> = runs.iter().map(|row| int(&row[0])).collect();
         let claim_cols = [column_index(&RUNS, "claimed_by"), column_index(&RUNS, "claimed_at")];
         let claim_host = column_index(&RUNS, "claimed_host");
         for row in &runs {
@@ -249,6 +261,16 @@ impl Store {
             row[claim_cols[0]] = Value::Int(None);
             row[claim_cols[1]] = Value::Real(None);
             row[claim_host] = Value::Text(None);
+            // A run that starts from another's parameters names it by id: the id it has here.
+            let mut elsewhere = None;
+            if let Some(from) = init_from(&row[config_col]) {
+                let here = report.renumbered.get(&from).or(report.already_there.get(&from)).copied();
+                match here.or_else(|| (keep && copied.contains(&from)).then_some(from)) {
+                    Some(id) if id != from => row[config_col] = with_init_from(&row[config_col], id),
+                    Some(_) => {}
+                    None => elsewhere = Some(from),
+                }
+            }
             let was_running = row[status_col] == Value::Text(Some("running".into()));
             if was_running {
                 row[status_col] = Value::Text(Some("interrupted".into()));
@@ -263,6 +285,9 @@ impl Store {
             }
             if new != old {
                 report.renumbered.insert(old, new);
+            }
+            if let Some(init_from) = elsewhere {
+                report.starts_elsewhere.push(StartsElsewhere { run: new, init_from });
             }
             report.runs += 1;
             for table in &PER_RUN {
@@ -399,6 +424,23 @@ fn uid<'a>(table: &Table, row: &'a [Value]) -> Option<&'a str> {
         Value::Text(Some(uid)) => Some(uid),
         _ => None,
     }
+}
+
+/// The run a stored configuration starts from (`train.init_from`), if any.
+fn init_from(config: &Value) -> Option<i64> {
+    let Value::Text(Some(text)) = config else { return None };
+    let config: serde_json::Value = serde_json::from_str(text).ok()?;
+    config.pointer("/train/init_from")?.as_i64().filter(|id| *id > 0)
+}
+
+/// `config` starting from run `id` instead.
+fn with_init_from(config: &Value, id: i64) -> Value {
+    let Value::Text(Some(text)) = config else { return config.clone() };
+    let Ok(mut parsed) = serde_json::from_str::<serde_json::Value>(text) else { return config.clone() };
+    if let Some(slot) = parsed.pointer_mut("/train/init_from") {
+        *slot = serde_json::json!(id);
+    }
+    Value::Text(Some(parsed.to_string()))
 }
 
 fn int(value: &Value) -> i64 {
