@@ -1,6 +1,6 @@
 //! Evaluating trained parameters outside training: `workbench eval N` scores a stored run's
 //! checkpoint again with other evaluation settings (deeper iterations, more examples, other
-//! evaluation data) as a new finished run, and [`record_evaluation`] is the scoring and
+//! evaluation data) as a new finished run, and [`Scoring::record`] is the scoring and
 //! storing that it shares with `workbench import`.
 //!
 //! The evaluation is a run of its own, not rows added to the trained run, so the trained
