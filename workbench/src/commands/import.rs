@@ -68,7 +68,7 @@ pub async fn evaluate(
     }
     let picked = pick.select(store).await?;
     let has_checkpoint =
-        |r: &crate::store::RunRecord| crate::train::worker::checkpoint_path(store, r.id).is_ok_and(|p| p.is_file());
+        |r: &crate::store::RunRecord| crate::train::worker::existing_checkpoint(store, r.id).is_ok_and(|c| c.is_some());
     let (sources, left): (Vec<_>, Vec<_>) = picked.into_iter().partition(|r| pick.runs.is_some() || has_checkpoint(r));
     if !left.is_empty() {
         let ids: Vec<String> = left.iter().map(|r| format!("{} ({})", r.id, r.shown_status())).collect();
@@ -77,17 +77,17 @@ pub async fn evaluate(
     if sources.is_empty() {
         return Err(refused(anyhow::anyhow!("none of the runs picked has a checkpoint to evaluate")));
     }
-    for source in &sources {
-        evaluate::check(store, host, source, overrides)?;
-    }
-    let mut failed = Vec::new();
-    for source in &sources {
-        let evaluated = match evaluate::evaluate(store, host, source, overrides).await {
+    let checked: Vec<evaluate::Checked> =
+        sources.iter().map(|source| evaluate::check(store, host, source, overrides)).collect::<Result<_>>()?;
+    let (total, mut failed) = (checked.len(), Vec::new());
+    for checked in checked {
+        let source = checked.source;
+        let evaluated = match evaluate::evaluate(store, host, checked, overrides).await {
             Ok(evaluated) => evaluated,
-            Err(e) if sources.len() == 1 => return Err(e),
+            Err(e) if total == 1 => return Err(e),
             Err(e) => {
-                tracing::error!("run {}: {e:#}", source.id);
-                failed.push(source.id);
+                tracing::error!("run {source}: {e:#}");
+                failed.push(source);
                 continue;
             }
         };
@@ -105,5 +105,5 @@ pub async fn evaluate(
         return Ok(crate::exit_code::SUCCESS);
     }
     let ids: Vec<String> = failed.iter().map(i64::to_string).collect();
-    anyhow::bail!("{} of {} evaluations failed, of runs {} (see above)", failed.len(), sources.len(), ids.join(", "))
+    anyhow::bail!("{} of {total} evaluations failed, of runs {} (see above)", failed.len(), ids.join(", "))
 }

@@ -19,6 +19,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use candle_core::{DType, Device};
 use plugin_api::{PluginKind, Task, TaskInfo};
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 
 /// The trainer's keys an evaluation may change: they decide how the parameters are scored,
 /// not what they are. Every layer and task key may change too, as long as the checkpoint
@@ -42,44 +43,40 @@ pub struct Evaluated {
     pub lines: Vec<String>,
 }
 
-/// The configuration run `source` is evaluated with, `overrides` applied, once its checkpoint
-/// is known to exist: what [`evaluate`] checks before it reads the checkpoint, so that several
-/// runs are all checked before any is evaluated. Each error is a refusal naming the fix.
-pub fn check(store: &Store, host: &PluginHost, source: &RunRecord, overrides: &[String]) -> Result<RunConfig> {
+/// A run found fit to evaluate by [`check`]: the configuration it is evaluated with, and its
+/// checkpoint.
+pub struct Checked {
+    pub source: i64,
+    pub config: RunConfig,
+    pub checkpoint: PathBuf,
+}
+
+/// Whether run `source` can be evaluated with `overrides` applied: the settings are ones
+/// `eval` takes and `train` accepts, and the run has a checkpoint. Cheap (no model is built),
+/// so that several runs are all checked before any is evaluated. Each error is a refusal
+/// naming the fix.
+pub fn check(store: &Store, host: &PluginHost, source: &RunRecord, overrides: &[String]) -> Result<Checked> {
     let id = source.id;
     let trained = RunConfig::from_json(&source.config)?;
     let config = with_overrides(host, &trained, overrides).map_err(|e| refused(anyhow!("run {id}: {e:#}")))?;
-    let checkpoint_file = worker::checkpoint_path(store, id)?;
-    if !checkpoint_file.is_file() {
+    let Some(checkpoint) = worker::existing_checkpoint(store, id)? else {
         return Err(refused(anyhow!(
             "run {id} has no checkpoint to evaluate ({} does not exist): a run keeps one from its \
              first evaluation on, unless it was trained with checkpoint=false",
-            checkpoint_file.display()
+            worker::checkpoint_path(store, id)?.display()
         )));
-    }
-    Ok(config)
+    };
+    Ok(Checked { source: id, config, checkpoint })
 }
 
-/// Scores run `source`'s checkpoint with its configuration and `overrides` applied, as a new
-/// finished run tagged `eval`. Refused before anything is stored: what [`check`] refuses, and
-/// a configuration the checkpoint does not fit. An evaluation that fails leaves the new run
-/// `failed` with the reason.
-pub async fn evaluate(store: &Store, host: &PluginHost, source: &RunRecord, overrides: &[String]) -> Result<Evaluated> {
-    let config = check(store, host, source, overrides)?;
-    let (source, checkpoint_file) = (source.id, worker::checkpoint_path(store, source.id)?);
-    let layer_plugin = host.get(&config.layer, PluginKind::Layer)?;
-    let task_plugin = host.get(&config.task, PluginKind::Task)?;
-    let s = config.settings()?;
-    let device = crate::device::parse(&s.device).map_err(refused)?;
-    let task = host.build_task(&config.task, &config.task_config, s.seed)?;
-    let info = task.info().map_err(|e| anyhow!("task `{}`: {e}", config.task))?;
-    let params = Params::new(s.seed);
-    let vb = params.var_builder(DType::F32, &device);
-    let layer = host.build_layer(&config.layer, &config.layer_config, vb.pp("layer"))?;
-    task.build_model(vb.pp("task"), layer.width()).map_err(|e| anyhow!("task `{}`: {e}", config.task))?;
-    s.sphere.check(&*layer, &device).map_err(refused)?;
-    let mut opt = AdamW::new(params.vars(), adam_config(&s))?;
-    let step = checkpoint::load(&checkpoint_file, &mut opt, &device)
+/// Scores a checked run's checkpoint as a new finished run tagged `eval`. A configuration the
+/// checkpoint does not fit is refused before anything is stored; an evaluation that fails
+/// leaves the new run `failed` with the reason.
+pub async fn evaluate(store: &Store, host: &PluginHost, checked: Checked, overrides: &[String]) -> Result<Evaluated> {
+    let Checked { source, config, checkpoint: checkpoint_file } = checked;
+    let model = Model::build(host, &config).map_err(refused)?;
+    let opt = AdamW::new(model.params.vars(), adam_config(&model.settings))?;
+    let step = checkpoint::load_parameters(&checkpoint_file, &opt, &model.device)
         .with_context(|| {
             format!(
                 "run {source}'s checkpoint does not fit the model this configuration builds: `eval` takes \
@@ -89,6 +86,8 @@ pub async fn evaluate(store: &Store, host: &PluginHost, source: &RunRecord, over
         })
         .map_err(refused)?;
 
+    let layer_plugin = host.get(&config.layer, PluginKind::Layer)?;
+    let task_plugin = host.get(&config.task, PluginKind::Task)?;
     let mut new_run = crate::ops::launch::new_run(layer_plugin, task_plugin, &config)?;
     new_run.total_steps = Some(0);
     let pid = std::process::id();
@@ -98,13 +97,12 @@ pub async fn evaluate(store: &Store, host: &PluginHost, source: &RunRecord, over
     let first = format!("evaluating run {source}'s checkpoint (step {step}) with {given}");
     let stored = async {
         worker::record_builds(store, host, run, &config).await?;
-        store.set_param_count(run, params.count() as u64).await?;
-        store.set_metric_specs(run, &MetricDirection::of_task(&info)).await?;
+        store.set_param_count(run, model.params.count() as u64).await?;
+        store.set_metric_specs(run, &MetricDirection::of_task(&model.info)).await?;
         link_or_copy(&checkpoint_file, &worker::checkpoint_path(store, run)?)?;
         let file_name = worker::checkpoint_file(run).to_string_lossy().to_string();
         store.add_artifact(run, "checkpoint", &file_name, Some(step)).await?;
-        let scored = Scoring { host, config: &config, params: &params, task: &task, info: &info, device: &device };
-        let (eval, lines) = scored.record(store, run, step, layer.train_iterations(), first).await?;
+        let (eval, lines) = model.scoring(host, &config).record(store, run, step, first).await?;
         store.set_tags(run, &["eval".to_string()]).await?;
         store.set_notes(run, &format!("evaluation of run {source}'s checkpoint at step {step} with {given}")).await?;
         anyhow::Ok((eval, lines))
@@ -120,6 +118,41 @@ pub async fn evaluate(store: &Store, host: &PluginHost, source: &RunRecord, over
             store.finish(run, RunStatus::Failed, Some(&why)).await?;
             Err(anyhow!("run {run}: {why}"))
         }
+    }
+}
+
+/// A configuration's model built over fresh parameters (drawn from its seed), for the values
+/// of a checkpoint (`eval`) or of a published model (`import`) to fill.
+pub struct Model {
+    pub settings: TrainSettings,
+    pub device: Device,
+    pub task: Plugged<dyn Task>,
+    pub info: TaskInfo,
+    pub params: Params,
+    /// The training depth of the layer built.
+    pub train_depth: usize,
+}
+
+impl Model {
+    /// Builds the layer and the task's model; a sphere head the layer lacks is refused.
+    pub fn build(host: &PluginHost, config: &RunConfig) -> Result<Model> {
+        let settings = config.settings()?;
+        let device = crate::device::parse(&settings.device)?;
+        let task = host.build_task(&config.task, &config.task_config, settings.seed)?;
+        let info = task.info().map_err(|e| anyhow!("task `{}`: {e}", config.task))?;
+        let params = Params::new(settings.seed);
+        let vb = params.var_builder(DType::F32, &device);
+        let layer = host.build_layer(&config.layer, &config.layer_config, vb.pp("layer"))?;
+        // Building the model creates the task's parameters; the evaluation builds it again
+        // over the values filled in.
+        task.build_model(vb.pp("task"), layer.width()).map_err(|e| anyhow!("task `{}`: {e}", config.task))?;
+        settings.sphere.check(&*layer, &device)?;
+        Ok(Model { settings, device, task, info, params, train_depth: layer.train_iterations() })
+    }
+
+    /// What scores these parameters with `config`'s evaluation settings.
+    pub fn scoring<'a>(&'a self, host: &'a PluginHost, config: &'a RunConfig) -> Scoring<'a> {
+        Scoring { host, config, model: self }
     }
 }
 
@@ -163,12 +196,9 @@ fn link_or_copy(from: &std::path::Path, to: &std::path::Path) -> Result<()> {
 
 /// Trained parameters and what scoring them needs.
 pub struct Scoring<'a> {
-    pub host: &'a PluginHost,
-    pub config: &'a RunConfig,
-    pub params: &'a Params,
-    pub task: &'a Plugged<dyn Task>,
-    pub info: &'a TaskInfo,
-    pub device: &'a Device,
+    host: &'a PluginHost,
+    config: &'a RunConfig,
+    model: &'a Model,
 }
 
 impl Scoring<'_> {
@@ -180,21 +210,19 @@ impl Scoring<'_> {
         store: &Store,
         run: i64,
         step: u64,
-        train_depth: usize,
         first: String,
     ) -> Result<(BTreeMap<String, f64>, Vec<String>)> {
-        let s = self.config.settings()?;
-        let task_name = &self.config.task;
-        let batches = self
-            .task
-            .eval_batches(s.eval_batch, s.eval_examples, self.device)
-            .map_err(|e| anyhow!("task `{task_name}`: {e}"))?;
+        let Model { settings: s, device, task, info, params, train_depth } = self.model;
+        let train_depth = *train_depth;
+        let batches = task
+            .eval_batches(s.eval_batch, s.eval_examples, device)
+            .map_err(|e| anyhow!("task `{}`: {e}", self.config.task))?;
         let examples: usize = batches.iter().map(|b| b.size).sum();
         let depths = worker::eval_depths(train_depth, &s.eval_depths);
-        let threads = parallel::shard_count(s.threads, usize::MAX, self.device.is_cpu());
-        let (layer, model) = frozen_model(self.host, self.params, self.config, self.task, self.device)?;
+        let threads = parallel::shard_count(s.threads, usize::MAX, device.is_cpu());
+        let (layer, model) = frozen_model(self.host, params, self.config, task, device)?;
         let reports =
-            evaluate_depths(&layer, &model, &batches, &depths, train_depth, self.info.causal, threads, step, s.sphere)?;
+            evaluate_depths(&layer, &model, &batches, &depths, train_depth, info.causal, threads, step, s.sphere)?;
         let mut lines = vec![first];
         let (mut rows, mut diagnostics, mut eval) = (Vec::new(), Vec::new(), BTreeMap::new());
         // What `runs show` and the Live screen say each evaluation scored, as a worker records it.

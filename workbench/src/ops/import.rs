@@ -5,14 +5,12 @@
 
 use crate::host::PluginHost;
 use crate::import::{self, published_sudoku, source};
-use crate::ops::evaluate::{adam_config, Scoring};
-use crate::params::Params;
+use crate::ops::evaluate::{adam_config, Model};
 use crate::run_config::RunConfig;
 use crate::store::{MetricDirection, RunStatus, Store};
 use crate::train::optim::AdamW;
 use crate::train::{checkpoint, worker};
 use anyhow::{anyhow, Result};
-use candle_core::DType;
 use plugin_api::PluginKind;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -56,36 +54,26 @@ pub async fn import(
     let mut new_run = crate::ops::launch::new_run(layer_plugin, task_plugin, &config)?;
     // Trained elsewhere: no step of this run's own.
     new_run.total_steps = Some(0);
-    let s = config.settings()?;
-    let device = crate::device::parse(&s.device)?;
-    let built_task = host.build_task(&config.task, &config.task_config, s.seed)?;
-    let info = built_task.info().map_err(|e| anyhow!("task `{task}`: {e}"))?;
-    let params = Params::new(s.seed);
-    let vb = params.var_builder(DType::F32, &device);
-    let built_layer = host.build_layer(&config.layer, &config.layer_config, vb.pp("layer"))?;
-    // Building the model creates the task's parameters, which the import fills; the
-    // evaluation below uses a model built again over the filled values.
-    built_task.build_model(vb.pp("task"), built_layer.width()).map_err(|e| anyhow!("task `{task}`: {e}"))?;
-    // A head the layer lacks would only show as a note on the evaluation's diagnostics.
-    s.sphere.check(&*built_layer, &device)?;
+    // A sphere head the layer lacks is refused here: it would only show as a note on the
+    // evaluation's diagnostics.
+    let model = Model::build(host, &config)?;
     let slots = (layout.slots)(published_sudoku::block_count(&tensors));
-    let parameters = import::fill(&params, &tensors, &slots).map_err(|e| anyhow!("{}: {e}", file.display()))?;
+    let parameters = import::fill(&model.params, &tensors, &slots).map_err(|e| anyhow!("{}: {e}", file.display()))?;
 
     let pid = std::process::id();
     let run = store.create_claimed_run(&new_run, pid).await?;
     store.mark_running(run, pid).await?;
     let stored = async {
         worker::record_builds(store, host, run, &config).await?;
-        store.set_param_count(run, params.count() as u64).await?;
-        store.set_metric_specs(run, &MetricDirection::of_task(&info)).await?;
-        checkpoint::save(&worker::checkpoint_path(store, run)?, &AdamW::new(params.vars(), adam_config(&s))?, 0)?;
+        store.set_param_count(run, model.params.count() as u64).await?;
+        store.set_metric_specs(run, &MetricDirection::of_task(&model.info)).await?;
+        let opt = AdamW::new(model.params.vars(), adam_config(&model.settings))?;
+        checkpoint::save(&worker::checkpoint_path(store, run)?, &opt, 0)?;
         let file_name = worker::checkpoint_file(run).to_string_lossy().to_string();
         store.add_artifact(run, "checkpoint", &file_name, Some(0)).await?;
 
         let first = format!("imported {} ({parameters} parameters) with {}", file.display(), options.join(" "));
-        let scoring =
-            Scoring { host, config: &config, params: &params, task: &built_task, info: &info, device: &device };
-        let (eval, _) = scoring.record(store, run, 0, built_layer.train_iterations(), first).await?;
+        let (eval, _) = model.scoring(host, &config).record(store, run, 0, first).await?;
         store.set_tags(run, &["imported".to_string()]).await?;
         store.set_notes(run, &format!("imported from {}", file.display())).await?;
         anyhow::Ok(eval)

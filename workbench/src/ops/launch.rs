@@ -102,12 +102,11 @@ pub async fn check_starting_points(store: &Store, runs: &[NewRun]) -> Result<()>
             continue;
         }
         store.run(source).await.map_err(|e| anyhow::anyhow!("init_from={source}: {e}"))?;
-        let checkpoint = crate::train::worker::checkpoint_path(store, source)?;
-        if !checkpoint.is_file() {
+        if crate::train::worker::existing_checkpoint(store, source)?.is_none() {
             anyhow::bail!(
                 "init_from={source}: run {source} has no checkpoint to start from ({} does not exist); \
                  pick a run that evaluated at least once with checkpoint=true",
-                checkpoint.display()
+                crate::train::worker::checkpoint_path(store, source)?.display()
             );
         }
     }

@@ -47,6 +47,12 @@ pub fn checkpoint_path(store: &Store, id: i64) -> Result<PathBuf> {
     Ok(store.artifacts_dir()?.join(checkpoint_file(id)))
 }
 
+/// Run `id`'s checkpoint file, if it has one.
+pub fn existing_checkpoint(store: &Store, id: i64) -> Result<Option<PathBuf>> {
+    let path = checkpoint_path(store, id)?;
+    Ok(path.is_file().then_some(path))
+}
+
 /// How a training loop ended.
 enum Outcome {
     Finished,
