@@ -86,6 +86,8 @@ pub struct App {
     pub details: HashMap<i64, RunData>,
     /// Bumped whenever run data changes (cache key of the Compare panels).
     pub data_version: u64,
+    /// Bumped with every runs table the service sends (what is drawn from it is rebuilt).
+    pub snapshot_version: u64,
     pub plugins: PluginList,
     pub status: Option<(String, bool, Instant)>,
     /// Hot-reload output for the Plugins screen.
@@ -135,6 +137,7 @@ impl App {
             snapshot: Snapshot::default(),
             details: HashMap::new(),
             data_version: 0,
+            snapshot_version: 0,
             plugins,
             status: None,
             reload_log: Default::default(),
@@ -197,6 +200,7 @@ impl App {
         match update {
             Update::Runs(snapshot) => {
                 self.snapshot = snapshot;
+                self.snapshot_version += 1;
                 let ids: BTreeSet<i64> = self.snapshot.runs.iter().map(|r| r.id).collect();
                 self.runs.selected.retain(|id| ids.contains(id));
                 self.details.retain(|id, _| ids.contains(id));

@@ -31,8 +31,8 @@ pub enum Request {
     /// Queue these runs (several become one sweep `name`, declared by `spec`, as `workbench
     /// sweep` stores one); the queue starts them.
     Launch { runs: Vec<NewRun>, name: String, spec: crate::ops::grid::Spec },
-    /// Pause or release a queued run (`sweep`: every queued run of its sweep).
-    Pause { id: i64, sweep: bool },
+    /// Pause or release every queued run of this run's sweep.
+    PauseSweep(i64),
     /// Pause (`held`) or release these queued runs.
     Hold { ids: Vec<i64>, held: bool },
     /// Stop a running run (it becomes `interrupted` and keeps its data).
@@ -223,8 +223,8 @@ impl Service {
                 let list = ids.iter().map(|i| i.to_string()).collect::<Vec<_>>().join(", ");
                 self.send(Update::Info(format!("queued run {list}")));
             }
-            Request::Pause { id, sweep } => {
-                let toggled = ops::runs::toggle_hold(&self.store, id, sweep).await?;
+            Request::PauseSweep(id) => {
+                let toggled = ops::runs::toggle_hold(&self.store, id, true).await?;
                 self.send(Update::Info(toggled.describe()));
             }
             Request::Hold { ids, held } => {
@@ -268,7 +268,8 @@ impl Service {
             Request::Evaluate { ids, overrides } => {
                 let child = evaluation::start(&self.store, &self.plugin_dirs, &ids, &overrides)?;
                 let listed: Vec<String> = ids.iter().map(i64::to_string).collect();
-                self.send(Update::Info(format!("evaluating the checkpoint of runs {} again…", listed.join(", "))));
+                let runs = if ids.len() == 1 { "run" } else { "runs" };
+                self.send(Update::Info(format!("evaluating the checkpoints of {runs} {} again…", listed.join(", "))));
                 tokio::spawn(evaluation::report(child, self.updates.clone()));
             }
             Request::ExportPlot { runs, out } => {

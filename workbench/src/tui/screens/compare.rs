@@ -36,6 +36,8 @@ pub struct CompareState {
     trajectories: TrajectoryCache,
     /// The differences table in place of the panels.
     pub differences: bool,
+    /// The differences table last built.
+    pub table: differences::TableCache,
     /// The differences table's first line shown.
     pub scroll: usize,
 }

@@ -8,11 +8,13 @@ use crate::store::{MetricSummary, PluginRef, RunRecord};
 use crate::tui::app::App;
 use crate::tui::column_fit::{fit_widths, Wanted};
 use crate::tui::compare::colour;
+use crate::tui::draw_cache::DrawCache;
 use crate::tui::ui::{bold, dim};
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::Style;
-use ratatui::widgets::{Block, Borders, Cell, Paragraph, Row, Table, Wrap};
+use ratatui::widgets::{Block, Borders, Cell, Paragraph, Row, Table as TableWidget, Wrap};
 use ratatui::Frame;
+use std::rc::Rc;
 
 /// Widest a run's column gets (longer values are cut): a build, `energy-transformer 0.1.0
 /// 7dd4dc63`, whole.
@@ -85,6 +87,21 @@ fn compared(app: &App) -> Result<RunDiff, String> {
     diff::compare(&runs, &summaries).map_err(|e| e.to_string())
 }
 
+/// The diff of the compared runs and its lines, built once per snapshot and set of runs.
+pub struct Table {
+    diff: RunDiff,
+    lines: Vec<Line>,
+}
+
+/// Where [`Table`] is kept between frames: keyed by the compared runs and the snapshot read.
+pub type TableCache = DrawCache<(Vec<i64>, u64), Result<Table, String>>;
+
+/// The table of the compared runs, from the cache when neither they nor the snapshot changed.
+fn table(app: &App) -> Rc<Result<Table, String>> {
+    let key = (app.compared_runs(), app.snapshot_version);
+    app.compare.table.get(key, || compared(app).map(|diff| Table { lines: lines(&diff), diff }))
+}
+
 /// How many of the table's lines show in an area `height` cells high (its borders, its
 /// header and the note under it take four).
 fn visible_lines(height: u16) -> usize {
@@ -93,20 +110,20 @@ fn visible_lines(height: u16) -> usize {
 
 /// The furthest the table scrolls in the screen's body: its last line at the bottom.
 pub fn last_scroll(app: &App) -> usize {
-    let count = compared(app).map_or(0, |diff| lines(&diff).len());
+    let count = table(app).as_ref().as_ref().map_or(0, |t| t.lines.len());
     count.saturating_sub(visible_lines(app.areas.body.height))
 }
 
 /// Draws the table from line `scroll` on, with a note of what is left out below it.
 pub fn draw(frame: &mut Frame, area: Rect, app: &App, scroll: usize) {
-    let diff = match compared(app) {
-        Ok(d) => d,
+    let table = table(app);
+    let Table { diff, lines } = match table.as_ref() {
+        Ok(table) => table,
         Err(why) => {
-            frame.render_widget(Paragraph::new(why).wrap(Wrap { trim: true }), area);
+            frame.render_widget(Paragraph::new(why.as_str()).wrap(Wrap { trim: true }), area);
             return;
         }
     };
-    let lines = lines(&diff);
     let [table_area, note_area] = Layout::vertical([Constraint::Min(0), Constraint::Length(1)]).areas(area);
     let heads: Vec<String> = diff.runs.iter().map(|id| format!("run {id}")).collect();
     let cells = |i: usize| -> Vec<usize> {
@@ -163,7 +180,7 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, scroll: usize) {
         crate::wording::count(diff.metrics.len(), "final metric"),
     );
     frame.render_widget(
-        Table::new(rows, constraints)
+        TableWidget::new(rows, constraints)
             .header(header)
             .column_spacing(2)
             .block(Block::default().borders(Borders::ALL).title(title)),

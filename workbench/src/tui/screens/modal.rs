@@ -45,21 +45,7 @@ pub fn key(app: &mut App, modal: Modal, key: KeyEvent) {
                     }
                 },
                 KeyCode::Tab | KeyCode::BackTab | KeyCode::Up | KeyCode::Down => on_tags = !on_tags,
-                KeyCode::Backspace => {
-                    if on_tags {
-                        tags.pop()
-                    } else {
-                        notes.pop()
-                    };
-                }
-                KeyCode::Char(c) => {
-                    if on_tags {
-                        tags.push(c)
-                    } else {
-                        notes.push(c)
-                    }
-                }
-                _ => {}
+                code => type_into(if on_tags { &mut tags } else { &mut notes }, code),
             }
             app.modal = Some(Modal::Annotate { id, notes, tags, on_tags });
         }
@@ -70,11 +56,7 @@ pub fn key(app: &mut App, modal: Modal, key: KeyEvent) {
                     Ok(edit) => return app.send(Request::Retag { ids, edit }),
                     Err(e) => app.say(format!("{e:#}"), true),
                 },
-                KeyCode::Backspace => {
-                    text.pop();
-                }
-                KeyCode::Char(c) => text.push(c),
-                _ => {}
+                code => type_into(&mut text, code),
             }
             app.modal = Some(Modal::Tags { ids, text });
         }
@@ -85,11 +67,7 @@ pub fn key(app: &mut App, modal: Modal, key: KeyEvent) {
                     Ok(overrides) => return app.send(Request::Evaluate { ids, overrides }),
                     Err(e) => app.say(e, true),
                 },
-                KeyCode::Backspace => {
-                    text.pop();
-                }
-                KeyCode::Char(c) => text.push(c),
-                _ => {}
+                code => type_into(&mut text, code),
             }
             app.modal = Some(Modal::Evaluate { ids, text });
         }
@@ -111,14 +89,21 @@ pub fn key(app: &mut App, modal: Modal, key: KeyEvent) {
                 }
                 KeyCode::Enter if save => return super::launch::save_file(app, path.trim()),
                 KeyCode::Enter => return super::launch::load_file(app, path.trim()),
-                KeyCode::Backspace => {
-                    path.pop();
-                }
-                KeyCode::Char(c) => path.push(c),
-                _ => {}
+                code => type_into(&mut path, code),
             }
             app.modal = Some(Modal::ExperimentFile { save, path });
         }
+    }
+}
+
+/// A key typed into a dialog's text field: a character added, Backspace taking the last.
+fn type_into(text: &mut String, code: KeyCode) {
+    match code {
+        KeyCode::Backspace => {
+            text.pop();
+        }
+        KeyCode::Char(c) => text.push(c),
+        _ => {}
     }
 }
 

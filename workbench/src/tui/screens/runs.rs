@@ -222,7 +222,7 @@ impl Component for Runs {
             Action::Pause => pause(app, marked_or_cursor(app)),
             Action::PauseSweep => {
                 if let Some(r) = app.cursor_run() {
-                    app.send(Request::Pause { id: r.id, sweep: true });
+                    app.send(Request::PauseSweep(r.id));
                 }
             }
             Action::MoreWorkers => set_workers(app, app.workers.saturating_add(1)),
