@@ -11,8 +11,8 @@ use std::collections::{BTreeMap, BTreeSet};
 /// `a` and `b` (the fields a diff had before it took more runs).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Pair<T> {
-    pub a: Option<T>,
-    pub b: Option<T>,
+    pub a: T,
+    pub b: T,
 }
 
 /// One value per compared run (`None`: the run has no such value), with `a` and `b` beside
@@ -21,16 +21,12 @@ pub struct Pair<T> {
 pub struct Values<T> {
     pub values: Vec<Option<T>>,
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
-    pub pair: Option<Pair<T>>,
+    pub pair: Option<Pair<Option<T>>>,
 }
 
 impl<T: Clone> Values<T> {
     fn new(values: Vec<Option<T>>) -> Self {
-        let pair = match values.as_slice() {
-            [a, b] => Some(Pair { a: a.clone(), b: b.clone() }),
-            _ => None,
-        };
-        Values { values, pair }
+        Values { pair: pair(&values), values }
     }
 }
 
@@ -161,10 +157,10 @@ pub fn value_text(split: &str, name: &str, value: f64) -> String {
     }
 }
 
-/// Two items as `a` and `b`.
+/// Two items as `a` and `b`; `None` for any other number.
 fn pair<T: Clone>(items: &[T]) -> Option<Pair<T>> {
     match items {
-        [a, b] => Some(Pair { a: Some(a.clone()), b: Some(b.clone()) }),
+        [a, b] => Some(Pair { a: a.clone(), b: b.clone() }),
         _ => None,
     }
 }
