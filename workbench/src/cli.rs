@@ -117,8 +117,8 @@ pub enum Command {
         json: bool,
     },
     /// Score a stored run's checkpoint again with other evaluation settings (deeper
-    /// iterations, more examples, other evaluation data), stored as a new finished run tagged
-    /// `eval`: `workbench eval 12 eval_depths=2,4 eval_examples=1000`.
+    /// iterations, more examples, other evaluation data) as a new run tagged `eval`, run by the
+    /// executor as any run is: `workbench eval 12 eval_depths=2,4 eval_examples=1000`.
     Eval {
         /// The runs whose checkpoints are scored (`12`, `12,13` or `12 13`), then the settings
         /// that differ from theirs, `key=value`: the trainer's evaluation keys (eval_depths,
@@ -129,7 +129,15 @@ pub enum Command {
         args: Vec<String>,
         #[command(flatten)]
         pick: commands::runs::RunPick,
-        /// Machine-readable output.
+        /// Evaluations at once (default: one per CUDA device, else 1; with --executor slurm,
+        /// 256 jobs).
+        #[arg(long, value_parser = at_least_one)]
+        jobs: Option<usize>,
+        /// Only queue the evaluations; `workbench queue` or the TUI starts them.
+        #[arg(long)]
+        detach: bool,
+        /// JSON lines on stdout: the queued evaluations, each start and end, then what each
+        /// scored.
         #[arg(long)]
         json: bool,
     },
@@ -848,11 +856,13 @@ async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
             let store = commands::open_store(&db, &artifacts).await?;
             commands::import::run(&store, &host, &file, &layer, &task, &overrides, json).await
         }
-        Some(Command::Eval { args, pick, json }) => {
-            let (pick, overrides) = commands::import::runs_and_settings(args, pick)?;
+        Some(Command::Eval { args, pick, jobs, detach, json }) => {
+            let (pick, overrides) = commands::eval::runs_and_settings(args, pick)?;
             let host = commands::load_plugins(&dirs);
             let store = commands::open_store(&db, &artifacts).await?;
-            commands::import::evaluate(&store, &host, &pick, &overrides, json).await
+            let jobs = jobs.unwrap_or_else(|| executor.default_jobs());
+            let how = commands::eval::EvalArgs { dirs: &dirs, executor: &executor, jobs, detach, json };
+            commands::eval::evaluate(&store, &host, &pick, &overrides, how).await
         }
         Some(Command::Resume { run, json }) => {
             let store = commands::open_store(&db, &artifacts).await?;

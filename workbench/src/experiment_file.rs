@@ -436,6 +436,7 @@ mod tests {
             layer_config: layer,
             task_config: Config::default(),
             train,
+            evaluates: None,
         };
         let text = to_toml(&config, &["run 1".into()]);
         assert!(text.starts_with("# run 1\n"), "{text}");

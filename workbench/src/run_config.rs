@@ -69,6 +69,11 @@ pub struct RunConfig {
     pub task_config: Config,
     /// Validated trainer hyperparameters.
     pub train: Config,
+    /// The run whose checkpoint this run scores instead of training (`workbench eval`): its
+    /// worker evaluates those parameters with these settings. Never an override: only `eval`
+    /// sets it, after checking that the checkpoint fits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub evaluates: Option<i64>,
 }
 
 /// The three namespaces an override can address (and the Launch form's fields belong to).
@@ -157,7 +162,8 @@ impl RunConfig {
                 task.name
             );
         }
-        let run = RunConfig { layer: layer.name.clone(), task: task.name.clone(), layer_config, task_config, train };
+        let (layer_name, task_name) = (layer.name.clone(), task.name.clone());
+        let run = RunConfig { layer: layer_name, task: task_name, layer_config, task_config, train, evaluates: None };
         run.settings().context("invalid training settings")?;
         Ok(run)
     }
@@ -482,6 +488,7 @@ mod tests {
             layer_config: Config::default(),
             task_config: Config::default(),
             train,
+            evaluates: None,
         };
         let stored = RunConfig::from_json(&run.to_json()).unwrap();
         assert_eq!(stored.settings().unwrap().threads, 0);

@@ -197,6 +197,34 @@ async fn a_sweep_runs_as_slurm_jobs_into_postgres() {
     assert_eq!(jobs.len(), 4, "one job per run");
 }
 
+/// `eval` on the cluster: a run trained as a Slurm job is evaluated again by a Slurm job of
+/// its own, which reads the checkpoint from the shared artifacts directory.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_evaluation_runs_as_a_slurm_job() {
+    let Some(cluster) = Cluster::new("slurm-eval").await else { return };
+    let mut args = vec!["train", "--layer", "hyperset", "--task", "sudoku", "steps=4", "eval_every=2"];
+    args.extend(TINY);
+    let (code, _, err) = run(cluster.workbench().args(&args));
+    assert_eq!(code, 0, "{err}");
+    let (code, out, err) = run(cluster.workbench().args(["eval", "1", "eval_depths=2", "--json"]));
+    assert_eq!(code, 0, "{err}");
+    let events: Vec<Value> = out.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let started = events.iter().find(|e| e["event"] == "started").expect("a start event");
+    let job = started["job"].as_str().expect("the Slurm job of the evaluation");
+    let evaluated = events.iter().find(|e| e["event"] == "evaluated").expect("what it scored");
+    assert_eq!(
+        (&evaluated["run"], &evaluated["source"], &evaluated["status"]),
+        (&2.into(), &1.into(), &"finished".into())
+    );
+    assert!(evaluated["eval"]["cell_acc"].is_number(), "{evaluated}");
+    let shown = cluster.show(2);
+    assert_eq!(shown["run"]["supervision"]["executor"], "slurm", "{shown}");
+    assert_eq!(shown["run"]["supervision"]["job_id"], job, "{shown}");
+    assert!(shown["metrics"].as_array().unwrap().iter().any(|m| m["split"] == "eval@4"), "{shown}");
+    let script = cluster.db.dir.join("artifacts/runs/2/slurm.sh");
+    assert!(std::fs::read_to_string(&script).unwrap().contains("worker --run 2 --resume"));
+}
+
 /// The TUI on Slurm and PostgreSQL, as a lab uses it: a queued run is submitted by the TUI's
 /// queue as a Slurm job (the status line names the job), trains on the cluster on the CPUs
 /// Slurm allotted, and is shown finished; the store label names the executor.

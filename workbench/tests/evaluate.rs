@@ -7,6 +7,12 @@ use crate::common;
 use common::{run, temp_dir, train_tiny, workbench};
 use serde_json::{json, Value};
 
+/// What `eval --json` printed that each evaluation scored (its `evaluated` events).
+fn evaluations(out: &str) -> Vec<Value> {
+    let events = out.lines().map(|l| serde_json::from_str::<Value>(l).unwrap_or_else(|e| panic!("{e}: {l}")));
+    events.filter(|e| e["event"] == "evaluated").collect()
+}
+
 #[test]
 fn eval_scores_a_checkpoint_deeper_and_on_other_data_as_a_new_run() {
     let dir = temp_dir("eval");
@@ -21,8 +27,11 @@ fn eval_scores_a_checkpoint_deeper_and_on_other_data_as_a_new_run() {
         "--json",
     ]));
     assert_eq!(code, 0, "{err}");
-    let evaluated: Value = serde_json::from_str(&out).unwrap();
+    let queued: Value = serde_json::from_str(out.lines().next().unwrap()).unwrap();
+    assert_eq!(queued, json!({"event": "queued", "runs": [{"run": 2, "source": 1}]}), "{out}");
+    let [evaluated] = <[Value; 1]>::try_from(evaluations(&out)).unwrap();
     assert_eq!((evaluated["run"].clone(), evaluated["source"].clone()), (json!(2), json!(1)), "{evaluated}");
+    assert_eq!(evaluated["status"], json!("finished"), "{evaluated}");
     assert_eq!(evaluated["step"], json!(4), "the checkpoint of the last step: {evaluated}");
     assert!(evaluated["eval"]["cell_acc"].is_number(), "{evaluated}");
 
@@ -47,7 +56,7 @@ fn eval_scores_a_checkpoint_deeper_and_on_other_data_as_a_new_run() {
     // again from its checkpoint with 4 as the depth: the same parameters on the same boards.
     let (code, out, err) = run(workbench(&dir).args(["eval", "1", "iterations=4", "eval_depths=", "--json"]));
     assert_eq!(code, 0, "{err}");
-    let again: Value = serde_json::from_str(&out).unwrap();
+    let again = evaluations(&out).remove(0);
     let (_, trained, _) = run(workbench(&dir).args(["runs", "show", "1", "--json"]));
     let trained: Value = serde_json::from_str(&trained).unwrap();
     let at_4 = |name: &str| {
@@ -69,12 +78,26 @@ fn eval_scores_a_checkpoint_deeper_and_on_other_data_as_a_new_run() {
     // Several runs at once, picked like any: one new run each, one JSON line each.
     let (code, out, err) = run(workbench(&dir).args(["eval", "--filter", "tag:eval", "eval_depths=", "--json"]));
     assert_eq!(code, 0, "{err}");
-    let sources: Vec<Value> =
-        out.lines().map(|l| serde_json::from_str::<Value>(l).unwrap()["source"].clone()).collect();
+    let sources: Vec<Value> = evaluations(&out).iter().map(|e| e["source"].clone()).collect();
     assert_eq!(sources, [json!(2), json!(3), json!(4)], "{out}");
     let (code, out, err) = run(workbench(&dir).args(["eval", "1", "4", "eval_examples=4"]));
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("runs diff 1 8") && out.contains("runs diff 4 9"), "{out}");
+
+    // Only queued (`--detach`): the queue runs it later, as any queued run.
+    let (code, out, err) = run(workbench(&dir).args(["eval", "1", "eval_depths=", "--detach", "--json"]));
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out.trim(), r#"{"event":"queued","runs":[{"run":10,"source":1}]}"#, "{out}");
+    let status = |id: &str| {
+        let (_, show, _) = run(workbench(&dir).args(["runs", "show", id, "--json"]));
+        serde_json::from_str::<Value>(&show).unwrap()["run"]["status"].clone()
+    };
+    assert_eq!(status("10"), json!("queued"));
+    let (code, _, err) = run(workbench(&dir).args(["queue"]));
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(status("10"), json!("finished"), "{err}");
+    let (_, log, _) = run(workbench(&dir).args(["runs", "log", "10"]));
+    assert!(log.contains("evaluating run 1's checkpoint (step 4) with eval_depths=\n"), "{log}");
 }
 
 #[test]

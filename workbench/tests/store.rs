@@ -1330,8 +1330,9 @@ async fn db_copy_into_a_used_store_renumbers(backend: Backend) {
     assert_eq!(members, vec![a, report.renumbered[&ids[1]]], "sweep membership follows the new ids");
 }
 
-/// A copied run that starts from another run's parameters (`init_from`) names that run by
-/// the id its copy has in the target; one whose starting run stays behind is reported.
+/// A copied run that starts from another run's parameters (`init_from`) or evaluates its
+/// checkpoint (`evaluates`) names that run by the id its copy has in the target; one whose
+/// other run stays behind is reported.
 async fn db_copy_keeps_a_run_s_starting_point(backend: Backend) {
     let Some(CopyPair { target_db: _target_db, _source_db, source, target, ids: _ }) =
         copy_pair(backend, "copy-init-from").await
@@ -1342,6 +1343,9 @@ async fn db_copy_keeps_a_run_s_starting_point(backend: Backend) {
     let mut tuned = new_run(8);
     tuned.config = json!({"train": {"init_from": start, "lr": 0.0003}});
     let tuned = source.create_run(&tuned).await.unwrap();
+    let mut scored = new_run(9);
+    scored.config = json!({"train": {"eval_depths": [2.0]}, "evaluates": start});
+    let scored = source.create_run(&scored).await.unwrap();
     // The target's own run takes the first id: the copies are numbered anew.
     target.create_run(&new_run(42)).await.unwrap();
     let report = source.copy_into(&target, None).await.unwrap();
@@ -1350,14 +1354,16 @@ async fn db_copy_keeps_a_run_s_starting_point(backend: Backend) {
     let config = target.run(tuned_here).await.unwrap().config;
     assert_eq!(config["train"]["init_from"], json!(start_here), "{config}");
     assert_eq!(config["train"]["lr"], json!(0.0003), "the rest of the configuration as it was");
-    assert!(report.starts_elsewhere.is_empty(), "{report:?}");
+    let config = target.run(report.renumbered[&scored]).await.unwrap().config;
+    assert_eq!(config["evaluates"], json!(start_here), "an evaluation names its source's copy: {config}");
+    assert!(report.refers_elsewhere.is_empty(), "{report:?}");
 
     // The tuned run alone, into a store that holds neither: reported, its setting unchanged.
     let lone_db = TestDb::new(backend, "copy-init-from-lone").await.unwrap();
     let lone = lone_db.open().await;
-    let report = source.copy_into(&lone, Some(&[tuned].into())).await.unwrap();
-    assert_eq!(report.starts_elsewhere.len(), 1, "{report:?}");
-    assert_eq!(report.starts_elsewhere[0].init_from, start);
+    let report = source.copy_into(&lone, Some(&[tuned, scored].into())).await.unwrap();
+    let elsewhere: Vec<_> = report.refers_elsewhere.iter().map(|r| (r.setting, r.other)).collect();
+    assert_eq!(elsewhere, [("init_from", start), ("evaluates", start)], "{report:?}");
     let copied = report.renumbered.get(&tuned).copied().unwrap_or(tuned);
     assert_eq!(lone.run(copied).await.unwrap().config["train"]["init_from"], json!(start));
 }

@@ -63,11 +63,11 @@ fn launch_a_tiny_run_from_the_form_and_watch_it_finish() {
     tmux.keys(&["L"]);
     let screen = tmux.wait_for("finished", 120);
     assert!(screen.contains("hyperset") && screen.contains("4/4"), "{screen}");
-    // E scores its checkpoint again, deeper, in a `workbench eval` of its own.
+    // E queues an evaluation of its checkpoint, deeper; the TUI's queue runs it.
     tmux.keys(&["E"]);
     tmux.wait_for("Evaluate run 1's checkpoint again", 5);
     tmux.keys(&["eval_depths=4", "Enter"]);
-    tmux.wait_for("run 1's checkpoint (step 4) scored again", 60);
+    tmux.wait_for("finished 0/0", 60);
     let code = tmux.quit();
     assert_eq!(code, "0", "the workbench exited with {code}");
 

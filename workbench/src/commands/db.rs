@@ -59,11 +59,15 @@ pub async fn copy(from: &StoreLocation, to: &StoreLocation, which: &RunPick, jso
             count(sweeps as usize, "sweep")
         );
     }
-    for s in &report.starts_elsewhere {
+    for r in &report.refers_elsewhere {
+        let (run, other) = (r.run, r.other);
+        let names = match r.setting {
+            "evaluates" => format!("evaluates the checkpoint of run {other} of {from}"),
+            setting => format!("starts from run {other} of {from} ({setting}={other})"),
+        };
         println!(
-            "  run {} starts from run {} of {from} (init_from={}), which this copy did not bring: its setting \
-             names that run of {from}; copy run {} too to keep the two together",
-            s.run, s.init_from, s.init_from, s.init_from
+            "  run {run} {names}, which this copy did not bring: its setting names that run of {from}; \
+             copy run {other} too to keep the two together"
         );
     }
     for changed in &report.changed_since {

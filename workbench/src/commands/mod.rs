@@ -10,6 +10,7 @@ pub mod completions;
 pub mod datasets;
 pub mod db;
 pub mod doctor;
+pub mod eval;
 pub mod import;
 pub mod plot;
 pub mod plugin_new;

@@ -5,10 +5,10 @@
 
 use crate::host::PluginHost;
 use crate::import::{self, published_sudoku, source};
-use crate::ops::evaluate::{adam_config, Model};
 use crate::run_config::RunConfig;
 use crate::store::{MetricDirection, RunStatus, Store};
 use crate::train::optim::AdamW;
+use crate::train::scoring::{adam_config, Model};
 use crate::train::{checkpoint, worker};
 use anyhow::{anyhow, Result};
 use plugin_api::PluginKind;

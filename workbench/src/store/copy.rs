@@ -157,17 +157,24 @@ pub struct CopyReport {
     pub changed_since: Vec<ChangedRun>,
     /// Sweeps the target already held (source id -> target id); runs copied into them join them.
     pub sweeps_already_there: BTreeMap<i64, i64>,
-    /// Copied runs that start from another run's parameters (`init_from`) that this copy did
-    /// not bring and the target does not hold: their setting still names the source's run.
-    pub starts_elsewhere: Vec<StartsElsewhere>,
+    /// Copied runs that name another run (starting from its parameters, `init_from`, or
+    /// evaluating its checkpoint, `evaluates`) that this copy did not bring and the target does
+    /// not hold: their setting still names the source's run.
+    pub refers_elsewhere: Vec<RefersElsewhere>,
 }
 
-/// A copied run (its target id) whose `init_from` names a run of the source store alone.
+/// A copied run (its target id) whose `setting` names run `other` of the source store alone.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct StartsElsewhere {
+pub struct RefersElsewhere {
     pub run: i64,
-    pub init_from: i64,
+    /// `init_from` or `evaluates` ([`RUN_REFERENCES`]).
+    pub setting: &'static str,
+    pub other: i64,
 }
+
+/// Where a stored configuration names another run by id: the run it starts from
+/// (`train.init_from`) and the run whose checkpoint it evaluates (`evaluates`).
+pub const RUN_REFERENCES: [(&str, &str); 2] = [("init_from", "/train/init_from"), ("evaluates", "/evaluates")];
 
 /// A run held by both stores whose copies differ: trained on after it was copied, say.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -261,14 +268,16 @@ impl Store {
             row[claim_cols[0]] = Value::Int(None);
             row[claim_cols[1]] = Value::Real(None);
             row[claim_host] = Value::Text(None);
-            // A run that starts from another's parameters names it by id: the id it has here.
-            let mut elsewhere = None;
-            if let Some(from) = init_from(&row[config_col]) {
-                let here = report.renumbered.get(&from).or(report.already_there.get(&from)).copied();
-                match here.or_else(|| (keep && copied.contains(&from)).then_some(from)) {
-                    Some(id) if id != from => row[config_col] = with_init_from(&row[config_col], id),
+            // A run that starts from another's parameters, or evaluates its checkpoint, names
+            // it by id: the id it has here.
+            let mut elsewhere = Vec::new();
+            for (setting, pointer) in RUN_REFERENCES {
+                let Some(other) = run_reference(&row[config_col], pointer) else { continue };
+                let here = report.renumbered.get(&other).or(report.already_there.get(&other)).copied();
+                match here.or_else(|| (keep && copied.contains(&other)).then_some(other)) {
+                    Some(id) if id != other => row[config_col] = with_run_reference(&row[config_col], pointer, id),
                     Some(_) => {}
-                    None => elsewhere = Some(from),
+                    None => elsewhere.push((setting, other)),
                 }
             }
             let was_running = row[status_col] == Value::Text(Some("running".into()));
@@ -286,8 +295,8 @@ impl Store {
             if new != old {
                 report.renumbered.insert(old, new);
             }
-            if let Some(init_from) = elsewhere {
-                report.starts_elsewhere.push(StartsElsewhere { run: new, init_from });
+            for (setting, other) in elsewhere {
+                report.refers_elsewhere.push(RefersElsewhere { run: new, setting, other });
             }
             report.runs += 1;
             for table in &PER_RUN {
@@ -426,18 +435,18 @@ fn uid<'a>(table: &Table, row: &'a [Value]) -> Option<&'a str> {
     }
 }
 
-/// The run a stored configuration starts from (`train.init_from`), if any.
-fn init_from(config: &Value) -> Option<i64> {
+/// The run a stored configuration names at `pointer` (one of [`RUN_REFERENCES`]), if any.
+fn run_reference(config: &Value, pointer: &str) -> Option<i64> {
     let Value::Text(Some(text)) = config else { return None };
     let config: serde_json::Value = serde_json::from_str(text).ok()?;
-    config.pointer("/train/init_from")?.as_i64().filter(|id| *id > 0)
+    config.pointer(pointer)?.as_i64().filter(|id| *id > 0)
 }
 
-/// `config` starting from run `id` instead.
-fn with_init_from(config: &Value, id: i64) -> Value {
+/// `config` naming run `id` at `pointer` instead.
+fn with_run_reference(config: &Value, pointer: &str, id: i64) -> Value {
     let Value::Text(Some(text)) = config else { return config.clone() };
     let Ok(mut parsed) = serde_json::from_str::<serde_json::Value>(text) else { return config.clone() };
-    if let Some(slot) = parsed.pointer_mut("/train/init_from") {
+    if let Some(slot) = parsed.pointer_mut(pointer) {
         *slot = serde_json::json!(id);
     }
     Value::Text(Some(parsed.to_string()))

@@ -11,6 +11,7 @@ mod optim_update;
 pub mod outbox;
 pub mod parallel;
 pub mod schedule;
+pub mod scoring;
 pub mod stop;
 pub mod system;
 pub mod worker;

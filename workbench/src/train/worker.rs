@@ -103,7 +103,13 @@ pub async fn run(store: &Store, host: &PluginHost, run_id: i64, resume: bool) ->
     // A Slurm job always starts its worker with `--resume` (a requeued job must continue);
     // only a run that started before has an attempt to resume or restart.
     let resume = resume && record.started_at.is_some();
-    let result = train(store, host, run_id, &config, resume, flags, &mut log).await;
+    let result = match config.evaluates {
+        // A run of `workbench eval`: scored, not trained; run again whole if its job is.
+        Some(source) => {
+            super::scoring::evaluate_checkpoint(store, host, run_id, source, &config).await.map(|()| Outcome::Finished)
+        }
+        None => train(store, host, run_id, &config, resume, flags, &mut log).await,
+    };
     let lost = || {
         let message = format!(
             "run {run_id} is no longer this worker's (while this worker could not renew its lease, the run \

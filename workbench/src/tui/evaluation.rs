@@ -1,6 +1,8 @@
-//! The TUI's `E`: runs' checkpoints scored again by a `workbench eval` process of its own, as
-//! the command line does it, so that the evaluation (seconds to minutes of compute) never holds
-//! up the service's reading of the store; what it reports becomes status-bar lines.
+//! The TUI's `E`: runs' checkpoints checked and queued for evaluation by a `workbench eval
+//! --detach` process of its own, so that the check (which builds the model and reads each
+//! checkpoint) never holds up the service's reading of the store; the TUI's queue then starts
+//! the evaluations with its executor, as any queued run. What the process reports becomes
+//! status-bar lines.
 
 use super::service::Update;
 use anyhow::{Context, Result};
@@ -10,17 +12,18 @@ use std::sync::mpsc::Sender;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
 use tokio::process::{Child, Command};
 
-/// Starts `workbench --db ... -q eval IDS OVERRIDES --json` on the TUI's store and plugins.
+/// Starts `workbench --db ... -q eval IDS OVERRIDES --detach --json` on the TUI's store and
+/// plugins.
 pub fn start(store: &crate::store::Store, plugin_dirs: &[PathBuf], ids: &[i64], overrides: &[String]) -> Result<Child> {
     let mut cmd = Command::new(crate::train::launch::workbench_exe()?);
     cmd.args(crate::train::launch::store_args(store, plugin_dirs));
-    cmd.arg("-q").arg("eval").args(ids.iter().map(i64::to_string)).args(overrides).arg("--json");
-    // Its own process group: the terminal's signals are the TUI's; the evaluation finishes.
+    cmd.arg("-q").arg("eval").args(ids.iter().map(i64::to_string)).args(overrides).args(["--detach", "--json"]);
+    // Its own process group: the terminal's signals are the TUI's.
     cmd.process_group(0).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).kill_on_drop(false);
     cmd.spawn().context("cannot start `workbench eval`")
 }
 
-/// Reports each evaluation as it ends, then the error the process ended with, if any.
+/// Reports the evaluations queued, or the error the process ended with.
 pub async fn report(mut child: Child, updates: Sender<Update>) {
     let send = |update| {
         let _ = updates.send(update);
@@ -52,22 +55,19 @@ pub async fn report(mut child: Child, updates: Sender<Update>) {
     }
 }
 
-/// `run 40: run 12's checkpoint (step 300) scored again: cell_acc 0.5123, loss 1.2000` from
-/// one line of `eval --json`.
+/// `run 40 queued: evaluates run 12's checkpoint` (one per run) from the line of `eval
+/// --detach --json` that tells the evaluations queued.
 fn describe(line: &str) -> Option<String> {
     let v: serde_json::Value = serde_json::from_str(line).ok()?;
-    let metrics: Vec<String> = v["eval"]
-        .as_object()?
+    if v["event"] != "queued" {
+        return None;
+    }
+    let runs: Vec<String> = v["runs"]
+        .as_array()?
         .iter()
-        .filter_map(|(name, value)| Some(format!("{name} {:.4}", value.as_f64()?)))
+        .map(|q| format!("run {} queued: evaluates run {}'s checkpoint", q["run"], q["source"]))
         .collect();
-    Some(format!(
-        "run {}: run {}'s checkpoint (step {}) scored again: {}",
-        v["run"],
-        v["source"],
-        v["step"],
-        metrics.join(", ")
-    ))
+    Some(runs.join("; "))
 }
 
 /// The last error line the process printed, without its `error: ` prefix, or its exit status.
@@ -86,11 +86,10 @@ mod tests {
 
     #[test]
     fn a_result_line_and_an_error_become_status_lines() {
-        let line =
-            r#"{"run":40,"source":12,"step":300,"overrides":[],"eval":{"cell_acc":0.51234,"loss":1.2},"lines":[]}"#;
+        let line = r#"{"event":"queued","runs":[{"run":40,"source":12},{"run":41,"source":13}]}"#;
         assert_eq!(
             describe(line).unwrap(),
-            "run 40: run 12's checkpoint (step 300) scored again: cell_acc 0.5123, loss 1.2000"
+            "run 40 queued: evaluates run 12's checkpoint; run 41 queued: evaluates run 13's checkpoint"
         );
         assert_eq!(describe("not json"), None);
         let status = std::process::ExitStatus::from_raw(2 << 8);

@@ -269,7 +269,7 @@ impl Service {
                 let child = evaluation::start(&self.store, &self.plugin_dirs, &ids, &overrides)?;
                 let listed: Vec<String> = ids.iter().map(i64::to_string).collect();
                 let runs = if ids.len() == 1 { "run" } else { "runs" };
-                self.send(Update::Info(format!("evaluating the checkpoints of {runs} {} again…", listed.join(", "))));
+                self.send(Update::Info(format!("checking the checkpoints of {runs} {}…", listed.join(", "))));
                 tokio::spawn(evaluation::report(child, self.updates.clone()));
             }
             Request::ExportPlot { runs, out } => {
