@@ -98,6 +98,19 @@ fn eval_scores_a_checkpoint_deeper_and_on_other_data_as_a_new_run() {
     assert_eq!(status("10"), json!("finished"), "{err}");
     let (_, log, _) = run(workbench(&dir).args(["runs", "log", "10"]));
     assert!(log.contains("evaluating run 1's checkpoint (step 4) with eval_depths=\n"), "{log}");
+    let (_, shown, _) = run(workbench(&dir).args(["runs", "show", "10"]));
+    assert!(shown.contains("evaluates: run 1's checkpoint"), "{shown}");
+
+    // The source's checkpoint gone before the evaluation ran: the run fails, saying so.
+    let (code, _, err) = run(workbench(&dir).args(["eval", "4", "--detach"]));
+    assert_eq!(code, 0, "{err}");
+    std::fs::remove_file(dir.join("runs/4/checkpoint.safetensors")).unwrap();
+    let (code, _, err) = run(workbench(&dir).args(["queue"]));
+    assert_eq!(code, 3, "a failed run: {err}");
+    let (_, show, _) = run(workbench(&dir).args(["runs", "show", "11", "--json"]));
+    let show: Value = serde_json::from_str(&show).unwrap();
+    assert_eq!(show["run"]["status"], json!("failed"), "{show}");
+    assert!(show["run"]["error"].as_str().unwrap().contains("run 4 has no checkpoint any more"), "{show}");
 }
 
 #[test]

@@ -261,6 +261,9 @@ pub async fn show(store: &Store, id: i64, as_json: bool) -> Result<i32> {
         duration(&r),
         r.git_rev.as_deref().unwrap_or("-")
     );
+    if let Some(source) = r.config.get("evaluates").and_then(|v| v.as_i64()) {
+        println!("evaluates: run {source}'s checkpoint (scored, not trained; `workbench runs diff {source} {}`)", r.id);
+    }
     println!("config:");
     if let Some(obj) = r.config.as_object() {
         for section in ["layer_config", "task_config", "train"] {
