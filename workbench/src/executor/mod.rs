@@ -79,6 +79,16 @@ impl Executor {
         }
     }
 
+    /// The options that choose this executor in another `workbench` process (the TUI's `eval`).
+    pub fn args(&self) -> Vec<String> {
+        let mut args = vec!["--executor".to_string(), self.name().to_string()];
+        if let Executor::Slurm(slurm) = self {
+            let options: Vec<String> = slurm.options.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            args.extend(["--slurm".to_string(), options.join(",")]);
+        }
+        args
+    }
+
     /// `local` or `slurm`, as stored with each run.
     pub fn name(&self) -> &'static str {
         match self {
@@ -380,5 +390,21 @@ mod device_tests {
         // Options that ask for GPUs themselves may mean several per job.
         slurm("gres=gpu:2").check_devices(&runs(&["cuda:1"])).unwrap();
         Executor::Local.check_devices(&runs(&["cuda:3"])).unwrap();
+    }
+}
+
+#[cfg(test)]
+mod args_tests {
+    use super::Executor;
+
+    /// What the TUI passes to its `eval` process chooses the same executor there.
+    #[test]
+    fn an_executor_s_args_choose_it_again() {
+        for (name, slurm) in [("local", None), ("slurm", Some("cpus-per-task=2,time=10:00,gres=gpu:1"))] {
+            let executor = Executor::from_args(name, slurm).unwrap();
+            let args = executor.args();
+            let again = Executor::from_args(&args[1], args.get(3).map(String::as_str)).unwrap();
+            assert_eq!(again, executor, "{args:?}");
+        }
     }
 }

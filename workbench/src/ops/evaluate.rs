@@ -60,7 +60,7 @@ pub fn check(store: &Store, host: &PluginHost, source: &RunRecord, overrides: &[
 pub async fn queue(store: &Store, checked: &Checked) -> Result<i64> {
     let id = store.create_run(&checked.run).await?;
     store.set_tags(id, &[TAG.to_string()]).await?;
-    store.set_notes(id, &format!("evaluation of run {}'s checkpoint (queued)", checked.source)).await?;
+    store.set_notes(id, &format!("evaluation of run {}'s checkpoint", checked.source)).await?;
     Ok(id)
 }
 

@@ -12,11 +12,17 @@ use std::sync::mpsc::Sender;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
 use tokio::process::{Child, Command};
 
-/// Starts `workbench --db ... -q eval IDS OVERRIDES --detach --json` on the TUI's store and
-/// plugins.
-pub fn start(store: &crate::store::Store, plugin_dirs: &[PathBuf], ids: &[i64], overrides: &[String]) -> Result<Child> {
+/// Starts `workbench --db ... --executor ... -q eval IDS OVERRIDES --detach --json` on the
+/// TUI's store, plugins and executor (whose checks the evaluations pass before they are queued).
+pub fn start(
+    store: &crate::store::Store,
+    plugin_dirs: &[PathBuf],
+    executor: &crate::executor::Executor,
+    ids: &[i64],
+    overrides: &[String],
+) -> Result<Child> {
     let mut cmd = Command::new(crate::train::launch::workbench_exe()?);
-    cmd.args(crate::train::launch::store_args(store, plugin_dirs));
+    cmd.args(crate::train::launch::store_args(store, plugin_dirs)).args(executor.args());
     cmd.arg("-q").arg("eval").args(ids.iter().map(i64::to_string)).args(overrides).args(["--detach", "--json"]);
     // Its own process group: the terminal's signals are the TUI's.
     cmd.process_group(0).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).kill_on_drop(false);

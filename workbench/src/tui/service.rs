@@ -266,7 +266,7 @@ impl Service {
                 self.send(Update::Info(format!("{}: {}", crate::wording::count(done.len(), "run"), edit.describe())));
             }
             Request::Evaluate { ids, overrides } => {
-                let child = evaluation::start(&self.store, &self.plugin_dirs, &ids, &overrides)?;
+                let child = evaluation::start(&self.store, &self.plugin_dirs, &self.queue.executor, &ids, &overrides)?;
                 let listed: Vec<String> = ids.iter().map(i64::to_string).collect();
                 let runs = if ids.len() == 1 { "run" } else { "runs" };
                 self.send(Update::Info(format!("checking the checkpoints of {runs} {}…", listed.join(", "))));
