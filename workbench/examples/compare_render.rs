@@ -45,6 +45,7 @@ fn record(id: i64) -> RunRecord {
         sweep: None,
         held: false,
         supervision: Default::default(),
+        created_by: None,
         damage: None,
     }
 }

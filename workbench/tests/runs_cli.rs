@@ -133,6 +133,28 @@ fn listed(out: &str) -> Vec<i64> {
     out.lines().skip(1).filter_map(|l| l.split_whitespace().next()?.parse().ok()).collect()
 }
 
+/// A store a lab shares: each run records the user whose command stored it; the list shows
+/// a `user` column once the runs are several users', `user:` picks one user's, and `runs
+/// show` names who stored a run.
+#[tokio::test]
+async fn runs_record_who_stored_them() {
+    let f = Fixture::new("runs-users").await;
+    // The fixture's runs are this user's; one more queued by another user.
+    assert!(!f.ok(&["runs"]).lines().next().unwrap().contains("user"), "one user: no column");
+    let queue = ["sweep", "--layer", "hyperset", "--task", "sudoku", "--detach", "d=16", "heads=2"];
+    let (code, _, err) = common::run(common::workbench(&f.dir).env("USER", "grace").args(queue));
+    assert_eq!(code, 0, "{err}");
+    let listing = f.ok(&["runs"]);
+    let header: Vec<&str> = listing.lines().next().unwrap().split_whitespace().collect();
+    assert_eq!(header[..5], ["id", "status", "layer", "task", "user"], "{listing}");
+    assert!(listing.lines().last().unwrap().contains(" grace "), "{listing}");
+    assert_eq!(listed(&f.ok(&["runs", "--filter", "user:grace"])), vec![4]);
+    assert_eq!(listed(&f.ok(&["runs", "--filter", "-user:grace"])), vec![1, 2, 3]);
+    assert!(f.ok(&["runs", "show", "4"]).lines().next().unwrap().ends_with("hyperset on sudoku, stored by grace"));
+    let shown: Value = serde_json::from_str(&f.ok(&["runs", "show", "4", "--json"])).unwrap();
+    assert_eq!(shown["run"]["created_by"], "grace");
+}
+
 #[tokio::test]
 async fn the_list_filter_uses_the_tui_syntax() {
     let f = Fixture::new("runs-filter").await;

@@ -126,6 +126,7 @@ async fn run_round_trip_all_fields(backend: Backend) {
     assert_eq!(r.total_steps, Some(5000));
     assert_eq!(r.notes, "");
     assert!(r.tags.is_empty());
+    assert_eq!(r.created_by, Some(workbench::store::user_name()), "the user whose command stored it");
 
     store.set_param_count(id, 1_234_567).await.unwrap();
     store.mark_running(id, 4242).await.unwrap();

@@ -8,7 +8,7 @@ use crate::store::{MetricRow, MetricSummary, RunRecord, RunStatus, Store};
 use crate::train::system;
 use anyhow::Result;
 use serde_json::json;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// Summary of one metric series: last, min and max values and the step of the last value.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
@@ -90,7 +90,8 @@ pub async fn list(store: &Store, as_json: bool, pick: &RunPick, sort: Option<&st
         println!("no run passes the filter `{}`", filter.unwrap_or_default());
         return Ok(0);
     }
-    print_table(store, &runs, &[]).await?;
+    let users: Vec<ExtraColumn> = ExtraColumn::users(&runs).into_iter().collect();
+    print_table(store, &runs, &users).await?;
     Ok(0)
 }
 
@@ -108,6 +109,17 @@ async fn summaries_by_run(store: &Store) -> Result<BTreeMap<i64, Vec<MetricSumma
 pub struct ExtraColumn {
     pub title: String,
     pub values: Vec<String>,
+}
+
+impl ExtraColumn {
+    /// Who stored each run, when the runs are not all one user's (a store a lab shares).
+    pub fn users(runs: &[RunRecord]) -> Option<ExtraColumn> {
+        let users: BTreeSet<Option<&str>> = runs.iter().map(|r| r.created_by.as_deref()).collect();
+        (users.len() > 1).then(|| ExtraColumn {
+            title: "user".into(),
+            values: runs.iter().map(|r| r.created_by.clone().unwrap_or_else(|| "-".into())).collect(),
+        })
+    }
 }
 
 /// One line per run: id, status, layer, task, the `extra` columns, steps, parameters,
@@ -229,7 +241,8 @@ pub async fn show(store: &Store, id: i64, as_json: bool) -> Result<i32> {
     // `submitted`, `damaged`).
     let shown = r.shown_status();
     let aside = if shown == r.status.as_str() { String::new() } else { format!(" ({shown})") };
-    println!("run {}: {}{aside} — {} on {}", r.id, r.status, r.layer.name, r.task.name);
+    let by = r.created_by.as_deref().map(|user| format!(", stored by {user}")).unwrap_or_default();
+    println!("run {}: {}{aside} — {} on {}{by}", r.id, r.status, r.layer.name, r.task.name);
     for line in membership_lines(store, &r).await? {
         println!("{line}");
     }
@@ -634,7 +647,7 @@ pub struct RunPick {
     #[arg(long)]
     pub sweep: Option<i64>,
     /// Only the runs passing this filter, written as in the TUI's `/` box:
-    /// `status:finished layer:hyperset tag:paper sweep:3 lr=1e-3 d>=64 -tag:bad word`.
+    /// `status:finished layer:hyperset tag:paper sweep:3 user:me lr=1e-3 d>=64 -tag:bad word`.
     #[arg(long, allow_hyphen_values = true)]
     pub filter: Option<String>,
     /// Only the N most recent of those runs (the highest ids), e.g. `--last 20` on a store

@@ -7,7 +7,7 @@ use crate::store::RunRecord;
 use anyhow::{bail, Result};
 
 /// The `field:value` terms a filter understands.
-pub const FIELDS: [&str; 6] = ["status", "layer", "task", "plugin", "tag", "sweep"];
+pub const FIELDS: [&str; 7] = ["status", "layer", "task", "plugin", "tag", "sweep", "user"];
 
 /// One term of a filter, as [`parse`] reads it.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -66,11 +66,12 @@ fn parse(term: &str) -> (bool, Term<'_>) {
 }
 
 /// Whether `run` passes every term of `filter`: `status:S`, `layer:L`, `task:T`,
-/// `plugin:P` (layer or task), `tag:T`, `sweep:N`, `key=value` (a configuration value, compared
+/// `plugin:P` (layer or task), `tag:T`, `sweep:N`, `user:U` (who stored the run; `user:me`,
+/// the user running this), `key=value` (a configuration value, compared
 /// by type: see [`same_value`]; a bare key matches it in any section, `layer.`, `task.` or
 /// `train.` in that one), `key<value`, `key<=value`, `key>value`, `key>=value` (a
 /// configuration value compared as a number), or a bare word matched against status, plugins,
-/// tags and notes; `-` before a term keeps the runs it does not match.
+/// tags, notes and user; `-` before a term keeps the runs it does not match.
 pub fn matches(run: &RunRecord, filter: &str) -> bool {
     // The configuration by section, read once per run and only for a term on a key.
     let mut qualified = None;
@@ -87,6 +88,8 @@ pub fn matches(run: &RunRecord, filter: &str) -> bool {
                     "plugin" => eq(&run.layer.name) || eq(&run.task.name),
                     "tag" => run.tags.iter().any(|t| eq(t)),
                     "sweep" => run.sweep.is_some_and(|s| s.id.to_string() == want),
+                    "user" if want == "me" => run.created_by.as_deref() == Some(crate::store::user_name().as_str()),
+                    "user" => run.created_by.as_deref().is_some_and(eq),
                     _ => false,
                 }
             }
@@ -104,7 +107,8 @@ pub fn matches(run: &RunRecord, filter: &str) -> bool {
             }
             Term::Word(word) => {
                 let word = word.to_lowercase();
-                let hay = [run.status.as_str(), run.shown_status(), &run.layer.name, &run.task.name, &run.notes];
+                let user = run.created_by.as_deref().unwrap_or_default();
+                let hay = [run.status.as_str(), run.shown_status(), &run.layer.name, &run.task.name, &run.notes, user];
                 hay.iter().any(|h| h.to_lowercase().contains(&word))
                     || run.tags.iter().any(|t| t.to_lowercase().contains(&word))
             }
@@ -217,6 +221,19 @@ mod tests {
         assert!(check("d>=nan").is_err());
         let e = check("-stauts:x").unwrap_err().to_string();
         assert!(e.contains("`stauts`"), "{e}");
+    }
+
+    /// `user:` finds the runs one user stored (`me`: the user running the filter); runs stored
+    /// before users were recorded have none.
+    #[test]
+    fn user_finds_whose_runs_they_are() {
+        let mut runs = [run(1, 32, 1e-4, "cpu"), run(2, 64, 1e-3, "cpu"), run(3, 64, 1e-3, "cpu")];
+        runs[0].created_by = Some("alice".into());
+        runs[1].created_by = Some(crate::store::user_name());
+        assert_eq!(ids(&runs, "user:Alice"), [1]);
+        assert_eq!(ids(&runs, "user:me"), [2]);
+        assert_eq!(ids(&runs, "-user:alice"), [2, 3]);
+        assert_eq!(ids(&runs, "alic"), [1]);
     }
 
     /// A queued run whose Slurm job has not started reads `submitted` in the run tables, so

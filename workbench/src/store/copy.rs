@@ -101,6 +101,7 @@ const RUNS: Table = Table {
         // Carried for completeness only: the target's triggers stamp a revision of its own.
         ("revision", Int),
         ("uid", Text),
+        ("created_by", Text),
     ],
 };
 

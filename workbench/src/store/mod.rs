@@ -22,7 +22,7 @@
 //!   `*_version`, `*_fingerprint`, nullable `*_build`), `config` (JSON text), `seed`, `device`,
 //!   `param_count`, `git_rev`, timestamps `created_at` / `started_at` / `finished_at` (unix
 //!   seconds, REAL), `error`, `worker_pid`, `last_step`, `total_steps`, `notes` and `tags`
-//!   (comma-separated). Ids are `AUTOINCREMENT`, so a deleted run's id is never handed out again
+//!   (comma-separated), `created_by` (the login name of whoever stored it). Ids are `AUTOINCREMENT`, so a deleted run's id is never handed out again
 //!   and files named after run ids stay unambiguous.
 //! - `metrics(run_id, step, split, name, value, wall_time)`: scalar curves, indexed on
 //!   `(run_id, name, step)`.
@@ -96,7 +96,7 @@ pub use log_tail::LogTail;
 pub use open::schema_version;
 pub(crate) use open::unusable_sqlite_path;
 pub use outage::{is_passing, StoreOutage, OUTAGE_LIMIT};
-pub use process::{process_alive, process_start, this_host};
+pub use process::{process_alive, process_start, this_host, user_name};
 pub use supervision::{Lease, LEASE, TIME_LIMIT_REQUEUED};
 use turnstile::{Turnstile, Write, WriteReturning, WriteTx};
 pub use types::{
@@ -148,7 +148,7 @@ macro_rules! select_runs {
          task_name, task_version, task_fingerprint, task_build, config, seed, device, \
          param_count, git_rev, created_at, started_at, finished_at, error, worker_pid, \
          last_step, total_steps, notes, tags, metric_specs, sweep_id, sweep_index, held, \
-         host, heartbeat_at, cause, executor, job_id, stop_requested FROM runs"
+         host, heartbeat_at, cause, executor, job_id, stop_requested, created_by FROM runs"
     };
 }
 
@@ -328,6 +328,7 @@ impl Store {
                 job_id: self.get(row, "job_id")?,
                 stop_requested: self.get(row, "stop_requested")?,
             },
+            created_by: self.get(row, "created_by")?,
             damage: (!damage.is_empty()).then(|| damage.join("; ")),
         })
     }
@@ -346,8 +347,8 @@ impl Store {
         let id: i64 = sqlx::query_scalar::<Any, _>(
             "INSERT INTO runs (status, layer_name, layer_version, layer_fingerprint, layer_build, \
              task_name, task_version, task_fingerprint, task_build, config, seed, device, \
-             git_rev, created_at, total_steps, claimed_by, claimed_at, claimed_host, uid) \
-             VALUES ('queued', $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18) \
+             git_rev, created_at, total_steps, claimed_by, claimed_at, claimed_host, uid, created_by) \
+             VALUES ('queued', $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19) \
              RETURNING id",
         )
         .bind(&run.layer.name)
@@ -368,6 +369,7 @@ impl Store {
         .bind(Float(claimed_by.map(|_| now())))
         .bind(claimed_by.map(|_| self.host.to_string()))
         .bind(new_uid())
+        .bind(process::user_name())
         .write_returning(self)
         .await?
         .ok_or_else(|| self.corrupt("a write returned no row".into()))?;

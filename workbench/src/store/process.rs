@@ -1,6 +1,6 @@
 //! Liveness of worker processes on this host, and this host's identity, used by
 //! [`Store::reap_orphans`](super::Store::reap_orphans): a pid means something only on the host
-//! that issued it.
+//! that issued it; and the user whose command stores a run.
 
 /// The name this process's host goes by in run leases: `WORKBENCH_HOST` if set (to tell
 /// machines apart that share a host name, or to simulate several in tests), else the host
@@ -16,6 +16,30 @@ pub fn this_host() -> String {
     match rc {
         0 if end > 0 => String::from_utf8_lossy(&buf[..end]).into_owned(),
         _ => "localhost".to_string(),
+    }
+}
+
+/// The login name of the user running this process, recorded with each run it stores:
+/// `USER` (or `LOGNAME`) as the login shell sets it, else the name the system's user database
+/// gives the process's uid, else `uid N`.
+pub fn user_name() -> String {
+    for var in ["USER", "LOGNAME"] {
+        if let Some(name) = std::env::var(var).ok().filter(|n| !n.trim().is_empty()) {
+            return name.trim().to_string();
+        }
+    }
+    // SAFETY: getuid cannot fail; getpwuid_r writes at most `buf.len()` bytes into the buffer
+    // it is given and sets `found` to `entry` or to null, and `pw_name` points into `buf`.
+    unsafe {
+        let uid = libc::getuid();
+        let mut entry: libc::passwd = std::mem::zeroed();
+        let mut found: *mut libc::passwd = std::ptr::null_mut();
+        let mut buf = [0 as libc::c_char; 1024];
+        let rc = libc::getpwuid_r(uid, &mut entry, buf.as_mut_ptr(), buf.len(), &mut found);
+        if rc == 0 && !found.is_null() && !entry.pw_name.is_null() {
+            return std::ffi::CStr::from_ptr(entry.pw_name).to_string_lossy().into_owned();
+        }
+        format!("uid {uid}")
     }
 }
 

@@ -162,6 +162,10 @@ pub struct RunRecord {
     /// Where and how its worker runs, its lease, and why it ended abnormally.
     #[serde(default)]
     pub supervision: Supervision,
+    /// The login name of the user whose command stored the run (none for runs stored before
+    /// it was recorded), so that a store a lab shares tells its researchers' runs apart.
+    #[serde(default)]
+    pub created_by: Option<String>,
     /// Why part of the stored row could not be read (its configuration or metric list is
     /// not valid JSON), if so. The run is still listed, so one damaged row hides nothing
     /// else; it cannot be trained again.
@@ -243,6 +247,7 @@ impl RunRecord {
             sweep: None,
             held: false,
             supervision: Default::default(),
+            created_by: None,
             damage: None,
         }
     }

@@ -18,6 +18,8 @@ pub enum Column {
     Sweep,
     /// The runs that differ from this one only by their seed.
     Group,
+    /// Who stored the run: shown when the visible runs are not all one user's.
+    User,
     /// A configuration key whose value differs between the visible runs.
     Key(String),
     Duration,
@@ -61,6 +63,7 @@ impl Column {
             Column::Tags => "tags",
             Column::Sweep => "sweep",
             Column::Group => "group",
+            Column::User => "user",
         }
     }
 
@@ -72,7 +75,7 @@ impl Column {
 
 /// The titles of the columns that are not configuration keys.
 fn fixed_titles() -> Vec<&'static str> {
-    LEADING.iter().chain(&TRAILING).map(Column::fixed_title).collect()
+    LEADING.iter().chain([&Column::User]).chain(&TRAILING).map(Column::fixed_title).collect()
 }
 
 /// The filter, the sort and the marked runs of the Runs screen.
@@ -147,6 +150,9 @@ impl RunsState {
             .cloned()
             .collect();
         let mut all = LEADING.to_vec();
+        if visible.iter().map(|r| r.created_by.as_deref()).collect::<BTreeSet<_>>().len() > 1 {
+            all.push(Column::User);
+        }
         all.extend(differing.into_iter().map(Column::Key));
         all.extend(TRAILING);
         let columns: Vec<Column> =
@@ -199,6 +205,7 @@ fn compare(
         Column::Tags => a.tags.join(",").cmp(&b.tags.join(",")),
         Column::Sweep => a.sweep.as_ref().map(|s| s.id).cmp(&b.sweep.as_ref().map(|s| s.id)),
         Column::Group => groups.get(&a.id).cmp(&groups.get(&b.id)),
+        Column::User => a.created_by.cmp(&b.created_by),
     }
 }
 
@@ -224,6 +231,7 @@ pub fn cell(
         },
         Column::Duration => training_seconds(run, now).map_or_else(|| "-".into(), format_duration),
         Column::Tags => run.tags.join(","),
+        Column::User => run.created_by.clone().unwrap_or_else(|| "-".into()),
         // `2 lr-grid`: the id the `sweep:N` filter takes, then the sweep's name.
         Column::Sweep => match run.sweep.as_ref() {
             None => "-".into(),
@@ -312,6 +320,24 @@ mod tests {
         state.filter = "layer:hyperset".into();
         let table = state.table(&snapshot, 100.0);
         assert_eq!(table.runs.iter().map(|r| r.id).collect::<Vec<_>>(), vec![1, 2]);
+    }
+
+    /// A store a lab shares: the `user` column appears when the visible runs are not all one
+    /// user's, and sorts by user.
+    #[test]
+    fn a_user_column_when_the_runs_are_several_users() {
+        let mut runs: Vec<RunRecord> = (1..=3).map(|id| run(id, "hyperset", RunStatus::Finished, 64, &[])).collect();
+        for (r, user) in runs.iter_mut().zip(["bob", "alice", "bob"]) {
+            r.created_by = Some(user.into());
+        }
+        let snapshot = Snapshot { runs, ..Default::default() };
+        let mut state = RunsState { sort: Some("user".into()), ..Default::default() };
+        let table = state.table(&snapshot, 100.0);
+        assert!(table.columns.contains(&Column::User));
+        assert_eq!(table.runs.iter().map(|r| r.id).collect::<Vec<_>>(), vec![2, 1, 3]);
+        assert_eq!(cell(&Column::User, table.runs[0], &table.flat[0], &table, &snapshot, 100.0), "alice");
+        state.filter = "user:bob".into();
+        assert!(!state.table(&snapshot, 100.0).columns.contains(&Column::User), "one user's runs");
     }
 
     #[test]

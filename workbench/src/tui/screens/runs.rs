@@ -48,7 +48,7 @@ const COMMANDS: &[Command] = &[
         &[Key::char('/')],
         "/",
         "filter",
-        "filter: status:S layer:L task:T plugin:P tag:T sweep:N key=value (by value: lr=1e-3 finds 0.001), \
+        "filter: status:S layer:L task:T plugin:P tag:T sweep:N user:U key=value (by value: lr=1e-3 finds 0.001), \
          key<value key>=value (numbers), any word; -term for the runs a term leaves out; Enter keeps the \
          filter, Esc clears it",
         Action::Filter,
