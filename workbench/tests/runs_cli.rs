@@ -153,6 +153,10 @@ async fn runs_record_who_stored_them() {
     assert!(f.ok(&["runs", "show", "4"]).lines().next().unwrap().ends_with("hyperset on sudoku, stored by grace"));
     let shown: Value = serde_json::from_str(&f.ok(&["runs", "show", "4", "--json"])).unwrap();
     assert_eq!(shown["run"]["created_by"], "grace");
+    // Deleting another user's run says whose it is before anything is deleted.
+    let (code, _, err) = f.run(&["runs", "delete", "3,4"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("; run 4 was stored by someone else (grace); add --yes"), "{err}");
 }
 
 #[tokio::test]

@@ -506,8 +506,9 @@ pub async fn delete(store: &Store, pick: &RunPick, yes: bool, files: bool) -> Re
             0 => String::new(),
             n => format!(" and {n} more (`workbench runs` with the same options lists them)"),
         };
+        let others = ops::runs::stored_by_others(&picked).map(|o| format!("; {o}")).unwrap_or_default();
         return Err(crate::exit_code::refused(anyhow::anyhow!(
-            "this deletes {}: {}{more}, and {what}; add --yes to delete",
+            "this deletes {}: {}{more}, and {what}{others}; add --yes to delete",
             crate::wording::count(named.len(), "run"),
             named[..named.len().min(NAMED)].join(", ")
         )));

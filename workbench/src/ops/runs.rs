@@ -139,6 +139,25 @@ pub struct RemovedFiles {
     pub bytes: u64,
 }
 
+/// Of `runs`, those another user stored, for a question about deleting or stopping them in a
+/// store a lab shares: `runs 4, 5 were stored by someone else (bob, grace)`. `None` when
+/// every run is this user's or was stored before users were recorded.
+pub fn stored_by_others<'a>(runs: impl IntoIterator<Item = &'a RunRecord>) -> Option<String> {
+    let me = crate::store::user_name();
+    let others: Vec<(i64, &str)> = runs
+        .into_iter()
+        .filter_map(|r| r.created_by.as_deref().filter(|user| *user != me).map(|user| (r.id, user)))
+        .collect();
+    let ids: Vec<String> = others.iter().map(|(id, _)| id.to_string()).collect();
+    let users: std::collections::BTreeSet<&str> = others.iter().map(|(_, user)| *user).collect();
+    let users: Vec<&str> = users.into_iter().collect();
+    match ids.as_slice() {
+        [] => None,
+        [id] => Some(format!("run {id} was stored by someone else ({})", users.join(", "))),
+        _ => Some(format!("runs {} were stored by someone else ({})", ids.join(", "), users.join(", "))),
+    }
+}
+
 /// Deletes runs and everything recorded for them, all or none: a running run is refused
 /// before anything is deleted. With `files`, each run's directory of files goes too
 /// (`runs/<id>/` in the artifacts directory: checkpoint, worker and job logs, batch script),

@@ -220,6 +220,26 @@ fn filter_sort_and_marks() {
     assert!(render(&mut app, 140, 20).contains("2 marked"));
 }
 
+/// In a store a lab shares, deleting or stopping another user's run says whose it is.
+#[test]
+fn deleting_another_user_s_run_says_whose_it_is() {
+    let (mut app, _) = app();
+    let mut snapshot = app.snapshot.clone();
+    snapshot.runs[0].created_by = Some("not-this-user-bob".into());
+    snapshot.runs[1].created_by = Some(crate::store::user_name());
+    app.apply(Update::Runs(snapshot));
+    press(&mut app, KeyCode::Char('d'));
+    let screen = render(&mut app, 140, 24);
+    assert!(
+        screen.contains("Note: run 1 was stored by someone else") && screen.contains("(not-this-user-bob)"),
+        "{screen}"
+    );
+    press(&mut app, KeyCode::Char('n'));
+    press(&mut app, KeyCode::Char('j'));
+    press(&mut app, KeyCode::Char('d'));
+    assert!(!render(&mut app, 140, 24).contains("someone else"), "run 2 is this user's");
+}
+
 #[test]
 fn delete_asks_first_and_notes_are_sent() {
     let (mut app, sent) = app();

@@ -181,11 +181,13 @@ impl Component for Runs {
                 }
             }
             Action::DeleteCursor => {
-                if let Some(id) = app.cursor_run().map(|r| r.id) {
+                if let Some(run) = app.cursor_run() {
+                    let id = run.id;
+                    let others = others_note(std::iter::once(run));
                     app.modal = Some(Modal::Confirm {
                         question: format!(
                             "Delete run {id} (the run under the cursor) and all its metrics, diagnostics and logs? \
-                             Its files stay on disk (runs/{id}/ in the artifacts directory)."
+                             Its files stay on disk (runs/{id}/ in the artifacts directory).{others}"
                         ),
                         action: Confirmed::Delete(vec![id]),
                     });
@@ -210,10 +212,11 @@ impl Component for Runs {
                     1 => "the marked run".to_string(),
                     n => format!("the {n} marked runs"),
                 };
+                let others = others_note(app.snapshot.runs.iter().filter(|r| ids.contains(&r.id)));
                 app.modal = Some(Modal::Confirm {
                     question: format!(
                         "Delete {marked} {list} and all their metrics, diagnostics and logs?{hidden} \
-                         Their files stay on disk."
+                         Their files stay on disk.{others}"
                     ),
                     action: Confirmed::Delete(ids),
                 });
@@ -314,13 +317,14 @@ fn left_out(app: &App, ids: &[i64]) -> String {
 pub fn ask_cancel(app: &mut App, ids: Vec<i64>) {
     let why = ("nothing to cancel", "none of the marked runs is queued or running: nothing to cancel");
     let Some((stop, ended)) = split_runs(app, &ids, ops::runs::cancellable, why) else { return };
+    let others = others_note(app.snapshot.runs.iter().filter(|r| stop.contains(&r.id)));
     let question = match stop.as_slice() {
         [id] => format!(
-            "Stop run {id}? It becomes `interrupted` and keeps its data; `r` resumes it.{}",
+            "Stop run {id}? It becomes `interrupted` and keeps its data; `r` resumes it.{}{others}",
             left_out(app, &ended)
         ),
         many => format!(
-            "Stop {}? They become `interrupted` and keep their data; `r` resumes them.{}",
+            "Stop {}? They become `interrupted` and keep their data; `r` resumes them.{}{others}",
             list_runs(many),
             left_out(app, &ended)
         ),
@@ -553,4 +557,10 @@ fn draw(frame: &mut Frame, area: Rect, app: &App, areas: &Areas) {
         }
         frame.render_widget(Paragraph::new(Line::from(spans)), layout.filter);
     }
+}
+
+/// ` Note: run 4 was stored by someone else (bob).` for a question about runs other users
+/// stored (a store a lab shares), else nothing.
+fn others_note<'a>(runs: impl IntoIterator<Item = &'a crate::store::RunRecord>) -> String {
+    crate::ops::runs::stored_by_others(runs).map(|o| format!(" Note: {o}.")).unwrap_or_default()
 }
