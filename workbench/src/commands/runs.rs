@@ -8,7 +8,7 @@ use crate::store::{MetricRow, MetricSummary, RunRecord, RunStatus, Store};
 use crate::train::system;
 use anyhow::Result;
 use serde_json::json;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 /// Summary of one metric series: last, min and max values and the step of the last value.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
@@ -114,8 +114,7 @@ pub struct ExtraColumn {
 impl ExtraColumn {
     /// Who stored each run, when the runs are not all one user's (a store a lab shares).
     pub fn users(runs: &[RunRecord]) -> Option<ExtraColumn> {
-        let users: BTreeSet<Option<&str>> = runs.iter().map(|r| r.created_by.as_deref()).collect();
-        (users.len() > 1).then(|| ExtraColumn {
+        ops::runs::of_several_users(runs).then(|| ExtraColumn {
             title: "user".into(),
             values: runs.iter().map(|r| r.created_by.clone().unwrap_or_else(|| "-".into())).collect(),
         })

@@ -139,6 +139,13 @@ pub struct RemovedFiles {
     pub bytes: u64,
 }
 
+/// Whether `runs` were stored by more than one user (or some by a user and some before users
+/// were recorded): when the run tables show who stored each.
+pub fn of_several_users<'a>(runs: impl IntoIterator<Item = &'a RunRecord>) -> bool {
+    let users: std::collections::BTreeSet<Option<&str>> = runs.into_iter().map(|r| r.created_by.as_deref()).collect();
+    users.len() > 1
+}
+
 /// Of `runs`, those another user stored, for a question about deleting or stopping them in a
 /// store a lab shares: `runs 4, 5 were stored by someone else (bob, grace)`. `None` when
 /// every run is this user's or was stored before users were recorded.

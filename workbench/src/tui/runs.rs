@@ -150,7 +150,7 @@ impl RunsState {
             .cloned()
             .collect();
         let mut all = LEADING.to_vec();
-        if visible.iter().map(|r| r.created_by.as_deref()).collect::<BTreeSet<_>>().len() > 1 {
+        if crate::ops::runs::of_several_users(visible.iter().copied()) {
             all.push(Column::User);
         }
         all.extend(differing.into_iter().map(Column::Key));
