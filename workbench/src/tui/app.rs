@@ -199,6 +199,9 @@ impl App {
     pub fn apply(&mut self, update: Update) {
         match update {
             Update::Runs(snapshot) => {
+                if let Some((text, error)) = super::ended::news(&self.snapshot, &snapshot) {
+                    self.say(text, error);
+                }
                 self.snapshot = snapshot;
                 self.snapshot_version += 1;
                 let ids: BTreeSet<i64> = self.snapshot.runs.iter().map(|r| r.id).collect();

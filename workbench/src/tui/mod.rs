@@ -35,6 +35,7 @@ pub mod compare;
 pub mod component;
 pub mod data;
 pub mod draw_cache;
+pub mod ended;
 pub mod evaluation;
 pub mod experiment;
 pub mod keys;

@@ -220,6 +220,27 @@ fn filter_sort_and_marks() {
     assert!(render(&mut app, 140, 20).contains("2 marked"));
 }
 
+/// A run that ends while the TUI is open is told in the status bar: finished with its best
+/// headline value, failed (as an error) with the reason. Runs that had ended before are not.
+#[test]
+fn runs_that_end_are_told_in_the_status_bar() {
+    let (mut app, _) = app();
+    assert_eq!(app.shown_status(), None, "the first snapshot's ended runs are not news");
+    let mut snapshot = app.snapshot.clone();
+    snapshot.runs[1].status = RunStatus::Finished;
+    app.apply(Update::Runs(snapshot.clone()));
+    assert_eq!(app.shown_status(), Some(("run 2 finished (best cell_acc 0.3000)", false)));
+    snapshot.runs[1].status = RunStatus::Running;
+    app.apply(Update::Runs(snapshot.clone()));
+    snapshot.runs[1].status = RunStatus::Failed;
+    snapshot.runs[1].error = Some("layer `transformer`: out of memory".into());
+    app.apply(Update::Runs(snapshot.clone()));
+    assert_eq!(app.shown_status(), Some(("run 2 failed: layer `transformer`: out of memory", true)));
+    app.say("something else", false);
+    app.apply(Update::Runs(snapshot));
+    assert_eq!(app.shown_status(), Some(("something else", false)), "told once");
+}
+
 /// In a store a lab shares, deleting or stopping another user's run says whose it is.
 #[test]
 fn deleting_another_user_s_run_says_whose_it_is() {
