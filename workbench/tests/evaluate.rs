@@ -100,6 +100,8 @@ fn eval_scores_a_checkpoint_deeper_and_on_other_data_as_a_new_run() {
     assert!(log.contains("evaluating run 1's checkpoint (step 4) with eval_depths=\n"), "{log}");
     let (_, shown, _) = run(workbench(&dir).args(["runs", "show", "10"]));
     assert!(shown.contains("evaluates: run 1's checkpoint"), "{shown}");
+    let (_, toml, _) = run(workbench(&dir).args(["runs", "show", "10", "--config"]));
+    assert!(toml.contains("# It evaluated run 1's checkpoint (`workbench eval 1"), "{toml}");
 
     // The source's checkpoint gone before the evaluation ran: the run fails, saying so.
     let (code, _, err) = run(workbench(&dir).args(["eval", "4", "--detach"]));

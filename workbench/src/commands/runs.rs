@@ -394,12 +394,19 @@ pub fn system_lines(summary: &BTreeMap<(String, String), SeriesSummary>) -> Vec<
 pub async fn show_config(store: &Store, id: i64) -> Result<i32> {
     let r = store.run(id).await?;
     let config = crate::run_config::RunConfig::from_json(&r.config)?;
-    let header = [
+    let mut header = vec![
         format!("Run {id}: {} {} on {} {} ({}).", r.layer.name, r.layer.version, r.task.name, r.task.version, r.status),
         format!(
             "Train it again: workbench runs show {id} --config > run{id}.toml && workbench train --config run{id}.toml"
         ),
     ];
+    if let Some(source) = config.evaluates {
+        // The file trains; what this run did is `eval` of another run's checkpoint.
+        header[1] = format!(
+            "It evaluated run {source}'s checkpoint (`workbench eval {source} key=value ...` scores it again); \
+             the settings below train a new run instead: workbench train --config run{id}.toml"
+        );
+    }
     print!("{}", crate::experiment_file::to_toml(&config, &header));
     Ok(0)
 }
