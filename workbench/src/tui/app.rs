@@ -88,6 +88,8 @@ pub struct App {
     pub data_version: u64,
     /// Bumped with every runs table the service sends (what is drawn from it is rebuilt).
     pub snapshot_version: u64,
+    /// The settings of the last evaluation asked for with `E`: the next dialog starts with them.
+    pub last_evaluation: String,
     pub plugins: PluginList,
     pub status: Option<(String, bool, Instant)>,
     /// Hot-reload output for the Plugins screen.
@@ -138,6 +140,7 @@ impl App {
             details: HashMap::new(),
             data_version: 0,
             snapshot_version: 0,
+            last_evaluation: String::new(),
             plugins,
             status: None,
             reload_log: Default::default(),

@@ -364,10 +364,11 @@ fn capital_e_evaluates_the_marked_runs_again_with_the_settings_typed() {
         _ => None,
     });
     assert_eq!(evaluate, Some((vec![1, 3], vec!["eval_depths=4".to_string(), "difficulty=hard".to_string()])));
-    // Without marks, the run under the cursor.
+    // Without marks, the run under the cursor; the dialog starts with the last settings.
     app.runs.selected.clear();
     press(&mut app, KeyCode::Char('E'));
     assert!(render(&mut app, 100, 24).contains("Evaluate run 1's checkpoint again"));
+    assert!(matches!(&app.modal, Some(Modal::Evaluate { text, .. }) if text == "eval_depths=4 difficulty=hard"));
 }
 
 #[test]

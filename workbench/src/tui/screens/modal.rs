@@ -64,7 +64,10 @@ pub fn key(app: &mut App, modal: Modal, key: KeyEvent) {
             match key.code {
                 KeyCode::Esc => return,
                 KeyCode::Enter => match evaluation_overrides(&text) {
-                    Ok(overrides) => return app.send(Request::Evaluate { ids, overrides }),
+                    Ok(overrides) => {
+                        app.last_evaluation = text;
+                        return app.send(Request::Evaluate { ids, overrides });
+                    }
                     Err(e) => app.say(e, true),
                 },
                 code => type_into(&mut text, code),

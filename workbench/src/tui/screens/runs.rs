@@ -177,7 +177,7 @@ impl Component for Runs {
             Action::Evaluate => {
                 let ids = marked_or_cursor(app);
                 if !ids.is_empty() {
-                    app.modal = Some(Modal::Evaluate { ids, text: String::new() });
+                    app.modal = Some(Modal::Evaluate { ids, text: app.last_evaluation.clone() });
                 }
             }
             Action::DeleteCursor => {
