@@ -164,6 +164,8 @@ fn grids_expand_over_layers_and_the_queue_runs_them_one_at_a_time() {
     // `sweeps show`: the grid, the runs with the swept keys, and a command that plans it again.
     let (shown, _) = ok(&dir, &["sweeps", "show", "1"]);
     assert!(shown.contains("layers:   hyperset, transformer") && shown.contains("runs:     12 finished"), "{shown}");
+    let by = format!(" ago by {}\n", workbench::store::user_name());
+    assert!(shown.lines().any(|l| l.starts_with("created:")) && shown.contains(&by), "who stored it: {shown}");
     let header = shown.lines().find(|l| l.trim_start().starts_with("id")).expect("a runs table");
     let titles: Vec<&str> = header.split_whitespace().collect();
     assert_eq!(&titles[4..7], ["step_cond", "seed", "lr"], "{shown}");

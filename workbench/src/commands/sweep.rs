@@ -356,7 +356,9 @@ pub async fn show(store: &Store, id: i64, json: bool) -> Result<i32> {
     }
     println!("sweep {}: {}", sweep.id, sweep.name);
     let age = crate::ops::elapsed::format_duration(crate::ops::elapsed::now() - sweep.created_at);
-    println!("created:  {age} ago");
+    // The sweep's runs were stored by one command: its first run says whose.
+    let by = runs.first().and_then(|r| r.created_by.as_deref()).map(|user| format!(" by {user}")).unwrap_or_default();
+    println!("created:  {age} ago{by}");
     let spec = serde_json::from_value::<ops::grid::Spec>(sweep.spec.clone()).ok();
     match &spec {
         Some(spec) => {
