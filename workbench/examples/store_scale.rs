@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 use workbench::store::{
-    process_alive, DiagnosticRow, MetricRow, NewRun, PluginRef, RunStatus, RunsFollower, Store, StoreLocation,
+    process_alive, Claims, DiagnosticRow, MetricRow, NewRun, PluginRef, RunStatus, RunsFollower, Store, StoreLocation,
 };
 
 struct Args {
@@ -121,7 +121,7 @@ async fn worker(args: &Args) {
     let pid = std::process::id();
     let (mut claimed, mut rows, mut latencies) = (Vec::new(), 0usize, Vec::new());
     let mut beat = Instant::now();
-    while let Some(run) = store.claim_next(pid, args.workers).await.expect("claims work") {
+    while let Some(run) = store.claim_next(pid, args.workers, &Claims::Everyone).await.expect("claims work") {
         claimed.push(run.id);
         store.mark_running(run.id, pid).await.expect("the claimed run starts");
         for b in 0..args.batches {

@@ -340,6 +340,10 @@ pub enum Command {
         /// jobs).
         #[arg(long, value_parser = at_least_one)]
         jobs: Option<usize>,
+        /// Start every user's queued runs, not only yours (a lab's shared runner; their jobs
+        /// run under this account).
+        #[arg(long)]
+        all_users: bool,
         /// JSON lines on stdout: each start, then the end with every run's status.
         #[arg(long)]
         json: bool,
@@ -819,10 +823,11 @@ async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
                 Some(SweepsAction::Cancel { sweep: id }) => commands::sweep::cancel_sweep(&store, id).await,
             }
         }
-        Some(Command::Queue { jobs, json }) => {
+        Some(Command::Queue { jobs, all_users, json }) => {
             let store = commands::open_store(&db, &artifacts).await?;
             let jobs = jobs.unwrap_or_else(|| executor.default_jobs());
-            commands::sweep::run_until_done(&store, &dirs, jobs, &executor, None, json).await
+            let claims = if all_users { crate::store::Claims::Everyone } else { crate::store::Claims::mine(&store) };
+            commands::sweep::run_until_done(&store, &dirs, jobs, &executor, claims, None, json).await
         }
         Some(Command::Plugins { json }) => commands::plugins::list(&commands::load_plugins(&dirs), json),
         Some(Command::Doctor { json }) => {

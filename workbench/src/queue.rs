@@ -3,7 +3,7 @@
 //! and closing one loses nothing.
 
 use crate::executor::Executor;
-use crate::store::{process_alive, RunStatus, Store};
+use crate::store::{process_alive, Claims, RunStatus, Store};
 use anyhow::Result;
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -67,6 +67,8 @@ pub struct QueueRunner {
     exits: Arc<Mutex<Vec<(i64, u32, ExitStatus)>>>,
     /// Where workers run.
     pub executor: Executor,
+    /// Whose runs it starts: its user's unless told (`queue --all-users`).
+    pub claims: Claims,
     /// Why the runner claims nothing for now. Runs stay queued, their start attempts
     /// untouched, until the pause ends.
     waiting: Mutex<Option<Pause>>,
@@ -98,6 +100,7 @@ impl QueueRunner {
     /// A runner of `jobs` workers at once on this machine's CUDA devices (if any).
     pub fn new(store: Store, plugin_dirs: Vec<PathBuf>, jobs: usize) -> Self {
         QueueRunner {
+            claims: Claims::mine(&store),
             store,
             plugin_dirs,
             jobs,
@@ -113,6 +116,12 @@ impl QueueRunner {
     /// The same runner, starting workers with `executor`.
     pub fn with_executor(mut self, executor: Executor) -> Self {
         self.executor = executor;
+        self
+    }
+
+    /// The same runner, starting the runs `claims` covers.
+    pub fn with_claims(mut self, claims: Claims) -> Self {
+        self.claims = claims;
         self
     }
 
@@ -177,9 +186,15 @@ impl QueueRunner {
         }
         // A run whose Slurm job will take it back (its lease expired while the job runs, or
         // the job was requeued at its time limit or on preemption) holds a slot.
-        let cut_off = Executor::with_job_in_queue(self.store.slurm_jobs_that_may_resume().await?).len();
+        let mut may_resume = Vec::new();
+        for (run, job) in self.store.slurm_jobs_that_may_resume().await? {
+            if self.claims == Claims::Everyone || self.claims.cover(&self.store.run(run).await?) {
+                may_resume.push((run, job));
+            }
+        }
+        let cut_off = Executor::with_job_in_queue(may_resume).len();
         let jobs = self.jobs.saturating_sub(cut_off);
-        while let Some(run) = self.store.claim_next(std::process::id(), jobs).await? {
+        while let Some(run) = self.store.claim_next(std::process::id(), jobs, &self.claims).await? {
             // A run that trained before (requeued after an interruption) continues from its
             // checkpoint.
             let resume = run.started_at.is_some();

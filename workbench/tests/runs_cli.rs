@@ -141,7 +141,9 @@ async fn runs_record_who_stored_them() {
     let f = Fixture::new("runs-users").await;
     // The fixture's runs are this user's; one more queued by another user.
     assert!(!f.ok(&["runs"]).lines().next().unwrap().contains("user"), "one user: no column");
-    let queue = ["sweep", "--layer", "hyperset", "--task", "sudoku", "--detach", "d=16", "heads=2"];
+    let queue = ["sweep", "--layer", "hyperset", "--task", "sudoku", "--detach", "d=16", "heads=2", "iterations=2"];
+    let tiny = ["difficulty=easy", "task.train_puzzles=32", "task.eval_puzzles=8", "steps=2", "eval_every=2"];
+    let queue = [&queue[..], &tiny[..], &["eval_examples=8", "eval_depths="]].concat();
     let (code, _, err) = common::run(common::workbench(&f.dir).env("USER", "grace").args(queue));
     assert_eq!(code, 0, "{err}");
     let listing = f.ok(&["runs"]);
@@ -157,6 +159,15 @@ async fn runs_record_who_stored_them() {
     let (code, _, err) = f.run(&["runs", "delete", "3,4"]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("; run 4 was stored by someone else (grace); add --yes"), "{err}");
+    // A queue runner starts its user's runs only, unless it runs everyone's.
+    let (code, _, err) = f.run(&["queue"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("1 queued run is other users' (grace): their runners start them"), "{err}");
+    assert!(err.contains("0 of 0 runs ended"), "{err}");
+    assert_eq!(listed(&f.ok(&["runs", "--filter", "status:queued"])), vec![4], "grace's run waits for her runner");
+    let (code, _, err) = f.run(&["queue", "--all-users"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("1 of 1 runs ended (0 not finished)"), "{err}");
 }
 
 #[tokio::test]

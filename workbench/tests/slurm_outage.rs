@@ -14,7 +14,7 @@ use common::stores::{Backend, TestDb};
 use common::{plain_run, temp_dir};
 use workbench::executor::Executor;
 use workbench::queue::{QueueRunner, SPAWN_ATTEMPTS};
-use workbench::store::RunStatus;
+use workbench::store::{Claims, RunStatus};
 
 /// A `slurm.conf` whose controller is a closed port on 127.0.0.1 (`MessageTimeout=1`, so that
 /// `sbatch` gives up at once instead of retrying for ten seconds).
@@ -65,7 +65,7 @@ fn queued_runs_wait_while_the_slurm_controller_is_away() {
                 "pass {pass}: {waiting:?}"
             );
         }
-        assert!(store.claim_next(1, 1).await.unwrap().is_some(), "the run's claim was released");
+        assert!(store.claim_next(1, 1, &Claims::Everyone).await.unwrap().is_some(), "the run's claim was released");
         store.release_claim(id).await.unwrap();
 
         let Some(running) = running else { return };

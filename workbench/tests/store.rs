@@ -10,7 +10,7 @@ use sqlx::{Connection, SqliteConnection};
 
 use common::stores::{Backend, TestDb};
 use workbench::store::{process_alive, DiagnosticRow, MetricRow, NewRun, PluginRef, RunStatus, Store, StoreError};
-use workbench::store::{Lease, LogTail, Refreshed, RunsFollower, LEASE};
+use workbench::store::{Claims, Lease, LogTail, Refreshed, RunsFollower, LEASE};
 
 /// A fresh directory for one test, removed (with everything in it) on drop.
 struct TempDir(PathBuf);
@@ -1003,26 +1003,26 @@ async fn the_queue_claims_at_most_jobs_runs_and_never_one_twice(backend: Backend
         store.create_run(&new_run(2)).await.unwrap(),
         store.create_run(&new_run(3)).await.unwrap(),
     ];
-    let first = store.claim_next(100, 2).await.unwrap().expect("a slot is free");
-    let second = store.claim_next(101, 2).await.unwrap().expect("a second slot is free");
+    let first = store.claim_next(100, 2, &Claims::Everyone).await.unwrap().expect("a slot is free");
+    let second = store.claim_next(101, 2, &Claims::Everyone).await.unwrap().expect("a second slot is free");
     assert_eq!((first.id, second.id), (ids[0], ids[1]), "claims go in id order, never twice");
-    assert!(store.claim_next(100, 2).await.unwrap().is_none(), "two claimed runs fill two slots");
+    assert!(store.claim_next(100, 2, &Claims::Everyone).await.unwrap().is_none(), "two claimed runs fill two slots");
     // A claim becoming a running worker still takes its slot; a finished one frees it.
     store.mark_running(ids[0], 4242).await.unwrap();
-    assert!(store.claim_next(100, 2).await.unwrap().is_none());
+    assert!(store.claim_next(100, 2, &Claims::Everyone).await.unwrap().is_none());
     store.finish(ids[0], RunStatus::Finished, None).await.unwrap();
     // Run 3 is paused: nothing to claim; released: claimed.
     store.set_held(ids[2], true).await.unwrap();
-    assert!(store.claim_next(100, 2).await.unwrap().is_none());
+    assert!(store.claim_next(100, 2, &Claims::Everyone).await.unwrap().is_none());
     store.set_held(ids[2], false).await.unwrap();
-    assert_eq!(store.claim_next(100, 2).await.unwrap().map(|r| r.id), Some(ids[2]));
+    assert_eq!(store.claim_next(100, 2, &Claims::Everyone).await.unwrap().map(|r| r.id), Some(ids[2]));
     // A dead runner's claims are released and can be taken again.
     let released = store.release_stale_claims(|pid| pid == 100).await.unwrap();
     assert_eq!(released, vec![ids[1]]);
-    assert_eq!(store.claim_next(100, 3).await.unwrap().map(|r| r.id), Some(ids[1]));
+    assert_eq!(store.claim_next(100, 3, &Claims::Everyone).await.unwrap().map(|r| r.id), Some(ids[1]));
     // A run claimed at creation is never handed to a queue runner.
     let own = store.create_claimed_run(&new_run(9), 100).await.unwrap();
-    assert!(store.claim_next(100, 10).await.unwrap().is_none_or(|r| r.id != own));
+    assert!(store.claim_next(100, 10, &Claims::Everyone).await.unwrap().is_none_or(|r| r.id != own));
 }
 
 /// Runs asking for `device=cuda` on a machine with several CUDA devices get one each: the
@@ -1040,16 +1040,16 @@ async fn claimed_runs_asking_for_cuda_get_a_free_device_each(backend: Backend) {
         store.create_run(&on_cuda(2)).await.unwrap(),
         store.create_run(&on_cuda(3)).await.unwrap(),
     ];
-    let first = store.claim_next(100, 3).await.unwrap().unwrap();
+    let first = store.claim_next(100, 3, &Claims::Everyone).await.unwrap().unwrap();
     assert_eq!(store.assign_free_cuda_device(first.id, 2).await.unwrap().as_deref(), Some("cuda:0"));
-    let second = store.claim_next(100, 3).await.unwrap().unwrap();
+    let second = store.claim_next(100, 3, &Claims::Everyone).await.unwrap().unwrap();
     assert_eq!(store.assign_free_cuda_device(second.id, 2).await.unwrap().as_deref(), Some("cuda:1"));
     let run = store.run(ids[1]).await.unwrap();
     assert_eq!(run.device, "cuda:1");
     assert_eq!(run.config["train"]["device"], "cuda:1", "the stored configuration says where it trained");
     assert_eq!(run.config["train"]["seed"], 2, "the rest of the configuration is kept");
     // Both devices are taken: the third keeps `cuda`; once the first finishes, cuda:0 is free.
-    let third = store.claim_next(100, 3).await.unwrap().unwrap();
+    let third = store.claim_next(100, 3, &Claims::Everyone).await.unwrap().unwrap();
     assert_eq!(store.assign_free_cuda_device(third.id, 2).await.unwrap(), None);
     store.finish(ids[0], RunStatus::Finished, None).await.unwrap();
     assert_eq!(store.assign_free_cuda_device(third.id, 2).await.unwrap().as_deref(), Some("cuda:0"));
@@ -1077,7 +1077,10 @@ async fn a_worker_that_cannot_start_is_retried_then_its_run_fails_with_the_reaso
         assert!(runner.tick().await.unwrap().is_empty());
         let run = store.run(id).await.unwrap();
         assert_eq!(run.status, RunStatus::Queued, "after failed attempt {pass}");
-        assert!(store.claim_next(1, 1).await.unwrap().is_some(), "the claim was released after attempt {pass}");
+        assert!(
+            store.claim_next(1, 1, &Claims::Everyone).await.unwrap().is_some(),
+            "the claim was released after attempt {pass}"
+        );
         store.release_claim(id).await.unwrap();
     }
     assert!(runner.tick().await.unwrap().is_empty());
@@ -1106,7 +1109,7 @@ async fn concurrent_runners_claim_each_run_once_within_the_limit(backend: Backen
         runners.push(tokio::spawn(async move {
             let mut mine = Vec::new();
             loop {
-                match handle.claim_next(1000 + runner, jobs).await.unwrap() {
+                match handle.claim_next(1000 + runner, jobs, &Claims::Everyone).await.unwrap() {
                     Some(run) => {
                         mine.push(run.id);
                         // The worker starts, trains, ends: its slot frees.
@@ -1571,7 +1574,7 @@ async fn a_run_requeued_at_its_time_limit_may_resume_with_its_job(backend: Backe
     assert!(!store.take_back_for_job(requeued, 3_999_922, "52").await.unwrap(), "not the run's job");
     assert!(store.take_back_for_job(requeued, 3_999_922, "51").await.unwrap());
     assert_eq!(store.slurm_jobs_that_may_resume().await.unwrap(), vec![]);
-    assert!(store.claim_next(3_999_923, 8).await.unwrap().is_none(), "claimed by the job's worker");
+    assert!(store.claim_next(3_999_923, 8, &Claims::Everyone).await.unwrap().is_none(), "claimed by the job's worker");
     store.mark_running(requeued, 3_999_922).await.unwrap();
     let record = store.run(requeued).await.unwrap();
     assert_eq!(record.status, RunStatus::Running);
@@ -1619,9 +1622,9 @@ async fn claims_of_other_hosts_are_left_until_they_time_out(backend: Backend) {
     let a = db.open().await.with_host("node-a");
     let b = db.open().await.with_host("node-b");
     let id = a.create_run(&new_run(1)).await.unwrap();
-    assert_eq!(a.claim_next(3_999_911, 4).await.unwrap().map(|r| r.id), Some(id));
+    assert_eq!(a.claim_next(3_999_911, 4, &Claims::Everyone).await.unwrap().map(|r| r.id), Some(id));
     assert!(b.release_stale_claims(|_| false).await.unwrap().is_empty(), "a's runner may be alive");
-    assert!(b.claim_next(3_999_912, 4).await.unwrap().is_none(), "so b cannot take the run");
+    assert!(b.claim_next(3_999_912, 4, &Claims::Everyone).await.unwrap().is_none(), "so b cannot take the run");
     assert_eq!(a.release_stale_claims(|_| false).await.unwrap(), vec![id], "a knows its runner died");
 }
 
@@ -1959,7 +1962,34 @@ async fn an_outbox_writes_only_while_its_worker_holds_the_lease(backend: Backend
     assert_eq!(store.metrics(id).await.unwrap().len(), 2);
 }
 
+/// In a store a lab shares, a queue runner starts its user's runs (and those stored before
+/// users were recorded) and counts only those against its job limit; `Claims::Everyone`
+/// (`queue --all-users`) starts anyone's.
+async fn a_runner_starts_its_user_s_runs(backend: Backend) {
+    let Some(db) = TestDb::new(backend, "claims-users").await else { return };
+    let alice = db.open().await.with_user("alice");
+    let bob = db.open().await.with_user("bob");
+    let older = alice.create_run(&new_run(0)).await.unwrap();
+    db.execute("UPDATE runs SET created_by = NULL").await;
+    let a = alice.create_run(&new_run(1)).await.unwrap();
+    let (b1, b2) = (bob.create_run(&new_run(2)).await.unwrap(), bob.create_run(&new_run(3)).await.unwrap());
+    assert_eq!(alice.run(a).await.unwrap().created_by.as_deref(), Some("alice"));
+    let (for_alice, for_bob) = (Claims::mine(&alice), Claims::mine(&bob));
+    let claim = |store: &Store, pid, jobs, claims| {
+        let (store, claims) = (store.clone(), Claims::clone(claims));
+        async move { store.claim_next(pid, jobs, &claims).await.unwrap().map(|r| r.id) }
+    };
+    assert_eq!(claim(&alice, 100, 2, &for_alice).await, Some(older), "a run without a user is anyone's");
+    assert_eq!(claim(&alice, 100, 2, &for_alice).await, Some(a));
+    assert_eq!(claim(&alice, 100, 9, &for_alice).await, None, "bob's runs are not alice's to start");
+    // Alice's two claimed runs count against her limit, not bob's (the older run against both).
+    assert_eq!(claim(&bob, 101, 2, &for_bob).await, Some(b1));
+    assert_eq!(claim(&bob, 101, 2, &for_bob).await, None, "the older run and b1 fill bob's two slots");
+    assert_eq!(claim(&alice, 102, 9, &Claims::Everyone).await, Some(b2), "a runner for everyone");
+}
+
 on_both_backends!(
+    a_runner_starts_its_user_s_runs,
     an_outbox_writes_only_while_its_worker_holds_the_lease,
     a_synced_outbox_has_written_everything_pushed,
     run_round_trip_all_fields,

@@ -105,7 +105,8 @@ pub async fn evaluate(
         }
         return Ok(crate::exit_code::SUCCESS);
     }
-    let code = super::sweep::run_until_done(store, args.dirs, args.jobs, args.executor, Some(&ids), args.json).await?;
+    let (dirs, jobs, executor, mine) = (args.dirs, args.jobs, args.executor, crate::store::Claims::mine(store));
+    let code = super::sweep::run_until_done(store, dirs, jobs, executor, mine, Some(&ids), args.json).await?;
     for id in ids {
         let evaluated = evaluate::evaluated(store, id).await?;
         if args.json {

@@ -7,7 +7,7 @@ use crate::host::PluginHost;
 use crate::ops;
 use crate::ops::grid::plan;
 use crate::queue::QueueRunner;
-use crate::store::{RunRecord, RunStatus, Store, StoreOutage, SweepRecord};
+use crate::store::{Claims, RunRecord, RunStatus, Store, StoreOutage, SweepRecord};
 use crate::train::launch::say_above;
 use crate::wording::count;
 use anyhow::{anyhow, Result};
@@ -98,7 +98,7 @@ pub async fn sweep(store: &Store, host: &PluginHost, dirs: &[PathBuf], args: Swe
         }
         return Ok(0);
     }
-    run_until_done(store, dirs, args.jobs, args.executor, Some(&queued.runs), args.json).await
+    run_until_done(store, dirs, args.jobs, args.executor, Claims::mine(store), Some(&queued.runs), args.json).await
 }
 
 /// A CPU worker splits each batch over every core (`threads=0`) and the queue runs one worker
@@ -119,13 +119,15 @@ fn per_core_hint(runs: usize, on_cpu_by_default: bool, workers_chosen: bool, cor
     ))
 }
 
-/// Starts queued runs as slots free up until `only` (or the whole queue) has no queued or
-/// running run left. Ctrl-C stops the runner; workers go on and the queue stays in runs.db.
+/// Starts queued runs as slots free up until `only` (or the queue of the runs `claims`
+/// covers) has no queued or running run left. Ctrl-C stops the runner; workers go on and the
+/// queue stays in runs.db.
 pub async fn run_until_done(
     store: &Store,
     dirs: &[PathBuf],
     jobs: usize,
     executor: &Executor,
+    claims: Claims,
     only: Option<&[i64]>,
     json: bool,
 ) -> Result<i32> {
@@ -137,10 +139,15 @@ pub async fn run_until_done(
         // `queue`: the runs were stored by other commands, with other options maybe; this
         // runner's options are asked about before it submits any of them.
         let runs = store.list_runs().await?;
-        let queued = runs.iter().filter(|run| run.status == RunStatus::Queued).map(|run| run.device.as_str());
-        executor.check_jobs(queued).map_err(refused)?;
+        let queued = runs.iter().filter(|run| run.status == RunStatus::Queued && claims.cover(run));
+        executor.check_jobs(queued.map(|run| run.device.as_str())).map_err(refused)?;
+        if let Some(others) = others_queued(&runs, &claims) {
+            tracing::info!("{others}");
+        }
     }
-    let runner = QueueRunner::new(store.clone(), dirs.to_vec(), jobs).with_executor(executor.clone());
+    let runner = QueueRunner::new(store.clone(), dirs.to_vec(), jobs)
+        .with_executor(executor.clone())
+        .with_claims(claims.clone());
     let bar = if json { ProgressBar::hidden() } else { ProgressBar::new(0) };
     bar.set_style(
         ProgressStyle::with_template("[{bar:30}] {pos}/{len} runs done  {msg}")
@@ -181,7 +188,7 @@ pub async fn run_until_done(
             // The whole queue: the runs this runner has seen waiting or running, so that runs
             // which ended before it started neither count in its progress nor set its exit code.
             if only.is_none() {
-                followed.extend(runs.iter().filter(|r| is_active(r)).map(|r| r.id));
+                followed.extend(runs.iter().filter(|r| is_active(r) && claims.cover(r)).map(|r| r.id));
             }
             let mine: Vec<_> =
                 runs.iter().filter(in_scope).filter(|r| only.is_some() || followed.contains(&r.id)).collect();
@@ -252,6 +259,25 @@ pub async fn run_until_done(
             }
         }
     }
+}
+
+/// `2 queued runs are other users' (bob, grace): their runners start them; `workbench queue
+/// --all-users` starts every user's`, when the queue holds runs `claims` leaves.
+fn others_queued(runs: &[RunRecord], claims: &Claims) -> Option<String> {
+    let left: Vec<&RunRecord> = runs.iter().filter(|r| r.status == RunStatus::Queued && !claims.cover(r)).collect();
+    if left.is_empty() {
+        return None;
+    }
+    let users: BTreeSet<&str> = left.iter().filter_map(|r| r.created_by.as_deref()).collect();
+    let users: Vec<&str> = users.into_iter().collect();
+    let (n, verb) = match left.len() {
+        1 => ("1 queued run".to_string(), "is"),
+        n => (format!("{n} queued runs"), "are"),
+    };
+    Some(format!(
+        "{n} {verb} other users' ({}): their runners start them; `workbench queue --all-users` starts every user's",
+        users.join(", ")
+    ))
 }
 
 /// What `sweep --json` and `queue --json` print: one JSON object per line, told apart by

@@ -121,6 +121,9 @@ pub struct Store {
     artifacts: Option<Arc<PathBuf>>,
     /// The host this handle's process runs on, as leases name it ([`this_host`]).
     host: Arc<str>,
+    /// The user this handle stores runs for ([`user_name`]), and whose runs its queue runners
+    /// start ([`Claims`]).
+    user: Arc<str>,
     /// Writers take turns through it (SQLite only; see `turnstile.rs`).
     turnstile: Option<Arc<Turnstile>>,
 }
@@ -192,6 +195,17 @@ impl Store {
     /// The host this handle acts for.
     pub fn host(&self) -> &str {
         &self.host
+    }
+
+    /// The same store, acting for user `user` (tests simulate several researchers this way).
+    pub fn with_user(mut self, user: &str) -> Store {
+        self.user = Arc::from(user);
+        self
+    }
+
+    /// The user this handle stores runs for.
+    pub fn user(&self) -> &str {
+        &self.user
     }
 
     /// The artifacts directory to pass on to a worker, if one was given explicitly.
@@ -369,7 +383,7 @@ impl Store {
         .bind(Float(claimed_by.map(|_| now())))
         .bind(claimed_by.map(|_| self.host.to_string()))
         .bind(new_uid())
-        .bind(process::user_name())
+        .bind(self.user.to_string())
         .write_returning(self)
         .await?
         .ok_or_else(|| self.corrupt("a write returned no row".into()))?;
@@ -891,4 +905,4 @@ fn split_tags(s: &str) -> Vec<String> {
 mod follow;
 mod queue;
 pub use follow::{Refreshed, RunsFollower};
-pub use queue::CLAIM_TIMEOUT_S;
+pub use queue::{Claims, CLAIM_TIMEOUT_S};

@@ -221,6 +221,7 @@ async fn migrated(pool: AnyPool, location: &StoreLocation, migrator: &Migrator) 
         location: Arc::new(location.clone()),
         artifacts: None,
         host: Arc::from(super::this_host()),
+        user: Arc::from(super::user_name()),
         turnstile: location.sqlite_path().map(|p| Arc::new(super::Turnstile::for_database(p))),
     };
     // Migrations assume the tables of earlier ones: a table dropped by hand is found here.

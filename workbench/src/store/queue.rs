@@ -12,6 +12,43 @@ use std::collections::{BTreeMap, HashMap};
 /// died before it could start) and is released.
 pub const CLAIM_TIMEOUT_S: f64 = 120.0;
 
+/// Whose queued runs a queue runner starts, and whose running runs count against its job
+/// limit. In a store a lab shares, each researcher's runners take that researcher's runs (and
+/// those stored before users were recorded), so that one user's jobs neither start another's
+/// runs under their own account nor use up another's `--jobs`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Claims {
+    /// This user's runs, and those without a recorded user.
+    User(String),
+    /// Every queued run, whoever stored it (a lab's shared runner: `queue --all-users`).
+    Everyone,
+}
+
+impl Claims {
+    /// The runs of the user `store` acts for.
+    pub fn mine(store: &Store) -> Claims {
+        Claims::User(store.user().to_string())
+    }
+
+    /// Whether a runner with these claims may start `run`.
+    pub fn cover(&self, run: &RunRecord) -> bool {
+        match self {
+            Claims::Everyone => true,
+            Claims::User(user) => run.created_by.as_deref().is_none_or(|by| by == user),
+        }
+    }
+}
+
+const BUSY: &str =
+    "SELECT COUNT(*) FROM runs WHERE status = 'running' OR (status = 'queued' AND claimed_by IS NOT NULL)";
+const BUSY_OF_USER: &str =
+    "SELECT COUNT(*) FROM runs WHERE (status = 'running' OR (status = 'queued' AND claimed_by IS NOT NULL)) \
+     AND (created_by = $1 OR created_by IS NULL)";
+const NEXT: &str =
+    "SELECT id FROM runs WHERE status = 'queued' AND held = 0 AND claimed_by IS NULL ORDER BY id LIMIT 1";
+const NEXT_OF_USER: &str = "SELECT id FROM runs WHERE status = 'queued' AND held = 0 AND claimed_by IS NULL \
+     AND (created_by = $1 OR created_by IS NULL) ORDER BY id LIMIT 1";
+
 /// The PostgreSQL advisory lock that serialises queue claims (an arbitrary constant, the same
 /// in every workbench).
 const CLAIM_LOCK_KEY: i64 = 0x776f_726b_6265_6e63;
@@ -186,27 +223,24 @@ impl Store {
         self.transition(query, id, "be cancelled before starting", hint).await
     }
 
-    /// Claims the next queued run for runner `pid` if fewer than `jobs` runs are running or
-    /// claimed, in one write transaction; returns it, or `None` when the queue is empty, all
-    /// queued runs are paused or the job limit is reached. Runs start in id order (a sweep's
-    /// runs are created in its declared order).
-    pub async fn claim_next(&self, pid: u32, jobs: usize) -> Result<Option<RunRecord>, StoreError> {
+    /// Claims the next queued run that `claims` covers for runner `pid` if fewer than `jobs`
+    /// runs it covers are running or claimed, in one write transaction; returns it, or `None`
+    /// when no such run is queued, all are paused or the job limit is reached. Runs start in
+    /// id order (a sweep's runs are created in its declared order).
+    pub async fn claim_next(&self, pid: u32, jobs: usize, claims: &Claims) -> Result<Option<RunRecord>, StoreError> {
         let mut tx = self.begin_claim().await?;
-        let busy: i64 = sqlx::query_scalar::<Any, _>(
-            "SELECT COUNT(*) FROM runs WHERE status = 'running' OR (status = 'queued' AND claimed_by IS NOT NULL)",
-        )
-        .fetch_one(&mut *tx)
-        .await
-        .map_err(|e| self.err(e))?;
+        let (busy, next) = match claims {
+            Claims::Everyone => (sqlx::query_scalar::<Any, i64>(BUSY), sqlx::query_scalar::<Any, i64>(NEXT)),
+            Claims::User(user) => (
+                sqlx::query_scalar::<Any, i64>(BUSY_OF_USER).bind(user.clone()),
+                sqlx::query_scalar::<Any, i64>(NEXT_OF_USER).bind(user.clone()),
+            ),
+        };
+        let busy: i64 = busy.fetch_one(&mut *tx).await.map_err(|e| self.err(e))?;
         if busy as usize >= jobs {
             return Ok(None);
         }
-        let next: Option<i64> = sqlx::query_scalar::<Any, _>(
-            "SELECT id FROM runs WHERE status = 'queued' AND held = 0 AND claimed_by IS NULL ORDER BY id LIMIT 1",
-        )
-        .fetch_optional(&mut *tx)
-        .await
-        .map_err(|e| self.err(e))?;
+        let next: Option<i64> = next.fetch_optional(&mut *tx).await.map_err(|e| self.err(e))?;
         let Some(id) = next else { return Ok(None) };
         sqlx::query::<Any>("UPDATE runs SET claimed_by = $1, claimed_at = $2, claimed_host = $3 WHERE id = $4")
             .bind(i64::from(pid))

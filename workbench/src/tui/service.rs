@@ -250,7 +250,15 @@ impl Service {
             }
             Request::Resume(id) => {
                 ops::runs::requeue(&self.store, id).await?;
-                self.send(Update::Info(format!("run {id} queued again; it continues from its last checkpoint")));
+                let run = self.store.run(id).await?;
+                let text = match run.created_by.as_deref() {
+                    Some(user) if !self.queue.claims.cover(&run) => format!(
+                        "run {id} queued again; it is {user}'s: a queue runner of theirs continues it \
+                         (`workbench queue --all-users` starts every user's)"
+                    ),
+                    _ => format!("run {id} queued again; it continues from its last checkpoint"),
+                };
+                self.send(Update::Info(text));
             }
             Request::Workers(workers) => self.queue.jobs = workers,
             Request::Delete(ids) => {
