@@ -477,6 +477,10 @@ pub enum RunsAction {
         /// (SIGTERM, then SIGKILL).
         #[arg(long, default_value_t = crate::train::stop::DEFAULT_GRACE.as_secs_f64())]
         grace: f64,
+        /// Stop runs other users stored too (in a store a lab shares; without it they are
+        /// named and nothing is stopped).
+        #[arg(long)]
+        yes: bool,
     },
     /// Keep queued runs from starting (ids, or the queued runs a pick names).
     Pause {
@@ -898,8 +902,8 @@ async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
                 Some(RunsAction::Show { run, json: show_json, .. }) => {
                     commands::runs::show(&store, run, json || show_json).await
                 }
-                Some(RunsAction::Cancel { pick, grace }) => {
-                    commands::runs::cancel(&store, &pick.into_pick(), commands::grace_period(grace)?).await
+                Some(RunsAction::Cancel { pick, grace, yes }) => {
+                    commands::runs::cancel(&store, &pick.into_pick(), commands::grace_period(grace)?, yes).await
                 }
                 Some(RunsAction::Pause { pick }) => commands::runs::hold(&store, &pick.into_pick(), true).await,
                 Some(RunsAction::Unpause { pick }) => commands::runs::hold(&store, &pick.into_pick(), false).await,

@@ -134,7 +134,7 @@ async fn doctor_checks_the_store_and_the_slurm_controller() {
     let Some(cluster) = Cluster::new("slurm-doctor").await else { return };
     let (code, stdout, stderr) = run(cluster.workbench().arg("doctor"));
     assert_eq!(code, 0, "{stdout}{stderr}");
-    assert!(stdout.contains("(PostgreSQL): 0 runs, 0 running, 0 queued"), "{stdout}");
+    assert!(stdout.contains("(PostgreSQL): 0 runs, 0 running, 0 queued; new runs are stored as "), "{stdout}");
     assert!(
         stdout.contains(
             "slurm: the controller answers, and sbatch --test-only takes a CPU run's job with --slurm cpus-per-task=1"

@@ -37,7 +37,10 @@ fn every_check_passes_on_a_new_machine_and_nothing_is_stored() {
     let names: Vec<&str> = by_name.keys().map(String::as_str).collect();
     assert_eq!(names, ["artifacts", "cpu", "cuda", "executor", "plugins", "store"]);
     assert!(
-        by_name["store"]["detail"].as_str().unwrap().ends_with("(SQLite): 0 runs, 0 running, 0 queued"),
+        by_name["store"]["detail"]
+            .as_str()
+            .unwrap()
+            .contains("(SQLite): 0 runs, 0 running, 0 queued; new runs are stored as "),
         "{stdout}"
     );
     assert!(by_name["artifacts"]["detail"].as_str().unwrap().ends_with("(writable)"), "{stdout}");

@@ -159,6 +159,11 @@ async fn runs_record_who_stored_them() {
     let (code, _, err) = f.run(&["runs", "delete", "3,4"]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("; run 4 was stored by someone else (grace); add --yes"), "{err}");
+    // Stopping another user's run asks for --yes, naming whose it is; nothing is stopped.
+    let (code, _, err) = f.run(&["runs", "cancel", "4"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("run 4 was stored by someone else (grace): add --yes"), "{err}");
+    assert_eq!(listed(&f.ok(&["runs", "--filter", "status:queued"])), vec![4], "still queued");
     // A queue runner starts its user's runs only, unless it runs everyone's.
     let (code, _, err) = f.run(&["queue"]);
     assert_eq!(code, 0, "{err}");

@@ -108,11 +108,12 @@ async fn describe_store(store: &Store) -> Result<String> {
         Backend::Postgres => "PostgreSQL",
     };
     Ok(format!(
-        "{} ({backend}): {}, {} running, {} queued",
+        "{} ({backend}): {}, {} running, {} queued; new runs are stored as {}'s",
         store.location(),
         crate::wording::count(counts.values().sum::<usize>(), "run"),
         count(RunStatus::Running),
-        count(RunStatus::Queued)
+        count(RunStatus::Queued),
+        store.user()
     ))
 }
 

@@ -464,10 +464,18 @@ where
     Ok(act)
 }
 
-/// `workbench runs cancel 12,13`: queued runs cancelled, running ones stopped with a checkpoint.
-pub async fn cancel(store: &Store, pick: &RunPick, grace: std::time::Duration) -> Result<i32> {
+/// `workbench runs cancel 12,13`: queued runs cancelled, running ones stopped with a checkpoint;
+/// runs other users stored only with `yes` (they are named, and nothing is stopped, without).
+pub async fn cancel(store: &Store, pick: &RunPick, grace: std::time::Duration, yes: bool) -> Result<i32> {
     let refuse = |id| async move { ops::runs::cancel(store, id, grace).await.map(|_| ()) };
-    for run in acted_on(store, pick, "be cancelled", ops::runs::cancellable, refuse).await? {
+    let runs = acted_on(store, pick, "be cancelled", ops::runs::cancellable, refuse).await?;
+    // A colleague's run of GPU-days is not stopped by a mistyped id.
+    if let (Some(others), false) = (ops::runs::stored_by_others(&runs), yes) {
+        return Err(crate::exit_code::refused(anyhow::anyhow!(
+            "{others}: add --yes to stop other users' runs too; nothing was stopped"
+        )));
+    }
+    for run in runs {
         if run.status == crate::store::RunStatus::Running {
             tracing::info!("run {}: asking its worker to stop at its next step, with a checkpoint", run.id);
         }
