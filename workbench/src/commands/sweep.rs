@@ -141,7 +141,7 @@ pub async fn run_until_done(
         let runs = store.list_runs().await?;
         let queued = runs.iter().filter(|run| run.status == RunStatus::Queued && claims.cover(run));
         executor.check_jobs(queued.map(|run| run.device.as_str())).map_err(refused)?;
-        if let Some(others) = others_queued(&runs, &claims) {
+        if let Some(others) = ops::runs::others_queued(&runs, &claims) {
             tracing::info!("{others}");
         }
     }
@@ -259,25 +259,6 @@ pub async fn run_until_done(
             }
         }
     }
-}
-
-/// `2 queued runs are other users' (bob, grace): their runners start them; `workbench queue
-/// --all-users` starts every user's`, when the queue holds runs `claims` leaves.
-fn others_queued(runs: &[RunRecord], claims: &Claims) -> Option<String> {
-    let left: Vec<&RunRecord> = runs.iter().filter(|r| r.status == RunStatus::Queued && !claims.cover(r)).collect();
-    if left.is_empty() {
-        return None;
-    }
-    let users: BTreeSet<&str> = left.iter().filter_map(|r| r.created_by.as_deref()).collect();
-    let users: Vec<&str> = users.into_iter().collect();
-    let (n, verb) = match left.len() {
-        1 => ("1 queued run".to_string(), "is"),
-        n => (format!("{n} queued runs"), "are"),
-    };
-    Some(format!(
-        "{n} {verb} other users' ({}): their runners start them; `workbench queue --all-users` starts every user's",
-        users.join(", ")
-    ))
 }
 
 /// What `sweep --json` and `queue --json` print: one JSON object per line, told apart by

@@ -165,6 +165,25 @@ pub fn stored_by_others<'a>(runs: impl IntoIterator<Item = &'a RunRecord>) -> Op
     }
 }
 
+/// `2 queued runs are other users' (bob, grace): their runners start them; `workbench queue
+/// --all-users` starts every user's`, when the queue holds runs `claims` leaves.
+pub fn others_queued(runs: &[RunRecord], claims: &crate::store::Claims) -> Option<String> {
+    let left: Vec<&RunRecord> = runs.iter().filter(|r| r.status == RunStatus::Queued && !claims.cover(r)).collect();
+    if left.is_empty() {
+        return None;
+    }
+    let users: std::collections::BTreeSet<&str> = left.iter().filter_map(|r| r.created_by.as_deref()).collect();
+    let users: Vec<&str> = users.into_iter().collect();
+    let (n, verb) = match left.len() {
+        1 => ("1 queued run".to_string(), "is"),
+        n => (format!("{n} queued runs"), "are"),
+    };
+    Some(format!(
+        "{n} {verb} other users' ({}): their runners start them; `workbench queue --all-users` starts every user's",
+        users.join(", ")
+    ))
+}
+
 /// Deletes runs and everything recorded for them, all or none: a running run is refused
 /// before anything is deleted. With `files`, each run's directory of files goes too
 /// (`runs/<id>/` in the artifacts directory: checkpoint, worker and job logs, batch script),
@@ -310,6 +329,41 @@ pub async fn annotate(store: &Store, id: i64, notes: Option<&str>, tags: Option<
 #[cfg(test)]
 mod tests {
     use super::TagEdit;
+    use crate::store::{Claims, RunRecord, RunStatus};
+
+    /// In a store a lab shares: the runs of other users a question names, and the queued runs
+    /// a runner leaves to their users' runners.
+    #[test]
+    fn other_users_runs_are_named() {
+        let me = crate::store::user_name();
+        let run = |id, user: Option<&str>, status| RunRecord {
+            status,
+            created_by: user.map(String::from),
+            ..RunRecord::fixture(id, "hyperset", serde_json::json!({}))
+        };
+        let runs = [
+            run(1, Some(&me), RunStatus::Queued),
+            run(2, Some("not-me-grace"), RunStatus::Queued),
+            run(3, Some("not-me-bob"), RunStatus::Queued),
+            run(4, None, RunStatus::Queued),
+            run(5, Some("not-me-bob"), RunStatus::Finished),
+        ];
+        assert_eq!(super::stored_by_others(&runs[..1]), None);
+        assert_eq!(super::stored_by_others(&runs[3..4]), None, "no user recorded: nobody's to warn about");
+        assert_eq!(super::stored_by_others(&runs[1..2]).unwrap(), "run 2 was stored by someone else (not-me-grace)");
+        assert_eq!(
+            super::stored_by_others(&runs).unwrap(),
+            "runs 2, 3, 5 were stored by someone else (not-me-bob, not-me-grace)"
+        );
+        let mine = Claims::User(me.clone());
+        assert_eq!(
+            super::others_queued(&runs, &mine).unwrap(),
+            "2 queued runs are other users' (not-me-bob, not-me-grace): their runners start them; \
+             `workbench queue --all-users` starts every user's"
+        );
+        assert_eq!(super::others_queued(&runs, &Claims::Everyone), None);
+        assert!(super::of_several_users(&runs) && !super::of_several_users(&runs[1..2]));
+    }
 
     #[test]
     fn a_plain_list_replaces_the_tags_and_signed_ones_add_and_remove() {

@@ -192,6 +192,12 @@ impl Service {
         }
         if !self.sent || refreshed != Refreshed::default() {
             let runs: Vec<_> = self.table.runs().cloned().collect();
+            if !self.sent {
+                // Once, at the start: why runs in the queue stay queued.
+                if let Some(others) = ops::runs::others_queued(&runs, &self.queue.claims) {
+                    self.send(Update::Info(format!("the queue starts your runs; {others}")));
+                }
+            }
             if runs.iter().filter_map(|r| r.sweep.as_ref()).any(|s| !self.sweeps.contains_key(&s.id)) {
                 self.sweeps = self.store.sweeps().await?.into_iter().map(|s| (s.id, s.name)).collect();
             }
