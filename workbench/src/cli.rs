@@ -26,7 +26,7 @@ pub struct Cli {
     #[arg(long, global = true, help_heading = GLOBAL, env = "WORKBENCH_ARTIFACTS")]
     pub artifacts: Option<PathBuf>,
 
-    /// Where `train`, `sweep`, `queue` and the TUI run workers: `local` (processes on this
+    /// Where `train`, `sweep`, `eval`, `queue` and the TUI run workers: `local` (processes on this
     /// machine) or `slurm` (one batch job per run; needs a store every node reaches).
     #[arg(long, global = true, help_heading = GLOBAL, env = "WORKBENCH_EXECUTOR", default_value = "local")]
     pub executor: String,
@@ -334,7 +334,7 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Start queued runs as workers free up, until the queue is empty (Ctrl-C stops).
+    /// Start your queued runs as workers free up, until none is left (Ctrl-C stops).
     Queue {
         /// Workers at once (default: one per CUDA device, else 1; with --executor slurm, 256
         /// jobs).
