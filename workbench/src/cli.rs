@@ -3,8 +3,8 @@
 use crate::commands;
 use crate::executor::Executor;
 use crate::host::{self, PluginHost};
-use crate::store::Store;
 use crate::store::StoreLocation;
+use crate::store::{Claims, Store};
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 
@@ -288,6 +288,10 @@ pub enum Command {
         /// --executor slurm, 256 jobs).
         #[arg(long, value_parser = at_least_one)]
         jobs: Option<usize>,
+        /// The TUI's queue starts every user's queued runs, not only yours (as `queue
+        /// --all-users`).
+        #[arg(long)]
+        all_users: bool,
     },
     /// Queue a grid of runs: `key=a,b,c` lists and `key=lo:hi:logN` ranges, over one or more
     /// layers; every point is validated before anything is queued. Then runs the queue.
@@ -766,13 +770,15 @@ async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         None => {
             let host = commands::load_plugins(&dirs);
             let store = commands::open_store(&db, &artifacts).await?;
-            crate::tui::run(store, host, dirs, executor.default_jobs(), executor, exports).await
+            let queue = crate::tui::Queue { jobs: executor.default_jobs(), claims: Claims::mine(&store), executor };
+            crate::tui::run(store, host, dirs, queue, exports).await
         }
-        Some(Command::Tui { jobs }) => {
+        Some(Command::Tui { jobs, all_users }) => {
             let host = commands::load_plugins(&dirs);
             let store = commands::open_store(&db, &artifacts).await?;
             let jobs = jobs.unwrap_or_else(|| executor.default_jobs());
-            crate::tui::run(store, host, dirs, jobs, executor, exports).await
+            let claims = if all_users { Claims::Everyone } else { Claims::mine(&store) };
+            crate::tui::run(store, host, dirs, crate::tui::Queue { jobs, claims, executor }, exports).await
         }
         Some(Command::Ablation { ids, runs, sweep, metrics, format, out, json, heatmap, metric, filters, sort }) => {
             let runs = runs.or_else(|| (!ids.is_empty()).then(|| ids.join(",")));
@@ -830,7 +836,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         Some(Command::Queue { jobs, all_users, json }) => {
             let store = commands::open_store(&db, &artifacts).await?;
             let jobs = jobs.unwrap_or_else(|| executor.default_jobs());
-            let claims = if all_users { crate::store::Claims::Everyone } else { crate::store::Claims::mine(&store) };
+            let claims = if all_users { Claims::Everyone } else { Claims::mine(&store) };
             commands::sweep::run_until_done(&store, &dirs, jobs, &executor, claims, None, json).await
         }
         Some(Command::Plugins { json }) => commands::plugins::list(&commands::load_plugins(&dirs), json),

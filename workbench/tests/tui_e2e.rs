@@ -88,3 +88,27 @@ fn launch_a_tiny_run_from_the_form_and_watch_it_finish() {
     );
     assert_eq!(shown["run"]["config"]["train"]["eval_depths"], "4", "{stdout}");
 }
+
+/// A store several researchers share: the TUI's queue starts its user's runs and says so once
+/// as it opens, naming whose queued runs it leaves; `tui --all-users` starts everyone's.
+#[test]
+fn the_tui_s_queue_starts_its_user_s_runs_unless_told_all_users() {
+    let dir = temp_dir("tui-users");
+    let mut args = vec!["sweep", "--layer", "hyperset", "--task", "sudoku", "--detach", "d=16", "heads=2"];
+    args.extend(["iterations=2", "difficulty=easy", "task.train_puzzles=32", "task.eval_puzzles=8"]);
+    args.extend(["steps=2", "eval_every=2", "eval_examples=8", "eval_depths="]);
+    let (code, _, err) = common::run(common::workbench(&dir).env("USER", "grace-elsewhere").args(&args));
+    assert_eq!(code, 0, "{err}");
+    let tmux = Tmux::start(&dir, "users", &[]);
+    tmux.wait_for("the queue starts your runs; 1 queued run is other users' (grace-elsewhere)", 30);
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    let screen = tmux.screen();
+    let row = screen.lines().find(|l| l.contains("hyperset sudoku")).expect("run 1's row");
+    assert_eq!(row.split_whitespace().nth(1), Some("queued"), "not this user's to start:\n{screen}");
+    assert_eq!(tmux.quit(), "0");
+    drop(tmux);
+    let tmux = Tmux::start_with(&dir, "all-users", &[], "tui --all-users");
+    tmux.wait_for("· all users", 30);
+    tmux.wait_for("run 1 finished", 120);
+    assert_eq!(tmux.quit(), "0");
+}

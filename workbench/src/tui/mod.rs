@@ -64,16 +64,24 @@ use std::time::Duration;
 /// Longest wait for an event before the next frame (so fresh data appears promptly).
 const FRAME: Duration = Duration::from_millis(100);
 
-/// Opens the workbench on `store` until the user quits; its queue runs `jobs` workers at once,
-/// and its exports go to `exports`.
+/// How the TUI's queue starts runs: `jobs` workers at once with `executor`, of the runs
+/// `claims` covers.
+pub struct Queue {
+    pub jobs: usize,
+    pub claims: crate::store::Claims,
+    pub executor: crate::executor::Executor,
+}
+
+/// Opens the workbench on `store` until the user quits; its queue runs as `queue` says, and
+/// its exports go to `exports`.
 pub async fn run(
     store: Store,
     host: PluginHost,
     plugin_dirs: Vec<PathBuf>,
-    jobs: usize,
-    executor: crate::executor::Executor,
+    queue: Queue,
     exports: PathBuf,
 ) -> Result<i32> {
+    let Queue { jobs, claims, executor } = queue;
     if !std::io::stdout().is_terminal() || !std::io::stdin().is_terminal() {
         bail!(
             "the terminal workbench needs an interactive terminal; from scripts use the commands \
@@ -93,8 +101,9 @@ pub async fn run(
             )
         }
     };
-    let store_label = format!("{} · {}", store.location(), executor.name());
-    let requests = service::spawn(store, plugin_dirs, jobs, executor, updates_tx);
+    let everyone = if claims == crate::store::Claims::Everyone { " · all users" } else { "" };
+    let store_label = format!("{} · {}{everyone}", store.location(), executor.name());
+    let requests = service::spawn(store, plugin_dirs, Queue { jobs, claims, executor }, updates_tx);
     let mut app = App::new(host, move |r| {
         let _ = requests.send(r);
     });

@@ -80,12 +80,13 @@ pub enum Update {
 pub fn spawn(
     store: Store,
     plugin_dirs: Vec<PathBuf>,
-    jobs: usize,
-    executor: crate::executor::Executor,
+    queue: super::Queue,
     updates: Sender<Update>,
 ) -> UnboundedSender<Request> {
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-    let queue = QueueRunner::new(store.clone(), plugin_dirs.clone(), jobs).with_executor(executor);
+    let queue = QueueRunner::new(store.clone(), plugin_dirs.clone(), queue.jobs)
+        .with_executor(queue.executor)
+        .with_claims(queue.claims);
     tokio::spawn(
         Service {
             store,

@@ -15,14 +15,20 @@ impl Tmux {
     /// Opens the TUI in `dir` on the store `runs.db` there, with its own settings file and the
     /// workspace's plugins; `vars` (`KEY=value`) are set after those, so they may replace them.
     pub fn start(dir: &Path, tag: &str, vars: &[String]) -> Tmux {
+        Tmux::start_with(dir, tag, vars, "")
+    }
+
+    /// [`Tmux::start`] with the workbench's command line arguments `args` (`tui --jobs 2`).
+    pub fn start_with(dir: &Path, tag: &str, vars: &[String], args: &str) -> Tmux {
         let available = Command::new("tmux").arg("-V").output().is_ok_and(|o| o.status.success());
         assert!(available, "tmux is needed for this test: apt-get install tmux (.ci/run installs it)");
         let session = format!("wb-{tag}-{}", std::process::id());
         let exit_file = dir.join("exit-code");
+        let _ = std::fs::remove_file(&exit_file);
         // The exit code goes to a file, so the test can tell a clean quit from a crash. The
         // variables are given to `env`, not taken from this process: a tmux server already
         // running would start the session with its own environment.
-        let script = format!("{}; echo $? > {}", env!("CARGO_BIN_EXE_workbench"), exit_file.display());
+        let script = format!("{} {args}; echo $? > {}", env!("CARGO_BIN_EXE_workbench"), exit_file.display());
         let defaults = [
             "WORKBENCH_NO_BUILD=1".to_string(),
             "RAYON_NUM_THREADS=1".to_string(),
