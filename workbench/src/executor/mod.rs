@@ -83,8 +83,7 @@ impl Executor {
     pub fn args(&self) -> Vec<String> {
         let mut args = vec!["--executor".to_string(), self.name().to_string()];
         if let Executor::Slurm(slurm) = self {
-            let options: Vec<String> = slurm.options.iter().map(|(k, v)| format!("{k}={v}")).collect();
-            args.extend(["--slurm".to_string(), options.join(",")]);
+            args.extend(["--slurm".to_string(), slurm.to_arg()]);
         }
         args
     }

@@ -27,6 +27,12 @@ impl SlurmOptions {
         self.options.get("cpus-per-task").and_then(|n| n.trim().parse().ok()).filter(|&n| n > 0).unwrap_or(1)
     }
 
+    /// The options as `--slurm` takes them: `key=value,key=value` (empty when there are none).
+    pub fn to_arg(&self) -> String {
+        let options: Vec<String> = self.options.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        options.join(",")
+    }
+
     /// Parses `key=value[,key=value...]`; keys are sbatch long options without the dashes.
     pub fn parse(text: &str) -> Result<SlurmOptions> {
         let mut options = BTreeMap::new();

@@ -93,13 +93,10 @@ pub async fn run(
     executor.check(&store)?;
     let executor_text = match &executor {
         crate::executor::Executor::Local => "local workers".to_string(),
-        crate::executor::Executor::Slurm(o) => {
-            let options: Vec<String> = o.options.iter().map(|(k, v)| format!("{k}={v}")).collect();
-            format!(
-                "Slurm jobs{}",
-                if options.is_empty() { String::new() } else { format!(" ({})", options.join(",")) }
-            )
-        }
+        crate::executor::Executor::Slurm(o) => match o.to_arg() {
+            options if options.is_empty() => "Slurm jobs".to_string(),
+            options => format!("Slurm jobs ({options})"),
+        },
     };
     let everyone = if claims == crate::store::Claims::Everyone { " · all users" } else { "" };
     let store_label = format!("{} · {}{everyone}", store.location(), executor.name());
