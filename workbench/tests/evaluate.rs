@@ -40,6 +40,7 @@ fn eval_scores_a_checkpoint_deeper_and_on_other_data_as_a_new_run() {
     let show: Value = serde_json::from_str(&show).unwrap();
     let record = &show["run"];
     assert_eq!(record["status"], json!("finished"), "{show}");
+    assert_eq!((&record["last_step"], &record["total_steps"]), (&json!(4), &json!(null)), "the step scored: {show}");
     assert_eq!(record["tags"], json!(["eval"]));
     assert!(record["notes"].as_str().unwrap().contains("run 1's checkpoint at step 4"), "{show}");
     let examples = show["metrics"].as_array().unwrap().iter().find(|m| m["name"] == "eval_examples").unwrap();

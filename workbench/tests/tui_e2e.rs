@@ -67,7 +67,7 @@ fn launch_a_tiny_run_from_the_form_and_watch_it_finish() {
     tmux.keys(&["E"]);
     tmux.wait_for("Evaluate run 1's checkpoint again", 5);
     tmux.keys(&["eval_depths=4", "Enter"]);
-    tmux.wait_for("finished 0/0", 60);
+    tmux.wait_for("run 2 finished (best cell_acc", 60);
     let code = tmux.quit();
     assert_eq!(code, "0", "the workbench exited with {code}");
 

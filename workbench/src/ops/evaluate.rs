@@ -51,7 +51,8 @@ pub fn check(store: &Store, host: &PluginHost, source: &RunRecord, overrides: &[
     let layer = host.get(&config.layer, PluginKind::Layer)?;
     let task = host.get(&config.task, PluginKind::Task)?;
     let mut run = crate::ops::launch::new_run(layer, task, &config).map_err(refused)?;
-    run.total_steps = Some(0);
+    // It trains no steps: its progress is the step of the checkpoint it scores.
+    run.total_steps = None;
     Ok(Checked { source: id, run })
 }
 

@@ -98,6 +98,8 @@ pub async fn evaluate_checkpoint(
     };
     let model = Model::build(host, config)?;
     let step = model.load_checkpoint(&file, source)?;
+    // The run tables show the step scored where a training run shows its progress.
+    store.set_progress(run, step).await?;
     let given = settings_given(store, source, config).await?;
     store.set_param_count(run, model.params.count() as u64).await?;
     store.set_metric_specs(run, &MetricDirection::of_task(&model.info)).await?;
