@@ -186,13 +186,7 @@ impl QueueRunner {
         }
         // A run whose Slurm job will take it back (its lease expired while the job runs, or
         // the job was requeued at its time limit or on preemption) holds a slot.
-        let mut may_resume = Vec::new();
-        for (run, job) in self.store.slurm_jobs_that_may_resume().await? {
-            if self.claims == Claims::Everyone || self.claims.cover(&self.store.run(run).await?) {
-                may_resume.push((run, job));
-            }
-        }
-        let cut_off = Executor::with_job_in_queue(may_resume).len();
+        let cut_off = Executor::with_job_in_queue(self.store.slurm_jobs_that_may_resume(&self.claims).await?).len();
         let jobs = self.jobs.saturating_sub(cut_off);
         while let Some(run) = self.store.claim_next(std::process::id(), jobs, &self.claims).await? {
             // A run that trained before (requeued after an interruption) continues from its

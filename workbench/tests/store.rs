@@ -1501,11 +1501,11 @@ async fn leases_are_honoured_across_hosts(backend: Backend) {
     }
     let silent = LEASE.expiry.as_secs_f64() + 5.0;
     a.set_executor(on_a, "slurm", Some("4242")).await.unwrap();
-    assert_eq!(a.slurm_jobs_that_may_resume().await.unwrap(), vec![]);
+    assert_eq!(a.slurm_jobs_that_may_resume(&Claims::Everyone).await.unwrap(), vec![]);
     db.count("UPDATE runs SET heartbeat_at = heartbeat_at - 100000 WHERE id = $1 RETURNING id", on_a).await;
     assert_eq!(b.reap_orphans(|_| true).await.unwrap(), vec![on_a]);
     assert_eq!(
-        a.slurm_jobs_that_may_resume().await.unwrap(),
+        a.slurm_jobs_that_may_resume(&Claims::Everyone).await.unwrap(),
         vec![(on_a, "4242".to_string())],
         "its job may bring it back"
     );
@@ -1523,7 +1523,7 @@ async fn leases_are_honoured_across_hosts(backend: Backend) {
     let record = a.run(on_a).await.unwrap();
     assert_eq!(record.status, RunStatus::Running);
     assert_eq!((record.error, record.finished_at, record.supervision.cause), (None, None, None));
-    assert_eq!(a.slurm_jobs_that_may_resume().await.unwrap(), vec![]);
+    assert_eq!(a.slurm_jobs_that_may_resume(&Claims::Everyone).await.unwrap(), vec![]);
     assert_eq!(a.heartbeat(on_a, 3_999_901).await.unwrap(), Lease::StopRequested, "the stop request stands");
     // Not once the run was requeued meanwhile (`workbench resume`), nor after a reap for another
     // reason than its lease: then the worker stops without writing.
@@ -1564,7 +1564,7 @@ async fn a_run_requeued_at_its_time_limit_may_resume_with_its_job(backend: Backe
     assert!(record.may_resume_with_its_job() && !record.requeued_at_time_limit());
     assert!(!store.run(cancelled).await.unwrap().may_resume_with_its_job());
     assert_eq!(
-        store.slurm_jobs_that_may_resume().await.unwrap(),
+        store.slurm_jobs_that_may_resume(&Claims::Everyone).await.unwrap(),
         vec![(requeued, "51".to_string()), (stopped, "52".to_string())],
         "the store selects the runs `may_resume_with_its_job` does"
     );
@@ -1573,7 +1573,7 @@ async fn a_run_requeued_at_its_time_limit_may_resume_with_its_job(backend: Backe
     // starts it meanwhile) and still under the same job; another job cannot.
     assert!(!store.take_back_for_job(requeued, 3_999_922, "52").await.unwrap(), "not the run's job");
     assert!(store.take_back_for_job(requeued, 3_999_922, "51").await.unwrap());
-    assert_eq!(store.slurm_jobs_that_may_resume().await.unwrap(), vec![]);
+    assert_eq!(store.slurm_jobs_that_may_resume(&Claims::Everyone).await.unwrap(), vec![]);
     assert!(store.claim_next(3_999_923, 8, &Claims::Everyone).await.unwrap().is_none(), "claimed by the job's worker");
     store.mark_running(requeued, 3_999_922).await.unwrap();
     let record = store.run(requeued).await.unwrap();

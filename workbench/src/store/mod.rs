@@ -431,10 +431,11 @@ impl Store {
     }
 
     /// The runs on Slurm marked interrupted in a way their job undoes while it is in Slurm's
-    /// queue ([`RunRecord::may_resume_with_its_job`]), as (run, job) pairs.
-    pub async fn slurm_jobs_that_may_resume(&self) -> Result<Vec<(i64, String)>, StoreError> {
-        sqlx::query_as::<Any, (i64, String)>(
-            "SELECT id, job_id FROM runs WHERE status = 'interrupted' \
+    /// queue ([`RunRecord::may_resume_with_its_job`]), of those `claims` covers, as (run, job)
+    /// pairs.
+    pub async fn slurm_jobs_that_may_resume(&self, claims: &Claims) -> Result<Vec<(i64, String)>, StoreError> {
+        let runs = sqlx::query_as::<Any, (i64, String, Option<String>)>(
+            "SELECT id, job_id, created_by FROM runs WHERE status = 'interrupted' \
              AND (cause IS NULL OR cause LIKE $1 OR cause LIKE $2) \
              AND executor = 'slurm' AND job_id IS NOT NULL ORDER BY id",
         )
@@ -442,7 +443,8 @@ impl Store {
         .bind(format!("{}%", supervision::TIME_LIMIT_REQUEUED))
         .fetch_all(&self.pool)
         .await
-        .map_err(|e| self.err(e))
+        .map_err(|e| self.err(e))?;
+        Ok(runs.into_iter().filter(|(_, _, by)| claims.covers(by.as_deref())).map(|(id, job, _)| (id, job)).collect())
     }
 
     /// Status of a run, or [`StoreError::NotFound`].

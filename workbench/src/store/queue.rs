@@ -32,9 +32,14 @@ impl Claims {
 
     /// Whether a runner with these claims may start `run`.
     pub fn cover(&self, run: &RunRecord) -> bool {
+        self.covers(run.created_by.as_deref())
+    }
+
+    /// Whether a runner with these claims may start a run stored by `created_by`.
+    pub fn covers(&self, created_by: Option<&str>) -> bool {
         match self {
             Claims::Everyone => true,
-            Claims::User(user) => run.created_by.as_deref().is_none_or(|by| by == user),
+            Claims::User(user) => created_by.is_none_or(|by| by == user),
         }
     }
 }
