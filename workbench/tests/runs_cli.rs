@@ -164,6 +164,13 @@ async fn runs_record_who_stored_them() {
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("run 4 was stored by someone else (grace): add --yes"), "{err}");
     assert_eq!(listed(&f.ok(&["runs", "--filter", "status:queued"])), vec![4], "still queued");
+    // Letting another user's run start says whose runner starts it.
+    let (code, _, err) = f.run(&["runs", "pause", "4"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(!err.contains("grace's"), "{err}");
+    let (code, _, err) = f.run(&["runs", "unpause", "4"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("run 4 is grace's: a runner of theirs starts it; `workbench queue --all-users`"), "{err}");
     // A queue runner starts its user's runs only, unless it runs everyone's.
     let (code, _, err) = f.run(&["queue"]);
     assert_eq!(code, 0, "{err}");

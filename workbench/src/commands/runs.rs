@@ -488,10 +488,12 @@ pub async fn cancel(store: &Store, pick: &RunPick, grace: std::time::Duration, y
 /// `workbench runs requeue 12,13`: back in the queue, each continuing from its checkpoint.
 pub async fn requeue(store: &Store, pick: &RunPick) -> Result<i32> {
     let refuse = |id| async move { ops::runs::requeue(store, id).await };
-    for run in acted_on(store, pick, "be requeued", ops::runs::requeueable, refuse).await? {
+    let runs = acted_on(store, pick, "be requeued", ops::runs::requeueable, refuse).await?;
+    for run in &runs {
         ops::runs::requeue(store, run.id).await?;
         tracing::info!("run {} queued again; the queue resumes it from its last checkpoint", run.id);
     }
+    say_whose_runners_start(store, &runs);
     Ok(0)
 }
 
@@ -546,10 +548,22 @@ pub async fn delete(store: &Store, pick: &RunPick, yes: bool, files: bool) -> Re
 pub async fn hold(store: &Store, pick: &RunPick, held: bool) -> Result<i32> {
     let refuse = |id| async move { ops::runs::hold(store, id, held).await.map(|_| ()) };
     let verb = if held { "be paused" } else { "be unpaused" };
-    for run in acted_on(store, pick, verb, ops::runs::holdable, refuse).await? {
+    let runs = acted_on(store, pick, verb, ops::runs::holdable, refuse).await?;
+    for run in &runs {
         tracing::info!("{}", ops::runs::hold(store, run.id, held).await?.describe());
     }
+    if !held {
+        say_whose_runners_start(store, &runs);
+    }
     Ok(0)
+}
+
+/// In a store a lab shares, names the runs just queued or let start that this user's runners
+/// leave to their own users' runners.
+fn say_whose_runners_start(store: &Store, runs: &[RunRecord]) {
+    if let Some(note) = ops::runs::left_to_their_users(runs, &crate::store::Claims::mine(store)) {
+        tracing::info!("{note}");
+    }
 }
 
 /// `workbench runs tag 12,13 a,b` replaces the runs' tags; `+a,-b` adds and removes.

@@ -151,17 +151,13 @@ pub fn of_several_users<'a>(runs: impl IntoIterator<Item = &'a RunRecord>) -> bo
 /// every run is this user's or was stored before users were recorded.
 pub fn stored_by_others<'a>(runs: impl IntoIterator<Item = &'a RunRecord>) -> Option<String> {
     let me = crate::store::user_name();
-    let others: Vec<(i64, &str)> = runs
-        .into_iter()
-        .filter_map(|r| r.created_by.as_deref().filter(|user| *user != me).map(|user| (r.id, user)))
-        .collect();
-    let ids: Vec<String> = others.iter().map(|(id, _)| id.to_string()).collect();
-    let users: std::collections::BTreeSet<&str> = others.iter().map(|(_, user)| *user).collect();
-    let users: Vec<&str> = users.into_iter().collect();
+    let others: Vec<&RunRecord> =
+        runs.into_iter().filter(|r| r.created_by.as_deref().is_some_and(|user| user != me)).collect();
+    let ids: Vec<String> = others.iter().map(|r| r.id.to_string()).collect();
     match ids.as_slice() {
         [] => None,
-        [id] => Some(format!("run {id} was stored by someone else ({})", users.join(", "))),
-        _ => Some(format!("runs {} were stored by someone else ({})", ids.join(", "), users.join(", "))),
+        [id] => Some(format!("run {id} was stored by someone else ({})", users_of(&others))),
+        _ => Some(format!("runs {} were stored by someone else ({})", ids.join(", "), users_of(&others))),
     }
 }
 
@@ -169,19 +165,40 @@ pub fn stored_by_others<'a>(runs: impl IntoIterator<Item = &'a RunRecord>) -> Op
 /// --all-users` starts every user's`, when the queue holds runs `claims` leaves.
 pub fn others_queued(runs: &[RunRecord], claims: &crate::store::Claims) -> Option<String> {
     let left: Vec<&RunRecord> = runs.iter().filter(|r| r.status == RunStatus::Queued && !claims.cover(r)).collect();
-    if left.is_empty() {
-        return None;
-    }
-    let users: std::collections::BTreeSet<&str> = left.iter().filter_map(|r| r.created_by.as_deref()).collect();
-    let users: Vec<&str> = users.into_iter().collect();
     let (n, verb) = match left.len() {
+        0 => return None,
         1 => ("1 queued run".to_string(), "is"),
         n => (format!("{n} queued runs"), "are"),
     };
-    Some(format!(
-        "{n} {verb} other users' ({}): their runners start them; `workbench queue --all-users` starts every user's",
-        users.join(", ")
-    ))
+    Some(format!("{n} {verb} other users' ({}): their runners start them; {ALL_USERS}", users_of(&left)))
+}
+
+/// Of `runs` just queued again or let start, those a runner with `claims` leaves to their
+/// users' runners, said after `requeue` and `unpause`: `run 5 is bob's: a runner of theirs
+/// starts it; ...`. `None` when `claims` cover them all.
+pub fn left_to_their_users<'a>(
+    runs: impl IntoIterator<Item = &'a RunRecord>,
+    claims: &crate::store::Claims,
+) -> Option<String> {
+    let left: Vec<&RunRecord> = runs.into_iter().filter(|r| !claims.cover(r)).collect();
+    let ids: Vec<String> = left.iter().map(|r| r.id.to_string()).collect();
+    match ids.as_slice() {
+        [] => None,
+        [id] => Some(format!("run {id} is {}'s: a runner of theirs starts it; {ALL_USERS}", users_of(&left))),
+        _ => Some(format!(
+            "runs {} are other users' ({}): their runners start them; {ALL_USERS}",
+            ids.join(", "),
+            users_of(&left)
+        )),
+    }
+}
+
+const ALL_USERS: &str = "`workbench queue --all-users` starts every user's";
+
+/// The users who stored `runs`, each once, in order: `bob, grace`.
+fn users_of(runs: &[&RunRecord]) -> String {
+    let users: std::collections::BTreeSet<&str> = runs.iter().filter_map(|r| r.created_by.as_deref()).collect();
+    users.into_iter().collect::<Vec<_>>().join(", ")
 }
 
 /// Deletes runs and everything recorded for them, all or none: a running run is refused
@@ -362,6 +379,17 @@ mod tests {
              `workbench queue --all-users` starts every user's"
         );
         assert_eq!(super::others_queued(&runs, &Claims::Everyone), None);
+        assert_eq!(
+            super::left_to_their_users(&runs[..2], &mine).unwrap(),
+            "run 2 is not-me-grace's: a runner of theirs starts it; `workbench queue --all-users` starts every user's"
+        );
+        assert_eq!(
+            super::left_to_their_users(&runs[1..], &mine).unwrap(),
+            "runs 2, 3, 5 are other users' (not-me-bob, not-me-grace): their runners start them; \
+             `workbench queue --all-users` starts every user's"
+        );
+        assert_eq!(super::left_to_their_users([&runs[0], &runs[3]], &mine), None, "mine, and nobody's");
+        assert_eq!(super::left_to_their_users(&runs, &Claims::Everyone), None);
         assert!(super::of_several_users(&runs) && !super::of_several_users(&runs[1..2]));
     }
 

@@ -239,7 +239,17 @@ impl Service {
                     ops::runs::hold(&self.store, id, held).await?;
                 }
                 let word = if held { "paused" } else { "released" };
-                self.send(Update::Info(format!("{} {word}", crate::wording::count(ids.len(), "queued run"))));
+                let mut text = format!("{} {word}", crate::wording::count(ids.len(), "queued run"));
+                if !held {
+                    let mut runs = Vec::with_capacity(ids.len());
+                    for &id in &ids {
+                        runs.push(self.store.run(id).await?);
+                    }
+                    if let Some(whose) = ops::runs::left_to_their_users(&runs, &self.queue.claims) {
+                        text = format!("{text}; {whose}");
+                    }
+                }
+                self.send(Update::Info(text));
             }
             Request::Cancel(id) => {
                 if self.store.run(id).await?.status == RunStatus::Running {
@@ -258,12 +268,9 @@ impl Service {
             Request::Resume(id) => {
                 ops::runs::requeue(&self.store, id).await?;
                 let run = self.store.run(id).await?;
-                let text = match run.created_by.as_deref() {
-                    Some(user) if !self.queue.claims.cover(&run) => format!(
-                        "run {id} queued again; it is {user}'s: a queue runner of theirs continues it \
-                         (`workbench queue --all-users` starts every user's)"
-                    ),
-                    _ => format!("run {id} queued again; it continues from its last checkpoint"),
+                let text = match ops::runs::left_to_their_users([&run], &self.queue.claims) {
+                    Some(whose) => format!("run {id} queued again; {whose}"),
+                    None => format!("run {id} queued again; it continues from its last checkpoint"),
                 };
                 self.send(Update::Info(text));
             }
