@@ -600,7 +600,13 @@ pub enum SweepsAction {
     /// Let them start again.
     Resume { sweep: i64 },
     /// Cancel the queued runs and stop the running ones.
-    Cancel { sweep: i64 },
+    Cancel {
+        sweep: i64,
+        /// Stop them even when other users stored them (without it, such a sweep is named and
+        /// nothing is stopped).
+        #[arg(long)]
+        yes: bool,
+    },
 }
 
 /// The runs a command acts on one by one: ids as arguments (`12,13` or `12 13`), or the
@@ -830,7 +836,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
                 }
                 Some(SweepsAction::Pause { sweep: id }) => commands::sweep::hold_sweep(&store, id, true).await,
                 Some(SweepsAction::Resume { sweep: id }) => commands::sweep::hold_sweep(&store, id, false).await,
-                Some(SweepsAction::Cancel { sweep: id }) => commands::sweep::cancel_sweep(&store, id).await,
+                Some(SweepsAction::Cancel { sweep: id, yes }) => commands::sweep::cancel_sweep(&store, id, yes).await,
             }
         }
         Some(Command::Queue { jobs, all_users, json }) => {

@@ -171,6 +171,16 @@ async fn runs_record_who_stored_them() {
     let (code, _, err) = f.run(&["runs", "unpause", "4"]);
     assert_eq!(code, 0, "{err}");
     assert!(err.contains("run 4 is grace's: a runner of theirs starts it; `workbench queue --all-users`"), "{err}");
+    // So does releasing her sweep; cancelling it asks for --yes, as cancelling her run does.
+    assert_eq!(listed(&f.ok(&["runs", "--filter", "sweep:2"])), vec![4], "grace's sweep");
+    let (code, _, err) = f.run(&["sweeps", "pause", "2"]);
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) = f.run(&["sweeps", "resume", "2"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("sweep 2: 1 queued run released") && err.contains("run 4 is grace's"), "{err}");
+    let (code, _, err) = f.run(&["sweeps", "cancel", "2"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("sweep 2: run 4 was stored by someone else (grace): add --yes"), "{err}");
     // A queue runner starts its user's runs only, unless it runs everyone's.
     let (code, _, err) = f.run(&["queue"]);
     assert_eq!(code, 0, "{err}");

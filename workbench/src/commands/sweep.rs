@@ -439,13 +439,25 @@ fn shell_word(word: &str) -> String {
 
 /// Pauses or resumes the queued runs of a sweep.
 pub async fn hold_sweep(store: &Store, sweep: i64, held: bool) -> Result<i32> {
-    tracing::info!("{}", ops::runs::hold_sweep(store, sweep, held).await?.describe());
+    let done = ops::runs::hold_sweep(store, sweep, held).await?;
+    tracing::info!("{}", done.describe());
+    if let Some(note) = ops::runs::whose_released_sweep(store, &done, &Claims::mine(store)).await? {
+        tracing::info!("{note}");
+    }
     Ok(0)
 }
 
-/// Cancels a sweep: queued runs become interrupted, running ones are stopped.
-pub async fn cancel_sweep(store: &Store, sweep: i64) -> Result<i32> {
+/// Cancels a sweep: queued runs become interrupted, running ones are stopped; a sweep with
+/// runs other users stored only with `yes` (they are named, and nothing is stopped, without).
+pub async fn cancel_sweep(store: &Store, sweep: i64, yes: bool) -> Result<i32> {
     let grace = crate::train::stop::DEFAULT_GRACE;
+    store.sweep(sweep).await?;
+    let open: Vec<RunRecord> = store.sweep_runs(sweep).await?.into_iter().filter(ops::runs::cancellable).collect();
+    if let (Some(others), false) = (ops::runs::stored_by_others(&open), yes) {
+        return Err(refused(anyhow!(
+            "sweep {sweep}: {others}: add --yes to stop other users' runs too; nothing was stopped"
+        )));
+    }
     let cancelled = ops::runs::cancel_sweep(store, sweep, grace).await?;
     if cancelled.is_empty() {
         tracing::info!("sweep {sweep}: no queued or running run left, nothing to cancel");

@@ -93,7 +93,9 @@ impl Held {
         let word = |held: bool| if held { "paused" } else { "released" };
         match self {
             Held::Run { id, held } => format!("run {id} {}", word(*held)),
-            Held::Sweep { sweep, count, held } => format!("sweep {sweep}: {count} queued runs {}", word(*held)),
+            Held::Sweep { sweep, count, held } => {
+                format!("sweep {sweep}: {} {}", crate::wording::count(*count as usize, "queued run"), word(*held))
+            }
         }
     }
 }
@@ -107,6 +109,14 @@ pub async fn hold(store: &Store, id: i64, held: bool) -> Result<Held> {
 /// Pauses or releases every queued run of a sweep.
 pub async fn hold_sweep(store: &Store, sweep: i64, held: bool) -> Result<Held> {
     Ok(Held::Sweep { sweep, count: store.set_sweep_held(sweep, held).await?, held })
+}
+
+/// After a release of a sweep's runs, the note naming whose runners start those a runner with
+/// `claims` leaves (see [`left_to_their_users`]); `None` after a pause.
+pub async fn whose_released_sweep(store: &Store, held: &Held, claims: &crate::store::Claims) -> Result<Option<String>> {
+    let Held::Sweep { sweep, held: false, .. } = *held else { return Ok(None) };
+    let queued: Vec<RunRecord> = store.sweep_runs(sweep).await?.into_iter().filter(holdable).collect();
+    Ok(left_to_their_users(&queued, claims))
 }
 
 /// Pauses run `id` if it is not paused, else releases it; with `whole_sweep`, does the same

@@ -232,7 +232,11 @@ impl Service {
             }
             Request::PauseSweep(id) => {
                 let toggled = ops::runs::toggle_hold(&self.store, id, true).await?;
-                self.send(Update::Info(toggled.describe()));
+                let text = match ops::runs::whose_released_sweep(&self.store, &toggled, &self.queue.claims).await? {
+                    Some(whose) => format!("{}; {whose}", toggled.describe()),
+                    None => toggled.describe(),
+                };
+                self.send(Update::Info(text));
             }
             Request::Hold { ids, held } => {
                 for &id in &ids {
