@@ -3,8 +3,8 @@
 use crate::commands;
 use crate::executor::Executor;
 use crate::host::{self, PluginHost};
+use crate::store::Claims;
 use crate::store::StoreLocation;
-use crate::store::{Claims, Store};
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 
@@ -978,7 +978,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         }
         Some(Command::Worker { run, resume }) => {
             let host = PluginHost::load_dirs(&host::search_path(&dirs));
-            let store = Store::connect(&db).await?.with_artifacts_dir(artifacts);
+            let store = crate::train::worker::connect(&db, run).await?.with_artifacts_dir(artifacts);
             crate::train::worker::run(&store, &host, run, resume).await?;
             Ok(0)
         }

@@ -293,6 +293,70 @@ async fn a_sweep_rides_out_a_store_outage() {
     assert_eq!(db.count(noted, 1).await, 1, "{stderr}");
 }
 
+/// A cluster's workers share the PostgreSQL server's connections. Each keeps two while its
+/// run trains (its heartbeat's and its writer's, listed under the run), and one that finds no
+/// connection free as it starts waits for one: under a limit that three runs starting at once
+/// exceed (their runner's 3 or 4 and 3 a worker as it starts; 2 a worker once it trains),
+/// every run finishes. `doctor` names the limit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn workers_stay_within_the_connection_limit() {
+    use common::stores::{Backend, TestDb};
+    let Some(db) = TestDb::new(Backend::Postgres, "connections").await else { return };
+    let plugins = plugin_dir_with("connections", &["fixture-panicking-plugin", "sudoku"]);
+    db.set_connection_limit(10).await;
+    let workbench_on_store = || {
+        let mut cmd = workbench(&db.dir);
+        cmd.env("WORKBENCH_DB", db.db_arg())
+            .env("WORKBENCH_ARTIFACTS", db.dir.join("artifacts"))
+            .env("WORKBENCH_PLUGIN_PATH", &plugins);
+        cmd
+    };
+    // (Its plugins check fails: the test's plugin directory holds a second copy of sudoku.)
+    let (_, out, _) = run(workbench_on_store().arg("doctor"));
+    let store_line = out.lines().find(|l| l.starts_with("store")).unwrap_or_default().to_string();
+    assert!(store_line.contains("takes 10 connections") && store_line.contains("more running runs"), "{out}");
+    // 200 ms a step: each run trains for 20 s or more.
+    let steps: u32 = 100;
+    let mut args = fixture_train_args("slow", steps, 50);
+    args[0] = "sweep".into();
+    args.extend(["seed=0,1,2".into(), "--jobs".into(), "3".into()]);
+    let mut sweep = workbench_on_store().args(&args).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
+    let _guard = KillOnDrop(vec![sweep.id()]);
+    // Once every run trains, its worker's own connection is closed (unused for 5 s): two a
+    // run, its heartbeat's and its writer's.
+    let of_run = |names: &[(String, i64)], run: i64| -> Vec<(String, i64)> {
+        let prefix = format!("workbench run {run} ");
+        names.iter().filter(|(name, _)| name.starts_with(&prefix)).cloned().collect()
+    };
+    let two =
+        |run: i64| vec![(format!("workbench run {run} heartbeat"), 1), (format!("workbench run {run} writer"), 1)];
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let names = db.connections_by_name().await;
+        if (1..=3).all(|run| of_run(&names, run) == two(run)) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the workers never settled at two connections each: {names:?}");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let status = sweep.wait().unwrap();
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut sweep.stderr.take().unwrap(), &mut stderr).unwrap();
+    assert!(status.success(), "{status}\n{stderr}");
+    // Three workers starting at once took more than the limit left them for a while.
+    let logs: String = (1..=3)
+        .map(|id| std::fs::read_to_string(db.dir.join(format!("artifacts/runs/{id}/worker.log"))).unwrap_or_default())
+        .collect();
+    assert!(logs.contains("too many connections for database"), "{logs}");
+    for id in 1..=3 {
+        let (code, out, err) = run(workbench_on_store().args(["runs", "show", &id.to_string(), "--json"]));
+        assert_eq!(code, 0, "{err}");
+        let shown: Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(shown["run"]["status"], "finished", "run {id}\n{stderr}");
+        assert_eq!(shown["run"]["last_step"], steps, "run {id}\n{stderr}");
+    }
+}
+
 /// The network between a worker and PostgreSQL cut for longer than a lease, the server up: a
 /// reader marks the run interrupted (its lease expired), and when the network is back the
 /// worker takes the run back and finishes it, every step's loss stored once.

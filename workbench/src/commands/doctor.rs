@@ -107,8 +107,12 @@ async fn describe_store(store: &Store) -> Result<String> {
         Backend::Sqlite => "SQLite",
         Backend::Postgres => "PostgreSQL",
     };
+    let server = match store.server_connections().await? {
+        Some(connections) => format!("; {}", connections.describe()),
+        None => String::new(),
+    };
     Ok(format!(
-        "{} ({backend}): {}, {} running, {} queued; new runs are stored as {}'s",
+        "{} ({backend}): {}, {} running, {} queued; new runs are stored as {}'s{server}",
         store.location(),
         crate::wording::count(counts.values().sum::<usize>(), "run"),
         count(RunStatus::Running),

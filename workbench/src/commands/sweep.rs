@@ -119,6 +119,27 @@ fn per_core_hint(runs: usize, on_cpu_by_default: bool, workers_chosen: bool, cor
     ))
 }
 
+/// Says so when the PostgreSQL server has no connections left for every run this runner may
+/// start at once (at most `jobs` of the queued runs it starts).
+async fn warn_if_the_server_is_crowded(
+    store: &Store,
+    jobs: usize,
+    claims: &Claims,
+    only: Option<&[i64]>,
+) -> Result<()> {
+    let Some(server) = store.server_connections().await? else { return Ok(()) };
+    let runs = store.list_runs().await?;
+    let waiting = runs
+        .iter()
+        .filter(|r| r.status == RunStatus::Queued && !r.held && claims.cover(r))
+        .filter(|r| only.is_none_or(|ids| ids.contains(&r.id)))
+        .count();
+    if let Some(warning) = server.crowded(waiting.min(jobs) as u64) {
+        tracing::warn!("{warning}");
+    }
+    Ok(())
+}
+
 /// Starts queued runs as slots free up until `only` (or the queue of the runs `claims`
 /// covers) has no queued or running run left. Ctrl-C stops the runner; workers go on and the
 /// queue stays in runs.db.
@@ -135,6 +156,7 @@ pub async fn run_until_done(
         return Err(refused(anyhow!("--jobs must be at least 1")));
     }
     executor.check(store).map_err(refused)?;
+    warn_if_the_server_is_crowded(store, jobs, &claims, only).await?;
     if only.is_none() {
         // `queue`: the runs were stored by other commands, with other options maybe; this
         // runner's options are asked about before it submits any of them.

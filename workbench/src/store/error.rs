@@ -17,6 +17,16 @@ pub enum StoreError {
         reason: String,
     },
 
+    /// A PostgreSQL server that does not answer now (refused, unknown, silent): it may be
+    /// restarting, so a worker waits for it as for an outage.
+    #[error("cannot open run database at {}: {reason}; check --db or WORKBENCH_DB", db)]
+    Unreachable {
+        /// The store that was given.
+        db: StoreLocation,
+        /// What went wrong.
+        reason: String,
+    },
+
     /// The file exists but is not an SQLite database. It is left untouched.
     #[error("{} is not an SQLite database ({detail}); it was left untouched: pass --db PATH or set WORKBENCH_DB to a run database, or move that file away", db)]
     NotSqlite {
@@ -137,7 +147,7 @@ impl StoreError {
     /// would fail again.
     pub fn is_passing(&self) -> bool {
         match self {
-            StoreError::Busy { .. } => true,
+            StoreError::Busy { .. } | StoreError::Unreachable { .. } => true,
             StoreError::Database { source, .. } => match source {
                 sqlx::Error::Io(_)
                 | sqlx::Error::Tls(_)
@@ -285,11 +295,17 @@ fn from_postgres_open(db: &StoreLocation, e: sqlx::Error) -> StoreError {
         }
         Some(_) => return from_postgres(db, e),
         None => match &e {
-            sqlx::Error::Io(io) => format!(
-                "cannot reach the server: {io} (is PostgreSQL running and listening there? \
-                 `scripts/services start` starts a local one)"
-            ),
-            sqlx::Error::PoolTimedOut => "the server did not answer in time (is it running and reachable?)".into(),
+            sqlx::Error::Io(io) => {
+                let reason = format!(
+                    "cannot reach the server: {io} (is PostgreSQL running and listening there? \
+                     `scripts/services start` starts a local one)"
+                );
+                return StoreError::Unreachable { db: db.clone(), reason };
+            }
+            sqlx::Error::PoolTimedOut => {
+                let reason = "the server did not answer in time (is it running and reachable?)".into();
+                return StoreError::Unreachable { db: db.clone(), reason };
+            }
             sqlx::Error::Configuration(c) => format!("the URL is not valid: {c}"),
             sqlx::Error::Tls(t) => format!("TLS: {t}"),
             _ => return from_postgres(db, e),

@@ -66,6 +66,7 @@
 //! the migrator runs), and a server that cannot be reached or refuses the login is named with
 //! the reason and the fix, never with the password.
 
+mod connections;
 mod copy;
 mod error;
 mod float;
@@ -88,6 +89,7 @@ use sqlx::any::{AnyArguments, AnyRow};
 use sqlx::AnyPool;
 use sqlx::{Any, Row};
 
+pub use connections::{ConnectionLimit, ServerConnections, PER_WORKER};
 pub use copy::{copied_columns, CopyReport};
 pub use error::StoreError;
 use float::Float;

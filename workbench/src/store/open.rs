@@ -20,8 +20,34 @@ static POSTGRES_MIGRATOR: Migrator = sqlx::migrate!("./migrations/postgres");
 /// The first 16 bytes of every SQLite database file.
 const SQLITE_HEADER: &[u8; 16] = b"SQLite format 3\0";
 
-/// Connections one process opens to a PostgreSQL server at most.
+/// Connections one store handle opens to a PostgreSQL server at most, unless it is opened
+/// with [`Store::connect_serial`] or [`Store::connect_occasional`].
 const POSTGRES_CONNECTIONS: u32 = 4;
+
+/// How long the connection of a [`Store::connect_occasional`] handle stays open unused.
+pub const OCCASIONAL_IDLE: Duration = Duration::from_secs(5);
+
+/// The connections a store handle keeps to a PostgreSQL server (an SQLite file's are
+/// local and cost nothing).
+struct Connections {
+    /// At most this many.
+    most: u32,
+    /// Each closed once unused for this long (`None`: sqlx's default, 10 minutes).
+    idle: Option<Duration>,
+    /// The `application_name` the server lists them under, unless the URL names one.
+    name: String,
+}
+
+/// `url` with `application_name=name` added, unless it names one already.
+fn with_application_name(url: &str, name: &str) -> String {
+    match url::Url::parse(url) {
+        Ok(mut parsed) if !parsed.query_pairs().any(|(key, _)| key == "application_name") => {
+            parsed.query_pairs_mut().append_pair("application_name", name);
+            parsed.into()
+        }
+        _ => url.to_string(),
+    }
+}
 
 /// How long to wait for a PostgreSQL server to accept a connection.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -52,10 +78,31 @@ impl Store {
     /// database, whose schema is brought up to date the same way. A PostgreSQL database
     /// written by a newer workbench is refused before anything is changed.
     pub async fn connect(location: &StoreLocation) -> Result<Store, StoreError> {
+        let connections = Connections { most: POSTGRES_CONNECTIONS, idle: None, name: "workbench".into() };
+        Store::connect_pooled(location, connections).await
+    }
+
+    /// [`Store::connect`] for a handle used by one task at a time and often (a worker's
+    /// heartbeat, its writer): one connection to a PostgreSQL server, so that the hundreds of
+    /// workers of a cluster stay within the server's connection limit. The server lists it as
+    /// `workbench <role>` (`pg_stat_activity.application_name`).
+    pub async fn connect_serial(location: &StoreLocation, role: &str) -> Result<Store, StoreError> {
+        Store::connect_pooled(location, Connections { most: 1, idle: None, name: format!("workbench {role}") }).await
+    }
+
+    /// [`Store::connect_serial`] for a handle used now and then (a worker, as it starts and
+    /// ends its run): its connection to a PostgreSQL server is closed after
+    /// [`OCCASIONAL_IDLE`] unused, and opened again when it is next needed.
+    pub async fn connect_occasional(location: &StoreLocation, role: &str) -> Result<Store, StoreError> {
+        let connections = Connections { most: 1, idle: Some(OCCASIONAL_IDLE), name: format!("workbench {role}") };
+        Store::connect_pooled(location, connections).await
+    }
+
+    async fn connect_pooled(location: &StoreLocation, connections: Connections) -> Result<Store, StoreError> {
         sqlx::any::install_default_drivers();
         match location {
             StoreLocation::Sqlite(path) => open_sqlite(location, path).await,
-            StoreLocation::Postgres(url) => open_postgres(location, url).await,
+            StoreLocation::Postgres(url) => open_postgres(location, url, connections).await,
         }
     }
 }
@@ -168,9 +215,10 @@ async fn open_sqlite(location: &StoreLocation, path: &Path) -> Result<Store, Sto
     migrated(pool, location, &SQLITE_MIGRATOR).await
 }
 
-async fn open_postgres(location: &StoreLocation, url: &str) -> Result<Store, StoreError> {
-    let options: AnyConnectOptions =
-        url.parse().map_err(|e| StoreError::CannotOpen { db: location.clone(), reason: format!("{e}") })?;
+async fn open_postgres(location: &StoreLocation, url: &str, connections: Connections) -> Result<Store, StoreError> {
+    let options: AnyConnectOptions = with_application_name(url, &connections.name)
+        .parse()
+        .map_err(|e| StoreError::CannotOpen { db: location.clone(), reason: format!("{e}") })?;
     // One direct connection first: a pool retries until its timeout and then reports only
     // that it timed out, where the first attempt says why (refused, unknown host, password).
     let probe = tokio::time::timeout(CONNECT_TIMEOUT, sqlx::AnyConnection::connect_with(&options))
@@ -178,14 +226,13 @@ async fn open_postgres(location: &StoreLocation, url: &str) -> Result<Store, Sto
         .map_err(|_| error::from_sqlx_open(location, sqlx::Error::PoolTimedOut))?
         .map_err(|e| error::from_sqlx_open(location, e))?;
     let _ = probe.close().await;
-    // A few connections per process: a cluster's workers, runners and TUIs all connect to
-    // one server, whose connection limit (100 by default) they share.
-    let pool = AnyPoolOptions::new()
-        .max_connections(POSTGRES_CONNECTIONS)
-        .acquire_timeout(CONNECT_TIMEOUT)
-        .connect_with(options)
-        .await
-        .map_err(|e| error::from_sqlx_open(location, e))?;
+    // A few connections per handle: a cluster's workers, runners and TUIs all connect to one
+    // server, whose connection limit (100 by default) they share.
+    let mut pool = AnyPoolOptions::new().max_connections(connections.most).acquire_timeout(CONNECT_TIMEOUT);
+    if let Some(idle) = connections.idle {
+        pool = pool.idle_timeout(idle);
+    }
+    let pool = pool.connect_with(options).await.map_err(|e| error::from_sqlx_open(location, e))?;
 
     // Refuse a database that a newer workbench migrated, before the migrator touches it.
     let applied: Vec<i64> = match pool.fetch_optional("SELECT to_regclass('_sqlx_migrations')::text").await {

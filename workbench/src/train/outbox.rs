@@ -348,7 +348,12 @@ async fn write_batch(
 ) -> Result<Written, (StoreError, bool)> {
     let opened = match store {
         Some(opened) => opened,
-        None => store.insert(Store::connect(location).await.map_err(|e| (e, true))?.with_host(host)),
+        None => store.insert(
+            Store::connect_serial(location, &format!("run {} writer", target.run_id))
+                .await
+                .map_err(|e| (e, true))?
+                .with_host(host),
+        ),
     };
     let with_passing = |e: StoreError| {
         let passing = e.is_passing();
@@ -399,13 +404,14 @@ fn record_failure(state: &mut State, run_id: i64, error: &StoreError, passing: b
 
 /// `write` tried again every `RETRY_EVERY` while it fails in a way that may pass, for at
 /// most [`OUTAGE_LIMIT`](crate::store::OUTAGE_LIMIT) ([`StoreOutage`], which `say`s when the store goes and comes back):
-/// a run's last word (its final status) is worth waiting for.
-pub async fn with_retries<T, F, Fut>(mut write: F, say: impl Fn(String)) -> anyhow::Result<T>
+/// a run's last word (its final status) is worth waiting for, and so is its start. `going_on`
+/// says what happens meanwhile.
+pub async fn with_retries<T, F, Fut>(going_on: &'static str, mut write: F, say: impl Fn(String)) -> anyhow::Result<T>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<T, StoreError>>,
 {
-    let mut outage = StoreOutage::default();
+    let mut outage = StoreOutage::new(going_on);
     loop {
         if let Some(value) = outage.pass(write().await.map_err(anyhow::Error::from), &say)? {
             return Ok(value);

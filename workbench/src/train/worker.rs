@@ -71,6 +71,16 @@ struct StopFlags<'a> {
     lost: &'a AtomicBool,
 }
 
+/// Opens the store for the worker of run `run_id`: one connection, closed while the run
+/// trains (its heartbeat and writer keep one each), so that a cluster's workers stay within
+/// the server's connection limit. A server that does not take the connection yet (restarting,
+/// or at that limit until other workers end) is waited for as an outage is, saying so on
+/// stderr, the job's log.
+pub async fn connect(location: &crate::store::StoreLocation, run_id: i64) -> Result<Store> {
+    let (waiting, role) = ("the worker waits to start the run", format!("run {run_id} worker"));
+    with_retries(waiting, || Store::connect_occasional(location, &role), |line| log_line(run_id, &line)).await
+}
+
 /// Runs the worker for `run_id`; `resume` continues from the run's checkpoint.
 ///
 /// The worker holds the run's lease while it trains (a heartbeat thread, see
@@ -157,7 +167,7 @@ pub async fn run(store: &Store, host: &PluginHost, run_id: i64, resume: bool) ->
     match written {
         Ok(()) => {
             let finish = || store.finish_with_cause(run_id, status, error.as_deref(), cause.as_deref());
-            with_retries(finish, |line| log_line(run_id, &line)).await?;
+            with_retries("the worker waits to record the run's end", finish, |line| log_line(run_id, &line)).await?;
             if let (Ok(job), true) = (&requeue, signals.time_limit_near()) {
                 requeue_job(store, run_id, job).await?;
             }
@@ -291,15 +301,28 @@ impl Heartbeat {
                 return;
             };
             runtime.block_on(async move {
-                let store = match Store::connect(&location).await {
-                    Ok(store) => store.with_host(&host),
-                    Err(e) => return log_line(run_id, &format!("heartbeat: cannot open the store: {e}")),
-                };
+                // Opened at the first beat, and again at the next while it fails, as a beat
+                // that fails is tried again: the server may be restarting.
+                let mut store: Option<Store> = None;
                 let mut next = Instant::now();
                 while !done_flag.load(Ordering::Relaxed) {
                     if Instant::now() >= next {
                         next = Instant::now() + LEASE.heartbeat;
-                        match store.heartbeat(run_id, pid).await {
+                        let beat = match &store {
+                            Some(store) => store.heartbeat(run_id, pid).await,
+                            None => match Store::connect_serial(&location, &format!("run {run_id} heartbeat")).await {
+                                Ok(opened) => store.insert(opened.with_host(&host)).heartbeat(run_id, pid).await,
+                                Err(e) => Err(e),
+                            },
+                        };
+                        let Some(store) = &store else {
+                            if let Err(e) = beat {
+                                log_line(run_id, &format!("heartbeat: cannot open the store: {e}"));
+                            }
+                            next = Instant::now() + HEARTBEAT_RETRY.min(LEASE.heartbeat);
+                            continue;
+                        };
+                        match beat {
                             Ok(Lease::Held) => {}
                             Ok(Lease::StopRequested) => stop.store(true, Ordering::Relaxed),
                             Ok(Lease::Reclaimed) => {
@@ -324,7 +347,9 @@ impl Heartbeat {
                     }
                     tokio::time::sleep(Duration::from_millis(100)).await;
                 }
-                store.close().await;
+                if let Some(store) = store {
+                    store.close().await;
+                }
             });
         });
         Heartbeat { done, lost, thread: Some(thread) }

@@ -156,6 +156,33 @@ impl TestDb {
         conn.close().await.unwrap();
     }
 
+    /// Sets the database's `CONNECTION LIMIT` (-1: none).
+    pub async fn set_connection_limit(&self, limit: i32) {
+        let (admin, name) = self.postgres.as_ref().expect("a PostgreSQL test store");
+        let mut conn = PgConnection::connect(admin).await.unwrap();
+        sqlx::query(sqlx::AssertSqlSafe(format!("ALTER DATABASE {name} CONNECTION LIMIT {limit}")))
+            .execute(&mut conn)
+            .await
+            .unwrap();
+        conn.close().await.unwrap();
+    }
+
+    /// The connections open to the database, by the `application_name` they gave, asked
+    /// through the admin database (so as not to count the asking one).
+    pub async fn connections_by_name(&self) -> Vec<(String, i64)> {
+        let (admin, name) = self.postgres.as_ref().expect("a PostgreSQL test store");
+        let mut conn = PgConnection::connect(admin).await.unwrap();
+        let rows = sqlx::query_as(
+            "SELECT application_name, COUNT(*) FROM pg_stat_activity WHERE datname = $1 GROUP BY 1 ORDER BY 1",
+        )
+        .bind(name)
+        .fetch_all(&mut conn)
+        .await
+        .unwrap();
+        conn.close().await.unwrap();
+        rows
+    }
+
     /// Runs `sql` (no parameters) directly on the database.
     pub async fn execute(&self, sql: &'static str) {
         let mut conn = self.connect().await;
