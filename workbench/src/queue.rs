@@ -75,7 +75,13 @@ pub struct QueueRunner {
     /// How long a [submit limit](crate::executor::slurm::SubmitLimit) pauses the runner
     /// ([`SUBMIT_LIMIT_RETRY`]).
     pub submit_limit_retry: Duration,
+    /// When this runner last renewed the claims of its workers that have not started yet.
+    claims_renewed: Mutex<Option<Instant>>,
 }
+
+/// How often a runner renews the claims of its workers that have not started their runs yet
+/// (a worker waiting for the store's server): well within [`CLAIM_TIMEOUT_S`](crate::store::CLAIM_TIMEOUT_S).
+const RENEW_CLAIMS_EVERY: Duration = Duration::from_secs(20);
 
 /// Why a runner starts nothing for now.
 #[derive(Debug, Clone)]
@@ -106,6 +112,7 @@ impl QueueRunner {
             jobs,
             cuda_devices: crate::device::cuda_device_count(),
             spawn_failures: Mutex::default(),
+            claims_renewed: Mutex::default(),
             exits: Arc::default(),
             executor: Executor::Local,
             waiting: Mutex::default(),
@@ -179,6 +186,7 @@ impl QueueRunner {
         self.record_exits().await?;
         self.executor.reconcile(&self.store).await?;
         self.store.reap_orphans(process_alive).await?;
+        self.renew_claims().await?;
         self.store.release_stale_claims(process_alive).await?;
         let mut started = Vec::new();
         if self.paused() {
@@ -227,6 +235,20 @@ impl QueueRunner {
             }
         }
         Ok(started)
+    }
+
+    /// Keeps the claims of this runner's workers that are alive and have not started their
+    /// runs (waiting for a server with no connection free, say) from being taken for stale by
+    /// any runner, here or on another machine. A worker that died is seen by
+    /// [`record_exits`](Self::record_exits) first; a runner that is gone renews nothing, and
+    /// its claims are released after [`CLAIM_TIMEOUT_S`](crate::store::CLAIM_TIMEOUT_S).
+    async fn renew_claims(&self) -> Result<()> {
+        let due = lock(&self.claims_renewed).is_none_or(|at| at.elapsed() >= RENEW_CLAIMS_EVERY);
+        if due {
+            self.store.renew_claims(std::process::id()).await?;
+            *lock(&self.claims_renewed) = Some(Instant::now());
+        }
+        Ok(())
     }
 
     /// The pause a failed start calls for, if it is passing: Slurm's submit limit, or no

@@ -1617,7 +1617,9 @@ async fn slurm_runs_are_reconciled_until_their_job_s_end_is_recorded(backend: Ba
     assert_eq!(asked(store.slurm_runs_to_reconcile().await.unwrap()), vec![queued, running]);
 }
 
-/// A claim made on another host is never released because its runner's pid is unknown here.
+/// A claim made on another host is never released because its runner's pid is unknown here,
+/// only once it is older than the claim timeout; its runner renewing it (its worker waits for
+/// the server, say) keeps it.
 async fn claims_of_other_hosts_are_left_until_they_time_out(backend: Backend) {
     let Some(db) = TestDb::new(backend, "claims-hosts").await else { return };
     let a = db.open().await.with_host("node-a");
@@ -1626,6 +1628,14 @@ async fn claims_of_other_hosts_are_left_until_they_time_out(backend: Backend) {
     assert_eq!(a.claim_next(3_999_911, 4, &Claims::Everyone).await.unwrap().map(|r| r.id), Some(id));
     assert!(b.release_stale_claims(|_| false).await.unwrap().is_empty(), "a's runner may be alive");
     assert!(b.claim_next(3_999_912, 4, &Claims::Everyone).await.unwrap().is_none(), "so b cannot take the run");
+    let age = "UPDATE runs SET claimed_at = claimed_at - 1000";
+    db.execute(age).await;
+    assert_eq!(b.renew_claims(3_999_911).await.unwrap(), 0, "not b's claim");
+    assert_eq!(a.renew_claims(3_999_911).await.unwrap(), 1);
+    assert!(b.release_stale_claims(|_| false).await.unwrap().is_empty(), "renewed by its runner");
+    db.execute(age).await;
+    assert_eq!(b.release_stale_claims(|_| false).await.unwrap(), vec![id], "older than the claim timeout");
+    assert_eq!(a.claim_next(3_999_911, 4, &Claims::Everyone).await.unwrap().map(|r| r.id), Some(id));
     assert_eq!(a.release_stale_claims(|_| false).await.unwrap(), vec![id], "a knows its runner died");
 }
 

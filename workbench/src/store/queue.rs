@@ -306,6 +306,22 @@ impl Store {
         Ok(())
     }
 
+    /// Renews the claims that runner `pid` on this handle's host holds on queued runs it
+    /// started a local worker for (no Slurm job), so that [`Store::release_stale_claims`]
+    /// leaves them while the runner lives; returns how many.
+    pub async fn renew_claims(&self, pid: u32) -> Result<u64, StoreError> {
+        let renewed = sqlx::query::<Any>(
+            "UPDATE runs SET claimed_at = $1 \
+             WHERE status = 'queued' AND claimed_by = $2 AND claimed_host = $3 AND job_id IS NULL",
+        )
+        .bind(now())
+        .bind(i64::from(pid))
+        .bind(self.host().to_string())
+        .write(self)
+        .await?;
+        Ok(renewed.rows_affected())
+    }
+
     /// Releases claims on queued runs whose runner is gone (per `is_alive`, asked only for
     /// runners on this handle's host: a pid means nothing elsewhere) or that did not start
     /// within [`CLAIM_TIMEOUT_S`]; returns their ids. A run submitted to a scheduler keeps its
