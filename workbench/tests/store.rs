@@ -1894,13 +1894,14 @@ async fn queue_in_sweep(store: &Store, sweep: i64, n: u32) -> Vec<i64> {
 /// as before a checkpoint (the writer otherwise writes every two seconds), and closing writes
 /// the rest, the checkpoint's record included.
 async fn a_synced_outbox_has_written_everything_pushed(backend: Backend) {
-    use workbench::train::outbox::Outbox;
+    use workbench::train::{background::Background, outbox::Outbox};
     let Some(db) = TestDb::new(backend, "outbox-sync").await else { return };
     let store = db.open().await;
     let id = store.create_run(&new_run(1)).await.unwrap();
     // Held by this process, as a worker holds its run.
     store.mark_running(id, std::process::id()).await.unwrap();
-    let outbox = Outbox::start(&store, id, format!("runs/{id}/checkpoint.safetensors"), Default::default());
+    let background = Background::start(&store, id).unwrap();
+    let outbox = Outbox::start(&background, id, format!("runs/{id}/checkpoint.safetensors"), Default::default());
     // Past the writer's first (empty) pass: what follows waits for its next one.
     tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     for step in 1..=10 {
@@ -1928,7 +1929,7 @@ async fn a_synced_outbox_has_written_everything_pushed(backend: Backend) {
 async fn an_outbox_writes_only_while_its_worker_holds_the_lease(backend: Backend) {
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::Arc;
-    use workbench::train::outbox::Outbox;
+    use workbench::train::{background::Background, outbox::Outbox};
     let Some(db) = TestDb::new(backend, "outbox-lease").await else { return };
     let store = db.open().await;
     let pid = std::process::id();
@@ -1937,7 +1938,8 @@ async fn an_outbox_writes_only_while_its_worker_holds_the_lease(backend: Backend
     assert!(store.holds_lease(id, pid).await.unwrap());
     assert!(!store.holds_lease(id, pid + 1).await.unwrap(), "another process does not hold it");
     let lost = Arc::new(AtomicBool::new(false));
-    let outbox = Outbox::start(&store, id, format!("runs/{id}/checkpoint.safetensors"), lost.clone());
+    let background = Background::start(&store, id).unwrap();
+    let outbox = Outbox::start(&background, id, format!("runs/{id}/checkpoint.safetensors"), lost.clone());
     outbox.push(1, "train", "loss", 1.0, 0.0);
     outbox.progress(1);
     outbox.sync().await;

@@ -6,9 +6,10 @@
 use super::{Backend, Store, StoreError};
 use sqlx::Any;
 
-/// Connections a running run's worker keeps while it trains: its heartbeat's and its
-/// writer's (its own is closed meanwhile; see [`Store::connect_occasional`]).
-pub const PER_WORKER: u64 = 2;
+/// Connections a running run's worker keeps while it trains: the one its heartbeat and its
+/// writer share (the one it starts and ends the run with is closed meanwhile; see
+/// [`Store::connect_occasional`]).
+pub const PER_WORKER: u64 = 1;
 
 /// One limit on the connections the store's processes may open.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -52,7 +53,7 @@ impl ServerConnections {
         let Some(limit) = self.tightest() else { return "no connection limit".into() };
         format!(
             "{} takes {} connections, {} open: room for {} more running runs (each run's worker keeps \
-             {PER_WORKER} while it trains)",
+             {PER_WORKER} while it trains, 2 as it starts)",
             limit.by,
             limit.most,
             limit.in_use,
@@ -141,19 +142,19 @@ mod tests {
     fn the_tightest_limit_gives_the_room_and_a_crowd_is_told_how_to_raise_it() {
         let server = limit("the server", 97, 12, "ALTER SYSTEM SET max_connections = {}");
         let alone = ServerConnections { limits: vec![server.clone()] };
-        assert_eq!(alone.room_for_runs(), 42);
-        assert_eq!(alone.crowded(42), None);
+        assert_eq!(alone.room_for_runs(), 85);
+        assert_eq!(alone.crowded(85), None);
         let warning = alone.crowded(256).unwrap();
-        assert!(warning.starts_with("the server takes 97 connections, 12 open: room for 42 more"), "{warning}");
+        assert!(warning.starts_with("the server takes 97 connections, 12 open: room for 85 more"), "{warning}");
         assert!(warning.contains("of the 256 runs"), "{warning}");
-        // 12 + 512 = 524, rounded up.
-        assert!(warning.contains("(ALTER SYSTEM SET max_connections = 600)"), "{warning}");
+        // 12 + 256 = 268, rounded up.
+        assert!(warning.contains("(ALTER SYSTEM SET max_connections = 300)"), "{warning}");
 
         let database = limit("the database runs", 20, 6, "ALTER DATABASE runs CONNECTION LIMIT {}");
         let both = ServerConnections { limits: vec![server, database] };
-        assert_eq!(both.room_for_runs(), 7);
-        let warning = both.crowded(8).unwrap();
-        assert!(warning.starts_with("the database runs takes 20 connections, 6 open: room for 7"), "{warning}");
+        assert_eq!(both.room_for_runs(), 14);
+        let warning = both.crowded(15).unwrap();
+        assert!(warning.starts_with("the database runs takes 20 connections, 6 open: room for 14"), "{warning}");
         assert!(warning.contains("(ALTER DATABASE runs CONNECTION LIMIT 100)"), "{warning}");
 
         let full = ServerConnections { limits: vec![limit("the server", 97, 120, "")] };

@@ -1,6 +1,7 @@
 //! Training: the worker process that runs one run, and the launcher that starts and
 //! follows it.
 
+pub mod background;
 pub mod checkpoint;
 pub mod evaluation;
 pub mod events;

@@ -1,6 +1,7 @@
 //! What a worker writes to the store while it trains (log lines, metric rows, diagnostics,
-//! the record of its latest checkpoint, its progress), written by a thread of its own so that
-//! the training loop never waits for the store (except before a checkpoint, for the rows it
+//! the record of its latest checkpoint, its progress), written from the worker's background
+//! thread (beside its heartbeat: [`super::background`]) so that the training loop never waits
+//! for the store (except before a checkpoint, for the rows it
 //! covers: [`Outbox::sync`]). A write that fails in a way that may pass (the server
 //! restarting, the network away, another writer holding the lock) keeps what it could not
 //! write and tries again, so an outage shorter than [`OUTAGE_LIMIT`](crate::store::OUTAGE_LIMIT) costs the run nothing;
@@ -11,7 +12,8 @@
 //! committed) is written again: its metric and diagnostic rows replace themselves (the store
 //! keeps one row per key), and its log lines, numbered by the writer, are skipped.
 
-use crate::store::{DiagnosticRow, MetricRow, Store, StoreError, StoreLocation, StoreOutage};
+use super::background::{Background, SharedStore};
+use crate::store::{DiagnosticRow, MetricRow, Store, StoreError, StoreOutage};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -25,10 +27,10 @@ const ROWS_PER_WRITE: usize = 500;
 /// How often a failing write is tried again.
 const RETRY_EVERY: Duration = Duration::from_secs(1);
 
-/// The worker's writes, and the thread that makes them.
+/// The worker's writes, and the task that makes them.
 pub struct Outbox {
     shared: Arc<Shared>,
-    writer: Option<std::thread::JoinHandle<()>>,
+    writer: Option<tokio::task::JoinHandle<()>>,
 }
 
 struct Shared {
@@ -147,13 +149,13 @@ impl Pending {
 }
 
 impl Outbox {
-    /// Starts the writer of run `run_id` of `store`. It runs on a thread of its own, with its
-    /// own connection, as the heartbeat does: a training step blocks the runtime it runs on.
-    /// `checkpoint_file` is the checkpoint's path as its artifact row records it. The writer
-    /// writes only while this process holds the run's lease ([`Store::holds_lease`], asked
-    /// before each batch): while it does not, what waits is kept, until the heartbeat takes
-    /// the run back or sets `lease_lost` (then the writer ends, writing nothing more).
-    pub fn start(store: &Store, run_id: i64, checkpoint_file: String, lease_lost: Arc<AtomicBool>) -> Outbox {
+    /// Starts the writer of run `run_id` on the worker's [`Background`] thread, beside the
+    /// heartbeat and through the same connection: a training step blocks the runtime it runs
+    /// on. `checkpoint_file` is the checkpoint's path as its artifact row records it. The
+    /// writer writes only while this process holds the run's lease ([`Store::holds_lease`],
+    /// asked before each batch): while it does not, what waits is kept, until the heartbeat
+    /// takes the run back or sets `lease_lost` (then the writer ends, writing nothing more).
+    pub fn start(background: &Background, run_id: i64, checkpoint_file: String, lease_lost: Arc<AtomicBool>) -> Outbox {
         let state =
             State { outage: StoreOutage::new("training goes on and what it records is kept"), ..State::default() };
         let shared = Arc::new(Shared {
@@ -161,17 +163,11 @@ impl Outbox {
             wake: tokio::sync::Notify::new(),
             wrote: tokio::sync::Notify::new(),
         });
-        let (location, host, theirs) = (store.location().clone(), store.host().to_string(), shared.clone());
+        let (store, theirs) = (background.store(), shared.clone());
         let started = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
-        let writer = format!("{host}/{}/{run_id}/{}", std::process::id(), started.as_nanos());
+        let writer = format!("{}/{}/{run_id}/{}", crate::store::this_host(), std::process::id(), started.as_nanos());
         let target = Target { run_id, pid: std::process::id(), lease_lost, writer, checkpoint_file };
-        let writer =
-            std::thread::spawn(move || match tokio::runtime::Builder::new_current_thread().enable_all().build() {
-                Ok(runtime) => runtime.block_on(write_until_closed(location, host, target, &theirs)),
-                Err(e) => {
-                    lock(&theirs).failed = Some(format!("cannot start the thread that writes to the run store: {e}"))
-                }
-            });
+        let writer = background.spawn(async move { write_until_closed(store, target, &theirs).await });
         Outbox { shared, writer: Some(writer) }
     }
 
@@ -242,7 +238,7 @@ impl Outbox {
         self.state().closing = true;
         self.shared.wake.notify_one();
         if let Some(writer) = self.writer.take() {
-            let _ = tokio::task::spawn_blocking(move || writer.join()).await;
+            let _ = writer.await;
         }
         match self.state().failed.clone() {
             Some(e) => Err(e),
@@ -270,9 +266,8 @@ fn lock(shared: &Shared) -> std::sync::MutexGuard<'_, State> {
 
 /// The writer: every [`WRITE_EVERY`] (or when woken) writes what is waiting; a failure that
 /// may pass keeps it for the next try, until [`OUTAGE_LIMIT`](crate::store::OUTAGE_LIMIT).
-async fn write_until_closed(location: StoreLocation, host: String, target: Target, shared: &Shared) {
+async fn write_until_closed(store: SharedStore, target: Target, shared: &Shared) {
     let run_id = target.run_id;
-    let mut store: Option<Store> = None;
     loop {
         let (mut batch, closing) = {
             let mut state = lock(shared);
@@ -290,7 +285,7 @@ async fn write_until_closed(location: StoreLocation, host: String, target: Targe
             break;
         }
         if !batch.is_empty() {
-            let result = write_batch(&mut store, &location, &host, &mut batch, &target).await;
+            let result = write_batch(&store, &mut batch, &target).await;
             let ended = {
                 let mut state = lock(shared);
                 state.in_flight = false;
@@ -322,9 +317,6 @@ async fn write_until_closed(location: StoreLocation, host: String, target: Targe
         }
         pause(shared).await;
     }
-    if let Some(store) = store {
-        store.close().await;
-    }
 }
 
 /// What became of a batch.
@@ -335,26 +327,12 @@ enum Written {
     NotHeld,
 }
 
-/// Writes `batch` through the writer's own store handle, opened at its first write: opening
-/// may fail as a write does (the server restarting), and is tried again the same way. The
-/// error comes with whether it may pass. Nothing is written unless this worker holds the
-/// run's lease.
-async fn write_batch(
-    store: &mut Option<Store>,
-    location: &StoreLocation,
-    host: &str,
-    batch: &mut Pending,
-    target: &Target,
-) -> Result<Written, (StoreError, bool)> {
-    let opened = match store {
-        Some(opened) => opened,
-        None => store.insert(
-            Store::connect_serial(location, &format!("run {} writer", target.run_id))
-                .await
-                .map_err(|e| (e, true))?
-                .with_host(host),
-        ),
-    };
+/// Writes `batch` through the store handle the writer shares with the heartbeat, opened at
+/// its first use: opening may fail as a write does (the server restarting, or out of
+/// connections for now), and is tried again the same way. The error comes with whether it
+/// may pass. Nothing is written unless this worker holds the run's lease.
+async fn write_batch(store: &SharedStore, batch: &mut Pending, target: &Target) -> Result<Written, (StoreError, bool)> {
+    let opened = &store.get().await.map_err(|e| (e, true))?;
     let with_passing = |e: StoreError| {
         let passing = e.is_passing();
         (e, passing)

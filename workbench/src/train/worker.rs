@@ -10,6 +10,7 @@
 //! loss stops the run as `diverged`; SIGINT / SIGTERM stop it as `interrupted` after saving
 //! what it has.
 
+use super::background::Background;
 use super::checkpoint;
 use super::evaluation::{self, DepthReport};
 use super::events::Event;
@@ -72,12 +73,12 @@ struct StopFlags<'a> {
 }
 
 /// Opens the store for the worker of run `run_id`: one connection, closed while the run
-/// trains (its heartbeat and writer keep one each), so that a cluster's workers stay within
+/// trains (its heartbeat and writer share another), so that a cluster's workers stay within
 /// the server's connection limit. A server that does not take the connection yet (restarting,
 /// or at that limit until other workers end) is waited for as an outage is, saying so on
 /// stderr, the job's log.
 pub async fn connect(location: &crate::store::StoreLocation, run_id: i64) -> Result<Store> {
-    let (waiting, role) = ("the worker waits to start the run", format!("run {run_id} worker"));
+    let (waiting, role) = ("the worker waits to start the run", format!("run {run_id} start and end"));
     with_retries(waiting, || Store::connect_occasional(location, &role), |line| log_line(run_id, &line)).await
 }
 
@@ -104,10 +105,11 @@ pub async fn run(store: &Store, host: &PluginHost, run_id: i64, resume: bool) ->
     }
     store.mark_running(run_id, pid).await?;
     let stop = signals.stop.clone();
-    let heartbeat = Heartbeat::start(store, run_id, pid, stop.clone());
+    let background = Background::start(store, run_id)?;
+    let heartbeat = Heartbeat::start(&background, run_id, pid, stop.clone());
     record_builds(store, host, run_id, &config).await?;
-    let outbox =
-        Outbox::start(store, run_id, checkpoint_file(run_id).to_string_lossy().into_owned(), heartbeat.lost.clone());
+    let checkpoint = checkpoint_file(run_id).to_string_lossy().into_owned();
+    let outbox = Outbox::start(&background, run_id, checkpoint, heartbeat.lost.clone());
     let mut log = RunLog { outbox: &outbox, run_id };
     let flags = StopFlags { stop: &stop, lost: &heartbeat.lost };
     // A Slurm job always starts its worker with `--resume` (a requeued job must continue);
@@ -129,7 +131,7 @@ pub async fn run(store: &Store, host: &PluginHost, run_id: i64, resume: bool) ->
         anyhow::anyhow!(message)
     };
     if heartbeat.lost() {
-        heartbeat.finish();
+        heartbeat.finish().await;
         return Err(lost());
     }
     let requeue = signals.requeue_at_time_limit(&result, &record);
@@ -161,7 +163,7 @@ pub async fn run(store: &Store, host: &PluginHost, run_id: i64, resume: bool) ->
     let written = outbox.close().await;
     // One last renewal, so that a run resumed or requeued since the last heartbeat is not
     // given this worker's end.
-    if heartbeat.finish() || matches!(store.heartbeat(run_id, pid).await, Ok(Lease::Lost)) {
+    if heartbeat.finish().await || matches!(store.heartbeat(run_id, pid).await, Ok(Lease::Lost)) {
         return Err(lost());
     }
     match written {
@@ -279,80 +281,63 @@ fn restarted_by_scheduler(record: &crate::store::RunRecord) -> Option<String> {
 /// How soon a failed heartbeat is tried again.
 const HEARTBEAT_RETRY: Duration = Duration::from_secs(1);
 
-/// The worker's lease: a thread of its own renews it every [`LEASE`] heartbeat, whatever the
-/// training thread is doing (a long step blocks the runtime it runs on), through a connection
-/// of its own. A stop request read there sets the stop flag; a lost lease sets it too and is
+/// The worker's lease: a task on the [`Background`] thread renews it every [`LEASE`]
+/// heartbeat, whatever the training thread is doing (a long step blocks the runtime it runs
+/// on). A stop request read there sets the stop flag; a lost lease sets it too and is
 /// reported by [`Heartbeat::finish`].
 struct Heartbeat {
     done: Arc<AtomicBool>,
     lost: Arc<AtomicBool>,
-    thread: Option<std::thread::JoinHandle<()>>,
+    task: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl Heartbeat {
-    fn start(store: &Store, run_id: i64, pid: u32, stop: Arc<AtomicBool>) -> Heartbeat {
+    fn start(background: &Background, run_id: i64, pid: u32, stop: Arc<AtomicBool>) -> Heartbeat {
         let done = Arc::new(AtomicBool::new(false));
         let lost = Arc::new(AtomicBool::new(false));
-        let (location, host) = (store.location().clone(), store.host().to_string());
-        let (done_flag, lost_flag) = (done.clone(), lost.clone());
-        let thread = std::thread::spawn(move || {
-            let Ok(runtime) = tokio::runtime::Builder::new_current_thread().enable_all().build() else {
-                log_line(run_id, "cannot start the heartbeat thread's runtime; the lease will expire");
-                return;
-            };
-            runtime.block_on(async move {
-                // Opened at the first beat, and again at the next while it fails, as a beat
-                // that fails is tried again: the server may be restarting.
-                let mut store: Option<Store> = None;
-                let mut next = Instant::now();
-                while !done_flag.load(Ordering::Relaxed) {
-                    if Instant::now() >= next {
-                        next = Instant::now() + LEASE.heartbeat;
-                        let beat = match &store {
-                            Some(store) => store.heartbeat(run_id, pid).await,
-                            None => match Store::connect_serial(&location, &format!("run {run_id} heartbeat")).await {
-                                Ok(opened) => store.insert(opened.with_host(&host)).heartbeat(run_id, pid).await,
-                                Err(e) => Err(e),
-                            },
-                        };
-                        let Some(store) = &store else {
-                            if let Err(e) = beat {
-                                log_line(run_id, &format!("heartbeat: cannot open the store: {e}"));
-                            }
+        let (done_flag, lost_flag, shared) = (done.clone(), lost.clone(), background.store());
+        let task = background.spawn(async move {
+            let mut next = Instant::now();
+            while !done_flag.load(Ordering::Relaxed) {
+                if Instant::now() >= next {
+                    next = Instant::now() + LEASE.heartbeat;
+                    // Opened at the first beat, and again at the next while that fails, as a
+                    // beat that fails is tried again: the server may be restarting.
+                    let store = match shared.get().await {
+                        Ok(store) => store,
+                        Err(e) => {
+                            log_line(run_id, &format!("heartbeat: cannot open the store: {e}"));
                             next = Instant::now() + HEARTBEAT_RETRY.min(LEASE.heartbeat);
                             continue;
-                        };
-                        match beat {
-                            Ok(Lease::Held) => {}
-                            Ok(Lease::StopRequested) => stop.store(true, Ordering::Relaxed),
-                            Ok(Lease::Reclaimed) => {
-                                let line = "the store had marked this run interrupted while this worker could not \
-                                            reach it (its lease expired); nobody resumed it meanwhile, so it runs on";
-                                log_line(run_id, line);
-                                // In the run's log too; the outbox's lines are another thread's.
-                                let _ = store.append_logs(run_id, &[line.to_string()]).await;
-                            }
-                            Ok(Lease::Lost) => {
-                                lost_flag.store(true, Ordering::Relaxed);
-                                stop.store(true, Ordering::Relaxed);
-                                break;
-                            }
-                            // A passing failure (the server restarting): tried again within a
-                            // second, so that the lease is renewed as soon as the store answers.
-                            Err(e) => {
-                                log_line(run_id, &format!("heartbeat failed: {e}"));
-                                next = Instant::now() + HEARTBEAT_RETRY.min(LEASE.heartbeat);
-                            }
+                        }
+                    };
+                    match store.heartbeat(run_id, pid).await {
+                        Ok(Lease::Held) => {}
+                        Ok(Lease::StopRequested) => stop.store(true, Ordering::Relaxed),
+                        Ok(Lease::Reclaimed) => {
+                            let line = "the store had marked this run interrupted while this worker could not \
+                                        reach it (its lease expired); nobody resumed it meanwhile, so it runs on";
+                            log_line(run_id, line);
+                            // In the run's log too; the writer's lines are numbered apart.
+                            let _ = store.append_logs(run_id, &[line.to_string()]).await;
+                        }
+                        Ok(Lease::Lost) => {
+                            lost_flag.store(true, Ordering::Relaxed);
+                            stop.store(true, Ordering::Relaxed);
+                            break;
+                        }
+                        // A passing failure (the server restarting): tried again within a
+                        // second, so that the lease is renewed as soon as the store answers.
+                        Err(e) => {
+                            log_line(run_id, &format!("heartbeat failed: {e}"));
+                            next = Instant::now() + HEARTBEAT_RETRY.min(LEASE.heartbeat);
                         }
                     }
-                    tokio::time::sleep(Duration::from_millis(100)).await;
                 }
-                if let Some(store) = store {
-                    store.close().await;
-                }
-            });
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
         });
-        Heartbeat { done, lost, thread: Some(thread) }
+        Heartbeat { done, lost, task: Some(task) }
     }
 
     /// Whether the lease was lost.
@@ -361,10 +346,10 @@ impl Heartbeat {
     }
 
     /// Stops the heartbeats; returns whether the lease was lost.
-    fn finish(mut self) -> bool {
+    async fn finish(mut self) -> bool {
         self.done.store(true, Ordering::Relaxed);
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
+        if let Some(task) = self.task.take() {
+            let _ = task.await;
         }
         self.lost.load(Ordering::Relaxed)
     }
