@@ -235,6 +235,16 @@ async fn a_worker_dying_before_it_starts_leaves_a_resumable_failed_run() {
     store.requeue(id).await.unwrap();
 }
 
+/// `workbench` on the test store `db`, its run files in `artifacts/` there, with the plugins
+/// of `plugins`.
+fn workbench_on(db: &common::stores::TestDb, plugins: &Path) -> Command {
+    let mut cmd = workbench(&db.dir);
+    cmd.env("WORKBENCH_DB", db.db_arg())
+        .env("WORKBENCH_ARTIFACTS", db.dir.join("artifacts"))
+        .env("WORKBENCH_PLUGIN_PATH", plugins);
+    cmd
+}
+
 /// A PostgreSQL store out of reach for a few seconds while a sweep trains (its database
 /// refuses connections and the open ones are cut, as in a server restart): the worker trains
 /// on, keeps what it records and writes it once the store answers again, and the sweep's
@@ -246,13 +256,7 @@ async fn a_sweep_rides_out_a_store_outage() {
     let Some(db) = TestDb::new(Backend::Postgres, "store-outage").await else { return };
     let plugins = plugin_dir_with("store-outage", &["fixture-panicking-plugin", "sudoku"]);
     let steps: u32 = 25;
-    let workbench_on_store = || {
-        let mut cmd = workbench(&db.dir);
-        cmd.env("WORKBENCH_DB", db.db_arg())
-            .env("WORKBENCH_ARTIFACTS", db.dir.join("artifacts"))
-            .env("WORKBENCH_PLUGIN_PATH", &plugins);
-        cmd
-    };
+    let workbench_on_store = || workbench_on(&db, &plugins);
     let mut args = fixture_train_args("slow", steps, 5);
     args[0] = "sweep".into();
     args.push("seed=0,1".into());
@@ -304,13 +308,7 @@ async fn workers_stay_within_the_connection_limit() {
     let Some(db) = TestDb::new(Backend::Postgres, "connections").await else { return };
     let plugins = plugin_dir_with("connections", &["fixture-panicking-plugin", "sudoku"]);
     db.set_connection_limit(8).await;
-    let workbench_on_store = || {
-        let mut cmd = workbench(&db.dir);
-        cmd.env("WORKBENCH_DB", db.db_arg())
-            .env("WORKBENCH_ARTIFACTS", db.dir.join("artifacts"))
-            .env("WORKBENCH_PLUGIN_PATH", &plugins);
-        cmd
-    };
+    let workbench_on_store = || workbench_on(&db, &plugins);
     // (Its plugins check fails: the test's plugin directory holds a second copy of sudoku.)
     let (_, out, _) = run(workbench_on_store().arg("doctor"));
     let store_line = out.lines().find(|l| l.starts_with("store")).unwrap_or_default().to_string();
