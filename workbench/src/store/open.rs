@@ -25,7 +25,7 @@ const SQLITE_HEADER: &[u8; 16] = b"SQLite format 3\0";
 const POSTGRES_CONNECTIONS: u32 = 4;
 
 /// How long the connection of a [`Store::connect_occasional`] handle stays open unused.
-pub const OCCASIONAL_IDLE: Duration = Duration::from_secs(5);
+const OCCASIONAL_IDLE: Duration = Duration::from_secs(5);
 
 /// The connections a store handle keeps to a PostgreSQL server (an SQLite file's are
 /// local and cost nothing).
@@ -92,7 +92,7 @@ impl Store {
 
     /// [`Store::connect_serial`] for a handle used now and then (a worker, as it starts and
     /// ends its run): its connection to a PostgreSQL server is closed after
-    /// [`OCCASIONAL_IDLE`] unused, and opened again when it is next needed.
+    /// 5 s unused (`OCCASIONAL_IDLE`), and opened again when it is next needed.
     pub async fn connect_occasional(location: &StoreLocation, role: &str) -> Result<Store, StoreError> {
         let connections = Connections { most: 1, idle: Some(OCCASIONAL_IDLE), name: format!("workbench {role}") };
         Store::connect_pooled(location, connections).await

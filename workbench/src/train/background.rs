@@ -66,7 +66,7 @@ impl Background {
 }
 
 impl Drop for Background {
-    /// Ends the thread: the shared connection is closed (within [`CLOSE_PATIENCE`]), then
+    /// Ends the thread: the shared connection is closed (within `CLOSE_PATIENCE`), then
     /// what is left of the tasks is dropped with the runtime.
     fn drop(&mut self) {
         if let Some(end) = self.end.take() {
