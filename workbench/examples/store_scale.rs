@@ -6,8 +6,8 @@
 //! cargo run --release --example store_scale -- --db postgres://user:pw@127.0.0.1:54329/scale
 //! ```
 //!
-//! 1. Ingest: `--workers` processes (default 64; this program in worker mode, each with its own
-//!    connections, as real workers have) claim `--runs` queued runs from the shared queue and,
+//! 1. Ingest: `--workers` processes (default 64; this program in worker mode, each with one
+//!    connection of its own, as a real worker's heartbeat and writer share one) claim `--runs` queued runs from the shared queue and,
 //!    for each, write `--batches` metric batches of `--batch-rows` rows (four metrics per step)
 //!    plus a diagnostics batch every fifth batch, as fast as the store takes them (a stress
 //!    far above a training worker's rate), renewing the run's lease every 5 s. Prints: runs claimed twice (must be 0), rows ingested per
@@ -117,7 +117,7 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 
 /// Worker mode: claims runs until none are left; prints one JSON line with what it did.
 async fn worker(args: &Args) {
-    let store = Store::connect(&args.db).await.expect("the store opens");
+    let store = Store::connect_serial(&args.db, "store_scale worker").await.expect("the store opens");
     let pid = std::process::id();
     let (mut claimed, mut rows, mut latencies) = (Vec::new(), 0usize, Vec::new());
     let mut beat = Instant::now();
