@@ -7,7 +7,7 @@ use crate::host::PluginHost;
 use crate::ops;
 use crate::ops::grid::plan;
 use crate::queue::QueueRunner;
-use crate::store::{Claims, RunRecord, RunStatus, Store, StoreOutage, SweepRecord};
+use crate::store::{Claims, RunRecord, RunStatus, ServerConnections, Store, StoreOutage, SweepRecord};
 use crate::train::launch::say_above;
 use crate::wording::count;
 use anyhow::{anyhow, Result};
@@ -120,15 +120,14 @@ fn per_core_hint(runs: usize, on_cpu_by_default: bool, workers_chosen: bool, cor
 }
 
 /// Says so when the PostgreSQL server has no connections left for every run this runner may
-/// start at once (at most `jobs` of the queued runs it starts).
-async fn warn_if_the_server_is_crowded(
-    store: &Store,
+/// start at once (at most `jobs` of the queued `runs` it starts).
+fn warn_if_the_server_is_crowded(
+    server: &ServerConnections,
+    runs: &[RunRecord],
     jobs: usize,
     claims: &Claims,
     only: Option<&[i64]>,
-) -> Result<()> {
-    let Some(server) = store.server_connections().await? else { return Ok(()) };
-    let runs = store.list_runs().await?;
+) {
     let waiting = runs
         .iter()
         .filter(|r| r.status == RunStatus::Queued && !r.held && claims.cover(r))
@@ -137,7 +136,6 @@ async fn warn_if_the_server_is_crowded(
     if let Some(warning) = server.crowded(waiting.min(jobs) as u64) {
         tracing::warn!("{warning}");
     }
-    Ok(())
 }
 
 /// Starts queued runs as slots free up until `only` (or the queue of the runs `claims`
@@ -156,11 +154,18 @@ pub async fn run_until_done(
         return Err(refused(anyhow!("--jobs must be at least 1")));
     }
     executor.check(store).map_err(refused)?;
-    warn_if_the_server_is_crowded(store, jobs, &claims, only).await?;
+    let server = store.server_connections().await?;
+    // The runs are read once, for what needs them: the server's room, and `queue`'s checks.
+    let runs = match (&server, only) {
+        (None, Some(_)) => Vec::new(),
+        _ => store.list_runs().await?,
+    };
+    if let Some(server) = &server {
+        warn_if_the_server_is_crowded(server, &runs, jobs, &claims, only);
+    }
     if only.is_none() {
         // `queue`: the runs were stored by other commands, with other options maybe; this
         // runner's options are asked about before it submits any of them.
-        let runs = store.list_runs().await?;
         let queued = runs.iter().filter(|run| run.status == RunStatus::Queued && claims.cover(run));
         executor.check_jobs(queued.map(|run| run.device.as_str())).map_err(refused)?;
         if let Some(others) = ops::runs::others_queued(&runs, &claims) {

@@ -25,6 +25,13 @@ pub struct ConnectionLimit {
 }
 
 impl ConnectionLimit {
+    /// The limit set by `by` as the server counts it (`most`, `in_use`); `None` where `most`
+    /// is -1, no limit.
+    fn set(by: String, (most, in_use): (i64, i64), raise: String) -> Option<ConnectionLimit> {
+        let count = |n: i64| u64::try_from(n).unwrap_or(0);
+        (most >= 0).then(|| ConnectionLimit { by, most: count(most), in_use: count(in_use), raise })
+    }
+
     fn free(&self) -> u64 {
         self.most.saturating_sub(self.in_use)
     }
@@ -103,29 +110,24 @@ impl Store {
         .await
         .map_err(|e| self.err(e))?;
         let (server_most, server_open, database, database_most, database_open, role, role_most, role_open) = row;
-        let count = |n: i64| u64::try_from(n).unwrap_or(0);
-        let mut limits = vec![ConnectionLimit {
-            by: "the server".into(),
-            most: count(server_most),
-            in_use: count(server_open),
-            raise: "`ALTER SYSTEM SET max_connections = {}`, then restart the server".into(),
-        }];
-        if database_most >= 0 {
-            limits.push(ConnectionLimit {
-                by: format!("the database {database}"),
-                most: count(database_most),
-                in_use: count(database_open),
-                raise: format!("`ALTER DATABASE \"{database}\" CONNECTION LIMIT {{}}`"),
-            });
-        }
-        if role_most >= 0 {
-            limits.push(ConnectionLimit {
-                by: format!("the role {role}"),
-                most: count(role_most),
-                in_use: count(role_open),
-                raise: format!("`ALTER ROLE \"{role}\" CONNECTION LIMIT {{}}`"),
-            });
-        }
+        let limits = [
+            ConnectionLimit::set(
+                "the server".into(),
+                (server_most, server_open),
+                "`ALTER SYSTEM SET max_connections = {}`, then restart the server".into(),
+            ),
+            ConnectionLimit::set(
+                format!("the database {database}"),
+                (database_most, database_open),
+                format!("`ALTER DATABASE \"{database}\" CONNECTION LIMIT {{}}`"),
+            ),
+            ConnectionLimit::set(
+                format!("the role {role}"),
+                (role_most, role_open),
+                format!("`ALTER ROLE \"{role}\" CONNECTION LIMIT {{}}`"),
+            ),
+        ];
+        let limits = limits.into_iter().flatten().collect();
         Ok(Some(ServerConnections { limits }))
     }
 }

@@ -84,8 +84,8 @@ pub async fn connect(location: &crate::store::StoreLocation, run_id: i64) -> Res
 
 /// Runs the worker for `run_id`; `resume` continues from the run's checkpoint.
 ///
-/// The worker holds the run's lease while it trains (a heartbeat thread, see
-/// `Heartbeat`). It stops at its next step, with a checkpoint, on SIGINT or SIGTERM or when
+/// The worker holds the run's lease while it trains (a heartbeat on its background thread,
+/// see `Heartbeat`). It stops at its next step, with a checkpoint, on SIGINT or SIGTERM or when
 /// a stop is requested through the store. A run marked interrupted while this worker was
 /// frozen or cut off from the store is taken back when the store answers again, unless it was
 /// resumed, requeued or deleted meanwhile: then the lease is lost and the worker ends without
@@ -301,27 +301,23 @@ impl Heartbeat {
             while !done_flag.load(Ordering::Relaxed) {
                 if Instant::now() >= next {
                     next = Instant::now() + LEASE.heartbeat;
-                    // Opened at the first beat, and again at the next while that fails, as a
-                    // beat that fails is tried again: the server may be restarting.
-                    let store = match shared.get().await {
-                        Ok(store) => store,
-                        Err(e) => {
-                            log_line(run_id, &format!("heartbeat: cannot open the store: {e}"));
-                            next = Instant::now() + HEARTBEAT_RETRY.min(LEASE.heartbeat);
-                            continue;
-                        }
+                    // The shared connection is opened at the first beat, and again at the
+                    // next while opening fails, as a beat that fails is tried again.
+                    let beat = match shared.get().await {
+                        Ok(store) => store.heartbeat(run_id, pid).await.map(|lease| (lease, store)),
+                        Err(e) => Err(e),
                     };
-                    match store.heartbeat(run_id, pid).await {
-                        Ok(Lease::Held) => {}
-                        Ok(Lease::StopRequested) => stop.store(true, Ordering::Relaxed),
-                        Ok(Lease::Reclaimed) => {
+                    match beat {
+                        Ok((Lease::Held, _)) => {}
+                        Ok((Lease::StopRequested, _)) => stop.store(true, Ordering::Relaxed),
+                        Ok((Lease::Reclaimed, store)) => {
                             let line = "the store had marked this run interrupted while this worker could not \
                                         reach it (its lease expired); nobody resumed it meanwhile, so it runs on";
                             log_line(run_id, line);
                             // In the run's log too; the writer's lines are numbered apart.
                             let _ = store.append_logs(run_id, &[line.to_string()]).await;
                         }
-                        Ok(Lease::Lost) => {
+                        Ok((Lease::Lost, _)) => {
                             lost_flag.store(true, Ordering::Relaxed);
                             stop.store(true, Ordering::Relaxed);
                             break;
