@@ -398,6 +398,9 @@ pub enum Command {
         run: i64,
         #[arg(long)]
         resume: bool,
+        /// The process on this host that claimed the run for this worker.
+        #[arg(long)]
+        claimed_by: Option<u32>,
     },
 }
 
@@ -976,10 +979,10 @@ async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
             println!("{}", host::probe::LOADED_MARK);
             Ok(0)
         }
-        Some(Command::Worker { run, resume }) => {
+        Some(Command::Worker { run, resume, claimed_by }) => {
             let host = PluginHost::load_dirs(&host::search_path(&dirs));
             let store = crate::train::worker::connect(&db, run).await?.with_artifacts_dir(artifacts);
-            crate::train::worker::run(&store, &host, run, resume).await?;
+            crate::train::worker::run(&store, &host, run, resume, claimed_by).await?;
             Ok(0)
         }
     }

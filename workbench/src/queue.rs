@@ -81,7 +81,7 @@ pub struct QueueRunner {
 
 /// How often a runner renews the claims of its workers that have not started their runs yet
 /// (a worker waiting for the store's server): well within [`CLAIM_TIMEOUT_S`](crate::store::CLAIM_TIMEOUT_S).
-const RENEW_CLAIMS_EVERY: Duration = Duration::from_secs(20);
+pub(crate) const RENEW_CLAIMS_EVERY: Duration = Duration::from_secs(20);
 
 /// Why a runner starts nothing for now.
 #[derive(Debug, Clone)]

@@ -1639,6 +1639,40 @@ async fn claims_of_other_hosts_are_left_until_they_time_out(backend: Backend) {
     assert_eq!(a.release_stale_claims(|_| false).await.unwrap(), vec![id], "a knows its runner died");
 }
 
+/// A worker started under its runner's claim starts the run only while that claim holds, or
+/// after it was released and nobody took the run again: a worker that waited past the claim
+/// timeout (for a connection to the server) never trains a run another runner has taken.
+async fn a_worker_starts_its_run_only_under_its_runner_s_claim(backend: Backend) {
+    let Some(db) = TestDb::new(backend, "claimed-start").await else { return };
+    let a = db.open().await.with_host("node-a");
+    let b = db.open().await.with_host("node-b");
+    let (runner_a, runner_b, worker_a, worker_b) = (3_999_921, 3_999_922, 3_999_923, 3_999_924);
+    let id = a.create_run(&new_run(1)).await.unwrap();
+    a.claim(id, runner_a).await.unwrap();
+    // a's runner died and its claim timed out; b's runner took the run.
+    db.execute("UPDATE runs SET claimed_at = claimed_at - 1000").await;
+    assert_eq!(b.release_stale_claims(|_| false).await.unwrap(), vec![id]);
+    assert_eq!(b.claim_next(runner_b, 4, &Claims::Everyone).await.unwrap().map(|r| r.id), Some(id));
+    let refused = a.mark_running_claimed(id, worker_a, runner_a).await.unwrap_err().to_string();
+    assert!(refused.contains("another runner took it while this worker waited"), "{refused}");
+    assert_eq!(a.run(id).await.unwrap().status, RunStatus::Queued, "a's late worker changed nothing");
+    // The same pid on another host is another process.
+    assert!(a.mark_running_claimed(id, worker_a, runner_b).await.is_err(), "runner_b's claim is on node-b");
+    b.mark_running_claimed(id, worker_b, runner_b).await.unwrap();
+    let run = b.run(id).await.unwrap();
+    assert_eq!((run.status, run.worker_pid), (RunStatus::Running, Some(worker_b)));
+    let refused = a.mark_running_claimed(id, worker_a, runner_a).await.unwrap_err().to_string();
+    assert!(refused.contains(&format!("run {id} is running")), "{refused}");
+    assert_eq!(b.run(id).await.unwrap().worker_pid, Some(worker_b), "the running worker keeps the run");
+    // A claim released and not taken again does not stop the late worker.
+    let other = a.create_run(&new_run(2)).await.unwrap();
+    a.claim(other, runner_a).await.unwrap();
+    db.execute("UPDATE runs SET claimed_at = claimed_at - 1000").await;
+    assert_eq!(b.release_stale_claims(|_| false).await.unwrap(), vec![other]);
+    a.mark_running_claimed(other, worker_a, runner_a).await.unwrap();
+    assert_eq!(a.run(other).await.unwrap().status, RunStatus::Running);
+}
+
 /// The summaries the runs table reads (smallest, largest, last value, last step, latest wall
 /// time per run and metric) are what the rows say, across batches, NaN values, repeated steps
 /// and a truncation on resume; the train split is summarised for the loss only.
@@ -2028,6 +2062,7 @@ on_both_backends!(
     db_copy_covers_every_column,
     leases_are_honoured_across_hosts,
     claims_of_other_hosts_are_left_until_they_time_out,
+    a_worker_starts_its_run_only_under_its_runner_s_claim,
     a_run_requeued_at_its_time_limit_may_resume_with_its_job,
     slurm_runs_are_reconciled_until_their_job_s_end_is_recorded,
     metric_summaries_follow_the_rows,

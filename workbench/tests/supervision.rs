@@ -235,6 +235,30 @@ async fn a_worker_dying_before_it_starts_leaves_a_resumable_failed_run() {
     store.requeue(id).await.unwrap();
 }
 
+/// A worker whose starter's claim passed to another runner while it waited to start (a claim
+/// renewed by nobody times out) ends without touching the run, saying why; the run stays with
+/// the runner that holds it.
+#[tokio::test]
+async fn a_worker_that_lost_its_starter_s_claim_leaves_the_run() {
+    use workbench::store::{NewRun, RunStatus, Store};
+    let dir = temp_dir("claim-lost");
+    let store = Store::open(&dir.join("runs.db")).await.unwrap();
+    let other_runner = std::process::id() + 1;
+    let config = serde_json::json!({"layer": "p", "task": "p", "layer_config": {}, "task_config": {}, "train": {}});
+    let id = store.create_claimed_run(&NewRun { config, ..common::plain_run(0) }, other_runner).await.unwrap();
+    let out = workbench(&dir)
+        .args(["worker", "--run", &id.to_string(), "--claimed-by", &std::process::id().to_string()])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(stderr.contains(&format!("run {id} is queued, so it cannot start running")), "{stderr}");
+    assert!(stderr.contains("another runner took it while this worker waited to start it"), "{stderr}");
+    let run = store.run(id).await.unwrap();
+    assert_eq!((run.status, run.worker_pid), (RunStatus::Queued, None));
+    assert!(store.holds_claim(id, other_runner).await.unwrap(), "the other runner keeps its claim");
+}
+
 /// `workbench` on the test store `db`, its run files in `artifacts/` there, with the plugins
 /// of `plugins`.
 fn workbench_on(db: &common::stores::TestDb, plugins: &Path) -> Command {

@@ -472,27 +472,52 @@ impl Store {
     /// Other states give [`StoreError::InvalidTransition`]: requeue an interrupted or failed
     /// run first.
     pub async fn mark_running(&self, id: i64, pid: u32) -> Result<(), StoreError> {
-        let start = process_start(pid).map(|t| t as i64);
-        let result = sqlx::query::<Any>(
-            "UPDATE runs SET status = 'running', worker_pid = $1, \
+        self.start_running(id, pid, None).await
+    }
+
+    /// [`mark_running`](Self::mark_running) for worker `pid`, started on this handle's host by
+    /// process `starter`, which claimed the queued run for it. Refused when the run is no
+    /// longer queued or another runner holds its claim: the worker waited so long to start
+    /// (for a connection to the store's server) that its starter's claim lapsed, and another
+    /// runner took the run. So one worker, never two, trains it. A claim released and not
+    /// taken again is no obstacle.
+    pub async fn mark_running_claimed(&self, id: i64, pid: u32, starter: u32) -> Result<(), StoreError> {
+        self.start_running(id, pid, Some(starter)).await
+    }
+
+    async fn start_running(&self, id: i64, pid: u32, starter: Option<u32>) -> Result<(), StoreError> {
+        const SET: &str = "UPDATE runs SET status = 'running', worker_pid = $1, \
              started_at = COALESCE(started_at, $2), error = NULL, finished_at = NULL, \
              host = $3, pid_start = $4, heartbeat_at = $5, cause = NULL, stop_requested = NULL \
-             WHERE id = $6 AND status IN ('queued', 'running')",
-        )
-        .bind(i64::from(pid))
-        .bind(now())
-        .bind(self.host.to_string())
-        .bind(start)
-        .bind(now())
-        .bind(id)
-        .write(self)
-        .await?;
+             WHERE id = $6 AND ";
+        const ANY_WORKER: &str = "status IN ('queued', 'running')";
+        const UNDER_CLAIM: &str =
+            "status = 'queued' AND (claimed_by IS NULL OR (claimed_by = $7 AND claimed_host = $3))";
+        // Built from the constants above only.
+        let sql = sqlx::AssertSqlSafe(format!("{SET}{}", if starter.is_some() { UNDER_CLAIM } else { ANY_WORKER }));
+        let start = process_start(pid).map(|t| t as i64);
+        let mut query = sqlx::query::<Any>(sql)
+            .bind(i64::from(pid))
+            .bind(now())
+            .bind(self.host.to_string())
+            .bind(start)
+            .bind(now())
+            .bind(id);
+        if let Some(starter) = starter {
+            query = query.bind(i64::from(starter));
+        }
+        let result = query.write(self).await?;
         if result.rows_affected() == 0 {
             let status = self.status_of(id).await?;
             let hint = match status {
                 RunStatus::Interrupted | RunStatus::Failed => {
                     format!("requeue it first (`workbench resume {id}` does)")
                 }
+                RunStatus::Queued | RunStatus::Running if starter.is_some() => format!(
+                    "another runner took it while this worker waited to start it (its starter's claim \
+                     lapsed after {} s); this worker leaves the run to that runner's",
+                    CLAIM_TIMEOUT_S
+                ),
                 _ => "only queued runs can be started; create a new run instead".to_string(),
             };
             return Err(StoreError::InvalidTransition { id, status, action: "start running", hint });

@@ -41,10 +41,11 @@ pub fn store_args(store: &Store, plugin_dirs: &[PathBuf]) -> Vec<OsString> {
 }
 
 /// The arguments of `workbench [--db D] [--artifacts A] [--plugin-dir P]... worker --run ID
-/// [--resume]` for a run of `store`.
+/// --claimed-by PID [--resume]` for a run of `store` that this process claimed.
 pub fn worker_args(store: &Store, plugin_dirs: &[PathBuf], run_id: i64, resume: bool) -> Vec<OsString> {
     let mut args = store_args(store, plugin_dirs);
     args.extend(["worker".into(), "--run".into(), run_id.to_string().into()]);
+    args.extend(["--claimed-by".into(), std::process::id().to_string().into()]);
     if resume {
         args.push("--resume".into());
     }
@@ -150,9 +151,17 @@ pub async fn follow(store: &Store, mut child: Child, run_id: i64, display: Displ
     let mut recent: std::collections::VecDeque<String> = std::collections::VecDeque::new();
     let bar = ProgressBar::hidden();
     let mut interrupts = 0;
+    let mut renew_claim = tokio::time::interval(crate::queue::RENEW_CLAIMS_EVERY);
     loop {
         // The worker's log (stderr) is printed above the bar so the two never garble.
         let line = tokio::select! {
+            _ = renew_claim.tick() => {
+                // Holds this process's claim while the worker waits to start the run (for a
+                // connection to the store's server), so no queue runner takes the run as
+                // stale. A renewal the store misses is made again at the next tick.
+                let _ = store.renew_claims(std::process::id()).await;
+                continue;
+            }
             _ = tokio::signal::ctrl_c() => {
                 interrupts += 1;
                 if interrupts == 1 {
@@ -419,6 +428,23 @@ mod tests {
         assert_eq!(steps_per_second(1234.56), "1235/s");
         assert_eq!(steps_per_second(0.3456), "0.35/s");
         assert_eq!(steps_per_second(f64::INFINITY), "-/s");
+    }
+
+    /// A worker's command line names the process that claimed its run (this one), so that the
+    /// worker starts the run only under that claim, and parses as the worker command.
+    #[tokio::test]
+    async fn a_worker_is_told_who_claimed_its_run() {
+        use clap::Parser;
+        let dir = tempfile::Builder::new().prefix("wb-args-").tempdir().unwrap();
+        let store = Store::open(&dir.path().join("runs.db")).await.unwrap();
+        let args = std::iter::once(OsString::from("workbench")).chain(worker_args(&store, &[], 7, true));
+        let cli = crate::cli::Cli::try_parse_from(args).unwrap();
+        match cli.command {
+            Some(crate::cli::Command::Worker { run, resume, claimed_by }) => {
+                assert_eq!((run, resume, claimed_by), (7, true, Some(std::process::id())));
+            }
+            other => panic!("not the worker command: {other:?}"),
+        }
     }
 
     #[test]

@@ -82,7 +82,9 @@ pub async fn connect(location: &crate::store::StoreLocation, run_id: i64) -> Res
     with_retries(waiting, || Store::connect_occasional(location, &role), |line| log_line(run_id, &line)).await
 }
 
-/// Runs the worker for `run_id`; `resume` continues from the run's checkpoint.
+/// Runs the worker for `run_id`; `resume` continues from the run's checkpoint. A worker that
+/// process `claimed_by` on this host started under its claim starts the run only while that
+/// claim holds ([`Store::mark_running_claimed`]).
 ///
 /// The worker holds the run's lease while it trains (a heartbeat on its background thread,
 /// see `Heartbeat`). It stops at its next step, with a checkpoint, on SIGINT or SIGTERM or when
@@ -90,7 +92,7 @@ pub async fn connect(location: &crate::store::StoreLocation, run_id: i64) -> Res
 /// frozen or cut off from the store is taken back when the store answers again, unless it was
 /// resumed, requeued or deleted meanwhile: then the lease is lost and the worker ends without
 /// writing to the run.
-pub async fn run(store: &Store, host: &PluginHost, run_id: i64, resume: bool) -> Result<()> {
+pub async fn run(store: &Store, host: &PluginHost, run_id: i64, resume: bool, claimed_by: Option<u32>) -> Result<()> {
     let signals = StopSignals::install()?;
     let record = store.run(run_id).await?;
     if let Some(damage) = &record.damage {
@@ -103,7 +105,10 @@ pub async fn run(store: &Store, host: &PluginHost, run_id: i64, resume: bool) ->
         // limit): the worker it stopped recorded the run interrupted, and this one continues it.
         store.take_back_for_job(run_id, pid, &job).await?;
     }
-    store.mark_running(run_id, pid).await?;
+    match claimed_by {
+        Some(starter) => store.mark_running_claimed(run_id, pid, starter).await?,
+        None => store.mark_running(run_id, pid).await?,
+    }
     let stop = signals.stop.clone();
     let background = Background::start(store, run_id)?;
     let heartbeat = Heartbeat::start(&background, run_id, pid, stop.clone());
