@@ -516,6 +516,24 @@ fn a_long_error_is_read_whole_in_a_footer_of_up_to_three_rows() {
     assert!(render(&mut app, 80, 20).lines().last().unwrap_or_default().starts_with("queued run 7"));
 }
 
+/// The footer's hints are whole at any width: where not all fit, the screen's later ones are
+/// left out, and the key list's and quit's stay.
+#[test]
+fn the_footer_shows_whole_hints_and_always_the_key_list_and_quit() {
+    let (mut app, _) = app();
+    let footer = |app: &mut App, w: u16| render_laid_out(app, w, 20).lines().last().unwrap_or_default().to_string();
+    let wide = footer(&mut app, 200);
+    assert!(wide.contains("/ filter") && wide.contains("A ablation") && wide.trim_end().ends_with("q, Ctrl-C quit"));
+    for width in [130, 100, 80, 64] {
+        let line = footer(&mut app, width);
+        assert!(line.trim_end().ends_with("? keys  q, Ctrl-C quit"), "width {width}: {line:?}");
+        assert!(line.starts_with("3 runs, 1 running, 0 marked   "), "width {width}: {line:?}");
+        assert!(line.chars().count() <= width as usize, "width {width}: {line:?}");
+    }
+    let narrow = footer(&mut app, 80);
+    assert!(!narrow.contains("A ablation") && narrow.contains("j, ↓ move"), "{narrow:?}");
+}
+
 #[test]
 fn launch_form_from_schemas_refuses_bad_values_inline() {
     let (mut app, _) = app();

@@ -115,18 +115,31 @@ fn draw_store_label(frame: &mut Frame, areas: &Areas, app: &App) {
     frame.render_widget(Paragraph::new(text).style(dim()).alignment(Alignment::Right), area);
 }
 
-/// The hints of the current screen's commands and the global ones, as `keys what`.
-fn hints(app: &App) -> Vec<Span<'static>> {
+/// The hints of the current screen's commands and the global ones, as `keys what`, whole
+/// ones only, within `room` cells. Where not all fit, the quit and key-list hints stay (the
+/// list names every key) and the others are taken in order while they fit.
+fn hints(app: &App, room: usize) -> Vec<Span<'static>> {
     // While the overlay is open only its own keys work.
     let (screen, global): (&[Command], &[Command]) = if app.help {
         (screens::help::COMMANDS, &[])
     } else {
         (screens::component(app.screen).commands(), keys::GLOBAL)
     };
+    let hinted: Vec<(&str, String)> =
+        screen.iter().chain(global).filter_map(|c| Some((c.label, format!(" {}  ", c.hint?)))).collect();
+    let width = |(label, hint): &(&str, String)| label.chars().count() + hint.chars().count();
+    let kept = |(_, hint): &(&str, String)| [" keys  ", " quit  "].contains(&hint.as_str());
+    let mut left = room.saturating_sub(hinted.iter().filter(|h| kept(h)).map(width).sum());
     let mut spans = Vec::new();
-    for c in screen.iter().chain(global).filter(|c| c.hint.is_some()) {
-        spans.push(Span::styled(c.label.to_string(), bold().fg(Color::Cyan)));
-        spans.push(Span::styled(format!(" {}  ", c.hint.unwrap_or_default()), dim()));
+    for h in &hinted {
+        if !kept(h) {
+            if width(h) > left {
+                continue;
+            }
+            left -= width(h);
+        }
+        spans.push(Span::styled(h.0.to_string(), bold().fg(Color::Cyan)));
+        spans.push(Span::styled(h.1.clone(), dim()));
     }
     spans
 }
@@ -148,11 +161,10 @@ fn draw_footer(frame: &mut Frame, area: Rect, app: &App) {
         0 => String::new(),
         n => format!(" ({n} hidden by the filter)"),
     };
-    let mut spans = vec![Span::raw(format!(
-        "{}, {running} running, {marked} marked{hidden}   ",
-        count(app.snapshot.runs.len(), "run")
-    ))];
-    spans.extend(hints(app));
+    let counts = format!("{}, {running} running, {marked} marked{hidden}   ", count(app.snapshot.runs.len(), "run"));
+    let room = (area.width as usize).saturating_sub(counts.chars().count());
+    let mut spans = vec![Span::raw(counts)];
+    spans.extend(hints(app, room));
     let line = Line::from(spans);
     frame.render_widget(Paragraph::new(line), area);
 }
