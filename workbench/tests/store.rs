@@ -1673,6 +1673,30 @@ async fn a_worker_starts_its_run_only_under_its_runner_s_claim(backend: Backend)
     assert_eq!(a.run(other).await.unwrap().status, RunStatus::Running);
 }
 
+/// A Slurm job's worker starts a run that has no job yet (recording its own) or is its own, and
+/// leaves one that belongs to another job: a job submitted twice (an `sbatch` that reported a
+/// failure though Slurm took the job) never takes the run from the other's worker.
+async fn a_slurm_job_starts_only_a_run_that_is_its_own(backend: Backend) {
+    let Some(db) = TestDb::new(backend, "job-start").await else { return };
+    let store = db.open().await;
+    let fresh = store.create_run(&new_run(1)).await.unwrap();
+    store.mark_running_in_job(fresh, 3_999_931, "100").await.unwrap();
+    let run = store.run(fresh).await.unwrap();
+    assert_eq!(run.status, RunStatus::Running);
+    assert_eq!((run.supervision.executor.as_deref(), run.supervision.job_id.as_deref()), (Some("slurm"), Some("100")));
+    let id = store.create_run(&new_run(2)).await.unwrap();
+    store.set_executor(id, "slurm", Some("102")).await.unwrap();
+    let refused = store.mark_running_in_job(id, 3_999_932, "101").await.unwrap_err().to_string();
+    assert!(refused.contains("it belongs to Slurm job 102, and this is job 101"), "{refused}");
+    assert_eq!(store.run(id).await.unwrap().status, RunStatus::Queued);
+    store.mark_running_in_job(id, 3_999_933, "102").await.unwrap();
+    assert!(store.mark_running_in_job(id, 3_999_932, "101").await.is_err(), "job 101 never takes it");
+    assert_eq!(store.run(id).await.unwrap().worker_pid, Some(3_999_933));
+    // Its own job started again (Slurm's requeue keeps the id) replaces the worker.
+    store.mark_running_in_job(id, 3_999_934, "102").await.unwrap();
+    assert_eq!(store.run(id).await.unwrap().worker_pid, Some(3_999_934));
+}
+
 /// The summaries the runs table reads (smallest, largest, last value, last step, latest wall
 /// time per run and metric) are what the rows say, across batches, NaN values, repeated steps
 /// and a truncation on resume; the train split is summarised for the loss only.
@@ -2063,6 +2087,7 @@ on_both_backends!(
     leases_are_honoured_across_hosts,
     claims_of_other_hosts_are_left_until_they_time_out,
     a_worker_starts_its_run_only_under_its_runner_s_claim,
+    a_slurm_job_starts_only_a_run_that_is_its_own,
     a_run_requeued_at_its_time_limit_may_resume_with_its_job,
     slurm_runs_are_reconciled_until_their_job_s_end_is_recorded,
     metric_summaries_follow_the_rows,

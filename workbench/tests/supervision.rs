@@ -236,27 +236,42 @@ async fn a_worker_dying_before_it_starts_leaves_a_resumable_failed_run() {
 }
 
 /// A worker whose starter's claim passed to another runner while it waited to start (a claim
-/// renewed by nobody times out) ends without touching the run, saying why; the run stays with
-/// the runner that holds it.
+/// renewed by nobody times out), or a Slurm job's worker for a run that belongs to another
+/// job, ends without touching the run, saying why; the run stays with the runner or job that
+/// holds it.
 #[tokio::test]
-async fn a_worker_that_lost_its_starter_s_claim_leaves_the_run() {
+async fn a_worker_leaves_a_run_that_is_not_its_own() {
     use workbench::store::{NewRun, RunStatus, Store};
-    let dir = temp_dir("claim-lost");
+    let dir = temp_dir("not-its-own");
     let store = Store::open(&dir.join("runs.db")).await.unwrap();
-    let other_runner = std::process::id() + 1;
     let config = serde_json::json!({"layer": "p", "task": "p", "layer_config": {}, "task_config": {}, "train": {}});
-    let id = store.create_claimed_run(&NewRun { config, ..common::plain_run(0) }, other_runner).await.unwrap();
-    let out = workbench(&dir)
-        .args(["worker", "--run", &id.to_string(), "--claimed-by", &std::process::id().to_string()])
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "{stderr}");
-    assert!(stderr.contains(&format!("run {id} is queued, so it cannot start running")), "{stderr}");
+    let run = NewRun { config, ..common::plain_run(0) };
+    let worker = |id: i64, extra: &[&str], job: Option<&str>| {
+        let mut cmd = workbench(&dir);
+        cmd.args(["worker", "--run", &id.to_string()]).args(extra).env_remove("SLURM_JOB_ID");
+        if let Some(job) = job {
+            cmd.env("SLURM_JOB_ID", job);
+        }
+        let out = cmd.output().unwrap();
+        assert!(!out.status.success());
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let other_runner = std::process::id() + 1;
+    let claimed = store.create_claimed_run(&run, other_runner).await.unwrap();
+    let stderr = worker(claimed, &["--claimed-by", &std::process::id().to_string()], None);
+    assert!(stderr.contains(&format!("run {claimed} is queued, so it cannot start running")), "{stderr}");
     assert!(stderr.contains("another runner took it while this worker waited to start it"), "{stderr}");
-    let run = store.run(id).await.unwrap();
-    assert_eq!((run.status, run.worker_pid), (RunStatus::Queued, None));
-    assert!(store.holds_claim(id, other_runner).await.unwrap(), "the other runner keeps its claim");
+    let record = store.run(claimed).await.unwrap();
+    assert_eq!((record.status, record.worker_pid), (RunStatus::Queued, None));
+    assert!(store.holds_claim(claimed, other_runner).await.unwrap(), "the other runner keeps its claim");
+
+    let submitted = store.create_claimed_run(&run, other_runner).await.unwrap();
+    store.set_executor(submitted, "slurm", Some("4712")).await.unwrap();
+    let stderr = worker(submitted, &["--resume"], Some("4711"));
+    assert!(stderr.contains("it belongs to Slurm job 4712, and this is job 4711"), "{stderr}");
+    let record = store.run(submitted).await.unwrap();
+    assert_eq!((record.status, record.worker_pid), (RunStatus::Queued, None));
+    assert_eq!(record.supervision.job_id.as_deref(), Some("4712"));
 }
 
 /// `workbench` on the test store `db`, its run files in `artifacts/` there, with the plugins

@@ -472,7 +472,7 @@ impl Store {
     /// Other states give [`StoreError::InvalidTransition`]: requeue an interrupted or failed
     /// run first.
     pub async fn mark_running(&self, id: i64, pid: u32) -> Result<(), StoreError> {
-        self.start_running(id, pid, None).await
+        self.start_running(id, pid, Starter::Anyone).await
     }
 
     /// [`mark_running`](Self::mark_running) for worker `pid`, started on this handle's host by
@@ -482,42 +482,64 @@ impl Store {
     /// runner took the run. So one worker, never two, trains it. A claim released and not
     /// taken again is no obstacle.
     pub async fn mark_running_claimed(&self, id: i64, pid: u32, starter: u32) -> Result<(), StoreError> {
-        self.start_running(id, pid, Some(starter)).await
+        self.start_running(id, pid, Starter::Claim(starter)).await
     }
 
-    async fn start_running(&self, id: i64, pid: u32, starter: Option<u32>) -> Result<(), StoreError> {
+    /// [`mark_running`](Self::mark_running) for worker `pid` of Slurm job `job`, which becomes
+    /// the run's job. Refused when the run belongs to another job: this one was submitted
+    /// before it (an `sbatch` that reported a failure though Slurm had taken the job, or one
+    /// submitted by hand) and must not take the run from that job's worker.
+    pub async fn mark_running_in_job(&self, id: i64, pid: u32, job: &str) -> Result<(), StoreError> {
+        self.start_running(id, pid, Starter::SlurmJob(job)).await
+    }
+
+    async fn start_running(&self, id: i64, pid: u32, starter: Starter<'_>) -> Result<(), StoreError> {
         const SET: &str = "UPDATE runs SET status = 'running', worker_pid = $1, \
              started_at = COALESCE(started_at, $2), error = NULL, finished_at = NULL, \
-             host = $3, pid_start = $4, heartbeat_at = $5, cause = NULL, stop_requested = NULL \
-             WHERE id = $6 AND ";
-        const ANY_WORKER: &str = "status IN ('queued', 'running')";
-        const UNDER_CLAIM: &str =
-            "status = 'queued' AND (claimed_by IS NULL OR (claimed_by = $7 AND claimed_host = $3))";
+             host = $3, pid_start = $4, heartbeat_at = $5, cause = NULL, stop_requested = NULL";
+        let (also_set, condition) = match starter {
+            Starter::Anyone => ("", "status IN ('queued', 'running')"),
+            Starter::Claim(_) => {
+                ("", "status = 'queued' AND (claimed_by IS NULL OR (claimed_by = $7 AND claimed_host = $3))")
+            }
+            Starter::SlurmJob(_) => (
+                ", executor = 'slurm', job_id = $7",
+                "status IN ('queued', 'running') AND (job_id IS NULL OR job_id = $7)",
+            ),
+        };
         // Built from the constants above only.
-        let sql = sqlx::AssertSqlSafe(format!("{SET}{}", if starter.is_some() { UNDER_CLAIM } else { ANY_WORKER }));
+        let sql = sqlx::AssertSqlSafe(format!("{SET}{also_set} WHERE id = $6 AND {condition}"));
         let start = process_start(pid).map(|t| t as i64);
-        let mut query = sqlx::query::<Any>(sql)
+        let query = sqlx::query::<Any>(sql)
             .bind(i64::from(pid))
             .bind(now())
             .bind(self.host.to_string())
             .bind(start)
             .bind(now())
             .bind(id);
-        if let Some(starter) = starter {
-            query = query.bind(i64::from(starter));
-        }
+        let query = match starter {
+            Starter::Anyone => query,
+            Starter::Claim(runner) => query.bind(i64::from(runner)),
+            Starter::SlurmJob(job) => query.bind(job.to_string()),
+        };
         let result = query.write(self).await?;
         if result.rows_affected() == 0 {
             let status = self.status_of(id).await?;
-            let hint = match status {
-                RunStatus::Interrupted | RunStatus::Failed => {
+            let hint = match (status, starter) {
+                (RunStatus::Interrupted | RunStatus::Failed, _) => {
                     format!("requeue it first (`workbench resume {id}` does)")
                 }
-                RunStatus::Queued | RunStatus::Running if starter.is_some() => format!(
+                (RunStatus::Queued | RunStatus::Running, Starter::Claim(_)) => format!(
                     "another runner took it while this worker waited to start it (its starter's claim \
-                     lapsed after {} s); this worker leaves the run to that runner's",
-                    CLAIM_TIMEOUT_S
+                     lapsed after {CLAIM_TIMEOUT_S} s); this worker leaves the run to that runner's"
                 ),
+                (RunStatus::Queued | RunStatus::Running, Starter::SlurmJob(job)) => {
+                    let owner = self.run(id).await?.supervision.job_id.unwrap_or_default();
+                    format!(
+                        "it belongs to Slurm job {owner}, and this is job {job} (submitted before it, by an \
+                         sbatch that reported a failure or by hand); this job leaves the run to {owner}"
+                    )
+                }
                 _ => "only queued runs can be started; create a new run instead".to_string(),
             };
             return Err(StoreError::InvalidTransition { id, status, action: "start running", hint });
@@ -923,6 +945,17 @@ impl Store {
         }
         Ok(())
     }
+}
+
+/// Who starts a run's worker, which decides when the run may be marked running.
+#[derive(Clone, Copy)]
+enum Starter<'a> {
+    /// Anyone: a run queued or running (its worker is replaced).
+    Anyone,
+    /// A process on this host holding the queued run's claim (a queue runner, `train`).
+    Claim(u32),
+    /// A Slurm job, which takes the run unless it belongs to another job.
+    SlurmJob(&'a str),
 }
 
 /// Tags as stored (comma-separated) to a list.

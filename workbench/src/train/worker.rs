@@ -105,9 +105,10 @@ pub async fn run(store: &Store, host: &PluginHost, run_id: i64, resume: bool, cl
         // limit): the worker it stopped recorded the run interrupted, and this one continues it.
         store.take_back_for_job(run_id, pid, &job).await?;
     }
-    match claimed_by {
-        Some(starter) => store.mark_running_claimed(run_id, pid, starter).await?,
-        None => store.mark_running(run_id, pid).await?,
+    match (claimed_by, slurm_job()) {
+        (Some(starter), _) => store.mark_running_claimed(run_id, pid, starter).await?,
+        (None, Some(job)) => store.mark_running_in_job(run_id, pid, &job).await?,
+        (None, None) => store.mark_running(run_id, pid).await?,
     }
     let stop = signals.stop.clone();
     let background = Background::start(store, run_id)?;
@@ -279,8 +280,13 @@ async fn requeue_job(store: &Store, run_id: i64, job: &str) -> Result<()> {
 
 /// This worker's Slurm job, if the worker is that job's restart of its own interrupted run.
 fn restarted_by_scheduler(record: &crate::store::RunRecord) -> Option<String> {
-    let job = std::env::var("SLURM_JOB_ID").ok()?;
+    let job = slurm_job()?;
     (record.status == RunStatus::Interrupted && record.supervision.job_id.as_ref() == Some(&job)).then_some(job)
+}
+
+/// The Slurm job this worker runs in, if any.
+fn slurm_job() -> Option<String> {
+    std::env::var("SLURM_JOB_ID").ok().filter(|job| !job.trim().is_empty())
 }
 
 /// How soon a failed heartbeat is tried again.
