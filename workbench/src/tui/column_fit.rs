@@ -1,7 +1,8 @@
 //! Which columns of the runs table fit the terminal, and how wide each is. The core columns
 //! (id, status, progress, best metric) get their full width first, so a number is never cut;
 //! configuration columns share what is left and are dropped from the right, the table then
-//! saying how many it left out.
+//! saying how many it left out; a free-text column (a sweep's name, tags) that does not fit
+//! whole is cut to the room left instead, as long as a few characters still show.
 
 use super::runs::Column;
 
@@ -25,6 +26,12 @@ fn cap(c: &Column) -> u16 {
     }
 }
 
+/// Narrowest a free-text column is cut to where it does not fit whole (`2 welcome…`); other
+/// configuration columns are shown at their width or not at all.
+fn narrowest(c: &Column) -> Option<u16> {
+    matches!(c, Column::Sweep | Column::Tags).then_some(8)
+}
+
 /// `+3 hidden`: what the header says when columns did not fit.
 pub fn hidden_note(n: usize) -> String {
     format!("+{n} hidden")
@@ -36,7 +43,11 @@ pub fn fit(columns: &[Column], natural: &[u16], width: u16) -> Fitted {
     let wanted: Vec<Wanted> = columns
         .iter()
         .zip(natural)
-        .map(|(c, &w)| if c.is_core() { Wanted::core(w) } else { Wanted::capped(w, cap(c)) })
+        .map(|(c, &w)| match (c.is_core(), narrowest(c)) {
+            (true, _) => Wanted::core(w),
+            (false, Some(min)) => Wanted::cut_to(w, cap(c), min),
+            (false, None) => Wanted::capped(w, cap(c)),
+        })
         .collect();
     let shown = fit_widths(&wanted, width, 1);
     Fitted {
@@ -47,23 +58,30 @@ pub fn fit(columns: &[Column], natural: &[u16], width: u16) -> Fitted {
 }
 
 /// What one column of a table asks for: its content's width, the widest it may get (longer
-/// values are cut), and whether it always shows.
+/// values are cut), the narrowest it may be cut to where it does not fit, and whether it
+/// always shows.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Wanted {
     pub natural: u16,
     pub cap: u16,
+    pub min: u16,
     pub core: bool,
 }
 
 impl Wanted {
     /// A column that always shows at its full width.
     pub fn core(natural: u16) -> Self {
-        Wanted { natural, cap: natural, core: true }
+        Wanted { natural, cap: natural, min: natural, core: true }
     }
 
     /// A column that shows while there is room, at most `cap` cells wide.
     pub fn capped(natural: u16, cap: u16) -> Self {
-        Wanted { natural, cap, core: false }
+        Wanted { natural, cap, min: natural.min(cap), core: false }
+    }
+
+    /// [`capped`](Self::capped), and cut down to as few as `min` cells rather than left out.
+    pub fn cut_to(natural: u16, cap: u16, min: u16) -> Self {
+        Wanted { natural, cap, min: min.min(natural).min(cap), core: false }
     }
 }
 
@@ -96,7 +114,8 @@ impl FittedWidths {
 
 /// Fits the columns into `width` cells with `gap` cells between columns: every core column
 /// at its full width, then the longest prefix of the others that fits, leaving room for the
-/// `+N hidden` note when some are left out.
+/// `+N hidden` note when some are left out; the first column left out is shown cut to the
+/// room that is left, if that is at least its `min`.
 pub fn fit_widths(wanted: &[Wanted], width: u16, gap: u16) -> FittedWidths {
     let (gap, width) = (u32::from(gap), u32::from(width));
     let (mut columns, mut widths, mut used) = (Vec::new(), Vec::new(), 0u32);
@@ -108,17 +127,27 @@ pub fn fit_widths(wanted: &[Wanted], width: u16, gap: u16) -> FittedWidths {
             widths.push(w.natural);
             used += u32::from(w.natural) + gap;
         } else {
-            rest.push((i, w.natural.min(w.cap)));
+            rest.push((i, w.natural.min(w.cap), w.min));
         }
     }
+    let note = |hidden: usize| if hidden > 0 { hidden_note(hidden).chars().count() as u32 + gap } else { 0 };
     let cost = |k: usize| -> u32 {
-        let shown: u32 = rest[..k].iter().map(|(_, w)| u32::from(*w) + gap).sum();
-        let note = if k < rest.len() { hidden_note(rest.len() - k).chars().count() as u32 + gap } else { 0 };
-        shown + note
+        let shown: u32 = rest[..k].iter().map(|(_, w, _)| u32::from(*w) + gap).sum();
+        shown + note(rest.len() - k)
     };
     let k = (0..=rest.len()).rev().find(|&k| used + cost(k) <= width + gap).unwrap_or(0);
-    let hidden = rest.len() - k;
-    for (i, w) in rest.into_iter().take(k) {
+    // The next column, cut to what is left beside the note for the ones after it.
+    let cut = rest.get(k).and_then(|&(i, w, min)| {
+        let taken = used + cost(k) - note(rest.len() - k) + note(rest.len() - k - 1) + gap;
+        let room = (width + gap).checked_sub(taken)?;
+        (room >= u32::from(min)).then(|| (i, w.min(room as u16)))
+    });
+    let hidden = rest.len() - k - usize::from(cut.is_some());
+    for (i, w, _) in rest.into_iter().take(k) {
+        columns.push(i);
+        widths.push(w);
+    }
+    if let Some((i, w)) = cut {
         columns.push(i);
         widths.push(w);
     }
@@ -157,6 +186,32 @@ mod tests {
         let tiny = fit(&columns(), &natural, 20);
         assert_eq!(tiny.widths, vec![4, 11, 9, 15]);
         assert_eq!(tiny.hidden, 3);
+    }
+
+    #[test]
+    fn a_free_text_column_is_cut_to_the_room_left_rather_than_hidden() {
+        use Column::*;
+        let with = |third: Column| vec![Id, Status, Steps, Best, Layer, third, Duration];
+        let natural = [4, 11, 9, 15, 12, 40, 6];
+        // The core and its gaps take 43 cells, the layer 13: at 80, neither the sweep whole
+        // (28) nor more than the layer fits beside a note; the sweep is cut to the 14 cells
+        // left beside `+1 hidden` (for the time).
+        let cut = fit(&with(Sweep), &natural, 80);
+        assert_eq!(cut.columns, with(Sweep)[..6].to_vec());
+        assert_eq!((cut.widths[4..].to_vec(), cut.hidden), (vec![12, 14], 1));
+        let used: u16 = cut.widths.iter().map(|w| w + 1).sum::<u16>() + hidden_note(1).len() as u16;
+        assert_eq!(used, 80);
+        // Tags too; a configuration value is never cut to fit.
+        assert_eq!(fit(&with(Tags), &natural, 80).widths[5], 14);
+        let key = fit(&with(Key("lr".into())), &natural, 75);
+        assert_eq!((key.columns.len(), key.hidden), (5, 2));
+        assert_eq!(fit(&with(Sweep), &natural, 75).widths[5], 9);
+        // Fewer than 8 cells left: hidden, as before.
+        let narrow = fit(&with(Sweep), &natural, 73);
+        assert_eq!((narrow.columns.len(), narrow.hidden), (5, 2));
+        // The last column cut needs no note.
+        let last = fit(&[Id, Status, Steps, Best, Sweep], &[4, 11, 9, 15, 40], 60);
+        assert_eq!((last.widths[4], last.hidden), (17, 0));
     }
 
     #[test]

@@ -460,6 +460,16 @@ pub fn fit_columns(app: &App, width: u16) -> Fitted {
     column_fit::fit(&table.columns, &natural, width.saturating_sub(2))
 }
 
+/// `text`, or where it is wider than `width` cells its start and `…`, so that a cut value
+/// never reads as a whole one.
+fn cut_to_width(text: String, width: u16) -> String {
+    let width = usize::from(width);
+    if text.chars().count() <= width {
+        return text;
+    }
+    text.chars().take(width.saturating_sub(1)).chain(std::iter::once('…')).collect()
+}
+
 fn draw_welcome(frame: &mut Frame, area: Rect) {
     let key = |k: &'static str| Span::styled(k, bold().fg(Color::Cyan));
     let text = vec![
@@ -518,12 +528,13 @@ fn draw(frame: &mut Frame, area: Rect, app: &App, areas: &Areas) {
         .map(|(r, f)| {
             let mark = if app.runs.selected.contains(&r.id) { "●" } else { " " };
             let mut cells = vec![Cell::from(mark).style(Style::default().fg(Color::Cyan))];
-            for c in shown {
+            for (c, &width) in shown.iter().zip(&layout.fitted.widths) {
                 let style = match c {
                     Column::Status => Style::default().fg(shown_status_colour(r)),
                     _ => Style::default(),
                 };
-                cells.push(Cell::from(cell(c, r, f, &table, &app.snapshot, now)).style(style));
+                let text = cut_to_width(cell(c, r, f, &table, &app.snapshot, now), width);
+                cells.push(Cell::from(text).style(style));
             }
             Row::new(cells)
         })
@@ -563,4 +574,16 @@ fn draw(frame: &mut Frame, area: Rect, app: &App, areas: &Areas) {
 /// stored (a store a lab shares), else nothing.
 fn others_note<'a>(runs: impl IntoIterator<Item = &'a crate::store::RunRecord>) -> String {
     crate::ops::runs::stored_by_others(runs).map(|o| format!(" Note: {o}.")).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::cut_to_width;
+
+    #[test]
+    fn a_cut_value_ends_in_an_ellipsis() {
+        assert_eq!(cut_to_width("2 welcome experiment".into(), 10), "2 welcome…");
+        assert_eq!(cut_to_width("2 lr-grid".into(), 9), "2 lr-grid");
+        assert_eq!(cut_to_width("β-sweep".into(), 3), "β-…");
+    }
 }
