@@ -729,6 +729,21 @@ fn live_screen_shows_system_metrics_and_eval_size() {
     }
     // The curves keep their panels beside it.
     assert!(screen.contains("step 40/100") && screen.contains("loss (train"), "{screen}");
+    // In narrower terminals the list of runs gives up its status words, then itself, so that
+    // each curve keeps at least 24 columns beside the panel.
+    let curve_width = |screen: &str| {
+        let line = screen.lines().find(|l| l.contains("┌loss")).unwrap_or_default();
+        let chars: Vec<char> = line.chars().collect();
+        let start = chars.iter().position(|&c| c == '┌').unwrap_or(0);
+        chars[start..].iter().position(|&c| c == '┐').unwrap_or(0) + 1
+    };
+    let names = render(&mut app, 110, 30);
+    assert!(names.contains("┌runs") && !names.contains(" running "), "{names}");
+    assert!(curve_width(&names) >= 24 && names.contains("CPU"), "{names}");
+    let hidden = render(&mut app, 80, 24);
+    assert!(!hidden.contains("┌runs") && hidden.contains("run 2: transformer"), "{hidden}");
+    assert!(hidden.contains("· 1 of 3, j/k for another"), "{hidden}");
+    assert!(curve_width(&hidden) >= 24 && hidden.contains("CPU"), "{hidden}");
 }
 
 #[test]

@@ -100,27 +100,68 @@ fn eval_examples(app: &App, id: i64) -> Option<f64> {
     summaries.iter().find(|s| s.split == system::SPLIT && s.name == system::EVAL_EXAMPLES).map(|s| s.last)
 }
 
+/// Narrowest each of the two curves beside the system panel is drawn before the list of runs
+/// gives up room: first its status words (the names keep the status's colour), then itself
+/// (j/k still switch runs, and the gauge's title names the one shown).
+const CURVE_MIN_WIDTH: u16 = 24;
+
+/// How the list of runs beside the Live screen's run is drawn in the width there is.
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum RunList {
+    Full,
+    /// Ids and names, coloured by status.
+    Names,
+    Hidden,
+}
+
+impl RunList {
+    /// The widest form that leaves the curves and the system panel their room in `width`.
+    fn fitting(width: u16, full: u16, names: u16) -> RunList {
+        let room = 2 * CURVE_MIN_WIDTH + system_panel::WIDTH;
+        if width >= full + room {
+            RunList::Full
+        } else if width >= names + room {
+            RunList::Names
+        } else {
+            RunList::Hidden
+        }
+    }
+}
+
 fn draw_live(frame: &mut Frame, area: Rect, app: &App) {
     let candidates = app.live_candidates();
     // As wide as the ids and the layers' names (a long one cut at 20), and the longest state
     // (`interrupted`), inside the border.
     let id_width = candidates.iter().map(|r| r.id.to_string().len()).max().unwrap_or(0).max(4);
     let name_width = candidates.iter().map(|r| r.layer.name.chars().count()).max().unwrap_or(0).clamp(5, 20);
-    let list_width = (2 + id_width + 1 + name_width + 1 + "interrupted".len() + 2) as u16;
+    let names_width = (2 + id_width + 1 + name_width + 2) as u16;
+    let full_width = names_width + 1 + "interrupted".len() as u16;
+    let list = RunList::fitting(area.width, full_width, names_width);
+    let list_width = match list {
+        RunList::Full => full_width,
+        RunList::Names => names_width,
+        RunList::Hidden => 0,
+    };
     let [list_area, main] = Layout::horizontal([Constraint::Length(list_width), Constraint::Min(0)]).areas(area);
     let live = app.live_id();
     let items: Vec<ListItem> = candidates
         .iter()
         .map(|r| {
             let mark = if Some(r.id) == live { "▶ " } else { "  " };
-            ListItem::new(Line::from(vec![
-                Span::raw(format!("{mark}{:>id_width$} ", r.id)),
-                Span::raw(format!("{:<name_width$.name_width$} ", r.layer.name)),
-                Span::styled(r.shown_status(), Style::default().fg(shown_status_colour(r))),
-            ]))
+            let status = Style::default().fg(shown_status_colour(r));
+            let mut spans = vec![Span::raw(format!("{mark}{:>id_width$} ", r.id))];
+            if list == RunList::Full {
+                spans.push(Span::raw(format!("{:<name_width$.name_width$} ", r.layer.name)));
+                spans.push(Span::styled(r.shown_status(), status));
+            } else {
+                spans.push(Span::styled(format!("{:<name_width$.name_width$}", r.layer.name), status));
+            }
+            ListItem::new(Line::from(spans))
         })
         .collect();
-    frame.render_widget(List::new(items).block(Block::default().borders(Borders::ALL).title("runs")), list_area);
+    if list != RunList::Hidden {
+        frame.render_widget(List::new(items).block(Block::default().borders(Borders::ALL).title("runs")), list_area);
+    }
     let Some(run) = live.and_then(|id| app.snapshot.run(id)) else {
         frame.render_widget(
             Paragraph::new("No runs yet: launch one (n on the Runs screen, or the Launch screen).")
@@ -144,7 +185,11 @@ fn draw_live(frame: &mut Frame, area: Rect, app: &App) {
             label.push_str(&format!(" · ETA {}", format_duration(eta)));
         }
     }
-    let title = format!("run {}: {} on {} ({})", run.id, run.layer.name, run.task.name, run.shown_status());
+    let mut title = format!("run {}: {} on {} ({})", run.id, run.layer.name, run.task.name, run.shown_status());
+    if list == RunList::Hidden {
+        let at = candidates.iter().position(|r| r.id == run.id).unwrap_or(0);
+        title.push_str(&format!(" · {} of {}, j/k for another", at + 1, candidates.len()));
+    }
     frame.render_widget(
         Gauge::default()
             .block(Block::default().borders(Borders::ALL).title(title))
