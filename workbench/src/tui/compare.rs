@@ -321,13 +321,25 @@ pub fn draw_panel(frame: &mut Frame, area: Rect, panel: &Panel) {
                 .bounds(x)
                 .labels(labels(x[0], x[1], &x).into_iter().map(Line::from).collect::<Vec<_>>()),
         )
-        .y_axis(Axis::default().style(axis_style).bounds(y).labels(y_labels(panel, y)));
+        .y_axis(Axis::default().style(axis_style).bounds(y).labels(y_labels(panel, y, plot_rows(area))));
     frame.render_widget(chart, area);
 }
 
-/// The y axis labels: bottom, middle and top, as the data's values on a log scale.
-fn y_labels(panel: &Panel, y: [f64; 2]) -> Vec<Line<'static>> {
-    let at = [y[0], (y[0] + y[1]) / 2.0, y[1]];
+/// The rows a chart in `area` plots on: inside its border, above the x axis and its labels.
+fn plot_rows(area: Rect) -> u16 {
+    area.height.saturating_sub(4)
+}
+
+/// The y axis labels: bottom, middle and top (as the data's values on a log scale); on two
+/// rows, bottom and top, and on one none (ratatui spaces labels over the rows, and needs two
+/// or none), so that no two share a row and overwrite each other into a number that is not
+/// there.
+fn y_labels(panel: &Panel, y: [f64; 2], rows: u16) -> Vec<Line<'static>> {
+    let at = match rows {
+        0 | 1 => vec![],
+        2 => vec![y[0], y[1]],
+        _ => vec![y[0], (y[0] + y[1]) / 2.0, y[1]],
+    };
     let texts = if panel.log_y { at.iter().map(|v| log_label(*v)).collect() } else { labels(y[0], y[1], &at) };
     texts.into_iter().map(Line::from).collect()
 }
@@ -423,7 +435,44 @@ fn on_off(b: bool) -> &'static str {
 
 #[cfg(test)]
 mod tests {
-    use super::fit_title;
+    use super::*;
+
+    /// A panel drawn `height` rows high, as text.
+    fn drawn(height: u16) -> String {
+        let mut panel = Panel::new("energy vs iteration".into(), "iteration t", "no data");
+        panel.curves.push(Curve { run: 0, points: vec![(0.0, -5858.0), (4.0, 8795.0), (8.0, 1200.0)], eval: false });
+        let backend = ratatui::backend::TestBackend::new(40, height);
+        let mut terminal = ratatui::Terminal::new(backend).unwrap();
+        terminal.draw(|frame| draw_panel(frame, frame.area(), &panel)).unwrap();
+        let buffer = terminal.backend().buffer().clone();
+        (0..height)
+            .map(|y| (0..40).map(|x| buffer[(x, y)].symbol().to_string()).collect::<String>())
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    /// The y axis labels of a panel drawn `height` rows high, top to bottom.
+    fn y_labels_drawn(height: u16) -> Vec<String> {
+        let text = drawn(height);
+        let lines: Vec<&str> = text.lines().collect();
+        // Between the border and the axis, above the x axis's line and labels.
+        lines[1..lines.len() - 3]
+            .iter()
+            .filter_map(|line| line.split('│').nth(1).map(str::trim).filter(|l| !l.is_empty()).map(String::from))
+            .collect()
+    }
+
+    #[test]
+    fn y_labels_never_share_a_row() {
+        // Tall: bottom, middle and top.
+        let tall = y_labels_drawn(12);
+        assert_eq!(tall.len(), 3, "{}", drawn(12));
+        // Two rows to plot on: bottom and top, never the middle written over the bottom.
+        assert_eq!(y_labels_drawn(6), vec![tall[0].clone(), tall[2].clone()], "{}", drawn(6));
+        // One row: none (drawn without a panic).
+        let flat = drawn(5);
+        assert!(tall.iter().all(|label| !flat.contains(label.as_str())), "{flat}");
+    }
 
     #[test]
     fn titles_drop_their_legends_before_what_they_draw_and_the_log_scale() {
