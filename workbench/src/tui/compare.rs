@@ -6,6 +6,7 @@
 
 use super::chart::{bounds, downsample, labels, log10, smooth};
 use super::data::RunData;
+use super::ui::fit_title;
 use crate::plot::{angle_data, depth_series, energy_data, erank_data, training_depth, IterationData};
 use crate::store::{MetricRow, RunRecord};
 use ratatui::layout::{Constraint, Layout, Rect};
@@ -245,21 +246,6 @@ fn add_iteration(
     if let (true, Some(t)) = (any, data.training_depth) {
         panel.marks.push((run, f64::from(t)));
     }
-}
-
-/// A panel's title in `width` cells: whole where it fits, else without its legends in
-/// brackets, the last first, so that what is drawn and `[log10]` stay readable; then cut.
-fn fit_title(title: &str, width: usize) -> String {
-    let mut fitted = title.to_string();
-    while fitted.chars().count() > width {
-        let Some(open) = fitted.rfind(" (") else { break };
-        let Some(length) = fitted[open..].find(')') else { break };
-        fitted.replace_range(open..=open + length, "");
-    }
-    if fitted.chars().count() > width {
-        fitted = fitted.chars().take(width.saturating_sub(1)).collect::<String>() + "…";
-    }
-    fitted
 }
 
 /// Draws one panel into `area`, downsampling every curve to the area's resolution.

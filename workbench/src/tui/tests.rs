@@ -534,6 +534,19 @@ fn the_footer_shows_whole_hints_and_always_the_key_list_and_quit() {
     assert!(!narrow.contains("A ablation") && narrow.contains("j, ↓ move"), "{narrow:?}");
 }
 
+/// The Launch form's title keeps what it says whole in a narrow terminal: the key reminder
+/// in brackets goes first (the footer and `?` have the keys).
+#[test]
+fn the_launch_title_drops_its_key_reminder_before_it_is_cut() {
+    let (mut app, _) = app();
+    press(&mut app, KeyCode::Char('2'));
+    let wide = render(&mut app, 140, 30);
+    assert!(wide.contains("a layer on a task (Enter edits, ←/→ choose, L launches)"), "{wide}");
+    let narrow = render(&mut app, 80, 24);
+    let title = narrow.lines().nth(1).unwrap_or_default();
+    assert!(title.contains("a layer on a task─") && !title.contains("(Enter"), "{narrow}");
+}
+
 #[test]
 fn launch_form_from_schemas_refuses_bad_values_inline() {
     let (mut app, _) = app();

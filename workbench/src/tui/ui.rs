@@ -168,3 +168,36 @@ fn draw_footer(frame: &mut Frame, area: Rect, app: &App) {
     let line = Line::from(spans);
     frame.render_widget(Paragraph::new(line), area);
 }
+
+/// `text`, or where it is wider than `width` cells its start and `…`, so that a cut value
+/// never reads as a whole one.
+pub fn cut_to_width(text: String, width: usize) -> String {
+    if text.chars().count() <= width {
+        return text;
+    }
+    text.chars().take(width.saturating_sub(1)).chain(std::iter::once('…')).collect()
+}
+
+/// A block's title in `width` cells: whole where it fits, else without its parts in
+/// brackets, the last first, so that what the block shows stays readable; then cut.
+pub fn fit_title(title: &str, width: usize) -> String {
+    let mut fitted = title.to_string();
+    while fitted.chars().count() > width {
+        let Some(open) = fitted.rfind(" (") else { break };
+        let Some(length) = fitted[open..].find(')') else { break };
+        fitted.replace_range(open..=open + length, "");
+    }
+    cut_to_width(fitted, width)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::cut_to_width;
+
+    #[test]
+    fn a_cut_value_ends_in_an_ellipsis() {
+        assert_eq!(cut_to_width("2 welcome experiment".into(), 10), "2 welcome…");
+        assert_eq!(cut_to_width("2 lr-grid".into(), 9), "2 lr-grid");
+        assert_eq!(cut_to_width("β-sweep".into(), 3), "β-…");
+    }
+}

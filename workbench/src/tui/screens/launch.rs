@@ -11,7 +11,7 @@ use crate::tui::keys::{cmd, hint, Action, Command, Key};
 use crate::tui::launch::{Field, Row as FormRow};
 use crate::tui::layout::Areas;
 use crate::tui::service::Request;
-use crate::tui::ui::{bold, dim};
+use crate::tui::ui::{bold, dim, fit_title};
 use ratatui::crossterm::event::{KeyCode, KeyEvent};
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Color, Style};
@@ -306,7 +306,11 @@ fn draw(frame: &mut Frame, area: Rect, app: &App) {
         app.executor, app.workers
     );
     frame.render_stateful_widget(
-        List::new(items).block(Block::default().borders(Borders::ALL).title(title)),
+        List::new(items).block(
+            Block::default()
+                .borders(Borders::ALL)
+                .title(fit_title(&title, usize::from(list_area.width.saturating_sub(2)))),
+        ),
         list_area,
         &mut state,
     );

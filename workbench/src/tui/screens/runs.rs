@@ -12,7 +12,7 @@ use crate::tui::layout::Areas;
 pub use crate::tui::runs::RunsState;
 use crate::tui::runs::{cell, Column};
 use crate::tui::service::Request;
-use crate::tui::ui::{bold, centred, cursor_row, dim, shown_status_colour};
+use crate::tui::ui::{bold, centred, cursor_row, cut_to_width, dim, shown_status_colour};
 use crate::wording::count;
 use ratatui::crossterm::event::{KeyCode, KeyEvent};
 use ratatui::layout::Rect;
@@ -460,16 +460,6 @@ pub fn fit_columns(app: &App, width: u16) -> Fitted {
     column_fit::fit(&table.columns, &natural, width.saturating_sub(2))
 }
 
-/// `text`, or where it is wider than `width` cells its start and `…`, so that a cut value
-/// never reads as a whole one.
-fn cut_to_width(text: String, width: u16) -> String {
-    let width = usize::from(width);
-    if text.chars().count() <= width {
-        return text;
-    }
-    text.chars().take(width.saturating_sub(1)).chain(std::iter::once('…')).collect()
-}
-
 fn draw_welcome(frame: &mut Frame, area: Rect) {
     let key = |k: &'static str| Span::styled(k, bold().fg(Color::Cyan));
     let text = vec![
@@ -533,7 +523,7 @@ fn draw(frame: &mut Frame, area: Rect, app: &App, areas: &Areas) {
                     Column::Status => Style::default().fg(shown_status_colour(r)),
                     _ => Style::default(),
                 };
-                let text = cut_to_width(cell(c, r, f, &table, &app.snapshot, now), width);
+                let text = cut_to_width(cell(c, r, f, &table, &app.snapshot, now), usize::from(width));
                 cells.push(Cell::from(text).style(style));
             }
             Row::new(cells)
@@ -574,16 +564,4 @@ fn draw(frame: &mut Frame, area: Rect, app: &App, areas: &Areas) {
 /// stored (a store a lab shares), else nothing.
 fn others_note<'a>(runs: impl IntoIterator<Item = &'a crate::store::RunRecord>) -> String {
     crate::ops::runs::stored_by_others(runs).map(|o| format!(" Note: {o}.")).unwrap_or_default()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::cut_to_width;
-
-    #[test]
-    fn a_cut_value_ends_in_an_ellipsis() {
-        assert_eq!(cut_to_width("2 welcome experiment".into(), 10), "2 welcome…");
-        assert_eq!(cut_to_width("2 lr-grid".into(), 9), "2 lr-grid");
-        assert_eq!(cut_to_width("β-sweep".into(), 3), "β-…");
-    }
 }
