@@ -234,7 +234,7 @@ fn the_queue_answers_for_the_runs_it_ran_not_those_that_ended_before() {
     assert!(stderr.contains("1 of 1 runs ended (0 not finished)"), "{stderr}");
     // Without a terminal there is no progress bar; each start is still told.
     assert!(stderr.contains("run 2 started") && !stderr.contains("run 1 started"), "{stderr}");
-    assert!(stderr.contains("run 2 finished") && !stderr.contains("run 1 interrupted"), "{stderr}");
+    assert!(stderr.contains("run 2 finished (best ") && !stderr.contains("run 1 interrupted"), "{stderr}");
     assert_eq!((status(&dir, 1).as_str(), status(&dir, 2).as_str()), ("interrupted", "finished"));
 }
 

@@ -7,7 +7,7 @@ use crate::host::PluginHost;
 use crate::ops;
 use crate::ops::grid::plan;
 use crate::queue::QueueRunner;
-use crate::store::{Claims, RunRecord, RunStatus, ServerConnections, Store, StoreOutage, SweepRecord};
+use crate::store::{Claims, MetricSummary, RunRecord, RunStatus, ServerConnections, Store, StoreOutage, SweepRecord};
 use crate::train::launch::say_above;
 use crate::wording::count;
 use anyhow::{anyhow, Result};
@@ -227,15 +227,15 @@ pub async fn run_until_done(
             };
             // This pass's own starts are not another runner's, even one that has ended already.
             told_started.extend(started.iter().map(|start| start.run));
-            for r in ended {
-                if seen_active.remove(&r.id) {
-                    if r.started_at.is_some() && told_started.insert(r.id) {
-                        elsewhere(r);
-                    }
-                    if !json {
-                        let why = r.error.as_deref().map(|e| format!(": {e}")).unwrap_or_default();
-                        say_above(&bar, format!("run {} {}{why}", r.id, r.status));
-                    }
+            let newly_ended: Vec<&&RunRecord> = ended.into_iter().filter(|r| seen_active.remove(&r.id)).collect();
+            let summaries = ended_summaries(store, &newly_ended, json).await;
+            for r in newly_ended {
+                if r.started_at.is_some() && told_started.insert(r.id) {
+                    elsewhere(r);
+                }
+                if !json {
+                    let of_run: Vec<MetricSummary> = summaries.iter().filter(|s| s.run_id == r.id).cloned().collect();
+                    say_above(&bar, ops::ended::ended_line(r, &of_run));
                 }
             }
             // After the ends this pass saw: a run starts in a slot one of them left.
@@ -286,6 +286,17 @@ pub async fn run_until_done(
             }
         }
     }
+}
+
+/// The metric summaries of the finished runs among `ended`, for their best headline value
+/// in the line that tells their end (none for `--json`, whose events carry statuses only). A
+/// store that does not answer now leaves the lines without it: the next pass says why.
+async fn ended_summaries(store: &Store, ended: &[&&RunRecord], json: bool) -> Vec<MetricSummary> {
+    let finished: BTreeSet<i64> = ended.iter().filter(|r| r.status == RunStatus::Finished).map(|r| r.id).collect();
+    if json || finished.is_empty() {
+        return Vec::new();
+    }
+    store.metric_summaries_of(&finished).await.unwrap_or_default()
 }
 
 /// What `sweep --json` and `queue --json` print: one JSON object per line, told apart by

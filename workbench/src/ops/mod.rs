@@ -20,10 +20,12 @@
 //! - [`evaluate`]: a stored run's checkpoint scored again with other evaluation settings, as
 //!   a new run (and the scoring that `import` shares);
 //! - [`elapsed`]: how long a run has trained, written for a person;
+//! - [`ended`]: how a run that ended is told (its best headline value, or its reason);
 //! - [`sort`]: the order of a list of runs, by a column or a metric.
 
 pub mod diff;
 pub mod elapsed;
+pub mod ended;
 pub mod evaluate;
 pub mod export;
 pub mod export_names;

@@ -28,18 +28,7 @@ impl Snapshot {
 
     /// The best value of the run's headline metric at the training depth, with its name.
     pub fn best_headline(&self, run: &RunRecord) -> Option<(String, f64)> {
-        let summaries = self.summaries.get(&run.id)?;
-        let (name, higher) = match run.headline() {
-            Some(h) => (h.name.clone(), h.higher_is_better),
-            None => {
-                let name = summaries.iter().find(|s| s.split == "eval" && s.name != "loss").map(|s| s.name.clone())?;
-                let higher = crate::ablation::higher_is_better(run, &name);
-                (name, higher)
-            }
-        };
-        let s = summaries.iter().find(|s| s.split == "eval" && s.name == name)?;
-        let v = if higher { s.max } else { s.min };
-        v.is_finite().then_some((name, v))
+        crate::ops::ended::best_headline(run, self.summaries.get(&run.id)?)
     }
 
     /// The last train loss and the wall time at that point.

@@ -30,13 +30,6 @@ pub fn news(before: &Snapshot, after: &Snapshot) -> Option<(String, bool)> {
 
 /// One ended run, as news.
 fn line(snapshot: &Snapshot, run: &RunRecord) -> String {
-    let id = run.id;
-    match (run.status, &run.error) {
-        (RunStatus::Finished, _) => match snapshot.best_headline(run) {
-            Some((name, value)) => format!("run {id} finished (best {name} {value:.4})"),
-            None => format!("run {id} finished"),
-        },
-        (status, Some(error)) => format!("run {id} {status}: {error}"),
-        (status, None) => format!("run {id} {status}"),
-    }
+    let summaries = snapshot.summaries.get(&run.id).map_or(&[][..], Vec::as_slice);
+    crate::ops::ended::ended_line(run, summaries)
 }
