@@ -420,6 +420,10 @@ pub enum DbAction {
         /// The source's runs to copy (default: all), each with its sweep.
         #[command(flatten)]
         pick: commands::runs::RunPick,
+        /// Record the copied runs as stored by this user (your login where the target's
+        /// runners run; they start their own user's runs). Default: as each was stored.
+        #[arg(long, value_name = "USER", value_parser = user_name_arg)]
+        as_user: Option<String>,
         /// Machine-readable report.
         #[arg(long)]
         json: bool,
@@ -642,6 +646,19 @@ fn at_least_one(text: &str) -> Result<usize, String> {
         Ok(n) => Ok(n),
         Err(_) => Err(format!("`{text}` is not a whole number; give a count such as 2")),
     }
+}
+
+/// A user name as runs record who stored them: not empty, no spaces or commas (the runs
+/// table and `user:` filters read it as one word).
+fn user_name_arg(text: &str) -> Result<String, String> {
+    let name = text.trim();
+    if name.is_empty() {
+        return Err("is empty; give the login the runs belong to, such as alice".into());
+    }
+    if name.chars().any(|c| c.is_whitespace() || c == ',') {
+        return Err(format!("`{name}` is not one login name (it holds a space or a comma)"));
+    }
+    Ok(name.to_string())
 }
 
 /// Process settings measured to matter for CPU training on small machines (README,
@@ -969,8 +986,8 @@ async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         Some(Command::Completions { shell }) => commands::completions::completions(shell),
         Some(Command::Man { out }) => commands::completions::man(out.as_deref()),
         Some(Command::Datasets(args)) => commands::datasets::run(args),
-        Some(Command::Db { action: DbAction::Copy { from, to, pick, json } }) => {
-            commands::db::copy(&from, &to, &pick, json).await
+        Some(Command::Db { action: DbAction::Copy { from, to, pick, as_user, json } }) => {
+            commands::db::copy(&from, &to, &pick, as_user.as_deref(), json).await
         }
         Some(Command::Db { action: DbAction::Backup { file } }) => commands::db::backup(&db, &file).await,
         Some(Command::ProbePlugin { path }) => {

@@ -740,6 +740,33 @@ async fn db_copy_again_copies_only_new_runs() {
     assert!(err.contains("run 9 does not exist"), "{err}");
 }
 
+/// `db copy --as-user` records the copies as stored by that login (a laptop's runs become the
+/// researcher's cluster login's, whose runners start them), leaving the source as it was.
+#[tokio::test]
+async fn db_copy_as_user_records_the_copies_as_that_user() {
+    let f = Fixture::new("copy-as-user").await;
+    let (from, to) = (f.path("runs.db"), f.path("lab.db"));
+    let copy = ["db", "copy", "--from", from.to_str().unwrap(), "--to", to.to_str().unwrap()];
+    let out = f.ok(&[&copy[..], &["--as-user", "asmith"]].concat());
+    assert!(out.contains("copied 3 runs") && out.contains("recorded as stored by asmith"), "{out}");
+    let users = |path: &std::path::Path| {
+        let path = path.to_path_buf();
+        async move {
+            let store = workbench::store::Store::open(&path).await.unwrap();
+            let users: Vec<Option<String>> =
+                store.list_runs().await.unwrap().into_iter().map(|r| r.created_by).collect();
+            store.close().await;
+            users
+        }
+    };
+    assert_eq!(users(&to).await, vec![Some("asmith".to_string()); 3]);
+    assert!(users(&from).await.iter().all(|u| u.as_deref() != Some("asmith")), "the source is left as it was");
+    for (bad, why) in [("", "is empty"), ("a smith", "is not one login name")] {
+        let (code, _, err) = f.run(&[&copy[..], &["--as-user", bad]].concat());
+        assert!(code == 2 && err.contains(why), "{bad:?}: {err}");
+    }
+}
+
 #[tokio::test]
 async fn diff_shows_what_differs() {
     let f = Fixture::new("diff").await;

@@ -8,7 +8,13 @@ use anyhow::{bail, Context, Result};
 use std::collections::BTreeSet;
 
 /// Copies `from` (the runs `which` picks, all by default) into `to` and prints what was copied.
-pub async fn copy(from: &StoreLocation, to: &StoreLocation, which: &RunPick, json: bool) -> Result<i32> {
+pub async fn copy(
+    from: &StoreLocation,
+    to: &StoreLocation,
+    which: &RunPick,
+    as_user: Option<&str>,
+    json: bool,
+) -> Result<i32> {
     if from == to {
         bail!("--from and --to name the same store ({from}); give two different stores");
     }
@@ -20,7 +26,10 @@ pub async fn copy(from: &StoreLocation, to: &StoreLocation, which: &RunPick, jso
         None
     };
     let target = Store::connect(to).await.with_context(|| format!("opening the target store {to}"))?;
-    let report = source.copy_into(&target, only.as_ref()).await.with_context(|| format!("copying {from} into {to}"))?;
+    let report = source
+        .copy_into_as(&target, only.as_ref(), as_user)
+        .await
+        .with_context(|| format!("copying {from} into {to}"))?;
     source.close().await;
     target.close().await;
     if json {
@@ -34,6 +43,9 @@ pub async fn copy(from: &StoreLocation, to: &StoreLocation, which: &RunPick, jso
         count(report.runs as usize, "run"),
         count(report.sweeps as usize, "sweep")
     );
+    if let (Some(user), true) = (as_user, report.runs > 0) {
+        println!("the copied runs are recorded as stored by {user}");
+    }
     if report.runs + report.sweeps > 0 {
         if report.kept_ids {
             println!("the copies keep their ids");

@@ -202,6 +202,18 @@ impl Store {
     /// into `target` in one transaction of the target (all or nothing). See the module docs
     /// for ids.
     pub async fn copy_into(&self, target: &Store, only: Option<&BTreeSet<i64>>) -> Result<CopyReport, StoreError> {
+        self.copy_into_as(target, only, None).await
+    }
+
+    /// [`copy_into`](Self::copy_into), recording the runs it copies as stored by `as_user`
+    /// where given: a laptop's runs, stored under the laptop's login, become those of the
+    /// researcher's login where the target's runners run (which start their own user's runs).
+    pub async fn copy_into_as(
+        &self,
+        target: &Store,
+        only: Option<&BTreeSet<i64>>,
+        as_user: Option<&str>,
+    ) -> Result<CopyReport, StoreError> {
         let mut report = CopyReport::default();
         let (status_col, step_col) = (column_index(&RUNS, "status"), column_index(&RUNS, "last_step"));
         let held_sweeps = target.held(&SWEEPS, &[], SAME_SWEEP).await?;
@@ -259,11 +271,15 @@ impl Store {
         let copied: BTreeSet<i64> = runs.iter().map(|row| int(&row[0])).collect();
         let claim_cols = [column_index(&RUNS, "claimed_by"), column_index(&RUNS, "claimed_at")];
         let claim_host = column_index(&RUNS, "claimed_host");
+        let created_by_col = column_index(&RUNS, "created_by");
         for row in &runs {
             let old = int(&row[0]);
             let mut row = row.clone();
             if let Value::Int(Some(sweep)) = row[sweep_col] {
                 row[sweep_col] = Value::Int(sweep_ids.get(&sweep).copied());
+            }
+            if let Some(user) = as_user {
+                row[created_by_col] = Value::Text(Some(user.to_string()));
             }
             // A claim belongs to a queue runner of the source; the copy waits for its own.
             row[claim_cols[0]] = Value::Int(None);
