@@ -27,7 +27,16 @@ pub fn save(path: &Path, opt: &AdamW, step: u64) -> Result<()> {
     let tmp = path.with_extension("safetensors.tmp");
     candle_core::safetensors::save(&tensors, &tmp)
         .with_context(|| format!("cannot write checkpoint {}", tmp.display()))?;
+    // On the disk before it replaces the last one, so that a node that loses power, or a
+    // file server that restarts, never leaves the run with neither.
+    std::fs::File::open(&tmp)
+        .and_then(|file| file.sync_all())
+        .with_context(|| format!("cannot flush checkpoint {} to disk", tmp.display()))?;
     std::fs::rename(&tmp, path).with_context(|| format!("cannot move checkpoint into place at {}", path.display()))?;
+    if let Some(dir) = path.parent() {
+        // The rename itself, kept where the file system allows a directory to be flushed.
+        let _ = std::fs::File::open(dir).and_then(|dir| dir.sync_all());
+    }
     Ok(())
 }
 
