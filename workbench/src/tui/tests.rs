@@ -205,7 +205,8 @@ fn filter_sort_and_marks() {
     chars(&mut app, "layer:hyperset");
     press(&mut app, KeyCode::Enter);
     let screen = render(&mut app, 140, 20);
-    assert!(screen.contains("2 of 3 runs"), "{screen}");
+    // With how many of them are in each state: a sweep's or a user's progress.
+    assert!(screen.contains("2 of 3 runs (1 finished, 1 failed)"), "{screen}");
     assert!(!screen.contains("transformer"));
     press(&mut app, KeyCode::Esc);
     assert!(render(&mut app, 140, 20).contains("transformer"));

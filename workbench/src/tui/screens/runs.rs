@@ -460,6 +460,25 @@ pub fn fit_columns(app: &App, width: u16) -> Fitted {
     column_fit::fit(&table.columns, &natural, width.saturating_sub(2))
 }
 
+/// ` (3 running, 12 queued, 8 finished)`: how many of `runs` are in each state, the active
+/// ones first, so that a filter on a sweep (`sweep:3`) or a user reads as its progress.
+fn by_status(runs: &[&RunRecord]) -> String {
+    const ORDER: [&str; 9] =
+        ["running", "submitted", "queued", "paused", "finished", "interrupted", "failed", "diverged", "damaged"];
+    let counts: Vec<String> = ORDER
+        .iter()
+        .filter_map(|state| {
+            let n = runs.iter().filter(|r| r.shown_status() == *state).count();
+            (n > 0).then(|| format!("{n} {state}"))
+        })
+        .collect();
+    if counts.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", counts.join(", "))
+    }
+}
+
 fn draw_welcome(frame: &mut Frame, area: Rect) {
     let key = |k: &'static str| Span::styled(k, bold().fg(Color::Cyan));
     let text = vec![
@@ -544,7 +563,10 @@ fn draw(frame: &mut Frame, area: Rect, app: &App, areas: &Areas) {
         let mut spans = vec![
             Span::styled("/ ", bold().fg(Color::Cyan)),
             Span::raw(format!("{}{cursor_mark}", app.runs.filter)),
-            Span::styled(format!("   {} of {} runs", table.runs.len(), app.snapshot.runs.len()), dim()),
+            Span::styled(
+                format!("   {} of {} runs{}", table.runs.len(), app.snapshot.runs.len(), by_status(&table.runs)),
+                dim(),
+            ),
         ];
         let hidden = app.marked_hidden();
         if hidden > 0 {
