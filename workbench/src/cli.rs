@@ -368,7 +368,7 @@ pub enum Command {
     /// List the cached real data sets, or fetch one: `datasets fetch cifar10 | cifar100 | mnist |
     /// fashion-mnist | sudoku-hard` (download with resume, checksum, unpack).
     Datasets(crate::commands::datasets::DatasetsArgs),
-    /// Manage run stores: copy every run between two stores (SQLite and PostgreSQL).
+    /// Manage run stores: copy runs between two stores (SQLite and PostgreSQL), or back one up while workers write.
     Db {
         #[command(subcommand)]
         action: DbAction,
