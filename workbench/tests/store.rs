@@ -1695,6 +1695,12 @@ async fn a_slurm_job_starts_only_a_run_that_is_its_own(backend: Backend) {
     // Its own job started again (Slurm's requeue keeps the id) replaces the worker.
     store.mark_running_in_job(id, 3_999_934, "102").await.unwrap();
     assert_eq!(store.run(id).await.unwrap().worker_pid, Some(3_999_934));
+    // A run a worker outside Slurm trains is never taken by a job.
+    let local = store.create_run(&new_run(3)).await.unwrap();
+    store.mark_running(local, 3_999_935).await.unwrap();
+    let refused = store.mark_running_in_job(local, 3_999_936, "103").await.unwrap_err().to_string();
+    assert!(refused.contains("a worker outside Slurm trains it"), "{refused}");
+    assert_eq!(store.run(local).await.unwrap().worker_pid, Some(3_999_935));
 }
 
 /// The summaries the runs table reads (smallest, largest, last value, last step, latest wall

@@ -488,7 +488,9 @@ impl Store {
     /// [`mark_running`](Self::mark_running) for worker `pid` of Slurm job `job`, which becomes
     /// the run's job. Refused when the run belongs to another job: this one was submitted
     /// before it (an `sbatch` that reported a failure though Slurm had taken the job, or one
-    /// submitted by hand) and must not take the run from that job's worker.
+    /// submitted by hand) and must not take the run from that job's worker. A running run is
+    /// taken only from an earlier worker of the same job (Slurm requeued it), never from a
+    /// worker outside Slurm.
     pub async fn mark_running_in_job(&self, id: i64, pid: u32, job: &str) -> Result<(), StoreError> {
         self.start_running(id, pid, Starter::SlurmJob(job)).await
     }
@@ -504,7 +506,7 @@ impl Store {
             }
             Starter::SlurmJob(_) => (
                 ", executor = 'slurm', job_id = $7",
-                "status IN ('queued', 'running') AND (job_id IS NULL OR job_id = $7)",
+                "((status = 'queued' AND (job_id IS NULL OR job_id = $7)) OR (status = 'running' AND job_id = $7))",
             ),
         };
         // Built from the constants above only.
@@ -534,11 +536,15 @@ impl Store {
                      lapsed after {CLAIM_TIMEOUT_S} s); this worker leaves the run to that runner's"
                 ),
                 (RunStatus::Queued | RunStatus::Running, Starter::SlurmJob(job)) => {
-                    let owner = self.run(id).await?.supervision.job_id.unwrap_or_default();
-                    format!(
-                        "it belongs to Slurm job {owner}, and this is job {job} (submitted before it, by an \
-                         sbatch that reported a failure or by hand); this job leaves the run to {owner}"
-                    )
+                    match self.run(id).await?.supervision.job_id {
+                        Some(owner) => format!(
+                            "it belongs to Slurm job {owner}, and this is job {job} (submitted before it, by \
+                             an sbatch that reported a failure or by hand); this job leaves the run to {owner}"
+                        ),
+                        None => {
+                            format!("a worker outside Slurm trains it; this job ({job}) leaves the run to that worker")
+                        }
+                    }
                 }
                 _ => "only queued runs can be started; create a new run instead".to_string(),
             };
@@ -954,7 +960,8 @@ enum Starter<'a> {
     Anyone,
     /// A process on this host holding the queued run's claim (a queue runner, `train`).
     Claim(u32),
-    /// A Slurm job, which takes the run unless it belongs to another job.
+    /// A Slurm job, which takes a queued run unless it belongs to another job, and a running
+    /// one only from its own earlier worker.
     SlurmJob(&'a str),
 }
 
