@@ -29,9 +29,12 @@ pub fn save(path: &Path, opt: &AdamW, step: u64) -> Result<()> {
         .with_context(|| format!("cannot write checkpoint {}", tmp.display()))?;
     // On the disk before it replaces the last one, so that a node that loses power, or a
     // file server that restarts, never leaves the run with neither.
-    std::fs::File::open(&tmp)
-        .and_then(|file| file.sync_all())
-        .with_context(|| format!("cannot flush checkpoint {} to disk", tmp.display()))?;
+    match std::fs::File::open(&tmp).and_then(|file| file.sync_all()) {
+        Ok(()) => {}
+        // A file system that cannot flush a file (some FUSE mounts) keeps what it keeps.
+        Err(e) if matches!(e.raw_os_error(), Some(libc::EINVAL | libc::ENOTSUP)) => {}
+        Err(e) => return Err(e).with_context(|| format!("cannot flush checkpoint {} to disk", tmp.display())),
+    }
     std::fs::rename(&tmp, path).with_context(|| format!("cannot move checkpoint into place at {}", path.display()))?;
     if let Some(dir) = path.parent() {
         // The rename itself, kept where the file system allows a directory to be flushed.
