@@ -115,7 +115,8 @@ impl FittedWidths {
 /// Fits the columns into `width` cells with `gap` cells between columns: every core column
 /// at its full width, then the longest prefix of the others that fits, leaving room for the
 /// `+N hidden` note when some are left out; the first column left out is shown cut to the
-/// room that is left, if that is at least its `min`.
+/// room that is left, if that is at least its `min`. Where the core columns alone do not
+/// fit, the longest prefix of them that does is shown, and nothing else.
 pub fn fit_widths(wanted: &[Wanted], width: u16, gap: u16) -> FittedWidths {
     let (gap, width) = (u32::from(gap), u32::from(width));
     let (mut columns, mut widths, mut used) = (Vec::new(), Vec::new(), 0u32);
@@ -131,6 +132,23 @@ pub fn fit_widths(wanted: &[Wanted], width: u16, gap: u16) -> FittedWidths {
         }
     }
     let note = |hidden: usize| if hidden > 0 { hidden_note(hidden).chars().count() as u32 + gap } else { 0 };
+    if used > width + gap {
+        // Not even the core fits: the longest prefix of it that does, whole (a value cut to
+        // fit would read as another), beside the note; at least the first column.
+        let total = columns.len() + rest.len();
+        let mut kept = 0;
+        let mut sum = 0u32;
+        for (m, w) in widths.iter().enumerate() {
+            sum += u32::from(*w) + gap;
+            if m > 0 && sum + note(total - m - 1) > width + gap {
+                break;
+            }
+            kept = m + 1;
+        }
+        columns.truncate(kept);
+        widths.truncate(kept);
+        return FittedWidths { columns, widths, hidden: total - kept };
+    }
     let cost = |k: usize| -> u32 {
         let shown: u32 = rest[..k].iter().map(|(_, w, _)| u32::from(*w) + gap).sum();
         shown + note(rest.len() - k)
@@ -182,10 +200,12 @@ mod tests {
         assert_eq!(narrow.columns, columns()[..5].to_vec());
         assert_eq!(narrow.widths[..4], [4, 11, 9, 15]);
         assert_eq!(narrow.hidden, 2);
-        // Narrower than the core: the core still gets its full width, everything else goes.
-        let tiny = fit(&columns(), &natural, 20);
-        assert_eq!(tiny.widths, vec![4, 11, 9, 15]);
-        assert_eq!(tiny.hidden, 3);
+        // Narrower than the core: as much of the core as fits whole beside the note.
+        let tiny = fit(&columns(), &natural, 30);
+        assert_eq!((tiny.widths.clone(), tiny.hidden), (vec![4, 11], 5));
+        let used: u16 = tiny.widths.iter().map(|w| w + 1).sum::<u16>() + hidden_note(5).len() as u16;
+        assert!(used <= 30, "{tiny:?}");
+        assert_eq!(fit(&columns(), &natural, 20).widths, vec![4], "at least the first");
     }
 
     #[test]

@@ -250,5 +250,5 @@ fn draw_ablation(frame: &mut Frame, area: Rect, app: &App) {
         };
         note.push_str(&format!(" · {columns}: widen the terminal, or export the whole table (M, T, C)"));
     }
-    frame.render_widget(Paragraph::new(note).style(dim()), note_area);
+    frame.render_widget(Paragraph::new(note).style(dim()).wrap(Wrap { trim: true }), note_area);
 }
