@@ -4,7 +4,7 @@
 //! frame can be drawn at any size at any moment and drawing changes nothing.
 
 use super::app::{App, Screen};
-use super::keys::{self, Command};
+use super::keys::{self, Action, Command};
 use super::layout::Areas;
 use super::screens;
 use crate::store::{RunRecord, RunStatus};
@@ -125,10 +125,10 @@ fn hints(app: &App, room: usize) -> Vec<Span<'static>> {
     } else {
         (screens::component(app.screen).commands(), keys::GLOBAL)
     };
-    let hinted: Vec<(&str, String)> =
-        screen.iter().chain(global).filter_map(|c| Some((c.label, format!(" {}  ", c.hint?)))).collect();
-    let width = |(label, hint): &(&str, String)| label.chars().count() + hint.chars().count();
-    let kept = |(_, hint): &(&str, String)| [" keys  ", " quit  "].contains(&hint.as_str());
+    let hinted: Vec<(&Command, String)> =
+        screen.iter().chain(global).filter_map(|c| Some((c, format!(" {}  ", c.hint?)))).collect();
+    let width = |(c, hint): &(&Command, String)| c.label.chars().count() + hint.chars().count();
+    let kept = |(c, _): &(&Command, String)| matches!(c.action, Action::OpenHelp | Action::Quit);
     let mut left = room.saturating_sub(hinted.iter().filter(|h| kept(h)).map(width).sum());
     let mut spans = Vec::new();
     for h in &hinted {
@@ -138,7 +138,7 @@ fn hints(app: &App, room: usize) -> Vec<Span<'static>> {
             }
             left -= width(h);
         }
-        spans.push(Span::styled(h.0.to_string(), bold().fg(Color::Cyan)));
+        spans.push(Span::styled(h.0.label.to_string(), bold().fg(Color::Cyan)));
         spans.push(Span::styled(h.1.clone(), dim()));
     }
     spans
