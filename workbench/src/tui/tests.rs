@@ -536,7 +536,8 @@ fn the_footer_shows_whole_hints_and_always_the_key_list_and_quit() {
 }
 
 /// The Launch form's title keeps what it says whole in a narrow terminal: the key reminder
-/// in brackets goes first (the footer and `?` have the keys).
+/// in brackets goes first (the footer and `?` have the keys); the settings' meanings that do
+/// not fit end in `…`.
 #[test]
 fn the_launch_title_drops_its_key_reminder_before_it_is_cut() {
     let (mut app, _) = app();
@@ -546,6 +547,9 @@ fn the_launch_title_drops_its_key_reminder_before_it_is_cut() {
     let narrow = render(&mut app, 80, 24);
     let title = narrow.lines().nth(1).unwrap_or_default();
     assert!(title.contains("a layer on a task─") && !title.contains("(Enter"), "{narrow}");
+    // A setting's meaning too wide for its row ends in `…` inside the frame.
+    let cut: Vec<&str> = narrow.lines().filter(|l| l.contains("…│")).collect();
+    assert!(!cut.is_empty(), "{narrow}");
 }
 
 #[test]

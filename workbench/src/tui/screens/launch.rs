@@ -11,7 +11,7 @@ use crate::tui::keys::{cmd, hint, Action, Command, Key};
 use crate::tui::launch::{Field, Row as FormRow};
 use crate::tui::layout::Areas;
 use crate::tui::service::Request;
-use crate::tui::ui::{bold, dim, fit_title};
+use crate::tui::ui::{bold, cut_to_width, dim, fit_title};
 use ratatui::crossterm::event::{KeyCode, KeyEvent};
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Color, Style};
@@ -203,22 +203,32 @@ const CYCLES: &str = "  ◂ ▸";
 /// (a file path) pushes its own row's meaning along.
 const VALUE_COLUMN_CAP: usize = 24;
 
-fn choice_line(key: &str, value: &str, widths: (usize, usize), about: &str) -> Line<'static> {
-    let (name_width, value_width) = widths;
+/// The form's columns: the keys', the values' and the whole row's widths.
+#[derive(Clone, Copy)]
+struct Columns {
+    name: usize,
+    value: usize,
+    row: usize,
+}
+
+fn choice_line(key: &str, value: &str, columns: Columns, about: &str) -> Line<'static> {
+    let name_width = columns.name;
     let shown = format!("{value}{CYCLES}");
     Line::from(vec![
         Span::styled(format!("{key:<name_width$}"), bold()),
         Span::styled(value.to_string(), bold().fg(Color::Yellow)),
         Span::styled(CYCLES, dim()),
-        meaning(&shown, value_width, about),
+        meaning(&shown, columns, about),
     ])
 }
 
-/// What a row's setting means, dim, in a column after the values (cut at the frame's edge
-/// where the terminal is narrow: the line under the form says it whole for the focused row).
-fn meaning(shown: &str, value_width: usize, about: &str) -> Span<'static> {
-    let pad = value_width.saturating_sub(shown.chars().count()) + 3;
-    Span::styled(format!("{:pad$}{about}", ""), dim())
+/// What a row's setting means, dim, in a column after the values, ending in `…` where the
+/// row is too narrow for it (the line under the form says it whole for the focused row).
+fn meaning(shown: &str, columns: Columns, about: &str) -> Span<'static> {
+    let shown = shown.chars().count();
+    let pad = columns.value.saturating_sub(shown) + 3;
+    let room = columns.row.saturating_sub(columns.name + shown + pad);
+    Span::styled(format!("{:pad$}{}", "", cut_to_width(about.to_string(), room)), dim())
 }
 
 fn draw(frame: &mut Frame, area: Rect, app: &App) {
@@ -249,7 +259,7 @@ fn draw(frame: &mut Frame, area: Rect, app: &App) {
         .filter(|&w| w <= VALUE_COLUMN_CAP)
         .max()
         .unwrap_or(0);
-    let widths = (name_width, value_width);
+    let columns = Columns { name: name_width, value: value_width, row: usize::from(list_area.width.saturating_sub(2)) };
     let description =
         |name: Option<&str>| app.plugins.get(name.unwrap_or("")).map(|p| p.description.clone()).unwrap_or_default();
     let items: Vec<ListItem> = rows
@@ -259,10 +269,10 @@ fn draw(frame: &mut Frame, area: Rect, app: &App) {
             let focused = i == form.cursor;
             let line = match row {
                 FormRow::LayerChoice => {
-                    choice_line("layer", form.layer_name().unwrap_or("-"), widths, &description(form.layer_name()))
+                    choice_line("layer", form.layer_name().unwrap_or("-"), columns, &description(form.layer_name()))
                 }
                 FormRow::TaskChoice => {
-                    choice_line("task", form.task_name().unwrap_or("-"), widths, &description(form.task_name()))
+                    choice_line("task", form.task_name().unwrap_or("-"), columns, &description(form.task_name()))
                 }
                 FormRow::Field(f) => {
                     let field = &form.fields[*f];
@@ -287,7 +297,7 @@ fn draw(frame: &mut Frame, area: Rect, app: &App) {
                     }
                     match &field.error {
                         Some(e) => spans.push(Span::styled(format!("  ✗ {e}"), Style::default().fg(Color::Red))),
-                        None if !editing => spans.push(meaning(&shown(field), value_width, &field.spec.help)),
+                        None if !editing => spans.push(meaning(&shown(field), columns, &field.spec.help)),
                         None => {}
                     }
                     Line::from(spans)
