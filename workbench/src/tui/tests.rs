@@ -1001,6 +1001,10 @@ fn a_narrow_plugins_table_keeps_names_whole_and_shortens_paths_first() {
     let line = narrow.lines().find(|l| l.contains("energy-transformer")).unwrap();
     assert!(line.contains(" libenergy_transformer.so") && !line.contains("/release/"), "{line}");
     assert!(line.contains("the hyperset"), "{line}");
+    // A description longer than its column ends in `…`.
+    let cut = render(&mut app, 72, 20);
+    let line = cut.lines().find(|l| l.contains("energy-transformer")).unwrap();
+    assert!(line.contains("the hyper") && line.contains("… libenergy_transformer.so"), "{line}");
     // Narrower: name, kind, version and the file name; no description column.
     let narrower = render(&mut app, 62, 20);
     let line = narrower.lines().find(|l| l.contains("energy-transformer")).unwrap();

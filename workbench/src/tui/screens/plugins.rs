@@ -6,7 +6,7 @@ use crate::tui::app::App;
 use crate::tui::component::Component;
 use crate::tui::keys::{cmd, hint, Action, Command, Key};
 use crate::tui::layout::Areas;
-use crate::tui::ui::{bold, cursor_row, dim};
+use crate::tui::ui::{bold, cursor_row, cut_to_width, dim};
 use crate::wording::{count, count_of};
 use ratatui::crossterm::event::KeyCode;
 use ratatui::layout::{Constraint, Layout, Rect};
@@ -105,7 +105,8 @@ fn plugin_table(plugins: &[PluginCells], inner: u16) -> PluginTable {
         .map(|p| {
             let mut row = vec![p.name.clone(), p.kind.clone(), p.version.clone()];
             if with_description {
-                row.push(p.description.clone());
+                // Whole under the table for the plugin under the cursor.
+                row.push(cut_to_width(p.description.clone(), usize::from(description)));
             }
             match path {
                 Some((_, true)) => row.push(file_name(p)),
