@@ -811,6 +811,12 @@ fn d_shows_the_compared_runs_differences_as_a_table_and_scrolls_it() {
     let acc = row(&screen, "eval cell_acc");
     assert!(acc.contains("0.50000") && acc.contains("0.30000"), "{acc}");
     assert_eq!(colour_of(&app, "run 2"), super::compare::colour(1), "each run in its Compare colour");
+    // A value longer than its run's column ends in `…`.
+    let mut snapshot = app.snapshot.clone();
+    snapshot.runs[0].layer.name = "a-layer-plugin-with-a-very-long-name".into();
+    app.apply(Update::Runs(snapshot));
+    let cut = render_laid_out(&mut app, 120, 30);
+    assert!(row(&cut, "  layer").contains("a-layer-plugin-with-a-very-long…  transformer"), "{cut}");
     // A terminal too short for every line scrolls, saying where it is.
     let short = render_laid_out(&mut app, 120, 10);
     assert!(short.contains("│configuration"), "{short}");

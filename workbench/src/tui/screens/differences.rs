@@ -9,7 +9,7 @@ use crate::tui::app::App;
 use crate::tui::column_fit::{fit_widths, Wanted};
 use crate::tui::compare::colour;
 use crate::tui::draw_cache::DrawCache;
-use crate::tui::ui::{bold, dim};
+use crate::tui::ui::{bold, cut_to_width, dim};
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::Style;
 use ratatui::widgets::{Block, Borders, Cell, Paragraph, Row, Table as TableWidget, Wrap};
@@ -164,13 +164,16 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, scroll: usize) {
         .take(visible)
         .map(|line| match line {
             Line::Section(title) => Row::new([Cell::from(*title).style(bold())]),
-            Line::Values { name, values, best } => Row::new(fitted.columns.iter().map(|&c| match c {
-                0 => Cell::from(format!("{INDENT}{name}")),
-                c => {
-                    let style = if best.get(c - 1) == Some(&true) { bold() } else { Style::default() };
-                    Cell::from(values.get(c - 1).cloned().unwrap_or_default()).style(style)
-                }
-            })),
+            Line::Values { name, values, best } => {
+                Row::new(fitted.columns.iter().zip(&fitted.widths).map(|(&c, &width)| match c {
+                    0 => Cell::from(format!("{INDENT}{name}")),
+                    c => {
+                        let style = if best.get(c - 1) == Some(&true) { bold() } else { Style::default() };
+                        let value = values.get(c - 1).cloned().unwrap_or_default();
+                        Cell::from(cut_to_width(value, usize::from(width))).style(style)
+                    }
+                }))
+            }
         })
         .collect();
     let title = format!(
