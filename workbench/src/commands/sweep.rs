@@ -12,7 +12,7 @@ use crate::train::launch::say_above;
 use crate::wording::count;
 use anyhow::{anyhow, Result};
 use indicatif::{ProgressBar, ProgressStyle};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -234,8 +234,8 @@ pub async fn run_until_done(
                     elsewhere(r);
                 }
                 if !json {
-                    let of_run: Vec<MetricSummary> = summaries.iter().filter(|s| s.run_id == r.id).cloned().collect();
-                    say_above(&bar, ops::ended::ended_line(r, &of_run));
+                    let of_run = summaries.get(&r.id).map_or(&[][..], Vec::as_slice);
+                    say_above(&bar, ops::ended::ended_line(r, of_run));
                 }
             }
             // After the ends this pass saw: a run starts in a slot one of them left.
@@ -291,12 +291,16 @@ pub async fn run_until_done(
 /// The metric summaries of the finished runs among `ended`, for their best headline value
 /// in the line that tells their end (none for `--json`, whose events carry statuses only). A
 /// store that does not answer now leaves the lines without it: the next pass says why.
-async fn ended_summaries(store: &Store, ended: &[&&RunRecord], json: bool) -> Vec<MetricSummary> {
+async fn ended_summaries(store: &Store, ended: &[&&RunRecord], json: bool) -> BTreeMap<i64, Vec<MetricSummary>> {
     let finished: BTreeSet<i64> = ended.iter().filter(|r| r.status == RunStatus::Finished).map(|r| r.id).collect();
+    let mut by_run: BTreeMap<i64, Vec<MetricSummary>> = BTreeMap::new();
     if json || finished.is_empty() {
-        return Vec::new();
+        return by_run;
     }
-    store.metric_summaries_of(&finished).await.unwrap_or_default()
+    for summary in store.metric_summaries_of(&finished).await.unwrap_or_default() {
+        by_run.entry(summary.run_id).or_default().push(summary);
+    }
+    by_run
 }
 
 /// What `sweep --json` and `queue --json` print: one JSON object per line, told apart by

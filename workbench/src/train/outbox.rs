@@ -1,8 +1,9 @@
 //! What a worker writes to the store while it trains (log lines, metric rows, diagnostics,
 //! the record of its latest checkpoint, its progress), written from the worker's background
 //! thread (beside its heartbeat: [`super::background`]) so that the training loop never waits
-//! for the store (except before a checkpoint, for the rows it covers: [`Outbox::sync`]). A write that fails in a way that may pass (the server
-//! restarting, the network away, another writer holding the lock) keeps what it could not
+//! for the store (except before a checkpoint, for the rows it covers: [`Outbox::sync`]). A
+//! write that fails in a way that may pass (the server restarting, the network away, another
+//! writer holding the lock) keeps what it could not
 //! write and tries again, so an outage shorter than [`OUTAGE_LIMIT`](crate::store::OUTAGE_LIMIT) costs the run nothing;
 //! after a longer one, or a failure that would not pass, the run ends with the error and its
 //! checkpoint on disk.
