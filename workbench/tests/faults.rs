@@ -56,9 +56,6 @@ async fn open(db: &Path) -> SqliteConnection {
 
 /// The step of run 1's last checkpoint (0: none yet).
 async fn checkpoint_step(db: &Path) -> i64 {
-    if !db.exists() {
-        return 0;
-    }
     let mut conn = open(db).await;
     let step: Option<i64> =
         sqlx::query_scalar("SELECT MAX(step) FROM artifacts WHERE run_id = 1 AND kind = 'checkpoint'")
@@ -97,19 +94,23 @@ fn start(dir: &Path, first: bool) -> Child {
     cmd.stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap()
 }
 
-/// Waits until run 1's worker trains (a step past `after`), then returns its pid; `None` when
-/// the run finished first.
-fn training_worker(dir: &Path, after: u64) -> Option<u32> {
+/// Waits until run 1's worker trains a step past the run's last recorded checkpoint, then
+/// returns its pid; `None` when the run finished first.
+async fn training_worker(dir: &Path) -> Option<u32> {
     let deadline = Instant::now() + Duration::from_secs(60);
     while Instant::now() < deadline {
         let run = show(dir);
         if run["status"] == "finished" {
             return None;
         }
-        if run["status"] == "running" && run["last_step"].as_u64().unwrap_or(0) > after {
+        // Read only once the run is running: before, the store may still be being created, its
+        // tables not there yet.
+        if run["status"] == "running"
+            && run["last_step"].as_u64().unwrap_or(0) > checkpoint_step(&dir.join("runs.db")).await as u64
+        {
             return run["worker_pid"].as_u64().map(|p| p as u32);
         }
-        std::thread::sleep(Duration::from_millis(20));
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
     panic!("run 1 never trained: {}", show(dir));
 }
@@ -129,14 +130,18 @@ async fn killed_workers_lose_no_row_and_resume_to_the_uninterrupted_result() {
     let mut child = start(&dir, true);
     let mut checkpointed_rows = Vec::new();
     while kills < KILLS {
-        let Some(pid) = training_worker(&dir, checkpoint_step(&db).await as u64) else { break };
+        let Some(pid) = training_worker(&dir).await else { break };
         std::thread::sleep(Duration::from_millis(rng.random_range(0..150)));
         // SAFETY: kill(2) only sends a signal.
         unsafe { libc::kill(pid as i32, libc::SIGKILL) };
         child.wait().unwrap();
+        let run = show(&dir);
+        if run["status"] == "finished" {
+            // The worker ended the run before the kill reached it.
+            break;
+        }
         kills += 1;
         assert_eq!(integrity(&db).await, "ok", "after kill {kills}");
-        let run = show(&dir);
         assert_eq!(run["status"], "interrupted", "after kill {kills}: {run}");
         // Rows up to the last checkpoint survive the kill and stay as the reference has them.
         let now = rows(&db).await;
