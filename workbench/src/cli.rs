@@ -401,6 +401,9 @@ pub enum Command {
         /// The process on this host that claimed the run for this worker.
         #[arg(long)]
         claimed_by: Option<u32>,
+        /// The Slurm submission that started this worker (its batch script says so).
+        #[arg(long)]
+        submission: Option<String>,
     },
 }
 
@@ -996,10 +999,11 @@ async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
             println!("{}", host::probe::LOADED_MARK);
             Ok(0)
         }
-        Some(Command::Worker { run, resume, claimed_by }) => {
+        Some(Command::Worker { run, resume, claimed_by, submission }) => {
             let host = PluginHost::load_dirs(&host::search_path(&dirs));
             let store = crate::train::worker::connect(&db, run).await?.with_artifacts_dir(artifacts);
-            crate::train::worker::run(&store, &host, run, resume, claimed_by).await?;
+            let starter = crate::train::worker::Starter { claimed_by, submission };
+            crate::train::worker::run(&store, &host, run, resume, &starter).await?;
             Ok(0)
         }
     }

@@ -1674,31 +1674,45 @@ async fn a_worker_starts_its_run_only_under_its_runner_s_claim(backend: Backend)
 }
 
 /// A Slurm job's worker starts a run that has no job yet (recording its own) or is its own, and
-/// leaves one that belongs to another job: a job submitted twice (an `sbatch` that reported a
-/// failure though Slurm took the job) never takes the run from the other's worker.
+/// leaves one that belongs to another job or was submitted again since its own submission: a
+/// job submitted twice (an `sbatch` that reported a failure though Slurm took the job) never
+/// takes the run from the other's worker, not even before the latest job's id is recorded.
 async fn a_slurm_job_starts_only_a_run_that_is_its_own(backend: Backend) {
     let Some(db) = TestDb::new(backend, "job-start").await else { return };
     let store = db.open().await;
     let fresh = store.create_run(&new_run(1)).await.unwrap();
-    store.mark_running_in_job(fresh, 3_999_931, "100").await.unwrap();
+    assert!(store.begin_submission(fresh, "first").await.unwrap());
+    store.mark_running_in_job(fresh, 3_999_931, "100", Some("first")).await.unwrap();
     let run = store.run(fresh).await.unwrap();
     assert_eq!(run.status, RunStatus::Running);
     assert_eq!((run.supervision.executor.as_deref(), run.supervision.job_id.as_deref()), (Some("slurm"), Some("100")));
+    assert!(!store.begin_submission(fresh, "again").await.unwrap(), "a running run is not submitted again");
     let id = store.create_run(&new_run(2)).await.unwrap();
     store.set_executor(id, "slurm", Some("102")).await.unwrap();
-    let refused = store.mark_running_in_job(id, 3_999_932, "101").await.unwrap_err().to_string();
+    let refused = store.mark_running_in_job(id, 3_999_932, "101", None).await.unwrap_err().to_string();
     assert!(refused.contains("it belongs to Slurm job 102, and this is job 101"), "{refused}");
     assert_eq!(store.run(id).await.unwrap().status, RunStatus::Queued);
-    store.mark_running_in_job(id, 3_999_933, "102").await.unwrap();
-    assert!(store.mark_running_in_job(id, 3_999_932, "101").await.is_err(), "job 101 never takes it");
+    store.mark_running_in_job(id, 3_999_933, "102", None).await.unwrap();
+    assert!(store.mark_running_in_job(id, 3_999_932, "101", None).await.is_err(), "job 101 never takes it");
     assert_eq!(store.run(id).await.unwrap().worker_pid, Some(3_999_933));
     // Its own job started again (Slurm's requeue keeps the id) replaces the worker.
-    store.mark_running_in_job(id, 3_999_934, "102").await.unwrap();
+    store.mark_running_in_job(id, 3_999_934, "102", None).await.unwrap();
     assert_eq!(store.run(id).await.unwrap().worker_pid, Some(3_999_934));
+    // Submitted again before the latest job's id is recorded: the earlier job leaves it, the
+    // latest takes it.
+    let again = store.create_run(&new_run(4)).await.unwrap();
+    assert!(store.begin_submission(again, "earlier").await.unwrap());
+    assert!(store.begin_submission(again, "latest").await.unwrap());
+    let refused = store.mark_running_in_job(again, 3_999_937, "104", Some("earlier")).await.unwrap_err().to_string();
+    assert!(refused.contains("submitted to Slurm again since this job (104)"), "{refused}");
+    assert!(store.mark_running_in_job(again, 3_999_937, "104", None).await.is_err(), "nor a job without a token");
+    assert_eq!(store.run(again).await.unwrap().status, RunStatus::Queued);
+    store.mark_running_in_job(again, 3_999_938, "105", Some("latest")).await.unwrap();
+    assert_eq!(store.run(again).await.unwrap().supervision.job_id.as_deref(), Some("105"));
     // A run a worker outside Slurm trains is never taken by a job.
     let local = store.create_run(&new_run(3)).await.unwrap();
     store.mark_running(local, 3_999_935).await.unwrap();
-    let refused = store.mark_running_in_job(local, 3_999_936, "103").await.unwrap_err().to_string();
+    let refused = store.mark_running_in_job(local, 3_999_936, "103", None).await.unwrap_err().to_string();
     assert!(refused.contains("a worker outside Slurm trains it"), "{refused}");
     assert_eq!(store.run(local).await.unwrap().worker_pid, Some(3_999_935));
 }

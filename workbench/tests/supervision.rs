@@ -272,6 +272,24 @@ async fn a_worker_leaves_a_run_that_is_not_its_own() {
     let record = store.run(submitted).await.unwrap();
     assert_eq!((record.status, record.worker_pid), (RunStatus::Queued, None));
     assert_eq!(record.supervision.job_id.as_deref(), Some("4712"));
+
+    // Submitted again before the latest job's id is recorded: a job of the earlier submission
+    // leaves the run, the latest job's worker takes it.
+    let resubmitted = store.create_claimed_run(&run, other_runner).await.unwrap();
+    assert!(store.begin_submission(resubmitted, "earlier").await.unwrap());
+    assert!(store.begin_submission(resubmitted, "latest").await.unwrap());
+    let stderr = worker(resubmitted, &["--resume", "--submission", "earlier"], Some("4713"));
+    assert!(stderr.contains("submitted to Slurm again since this job (4713)"), "{stderr}");
+    assert_eq!(store.run(resubmitted).await.unwrap().status, RunStatus::Queued);
+    let latest = workbench(&dir)
+        .args(["worker", "--run", &resubmitted.to_string(), "--resume", "--submission", "latest"])
+        .env("SLURM_JOB_ID", "4714")
+        .output()
+        .unwrap();
+    let record = store.run(resubmitted).await.unwrap();
+    let said = String::from_utf8_lossy(&latest.stderr);
+    assert_eq!(record.supervision.job_id.as_deref(), Some("4714"), "the latest job started the run: {said}");
+    assert!(record.started_at.is_some(), "{said}");
 }
 
 /// `workbench` on the test store `db`, its run files in `artifacts/` there, with the plugins

@@ -187,6 +187,10 @@ impl Executor {
             Executor::Slurm(options) => {
                 let exe = crate::train::launch::workbench_exe()?;
                 let artifacts = std::path::absolute(store.artifacts_dir()?)?;
+                let submission = crate::store::new_uid();
+                if !store.begin_submission(run.id, &submission).await? {
+                    return started_meanwhile(store, run.id).await;
+                }
                 let spec = slurm::JobSpec {
                     run_id: run.id,
                     device: &run.device,
@@ -195,6 +199,7 @@ impl Executor {
                     artifacts: &artifacts,
                     plugin_dirs,
                     options,
+                    submission: &submission,
                 };
                 let job = tokio::task::block_in_place(|| slurm::submit(&spec))?;
                 store.set_executor(run.id, "slurm", Some(&job)).await?;
@@ -302,6 +307,17 @@ impl Executor {
     }
 }
 
+/// What [`Executor::start`] answers for claimed run `id` that is no longer queued when its
+/// submission would begin: a job of an earlier submission started it (then that job runs it
+/// and is returned), or it was cancelled or deleted meanwhile (an error saying so).
+async fn started_meanwhile(store: &Store, id: i64) -> Result<Option<String>> {
+    let run = store.run(id).await?;
+    match (run.status, run.supervision.job_id) {
+        (RunStatus::Running, Some(job)) => Ok(Some(job)),
+        (status, _) => bail!("run {id} is {status} now, so it is not submitted to Slurm"),
+    }
+}
+
 /// The last reason written to each waiting run's log by this process (run -> line), so a
 /// queue runner asks the store only when the reason changes.
 static WAITING_NOTED: Mutex<BTreeMap<i64, String>> = Mutex::new(BTreeMap::new());
@@ -389,6 +405,26 @@ mod device_tests {
         // Options that ask for GPUs themselves may mean several per job.
         slurm("gres=gpu:2").check_devices(&runs(&["cuda:1"])).unwrap();
         Executor::Local.check_devices(&runs(&["cuda:3"])).unwrap();
+    }
+
+    /// A claimed run that a job of an earlier submission started meanwhile is left to that job,
+    /// not submitted again (no `sbatch` runs: none is needed to tell); one cancelled meanwhile
+    /// is refused with its state.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_run_started_meanwhile_is_not_submitted_again() {
+        let dir = tempfile::Builder::new().prefix("wb-submit-").tempdir().unwrap();
+        let store = Store::open(&dir.path().join("runs.db")).await.unwrap();
+        let slurm = Executor::from_args("slurm", None).unwrap();
+        let started = store.create_claimed_run(&run_on("cpu"), std::process::id()).await.unwrap();
+        store.mark_running_in_job(started, 3_999_951, "900", None).await.unwrap();
+        let run = store.run(started).await.unwrap();
+        let job = slurm.start(&store, &[], &run, false, |_, _| {}).await.unwrap();
+        assert_eq!(job.as_deref(), Some("900"));
+        let cancelled = store.create_claimed_run(&run_on("cpu"), std::process::id()).await.unwrap();
+        store.finish(cancelled, RunStatus::Interrupted, Some("cancelled")).await.unwrap();
+        let run = store.run(cancelled).await.unwrap();
+        let refused = slurm.start(&store, &[], &run, false, |_, _| {}).await.unwrap_err().to_string();
+        assert!(refused.contains("is interrupted now, so it is not submitted"), "{refused}");
     }
 }
 

@@ -83,6 +83,9 @@ pub struct JobSpec<'a> {
     pub artifacts: &'a Path,
     pub plugin_dirs: &'a [PathBuf],
     pub options: &'a SlurmOptions,
+    /// The submission's token, recorded with the run before `sbatch` (see
+    /// [`Store::begin_submission`](crate::store::Store::begin_submission)).
+    pub submission: &'a str,
 }
 
 /// Single-quotes `text` for the shell.
@@ -175,6 +178,7 @@ pub fn batch_script(spec: &JobSpec<'_>) -> String {
         command.push(quote(&dir.to_string_lossy()));
     }
     command.extend(["worker".into(), "--run".into(), id.to_string(), "--resume".into()]);
+    command.extend(["--submission".into(), quote(spec.submission)]);
     s.push_str(&format!("exec {}\n", command.join(" ")));
     s
 }
@@ -541,11 +545,13 @@ mod tests {
             artifacts: Path::new("/shared/art"),
             plugin_dirs: &[],
             options: &options,
+            submission: "5eed",
         };
         let script = batch_script(&spec);
         assert!(!script.contains("s3cret"), "{script}");
         assert!(script.contains("\"$WORKBENCH_DB\"") && script.contains("#SBATCH --partition=debug"), "{script}");
-        assert!(script.contains("worker --run 7 --resume") && script.contains("#SBATCH --requeue"), "{script}");
+        assert!(script.contains("worker --run 7 --resume --submission '5eed'"), "{script}");
+        assert!(script.contains("#SBATCH --requeue"), "{script}");
         let file = StoreLocation::parse("/data/runs.db");
         let script = batch_script(&JobSpec { location: &file, ..spec });
         assert!(script.contains("--db '/data/runs.db'"), "{script}");
@@ -564,6 +570,7 @@ mod tests {
                 artifacts: Path::new("/shared/art"),
                 plugin_dirs: &[],
                 options: &options,
+                submission: "5eed",
             };
             batch_script(&spec)
         };

@@ -102,6 +102,7 @@ const RUNS: Table = Table {
         ("revision", Int),
         ("uid", Text),
         ("created_by", Text),
+        ("submission", Text),
     ],
 };
 

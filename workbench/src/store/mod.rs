@@ -130,8 +130,9 @@ pub struct Store {
     turnstile: Option<Arc<Turnstile>>,
 }
 
-/// A new run's or sweep's identity across stores (migration 0009): 128 random bits in hex.
-fn new_uid() -> String {
+/// A new run's or sweep's identity across stores (migration 0009), or a Slurm submission's
+/// token (migration 0011): 128 random bits in hex.
+pub(crate) fn new_uid() -> String {
     format!("{:032x}", rand::random::<u128>())
 }
 
@@ -485,14 +486,22 @@ impl Store {
         self.start_running(id, pid, Starter::Claim(starter)).await
     }
 
-    /// [`mark_running`](Self::mark_running) for worker `pid` of Slurm job `job`, which becomes
-    /// the run's job. Refused when the run belongs to another job: this one was submitted
-    /// before it (an `sbatch` that reported a failure though Slurm had taken the job, or one
-    /// submitted by hand) and must not take the run from that job's worker. A running run is
-    /// taken only from an earlier worker of the same job (Slurm requeued it), never from a
-    /// worker outside Slurm.
-    pub async fn mark_running_in_job(&self, id: i64, pid: u32, job: &str) -> Result<(), StoreError> {
-        self.start_running(id, pid, Starter::SlurmJob(job)).await
+    /// [`mark_running`](Self::mark_running) for worker `pid` of Slurm job `job`, submitted as
+    /// `submission` (the token [`begin_submission`](Self::begin_submission) recorded; none
+    /// in a script from before tokens), which becomes the run's job. Refused when the run
+    /// belongs to another job, or has no job recorded yet and was submitted again since this
+    /// job's submission: this job was submitted before (an `sbatch` that reported a failure
+    /// though Slurm had taken the job, or one submitted by hand) and must not take the run from
+    /// the latest job's worker. A running run is taken only from an earlier worker of the same
+    /// job (Slurm requeued it), never from a worker outside Slurm.
+    pub async fn mark_running_in_job(
+        &self,
+        id: i64,
+        pid: u32,
+        job: &str,
+        submission: Option<&str>,
+    ) -> Result<(), StoreError> {
+        self.start_running(id, pid, Starter::SlurmJob { job, submission }).await
     }
 
     async fn start_running(&self, id: i64, pid: u32, starter: Starter<'_>) -> Result<(), StoreError> {
@@ -504,9 +513,10 @@ impl Store {
             Starter::Claim(_) => {
                 ("", "status = 'queued' AND (claimed_by IS NULL OR (claimed_by = $7 AND claimed_host = $3))")
             }
-            Starter::SlurmJob(_) => (
+            Starter::SlurmJob { .. } => (
                 ", executor = 'slurm', job_id = $7",
-                "((status = 'queued' AND (job_id IS NULL OR job_id = $7)) OR (status = 'running' AND job_id = $7))",
+                "((status = 'queued' AND (job_id = $7 OR (job_id IS NULL AND submission IS NOT DISTINCT FROM $8))) \
+                 OR (status = 'running' AND job_id = $7))",
             ),
         };
         // Built from the constants above only.
@@ -522,7 +532,7 @@ impl Store {
         let query = match starter {
             Starter::Anyone => query,
             Starter::Claim(runner) => query.bind(i64::from(runner)),
-            Starter::SlurmJob(job) => query.bind(job.to_string()),
+            Starter::SlurmJob { job, submission } => query.bind(job.to_string()).bind(submission.map(String::from)),
         };
         let result = query.write(self).await?;
         if result.rows_affected() == 0 {
@@ -535,11 +545,15 @@ impl Store {
                     "another runner took it while this worker waited to start it (its starter's claim \
                      lapsed after {CLAIM_TIMEOUT_S} s); this worker leaves the run to that runner's"
                 ),
-                (RunStatus::Queued | RunStatus::Running, Starter::SlurmJob(job)) => {
+                (RunStatus::Queued | RunStatus::Running, Starter::SlurmJob { job, .. }) => {
                     match self.run(id).await?.supervision.job_id {
                         Some(owner) => format!(
                             "it belongs to Slurm job {owner}, and this is job {job} (submitted before it, by \
                              an sbatch that reported a failure or by hand); this job leaves the run to {owner}"
+                        ),
+                        None if status == RunStatus::Queued => format!(
+                            "it was submitted to Slurm again since this job ({job}) was (by an sbatch that \
+                             reported a failure, or by hand); this job leaves the run to the latest one"
                         ),
                         None => {
                             format!("a worker outside Slurm trains it; this job ({job}) leaves the run to that worker")
@@ -960,9 +974,10 @@ enum Starter<'a> {
     Anyone,
     /// A process on this host holding the queued run's claim (a queue runner, `train`).
     Claim(u32),
-    /// A Slurm job, which takes a queued run unless it belongs to another job, and a running
-    /// one only from its own earlier worker.
-    SlurmJob(&'a str),
+    /// A Slurm job, submitted as `submission`, which takes a queued run unless it belongs to
+    /// another job or was submitted again since, and a running one only from its own earlier
+    /// worker.
+    SlurmJob { job: &'a str, submission: Option<&'a str> },
 }
 
 /// Tags as stored (comma-separated) to a list.

@@ -195,6 +195,18 @@ impl Store {
         Ok(result.rows_affected() == 1)
     }
 
+    /// Records `token` as queued run `id`'s latest Slurm submission, before its job is
+    /// submitted: only that job's worker (or one of the job recorded with the run) may start
+    /// it. Returns false, recording nothing, when the run is no longer queued.
+    pub async fn begin_submission(&self, id: i64, token: &str) -> Result<bool, StoreError> {
+        let result = sqlx::query::<Any>("UPDATE runs SET submission = $1 WHERE id = $2 AND status = 'queued'")
+            .bind(token)
+            .bind(id)
+            .write(self)
+            .await?;
+        Ok(result.rows_affected() == 1)
+    }
+
     /// Records how run `id` is executed: `local` or `slurm`, and the scheduler's job id.
     pub async fn set_executor(&self, id: i64, executor: &str, job_id: Option<&str>) -> Result<(), StoreError> {
         let query = sqlx::query::<Any>("UPDATE runs SET executor = $1, job_id = $2 WHERE id = $3")

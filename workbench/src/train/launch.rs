@@ -440,8 +440,8 @@ mod tests {
         let args = std::iter::once(OsString::from("workbench")).chain(worker_args(&store, &[], 7, true));
         let cli = crate::cli::Cli::try_parse_from(args).unwrap();
         match cli.command {
-            Some(crate::cli::Command::Worker { run, resume, claimed_by }) => {
-                assert_eq!((run, resume, claimed_by), (7, true, Some(std::process::id())));
+            Some(crate::cli::Command::Worker { run, resume, claimed_by, submission }) => {
+                assert_eq!((run, resume, claimed_by, submission), (7, true, Some(std::process::id()), None));
             }
             other => panic!("not the worker command: {other:?}"),
         }
