@@ -1002,8 +1002,8 @@ async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         Some(Command::Worker { run, resume, claimed_by, submission }) => {
             let host = PluginHost::load_dirs(&host::search_path(&dirs));
             let store = crate::train::worker::connect(&db, run).await?.with_artifacts_dir(artifacts);
-            let starter = crate::train::worker::Starter { claimed_by, submission };
-            crate::train::worker::run(&store, &host, run, resume, &starter).await?;
+            let started_by = crate::train::worker::StartedBy { claimed_by, submission };
+            crate::train::worker::run(&store, &host, run, resume, &started_by).await?;
             Ok(0)
         }
     }

@@ -3,9 +3,9 @@
 //! thread (beside its heartbeat: [`super::background`]) so that the training loop never waits
 //! for the store (except before a checkpoint, for the rows it covers: [`Outbox::sync`]). A
 //! write that fails in a way that may pass (the server restarting, the network away, another
-//! writer holding the lock) keeps what it could not
-//! write and tries again, so an outage shorter than [`OUTAGE_LIMIT`](crate::store::OUTAGE_LIMIT) costs the run nothing;
-//! after a longer one, or a failure that would not pass, the run ends with the error and its
+//! writer holding the lock) keeps what it could not write and tries again, so an outage
+//! shorter than [`OUTAGE_LIMIT`](crate::store::OUTAGE_LIMIT) costs the run nothing; after a
+//! longer one, or a failure that would not pass, the run ends with the error and its
 //! checkpoint on disk.
 //!
 //! A write whose commit was lost in transit (the connection dropped after the server

@@ -84,7 +84,7 @@ pub async fn connect(location: &crate::store::StoreLocation, run_id: i64) -> Res
 
 /// Who started a worker, which decides when it may start its run.
 #[derive(Debug, Default)]
-pub struct Starter {
+pub struct StartedBy {
     /// The process on this host whose claim the worker starts the run under
     /// ([`Store::mark_running_claimed`]).
     pub claimed_by: Option<u32>,
@@ -96,7 +96,7 @@ pub struct Starter {
 /// Runs the worker for `run_id`; `resume` continues from the run's checkpoint. A worker that a
 /// process on this host started under its claim starts the run only while that claim holds; a
 /// Slurm job's worker only if the run is its job's or has no job yet and was not submitted
-/// again since (see [`Starter`]).
+/// again since (see [`StartedBy`]).
 ///
 /// The worker holds the run's lease while it trains (a heartbeat on its background thread,
 /// see `Heartbeat`). It stops at its next step, with a checkpoint, on SIGINT or SIGTERM or when
@@ -104,7 +104,7 @@ pub struct Starter {
 /// frozen or cut off from the store is taken back when the store answers again, unless it was
 /// resumed, requeued or deleted meanwhile: then the lease is lost and the worker ends without
 /// writing to the run.
-pub async fn run(store: &Store, host: &PluginHost, run_id: i64, resume: bool, starter: &Starter) -> Result<()> {
+pub async fn run(store: &Store, host: &PluginHost, run_id: i64, resume: bool, started_by: &StartedBy) -> Result<()> {
     let signals = StopSignals::install()?;
     let record = store.run(run_id).await?;
     if let Some(damage) = &record.damage {
@@ -117,9 +117,9 @@ pub async fn run(store: &Store, host: &PluginHost, run_id: i64, resume: bool, st
         // limit): the worker it stopped recorded the run interrupted, and this one continues it.
         store.take_back_for_job(run_id, pid, &job).await?;
     }
-    match (starter.claimed_by, slurm_job()) {
+    match (started_by.claimed_by, slurm_job()) {
         (Some(runner), _) => store.mark_running_claimed(run_id, pid, runner).await?,
-        (None, Some(job)) => store.mark_running_in_job(run_id, pid, &job, starter.submission.as_deref()).await?,
+        (None, Some(job)) => store.mark_running_in_job(run_id, pid, &job, started_by.submission.as_deref()).await?,
         (None, None) => store.mark_running(run_id, pid).await?,
     }
     let stop = signals.stop.clone();
