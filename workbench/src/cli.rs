@@ -153,6 +153,10 @@ pub enum Command {
     Runs {
         #[command(subcommand)]
         action: Option<RunsAction>,
+        /// Run ids (`runs 3,4`) or filter terms (`runs status:finished 'd>=64'`): the runs
+        /// listed, as --runs and --filter pick them.
+        #[arg(value_name = "IDS|FILTER")]
+        terms: Vec<String>,
         /// Machine-readable output.
         #[arg(long)]
         json: bool,
@@ -460,6 +464,9 @@ pub enum RunsAction {
     /// The table of runs, as `workbench runs` alone prints it.
     #[command(visible_alias = "ls")]
     List {
+        /// Run ids or filter terms, as `runs` takes them.
+        #[arg(value_name = "IDS|FILTER")]
+        terms: Vec<String>,
         /// Machine-readable output.
         #[arg(long)]
         json: bool,
@@ -639,6 +646,21 @@ impl PickedRuns {
         }
         pick
     }
+}
+
+/// The runs `workbench runs [list] TERMS...` lists. A term naming one of `runs`' commands
+/// came after the ids it was meant to act on (`runs 3 show`): refused with the order that works.
+fn listed_runs(pick: commands::runs::RunPick, terms: &[String]) -> anyhow::Result<commands::runs::RunPick> {
+    use clap::CommandFactory;
+    let cli = Cli::command();
+    let runs = cli.find_subcommand("runs").expect("`runs` is a command");
+    if let Some((term, command)) = terms.iter().find_map(|t| runs.find_subcommand(t).map(|c| (t, c.get_name()))) {
+        anyhow::bail!(
+            "`{term}` is a command of `runs` and comes right after it (`workbench runs {command} ...`); to filter \
+             on the word, give it as `--filter {term}`"
+        );
+    }
+    pick.with_terms(terms)
 }
 
 /// A count that must be at least one (workers, timed steps), refused by clap with the reason
@@ -912,9 +934,9 @@ async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
             let store = commands::open_store(&db, &artifacts).await?;
             commands::train::resume(&store, &dirs, run, json).await
         }
-        Some(Command::Runs { action, json, pick, sort }) => {
+        Some(Command::Runs { action, terms, json, pick, sort }) => {
             let store = commands::open_store(&db, &artifacts).await?;
-            let listing = pick.picks() || sort.is_some();
+            let listing = pick.picks() || sort.is_some() || !terms.is_empty();
             if listing && matches!(action, Some(RunsAction::List { .. })) {
                 anyhow::bail!(
                     "`--runs / --sweep / --filter / --last / --sort` go after `list`: `workbench runs list --sweep N`"
@@ -929,9 +951,9 @@ async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
                 );
             }
             match action {
-                None => commands::runs::list(&store, json, &pick, sort.as_deref()).await,
-                Some(RunsAction::List { json: list_json, pick, sort }) => {
-                    commands::runs::list(&store, json || list_json, &pick, sort.as_deref()).await
+                None => commands::runs::list(&store, json, &listed_runs(pick, &terms)?, sort.as_deref()).await,
+                Some(RunsAction::List { terms, json: list_json, pick, sort }) => {
+                    commands::runs::list(&store, json || list_json, &listed_runs(pick, &terms)?, sort.as_deref()).await
                 }
                 Some(RunsAction::Show { run, config: true, .. }) => commands::runs::show_config(&store, run).await,
                 Some(RunsAction::Show { run, json: show_json, .. }) => {

@@ -258,6 +258,28 @@ async fn the_list_picks_runs_as_export_does() {
 }
 
 #[tokio::test]
+async fn the_list_takes_run_ids_and_filter_terms_as_arguments() {
+    let f = Fixture::new("runs-terms").await;
+    assert_eq!(listed(&f.ok(&["runs", "3,1"])), vec![3, 1]);
+    assert_eq!(listed(&f.ok(&["runs", "3", "1"])), vec![3, 1]);
+    assert_eq!(f.ok(&["runs", "2"]), f.ok(&["runs", "--runs", "2"]));
+    assert_eq!(listed(&f.ok(&["runs", "layer:hyperset"])), vec![1, 3]);
+    assert_eq!(listed(&f.ok(&["runs", "lr=1e-3", "status:finished"])), vec![1]);
+    assert_eq!(listed(&f.ok(&["runs", "1,2,3", "layer:hyperset"])), vec![1, 3], "ids, then the filter");
+    assert_eq!(listed(&f.ok(&["runs", "layer:hyperset", "--filter", "d>=128"])), vec![3], "both filters hold");
+    assert_eq!(listed(&f.ok(&["runs", "list", "layer:hyperset", "--last", "1"])), vec![3]);
+    assert_eq!(listed(&f.ok(&["runs", "--", "-layer:hyperset"])), vec![2], "a negated term after --");
+    let err = f.fails(&["runs", "3", "--runs", "1"]);
+    assert!(err.contains("both as arguments (3) and with --runs"), "{err}");
+    let err = f.fails(&["runs", "3", "show"]);
+    assert!(err.contains("`show` is a command of `runs`") && err.contains("--filter show"), "{err}");
+    let err = f.fails(&["runs", "1,9"]);
+    assert!(err.contains("9"), "{err}");
+    let err = f.fails(&["runs", "stauts:finished"]);
+    assert!(err.contains("stauts"), "{err}");
+}
+
+#[tokio::test]
 async fn runs_list_and_sweeps_list_are_the_bare_commands() {
     let f = Fixture::new("runs-list").await;
     assert_eq!(f.ok(&["runs", "list"]), f.ok(&["runs"]));

@@ -702,6 +702,34 @@ impl RunPick {
         runs
     }
 
+    /// These options with the list's own arguments folded in (`workbench runs 3,4` or
+    /// `workbench runs status:finished d>=64`): words of ids and commas are run ids, as
+    /// `--runs` takes them, the other words filter terms, after `--filter`'s own.
+    pub fn with_terms(mut self, terms: &[String]) -> Result<RunPick> {
+        let is_ids = |term: &&String| {
+            term.chars().all(|c| c.is_ascii_digit() || c == ',') && term.contains(|c: char| c.is_ascii_digit())
+        };
+        let (ids, words): (Vec<&String>, Vec<&String>) = terms.iter().partition(is_ids);
+        let ids = ids.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(",");
+        if !ids.is_empty() {
+            if self.runs.is_some() || self.sweep.is_some() {
+                anyhow::bail!(
+                    "run ids were given both as arguments ({ids}) and with --runs or --sweep: name the runs \
+                     one way, as arguments (`workbench runs 3,4`) or with the option"
+                );
+            }
+            self.runs = Some(ids);
+        }
+        if !words.is_empty() {
+            let words = words.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(" ");
+            self.filter = Some(match self.filter.take() {
+                Some(filter) => format!("{filter} {words}"),
+                None => words,
+            });
+        }
+        Ok(self)
+    }
+
     /// The runs these options name before `--filter`: `--runs`, `--sweep` or every run.
     pub fn which(&self) -> Result<ops::export_runs::Which> {
         use ops::export_runs::Which;
