@@ -37,6 +37,9 @@ fn refusals_name_the_problem_and_store_nothing() {
         (&["init_std=0.1"], &["exists in several places", "layer.init_std", "task.init_std"]),
         (&["difficulty=medium"], &["not one of hard | easy"]),
         (&["steps"], &["expected key=value, got `steps`"]),
+        // Plugins named where settings go, as if positional.
+        (&["transformer", "sudoku"], &["`transformer` is a layer plugin: give it as `--layer transformer`"]),
+        (&["--layer", "mlp", "image"], &["`image` is a task plugin: give it as `--task image`"]),
         (&["lr=1e-5", "min_lr=1e-3"], &["min_lr"]),
         (&["device=tpu"], &["device `tpu` is not valid"]),
         (&["task.train_csv=/no/such/file.csv"], &["/no/such/file.csv", "does not exist"]),

@@ -77,6 +77,11 @@ fn bench_refuses_zero_timed_steps() {
     assert_eq!(code, 2, "{stdout}\n{stderr}");
     assert!(stderr.contains("--steps") && stderr.contains("must be at least 1"), "{stderr}");
     assert!(stdout.is_empty(), "{stdout}");
+    // A plugin named where settings go: the option that takes it, before any work.
+    let (code, stdout, stderr) = run(workbench(&dir).args(["bench", "transformer"]));
+    assert_eq!(code, 2, "{stdout}\n{stderr}");
+    assert!(stderr.contains("`transformer` is a layer plugin: give it as `--layer transformer`"), "{stderr}");
+    assert!(stdout.is_empty(), "{stdout}");
 }
 
 #[test]

@@ -77,6 +77,11 @@ fn a_bad_point_refuses_the_whole_sweep_before_anything_is_queued() {
     let (code, _, stderr) = run(workbench(&dir).args(["sweep", "--layer", "hyperst", "--detach", "seed=0,1"]));
     assert_ne!(code, 0, "{stderr}");
     assert!(stderr.contains("did you mean `hyperset`?") && stderr.contains("--plugin-dir"), "{stderr}");
+    // A plugin named among the axes is refused with the option that takes it.
+    let (code, _, stderr) =
+        run(workbench(&dir).args(["sweep", "--layer", "hyperset", "--detach", "crate", "seed=0,1"]));
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("`crate` is a layer plugin: give it as `--layer crate`"), "{stderr}");
     assert!(runs(&dir).is_empty());
 }
 

@@ -53,6 +53,7 @@ pub fn run(
             }
         };
     }
+    host.refuse_plugin_names(overrides).map_err(refused)?;
     let layer_plugin = host.get(layer, PluginKind::Layer).map_err(refused)?;
     let task_plugin = host.get(task, PluginKind::Task).map_err(refused)?;
     let mut all: Vec<String> = small_data(task).iter().map(|o| o.to_string()).collect();

@@ -42,6 +42,7 @@ pub struct SweepArgs<'a> {
 /// Plans the grid (every bad point reported), queues it as one sweep, then (unless detached)
 /// runs the queue until the sweep is done.
 pub async fn sweep(store: &Store, host: &PluginHost, dirs: &[PathBuf], args: SweepArgs<'_>) -> Result<i32> {
+    host.refuse_plugin_names(args.axes).map_err(refused)?;
     let experiment = Experiment::load(args.configs).map_err(refused)?;
     let spec = experiment.sweep_spec(args.layers, args.task, args.axes).map_err(refused)?;
     args.executor.check(store).map_err(refused)?;

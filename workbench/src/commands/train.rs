@@ -25,6 +25,7 @@ pub async fn train(
     overrides: &[String],
     json: bool,
 ) -> Result<i32> {
+    host.refuse_plugin_names(overrides).map_err(refused)?;
     let layer_plugin = host.get(layer, PluginKind::Layer).map_err(refused)?;
     let task_plugin = host.get(task, PluginKind::Task).map_err(refused)?;
     let config = RunConfig::resolve(&layer_plugin.declaration, &task_plugin.declaration, overrides).map_err(refused)?;

@@ -131,6 +131,18 @@ impl PluginHost {
         }
     }
 
+    /// Refuses a plugin's name among a command's `key=value` arguments (`workbench train
+    /// transformer sudoku`), naming the option that takes it.
+    pub fn refuse_plugin_names(&self, arguments: &[String]) -> Result<()> {
+        for word in arguments.iter().filter(|a| !a.contains('=')) {
+            if let Some(p) = self.plugins.iter().find(|p| p.declaration.name == word.trim()) {
+                let kind = p.declaration.kind().as_str();
+                bail!("`{word}` is a {kind} plugin: give it as `--{kind} {}` (the other arguments are key=value settings)", word.trim());
+            }
+        }
+        Ok(())
+    }
+
     /// The plugin called `name` of the given kind; the error lists what is available.
     pub fn get(&self, name: &str, kind: PluginKind) -> Result<&LoadedPlugin> {
         if let Some(p) = self.plugins.iter().find(|p| p.declaration.name == name) {
