@@ -461,7 +461,12 @@ async fn delete_metrics_after_truncates_metrics_and_diagnostics(backend: Backend
     }
 
     assert_eq!(store.metrics_after(id, 5).await.unwrap().len(), 4);
+    // The training clock a resumed worker goes on from: the latest wall time kept.
+    assert_eq!(store.trained_seconds(id).await.unwrap(), 4.5);
     store.delete_metrics_after(id, 5).await.unwrap();
+    assert_eq!(store.trained_seconds(id).await.unwrap(), 2.5);
+    let unstarted = store.create_run(&new_run(3)).await.unwrap();
+    assert_eq!(store.trained_seconds(unstarted).await.unwrap(), 0.0);
     assert!(store.metrics_after(id, 5).await.unwrap().is_empty());
     let steps: Vec<_> = store.metrics(id).await.unwrap().iter().map(|m| m.step).collect();
     assert_eq!(steps, vec![0, 1, 2, 3, 4, 5]);

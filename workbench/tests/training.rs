@@ -7,6 +7,7 @@ use common::{run, show, temp_dir, train_losses, workbench};
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::Stdio;
+use std::time::Duration;
 
 fn last_eval(dir: &Path, id: i64, name: &str) -> f64 {
     let shown = show(dir, id);
@@ -98,6 +99,9 @@ fn an_interrupted_run_resumes_from_its_checkpoint() {
     let stopped_at = interrupted["run"]["last_step"].as_u64().unwrap();
     assert!((40..300).contains(&stopped_at), "stopped at {stopped_at}");
 
+    // Stopped for a while: the resumed worker's clock goes on from where the run stopped.
+    let paused = Duration::from_secs(3);
+    std::thread::sleep(paused);
     let (code, resumed, stderr) = run(workbench(&dir).args(["resume", "1", "--json"]));
     assert_eq!(code, 0, "{stderr}");
     let started = resumed.lines().find(|l| l.contains("\"event\":\"started\"")).unwrap();
@@ -107,6 +111,14 @@ fn an_interrupted_run_resumes_from_its_checkpoint() {
     let losses = train_losses(&dir, 1);
     let steps: Vec<u64> = losses.iter().map(|l| l.0).collect();
     assert_eq!(steps, (1..=300).collect::<Vec<_>>(), "every step recorded exactly once");
+    let walls: Vec<f64> = common::stored_rows(&dir, 1, "train", "loss").iter().map(|m| m.wall_time).collect();
+    let (before, after) = (walls[stopped_at as usize - 1], walls[stopped_at as usize]);
+    assert!(walls.windows(2).all(|w| w[0] <= w[1]), "the training clock never goes back: {walls:?}");
+    assert!(
+        after - before < paused.as_secs_f64(),
+        "the {}s stopped are not training time: step {stopped_at} at {before:.2}s, the next at {after:.2}s",
+        paused.as_secs()
+    );
 
     // The same run without interruption ends at the same loss.
     let mut again: Vec<&str> = args.to_vec();

@@ -724,6 +724,19 @@ impl Store {
         rows.iter().map(|r| self.map_metric(r)).collect()
     }
 
+    /// The latest wall time among the run's metrics (0 without any): the seconds it has
+    /// trained, where a resumed worker's clock goes on from, so that its curves against time
+    /// and its seconds per step leave out the hours it spent stopped.
+    pub async fn trained_seconds(&self, run_id: i64) -> Result<f64, StoreError> {
+        let (seconds,) =
+            sqlx::query_as::<Any, (Option<f64>,)>("SELECT MAX(wall) FROM metric_summaries WHERE run_id = $1")
+                .bind(run_id)
+                .fetch_one(&self.pool)
+                .await
+                .map_err(|e| self.err(e))?;
+        Ok(seconds.filter(|s| s.is_finite() && *s > 0.0).unwrap_or(0.0))
+    }
+
     /// Deletes the metrics and diagnostics with `step > step`, in one transaction (used when
     /// a run resumes from a checkpoint taken at `step`). Artifacts, logs and `last_step` are
     /// left alone.

@@ -523,6 +523,8 @@ async fn train(
     }
     // Rows after the restart point belong to the lost attempt and are replaced.
     store.delete_metrics_after(run_id, step).await?;
+    // A resumed run's clock goes on from the time its kept rows reach.
+    let trained = if step > 0 { store.trained_seconds(run_id).await? } else { 0.0 };
     let eval_batches = task
         .eval_batches(s.eval_batch, s.eval_examples, &device)
         .map_err(|e| anyhow!("task `{}`: {e}", config.task))?;
@@ -559,6 +561,7 @@ async fn train(
 
     let outbox = log.outbox;
     let started = Instant::now();
+    let clock = || trained + started.elapsed().as_secs_f64();
     let mut sampler = system::Sampler::new(&s.device);
     let mut waiting = ShardWaiting::default();
     let vars: Vec<_> = opt.slots.iter().map(|slot| slot.var.as_tensor().clone()).collect();
@@ -570,7 +573,7 @@ async fn train(
             anyhow::bail!("{unwritten}; stopped at step {step}");
         }
         if flags.stop.load(Ordering::Relaxed) {
-            push_system(outbox, &mut sampler, &mut waiting, step, started.elapsed().as_secs_f64());
+            push_system(outbox, &mut sampler, &mut waiting, step, clock());
             outbox.progress(step);
             save_checkpoint(outbox, &s, &ckpt, &opt, step)?;
             return Ok(Outcome::Interrupted(step));
@@ -584,7 +587,7 @@ async fn train(
         if shards > 1 {
             waiting.add(&shard_seconds);
         }
-        let wall = started.elapsed().as_secs_f64();
+        let wall = clock();
         if !loss_value.is_finite() {
             outbox.push(step + 1, "train", "loss", loss_value, wall);
             push_system(outbox, &mut sampler, &mut waiting, step + 1, wall);
@@ -628,7 +631,7 @@ async fn train(
                         continue;
                     }
                 };
-                let wall = started.elapsed().as_secs_f64();
+                let wall = clock();
                 for (name, value) in &scored.means {
                     outbox.push(step, &scored.split, name, *value, wall);
                 }
@@ -639,7 +642,7 @@ async fn train(
                     log.line(note);
                 }
             }
-            let wall = started.elapsed().as_secs_f64();
+            let wall = clock();
             outbox.push(step, system::SPLIT, system::EVAL_EXAMPLES, eval_examples as f64, wall);
             outbox.push_diagnostics(diagnostics);
             outbox.progress(step);
@@ -650,7 +653,7 @@ async fn train(
         }
         outbox.progress(step);
     }
-    push_system(outbox, &mut sampler, &mut waiting, step, started.elapsed().as_secs_f64());
+    push_system(outbox, &mut sampler, &mut waiting, step, clock());
     outbox.progress(step);
     Ok(Outcome::Finished)
 }

@@ -115,18 +115,17 @@ pub fn train_losses(dir: &Path, id: i64) -> Vec<(u64, f64)> {
 
 /// Run `id`'s values of metric `split/name` per step, in step order, read through the store API.
 pub fn stored_metric(dir: &Path, id: i64, split: &str, name: &str) -> Vec<(u64, f64)> {
+    stored_rows(dir, id, split, name).into_iter().map(|m| (m.step, m.value)).collect()
+}
+
+/// Run `id`'s rows of metric `split/name` (value and wall time), in step order.
+pub fn stored_rows(dir: &Path, id: i64, split: &str, name: &str) -> Vec<workbench::store::MetricRow> {
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     rt.block_on(async {
         let store = workbench::store::Store::open(&dir.join("runs.db")).await.unwrap();
-        let mut rows: Vec<(u64, f64)> = store
-            .metrics(id)
-            .await
-            .unwrap()
-            .into_iter()
-            .filter(|m| m.split == split && m.name == name)
-            .map(|m| (m.step, m.value))
-            .collect();
-        rows.sort_by_key(|r| r.0);
+        let mut rows: Vec<_> =
+            store.metrics(id).await.unwrap().into_iter().filter(|m| m.split == split && m.name == name).collect();
+        rows.sort_by_key(|r| r.step);
         rows
     })
 }
