@@ -42,9 +42,10 @@ pub fn summarise(rows: &[MetricRow]) -> BTreeMap<(String, String), SeriesSummary
     out
 }
 
-fn duration(r: &RunRecord) -> String {
+/// The run's training time, `+` after it while it runs; `clock` is its training clock.
+fn duration(r: &RunRecord, clock: Option<f64>) -> String {
     use ops::elapsed::{format_duration, now, training_seconds};
-    match training_seconds(r, now()) {
+    match training_seconds(r, clock, now()) {
         Some(secs) if r.status.is_terminal() => format_duration(secs),
         Some(secs) => format!("{}+", format_duration(secs)),
         None => "-".into(),
@@ -138,11 +139,12 @@ pub async fn print_table(store: &Store, runs: &[RunRecord], extra: &[ExtraColumn
             None => r.last_step.to_string(),
         };
         let params = r.param_count.map(|p| p.to_string()).unwrap_or_else(|| "-".into());
+        let of_run = summaries.get(&r.id).map_or(&[][..], Vec::as_slice);
         table.row(
             [r.id.to_string(), r.shown_status().to_string(), r.layer.name.clone(), r.task.name.clone()]
                 .into_iter()
                 .chain(extra.iter().map(|c| c.values.get(i).cloned().unwrap_or_else(|| "-".into())))
-                .chain([steps, params, duration(r), eval_summary(summaries.get(&r.id).map_or(&[], Vec::as_slice))]),
+                .chain([steps, params, duration(r, ops::elapsed::clock_of(of_run)), eval_summary(of_run)]),
         );
     }
     table.print();
@@ -270,7 +272,7 @@ pub async fn show(store: &Store, id: i64, as_json: bool) -> Result<i32> {
         "steps:    {}/{}   time: {}   git: {}",
         r.last_step,
         r.total_steps.map(|t| t.to_string()).unwrap_or("-".into()),
-        duration(&r),
+        duration(&r, Some(store.trained_seconds(id).await?)),
         r.git_rev.as_deref().unwrap_or("-")
     );
     if let Some(source) = r.config.get("evaluates").and_then(|v| v.as_i64()) {

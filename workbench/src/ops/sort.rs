@@ -45,7 +45,10 @@ pub fn sort_runs(
                 "task" => Some(Value::Text(r.task.name.clone())),
                 "steps" => Some(Value::Number(r.last_step as f64)),
                 "params" => r.param_count.map(|p| Value::Number(p as f64)),
-                _ => crate::ops::elapsed::training_seconds(r, now).map(Value::Number),
+                _ => {
+                    let clock = summaries.get(&r.id).and_then(|s| crate::ops::elapsed::clock_of(s));
+                    crate::ops::elapsed::training_seconds(r, clock, now).map(Value::Number)
+                }
             }
         };
         sort_by_key_once(runs, value, |a, b| order(a, b, false));

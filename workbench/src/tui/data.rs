@@ -26,6 +26,13 @@ impl Snapshot {
         self.runs.iter().find(|r| r.id == id)
     }
 
+    /// How long `run` has trained, by its training clock where its metrics carry one
+    /// (`ops::elapsed::training_seconds`).
+    pub fn training_seconds(&self, run: &RunRecord, now: f64) -> Option<f64> {
+        let clock = self.summaries.get(&run.id).and_then(|s| crate::ops::elapsed::clock_of(s));
+        crate::ops::elapsed::training_seconds(run, clock, now)
+    }
+
     /// The best value of the run's headline metric at the training depth, with its name.
     pub fn best_headline(&self, run: &RunRecord) -> Option<(String, f64)> {
         crate::ops::ended::best_headline(run, self.summaries.get(&run.id)?)

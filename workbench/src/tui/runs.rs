@@ -131,7 +131,6 @@ pub fn seed_groups(runs: &[RunRecord]) -> BTreeMap<i64, (i64, usize)> {
 
 // The matcher is shared with `workbench runs --filter`.
 pub use crate::ops::elapsed::format_duration;
-use crate::ops::elapsed::training_seconds;
 pub use crate::ops::filter::{matches, same_value};
 
 impl RunsState {
@@ -201,7 +200,7 @@ fn compare(
         }
         Column::Best => num(snapshot.best_headline(a).map(|b| b.1), snapshot.best_headline(b).map(|b| b.1)),
         Column::Steps => a.last_step.cmp(&b.last_step),
-        Column::Duration => num(training_seconds(a, now), training_seconds(b, now)),
+        Column::Duration => num(snapshot.training_seconds(a, now), snapshot.training_seconds(b, now)),
         Column::Tags => a.tags.join(",").cmp(&b.tags.join(",")),
         Column::Sweep => a.sweep.as_ref().map(|s| s.id).cmp(&b.sweep.as_ref().map(|s| s.id)),
         Column::Group => groups.get(&a.id).cmp(&groups.get(&b.id)),
@@ -229,7 +228,7 @@ pub fn cell(
             Some(t) => format!("{}/{t}", run.last_step),
             None => run.last_step.to_string(),
         },
-        Column::Duration => training_seconds(run, now).map_or_else(|| "-".into(), format_duration),
+        Column::Duration => snapshot.training_seconds(run, now).map_or_else(|| "-".into(), format_duration),
         Column::Tags => run.tags.join(","),
         Column::User => run.created_by.clone().unwrap_or_else(|| "-".into()),
         // `2 lr-grid`: the id the `sweep:N` filter takes, then the sweep's name.
