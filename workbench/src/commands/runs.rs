@@ -705,7 +705,7 @@ impl RunPick {
     }
 
     /// These options with the list's own arguments folded in (`workbench runs 3,4` or
-    /// `workbench runs status:finished d>=64`): words of ids and commas are run ids, as
+    /// `workbench runs status:finished 'd>=64'`): words of ids and commas are run ids, as
     /// `--runs` takes them, the other words filter terms, after `--filter`'s own.
     pub fn with_terms(mut self, terms: &[String]) -> Result<RunPick> {
         let is_ids = |term: &&String| {

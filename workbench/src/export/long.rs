@@ -3,9 +3,9 @@
 //! Columns, in order: `run`, `sweep`, `layer`, `task`, `status`, `tags`, `kind` (`metric` or
 //! `diagnostic`), `split` (`train`, `eval`, `eval@K`; empty for diagnostics), `name`, `step`,
 //! `iteration` (the layer iteration of a diagnostic; empty for metrics), `value`, `wall_time`
-//! (seconds since the run started; empty for diagnostics), then one `config.KEY` column per
-//! configuration key of any exported run, named as in the runs table and the filter (`d`,
-//! `lr`, `layer.seed` where a key is in several sections).
+//! (the run's training clock in seconds, `MetricRow::wall_time`; empty for diagnostics), then
+//! one `config.KEY` column per configuration key of any exported run, named as in the runs
+//! table and the filter (`d`, `lr`, `layer.seed` where a key is in several sections).
 //! A row per value (rather than a column per metric) keeps every step of every curve and
 //! reads straight into `pandas.read_csv` for `groupby`/`pivot`.
 

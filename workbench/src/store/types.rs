@@ -316,7 +316,7 @@ pub struct MetricSummary {
     pub last: f64,
     /// Last step recorded.
     pub last_step: u64,
-    /// Largest wall time recorded (seconds since the run started).
+    /// Largest wall time recorded (the run's training clock, see [`MetricRow::wall_time`]).
     pub wall_time: f64,
 }
 
@@ -334,7 +334,8 @@ pub struct MetricRow {
     pub name: String,
     /// Metric value (NaN allowed).
     pub value: f64,
-    /// Seconds since the run started.
+    /// The run's training clock: seconds since its first training step began, continued by a
+    /// resumed worker from the latest time its kept rows record (so a stop is not counted).
     pub wall_time: f64,
 }
 
