@@ -652,6 +652,9 @@ impl PickedRuns {
 /// came after the ids it was meant to act on (`runs 3 show`): refused with the order that works.
 fn listed_runs(pick: commands::runs::RunPick, terms: &[String]) -> anyhow::Result<commands::runs::RunPick> {
     use clap::CommandFactory;
+    if terms.is_empty() {
+        return Ok(pick);
+    }
     let cli = Cli::command();
     let runs = cli.find_subcommand("runs").expect("`runs` is a command");
     if let Some((term, command)) = terms.iter().find_map(|t| runs.find_subcommand(t).map(|c| (t, c.get_name()))) {

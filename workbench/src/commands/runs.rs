@@ -230,7 +230,10 @@ fn end_label(status: RunStatus) -> &'static str {
 
 pub async fn show(store: &Store, id: i64, as_json: bool) -> Result<i32> {
     let r = store.run(id).await?;
-    let summary = summarise(&store.metrics(id).await?);
+    let rows = store.metrics(id).await?;
+    let summary = summarise(&rows);
+    // The training clock, from the rows read anyway.
+    let clock = rows.iter().map(|m| m.wall_time).filter(|w| w.is_finite()).reduce(f64::max);
     let logs = store.logs(id, 10).await?;
     if as_json {
         let metrics: Vec<_> =
@@ -272,7 +275,7 @@ pub async fn show(store: &Store, id: i64, as_json: bool) -> Result<i32> {
         "steps:    {}/{}   time: {}   git: {}",
         r.last_step,
         r.total_steps.map(|t| t.to_string()).unwrap_or("-".into()),
-        duration(&r, Some(store.trained_seconds(id).await?)),
+        duration(&r, clock),
         r.git_rev.as_deref().unwrap_or("-")
     );
     if let Some(source) = r.config.get("evaluates").and_then(|v| v.as_i64()) {
@@ -708,9 +711,7 @@ impl RunPick {
     /// `workbench runs status:finished 'd>=64'`): words of ids and commas are run ids, as
     /// `--runs` takes them, the other words filter terms, after `--filter`'s own.
     pub fn with_terms(mut self, terms: &[String]) -> Result<RunPick> {
-        let is_ids = |term: &&String| {
-            term.chars().all(|c| c.is_ascii_digit() || c == ',') && term.contains(|c: char| c.is_ascii_digit())
-        };
+        let is_ids = |term: &&String| crate::plot::parse_run_ids(term).is_ok();
         let (ids, words): (Vec<&String>, Vec<&String>) = terms.iter().partition(is_ids);
         let ids = ids.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(",");
         if !ids.is_empty() {
